@@ -1,0 +1,94 @@
+#pragma once
+// The vendor-neutral interface every GPU backend implements (NVML today, ROCm SMI next).
+// The collector and the renderer only see these types, so a new vendor plugs in by
+// implementing Backend and filling DeviceReading; nothing downstream changes.
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "util/result.h"
+
+namespace gpumeter {
+
+// A value with one distinguishing label value, e.g. {sensor="gpu"} or {clock="sm"}.
+struct LabeledValue {
+  std::string label;
+  double value = 0;
+  bool operator==(const LabeledValue&) const = default;
+};
+
+// Static facts about a GPU. Fields a backend cannot provide are left empty.
+struct DeviceIdentity {
+  unsigned index = 0;
+  std::string uuid;
+  std::string vendor;  // "nvidia", "amd"
+  std::string model;
+  std::string pci_bus_id;
+  std::string driver_version;
+  std::string vbios_version;
+  std::string serial;
+  bool operator==(const DeviceIdentity&) const = default;
+};
+
+// One collection of one GPU, in base units. An unset optional or an absent entry means
+// "unsupported or unknown": the renderer leaves it out, it never prints a sentinel.
+struct DeviceReading {
+  std::optional<double> utilization_ratio;         // 0..1
+  std::optional<double> memory_utilization_ratio;  // 0..1
+  std::optional<double> memory_total_bytes;
+  std::optional<double> memory_used_bytes;
+  std::optional<double> memory_free_bytes;
+  std::vector<LabeledValue> temperature_celsius;  // label: sensor ("gpu", "memory")
+  std::optional<double> power_watts;
+  std::optional<double> power_limit_watts;
+  std::optional<double> energy_joules;            // counter since driver load
+  std::vector<LabeledValue> clock_hertz;          // label: clock ("graphics", "sm", "memory", "video")
+  std::optional<double> performance_state;        // 0 (max) .. 15 (min)
+  std::optional<double> fan_speed_ratio;          // may exceed 1 on some boards
+  std::optional<double> pcie_link_generation;
+  std::optional<double> pcie_link_width;
+  std::optional<double> pcie_replay_errors;       // counter
+  std::optional<double> pcie_transmit_bytes;      // counter (may wrap: a reset to Prometheus)
+  std::optional<double> pcie_receive_bytes;       // counter
+  std::vector<LabeledValue> clock_event_active;   // label: reason; 0/1, only reasons the GPU supports
+  std::vector<LabeledValue> ecc_errors;           // label: severity ("corrected", "uncorrected"); counter
+  std::vector<LabeledValue> remapped_rows;        // label: kind
+  bool operator==(const DeviceReading&) const = default;
+};
+
+enum class DeviceEventKind { kXid };
+
+struct DeviceEvent {
+  unsigned device = 0;
+  DeviceEventKind kind = DeviceEventKind::kXid;
+  uint64_t code = 0;  // the Xid number for kXid
+};
+
+struct BackendStatus {
+  std::string backend;  // "nvml"
+  bool up = false;
+  std::string detail;   // why it is down, or what it loaded
+  std::string library;  // the path that was loaded, when up
+  std::string driver_version;
+};
+
+// Thread-safety contract: collect()/identify() may run concurrently for different devices,
+// never twice at once for the same device. wait_event() runs on a thread of its own.
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual const BackendStatus& status() const = 0;
+  virtual unsigned device_count() const = 0;
+  virtual Result<DeviceIdentity> identify(unsigned device) = 0;
+  virtual Result<DeviceReading> collect(unsigned device) = 0;
+  // True when wait_event can deliver events at all.
+  virtual bool supports_events() const = 0;
+  // Blocks up to `timeout`; returns nullopt when nothing happened.
+  virtual Result<std::optional<DeviceEvent>> wait_event(std::chrono::milliseconds timeout) = 0;
+};
+
+}  // namespace gpumeter

@@ -1,0 +1,26 @@
+#pragma once
+// The metric data model: plain values, no I/O. The renderer turns families into text.
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace gpumeter {
+
+enum class MetricType { kGauge, kCounter };
+
+using Labels = std::vector<std::pair<std::string, std::string>>;
+
+struct MetricSample {
+  Labels labels;
+  double value = 0;
+};
+
+struct MetricFamily {
+  std::string name;  // full Prometheus name; counters end in _total
+  std::string help;
+  MetricType type = MetricType::kGauge;
+  std::vector<MetricSample> samples;
+};
+
+}  // namespace gpumeter

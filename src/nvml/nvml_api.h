@@ -1,0 +1,242 @@
+#pragma once
+// The subset of the NVML C API that gpumeter uses, declared by the project itself so that
+// building needs no NVIDIA SDK. Layouts and constants follow NVIDIA's nvml.h (API version 13);
+// every struct is checked with static_assert against the sizes measured from that header.
+// Both the NVML backend (which dlopen()s the real library) and the fleet simulator (which
+// implements these functions) include this file, so the two can never disagree on the ABI.
+
+#include <cstddef>
+#include <cstdint>
+
+extern "C" {
+
+typedef int nvmlReturn_t;  // a 4-byte C enum in nvml.h
+typedef struct nvmlDevice_st* nvmlDevice_t;
+typedef struct nvmlEventSet_st* nvmlEventSet_t;
+
+// ---- return codes ----
+enum : nvmlReturn_t {
+  NVML_SUCCESS = 0,
+  NVML_ERROR_UNINITIALIZED = 1,
+  NVML_ERROR_INVALID_ARGUMENT = 2,
+  NVML_ERROR_NOT_SUPPORTED = 3,
+  NVML_ERROR_NO_PERMISSION = 4,
+  NVML_ERROR_ALREADY_INITIALIZED = 5,
+  NVML_ERROR_NOT_FOUND = 6,
+  NVML_ERROR_INSUFFICIENT_SIZE = 7,
+  NVML_ERROR_INSUFFICIENT_POWER = 8,
+  NVML_ERROR_DRIVER_NOT_LOADED = 9,
+  NVML_ERROR_TIMEOUT = 10,
+  NVML_ERROR_IRQ_ISSUE = 11,
+  NVML_ERROR_LIBRARY_NOT_FOUND = 12,
+  NVML_ERROR_FUNCTION_NOT_FOUND = 13,
+  NVML_ERROR_CORRUPTED_INFOROM = 14,
+  NVML_ERROR_GPU_IS_LOST = 15,
+  NVML_ERROR_RESET_REQUIRED = 16,
+  NVML_ERROR_OPERATING_SYSTEM = 17,
+  NVML_ERROR_LIB_RM_VERSION_MISMATCH = 18,
+  NVML_ERROR_IN_USE = 19,
+  NVML_ERROR_MEMORY = 20,
+  NVML_ERROR_NO_DATA = 21,
+  NVML_ERROR_ARGUMENT_VERSION_MISMATCH = 25,
+  NVML_ERROR_UNKNOWN = 999,
+};
+
+// ---- buffer sizes (bytes, including NUL) ----
+enum : unsigned int {
+  NVML_DEVICE_UUID_V2_BUFFER_SIZE = 96,
+  NVML_DEVICE_NAME_V2_BUFFER_SIZE = 96,
+  NVML_DEVICE_SERIAL_BUFFER_SIZE = 30,
+  NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE = 80,
+  NVML_DEVICE_VBIOS_VERSION_BUFFER_SIZE = 32,
+};
+
+#define GPUMETER_NVML_STRUCT_VERSION(size, ver) ((unsigned int)((size) | ((ver) << 24U)))
+
+// ---- enums used as arguments ----
+enum : unsigned int { NVML_TEMPERATURE_GPU = 0 };
+enum : unsigned int { NVML_CLOCK_GRAPHICS = 0, NVML_CLOCK_SM = 1, NVML_CLOCK_MEM = 2, NVML_CLOCK_VIDEO = 3 };
+enum : unsigned int { NVML_MEMORY_ERROR_TYPE_CORRECTED = 0, NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1 };
+enum : unsigned int { NVML_VOLATILE_ECC = 0, NVML_AGGREGATE_ECC = 1 };
+enum : unsigned int { NVML_FEATURE_DISABLED = 0, NVML_FEATURE_ENABLED = 1 };
+enum : unsigned int { NVML_PSTATE_UNKNOWN = 32 };
+enum : unsigned int {
+  NVML_VALUE_TYPE_DOUBLE = 0,
+  NVML_VALUE_TYPE_UNSIGNED_INT = 1,
+  NVML_VALUE_TYPE_UNSIGNED_LONG = 2,
+  NVML_VALUE_TYPE_UNSIGNED_LONG_LONG = 3,
+  NVML_VALUE_TYPE_SIGNED_LONG_LONG = 4,
+  NVML_VALUE_TYPE_SIGNED_INT = 5,
+  NVML_VALUE_TYPE_UNSIGNED_SHORT = 6,
+};
+enum : unsigned int {
+  NVML_TOTAL_POWER_SAMPLES = 0,
+  NVML_GPU_UTILIZATION_SAMPLES = 1,
+  NVML_MEMORY_UTILIZATION_SAMPLES = 2,
+};
+
+// ---- clocks event (throttle) reason bits ----
+enum : unsigned long long {
+  nvmlClocksEventReasonGpuIdle = 0x1ULL,
+  nvmlClocksEventReasonApplicationsClocksSetting = 0x2ULL,
+  nvmlClocksEventReasonSwPowerCap = 0x4ULL,
+  nvmlClocksThrottleReasonHwSlowdown = 0x8ULL,
+  nvmlClocksEventReasonSyncBoost = 0x10ULL,
+  nvmlClocksEventReasonSwThermalSlowdown = 0x20ULL,
+  nvmlClocksThrottleReasonHwThermalSlowdown = 0x40ULL,
+  nvmlClocksThrottleReasonHwPowerBrakeSlowdown = 0x80ULL,
+  nvmlClocksEventReasonDisplayClockSetting = 0x100ULL,
+};
+
+// ---- event types ----
+enum : unsigned long long {
+  nvmlEventTypeSingleBitEccError = 0x1ULL,
+  nvmlEventTypeDoubleBitEccError = 0x2ULL,
+  nvmlEventTypePState = 0x4ULL,
+  nvmlEventTypeXidCriticalError = 0x8ULL,
+};
+
+// ---- field ids (nvmlDeviceGetFieldValues) ----
+enum : unsigned int {
+  NVML_FI_DEV_MEMORY_TEMP = 82,
+  NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION = 83,
+  NVML_FI_DEV_PCIE_COUNT_TX_BYTES = 197,
+  NVML_FI_DEV_PCIE_COUNT_RX_BYTES = 198,
+};
+
+// ---- structs ----
+typedef struct nvmlPciInfo_st {
+  char busIdLegacy[16];
+  unsigned int domain;
+  unsigned int bus;
+  unsigned int device;
+  unsigned int pciDeviceId;
+  unsigned int pciSubSystemId;
+  char busId[32];
+} nvmlPciInfo_t;
+
+typedef struct nvmlUtilization_st {
+  unsigned int gpu;
+  unsigned int memory;
+} nvmlUtilization_t;
+
+typedef struct nvmlMemory_st {
+  unsigned long long total;
+  unsigned long long free;
+  unsigned long long used;
+} nvmlMemory_t;
+
+typedef struct nvmlMemory_v2_st {
+  unsigned int version;
+  unsigned long long total;
+  unsigned long long reserved;
+  unsigned long long free;
+  unsigned long long used;
+} nvmlMemory_v2_t;
+#define nvmlMemory_v2 GPUMETER_NVML_STRUCT_VERSION(sizeof(nvmlMemory_v2_t), 2)
+
+typedef struct nvmlProcessInfo_v1_st {
+  unsigned int pid;
+  unsigned long long usedGpuMemory;
+} nvmlProcessInfo_v1_t;
+
+typedef struct nvmlProcessInfo_st {  // v2 layout, also taken by the _v3 functions
+  unsigned int pid;
+  unsigned long long usedGpuMemory;
+  unsigned int gpuInstanceId;
+  unsigned int computeInstanceId;
+} nvmlProcessInfo_t;
+
+typedef struct nvmlProcessUtilizationSample_st {
+  unsigned int pid;
+  unsigned long long timeStamp;
+  unsigned int smUtil;
+  unsigned int memUtil;
+  unsigned int encUtil;
+  unsigned int decUtil;
+} nvmlProcessUtilizationSample_t;
+
+typedef union nvmlValue_st {
+  double dVal;
+  int siVal;
+  unsigned int uiVal;
+  unsigned long ulVal;
+  unsigned long long ullVal;
+  signed long long sllVal;
+  unsigned short usVal;
+} nvmlValue_t;
+
+typedef struct nvmlSample_st {
+  unsigned long long timeStamp;
+  nvmlValue_t sampleValue;
+} nvmlSample_t;
+
+typedef struct nvmlFieldValue_st {
+  unsigned int fieldId;
+  unsigned int scopeId;
+  long long timestamp;
+  long long latencyUsec;
+  unsigned int valueType;
+  nvmlReturn_t nvmlReturn;
+  nvmlValue_t value;
+} nvmlFieldValue_t;
+
+typedef struct nvmlEventData_st {
+  nvmlDevice_t device;
+  unsigned long long eventType;
+  unsigned long long eventData;
+  unsigned int gpuInstanceId;
+  unsigned int computeInstanceId;
+} nvmlEventData_t;
+
+static_assert(sizeof(nvmlReturn_t) == 4);
+static_assert(sizeof(nvmlPciInfo_t) == 68);
+static_assert(offsetof(nvmlPciInfo_t, busId) == 36);
+static_assert(sizeof(nvmlUtilization_t) == 8);
+static_assert(sizeof(nvmlMemory_t) == 24);
+static_assert(sizeof(nvmlMemory_v2_t) == 40);
+static_assert(offsetof(nvmlMemory_v2_t, used) == 32);
+static_assert(nvmlMemory_v2 == 0x02000028u);
+static_assert(sizeof(nvmlProcessInfo_v1_t) == 16);
+static_assert(sizeof(nvmlProcessInfo_t) == 24);
+static_assert(sizeof(nvmlProcessUtilizationSample_t) == 32);
+static_assert(offsetof(nvmlProcessUtilizationSample_t, smUtil) == 16);
+static_assert(sizeof(nvmlValue_t) == 8);
+static_assert(sizeof(nvmlSample_t) == 16);
+static_assert(sizeof(nvmlFieldValue_t) == 40);
+static_assert(offsetof(nvmlFieldValue_t, nvmlReturn) == 28);
+static_assert(sizeof(nvmlEventData_t) == 32);
+
+// ---- function signatures, as pointer types for dlsym() ----
+// The symbol name passed to dlsym is the versioned one where NVML has versions
+// (nvmlInit_v2, nvmlDeviceGetCount_v2, ...); see NvmlSymbols in nvml_backend.cpp.
+typedef nvmlReturn_t (*nvmlInit_fn)(void);
+typedef nvmlReturn_t (*nvmlShutdown_fn)(void);
+typedef const char* (*nvmlErrorString_fn)(nvmlReturn_t);
+typedef nvmlReturn_t (*nvmlSystemGetDriverVersion_fn)(char*, unsigned int);
+typedef nvmlReturn_t (*nvmlDeviceGetCount_fn)(unsigned int*);
+typedef nvmlReturn_t (*nvmlDeviceGetHandleByIndex_fn)(unsigned int, nvmlDevice_t*);
+typedef nvmlReturn_t (*nvmlDeviceGetHandleByUUID_fn)(const char*, nvmlDevice_t*);
+typedef nvmlReturn_t (*nvmlDeviceGetString_fn)(nvmlDevice_t, char*, unsigned int);  // UUID, Name, Serial, VbiosVersion
+typedef nvmlReturn_t (*nvmlDeviceGetPciInfo_fn)(nvmlDevice_t, nvmlPciInfo_t*);
+typedef nvmlReturn_t (*nvmlDeviceGetUtilizationRates_fn)(nvmlDevice_t, nvmlUtilization_t*);
+typedef nvmlReturn_t (*nvmlDeviceGetMemoryInfo_fn)(nvmlDevice_t, nvmlMemory_t*);
+typedef nvmlReturn_t (*nvmlDeviceGetMemoryInfo_v2_fn)(nvmlDevice_t, nvmlMemory_v2_t*);
+typedef nvmlReturn_t (*nvmlDeviceGetTemperature_fn)(nvmlDevice_t, unsigned int, unsigned int*);
+typedef nvmlReturn_t (*nvmlDeviceGetUInt_fn)(nvmlDevice_t, unsigned int*);  // PowerUsage, limits, PState, FanSpeed, PCIe link, replay
+typedef nvmlReturn_t (*nvmlDeviceGetULongLong_fn)(nvmlDevice_t, unsigned long long*);  // energy, clock event reasons
+typedef nvmlReturn_t (*nvmlDeviceGetClockInfo_fn)(nvmlDevice_t, unsigned int, unsigned int*);
+typedef nvmlReturn_t (*nvmlDeviceGetTotalEccErrors_fn)(nvmlDevice_t, unsigned int, unsigned int, unsigned long long*);
+typedef nvmlReturn_t (*nvmlDeviceGetRemappedRows_fn)(nvmlDevice_t, unsigned int*, unsigned int*, unsigned int*, unsigned int*);
+typedef nvmlReturn_t (*nvmlDeviceGetFieldValues_fn)(nvmlDevice_t, int, nvmlFieldValue_t*);
+typedef nvmlReturn_t (*nvmlDeviceGetProcesses_v3_fn)(nvmlDevice_t, unsigned int*, nvmlProcessInfo_t*);
+typedef nvmlReturn_t (*nvmlDeviceGetProcessUtilization_fn)(nvmlDevice_t, nvmlProcessUtilizationSample_t*, unsigned int*,
+                                                           unsigned long long);
+typedef nvmlReturn_t (*nvmlDeviceGetSamples_fn)(nvmlDevice_t, unsigned int, unsigned long long, unsigned int*,
+                                                unsigned int*, nvmlSample_t*);
+typedef nvmlReturn_t (*nvmlEventSetCreate_fn)(nvmlEventSet_t*);
+typedef nvmlReturn_t (*nvmlDeviceRegisterEvents_fn)(nvmlDevice_t, unsigned long long, nvmlEventSet_t);
+typedef nvmlReturn_t (*nvmlEventSetWait_fn)(nvmlEventSet_t, nvmlEventData_t*, unsigned int);
+typedef nvmlReturn_t (*nvmlEventSetFree_fn)(nvmlEventSet_t);
+
+}  // extern "C"
