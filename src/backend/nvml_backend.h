@@ -1,0 +1,61 @@
+#pragma once
+// The NVIDIA backend: NVML loaded at run time with dlopen, so the agent needs no SDK to build
+// and still starts (reporting itself down) where no driver is installed.
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/dynamic_library.h"
+#include "backend/nvml_symbols.h"
+#include "util/log.h"
+
+namespace gpumeter {
+
+struct NvmlBackendOptions {
+  // --nvml.library replaces the list with one path.
+  std::vector<std::string> library_candidates = {"libnvidia-ml.so.1", "libnvidia-ml.so"};
+  // Symbols to treat as absent: lets tests run the real library with parts of the API missing.
+  std::vector<std::string> hidden_symbols;
+};
+
+class NvmlBackend final : public Backend {
+ public:
+  // Never fails: without a usable library the backend exists with status().up == false and no
+  // devices, and status().detail says why.
+  static std::unique_ptr<NvmlBackend> create(const NvmlBackendOptions& options, Logger& log);
+  ~NvmlBackend() override;
+
+  const BackendStatus& status() const override { return status_; }
+  unsigned device_count() const override { return static_cast<unsigned>(devices_.size()); }
+  Result<DeviceIdentity> identify(unsigned device) override;
+  Result<DeviceReading> collect(unsigned device) override;
+  bool supports_events() const override;
+  Result<std::optional<DeviceEvent>> wait_event(std::chrono::milliseconds timeout) override;
+
+  // Optional entry points the library lacked (the metrics they feed are left out).
+  const std::vector<std::string>& missing_symbols() const { return symbols_.missing; }
+
+ private:
+  struct Device;
+  NvmlBackend(Logger& log) : log_(log) {}
+  std::string error_text(nvmlReturn_t rc) const;
+  Result<nvmlDevice_t> acquire(unsigned device);
+  void drop_handle(unsigned device);
+  void register_events_locked(unsigned device, nvmlDevice_t handle);
+
+  Logger& log_;
+  std::unique_ptr<SymbolSource> library_;  // declared first: closed after everything else
+  NvmlSymbols symbols_;
+  bool initialized_ = false;
+  BackendStatus status_;
+  std::vector<std::unique_ptr<Device>> devices_;
+
+  // Guards handles as seen by the event thread, the event set and its registrations.
+  std::mutex events_mu_;
+  nvmlEventSet_t event_set_ = nullptr;
+};
+
+}  // namespace gpumeter

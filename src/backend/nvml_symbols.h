@@ -1,0 +1,58 @@
+#pragma once
+// The NVML entry points gpumeter uses, resolved once from a SymbolSource. Versioned names are
+// preferred (nvmlInit_v2, nvmlDeviceGetCount_v2, ...) with the documented fallbacks. Only the
+// init/enumeration entry points are required; every other pointer may be null, which turns off
+// just the metrics it feeds.
+
+#include <string>
+#include <vector>
+
+#include "backend/dynamic_library.h"
+#include "nvml/nvml_api.h"
+
+namespace gpumeter {
+
+struct NvmlSymbols {
+  nvmlInit_fn init = nullptr;
+  nvmlShutdown_fn shutdown = nullptr;
+  nvmlErrorString_fn error_string = nullptr;
+  nvmlSystemGetDriverVersion_fn driver_version = nullptr;
+  nvmlDeviceGetCount_fn device_count = nullptr;
+  nvmlDeviceGetHandleByIndex_fn handle_by_index = nullptr;
+  nvmlDeviceGetHandleByUUID_fn handle_by_uuid = nullptr;
+  nvmlDeviceGetString_fn uuid = nullptr;
+  nvmlDeviceGetString_fn name = nullptr;
+  nvmlDeviceGetString_fn serial = nullptr;
+  nvmlDeviceGetString_fn vbios_version = nullptr;
+  nvmlDeviceGetPciInfo_fn pci_info = nullptr;
+  nvmlDeviceGetUtilizationRates_fn utilization = nullptr;
+  nvmlDeviceGetMemoryInfo_v2_fn memory_v2 = nullptr;
+  nvmlDeviceGetMemoryInfo_fn memory_v1 = nullptr;
+  nvmlDeviceGetTemperature_fn temperature = nullptr;
+  nvmlDeviceGetUInt_fn power_usage = nullptr;
+  nvmlDeviceGetUInt_fn power_limit = nullptr;
+  nvmlDeviceGetULongLong_fn total_energy = nullptr;
+  nvmlDeviceGetClockInfo_fn clock_info = nullptr;
+  nvmlDeviceGetUInt_fn performance_state = nullptr;
+  nvmlDeviceGetUInt_fn fan_speed = nullptr;
+  nvmlDeviceGetUInt_fn pcie_link_generation = nullptr;
+  nvmlDeviceGetUInt_fn pcie_link_width = nullptr;
+  nvmlDeviceGetUInt_fn pcie_replay_counter = nullptr;
+  nvmlDeviceGetFieldValues_fn field_values = nullptr;
+  nvmlDeviceGetULongLong_fn clock_event_reasons = nullptr;
+  nvmlDeviceGetULongLong_fn supported_clock_event_reasons = nullptr;
+  nvmlDeviceGetTotalEccErrors_fn total_ecc_errors = nullptr;
+  nvmlDeviceGetRemappedRows_fn remapped_rows = nullptr;
+  nvmlEventSetCreate_fn event_set_create = nullptr;
+  nvmlDeviceGetULongLong_fn supported_event_types = nullptr;
+  nvmlDeviceRegisterEvents_fn register_events = nullptr;
+  nvmlEventSetWait_fn event_set_wait = nullptr;
+  nvmlEventSetFree_fn event_set_free = nullptr;
+
+  // Resolves everything. Fails only when a required entry point is missing.
+  static Result<NvmlSymbols> resolve(const SymbolSource& lib);
+  // Names of optional entry points that were not found (for the start-up log).
+  std::vector<std::string> missing;
+};
+
+}  // namespace gpumeter

@@ -1,0 +1,270 @@
+#include "collect/collector.h"
+
+#include <cmath>
+#include <cstdio>
+#include <map>
+
+namespace gpumeter {
+
+namespace {
+double unix_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+double seconds(std::chrono::steady_clock::duration d) { return std::chrono::duration<double>(d).count(); }
+}  // namespace
+
+struct Collector::Slot {
+  Backend* backend = nullptr;
+  unsigned device = 0;
+
+  mutable std::mutex mu;  // guards everything below
+  DeviceIdentity identity;
+  bool identified = false;
+  bool attempted = false;   // at least one collection finished
+  bool success = false;
+  std::string error;
+  std::shared_ptr<const DeviceReading> reading;
+  std::chrono::steady_clock::time_point last_end{};
+  double duration = 0;
+  double last_success_unix = 0;
+  uint64_t completed_round = 0;
+  bool busy = false;
+  uint64_t busy_round = 0;
+  std::map<uint64_t, uint64_t> xids;
+};
+
+Collector::Collector(std::vector<Backend*> backends, CollectorOptions options, SnapshotSink sink, Logger& log)
+    : backends_(std::move(backends)), options_(std::move(options)), sink_(std::move(sink)), log_(log) {
+  for (Backend* b : backends_) {
+    for (unsigned i = 0; i < b->device_count(); ++i) {
+      auto s = std::make_shared<Slot>();
+      s->backend = b;
+      s->device = i;
+      s->identity.index = i;
+      slots_.push_back(std::move(s));
+    }
+  }
+}
+
+Collector::~Collector() { stop(); }
+
+void Collector::spawn(std::function<void()> fn) {
+  auto done = std::make_shared<std::atomic<bool>>(false);
+  std::thread t([fn = std::move(fn), done] {
+    fn();
+    done->store(true);
+  });
+  threads_.push_back({std::move(t), std::move(done)});
+}
+
+void Collector::start() {
+  for (auto& slot : slots_) {
+    spawn([this, slot] { run_worker(*slot); });
+  }
+  size_t first = 0;
+  for (Backend* b : backends_) {
+    if (b->supports_events()) spawn([this, b, first] { run_events(*b, first); });
+    first += b->device_count();
+  }
+  spawn([this] { run_publisher(); });
+}
+
+size_t Collector::stop(std::chrono::milliseconds grace) {
+  {
+    std::lock_guard lock(stop_mu_);
+    if (stopping_ && threads_.empty()) return 0;
+    stopping_ = true;
+  }
+  stop_cv_.notify_all();
+  {
+    std::lock_guard wake(round_mu_);
+  }
+  round_cv_.notify_all();
+  size_t abandoned = 0;
+  auto deadline = std::chrono::steady_clock::now() + grace;
+  for (auto& t : threads_) {
+    while (!t.done->load() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    if (t.done->load()) {
+      t.thread.join();
+    } else {
+      t.thread.detach();
+      ++abandoned;
+    }
+  }
+  threads_.clear();
+  return abandoned;
+}
+
+bool Collector::wait_until(std::chrono::steady_clock::time_point t) {
+  std::unique_lock lock(stop_mu_);
+  stop_cv_.wait_until(lock, t, [this] { return stopping_; });
+  return !stopping_;
+}
+
+void Collector::run_worker(Slot& slot) {
+  const auto interval = options_.interval;
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string gpu = std::to_string(slot.device);
+  uint64_t round = 0;
+  bool was_ok = true;
+  std::string last_error;
+  for (;;) {
+    if (!wait_until(t0 + round * interval)) return;
+    bool need_identity;
+    {
+      std::lock_guard lock(slot.mu);
+      slot.busy = true;
+      slot.busy_round = round;
+      need_identity = !slot.identified;
+    }
+    if (need_identity) {
+      auto id = slot.backend->identify(slot.device);
+      if (id) {
+        std::lock_guard lock(slot.mu);
+        slot.identity = std::move(id).value();
+        slot.identified = true;
+      }
+    }
+    auto begin = std::chrono::steady_clock::now();
+    auto result = slot.backend->collect(slot.device);
+    auto end = std::chrono::steady_clock::now();
+    {
+      std::lock_guard lock(slot.mu);
+      slot.busy = false;
+      slot.attempted = true;
+      slot.last_end = end;
+      slot.duration = seconds(end - begin);
+      slot.completed_round = round;
+      slot.success = result.ok();
+      if (result.ok()) {
+        slot.reading = std::make_shared<const DeviceReading>(std::move(result).value());
+        slot.last_success_unix = unix_now();
+        slot.error.clear();
+      } else {
+        slot.reading.reset();
+        slot.error = result.error().message;
+      }
+    }
+    {
+      std::lock_guard wake(round_mu_);  // pairs with the publisher's predicate check
+    }
+    round_cv_.notify_all();
+    // Log transitions only: a GPU that stays broken must not flood the log.
+    if (result.ok() && !was_ok) {
+      log_.info("GPU collection recovered", {{"gpu", gpu}});
+    } else if (!result.ok() && (was_ok || result.error().message != last_error)) {
+      log_.warn("GPU collection failed", {{"gpu", gpu}, {"err", result.error().message}});
+      last_error = result.error().message;
+    }
+    was_ok = result.ok();
+    // Rounds missed while a call hung are skipped, not replayed.
+    auto elapsed = std::chrono::steady_clock::now() - t0;
+    uint64_t due = static_cast<uint64_t>(elapsed / interval) + 1;
+    round = std::max(round + 1, due);
+  }
+}
+
+void Collector::run_events(Backend& backend, size_t first_slot) {
+  std::string last_error;
+  while (true) {
+    {
+      std::lock_guard lock(stop_mu_);
+      if (stopping_) return;
+    }
+    auto ev = backend.wait_event(std::chrono::milliseconds(500));
+    if (!ev) {
+      if (!backend.supports_events()) return;
+      if (ev.error().message != last_error) {
+        log_.warn("device event wait failed", {{"backend", backend.status().backend}, {"err", ev.error().message}});
+        last_error = ev.error().message;
+      }
+      if (!wait_until(std::chrono::steady_clock::now() + options_.interval)) return;
+      continue;
+    }
+    last_error.clear();
+    if (!ev->has_value()) continue;
+    const DeviceEvent& e = **ev;
+    if (first_slot + e.device >= slots_.size()) continue;
+    Slot& slot = *slots_[first_slot + e.device];
+    {
+      std::lock_guard lock(slot.mu);
+      ++slot.xids[e.code];
+    }
+    log_.warn("Xid error", {{"gpu", std::to_string(e.device)}, {"xid", std::to_string(e.code)}});
+  }
+}
+
+std::shared_ptr<const Snapshot> Collector::assemble() const {
+  auto snap = std::make_shared<Snapshot>();
+  snap->taken_unix = unix_now();
+  snap->build = options_.build;
+  for (Backend* b : backends_) snap->backends.push_back(b->status());
+  const auto now = std::chrono::steady_clock::now();
+  const auto overdue_after = 2 * options_.interval;
+  for (const auto& sp : slots_) {
+    const Slot& s = *sp;
+    GpuSnapshot g;
+    std::lock_guard lock(s.mu);
+    g.identity = s.identity;
+    g.identity.index = s.device;
+    if (g.identity.vendor.empty()) g.identity.vendor = s.backend->status().backend == "nvml" ? "nvidia" : "";
+    g.collect_success = s.success;
+    g.collect_duration_seconds = s.duration;
+    g.last_success_unix = s.last_success_unix;
+    g.xid_counts = s.xids;
+    if (!s.attempted) {
+      g.down_reason = s.busy ? "first collection has not finished" : "not collected yet";
+    } else if (!s.success) {
+      g.down_reason = s.error;
+    } else if (now - s.last_end > overdue_after) {
+      char buf[160];
+      std::snprintf(buf, sizeof buf, "collection overdue: last finished %.1f s ago (a driver call may be hung)",
+                    seconds(now - s.last_end));
+      g.down_reason = buf;
+    } else {
+      g.up = true;
+      g.reading = s.reading;
+    }
+    snap->gpus.push_back(std::move(g));
+  }
+  return snap;
+}
+
+void Collector::run_publisher() {
+  const auto interval = options_.interval;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (uint64_t round = 0;; ++round) {
+    const auto tick = t0 + round * interval;
+    if (!wait_until(tick)) return;
+    // Publish as soon as every worker that is not stuck in an older round has finished this
+    // one, and at the latest half an interval after the tick.
+    {
+      std::unique_lock lock(round_mu_);
+      round_cv_.wait_until(lock, tick + interval / 2, [&] {
+        {
+          std::lock_guard stop_lock(stop_mu_);
+          if (stopping_) return true;
+        }
+        for (const auto& sp : slots_) {
+          std::lock_guard slot_lock(sp->mu);
+          bool done = sp->attempted && sp->completed_round >= round;
+          bool stuck = sp->busy && sp->busy_round < round;
+          if (!done && !stuck) return false;
+        }
+        return true;
+      });
+    }
+    {
+      std::lock_guard lock(stop_mu_);
+      if (stopping_) return;
+    }
+    sink_(assemble());
+    // After a long stall, resume at the next tick rather than publishing a burst.
+    auto elapsed = std::chrono::steady_clock::now() - t0;
+    round = std::max<uint64_t>(round, static_cast<uint64_t>(elapsed / interval));
+  }
+}
+
+}  // namespace gpumeter

@@ -1,0 +1,74 @@
+#pragma once
+// Schedules collection: one worker thread per GPU (a hung driver call stalls only that GPU),
+// one thread per backend for device events, and a publisher that assembles an immutable
+// Snapshot each interval and hands it to a sink. Nothing here runs on the scrape path.
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "backend/backend.h"
+#include "model/snapshot.h"
+#include "util/log.h"
+
+namespace gpumeter {
+
+struct CollectorOptions {
+  std::chrono::milliseconds interval{1000};
+  BuildInfo build;
+};
+
+using SnapshotSink = std::function<void(std::shared_ptr<const Snapshot>)>;
+
+class Collector {
+ public:
+  // Backends must outlive the collector.
+  Collector(std::vector<Backend*> backends, CollectorOptions options, SnapshotSink sink, Logger& log);
+  ~Collector();
+  Collector(const Collector&) = delete;
+  Collector& operator=(const Collector&) = delete;
+
+  void start();
+  // Stops and joins every thread, waiting at most `grace` for each. A worker stuck in a
+  // driver call is detached instead, so shutdown never hangs on a dead GPU; the return value
+  // counts those. When it is non-zero the caller must exit the process without destroying
+  // the backends (the stuck call still runs inside the vendor library).
+  size_t stop(std::chrono::milliseconds grace = std::chrono::milliseconds(2000));
+
+  // Assembles a snapshot from the latest results now (also used by the publisher thread).
+  std::shared_ptr<const Snapshot> assemble() const;
+
+ private:
+  struct Slot;
+  void run_worker(Slot& slot);
+  void run_events(Backend& backend, size_t first_slot);
+  void run_publisher();
+  bool wait_until(std::chrono::steady_clock::time_point t);
+
+  std::vector<Backend*> backends_;
+  CollectorOptions options_;
+  SnapshotSink sink_;
+  Logger& log_;
+  std::vector<std::shared_ptr<Slot>> slots_;
+
+  std::mutex stop_mu_;
+  std::condition_variable stop_cv_;
+  bool stopping_ = false;
+  struct Thread {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
+  void spawn(std::function<void()> fn);
+  std::vector<Thread> threads_;
+  // Round bookkeeping lets the publisher run as soon as every live worker has finished.
+  mutable std::mutex round_mu_;
+  std::condition_variable round_cv_;
+  uint64_t round_ = 0;
+};
+
+}  // namespace gpumeter
