@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages gpumeter needs, skipping those already present.
+# Usage: scripts/install-deps.sh [build|test|bench]...   (default: build)
+set -euo pipefail
+
+build_pkgs=(cmake ninja-build g++ git pkg-config
+  libcpp-httplib-dev libssl-dev zlib1g-dev libbrotli-dev
+  libyaml-cpp-dev nlohmann-json3-dev libfmt-dev libcli11-dev
+  libgtest-dev libgmock-dev)
+test_pkgs=(prometheus python3 python3-prometheus-client curl chromium procps)
+bench_pkgs=(wrk nginx-light libbenchmark-dev procps curl)
+
+want=()
+for group in "${@:-build}"; do
+  case "$group" in
+    build) want+=("${build_pkgs[@]}") ;;
+    test) want+=("${build_pkgs[@]}" "${test_pkgs[@]}") ;;
+    bench) want+=("${build_pkgs[@]}" "${bench_pkgs[@]}") ;;
+    *) echo "install-deps: unknown group '$group' (expected build, test or bench)" >&2; exit 2 ;;
+  esac
+done
+
+missing=()
+for p in "${want[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+# De-duplicate while keeping order.
+mapfile -t missing < <(printf '%s\n' "${missing[@]}" | awk 'NF && !seen[$0]++')
+if ((${#missing[@]} == 0)); then
+  exit 0
+fi
+echo "install-deps: installing ${missing[*]}"
+SUDO=""
+if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

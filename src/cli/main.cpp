@@ -1,0 +1,31 @@
+// gpumeter: GPU monitoring and chargeback for shared GPU clusters.
+
+#include <CLI/CLI.hpp>
+
+#include "cli/serve.h"
+#include "cli/version.h"
+#include "sim/sim_cli.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "gpumeter: GPU monitoring and cost chargeback for shared GPU clusters, on the Prometheus stack.\n"
+      "Run `gpumeter <command> --help` for the flags of each command."};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string(gpumeter::cli::kVersionLine));
+
+  int exit_code = 0;
+  gpumeter::cli::ServeOptions serve_options;
+  auto* serve = app.add_subcommand(
+      "serve", "Run the node agent: collect every GPU on its own schedule and serve Prometheus metrics.");
+  gpumeter::cli::setup_serve_command(*serve, serve_options, exit_code);
+
+  auto* sim = app.add_subcommand("sim", "Fleet simulator tools: validate a scenario, print its exact ground truth.");
+  gpumeter::sim::setup_sim_command(*sim, exit_code);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  return exit_code;
+}

@@ -1,0 +1,167 @@
+#include "cli/serve.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+
+#include "backend/nvml_backend.h"
+#include "cli/version.h"
+#include "collect/collector.h"
+#include "http/exposition_store.h"
+#include "http/server.h"
+#include "util/duration.h"
+#include "util/log.h"
+
+namespace gpumeter::cli {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// The simulator is installed beside the binary as ../lib/gpumeter/libnvidia-ml.so.1, and the
+// build tree uses the same layout.
+std::string bundled_simulator_library() {
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) return "libnvidia-ml.so.1";
+  return (exe.parent_path().parent_path() / "lib" / "gpumeter" / "libnvidia-ml.so.1").string();
+}
+
+}  // namespace
+
+void setup_serve_command(CLI::App& cmd, ServeOptions& o, int& exit_code) {
+  cmd.add_option("--web.listen-address", o.listen_address,
+                 "Address to listen on for metrics and the web interface (\":9400\" = all interfaces, the "
+                 "port dcgm-exporter uses, so gpumeter can replace it in place)")
+      ->capture_default_str();
+  cmd.add_option("--web.telemetry-path", o.telemetry_path, "Path under which to expose metrics")
+      ->capture_default_str();
+  cmd.add_option("--web.config.file", o.web_config_file,
+                 "Exporter-toolkit web configuration file (TLS and basic auth) [not supported yet]");
+  cmd.add_option("--web.max-requests", o.max_requests,
+                 "Maximum number of requests served in parallel (the HTTP worker thread pool)")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 1024u));
+  cmd.add_option("--collect.interval", o.collect_interval,
+                 "How often each GPU is sampled. 1s matches NVML's own averaging windows (power is a 1 s "
+                 "average on Ampere and newer; utilization samples span 1/6 to 1 s), so every sample is "
+                 "fresh and none is skipped, and a dead GPU shows as down within 2 s")
+      ->capture_default_str();
+  cmd.add_option("--log.level", o.log_level, "Only log messages with the given severity or above")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"debug", "info", "warn", "error"}));
+  cmd.add_option("--log.format", o.log_format, "Output format of log messages")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"logfmt", "json"}));
+  cmd.add_option("--path.procfs", o.procfs, "procfs mountpoint (process attribution)")->capture_default_str();
+  cmd.add_option("--path.sysfs", o.sysfs, "sysfs mountpoint")->capture_default_str();
+  cmd.add_option("--nvml.library", o.nvml_library,
+                 "Path of the NVML library to load (default: libnvidia-ml.so.1, then libnvidia-ml.so, from "
+                 "the dynamic linker's search path)");
+  cmd.add_option("--sim.scenario", o.sim_scenario,
+                 "Run on the fleet simulator playing this scenario file instead of real GPUs (loads the "
+                 "bundled simulator library unless --nvml.library is given)")
+      ->check(CLI::ExistingFile);
+  cmd.callback([&o, &exit_code] { exit_code = run_serve(o); });
+}
+
+int run_serve(const ServeOptions& o) {
+  Logger log(*parse_log_level(o.log_level), *parse_log_format(o.log_format));
+  auto interval = parse_duration(o.collect_interval);
+  if (!interval) {
+    log.error("bad flag --collect.interval", {{"err", interval.error().message}});
+    return 2;
+  }
+  if (interval->count() < 100 || interval->count() > 3'600'000) {
+    log.error("bad flag --collect.interval", {{"err", "must be between 100ms and 1h"}});
+    return 2;
+  }
+  if (!o.web_config_file.empty()) {
+    log.error("bad flag --web.config.file", {{"err", "TLS and basic auth are not supported in this version"}});
+    return 2;
+  }
+  if (o.telemetry_path.empty() || o.telemetry_path[0] != '/' || o.telemetry_path == "/") {
+    log.error("bad flag --web.telemetry-path", {{"err", "must start with / and not be / itself"}});
+    return 2;
+  }
+
+  // Signals are handled by sigwait() below, so block them before any thread starts.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  log.info("starting gpumeter", {{"version", kVersion}, {"revision", kRevision}});
+
+  NvmlBackendOptions nvml_options;
+  if (!o.sim_scenario.empty()) {
+    // The simulator reads its scenario from the environment, like any NVML program would.
+    setenv("GPUMETER_SIM_SCENARIO", o.sim_scenario.c_str(), 1);
+    nvml_options.library_candidates = {o.nvml_library.empty() ? bundled_simulator_library() : o.nvml_library};
+    log.info("running on the fleet simulator",
+             {{"scenario", o.sim_scenario}, {"library", nvml_options.library_candidates[0]}});
+  } else if (!o.nvml_library.empty()) {
+    nvml_options.library_candidates = {o.nvml_library};
+  }
+  auto nvml = NvmlBackend::create(nvml_options, log);
+  if (nvml->status().up) {
+    log.info("NVML backend up", {{"detail", nvml->status().detail}});
+    if (!nvml->missing_symbols().empty()) {
+      std::string names;
+      for (const auto& n : nvml->missing_symbols()) names += (names.empty() ? "" : ",") + n;
+      log.info("NVML entry points absent; the metrics they feed are left out", {{"symbols", names}});
+    }
+  } else {
+    log.warn("NVML backend down; serving gpumeter_backend_up{backend=\"nvml\"} 0",
+             {{"reason", nvml->status().detail}});
+  }
+
+  ExpositionStore store;
+  CollectorOptions collector_options;
+  collector_options.interval = *interval;
+  collector_options.build = {kVersion, kRevision};
+  std::vector<Backend*> backends{nvml.get()};
+  Collector collector(backends, collector_options,
+                      [&store](std::shared_ptr<const Snapshot> s) { store.publish(std::move(s)); }, log);
+
+  HttpServerOptions http_options;
+  http_options.listen_address = o.listen_address;
+  http_options.telemetry_path = o.telemetry_path;
+  http_options.max_threads = o.max_requests;
+  http_options.readiness = [&store, &backends]() -> std::pair<bool, std::string> {
+    for (Backend* b : backends) {
+      if (!b->status().up) return {false, b->status().backend + " backend down: " + b->status().detail};
+    }
+    if (!store.latest()) return {false, "no snapshot collected yet"};
+    return {true, ""};
+  };
+  HttpServer server(http_options, store);
+  collector.start();
+  auto started = server.start();
+  if (!started) {
+    log.error("cannot serve HTTP", {{"address", o.listen_address}, {"err", started.error().message}});
+    if (collector.stop() > 0) _exit(1);
+    return 1;
+  }
+  log.info("listening", {{"address", o.listen_address}, {"telemetry_path", o.telemetry_path},
+                         {"gpus", std::to_string(nvml->device_count())},
+                         {"interval", o.collect_interval}});
+
+  int sig = 0;
+  sigwait(&signals, &sig);
+  log.info("shutting down", {{"signal", sig == SIGINT ? "SIGINT" : "SIGTERM"}});
+  server.stop();
+  size_t stuck = collector.stop();
+  if (stuck > 0) {
+    // A thread is still inside the vendor library; unloading it now would crash that thread.
+    log.warn("GPU workers stuck in driver calls; exiting without NVML shutdown", {{"workers", std::to_string(stuck)}});
+    _exit(0);
+  }
+  return 0;
+}
+
+}  // namespace gpumeter::cli

@@ -1,0 +1,29 @@
+#pragma once
+// `gpumeter serve`: the node agent.
+
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+namespace gpumeter::cli {
+
+struct ServeOptions {
+  std::string listen_address = ":9400";
+  std::string telemetry_path = "/metrics";
+  std::string web_config_file;
+  unsigned max_requests = 16;
+  std::string log_level = "info";
+  std::string log_format = "logfmt";
+  std::string procfs = "/proc";
+  std::string sysfs = "/sys";
+  std::string nvml_library;
+  std::string sim_scenario;
+  std::string collect_interval = "1s";
+};
+
+// Adds the flags to `cmd`; its callback runs the agent and stores the exit code.
+void setup_serve_command(CLI::App& cmd, ServeOptions& options, int& exit_code);
+
+int run_serve(const ServeOptions& options);
+
+}  // namespace gpumeter::cli

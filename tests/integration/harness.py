@@ -1,0 +1,203 @@
+"""Shared helpers for integration tests: real processes on loopback ports, always stopped.
+
+Paths come from the environment set by CTest (see CMakeLists.txt in this folder):
+GPUMETER_BIN, GPUMETER_SIM_LIB, GPUMETER_SOURCE_DIR.
+"""
+import gzip
+import json
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import unittest
+import urllib.error
+import urllib.parse
+import urllib.request
+
+BIN = os.environ.get("GPUMETER_BIN", "")
+SIM_LIB = os.environ.get("GPUMETER_SIM_LIB", "")
+SOURCE_DIR = os.environ.get("GPUMETER_SOURCE_DIR", os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+SCENARIOS = os.path.join(SOURCE_DIR, "tests", "integration", "scenarios")
+DEPLOY_SCENARIOS = os.path.join(SOURCE_DIR, "deploy", "scenarios")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Process:
+    """A child process with its output captured to a file; stop() is idempotent."""
+
+    def __init__(self, args, env=None, workdir=None, name="proc"):
+        self.workdir = workdir or tempfile.mkdtemp(prefix="gpumeter-it-")
+        self.log_path = os.path.join(self.workdir, name + ".log")
+        self._log = open(self.log_path, "wb")
+        full_env = dict(os.environ)
+        full_env.update(env or {})
+        self.proc = subprocess.Popen(args, stdout=self._log, stderr=subprocess.STDOUT, env=full_env,
+                                     cwd=self.workdir, start_new_session=True)
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def stop(self, timeout=15):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        self._log.close()
+        return self.proc.returncode
+
+    def log(self):
+        with open(self.log_path, "rb") as f:
+            return f.read().decode("utf-8", "replace")
+
+
+def http_get(url, headers=None, timeout=10):
+    """Returns (status, headers dict with lower-case keys, body bytes); never raises on HTTP errors."""
+    req = urllib.request.Request(url, headers=headers or {})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status, {k.lower(): v for k, v in r.headers.items()}, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, {k.lower(): v for k, v in e.headers.items()}, e.read()
+
+
+def wait_until(pred, timeout=30, interval=0.1, what="condition"):
+    deadline = time.time() + timeout
+    last = None
+    while time.time() < deadline:
+        try:
+            last = pred()
+            if last:
+                return last
+        except (OSError, ValueError, KeyError) as e:  # not up yet
+            last = e
+        time.sleep(interval)
+    raise AssertionError("timed out after %ss waiting for %s (last: %r)" % (timeout, what, last))
+
+
+class Agent:
+    """`gpumeter serve` on a free port, on the simulator unless nvml_library is given."""
+
+    def __init__(self, scenario=None, extra_args=(), env=None, nvml_library=None, interval="1s"):
+        self.port = free_port()
+        self.base = "http://127.0.0.1:%d" % self.port
+        args = [BIN, "serve", "--web.listen-address", "127.0.0.1:%d" % self.port,
+                "--collect.interval", interval]
+        if scenario:
+            args += ["--sim.scenario", scenario]
+        if nvml_library:
+            args += ["--nvml.library", nvml_library]
+        args += list(extra_args)
+        self.process = Process(args, env=env, name="gpumeter")
+
+    def wait_ready(self, timeout=30):
+        def ready():
+            if not self.process.alive():
+                raise AssertionError("gpumeter exited early:\n" + self.process.log())
+            return http_get(self.base + "/-/ready", timeout=2)[0] == 200
+        wait_until(ready, timeout, what="gpumeter /-/ready")
+
+    def wait_healthy(self, timeout=30):
+        def healthy():
+            if not self.process.alive():
+                raise AssertionError("gpumeter exited early:\n" + self.process.log())
+            return http_get(self.base + "/-/healthy", timeout=2)[0] == 200
+        wait_until(healthy, timeout, what="gpumeter /-/healthy")
+
+    def metrics(self, headers=None):
+        status, hdrs, body = http_get(self.base + "/metrics", headers=headers)
+        if status != 200:
+            raise AssertionError("GET /metrics: %d %r" % (status, body[:200]))
+        if hdrs.get("content-encoding") == "gzip":
+            body = gzip.decompress(body)
+        return hdrs, body.decode("utf-8")
+
+    def stop(self):
+        return self.process.stop()
+
+
+def parse_text(body):
+    """Prometheus text format to {(name, frozenset(labels.items())): value} via prometheus_client."""
+    from prometheus_client.parser import text_string_to_metric_families
+    out = {}
+    for fam in text_string_to_metric_families(body):
+        for s in fam.samples:
+            out[(s.name, frozenset(s.labels.items()))] = s.value
+    return out
+
+
+def sample(samples, name, **labels):
+    """The value of the one sample of `name` whose labels include `labels`."""
+    found = [v for (n, ls), v in samples.items() if n == name and set(labels.items()) <= set(ls)]
+    if len(found) != 1:
+        raise KeyError("%s%r: %d matches" % (name, labels, len(found)))
+    return found[0]
+
+
+def sim_truth(scenario, t_from, t_to):
+    out = subprocess.run([BIN, "sim", "truth", "--scenario", scenario, "--from", str(t_from), "--to", str(t_to),
+                          "--format", "json"], check=True, capture_output=True, text=True)
+    return json.loads(out.stdout)
+
+
+class Prometheus:
+    """A real Prometheus from Debian on a free port with its own data directory."""
+
+    def __init__(self, targets, scrape_interval="1s", extra_config=""):
+        self.port = free_port()
+        self.base = "http://127.0.0.1:%d" % self.port
+        self.dir = tempfile.mkdtemp(prefix="gpumeter-prom-")
+        cfg = os.path.join(self.dir, "prometheus.yml")
+        with open(cfg, "w") as f:
+            f.write("global:\n  scrape_interval: %s\n  evaluation_interval: %s\n" % (scrape_interval, scrape_interval))
+            f.write("scrape_configs:\n  - job_name: gpumeter\n    static_configs:\n      - targets: [%s]\n"
+                    % ", ".join("'%s'" % t for t in targets))
+            f.write(extra_config)
+        self.process = Process(["prometheus", "--config.file=" + cfg, "--storage.tsdb.path=" + self.dir + "/data",
+                                "--web.listen-address=127.0.0.1:%d" % self.port, "--log.level=warn"],
+                               workdir=self.dir, name="prometheus")
+        wait_until(lambda: http_get(self.base + "/-/ready", timeout=2)[0] == 200, 60, what="prometheus ready")
+
+    def query(self, expr, at=None):
+        params = {"query": expr}
+        if at is not None:
+            params["time"] = repr(at)
+        status, _, body = http_get(self.base + "/api/v1/query?" + urllib.parse.urlencode(params))
+        doc = json.loads(body)
+        if status != 200 or doc.get("status") != "success":
+            raise AssertionError("query %r failed: %s" % (expr, body[:300]))
+        return doc["data"]["result"]
+
+    def targets(self):
+        _, _, body = http_get(self.base + "/api/v1/targets")
+        return json.loads(body)["data"]["activeTargets"]
+
+    def stop(self):
+        return self.process.stop()
+
+
+class AgentTestCase(unittest.TestCase):
+    """Stops every process a test started and prints the tail of its log."""
+
+    def setUp(self):
+        self._procs = []
+
+    def track(self, p):
+        self._procs.append(p)
+        return p
+
+    def tearDown(self):
+        # CTest shows a test's output only when it fails, so the logs can always be printed.
+        for p in reversed(self._procs):
+            p.stop()
+            proc = p.process if hasattr(p, "process") else p
+            print("---- tail of %s ----\n%s" % (proc.log_path, proc.log()[-3000:]))

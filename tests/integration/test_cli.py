@@ -1,0 +1,75 @@
+"""The command line: help that explains itself, clear errors and non-zero exits on bad input."""
+import os
+import subprocess
+import tempfile
+import unittest
+
+from harness import BIN, DEPLOY_SCENARIOS
+
+
+def run(*args):
+    return subprocess.run([BIN, *args], capture_output=True, text=True, timeout=30)
+
+
+class Cli(unittest.TestCase):
+    def test_help_lists_commands_and_flags(self):
+        r = run("--help")
+        self.assertEqual(r.returncode, 0)
+        self.assertIn("serve", r.stdout)
+        self.assertIn("sim", r.stdout)
+        r = run("serve", "--help")
+        self.assertEqual(r.returncode, 0)
+        for flag in ["--web.listen-address", "--web.telemetry-path", "--web.config.file", "--log.level",
+                     "--log.format", "--path.procfs", "--path.sysfs", "--nvml.library", "--collect.interval"]:
+            self.assertIn(flag, r.stdout)
+        self.assertIn(":9400", r.stdout)
+
+    def test_version(self):
+        r = run("--version")
+        self.assertEqual(r.returncode, 0)
+        self.assertRegex(r.stdout, r"gpumeter \d+\.\d+\.\d+")
+
+    def test_no_command_is_an_error(self):
+        r = run()
+        self.assertNotEqual(r.returncode, 0)
+
+    def test_bad_flags_fail_with_a_reason(self):
+        cases = [
+            (["serve", "--collect.interval", "fast"], "invalid duration"),
+            (["serve", "--collect.interval", "10ms"], "between 100ms and 1h"),
+            (["serve", "--log.level", "loud"], "--log.level"),
+            (["serve", "--log.format", "xml"], "--log.format"),
+            (["serve", "--sim.scenario", "/nonexistent.yaml"], "/nonexistent.yaml"),
+            (["serve", "--web.telemetry-path", "metrics"], "--web.telemetry-path"),
+            (["serve", "--no-such-flag"], "--no-such-flag"),
+        ]
+        for args, needle in cases:
+            r = run(*args)
+            self.assertNotEqual(r.returncode, 0, args)
+            self.assertIn(needle, r.stdout + r.stderr, args)
+
+    def test_busy_port_fails_cleanly(self):
+        import socket
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            s.listen()
+            port = s.getsockname()[1]
+            r = subprocess.run([BIN, "serve", "--web.listen-address", "127.0.0.1:%d" % port,
+                                "--nvml.library", "/nonexistent/libnvidia-ml.so.1"],
+                               capture_output=True, text=True, timeout=30)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("cannot serve HTTP", r.stderr)
+
+    def test_sim_check_accepts_the_bundled_scenarios(self):
+        for name in sorted(os.listdir(DEPLOY_SCENARIOS)):
+            if name.endswith(".yaml"):
+                r = run("sim", "check", "--scenario", os.path.join(DEPLOY_SCENARIOS, name))
+                self.assertEqual(r.returncode, 0, name + ": " + r.stdout + r.stderr)
+
+    def test_sim_check_names_file_and_line_of_an_error(self):
+        bad = os.path.join(tempfile.mkdtemp(), "bad.yaml")
+        with open(bad, "w") as f:
+            f.write("driver_version: '550.54.15'\nno_such_key: 1\n")
+        r = run("sim", "check", "--scenario", bad)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn(bad + ":2", r.stdout + r.stderr)

@@ -1,0 +1,61 @@
+#include <gtest/gtest.h>
+
+#include "util/duration.h"
+#include "util/log.h"
+
+namespace gpumeter {
+namespace {
+
+TEST(Duration, ParsesPrometheusStyle) {
+  EXPECT_EQ(parse_duration("1s").value().count(), 1000);
+  EXPECT_EQ(parse_duration("500ms").value().count(), 500);
+  EXPECT_EQ(parse_duration("1m30s").value().count(), 90'000);
+  EXPECT_EQ(parse_duration("2h").value().count(), 7'200'000);
+  EXPECT_EQ(parse_duration("1d").value().count(), 86'400'000);
+}
+
+TEST(Duration, RejectsBadInputWithAReason) {
+  for (const char* bad : {"", "1", "s", "1x", "-1s", "1.5s", "10000000000s"}) {
+    auto r = parse_duration(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.error().message.find("invalid duration"), std::string::npos) << r.error().message;
+  }
+  EXPECT_NE(parse_duration("1x").error().message.find("unknown unit \"x\""), std::string::npos);
+}
+
+TEST(Log, ParsesLevelsAndFormats) {
+  EXPECT_EQ(parse_log_level("debug"), LogLevel::kDebug);
+  EXPECT_EQ(parse_log_level("error"), LogLevel::kError);
+  EXPECT_FALSE(parse_log_level("verbose").has_value());
+  EXPECT_EQ(parse_log_format("json"), LogFormat::kJson);
+  EXPECT_FALSE(parse_log_format("xml").has_value());
+}
+
+TEST(Log, LogfmtQuotesOnlyWhatNeedsIt) {
+  auto line = Logger::format_line(LogFormat::kLogfmt, "T", LogLevel::kWarn, "GPU collection failed",
+                                  {{"gpu", "3"}, {"err", "GPU is \"lost\""}});
+  EXPECT_EQ(line, "ts=T level=warn msg=\"GPU collection failed\" gpu=3 err=\"GPU is \\\"lost\\\"\"");
+}
+
+TEST(Log, JsonIsOneObjectPerLine) {
+  auto line = Logger::format_line(LogFormat::kJson, "T", LogLevel::kInfo, "a\nb", {{"k", "v"}});
+  EXPECT_EQ(line, R"({"ts":"T","level":"info","msg":"a\nb","k":"v"})");
+}
+
+TEST(Log, DropsMessagesBelowTheLevel) {
+  char buf[256] = {};
+  FILE* f = fmemopen(buf, sizeof buf, "w");
+  ASSERT_NE(f, nullptr);
+  {
+    Logger log(LogLevel::kWarn, LogFormat::kLogfmt, f);
+    log.info("hidden");
+    log.error("shown");
+  }
+  std::fclose(f);
+  std::string out(buf);
+  EXPECT_EQ(out.find("hidden"), std::string::npos);
+  EXPECT_NE(out.find("msg=shown"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gpumeter
