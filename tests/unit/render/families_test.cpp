@@ -1,0 +1,238 @@
+#include "render/families.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <regex>
+#include <set>
+
+#include "fixture_snapshot.h"
+
+namespace gpumeter {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::Pair;
+
+const MetricFamily* find(const std::vector<MetricFamily>& fams, const std::string& name) {
+  for (const auto& f : fams) {
+    if (f.name == name) return &f;
+  }
+  return nullptr;
+}
+
+std::string label(const MetricSample& s, const std::string& name) {
+  for (const auto& [k, v] : s.labels) {
+    if (k == name) return v;
+  }
+  return "<absent>";
+}
+
+// Samples of `family` for the GPU with the given index, as (extra label value, value) pairs.
+std::vector<std::pair<std::string, double>> samples_for_gpu(const MetricFamily& f, unsigned gpu,
+                                                            const std::string& extra = "") {
+  std::vector<std::pair<std::string, double>> out;
+  for (const auto& s : f.samples) {
+    if (label(s, "gpu") == std::to_string(gpu))
+      out.emplace_back(extra.empty() ? "" : label(s, extra), s.value);
+  }
+  return out;
+}
+
+TEST(BuildFamilies, FixedOrderOfAllFamilies) {
+  auto fams = build_families(testing::fixture_snapshot());
+  std::vector<std::string> names;
+  for (const auto& f : fams) names.push_back(f.name);
+  EXPECT_THAT(
+      names, ElementsAre(
+                 "gpu_up", "gpu_info", "gpu_utilization_ratio", "gpu_memory_utilization_ratio",
+                 "gpu_memory_total_bytes", "gpu_memory_used_bytes", "gpu_memory_free_bytes",
+                 "gpu_temperature_celsius", "gpu_power_watts", "gpu_power_limit_watts",
+                 "gpu_energy_joules_total", "gpu_clock_hertz", "gpu_performance_state", "gpu_fan_speed_ratio",
+                 "gpu_pcie_link_generation", "gpu_pcie_link_width", "gpu_pcie_replay_errors_total",
+                 "gpu_pcie_transmit_bytes_total", "gpu_pcie_receive_bytes_total", "gpu_clock_event_active",
+                 "gpu_ecc_errors_total", "gpu_remapped_rows", "gpu_xid_errors_total", "gpumeter_build_info",
+                 "gpumeter_backend_up", "gpumeter_collector_success", "gpumeter_collector_duration_seconds"));
+}
+
+TEST(BuildFamilies, EveryFieldOfAnUpGpu) {
+  auto fams = build_families(testing::fixture_snapshot());
+  auto one = [&](const char* name) {
+    auto v = samples_for_gpu(*find(fams, name), 0);
+    EXPECT_EQ(v.size(), 1u) << name;
+    return v.empty() ? -1.0 : v[0].second;
+  };
+  EXPECT_EQ(one("gpu_up"), 1);
+  EXPECT_EQ(one("gpu_utilization_ratio"), 0.53);
+  EXPECT_EQ(one("gpu_memory_utilization_ratio"), 0.21);
+  EXPECT_EQ(one("gpu_memory_total_bytes"), 85520809984.0);
+  EXPECT_EQ(one("gpu_memory_used_bytes"), 42949672960.0);
+  EXPECT_EQ(one("gpu_memory_free_bytes"), 42571137024.0);
+  EXPECT_EQ(one("gpu_power_watts"), 312.457);
+  EXPECT_EQ(one("gpu_power_limit_watts"), 700);
+  EXPECT_EQ(one("gpu_energy_joules_total"), 123456789.123);
+  EXPECT_EQ(one("gpu_performance_state"), 0);
+  EXPECT_EQ(one("gpu_pcie_link_generation"), 5);
+  EXPECT_EQ(one("gpu_pcie_link_width"), 16);
+  EXPECT_EQ(one("gpu_pcie_replay_errors_total"), 0);
+  EXPECT_EQ(one("gpu_pcie_transmit_bytes_total"), 1234567890123.0);
+  EXPECT_EQ(one("gpu_pcie_receive_bytes_total"), 987654321098.0);
+  EXPECT_THAT(samples_for_gpu(*find(fams, "gpu_temperature_celsius"), 0, "sensor"),
+              ElementsAre(Pair("gpu", 64), Pair("memory", 71)));
+  EXPECT_THAT(samples_for_gpu(*find(fams, "gpu_clock_hertz"), 0, "clock"),
+              ElementsAre(Pair("graphics", 1980e6), Pair("sm", 1980e6), Pair("memory", 2619e6),
+                          Pair("video", 1755e6)));
+  EXPECT_THAT(samples_for_gpu(*find(fams, "gpu_clock_event_active"), 0, "reason"),
+              ElementsAre(Pair("gpu_idle", 0), Pair("sw_power_cap", 1), Pair("hw_slowdown", 0)));
+  EXPECT_THAT(samples_for_gpu(*find(fams, "gpu_ecc_errors_total"), 0, "severity"),
+              ElementsAre(Pair("corrected", 12), Pair("uncorrected", 0)));
+  EXPECT_THAT(
+      samples_for_gpu(*find(fams, "gpu_remapped_rows"), 0, "kind"),
+      ElementsAre(Pair("correctable", 2), Pair("uncorrectable", 0), Pair("pending", 0), Pair("failure", 0)));
+}
+
+TEST(BuildFamilies, DeviceLabelsAndInfo) {
+  auto fams = build_families(testing::fixture_snapshot());
+  const auto* info = find(fams, "gpu_info");
+  ASSERT_NE(info, nullptr);
+  ASSERT_EQ(info->samples.size(), 3u);  // down GPUs keep their identity
+  EXPECT_THAT(info->samples[1].labels,
+              ElementsAre(Pair("gpu", "1"), Pair("uuid", "GPU-0a1b2c3d-4e5f-6a7b-8c9d-0e1f2a3b4c5d"),
+                          Pair("vendor", "nvidia"), Pair("model", "NVIDIA A100-PCIE-40GB"),
+                          Pair("pci_bus_id", "00000000:3B:00.0"), Pair("driver_version", "550.54.15"),
+                          Pair("vbios_version", "92.00.25.00.08 \"eng\\build\"")));
+  // Unknown identity fields stay as empty labels so the family keeps one label set.
+  EXPECT_EQ(label(info->samples[2], "vbios_version"), "");
+  for (const auto& s : info->samples) EXPECT_EQ(s.value, 1);
+  EXPECT_THAT(find(fams, "gpu_power_watts")->samples[0].labels,
+              ElementsAre(Pair("gpu", "0"), Pair("uuid", "GPU-6f2d9d6c-1c3e-4b7e-9a43-2b8b0f3c1a10")));
+}
+
+TEST(BuildFamilies, DownGpuHasOnlyUpInfoXidAndCollectorSamples) {
+  auto fams = build_families(testing::fixture_snapshot());
+  std::set<std::string> with_gpu2;
+  for (const auto& f : fams) {
+    for (const auto& s : f.samples) {
+      if (label(s, "gpu") == "2") with_gpu2.insert(f.name);
+    }
+  }
+  EXPECT_EQ(with_gpu2,
+            (std::set<std::string>{"gpu_up", "gpu_info", "gpu_xid_errors_total", "gpumeter_collector_success",
+                                   "gpumeter_collector_duration_seconds"}));
+  EXPECT_THAT(samples_for_gpu(*find(fams, "gpu_up"), 2), ElementsAre(Pair("", 0)));
+  // xid map order is numeric, not the order events arrived in.
+  EXPECT_THAT(samples_for_gpu(*find(fams, "gpu_xid_errors_total"), 2, "xid"),
+              ElementsAre(Pair("48", 3), Pair("79", 1)));
+}
+
+TEST(BuildFamilies, DownGpuWithStaleReadingIsIgnored) {
+  Snapshot s = testing::fixture_snapshot();
+  s.gpus[0].up = false;  // the reading is kept but must not be served once the GPU is down
+  auto fams = build_families(s);
+  EXPECT_TRUE(samples_for_gpu(*find(fams, "gpu_utilization_ratio"), 0).empty());
+  EXPECT_EQ(find(fams, "gpu_power_limit_watts"), nullptr);  // GPU 0 was the only one with a limit
+}
+
+TEST(BuildFamilies, UpGpuWithoutReadingHasNoReadingMetrics) {
+  Snapshot s = testing::fixture_snapshot();
+  s.gpus[1].reading = nullptr;
+  auto fams = build_families(s);
+  EXPECT_THAT(samples_for_gpu(*find(fams, "gpu_up"), 1), ElementsAre(Pair("", 1)));
+  EXPECT_TRUE(samples_for_gpu(*find(fams, "gpu_memory_used_bytes"), 1).empty());
+  EXPECT_EQ(find(fams, "gpu_fan_speed_ratio"), nullptr);  // only GPU 1 had a fan
+}
+
+TEST(BuildFamilies, UnsupportedValuesAreAbsentNotPlaceholders) {
+  auto fams = build_families(testing::fixture_snapshot());
+  // GPU 1 has no power limit, no memory utilization, no ECC, no remapped rows, no PCIe counters.
+  for (const char* name :
+       {"gpu_power_limit_watts", "gpu_memory_utilization_ratio", "gpu_ecc_errors_total", "gpu_remapped_rows",
+        "gpu_pcie_replay_errors_total", "gpu_pcie_transmit_bytes_total"}) {
+    EXPECT_TRUE(samples_for_gpu(*find(fams, name), 1).empty()) << name;
+  }
+  // GPU 0 has no fan: the fan family only holds GPU 1.
+  EXPECT_THAT(samples_for_gpu(*find(fams, "gpu_fan_speed_ratio"), 0), ElementsAre());
+  EXPECT_THAT(samples_for_gpu(*find(fams, "gpu_fan_speed_ratio"), 1), ElementsAre(Pair("", 0.3)));
+}
+
+TEST(BuildFamilies, FamilyWithoutSamplesIsLeftOut) {
+  Snapshot s;
+  s.build = {"v", "r"};
+  auto fams = build_families(s);
+  ASSERT_EQ(fams.size(), 1u);
+  EXPECT_EQ(fams[0].name, "gpumeter_build_info");
+  EXPECT_THAT(fams[0].samples[0].labels, ElementsAre(Pair("version", "v"), Pair("revision", "r")));
+}
+
+TEST(BuildFamilies, InvalidCounterValuesAreDroppedGaugesKept) {
+  Snapshot s = testing::fixture_snapshot();
+  auto r = std::make_shared<DeviceReading>(*s.gpus[0].reading);
+  r->energy_joules = std::nan("");
+  r->pcie_replay_errors = -1;
+  r->ecc_errors = {{"corrected", std::nan("")}, {"uncorrected", 3}};
+  r->power_watts = std::nan("");
+  s.gpus[0].reading = r;
+  auto fams = build_families(s);
+  EXPECT_TRUE(samples_for_gpu(*find(fams, "gpu_energy_joules_total"), 0).empty());
+  EXPECT_EQ(find(fams, "gpu_pcie_replay_errors_total"), nullptr);
+  EXPECT_THAT(samples_for_gpu(*find(fams, "gpu_ecc_errors_total"), 0, "severity"),
+              ElementsAre(Pair("uncorrected", 3)));
+  auto power = samples_for_gpu(*find(fams, "gpu_power_watts"), 0);
+  ASSERT_EQ(power.size(), 1u);
+  EXPECT_TRUE(std::isnan(power[0].second));
+}
+
+TEST(BuildFamilies, SelfMetrics) {
+  auto fams = build_families(testing::fixture_snapshot());
+  EXPECT_THAT(find(fams, "gpumeter_build_info")->samples[0].labels,
+              ElementsAre(Pair("version", "0.1.0"), Pair("revision", "abc1234")));
+  const auto* backend = find(fams, "gpumeter_backend_up");
+  ASSERT_EQ(backend->samples.size(), 2u);
+  EXPECT_THAT(backend->samples[0].labels, ElementsAre(Pair("backend", "nvml")));
+  EXPECT_EQ(backend->samples[0].value, 1);
+  EXPECT_EQ(backend->samples[1].value, 0);
+
+  const auto* success = find(fams, "gpumeter_collector_success");
+  const auto* duration = find(fams, "gpumeter_collector_duration_seconds");
+  ASSERT_EQ(success->samples.size(), 4u);  // three GPUs and the events collector
+  EXPECT_THAT(success->samples[0].labels,
+              ElementsAre(Pair("collector", "device"), Pair("gpu", "0"),
+                          Pair("uuid", "GPU-6f2d9d6c-1c3e-4b7e-9a43-2b8b0f3c1a10")));
+  EXPECT_EQ(success->samples[2].value, 0);  // GPU 2 failed
+  EXPECT_THAT(success->samples[3].labels,
+              ElementsAre(Pair("collector", "events"), Pair("gpu", ""), Pair("uuid", "")));
+  EXPECT_EQ(duration->samples[2].value, 1.5);
+  EXPECT_EQ(duration->samples[3].value, 0.000125);
+}
+
+TEST(BuildFamilies, NamesTypesAndLabelSetsAreConsistent) {
+  const std::regex name_re("[a-zA-Z_][a-zA-Z0-9_]*");
+  for (const auto& f : build_families(testing::fixture_snapshot())) {
+    EXPECT_TRUE(std::regex_match(f.name, name_re)) << f.name;
+    EXPECT_EQ(f.name.ends_with("_total"), f.type == MetricType::kCounter) << f.name;
+    EXPECT_FALSE(f.help.empty()) << f.name;
+    ASSERT_FALSE(f.samples.empty()) << f.name;
+    std::vector<std::string> first;
+    for (const auto& [k, v] : f.samples[0].labels) first.push_back(k);
+    std::set<std::vector<std::pair<std::string, std::string>>> seen;
+    for (const auto& s : f.samples) {
+      std::vector<std::string> keys;
+      for (const auto& [k, v] : s.labels) keys.push_back(k);
+      EXPECT_EQ(keys, first) << f.name;
+      EXPECT_TRUE(seen.insert(s.labels).second) << "duplicate series in " << f.name;
+    }
+  }
+}
+
+TEST(SnapshotAgeFamily, IsAnUnlabeledGauge) {
+  auto f = snapshot_age_family(2.5);
+  EXPECT_EQ(f.name, "gpumeter_snapshot_age_seconds");
+  EXPECT_EQ(f.type, MetricType::kGauge);
+  ASSERT_EQ(f.samples.size(), 1u);
+  EXPECT_TRUE(f.samples[0].labels.empty());
+  EXPECT_EQ(f.samples[0].value, 2.5);
+}
+
+}  // namespace
+}  // namespace gpumeter

@@ -1,0 +1,108 @@
+#pragma once
+// A fixed, hand-built Snapshot used by the golden files and the HTTP tests. Changing it changes the
+// golden files: regenerate them with GPUMETER_UPDATE_GOLDEN=1 and review the diff.
+
+#include <memory>
+
+#include "model/snapshot.h"
+
+namespace gpumeter::testing {
+
+inline constexpr double kFixtureTakenUnix = 1700000000.25;
+inline constexpr double kFixtureNowUnix = 1700000001.5;  // snapshot age 1.25 s
+
+// GPU 0: an H100 with every field set (no fan, as on SXM boards). GPU 1: an A100 with a fan, some
+// fields unsupported and a driver string that needs escaping. GPU 2: fell off the bus, down, with Xids.
+inline Snapshot fixture_snapshot() {
+  Snapshot s;
+  s.taken_unix = kFixtureTakenUnix;
+  s.build = {"0.1.0", "abc1234"};
+  s.backends = {{"nvml", true, "loaded", "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1", "550.54.15"},
+                {"rocm_smi", false, "librocm_smi64.so: cannot open shared object file", "", ""}};
+
+  GpuSnapshot g0;
+  g0.identity = {0,
+                 "GPU-6f2d9d6c-1c3e-4b7e-9a43-2b8b0f3c1a10",
+                 "nvidia",
+                 "NVIDIA H100 80GB HBM3",
+                 "00000000:18:00.0",
+                 "550.54.15",
+                 "96.00.89.00.01",
+                 "1650123456789"};
+  g0.up = true;
+  auto r0 = std::make_shared<DeviceReading>();
+  r0->utilization_ratio = 0.53;
+  r0->memory_utilization_ratio = 0.21;
+  r0->memory_total_bytes = 85520809984.0;
+  r0->memory_used_bytes = 42949672960.0;
+  r0->memory_free_bytes = 42571137024.0;
+  r0->temperature_celsius = {{"gpu", 64}, {"memory", 71}};
+  r0->power_watts = 312.457;
+  r0->power_limit_watts = 700;
+  r0->energy_joules = 123456789.123;
+  r0->clock_hertz = {{"graphics", 1980e6}, {"sm", 1980e6}, {"memory", 2619e6}, {"video", 1755e6}};
+  r0->performance_state = 0;
+  r0->pcie_link_generation = 5;
+  r0->pcie_link_width = 16;
+  r0->pcie_replay_errors = 0;
+  r0->pcie_transmit_bytes = 1234567890123.0;
+  r0->pcie_receive_bytes = 987654321098.0;
+  r0->clock_event_active = {{"gpu_idle", 0}, {"sw_power_cap", 1}, {"hw_slowdown", 0}};
+  r0->ecc_errors = {{"corrected", 12}, {"uncorrected", 0}};
+  r0->remapped_rows = {{"correctable", 2}, {"uncorrectable", 0}, {"pending", 0}, {"failure", 0}};
+  g0.reading = r0;
+  g0.collect_success = true;
+  g0.collect_duration_seconds = 0.0042;
+  g0.last_success_unix = kFixtureTakenUnix - 0.1;
+  g0.xid_counts = {{13, 2}};
+
+  GpuSnapshot g1;
+  g1.identity = {1,
+                 "GPU-0a1b2c3d-4e5f-6a7b-8c9d-0e1f2a3b4c5d",
+                 "nvidia",
+                 "NVIDIA A100-PCIE-40GB",
+                 "00000000:3B:00.0",
+                 "550.54.15",
+                 "92.00.25.00.08 \"eng\\build\"",
+                 ""};
+  g1.up = true;
+  auto r1 = std::make_shared<DeviceReading>();
+  r1->utilization_ratio = 0;
+  r1->memory_total_bytes = 42949672960.0;
+  r1->memory_used_bytes = 0;
+  r1->memory_free_bytes = 42949672960.0;
+  r1->temperature_celsius = {{"gpu", 31}};
+  r1->power_watts = 35.5;
+  r1->energy_joules = 4242.0;
+  r1->clock_hertz = {{"graphics", 210e6}, {"memory", 1215e6}};
+  r1->performance_state = 8;
+  r1->fan_speed_ratio = 0.3;
+  r1->pcie_link_generation = 4;
+  r1->pcie_link_width = 16;
+  r1->clock_event_active = {{"gpu_idle", 1}};
+  g1.reading = r1;
+  g1.collect_success = true;
+  g1.collect_duration_seconds = 0.0031;
+  g1.last_success_unix = kFixtureTakenUnix - 0.1;
+
+  GpuSnapshot g2;
+  g2.identity = {2,
+                 "GPU-ffeeddcc-bbaa-9988-7766-554433221100",
+                 "nvidia",
+                 "NVIDIA A100-PCIE-40GB",
+                 "00000000:86:00.0",
+                 "550.54.15",
+                 "",
+                 ""};
+  g2.up = false;
+  g2.down_reason = "GPU is lost (NVML_ERROR_GPU_IS_LOST)";
+  g2.collect_success = false;
+  g2.collect_duration_seconds = 1.5;
+  g2.xid_counts = {{79, 1}, {48, 3}};
+
+  s.gpus = {g0, g1, g2};
+  s.collectors = {{"events", true, 0.000125}};
+  return s;
+}
+
+}  // namespace gpumeter::testing
