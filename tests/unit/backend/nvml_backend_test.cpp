@@ -1,0 +1,224 @@
+// The NVML backend against the fleet simulator: a real dlopen of a real libnvidia-ml.so.1.
+
+#include "backend/nvml_backend.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+namespace gpumeter {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+constexpr const char* kScenario = R"(
+driver_version: "550.90.07"
+models:
+  test:
+    name: Test GPU 24GB
+    memory: 24GiB
+    memory_reserved: 512MiB
+    power: {limit: 300, idle: 50, max: 250}
+    temperature: {idle: 30, max: 80, memory_offset: 4}
+    clocks:
+      graphics: {idle: 300, max: 1800}
+      sm: {idle: 300, max: 1800}
+      memory: {idle: 5000, max: 5000}
+      video: {idle: 500, max: 1500}
+    pcie: {generation: 4, width: 16}
+gpus:
+  count: 2
+  model: test
+jobs:
+  - name: half
+    gpus: [0]
+    pid: 4242
+    uid: 1000
+    cgroup: /system.slice/half.service
+    memory: 4GiB
+    utilization: {pattern: constant, value: 0.5}
+faults:
+  - {kind: xid, gpu: 1, at: 101s, code: 48}
+)";
+
+class NvmlBackendTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("gpumeter-nvml-" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+    std::ofstream(dir_ / "scenario.yaml") << kScenario;
+    setenv("GPUMETER_SIM_SCENARIO", (dir_ / "scenario.yaml").c_str(), 1);
+    // Scenario time 100 s now: the job on GPU 0 is running, the Xid at 101 s is a second away.
+    auto now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    setenv("GPUMETER_SIM_EPOCH", std::to_string(now - 100.0).c_str(), 1);
+    unsetenv("GPUMETER_SIM_UNSUPPORTED");
+  }
+  void TearDown() override {
+    unsetenv("GPUMETER_SIM_UNSUPPORTED");
+    fs::remove_all(dir_);
+  }
+  std::unique_ptr<NvmlBackend> make(std::vector<std::string> hidden = {}) {
+    NvmlBackendOptions o;
+    o.library_candidates = {GPUMETER_SIM_LIBRARY};
+    o.hidden_symbols = std::move(hidden);
+    return NvmlBackend::create(o, log_);
+  }
+  fs::path dir_;
+  Logger log_{LogLevel::kError};
+};
+
+double value_of(const std::vector<LabeledValue>& v, const std::string& label) {
+  for (const auto& e : v) {
+    if (e.label == label) return e.value;
+  }
+  ADD_FAILURE() << "no entry " << label;
+  return -1;
+}
+bool has(const std::vector<LabeledValue>& v, const std::string& label) {
+  for (const auto& e : v) {
+    if (e.label == label) return true;
+  }
+  return false;
+}
+
+TEST_F(NvmlBackendTest, MissingLibraryLeavesTheBackendDownWithTheReason) {
+  NvmlBackendOptions o;
+  o.library_candidates = {(dir_ / "libnvidia-ml.so.1").string(), (dir_ / "libnvidia-ml.so").string()};
+  auto b = NvmlBackend::create(o, log_);
+  EXPECT_FALSE(b->status().up);
+  EXPECT_EQ(b->status().backend, "nvml");
+  EXPECT_NE(b->status().detail.find("NVML library not found"), std::string::npos);
+  EXPECT_NE(b->status().detail.find((dir_ / "libnvidia-ml.so").string()), std::string::npos);
+  EXPECT_EQ(b->device_count(), 0u);
+  EXPECT_FALSE(b->supports_events());
+  EXPECT_FALSE(b->collect(0).ok());
+}
+
+TEST_F(NvmlBackendTest, IdentifiesAndReadsEveryGpu) {
+  auto b = make();
+  ASSERT_TRUE(b->status().up) << b->status().detail;
+  EXPECT_EQ(b->status().driver_version, "550.90.07");
+  EXPECT_EQ(b->status().library, GPUMETER_SIM_LIBRARY);
+  ASSERT_EQ(b->device_count(), 2u);
+  EXPECT_TRUE(b->missing_symbols().empty());
+
+  auto id = b->identify(0);
+  ASSERT_TRUE(id.ok()) << id.error().message;
+  EXPECT_EQ(id->model, "Test GPU 24GB");
+  EXPECT_EQ(id->vendor, "nvidia");
+  EXPECT_EQ(id->uuid.rfind("GPU-", 0), 0u) << id->uuid;
+  EXPECT_EQ(id->pci_bus_id.size(), 16u) << id->pci_bus_id;
+  EXPECT_NE(id->uuid, b->identify(1)->uuid);
+
+  auto r0 = b->collect(0);
+  ASSERT_TRUE(r0.ok()) << r0.error().message;
+  EXPECT_EQ(r0->utilization_ratio, 0.5);
+  EXPECT_EQ(r0->memory_total_bytes, 24.0 * (1ull << 30));
+  EXPECT_EQ(r0->memory_used_bytes, 4.0 * (1ull << 30));  // v2 "used" leaves out the reserved part
+  EXPECT_EQ(r0->power_watts, 150.0);                      // idle + (max - idle) * 0.5
+  EXPECT_EQ(r0->power_limit_watts, 300.0);
+  ASSERT_TRUE(r0->energy_joules.has_value());
+  EXPECT_GT(*r0->energy_joules, 0);
+  EXPECT_EQ(value_of(r0->clock_hertz, "sm"), 1800e6);
+  EXPECT_TRUE(has(r0->temperature_celsius, "gpu"));
+  EXPECT_TRUE(has(r0->temperature_celsius, "memory"));
+  EXPECT_FALSE(r0->fan_speed_ratio.has_value());  // no fan in the model: left out
+  EXPECT_EQ(r0->pcie_link_generation, 4.0);
+  EXPECT_EQ(r0->pcie_link_width, 16.0);
+  EXPECT_TRUE(r0->pcie_transmit_bytes.has_value());
+  EXPECT_EQ(value_of(r0->clock_event_active, "gpu_idle"), 0.0);
+  EXPECT_EQ(value_of(r0->ecc_errors, "uncorrected"), 0.0);
+  EXPECT_EQ(r0->remapped_rows.size(), 4u);
+
+  auto r1 = b->collect(1);
+  ASSERT_TRUE(r1.ok());
+  EXPECT_EQ(r1->utilization_ratio, 0.0);
+  EXPECT_EQ(r1->power_watts, 50.0);
+  EXPECT_EQ(value_of(r1->clock_event_active, "gpu_idle"), 1.0);
+  EXPECT_EQ(value_of(r1->clock_hertz, "sm"), 300e6);
+  EXPECT_FALSE(b->collect(2).ok());
+}
+
+TEST_F(NvmlBackendTest, EnergyCounterAdvancesAtThePowerDraw) {
+  auto b = make();
+  ASSERT_TRUE(b->status().up);
+  double e1 = *b->collect(0)->energy_joules;
+  std::this_thread::sleep_for(300ms);
+  double e2 = *b->collect(0)->energy_joules;
+  EXPECT_GT(e2, e1);
+  EXPECT_LT(e2 - e1, 150.0 * 2.0);  // 150 W for well under 2 s
+}
+
+TEST_F(NvmlBackendTest, MissingOptionalSymbolsTurnOffOnlyTheirMetrics) {
+  auto b = make({"nvmlDeviceGetPowerUsage", "nvmlDeviceGetMemoryInfo_v2", "nvmlDeviceGetFieldValues",
+                 "nvmlDeviceGetCurrentClocksEventReasons"});
+  ASSERT_TRUE(b->status().up) << b->status().detail;
+  EXPECT_EQ(b->missing_symbols().size(), 4u);
+  auto r = b->collect(0);
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->power_watts.has_value());
+  EXPECT_FALSE(has(r->temperature_celsius, "memory"));
+  EXPECT_FALSE(r->pcie_transmit_bytes.has_value());
+  // The legacy ThrottleReasons name serves the same bitmask.
+  EXPECT_EQ(value_of(r->clock_event_active, "gpu_idle"), 0.0);
+  // nvmlDeviceGetMemoryInfo (v1) still answers; its "used" includes the reserved memory.
+  EXPECT_EQ(r->memory_used_bytes, 4.0 * (1ull << 30) + 512.0 * (1ull << 20));
+  EXPECT_EQ(r->utilization_ratio, 0.5);
+  EXPECT_EQ(r->power_limit_watts, 300.0);
+}
+
+TEST_F(NvmlBackendTest, FallsBackToV1EnumerationAsAPair) {
+  auto b = make({"nvmlDeviceGetCount_v2"});
+  ASSERT_TRUE(b->status().up) << b->status().detail;
+  EXPECT_EQ(b->device_count(), 2u);
+  EXPECT_TRUE(b->collect(1).ok());
+}
+
+TEST_F(NvmlBackendTest, MissingRequiredSymbolsAreReported) {
+  auto b = make({"nvmlInit_v2", "nvmlInit"});
+  EXPECT_FALSE(b->status().up);
+  EXPECT_NE(b->status().detail.find("lacks required NVML entry points: nvmlInit_v2"), std::string::npos)
+      << b->status().detail;
+  EXPECT_EQ(b->device_count(), 0u);
+}
+
+TEST_F(NvmlBackendTest, UnsupportedValuesAreLeftOut) {
+  setenv("GPUMETER_SIM_UNSUPPORTED", "nvmlDeviceGetTemperature,nvmlDeviceGetTotalEnergyConsumption", 1);
+  auto b = make();
+  ASSERT_TRUE(b->status().up);
+  for (int i = 0; i < 2; ++i) {  // the second collection uses the cached NOT_SUPPORTED answers
+    auto r = b->collect(0);
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    EXPECT_FALSE(has(r->temperature_celsius, "gpu"));
+    EXPECT_TRUE(has(r->temperature_celsius, "memory"));
+    EXPECT_FALSE(r->energy_joules.has_value());
+    EXPECT_TRUE(r->power_watts.has_value());
+  }
+}
+
+TEST_F(NvmlBackendTest, DeliversXidEventsForTheRightGpu) {
+  auto b = make();
+  ASSERT_TRUE(b->supports_events());
+  ASSERT_TRUE(b->identify(0).ok());
+  ASSERT_TRUE(b->identify(1).ok());
+  std::optional<DeviceEvent> got;
+  auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (!got && std::chrono::steady_clock::now() < deadline) {
+    auto e = b->wait_event(500ms);
+    ASSERT_TRUE(e.ok()) << e.error().message;
+    got = *e;
+  }
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->device, 1u);
+  EXPECT_EQ(got->code, 48u);
+  EXPECT_EQ(got->kind, DeviceEventKind::kXid);
+}
+
+}  // namespace
+}  // namespace gpumeter
