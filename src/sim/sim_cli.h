@@ -1,0 +1,10 @@
+#pragma once
+// `gpumeter sim truth|check`: the simulator's command-line face, attached to the main
+// program's "sim" subcommand. Callbacks run inside CLI11 and set exit_code: 0 ok,
+// 1 runtime error, 2 bad input.
+
+#include <CLI/CLI.hpp>
+
+namespace gpumeter::sim {
+void setup_sim_command(CLI::App& sim, int& exit_code);
+}

@@ -1,0 +1,145 @@
+// `gpumeter sim truth|check` through CLI11, as the main program wires them.
+
+#include "sim/sim_cli.h"
+
+#include <gtest/gtest.h>
+
+#include <iostream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "test_support.h"
+
+namespace gpumeter::sim {
+namespace {
+
+struct CliRun {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+CliRun run(std::vector<std::string> args) {
+  CLI::App app{"gpumeter"};
+  CliRun r;
+  auto* sim = app.add_subcommand("sim", "fleet simulator");
+  setup_sim_command(*sim, r.exit_code);
+  std::ostringstream out, err;
+  auto* old_out = std::cout.rdbuf(out.rdbuf());
+  auto* old_err = std::cerr.rdbuf(err.rdbuf());
+  std::vector<std::string> reversed(args.rbegin(), args.rend());
+  reversed.push_back("sim");
+  try {
+    app.parse(reversed);
+  } catch (const CLI::ParseError& e) {
+    r.exit_code = 100 + e.get_exit_code();
+  }
+  std::cout.rdbuf(old_out);
+  std::cerr.rdbuf(old_err);
+  r.out = out.str();
+  r.err = err.str();
+  return r;
+}
+
+const std::string kScenario = std::string(testing::kModel) + R"(
+gpus: {count: 2, model: m}
+duration: 100
+jobs:
+  - {name: a, start: 10, end: 60, gpus: [0], pid: 100, uid: 1000, cgroup: /a.scope, env: {GPUMETER_PROJECT: p1},
+     memory: 1GiB, utilization: 0.5}
+  - {name: b, start: 30, gpus: [0, 1], pids: [200, 201], uid: 2000, utilization: 0.25}
+faults:
+  - {kind: xid, gpu: 1, at: 5, code: 79}
+)";
+
+TEST(SimCli, TruthJsonHasStableKeysAndExactValues) {
+  std::string path = testing::write_file("cli.yaml", kScenario);
+  CliRun r = run({"truth", "--scenario", path, "--from", "0", "--to", "100", "--format", "json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::ordered_json::parse(r.out);
+  std::vector<std::string> keys;
+  for (auto it = j.begin(); it != j.end(); ++it) keys.push_back(it.key());
+  EXPECT_EQ(keys, (std::vector<std::string>{"scenario", "from_seconds", "to_seconds", "window_seconds", "gpus",
+                                            "jobs"}));
+  ASSERT_EQ(j["gpus"].size(), 2u);
+  std::vector<std::string> gpu_keys;
+  for (auto it = j["gpus"][0].begin(); it != j["gpus"][0].end(); ++it) gpu_keys.push_back(it.key());
+  EXPECT_EQ(gpu_keys, (std::vector<std::string>{"gpu", "uuid", "model", "busy_seconds", "energy_joules",
+                                                "idle_energy_joules", "memory_byte_seconds", "allocated_seconds",
+                                                "idle_seconds"}));
+  // GPU 0: 50% on [10, 30), 75% on [30, 60), 25% on [60, 100).
+  EXPECT_NEAR(j["gpus"][0]["busy_seconds"].template get<double>(), 10 + 22.5 + 10, 1e-9);
+  EXPECT_NEAR(j["gpus"][0]["idle_seconds"].template get<double>(), 10, 1e-9);
+  ASSERT_EQ(j["jobs"].size(), 3u);
+  EXPECT_EQ(j["jobs"][0]["name"], "a");
+  EXPECT_EQ(j["jobs"][0]["pid"], 100);
+  EXPECT_EQ(j["jobs"][0]["uid"], 1000);
+  EXPECT_EQ(j["jobs"][0]["cgroup"], "/a.scope");
+  EXPECT_EQ(j["jobs"][0]["env"]["GPUMETER_PROJECT"], "p1");
+  EXPECT_NEAR(j["jobs"][0]["allocated_seconds"].template get<double>(), 20 + 15, 1e-9);
+  EXPECT_EQ(j["jobs"][2]["name"], "b");
+  EXPECT_EQ(j["jobs"][2]["gpu"], 1);
+  EXPECT_EQ(j["jobs"][2]["pid"], 201);
+}
+
+TEST(SimCli, TruthTableIsAligned) {
+  std::string path = testing::write_file("cli.yaml", kScenario);
+  CliRun r = run({"truth", "--scenario", path, "--to", "1m40s"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::istringstream lines(r.out);
+  std::string line, header;
+  std::vector<std::string> gpu_lines;
+  while (std::getline(lines, line)) {
+    if (line.rfind("GPU", 0) == 0) header = line;
+    if (!header.empty() && line.rfind("JOB", 0) == 0) break;
+    if (!header.empty() && !line.empty()) gpu_lines.push_back(line);
+  }
+  ASSERT_EQ(gpu_lines.size(), 3u) << r.out;
+  // Right-aligned numbers: every row ends its BUSY_S column where the header does.
+  std::size_t busy_end = header.find("BUSY_S") + 6;
+  EXPECT_EQ(gpu_lines[1].substr(busy_end - 6, 6), "42.500") << r.out;
+  EXPECT_NE(r.out.find("/a.scope"), std::string::npos);
+}
+
+TEST(SimCli, TruthDefaultsToTheScenarioDuration) {
+  std::string path = testing::write_file("cli.yaml", kScenario);
+  CliRun r = run({"truth", "--scenario", path, "--format", "json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["to_seconds"], 100.0);
+}
+
+TEST(SimCli, BadInputExitsTwoWithAMessage) {
+  std::string path = testing::write_file("cli.yaml", kScenario);
+  std::string bad = testing::write_file("cli-bad.yaml", "models: {m: {name: x}}\n");
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  const Case cases[] = {
+      {{"truth", "--to", "10"}, "--scenario is required"},
+      {{"truth", "--scenario", "/nonexistent.yaml", "--to", "10"}, "/nonexistent.yaml: no such file"},
+      {{"truth", "--scenario", bad, "--to", "10"}, bad + ":1:13: models.m: missing required key 'memory'"},
+      {{"truth", "--scenario", path, "--from", "50", "--to", "50"}, "--from (50 s) must be earlier than --to (50 s)"},
+      {{"truth", "--scenario", path, "--from", "ten"}, "--from: expected scenario seconds"},
+      {{"truth", "--scenario", path, "--format", "xml"}, "--format must be table or json, got 'xml'"},
+      {{"check", "--scenario", bad}, bad + ":1:13:"},
+      {{"check"}, "--scenario is required"},
+  };
+  for (const Case& c : cases) {
+    CliRun r = run(c.args);
+    EXPECT_EQ(r.exit_code, 2) << c.args[0] << " " << r.err;
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << "got: " << r.err << "\nexpected: " << c.message;
+    EXPECT_TRUE(r.out.empty());
+  }
+}
+
+TEST(SimCli, CheckSummarizesTheScenario) {
+  std::string path = testing::write_file("cli.yaml", kScenario);
+  CliRun r = run({"check", "--scenario", path});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, path + ": ok: 2 GPUs (2 x Test GPU 16GB), 2 jobs, 1 faults, duration 100 s\n");
+}
+
+}  // namespace
+}  // namespace gpumeter::sim

@@ -1,0 +1,53 @@
+#pragma once
+// Shared helpers for the simulator tests: scenarios written to a private temp directory and
+// a minimal model every test can extend.
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "sim/scenario_parse.h"
+
+namespace gpumeter::sim::testing {
+
+inline std::filesystem::path temp_dir() {
+  auto dir = std::filesystem::temp_directory_path() / ("gpumeter-sim-test-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+inline std::string write_file(const std::string& name, const std::string& text) {
+  auto path = temp_dir() / name;
+  std::ofstream(path) << text;
+  return path.string();
+}
+
+// One model, "m": 16 GiB, 50 W idle, 250 W at full load, 300 W limit.
+inline const char* kModel = R"(
+models:
+  m:
+    name: Test GPU 16GB
+    memory: 16GiB
+    power: {limit: 300, idle: 50, max: 250}
+    temperature: {idle: 30, max: 80, memory_offset: 5}
+    clocks:
+      graphics: {idle: 300, max: 1800}
+      sm: {idle: 310, max: 1810}
+      memory: {idle: 5000, max: 5001}
+      video: {idle: 500, max: 1500}
+)";
+
+inline Scenario parse_ok(const std::string& yaml) {
+  auto s = parse_scenario(yaml, "test.yaml");
+  if (!s) {
+    ADD_FAILURE() << s.error().message;
+    return Scenario{};
+  }
+  return std::move(s).value();
+}
+
+}  // namespace gpumeter::sim::testing
