@@ -1,0 +1,79 @@
+#include "http/exposition_store.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+
+#include "../render/fixture_snapshot.h"
+#include "render/families.h"
+#include "render/text_writer.h"
+
+namespace gpumeter {
+namespace {
+
+TEST(ExpositionStore, EmptyUntilFirstPublish) {
+  ExpositionStore store;
+  EXPECT_EQ(store.latest(), nullptr);
+  EXPECT_FALSE(store.publish(nullptr).ok());
+  EXPECT_EQ(store.latest(), nullptr);
+}
+
+TEST(ExpositionStore, PublishRendersBothFormats) {
+  ExpositionStore store;
+  auto snap = std::make_shared<const Snapshot>(testing::fixture_snapshot());
+  ASSERT_TRUE(store.publish(snap).ok());
+  auto p = store.latest();
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->snapshot, snap);
+  EXPECT_EQ(p->exposition.taken_unix, testing::kFixtureTakenUnix);
+  auto fams = build_families(*snap);
+  EXPECT_EQ(p->exposition.text004.text, render(fams, ExpositionFormat::kText004));
+  EXPECT_EQ(p->exposition.openmetrics.text, render(fams, ExpositionFormat::kOpenMetrics100));
+  EXPECT_FALSE(p->exposition.text004.gzip.bytes.empty());
+}
+
+TEST(ExpositionStore, ReaderKeepsItsPublicationAcrossNewerOnes) {
+  ExpositionStore store;
+  Snapshot a = testing::fixture_snapshot();
+  a.build.version = "a";
+  ASSERT_TRUE(store.publish(std::make_shared<const Snapshot>(a)).ok());
+  auto held = store.latest();
+  Snapshot b = a;
+  b.build.version = "b";
+  ASSERT_TRUE(store.publish(std::make_shared<const Snapshot>(b)).ok());
+  EXPECT_EQ(held->snapshot->build.version, "a");
+  EXPECT_NE(held->exposition.text004.text.find("version=\"a\""), std::string::npos);
+  EXPECT_EQ(store.latest()->snapshot->build.version, "b");
+}
+
+TEST(ExpositionStore, ConcurrentReadersSeeWholePublications) {
+  ExpositionStore store;
+  ASSERT_TRUE(store.publish(std::make_shared<const Snapshot>(testing::fixture_snapshot())).ok());
+  std::atomic<bool> stop{false};
+  std::atomic<long> reads{0};
+  std::vector<std::thread> readers;
+  for (int i = 0; i < 4; ++i) {
+    readers.emplace_back([&] {
+      while (!stop.load()) {
+        auto p = store.latest();
+        // The rendered text must always belong to the snapshot it is published with.
+        const std::string want = "version=\"" + p->snapshot->build.version + "\"";
+        ASSERT_NE(p->exposition.text004.text.find(want), std::string::npos);
+        ++reads;
+      }
+    });
+  }
+  for (int v = 0; v < 200; ++v) {
+    Snapshot s = testing::fixture_snapshot();
+    s.build.version = "v" + std::to_string(v);
+    ASSERT_TRUE(store.publish(std::make_shared<const Snapshot>(std::move(s))).ok());
+  }
+  stop = true;
+  for (auto& t : readers) t.join();
+  EXPECT_GT(reads.load(), 0);
+  EXPECT_EQ(store.latest()->snapshot->build.version, "v199");
+}
+
+}  // namespace
+}  // namespace gpumeter
