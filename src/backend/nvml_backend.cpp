@@ -168,6 +168,8 @@ std::unique_ptr<NvmlBackend> NvmlBackend::create(const NvmlBackendOptions& optio
   return b;
 }
 
+NvmlBackend::NvmlBackend(Logger& log) : log_(log) {}
+
 NvmlBackend::~NvmlBackend() {
   if (event_set_ != nullptr && symbols_.event_set_free != nullptr) symbols_.event_set_free(event_set_);
   if (initialized_) symbols_.shutdown();

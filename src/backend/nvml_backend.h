@@ -40,7 +40,7 @@ class NvmlBackend final : public Backend {
 
  private:
   struct Device;
-  NvmlBackend(Logger& log) : log_(log) {}
+  explicit NvmlBackend(Logger& log);  // out of line: Device is incomplete here
   std::string error_text(nvmlReturn_t rc) const;
   Result<nvmlDevice_t> acquire(unsigned device);
   void drop_handle(unsigned device);

@@ -11,7 +11,7 @@
 #include "cli/version.h"
 #include "collect/collector.h"
 #include "http/exposition_store.h"
-#include "http/server.h"
+#include "http/http_server.h"
 #include "util/duration.h"
 #include "util/log.h"
 
@@ -126,20 +126,24 @@ int run_serve(const ServeOptions& o) {
   collector_options.build = {kVersion, kRevision};
   std::vector<Backend*> backends{nvml.get()};
   Collector collector(backends, collector_options,
-                      [&store](std::shared_ptr<const Snapshot> s) { store.publish(std::move(s)); }, log);
+                      [&store, &log](std::shared_ptr<const Snapshot> s) {
+                        auto published = store.publish(std::move(s));
+                        if (!published) log.error("cannot render snapshot", {{"err", published.error().message}});
+                      },
+                      log);
 
   HttpServerOptions http_options;
   http_options.listen_address = o.listen_address;
   http_options.telemetry_path = o.telemetry_path;
   http_options.max_threads = o.max_requests;
-  http_options.readiness = [&store, &backends]() -> std::pair<bool, std::string> {
+  http_options.readiness = [&store, &backends]() -> Readiness {
     for (Backend* b : backends) {
       if (!b->status().up) return {false, b->status().backend + " backend down: " + b->status().detail};
     }
     if (!store.latest()) return {false, "no snapshot collected yet"};
     return {true, ""};
   };
-  HttpServer server(http_options, store);
+  HttpServer server(store, http_options, &log);
   collector.start();
   auto started = server.start();
   if (!started) {
