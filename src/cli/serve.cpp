@@ -151,9 +151,7 @@ int run_serve(const ServeOptions& o) {
     if (collector.stop() > 0) _exit(1);
     return 1;
   }
-  log.info("listening", {{"address", o.listen_address}, {"telemetry_path", o.telemetry_path},
-                         {"gpus", std::to_string(nvml->device_count())},
-                         {"interval", o.collect_interval}});
+  log.info("collecting", {{"gpus", std::to_string(nvml->device_count())}, {"interval", o.collect_interval}});
 
   int sig = 0;
   sigwait(&signals, &sig);
