@@ -18,16 +18,16 @@
 namespace gpumeter::sim {
 
 struct Counters {
-  double busy_seconds = 0;                 // integral of utilization (ratio) since time 0
-  double energy_since_reload_joules = 0;   // integral of power since time 0 or the last reload
+  double busy_seconds = 0;                // integral of utilization (ratio) since time 0
+  double energy_since_reload_joules = 0;  // integral of power since time 0 or the last reload
 };
 
 class CounterIntegrator {
  public:
   CounterIntegrator(const GpuTimeline& timeline, const GpuModelSpec& model);
 
-  Counters at(Micros t);                // t >= 0
-  const Segment& segment(Micros t);     // the segment containing t
+  Counters at(Micros t);             // t >= 0
+  const Segment& segment(Micros t);  // the segment containing t
 
  private:
   static constexpr std::size_t kCheckpointEvery = 256;
@@ -42,9 +42,9 @@ class CounterIntegrator {
   const GpuTimeline& timeline_;
   const GpuModelSpec& model_;
   Segment current_;
-  Counters at_start_;           // totals at current_.start
-  std::size_t index_ = 0;       // how many segments precede current_
-  double power_w_ = 0;          // power during current_
+  Counters at_start_;                    // totals at current_.start
+  std::size_t index_ = 0;                // how many segments precede current_
+  double power_w_ = 0;                   // power during current_
   std::vector<Checkpoint> checkpoints_;  // checkpoints_[i] is the start of segment i * kCheckpointEvery
 };
 

@@ -73,8 +73,9 @@ Result<SimEnv> read_sim_env(const EnvLookup& getenv) {
   if (const char* scale = getenv("GPUMETER_SIM_TIME_SCALE"); scale != nullptr && *scale != '\0') {
     env.time_scale = parse_double(scale);
     if (!env.time_scale || *env.time_scale <= 0 || *env.time_scale > 1e6) {
-      return Error{0, fmt::format("GPUMETER_SIM_TIME_SCALE: expected a number above 0 (at most 1e6), got '{}'",
-                                  scale)};
+      return Error{
+          0,
+          fmt::format("GPUMETER_SIM_TIME_SCALE: expected a number above 0 (at most 1e6), got '{}'", scale)};
     }
   }
   if (const char* unsupported = getenv("GPUMETER_SIM_UNSUPPORTED"); unsupported != nullptr) {

@@ -15,9 +15,9 @@
 namespace gpumeter::sim {
 
 struct SimEnv {
-  std::string scenario_path;            // GPUMETER_SIM_SCENARIO
-  std::optional<double> epoch;          // GPUMETER_SIM_EPOCH, unix seconds
-  std::optional<double> time_scale;     // GPUMETER_SIM_TIME_SCALE
+  std::string scenario_path;                    // GPUMETER_SIM_SCENARIO
+  std::optional<double> epoch;                  // GPUMETER_SIM_EPOCH, unix seconds
+  std::optional<double> time_scale;             // GPUMETER_SIM_TIME_SCALE
   std::bitset<kNvmlFunctionCount> unsupported;  // GPUMETER_SIM_UNSUPPORTED, functions
   std::vector<unsigned> unsupported_fields;     // GPUMETER_SIM_UNSUPPORTED, NVML_FI_* names
 };

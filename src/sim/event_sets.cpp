@@ -10,7 +10,8 @@ unsigned long long supported_event_types(const GpuModelSpec& model) {
   return types;
 }
 
-void register_events(nvmlEventSet_st& set, const Session& session, unsigned gpu, unsigned long long mask, Micros t) {
+void register_events(nvmlEventSet_st& set, const Session& session, unsigned gpu, unsigned long long mask,
+                     Micros t) {
   std::lock_guard lock(set.mu);
   for (auto& r : set.registrations) {
     if (r.gpu == gpu) {
@@ -19,7 +20,8 @@ void register_events(nvmlEventSet_st& set, const Session& session, unsigned gpu,
     }
   }
   const auto& xids = session.xids(gpu);
-  auto first = std::lower_bound(xids.begin(), xids.end(), t, [](const XidFault& x, Micros v) { return x.at < v; });
+  auto first =
+      std::lower_bound(xids.begin(), xids.end(), t, [](const XidFault& x, Micros v) { return x.at < v; });
   set.registrations.push_back({gpu, mask, static_cast<std::size_t>(first - xids.begin())});
 }
 

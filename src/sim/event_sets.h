@@ -28,7 +28,8 @@ namespace gpumeter::sim {
 unsigned long long supported_event_types(const GpuModelSpec& model);
 
 // Adds (or widens) the registration of `gpu`, counting only events at or after time t.
-void register_events(nvmlEventSet_st& set, const Session& session, unsigned gpu, unsigned long long mask, Micros t);
+void register_events(nvmlEventSet_st& set, const Session& session, unsigned gpu, unsigned long long mask,
+                     Micros t);
 
 struct DueEvent {
   unsigned gpu = 0;

@@ -30,10 +30,16 @@ unsigned long long SimGpu::energy_millijoules(Micros t) {
 
 double SimGpu::busy_seconds(Micros t) { return counters_.at(std::max<Micros>(t, 0)).busy_seconds; }
 
-unsigned long long SimGpu::pcie_tx_bytes(Micros t) { return whole(busy_seconds(t) * model_.pcie_tx_bytes_per_second); }
+unsigned long long SimGpu::pcie_tx_bytes(Micros t) {
+  return whole(busy_seconds(t) * model_.pcie_tx_bytes_per_second);
+}
 
-unsigned long long SimGpu::pcie_rx_bytes(Micros t) { return whole(busy_seconds(t) * model_.pcie_rx_bytes_per_second); }
+unsigned long long SimGpu::pcie_rx_bytes(Micros t) {
+  return whole(busy_seconds(t) * model_.pcie_rx_bytes_per_second);
+}
 
-const std::vector<JobShare>& SimGpu::processes(Micros t) { return counters_.segment(std::max<Micros>(t, 0)).jobs; }
+const std::vector<JobShare>& SimGpu::processes(Micros t) {
+  return counters_.segment(std::max<Micros>(t, 0)).jobs;
+}
 
 }  // namespace gpumeter::sim

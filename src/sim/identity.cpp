@@ -33,8 +33,8 @@ std::string default_uuid(std::string_view seed, unsigned index) {
   std::uint64_t base = fnv1a(seed) ^ (static_cast<std::uint64_t>(index) << 32);
   std::uint64_t a = splitmix64(base);
   std::uint64_t b = splitmix64(a ^ 0x5555555555555555ULL);
-  return fmt::format("GPU-{:08x}-{:04x}-{:04x}-{:04x}-{:012x}", a >> 32, (a >> 16) & 0xFFFF, a & 0xFFFF, b >> 48,
-                     b & 0xFFFFFFFFFFFFULL);
+  return fmt::format("GPU-{:08x}-{:04x}-{:04x}-{:04x}-{:012x}", a >> 32, (a >> 16) & 0xFFFF, a & 0xFFFF,
+                     b >> 48, b & 0xFFFFFFFFFFFFULL);
 }
 
 std::string default_serial(std::string_view seed, unsigned index) {
@@ -42,9 +42,7 @@ std::string default_serial(std::string_view seed, unsigned index) {
   return fmt::format("165{:010}", h % 10'000'000'000ULL);
 }
 
-PciAddress default_pci_address(unsigned index) {
-  return PciAddress{index / 8, kHgxBuses[index % 8], 0};
-}
+PciAddress default_pci_address(unsigned index) { return PciAddress{index / 8, kHgxBuses[index % 8], 0}; }
 
 std::optional<PciAddress> parse_pci_bus_id(std::string_view text) {
   // domain:bus:device.function

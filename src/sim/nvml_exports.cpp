@@ -14,8 +14,8 @@
 #include "sim/nvml_call.h"
 
 using gpumeter::sim::copy_string;
-using gpumeter::sim::DeviceState;
 using gpumeter::sim::device_call;
+using gpumeter::sim::DeviceState;
 using gpumeter::sim::Micros;
 using gpumeter::sim::Runtime;
 using gpumeter::sim::Session;
@@ -26,7 +26,9 @@ using Fn = gpumeter::sim::NvmlFunction;
 
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlInit_v2(void) { return Runtime::instance().init(); }
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlInit(void) { return Runtime::instance().init(); }
-GPUMETER_NVML_EXPORT nvmlReturn_t nvmlInitWithFlags(unsigned int /*flags*/) { return Runtime::instance().init(); }
+GPUMETER_NVML_EXPORT nvmlReturn_t nvmlInitWithFlags(unsigned int /*flags*/) {
+  return Runtime::instance().init();
+}
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlShutdown(void) { return Runtime::instance().shutdown(); }
 
 // The texts real drivers return, so logs read the same against the simulator.
@@ -71,7 +73,8 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlSystemGetNVMLVersion(char* version, unsign
   return system_call(Fn::nvmlSystemGetNVMLVersion, [&](Session& s) {
     // NVML's own version is the CUDA major version followed by the driver version.
     const auto& sc = s.scenario();
-    return copy_string(fmt::format("{}.{}", sc.cuda_driver_version / 1000, sc.driver_version), version, length);
+    return copy_string(fmt::format("{}.{}", sc.cuda_driver_version / 1000, sc.driver_version), version,
+                       length);
   });
 }
 
@@ -152,22 +155,26 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsign
 // ---- identity ----
 
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char* uuid, unsigned int length) {
-  return device_call(Fn::nvmlDeviceGetUUID, device,
-                     [&](Session&, DeviceState& d, Micros) { return copy_string(d.gpu.spec().uuid, uuid, length); });
+  return device_call(Fn::nvmlDeviceGetUUID, device, [&](Session&, DeviceState& d, Micros) {
+    return copy_string(d.gpu.spec().uuid, uuid, length);
+  });
 }
 
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char* name, unsigned int length) {
-  return device_call(Fn::nvmlDeviceGetName, device,
-                     [&](Session&, DeviceState& d, Micros) { return copy_string(d.gpu.model().name, name, length); });
+  return device_call(Fn::nvmlDeviceGetName, device, [&](Session&, DeviceState& d, Micros) {
+    return copy_string(d.gpu.model().name, name, length);
+  });
 }
 
-GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetSerial(nvmlDevice_t device, char* serial, unsigned int length) {
+GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetSerial(nvmlDevice_t device, char* serial,
+                                                      unsigned int length) {
   return device_call(Fn::nvmlDeviceGetSerial, device, [&](Session&, DeviceState& d, Micros) {
     return copy_string(d.gpu.spec().serial, serial, length);
   });
 }
 
-GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetVbiosVersion(nvmlDevice_t device, char* version, unsigned int length) {
+GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetVbiosVersion(nvmlDevice_t device, char* version,
+                                                            unsigned int length) {
   return device_call(Fn::nvmlDeviceGetVbiosVersion, device, [&](Session&, DeviceState& d, Micros) {
     return copy_string(d.gpu.model().vbios_version, version, length);
   });
@@ -215,7 +222,7 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t* set) {
 }
 
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetSupportedEventTypes(nvmlDevice_t device,
-                                                                    unsigned long long* event_types) {
+                                                                   unsigned long long* event_types) {
   return device_call(Fn::nvmlDeviceGetSupportedEventTypes, device, [&](Session&, DeviceState& d, Micros) {
     if (event_types == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
     *event_types = gpumeter::sim::supported_event_types(d.gpu.model());
@@ -223,19 +230,21 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetSupportedEventTypes(nvmlDevice_t 
   });
 }
 
-GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device, unsigned long long event_types,
-                                                            nvmlEventSet_t set) {
+GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device,
+                                                           unsigned long long event_types,
+                                                           nvmlEventSet_t set) {
   return device_call(Fn::nvmlDeviceRegisterEvents, device, [&](Session& s, DeviceState& d, Micros now) {
     auto es = Runtime::instance().event_set(set);
     if (!es) return NVML_ERROR_INVALID_ARGUMENT;
-    if ((event_types & ~gpumeter::sim::supported_event_types(d.gpu.model())) != 0) return NVML_ERROR_NOT_SUPPORTED;
+    if ((event_types & ~gpumeter::sim::supported_event_types(d.gpu.model())) != 0)
+      return NVML_ERROR_NOT_SUPPORTED;
     gpumeter::sim::register_events(*es, s, d.gpu.index(), event_types, now);
     return NVML_SUCCESS;
   });
 }
 
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t* data,
-                                                       unsigned int timeoutms) {
+                                                      unsigned int timeoutms) {
   using Clock = std::chrono::steady_clock;
   const auto deadline = Clock::now() + std::chrono::milliseconds(timeoutms);
   return system_call(Fn::nvmlEventSetWait_v2, [&](Session& s) {

@@ -6,8 +6,8 @@
 #include "sim/nvml_call.h"
 #include "sim/readings.h"
 
-using gpumeter::sim::DeviceState;
 using gpumeter::sim::device_call;
+using gpumeter::sim::DeviceState;
 using gpumeter::sim::Micros;
 using gpumeter::sim::Reading;
 using gpumeter::sim::Session;
@@ -45,7 +45,8 @@ unsigned max_clock_of(const gpumeter::sim::GpuModelSpec& m, unsigned type) {
 
 }  // namespace
 
-GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t* utilization) {
+GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device,
+                                                                nvmlUtilization_t* utilization) {
   return device_call(Fn::nvmlDeviceGetUtilizationRates, device, [&](Session&, DeviceState& d, Micros now) {
     if (utilization == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
     Reading r = d.gpu.reading(now);
@@ -83,7 +84,7 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device
 }
 
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device, unsigned int sensor,
-                                                            unsigned int* temp) {
+                                                           unsigned int* temp) {
   return device_call(Fn::nvmlDeviceGetTemperature, device, [&](Session&, DeviceState& d, Micros now) {
     if (temp == nullptr || sensor != NVML_TEMPERATURE_GPU) return NVML_ERROR_INVALID_ARGUMENT;
     *temp = d.gpu.reading(now).temperature_c;
@@ -101,19 +102,20 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t d
                    [](DeviceState& d, Micros) { return d.gpu.model().power_limit_mw; });
 }
 
-GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetPowerManagementLimit(nvmlDevice_t device, unsigned int* limit) {
+GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetPowerManagementLimit(nvmlDevice_t device,
+                                                                    unsigned int* limit) {
   return get_value(Fn::nvmlDeviceGetPowerManagementLimit, device, limit,
                    [](DeviceState& d, Micros) { return d.gpu.model().power_limit_mw; });
 }
 
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t device,
-                                                                       unsigned long long* energy) {
+                                                                      unsigned long long* energy) {
   return get_value(Fn::nvmlDeviceGetTotalEnergyConsumption, device, energy,
                    [](DeviceState& d, Micros now) { return d.gpu.energy_millijoules(now); });
 }
 
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t device, unsigned int type,
-                                                          unsigned int* clock) {
+                                                         unsigned int* clock) {
   return device_call(Fn::nvmlDeviceGetClockInfo, device, [&](Session&, DeviceState& d, Micros now) {
     if (clock == nullptr || type > NVML_CLOCK_VIDEO) return NVML_ERROR_INVALID_ARGUMENT;
     *clock = clock_of(d.gpu.reading(now), type);
@@ -122,7 +124,7 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t device, un
 }
 
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMaxClockInfo(nvmlDevice_t device, unsigned int type,
-                                                             unsigned int* clock) {
+                                                            unsigned int* clock) {
   return device_call(Fn::nvmlDeviceGetMaxClockInfo, device, [&](Session&, DeviceState& d, Micros) {
     if (clock == nullptr || type > NVML_CLOCK_VIDEO) return NVML_ERROR_INVALID_ARGUMENT;
     *clock = max_clock_of(d.gpu.model(), type);
@@ -144,7 +146,8 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetFanSpeed(nvmlDevice_t device, uns
   });
 }
 
-GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetCurrPcieLinkGeneration(nvmlDevice_t device, unsigned int* gen) {
+GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetCurrPcieLinkGeneration(nvmlDevice_t device,
+                                                                      unsigned int* gen) {
   return get_value(Fn::nvmlDeviceGetCurrPcieLinkGeneration, device, gen,
                    [](DeviceState& d, Micros) { return d.gpu.model().pcie_generation; });
 }
@@ -165,11 +168,12 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMaxPcieLinkWidth(nvmlDevice_t dev
 }
 
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetPcieReplayCounter(nvmlDevice_t device, unsigned int* value) {
-  return get_value(Fn::nvmlDeviceGetPcieReplayCounter, device, value, [](DeviceState&, Micros) { return 0U; });
+  return get_value(Fn::nvmlDeviceGetPcieReplayCounter, device, value,
+                   [](DeviceState&, Micros) { return 0U; });
 }
 
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int values_count,
-                                                            nvmlFieldValue_t* values) {
+                                                           nvmlFieldValue_t* values) {
   return device_call(Fn::nvmlDeviceGetFieldValues, device, [&](Session& s, DeviceState& d, Micros now) {
     if (values == nullptr || values_count <= 0) return NVML_ERROR_INVALID_ARGUMENT;
     for (int i = 0; i < values_count; ++i) {
@@ -199,8 +203,7 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, 
           v.valueType = NVML_VALUE_TYPE_UNSIGNED_LONG_LONG;
           v.value.ullVal = d.gpu.pcie_rx_bytes(now);
           break;
-        default:
-          v.nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+        default: v.nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
       }
     }
     return NVML_SUCCESS;
@@ -208,35 +211,36 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, 
 }
 
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t device,
-                                                                          unsigned long long* reasons) {
+                                                                         unsigned long long* reasons) {
   return get_value(Fn::nvmlDeviceGetCurrentClocksEventReasons, device, reasons,
                    [](DeviceState& d, Micros now) { return d.gpu.reading(now).clocks_event_reasons; });
 }
 
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t device,
-                                                                             unsigned long long* reasons) {
+                                                                            unsigned long long* reasons) {
   return get_value(Fn::nvmlDeviceGetCurrentClocksThrottleReasons, device, reasons,
                    [](DeviceState& d, Micros now) { return d.gpu.reading(now).clocks_event_reasons; });
 }
 
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetSupportedClocksEventReasons(nvmlDevice_t device,
-                                                                            unsigned long long* supported) {
+                                                                           unsigned long long* supported) {
   return get_value(Fn::nvmlDeviceGetSupportedClocksEventReasons, device, supported,
                    [](DeviceState&, Micros) { return gpumeter::sim::kSupportedClocksEventReasons; });
 }
 
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetSupportedClocksThrottleReasons(nvmlDevice_t device,
-                                                                               unsigned long long* supported) {
+                                                                              unsigned long long* supported) {
   return get_value(Fn::nvmlDeviceGetSupportedClocksThrottleReasons, device, supported,
                    [](DeviceState&, Micros) { return gpumeter::sim::kSupportedClocksEventReasons; });
 }
 
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t device, unsigned int error_type,
-                                                               unsigned int counter_type,
-                                                               unsigned long long* count) {
+                                                              unsigned int counter_type,
+                                                              unsigned long long* count) {
   return device_call(Fn::nvmlDeviceGetTotalEccErrors, device, [&](Session&, DeviceState& d, Micros) {
     if (!d.gpu.model().ecc) return NVML_ERROR_NOT_SUPPORTED;
-    if (count == nullptr || error_type > NVML_MEMORY_ERROR_TYPE_UNCORRECTED || counter_type > NVML_AGGREGATE_ECC) {
+    if (count == nullptr || error_type > NVML_MEMORY_ERROR_TYPE_UNCORRECTED ||
+        counter_type > NVML_AGGREGATE_ECC) {
       return NVML_ERROR_INVALID_ARGUMENT;
     }
     *count = 0;
@@ -245,8 +249,8 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t devic
 }
 
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t device, unsigned int* corr_rows,
-                                                             unsigned int* unc_rows, unsigned int* is_pending,
-                                                             unsigned int* failure_occurred) {
+                                                            unsigned int* unc_rows, unsigned int* is_pending,
+                                                            unsigned int* failure_occurred) {
   return device_call(Fn::nvmlDeviceGetRemappedRows, device, [&](Session&, DeviceState& d, Micros) {
     if (!d.gpu.model().ecc) return NVML_ERROR_NOT_SUPPORTED;
     if (corr_rows == nullptr || unc_rows == nullptr || is_pending == nullptr || failure_occurred == nullptr) {

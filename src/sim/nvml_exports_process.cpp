@@ -7,8 +7,8 @@
 #include "sim/nvml_call.h"
 #include "sim/periods.h"
 
-using gpumeter::sim::DeviceState;
 using gpumeter::sim::device_call;
+using gpumeter::sim::DeviceState;
 using gpumeter::sim::JobShare;
 using gpumeter::sim::Micros;
 using gpumeter::sim::Period;
@@ -21,7 +21,8 @@ namespace {
 // infoCount below the number running (0 included) answers INSUFFICIENT_SIZE with the number;
 // nothing running answers SUCCESS with 0 whatever the buffer.
 template <typename Info, typename Fill>
-nvmlReturn_t list_processes(const std::vector<JobShare>& jobs, unsigned int* count, Info* infos, Fill&& fill) {
+nvmlReturn_t list_processes(const std::vector<JobShare>& jobs, unsigned int* count, Info* infos,
+                            Fill&& fill) {
   if (count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
   const auto n = static_cast<unsigned>(jobs.size());
   if (*count < n) {
@@ -59,86 +60,90 @@ nvmlReturn_t no_processes(Fn fn, nvmlDevice_t device, unsigned int* count) {
 }  // namespace
 
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device,
-                                                                           unsigned int* info_count,
-                                                                           nvmlProcessInfo_t* infos) {
+                                                                          unsigned int* info_count,
+                                                                          nvmlProcessInfo_t* infos) {
   return compute_processes(Fn::nvmlDeviceGetComputeRunningProcesses_v3, device, info_count, infos);
 }
 
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t device,
-                                                                           unsigned int* info_count,
-                                                                           nvmlProcessInfo_t* infos) {
+                                                                          unsigned int* info_count,
+                                                                          nvmlProcessInfo_t* infos) {
   return compute_processes(Fn::nvmlDeviceGetComputeRunningProcesses_v2, device, info_count, infos);
 }
 
-GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device, unsigned int* info_count,
-                                                                        nvmlProcessInfo_v1_t* infos) {
-  return device_call(Fn::nvmlDeviceGetComputeRunningProcesses, device, [&](Session&, DeviceState& d, Micros now) {
-    return list_processes(d.gpu.processes(now), info_count, infos, [](nvmlProcessInfo_v1_t& info, const JobShare& j) {
-      info = nvmlProcessInfo_v1_t{};
-      info.pid = j.pid;
-      info.usedGpuMemory = j.memory_bytes;
-    });
-  });
+GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device,
+                                                                       unsigned int* info_count,
+                                                                       nvmlProcessInfo_v1_t* infos) {
+  return device_call(Fn::nvmlDeviceGetComputeRunningProcesses, device,
+                     [&](Session&, DeviceState& d, Micros now) {
+                       return list_processes(d.gpu.processes(now), info_count, infos,
+                                             [](nvmlProcessInfo_v1_t& info, const JobShare& j) {
+                                               info = nvmlProcessInfo_v1_t{};
+                                               info.pid = j.pid;
+                                               info.usedGpuMemory = j.memory_bytes;
+                                             });
+                     });
 }
 
 // Simulated jobs are compute (CUDA) processes; graphics and MPS lists are always empty.
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t device,
-                                                                            unsigned int* info_count,
-                                                                            nvmlProcessInfo_t* /*infos*/) {
+                                                                           unsigned int* info_count,
+                                                                           nvmlProcessInfo_t* /*infos*/) {
   return no_processes(Fn::nvmlDeviceGetGraphicsRunningProcesses_v3, device, info_count);
 }
 
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v3(nvmlDevice_t device,
-                                                                              unsigned int* info_count,
-                                                                              nvmlProcessInfo_t* /*infos*/) {
+                                                                             unsigned int* info_count,
+                                                                             nvmlProcessInfo_t* /*infos*/) {
   return no_processes(Fn::nvmlDeviceGetMPSComputeRunningProcesses_v3, device, info_count);
 }
 
 // One sample per process and 200 ms period in the buffer that is newer than lastSeenTimeStamp.
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
-                                                                   nvmlProcessUtilizationSample_t* utilization,
-                                                                   unsigned int* process_samples_count,
-                                                                   unsigned long long last_seen_time_stamp) {
-  return device_call(Fn::nvmlDeviceGetProcessUtilization, device, [&](Session& s, DeviceState& d, Micros now) {
-    if (process_samples_count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-    unsigned n = 0;
-    const auto& periods = d.gpu.periods(now);
-    for (const Period& p : periods) {
-      const auto ts = static_cast<unsigned long long>(s.unix_micros(PeriodHistory::end_of(p)));
-      if (ts > last_seen_time_stamp) n += static_cast<unsigned>(p.processes.size());
-    }
-    if (n == 0) {
-      *process_samples_count = 0;
-      return NVML_ERROR_NOT_FOUND;
-    }
-    if (utilization == nullptr || *process_samples_count < n) {
-      *process_samples_count = n;
-      return NVML_ERROR_INSUFFICIENT_SIZE;
-    }
-    unsigned i = 0;
-    for (const Period& p : periods) {
-      const auto ts = static_cast<unsigned long long>(s.unix_micros(PeriodHistory::end_of(p)));
-      if (ts <= last_seen_time_stamp) continue;
-      for (const auto& share : p.processes) {
-        utilization[i] = nvmlProcessUtilizationSample_t{};
-        utilization[i].pid = share.pid;
-        utilization[i].timeStamp = ts;
-        utilization[i].smUtil = share.sm_percent;
-        utilization[i].memUtil = share.memory_percent;
-        ++i;
-      }
-    }
-    *process_samples_count = n;
-    return NVML_SUCCESS;
-  });
+                                                                  nvmlProcessUtilizationSample_t* utilization,
+                                                                  unsigned int* process_samples_count,
+                                                                  unsigned long long last_seen_time_stamp) {
+  return device_call(
+      Fn::nvmlDeviceGetProcessUtilization, device, [&](Session& s, DeviceState& d, Micros now) {
+        if (process_samples_count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+        unsigned n = 0;
+        const auto& periods = d.gpu.periods(now);
+        for (const Period& p : periods) {
+          const auto ts = static_cast<unsigned long long>(s.unix_micros(PeriodHistory::end_of(p)));
+          if (ts > last_seen_time_stamp) n += static_cast<unsigned>(p.processes.size());
+        }
+        if (n == 0) {
+          *process_samples_count = 0;
+          return NVML_ERROR_NOT_FOUND;
+        }
+        if (utilization == nullptr || *process_samples_count < n) {
+          *process_samples_count = n;
+          return NVML_ERROR_INSUFFICIENT_SIZE;
+        }
+        unsigned i = 0;
+        for (const Period& p : periods) {
+          const auto ts = static_cast<unsigned long long>(s.unix_micros(PeriodHistory::end_of(p)));
+          if (ts <= last_seen_time_stamp) continue;
+          for (const auto& share : p.processes) {
+            utilization[i] = nvmlProcessUtilizationSample_t{};
+            utilization[i].pid = share.pid;
+            utilization[i].timeStamp = ts;
+            utilization[i].smUtil = share.sm_percent;
+            utilization[i].memUtil = share.memory_percent;
+            ++i;
+          }
+        }
+        *process_samples_count = n;
+        return NVML_SUCCESS;
+      });
 }
 
 // Samples are stamped with the end of their 200 ms period. A short buffer gets the oldest
 // samples first, so a caller that passes the last timestamp it saw pages through them all.
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t device, unsigned int type,
-                                                        unsigned long long last_seen_time_stamp,
-                                                        unsigned int* sample_val_type, unsigned int* sample_count,
-                                                        nvmlSample_t* samples) {
+                                                       unsigned long long last_seen_time_stamp,
+                                                       unsigned int* sample_val_type,
+                                                       unsigned int* sample_count, nvmlSample_t* samples) {
   return device_call(Fn::nvmlDeviceGetSamples, device, [&](Session& s, DeviceState& d, Micros now) {
     if (sample_val_type == nullptr || sample_count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
     if (type != NVML_TOTAL_POWER_SAMPLES && type != NVML_GPU_UTILIZATION_SAMPLES &&
@@ -179,8 +184,11 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t device, unsi
   });
 }
 
-static_assert(std::is_same_v<decltype(&nvmlDeviceGetComputeRunningProcesses_v3), nvmlDeviceGetProcesses_v3_fn>);
-static_assert(std::is_same_v<decltype(&nvmlDeviceGetGraphicsRunningProcesses_v3), nvmlDeviceGetProcesses_v3_fn>);
-static_assert(std::is_same_v<decltype(&nvmlDeviceGetMPSComputeRunningProcesses_v3), nvmlDeviceGetProcesses_v3_fn>);
+static_assert(
+    std::is_same_v<decltype(&nvmlDeviceGetComputeRunningProcesses_v3), nvmlDeviceGetProcesses_v3_fn>);
+static_assert(
+    std::is_same_v<decltype(&nvmlDeviceGetGraphicsRunningProcesses_v3), nvmlDeviceGetProcesses_v3_fn>);
+static_assert(
+    std::is_same_v<decltype(&nvmlDeviceGetMPSComputeRunningProcesses_v3), nvmlDeviceGetProcesses_v3_fn>);
 static_assert(std::is_same_v<decltype(&nvmlDeviceGetProcessUtilization), nvmlDeviceGetProcessUtilization_fn>);
 static_assert(std::is_same_v<decltype(&nvmlDeviceGetSamples), nvmlDeviceGetSamples_fn>);

@@ -9,7 +9,9 @@ namespace gpumeter::sim {
 
 namespace {
 
-unsigned round_div(std::int64_t num, std::int64_t den) { return static_cast<unsigned>((2 * num + den) / (2 * den)); }
+unsigned round_div(std::int64_t num, std::int64_t den) {
+  return static_cast<unsigned>((2 * num + den) / (2 * den));
+}
 
 }  // namespace
 

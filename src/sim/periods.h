@@ -33,7 +33,8 @@ class PeriodHistory {
   static constexpr Micros kPeriod = 200'000;
   static constexpr std::size_t kDepth = 100;
 
-  PeriodHistory(const GpuTimeline& timeline, const GpuModelSpec& model) : timeline_(timeline), model_(model) {}
+  PeriodHistory(const GpuTimeline& timeline, const GpuModelSpec& model)
+      : timeline_(timeline), model_(model) {}
 
   // The complete periods ending at or before t, oldest first, at most kDepth of them.
   // The reference stays valid until the next call.

@@ -42,7 +42,7 @@ struct GpuModelSpec {
   unsigned pcie_width = 16;
   double pcie_tx_bytes_per_second = 0;  // at 100% utilization
   double pcie_rx_bytes_per_second = 0;
-  unsigned pci_device_id = 0;     // nvmlPciInfo_t::pciDeviceId: device id << 16 | 0x10DE
+  unsigned pci_device_id = 0;  // nvmlPciInfo_t::pciDeviceId: device id << 16 | 0x10DE
   unsigned pci_subsystem_id = 0;
   std::string vbios_version;
   bool ecc = true;
@@ -99,8 +99,8 @@ struct Scenario {
   std::vector<WindowFault> lost;
   std::vector<WindowFault> unknown_errors;
   std::vector<HangFault> hangs;
-  std::vector<XidFault> xids;           // sorted by time
-  std::vector<Micros> driver_reloads;   // sorted
+  std::vector<XidFault> xids;          // sorted by time
+  std::vector<Micros> driver_reloads;  // sorted
 
   const GpuModelSpec& model_of(unsigned gpu) const { return models[gpus[gpu].model]; }
   std::size_t fault_count() const {

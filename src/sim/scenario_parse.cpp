@@ -28,7 +28,8 @@ constexpr std::size_t kMaxName = NVML_DEVICE_NAME_V2_BUFFER_SIZE - 1;
 constexpr std::size_t kMaxUuid = NVML_DEVICE_UUID_V2_BUFFER_SIZE - 1;
 constexpr std::size_t kMaxSerial = NVML_DEVICE_SERIAL_BUFFER_SIZE - 1;
 constexpr std::size_t kMaxVbios = NVML_DEVICE_VBIOS_VERSION_BUFFER_SIZE - 1;
-constexpr std::size_t kMaxDriverVersion = NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE - 4;  // NVML version adds "12."
+// The NVML version string is "<cuda major>." followed by the driver version.
+constexpr std::size_t kMaxDriverVersion = NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE - 4;
 
 std::string indexed(std::string_view path, std::size_t i) { return fmt::format("{}[{}]", path, i); }
 
@@ -50,8 +51,8 @@ ClockRange parse_clock(const YAML::Node& node, const std::string& path) {
 
 GpuModelSpec parse_model(const std::string& id, const YAML::Node& node, const std::string& path) {
   MapReader m(node, path,
-              {"name", "memory", "memory_reserved", "power", "temperature", "clocks", "fan", "pcie", "vbios_version",
-               "ecc"});
+              {"name", "memory", "memory_reserved", "power", "temperature", "clocks", "fan", "pcie",
+               "vbios_version", "ecc"});
   GpuModelSpec g;
   g.id = id;
   g.name = read_bounded_string(m.require("name"), m.path("name"), kMaxName);
@@ -70,15 +71,18 @@ GpuModelSpec parse_model(const std::string& id, const YAML::Node& node, const st
   g.max_power_mw = read_milliwatts(power.require("max"), power.path("max"));
   if (g.power_limit_mw == 0) fail_at(power.get("limit"), power.path("limit"), "must be more than 0");
   if (g.idle_power_mw > g.max_power_mw) fail_at(power.get("idle"), power.path("idle"), "must not exceed max");
-  if (g.max_power_mw > g.power_limit_mw) fail_at(power.get("max"), power.path("max"), "must not exceed limit");
+  if (g.max_power_mw > g.power_limit_mw)
+    fail_at(power.get("max"), power.path("max"), "must not exceed limit");
 
   g.idle_temperature_c = 30;
   g.max_temperature_c = 75;
   g.memory_temperature_offset_c = 4;
   if (m.has("temperature")) {
     MapReader t(m.get("temperature"), m.path("temperature"), {"idle", "max", "memory_offset"});
-    if (t.has("idle")) g.idle_temperature_c = static_cast<unsigned>(read_unsigned(t.get("idle"), t.path("idle"), 0, 150));
-    if (t.has("max")) g.max_temperature_c = static_cast<unsigned>(read_unsigned(t.get("max"), t.path("max"), 0, 150));
+    if (t.has("idle"))
+      g.idle_temperature_c = static_cast<unsigned>(read_unsigned(t.get("idle"), t.path("idle"), 0, 150));
+    if (t.has("max"))
+      g.max_temperature_c = static_cast<unsigned>(read_unsigned(t.get("max"), t.path("max"), 0, 150));
     if (t.has("memory_offset")) {
       g.memory_temperature_offset_c =
           static_cast<unsigned>(read_unsigned(t.get("memory_offset"), t.path("memory_offset"), 0, 50));
@@ -97,8 +101,10 @@ GpuModelSpec parse_model(const std::string& id, const YAML::Node& node, const st
     if (fan.IsMap()) {
       MapReader f(fan, m.path("fan"), {"idle", "max"});
       g.fan = true;
-      if (f.has("idle")) g.fan_idle_percent = static_cast<unsigned>(read_ratio_percent(f.get("idle"), f.path("idle")));
-      if (f.has("max")) g.fan_max_percent = static_cast<unsigned>(read_ratio_percent(f.get("max"), f.path("max")));
+      if (f.has("idle"))
+        g.fan_idle_percent = static_cast<unsigned>(read_ratio_percent(f.get("idle"), f.path("idle")));
+      if (f.has("max"))
+        g.fan_max_percent = static_cast<unsigned>(read_ratio_percent(f.get("max"), f.path("max")));
       if (g.fan_idle_percent > g.fan_max_percent) f.fail("idle must not exceed max");
     } else {
       g.fan = read_bool(fan, m.path("fan"));
@@ -108,12 +114,15 @@ GpuModelSpec parse_model(const std::string& id, const YAML::Node& node, const st
   g.pcie_tx_bytes_per_second = 2e9;
   g.pcie_rx_bytes_per_second = 4e9;
   if (m.has("pcie")) {
-    MapReader p(m.get("pcie"), m.path("pcie"),
-                {"generation", "width", "tx_bytes_per_second", "rx_bytes_per_second", "device_id", "subsystem_id"});
+    MapReader p(
+        m.get("pcie"), m.path("pcie"),
+        {"generation", "width", "tx_bytes_per_second", "rx_bytes_per_second", "device_id", "subsystem_id"});
     if (p.has("generation")) {
-      g.pcie_generation = static_cast<unsigned>(read_unsigned(p.get("generation"), p.path("generation"), 1, 7));
+      g.pcie_generation =
+          static_cast<unsigned>(read_unsigned(p.get("generation"), p.path("generation"), 1, 7));
     }
-    if (p.has("width")) g.pcie_width = static_cast<unsigned>(read_unsigned(p.get("width"), p.path("width"), 1, 32));
+    if (p.has("width"))
+      g.pcie_width = static_cast<unsigned>(read_unsigned(p.get("width"), p.path("width"), 1, 32));
     if (p.has("tx_bytes_per_second")) {
       g.pcie_tx_bytes_per_second =
           static_cast<double>(read_bytes(p.get("tx_bytes_per_second"), p.path("tx_bytes_per_second")));
@@ -190,14 +199,17 @@ void parse_gpus(Scenario& s, const YAML::Node& node, const std::string& uuid_see
     if (node.IsMap()) g.pci = default_pci_address(idx);
     const YAML::Node where = node.IsSequence() ? node[i] : node;
     if (!uuids.emplace(g.uuid, i).second) {
-      fail_at(where, indexed(path, i), fmt::format("uuid {} is also used by gpus[{}]", g.uuid, uuids[g.uuid]));
+      fail_at(where, indexed(path, i),
+              fmt::format("uuid {} is also used by gpus[{}]", g.uuid, uuids[g.uuid]));
     }
     if (!serials.emplace(g.serial, i).second) {
-      fail_at(where, indexed(path, i), fmt::format("serial {} is also used by gpus[{}]", g.serial, serials[g.serial]));
+      fail_at(where, indexed(path, i),
+              fmt::format("serial {} is also used by gpus[{}]", g.serial, serials[g.serial]));
     }
     std::string bus = format_pci_bus_id(g.pci);
     if (!buses.emplace(bus, i).second) {
-      fail_at(where, indexed(path, i), fmt::format("pci_bus_id {} is also used by gpus[{}]", bus, buses[bus]));
+      fail_at(where, indexed(path, i),
+              fmt::format("pci_bus_id {} is also used by gpus[{}]", bus, buses[bus]));
     }
   }
 }
@@ -228,8 +240,9 @@ Pattern parse_pattern(const YAML::Node& node, const std::string& path) {
       auto high_time = scale_decimal(text, static_cast<std::uint64_t>(sq.period));
       if (!high_time || *high_time > static_cast<std::uint64_t>(sq.period)) {
         fail_at(m.get("duty"), m.path("duty"),
-                fmt::format("expected a ratio from 0 to 1 that splits the period into whole microseconds, got '{}'",
-                            text));
+                fmt::format(
+                    "expected a ratio from 0 to 1 that splits the period into whole microseconds, got '{}'",
+                    text));
       }
       sq.high_time = static_cast<Micros>(*high_time);
     }
@@ -253,7 +266,8 @@ Pattern parse_pattern(const YAML::Node& node, const std::string& path) {
     MapReader m(node, path, {"pattern", "points"});
     YAML::Node points = m.require("points");
     std::string ppath = m.path("points");
-    if (!points.IsSequence() || points.size() == 0) fail_at(points, ppath, "expected a non-empty list of [time, ratio]");
+    if (!points.IsSequence() || points.size() == 0)
+      fail_at(points, ppath, "expected a non-empty list of [time, ratio]");
     TracePattern tr;
     for (std::size_t i = 0; i < points.size(); ++i) {
       const YAML::Node pt = points[i];
@@ -273,8 +287,9 @@ Pattern parse_pattern(const YAML::Node& node, const std::string& path) {
 }
 
 Job parse_job(const YAML::Node& node, const std::string& path, std::size_t gpu_count) {
-  MapReader m(node, path,
-              {"name", "start", "end", "gpus", "pid", "pids", "uid", "cgroup", "env", "memory", "utilization"});
+  MapReader m(
+      node, path,
+      {"name", "start", "end", "gpus", "pid", "pids", "uid", "cgroup", "env", "memory", "utilization"});
   Job j;
   j.name = read_bounded_string(m.require("name"), m.path("name"), 256);
   if (m.has("start")) j.start = read_duration(m.get("start"), m.path("start"));
@@ -283,7 +298,8 @@ Job parse_job(const YAML::Node& node, const std::string& path, std::size_t gpu_c
     if (j.end <= j.start) fail_at(m.get("end"), m.path("end"), "must be later than start");
   }
   YAML::Node gpus = m.require("gpus");
-  if (!gpus.IsSequence() || gpus.size() == 0) fail_at(gpus, m.path("gpus"), "expected a non-empty list of GPU indices");
+  if (!gpus.IsSequence() || gpus.size() == 0)
+    fail_at(gpus, m.path("gpus"), "expected a non-empty list of GPU indices");
   for (std::size_t i = 0; i < gpus.size(); ++i) {
     std::string gp = indexed(m.path("gpus"), i);
     if (gpu_count == 0) fail_at(gpus[i], gp, "the scenario has no GPUs");
@@ -293,14 +309,16 @@ Job parse_job(const YAML::Node& node, const std::string& path, std::size_t gpu_c
     }
     j.gpus.push_back(g);
   }
-  if (m.has("pid") == m.has("pids")) m.fail("needs exactly one of 'pid' (one process) or 'pids' (one per GPU)");
+  if (m.has("pid") == m.has("pids"))
+    m.fail("needs exactly one of 'pid' (one process) or 'pids' (one per GPU)");
   if (m.has("pid")) {
     auto pid = static_cast<unsigned>(read_unsigned(m.get("pid"), m.path("pid"), 1, kMaxPid));
     j.pids.assign(j.gpus.size(), pid);
   } else {
     YAML::Node pids = m.get("pids");
     if (!pids.IsSequence() || pids.size() != j.gpus.size()) {
-      fail_at(pids, m.path("pids"), fmt::format("expected a list of {} pids, one per entry of gpus", j.gpus.size()));
+      fail_at(pids, m.path("pids"),
+              fmt::format("expected a list of {} pids, one per entry of gpus", j.gpus.size()));
     }
     for (std::size_t i = 0; i < pids.size(); ++i) {
       j.pids.push_back(static_cast<unsigned>(read_unsigned(pids[i], indexed(m.path("pids"), i), 1, kMaxPid)));
@@ -309,7 +327,8 @@ Job parse_job(const YAML::Node& node, const std::string& path, std::size_t gpu_c
   if (m.has("uid")) j.uid = static_cast<unsigned>(read_unsigned(m.get("uid"), m.path("uid"), 0, 4294967294U));
   if (m.has("cgroup")) {
     j.cgroup = read_string(m.get("cgroup"), m.path("cgroup"));
-    if (!j.cgroup.empty() && j.cgroup.front() != '/') fail_at(m.get("cgroup"), m.path("cgroup"), "must start with '/'");
+    if (!j.cgroup.empty() && j.cgroup.front() != '/')
+      fail_at(m.get("cgroup"), m.path("cgroup"), "must start with '/'");
   }
   if (m.has("env")) {
     YAML::Node env = m.get("env");
@@ -332,7 +351,8 @@ void parse_fault(Scenario& s, const YAML::Node& node, const std::string& path) {
   const YAML::Node& cnode = node;
   YAML::Node kind_node = cnode["kind"];
   if (!kind_node.IsDefined()) {
-    fail_at(node, path, "missing required key 'kind' (one of: lost, hang, xid, unknown_errors, driver_reload)");
+    fail_at(node, path,
+            "missing required key 'kind' (one of: lost, hang, xid, unknown_errors, driver_reload)");
   }
   std::string kind = read_string(kind_node, path + ".kind");
   auto gpu_of = [&](const MapReader& m) {
@@ -372,8 +392,9 @@ void parse_fault(Scenario& s, const YAML::Node& node, const std::string& path) {
     s.driver_reloads.push_back(read_duration(m.require("at"), m.path("at")));
   } else {
     fail_at(kind_node, path + ".kind",
-            fmt::format("unknown fault kind '{}' (expected one of: lost, hang, xid, unknown_errors, driver_reload)",
-                        kind));
+            fmt::format(
+                "unknown fault kind '{}' (expected one of: lost, hang, xid, unknown_errors, driver_reload)",
+                kind));
   }
 }
 
@@ -411,9 +432,8 @@ void check_memory(const Scenario& s, const std::vector<YAML::Node>& job_nodes) {
       edges.push_back({job.start, +1, j});
       edges.push_back({job_end(s, job), -1, j});
     }
-    std::sort(edges.begin(), edges.end(), [](const Edge& a, const Edge& b) {
-      return a.t != b.t ? a.t < b.t : a.delta < b.delta;
-    });
+    std::sort(edges.begin(), edges.end(),
+              [](const Edge& a, const Edge& b) { return a.t != b.t ? a.t < b.t : a.delta < b.delta; });
     std::uint64_t used = 0;
     for (const Edge& e : edges) {
       std::uint64_t mem = s.jobs[e.job].memory_bytes;
@@ -440,8 +460,9 @@ void check_pids(const Scenario& s, const std::vector<YAML::Node>& job_nodes) {
       if (std::max(ja.start, jb.start) >= std::min(job_end(s, ja), job_end(s, jb))) continue;
       for (unsigned pid : jb.pids) {
         if (std::find(ja.pids.begin(), ja.pids.end(), pid) != ja.pids.end()) {
-          fail_at(job_nodes[b], indexed("jobs", b),
-                  fmt::format("pid {} is also used by job '{}' (jobs[{}]) at the same time", pid, ja.name, a));
+          fail_at(
+              job_nodes[b], indexed("jobs", b),
+              fmt::format("pid {} is also used by job '{}' (jobs[{}]) at the same time", pid, ja.name, a));
         }
       }
     }
@@ -453,15 +474,17 @@ Scenario parse_root(const YAML::Node& root, const std::string& source) {
     throw ScenarioError(YAML::Mark(), "the scenario is empty; expected a mapping with models and gpus");
   }
   MapReader m(root, "",
-              {"description", "driver_version", "cuda_driver_version", "time_scale", "duration", "uuid_seed", "models",
-               "gpus", "jobs", "faults"});
+              {"description", "driver_version", "cuda_driver_version", "time_scale", "duration", "uuid_seed",
+               "models", "gpus", "jobs", "faults"});
   Scenario s;
   s.source = source;
   s.driver_version = "550.90.07";
   s.cuda_driver_version = 12040;
   if (m.has("description")) (void)read_string(m.get("description"), "description");
-  if (m.has("driver_version")) s.driver_version = read_bounded_string(m.get("driver_version"), "driver_version", kMaxDriverVersion);
-  if (m.has("cuda_driver_version")) s.cuda_driver_version = parse_cuda_version(m.get("cuda_driver_version"), "cuda_driver_version");
+  if (m.has("driver_version"))
+    s.driver_version = read_bounded_string(m.get("driver_version"), "driver_version", kMaxDriverVersion);
+  if (m.has("cuda_driver_version"))
+    s.cuda_driver_version = parse_cuda_version(m.get("cuda_driver_version"), "cuda_driver_version");
   if (m.has("time_scale")) s.time_scale = read_double(m.get("time_scale"), "time_scale", 1e-6, 1e6);
   if (m.has("duration")) {
     s.duration = read_duration(m.get("duration"), "duration");
@@ -471,7 +494,8 @@ Scenario parse_root(const YAML::Node& root, const std::string& source) {
   if (m.has("uuid_seed")) uuid_seed = read_string(m.get("uuid_seed"), "uuid_seed");
 
   YAML::Node models = m.require("models");
-  if (!models.IsMap() || models.size() == 0) fail_at(models, "models", "expected a mapping of model ids to models");
+  if (!models.IsMap() || models.size() == 0)
+    fail_at(models, "models", "expected a mapping of model ids to models");
   for (const auto& kv : models) {
     std::string id = read_string(kv.first, "models");
     s.models.push_back(parse_model(id, kv.second, "models." + id));
@@ -497,9 +521,11 @@ Scenario parse_root(const YAML::Node& root, const std::string& source) {
     if (!faults.IsSequence()) fail_at(faults, "faults", "expected a list of faults");
     for (std::size_t i = 0; i < faults.size(); ++i) parse_fault(s, faults[i], indexed("faults", i));
   }
-  std::stable_sort(s.xids.begin(), s.xids.end(), [](const XidFault& a, const XidFault& b) { return a.at < b.at; });
+  std::stable_sort(s.xids.begin(), s.xids.end(),
+                   [](const XidFault& a, const XidFault& b) { return a.at < b.at; });
   std::sort(s.driver_reloads.begin(), s.driver_reloads.end());
-  s.driver_reloads.erase(std::unique(s.driver_reloads.begin(), s.driver_reloads.end()), s.driver_reloads.end());
+  s.driver_reloads.erase(std::unique(s.driver_reloads.begin(), s.driver_reloads.end()),
+                         s.driver_reloads.end());
 
   check_memory(s, job_nodes);
   check_pids(s, job_nodes);
@@ -527,7 +553,8 @@ Result<Scenario> parse_scenario(std::string_view yaml_text, const std::string& s
 Result<Scenario> load_scenario(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) return Error{ENOENT, fmt::format("{}: no such file", path)};
-  if (!std::filesystem::is_regular_file(path, ec)) return Error{EINVAL, fmt::format("{}: not a regular file", path)};
+  if (!std::filesystem::is_regular_file(path, ec))
+    return Error{EINVAL, fmt::format("{}: not a regular file", path)};
   std::ifstream in(path, std::ios::binary);
   if (!in) return Error{errno, fmt::format("{}: cannot open: {}", path, std::strerror(errno))};
   std::ostringstream text;

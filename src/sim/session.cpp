@@ -10,7 +10,8 @@ namespace gpumeter::sim {
 namespace {
 
 std::int64_t wall_now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 
@@ -28,7 +29,8 @@ Session::Session(Scenario scenario, const SimEnv& env, std::int64_t epoch_ns)
       unsupported_fields_(env.unsupported_fields),
       xids_(scenario_.gpus.size()),
       hang_fired_(std::make_unique<std::atomic<bool>[]>(scenario_.hangs.size())) {
-  for (unsigned i = 0; i < scenario_.gpus.size(); ++i) devices_.push_back(std::make_unique<DeviceState>(scenario_, i));
+  for (unsigned i = 0; i < scenario_.gpus.size(); ++i)
+    devices_.push_back(std::make_unique<DeviceState>(scenario_, i));
   for (const XidFault& x : scenario_.xids) xids_[x.gpu].push_back(x);
 }
 
@@ -48,7 +50,8 @@ std::int64_t Session::wall_ns_at(Micros t) const {
 }
 
 bool Session::field_unsupported(unsigned field_id) const {
-  return std::find(unsupported_fields_.begin(), unsupported_fields_.end(), field_id) != unsupported_fields_.end();
+  return std::find(unsupported_fields_.begin(), unsupported_fields_.end(), field_id) !=
+         unsupported_fields_.end();
 }
 
 nvmlReturn_t Session::enter(NvmlFunction f, unsigned gpu) {

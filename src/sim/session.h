@@ -34,9 +34,9 @@ class Session {
   DeviceState& device(unsigned i) { return *devices_[i]; }
   double time_scale() const { return scale_; }
 
-  Micros now() const;                                // scenario time now, from the wall clock
-  std::int64_t unix_micros(Micros t) const;          // simulated unix time of scenario time t
-  std::int64_t wall_ns_at(Micros t) const;           // when scenario time t arrives on the wall clock
+  Micros now() const;                        // scenario time now, from the wall clock
+  std::int64_t unix_micros(Micros t) const;  // simulated unix time of scenario time t
+  std::int64_t wall_ns_at(Micros t) const;   // when scenario time t arrives on the wall clock
 
   bool unsupported(NvmlFunction f) const { return unsupported_.test(static_cast<std::size_t>(f)); }
   bool field_unsupported(unsigned field_id) const;

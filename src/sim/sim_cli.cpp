@@ -42,7 +42,8 @@ int run_truth(const TruthArgs& args, std::ostream& out, std::ostream& err) {
   }
   auto from = parse_duration(args.from);
   if (!from) {
-    err << fmt::format("gpumeter sim truth: --from: expected scenario seconds (or e.g. 1h30m), got '{}'\n", args.from);
+    err << fmt::format("gpumeter sim truth: --from: expected scenario seconds (or e.g. 1h30m), got '{}'\n",
+                       args.from);
     return kBadInput;
   }
   auto scenario = load_scenario(args.scenario);
@@ -54,7 +55,8 @@ int run_truth(const TruthArgs& args, std::ostream& out, std::ostream& err) {
   if (!args.to.empty()) {
     to = parse_duration(args.to);
     if (!to) {
-      err << fmt::format("gpumeter sim truth: --to: expected scenario seconds (or e.g. 1h30m), got '{}'\n", args.to);
+      err << fmt::format("gpumeter sim truth: --to: expected scenario seconds (or e.g. 1h30m), got '{}'\n",
+                         args.to);
       return kBadInput;
     }
   } else if (scenario->duration != kForever) {
@@ -64,8 +66,8 @@ int run_truth(const TruthArgs& args, std::ostream& out, std::ostream& err) {
     return kBadInput;
   }
   if (*from >= *to) {
-    err << fmt::format("gpumeter sim truth: --from ({} s) must be earlier than --to ({} s)\n", to_seconds(*from),
-                       to_seconds(*to));
+    err << fmt::format("gpumeter sim truth: --from ({} s) must be earlier than --to ({} s)\n",
+                       to_seconds(*from), to_seconds(*to));
     return kBadInput;
   }
   Truth truth = compute_truth(*scenario, *from, *to);
@@ -90,7 +92,8 @@ int run_check(const std::string& path, std::ostream& out, std::ostream& err) {
   std::map<std::string, unsigned> models;
   for (unsigned g = 0; g < scenario->gpus.size(); ++g) ++models[scenario->model_of(g).name];
   std::string model_list;
-  for (const auto& [name, count] : models) model_list += fmt::format("{}{} x {}", model_list.empty() ? "" : ", ", count, name);
+  for (const auto& [name, count] : models)
+    model_list += fmt::format("{}{} x {}", model_list.empty() ? "" : ", ", count, name);
   out << fmt::format("{}: ok: {} GPUs ({}), {} jobs, {} faults, duration {}\n", path, scenario->gpus.size(),
                      model_list.empty() ? "none" : model_list, scenario->jobs.size(), scenario->fault_count(),
                      describe_duration(scenario->duration));
@@ -107,8 +110,10 @@ void setup_sim_command(CLI::App& sim, int& exit_code) {
   auto truth_args = std::make_shared<TruthArgs>();
   CLI::App* truth = sim.add_subcommand("truth", "Print a scenario's exact ground truth over [from, to)");
   truth->add_option("--scenario", truth_args->scenario, "Scenario YAML file");
-  truth->add_option("--from", truth_args->from, "Window start in scenario seconds, or e.g. 1h30m (default 0)");
-  truth->add_option("--to", truth_args->to, "Window end in scenario seconds (default: the scenario's duration)");
+  truth->add_option("--from", truth_args->from,
+                    "Window start in scenario seconds, or e.g. 1h30m (default 0)");
+  truth->add_option("--to", truth_args->to,
+                    "Window end in scenario seconds (default: the scenario's duration)");
   truth->add_option("--format", truth_args->format, "table or json (default table)");
   truth->callback([truth_args, &exit_code] { exit_code = run_truth(*truth_args, std::cout, std::cerr); });
 

@@ -26,7 +26,8 @@ std::string render(const std::vector<Column>& columns, const std::vector<std::ve
     std::string l;
     for (std::size_t c = 0; c < cells.size(); ++c) {
       if (c > 0) l += "  ";
-      l += columns[c].numeric ? fmt::format("{:>{}}", cells[c], width[c]) : fmt::format("{:<{}}", cells[c], width[c]);
+      l += columns[c].numeric ? fmt::format("{:>{}}", cells[c], width[c])
+                              : fmt::format("{:<{}}", cells[c], width[c]);
     }
     while (!l.empty() && l.back() == ' ') l.pop_back();
     out += l + "\n";
@@ -92,8 +93,8 @@ std::string truth_to_table(const Truth& truth) {
   std::vector<std::vector<std::string>> job_rows;
   for (const JobTruth& t : truth.jobs) {
     job_rows.push_back({t.name, std::to_string(t.gpu), std::to_string(t.pid), std::to_string(t.uid),
-                        num(t.allocated_seconds), num(t.busy_seconds), fmt::format("{:.6g}", t.memory_byte_seconds),
-                        num(t.energy_joules), t.cgroup});
+                        num(t.allocated_seconds), num(t.busy_seconds),
+                        fmt::format("{:.6g}", t.memory_byte_seconds), num(t.energy_joules), t.cgroup});
   }
   std::string out = fmt::format("window [{}, {}) s\n\n", to_seconds(truth.from), to_seconds(truth.to));
   out += render({{"GPU", true},

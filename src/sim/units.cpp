@@ -93,14 +93,19 @@ std::optional<Micros> parse_duration(std::string_view text) {
     std::size_t unit_len = 0;
     while (unit_len < rest.size() && !is_digit(rest[unit_len]) && rest[unit_len] != '.') ++unit_len;
     std::string_view unit = rest.substr(0, unit_len);
+    static constexpr std::array<std::pair<std::string_view, std::uint64_t>, 6> kUnits = {{
+        {"us", 1},
+        {"ms", 1000},
+        {"s", kMicrosPerSecond},
+        {"m", 60 * kMicrosPerSecond},
+        {"h", 3600 * kMicrosPerSecond},
+        {"d", 86400 * kMicrosPerSecond},
+    }};
     std::uint64_t factor = 0;
-    if (unit == "us") factor = 1;
-    else if (unit == "ms") factor = 1000;
-    else if (unit == "s") factor = kMicrosPerSecond;
-    else if (unit == "m") factor = 60 * kMicrosPerSecond;
-    else if (unit == "h") factor = 3600 * kMicrosPerSecond;
-    else if (unit == "d") factor = 86400 * kMicrosPerSecond;
-    else return std::nullopt;
+    for (const auto& [name, f] : kUnits) {
+      if (unit == name) factor = f;
+    }
+    if (factor == 0) return std::nullopt;
     auto v = scale_decimal(number, factor);
     if (!v || __builtin_add_overflow(total, *v, &total)) return std::nullopt;
     text = rest.substr(unit_len);

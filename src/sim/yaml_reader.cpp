@@ -25,7 +25,8 @@ void fail_at(const YAML::Node& node, std::string_view path, std::string_view mes
   throw ScenarioError(mark, path.empty() ? std::string(message) : fmt::format("{}: {}", path, message));
 }
 
-MapReader::MapReader(const YAML::Node& node, std::string path, std::initializer_list<std::string_view> allowed)
+MapReader::MapReader(const YAML::Node& node, std::string path,
+                     std::initializer_list<std::string_view> allowed)
     : node_(node), path_(std::move(path)) {
   if (!node.IsMap()) fail_at(node, path_, "expected a mapping");
   std::set<std::string> seen;
@@ -64,11 +65,13 @@ std::string read_string(const YAML::Node& node, std::string_view path) {
   return scalar(node, path, "a string");
 }
 
-std::uint64_t read_unsigned(const YAML::Node& node, std::string_view path, std::uint64_t min, std::uint64_t max) {
+std::uint64_t read_unsigned(const YAML::Node& node, std::string_view path, std::uint64_t min,
+                            std::uint64_t max) {
   const std::string& s = scalar(node, path, "an integer");
   auto v = parse_unsigned(s);
   if (!v) fail_at(node, path, fmt::format("expected a non-negative integer, got '{}'", s));
-  if (*v < min || *v > max) fail_at(node, path, fmt::format("must be between {} and {}, got {}", min, max, *v));
+  if (*v < min || *v > max)
+    fail_at(node, path, fmt::format("must be between {} and {}, got {}", min, max, *v));
   return *v;
 }
 
@@ -83,7 +86,8 @@ double read_double(const YAML::Node& node, std::string_view path, double min, do
   const std::string& s = scalar(node, path, "a number");
   auto v = parse_double(s);
   if (!v) fail_at(node, path, fmt::format("expected a number, got '{}'", s));
-  if (*v < min || *v > max) fail_at(node, path, fmt::format("must be between {} and {}, got {}", min, max, s));
+  if (*v < min || *v > max)
+    fail_at(node, path, fmt::format("must be between {} and {}, got {}", min, max, s));
   return *v;
 }
 
@@ -91,10 +95,11 @@ Micros read_duration(const YAML::Node& node, std::string_view path) {
   const std::string& s = scalar(node, path, "a duration");
   auto v = parse_duration(s);
   if (!v) {
-    fail_at(node, path,
-            fmt::format("expected a non-negative duration in whole microseconds such as 90, 1.5, 500ms, 2h or "
-                        "1h30m, got '{}'",
-                        s));
+    fail_at(
+        node, path,
+        fmt::format("expected a non-negative duration in whole microseconds such as 90, 1.5, 500ms, 2h or "
+                    "1h30m, got '{}'",
+                    s));
   }
   return *v;
 }
@@ -102,7 +107,8 @@ Micros read_duration(const YAML::Node& node, std::string_view path) {
 std::uint64_t read_bytes(const YAML::Node& node, std::string_view path) {
   const std::string& s = scalar(node, path, "a byte size");
   auto v = parse_byte_size(s);
-  if (!v) fail_at(node, path, fmt::format("expected a byte size such as 81559MiB, 80GiB or 1048576, got '{}'", s));
+  if (!v)
+    fail_at(node, path, fmt::format("expected a byte size such as 81559MiB, 80GiB or 1048576, got '{}'", s));
   return *v;
 }
 
@@ -111,8 +117,9 @@ int read_ratio_percent(const YAML::Node& node, std::string_view path) {
   auto v = parse_ratio_percent(s);
   if (!v) {
     fail_at(node, path,
-            fmt::format("expected a ratio from 0 to 1 in steps of 0.01 (or a whole percentage such as 95%), got '{}'",
-                        s));
+            fmt::format(
+                "expected a ratio from 0 to 1 in steps of 0.01 (or a whole percentage such as 95%), got '{}'",
+                s));
   }
   return *v;
 }

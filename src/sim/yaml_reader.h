@@ -45,7 +45,8 @@ class MapReader {
 };
 
 std::string read_string(const YAML::Node& node, std::string_view path);
-std::uint64_t read_unsigned(const YAML::Node& node, std::string_view path, std::uint64_t min, std::uint64_t max);
+std::uint64_t read_unsigned(const YAML::Node& node, std::string_view path, std::uint64_t min,
+                            std::uint64_t max);
 bool read_bool(const YAML::Node& node, std::string_view path);
 double read_double(const YAML::Node& node, std::string_view path, double min, double max);
 Micros read_duration(const YAML::Node& node, std::string_view path);

@@ -1,14 +1,12 @@
 // `gpumeter sim truth|check` through CLI11, as the main program wires them.
 
-#include "sim/sim_cli.h"
-
 #include <gtest/gtest.h>
 
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
-#include <nlohmann/json.hpp>
-
+#include "sim/sim_cli.h"
 #include "test_support.h"
 
 namespace gpumeter::sim {
@@ -46,7 +44,8 @@ const std::string kScenario = std::string(testing::kModel) + R"(
 gpus: {count: 2, model: m}
 duration: 100
 jobs:
-  - {name: a, start: 10, end: 60, gpus: [0], pid: 100, uid: 1000, cgroup: /a.scope, env: {GPUMETER_PROJECT: p1},
+  - {name: a, start: 10, end: 60, gpus: [0], pid: 100, uid: 1000, cgroup: /a.scope,
+     env: {GPUMETER_PROJECT: p1},
      memory: 1GiB, utilization: 0.5}
   - {name: b, start: 30, gpus: [0, 1], pids: [200, 201], uid: 2000, utilization: 0.25}
 faults:
@@ -60,14 +59,14 @@ TEST(SimCli, TruthJsonHasStableKeysAndExactValues) {
   auto j = nlohmann::ordered_json::parse(r.out);
   std::vector<std::string> keys;
   for (auto it = j.begin(); it != j.end(); ++it) keys.push_back(it.key());
-  EXPECT_EQ(keys, (std::vector<std::string>{"scenario", "from_seconds", "to_seconds", "window_seconds", "gpus",
-                                            "jobs"}));
+  EXPECT_EQ(keys, (std::vector<std::string>{"scenario", "from_seconds", "to_seconds", "window_seconds",
+                                            "gpus", "jobs"}));
   ASSERT_EQ(j["gpus"].size(), 2u);
   std::vector<std::string> gpu_keys;
   for (auto it = j["gpus"][0].begin(); it != j["gpus"][0].end(); ++it) gpu_keys.push_back(it.key());
   EXPECT_EQ(gpu_keys, (std::vector<std::string>{"gpu", "uuid", "model", "busy_seconds", "energy_joules",
-                                                "idle_energy_joules", "memory_byte_seconds", "allocated_seconds",
-                                                "idle_seconds"}));
+                                                "idle_energy_joules", "memory_byte_seconds",
+                                                "allocated_seconds", "idle_seconds"}));
   // GPU 0: 50% on [10, 30), 75% on [30, 60), 25% on [60, 100).
   EXPECT_NEAR(j["gpus"][0]["busy_seconds"].template get<double>(), 10 + 22.5 + 10, 1e-9);
   EXPECT_NEAR(j["gpus"][0]["idle_seconds"].template get<double>(), 10, 1e-9);
@@ -120,7 +119,8 @@ TEST(SimCli, BadInputExitsTwoWithAMessage) {
       {{"truth", "--to", "10"}, "--scenario is required"},
       {{"truth", "--scenario", "/nonexistent.yaml", "--to", "10"}, "/nonexistent.yaml: no such file"},
       {{"truth", "--scenario", bad, "--to", "10"}, bad + ":1:13: models.m: missing required key 'memory'"},
-      {{"truth", "--scenario", path, "--from", "50", "--to", "50"}, "--from (50 s) must be earlier than --to (50 s)"},
+      {{"truth", "--scenario", path, "--from", "50", "--to", "50"},
+       "--from (50 s) must be earlier than --to (50 s)"},
       {{"truth", "--scenario", path, "--from", "ten"}, "--from: expected scenario seconds"},
       {{"truth", "--scenario", path, "--format", "xml"}, "--format must be table or json, got 'xml'"},
       {{"check", "--scenario", bad}, bad + ":1:13:"},

@@ -4,9 +4,8 @@
 
 #include <dlfcn.h>
 #include <fcntl.h>
-#include <unistd.h>
-
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -58,8 +57,8 @@ struct Api {
   nvmlDeviceGetMemoryInfo_fn memory;
   nvmlDeviceGetMemoryInfo_v2_fn memory_v2;
   nvmlDeviceGetTemperature_fn temperature;
-  nvmlDeviceGetUInt_fn power, enforced_limit, management_limit, pstate, fan, pcie_gen, pcie_width, pcie_max_gen,
-      pcie_max_width, replay;
+  nvmlDeviceGetUInt_fn power, enforced_limit, management_limit, pstate, fan, pcie_gen, pcie_width,
+      pcie_max_gen, pcie_max_width, replay;
   nvmlDeviceGetULongLong_fn energy, reasons, throttle_reasons, supported_reasons, supported_throttle,
       supported_events;
   nvmlDeviceGetClockInfo_fn clock, max_clock;
@@ -147,7 +146,8 @@ Api& api() {
 }
 
 std::int64_t wall_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 
@@ -255,10 +255,12 @@ TEST_F(NvmlSim, InitFailsWithOneLineNamingTheProblem) {
   std::string out = capture_stderr([] { EXPECT_EQ(api().init(), NVML_ERROR_DRIVER_NOT_LOADED); });
   EXPECT_EQ(out, "gpumeter-sim: GPUMETER_SIM_SCENARIO is not set; point it at a scenario YAML file\n");
 
-  std::string bad = testing::write_file("bad.yaml", std::string(testing::kModel) + "gpus: {count: 1, model: x}\n");
+  std::string bad =
+      testing::write_file("bad.yaml", std::string(testing::kModel) + "gpus: {count: 1, model: x}\n");
   setenv("GPUMETER_SIM_SCENARIO", bad.c_str(), 1);
   out = capture_stderr([] { EXPECT_EQ(api().init(), NVML_ERROR_DRIVER_NOT_LOADED); });
-  EXPECT_EQ(out, "gpumeter-sim: invalid scenario: " + bad + ":13:25: gpus.model: unknown model 'x' (models: m)\n");
+  EXPECT_EQ(out,
+            "gpumeter-sim: invalid scenario: " + bad + ":13:25: gpus.model: unknown model 'x' (models: m)\n");
 
   setenv("GPUMETER_SIM_SCENARIO", testing::write_file("ok.yaml", kBase).c_str(), 1);
   setenv("GPUMETER_SIM_UNSUPPORTED", "nvmlDeviceGetPowerUsage,nvmlDeviceGetBogus", 1);
@@ -428,7 +430,8 @@ TEST_F(NvmlSim, DeviceMetrics) {
 
   ASSERT_EQ(api().ecc(h0, NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_VOLATILE_ECC, &r), NVML_SUCCESS);
   EXPECT_EQ(r, 0u);
-  EXPECT_EQ(api().ecc(h2, NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_VOLATILE_ECC, &r), NVML_ERROR_NOT_SUPPORTED);
+  EXPECT_EQ(api().ecc(h2, NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_VOLATILE_ECC, &r),
+            NVML_ERROR_NOT_SUPPORTED);
   unsigned a = 1, b = 1, c = 1, d = 1;
   ASSERT_EQ(api().remapped(h0, &a, &b, &c, &d), NVML_SUCCESS);
   EXPECT_EQ(a + b + c + d, 0u);
@@ -511,15 +514,18 @@ TEST_F(NvmlSim, SamplesAndProcessUtilization) {
     EXPECT_EQ(buf[i].sampleValue.uiVal, 50u);
   }
   unsigned long long last = buf.back().timeStamp;
-  EXPECT_EQ(api().samples(h0, NVML_GPU_UTILIZATION_SAMPLES, last, &type, &n, buf.data()), NVML_ERROR_NOT_FOUND);
+  EXPECT_EQ(api().samples(h0, NVML_GPU_UTILIZATION_SAMPLES, last, &type, &n, buf.data()),
+            NVML_ERROR_NOT_FOUND);
   // A short buffer gets the oldest samples first; the caller pages on with their timestamp.
   n = 10;
-  ASSERT_EQ(api().samples(h0, NVML_TOTAL_POWER_SAMPLES, buf[19].timeStamp, &type, &n, buf.data()), NVML_SUCCESS);
+  ASSERT_EQ(api().samples(h0, NVML_TOTAL_POWER_SAMPLES, buf[19].timeStamp, &type, &n, buf.data()),
+            NVML_SUCCESS);
   ASSERT_EQ(n, 10u);
   EXPECT_EQ(static_cast<std::int64_t>(buf[0].timeStamp), epoch_us + 21 * 200'000LL);
   EXPECT_EQ(buf[0].sampleValue.uiVal, 150000u);
   n = 0;
-  EXPECT_EQ(api().samples(h0, NVML_GPU_UTILIZATION_SAMPLES, 0, &type, &n, buf.data()), NVML_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(api().samples(h0, NVML_GPU_UTILIZATION_SAMPLES, 0, &type, &n, buf.data()),
+            NVML_ERROR_INVALID_ARGUMENT);
   n = 1;
   EXPECT_EQ(api().samples(h0, 5, 0, &type, &n, buf.data()), NVML_ERROR_NOT_SUPPORTED);
   n = 1;
@@ -552,7 +558,8 @@ TEST_F(NvmlSim, SamplesAndProcessUtilization) {
 TEST_F(NvmlSim, NoSampleBeforeTheFirstPeriodEnds) {
   ASSERT_EQ(start(kBase, 0.05, 0.01), NVML_SUCCESS);
   unsigned type = 0, n = 0;
-  EXPECT_EQ(api().samples(handle(0), NVML_GPU_UTILIZATION_SAMPLES, 0, &type, &n, nullptr), NVML_ERROR_NOT_FOUND);
+  EXPECT_EQ(api().samples(handle(0), NVML_GPU_UTILIZATION_SAMPLES, 0, &type, &n, nullptr),
+            NVML_ERROR_NOT_FOUND);
   EXPECT_EQ(n, 0u);
 }
 
@@ -562,7 +569,8 @@ TEST_F(NvmlSim, EnergyCounterMatchesTheTruth) {
   const std::string yaml = std::string(testing::kModel) + R"(
 gpus: {count: 1, model: m}
 jobs:
-  - {name: w, start: 30, gpus: [0], pid: 1, utilization: {pattern: square, high: 0.9, low: 0.2, period: 7, duty: 0.4}}
+  - {name: w, start: 30, gpus: [0], pid: 1,
+     utilization: {pattern: square, high: 0.9, low: 0.2, period: 7, duty: 0.4}}
 faults:
   - {kind: driver_reload, at: 1}
 )";
@@ -644,8 +652,8 @@ TEST_F(NvmlSim, HangBlocksOnlyTheCallingThreadOnce) {
   std::this_thread::sleep_for(100ms);
   unsigned v = 0;
   auto t0 = Clock::now();
-  EXPECT_EQ(api().power(h0, &v), NVML_SUCCESS);              // another GPU
-  EXPECT_EQ(api().temperature(h1, 0, &v), NVML_SUCCESS);     // the same GPU, another call
+  EXPECT_EQ(api().power(h0, &v), NVML_SUCCESS);           // another GPU
+  EXPECT_EQ(api().temperature(h1, 0, &v), NVML_SUCCESS);  // the same GPU, another call
   EXPECT_LT(Clock::now() - t0, 200ms);
   hung.join();
   EXPECT_EQ(hung_result, NVML_SUCCESS);
@@ -676,7 +684,7 @@ TEST_F(NvmlSim, XidEventIsDeliveredWhenDue) {
   auto t0 = Clock::now();
   ASSERT_EQ(api().set_wait(set, &e, 3000), NVML_SUCCESS);
   auto waited = Clock::now() - t0;
-  EXPECT_GT(waited, 150ms);  // it slept until the event came due...
+  EXPECT_GT(waited, 150ms);   // it slept until the event came due...
   EXPECT_LT(waited, 1500ms);  // ...not until the timeout
   EXPECT_EQ(e.device, h2);
   EXPECT_EQ(e.eventType, nvmlEventTypeXidCriticalError);
@@ -693,8 +701,8 @@ TEST_F(NvmlSim, XidEventIsDeliveredWhenDue) {
 }
 
 TEST_F(NvmlSim, UnsupportedFunctionsAndFields) {
-  setenv("GPUMETER_SIM_UNSUPPORTED", "nvmlDeviceGetPowerUsage, nvmlSystemGetCudaDriverVersion,NVML_FI_DEV_MEMORY_TEMP",
-         1);
+  setenv("GPUMETER_SIM_UNSUPPORTED",
+         "nvmlDeviceGetPowerUsage, nvmlSystemGetCudaDriverVersion,NVML_FI_DEV_MEMORY_TEMP", 1);
   ASSERT_EQ(start(kBase, 10), NVML_SUCCESS);
   nvmlDevice_t h0 = handle(0);
   unsigned v = 0;

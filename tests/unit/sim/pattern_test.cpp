@@ -94,14 +94,13 @@ TEST(Pattern, TimelineIntegratesEveryPatternExactly) {
   };
   const Case cases[] = {
       {"0.37", 60 * 0.37},
-      {"{pattern: square, high: 0.9, low: 0.1, period: 20, duty: 0.25, phase: 5}",
-       3 * (5 * 0.9 + 15 * 0.1)},
+      {"{pattern: square, high: 0.9, low: 0.1, period: 20, duty: 0.25, phase: 5}", 3 * (5 * 0.9 + 15 * 0.1)},
       {"{pattern: ramp, from: 0, to: 0.6, over: 30, step: 10}", 10 * 0.0 + 10 * 0.2 + 10 * 0.4 + 30 * 0.6},
       {"{pattern: trace, points: [[0, 0.5], [15, 0.25], [45, 1]]}", 15 * 0.5 + 30 * 0.25 + 15 * 1.0},
   };
   for (const Case& c : cases) {
-    Scenario s = testing::parse_ok(base + "  - {name: j, start: 10, end: 70, gpus: [0], pid: 1, utilization: " +
-                                   c.utilization + "}\n");
+    Scenario s = testing::parse_ok(
+        base + "  - {name: j, start: 10, end: 70, gpus: [0], pid: 1, utilization: " + c.utilization + "}\n");
     GpuTimeline tl(s, 0);
     double busy = 0;
     tl.for_each_segment(0, 100 * S, [&](const Segment& seg) {

@@ -182,9 +182,11 @@ TEST(ScenarioParse, ErrorsNameFileLineColumnAndField) {
       {"syntax", "models: [1, 2\n", "test.yaml:2:1: "},
       {"empty", "", "test.yaml:1:1: the scenario is empty"},
       {"unknown top-level key", with_model(gpus + "dration: 5\n"), "test.yaml:14:1: unknown key 'dration'"},
-      {"duplicate key", with_model(gpus + "duration: 5\nduration: 6\n"), "test.yaml:15:1: duplicate key 'duration'"},
+      {"duplicate key", with_model(gpus + "duration: 5\nduration: 6\n"),
+       "test.yaml:15:1: duplicate key 'duration'"},
       {"unknown model key", "models:\n  m:\n    nmae: x\n", "test.yaml:3:5: models.m: unknown key 'nmae'"},
-      {"missing model field", "models:\n  m:\n    name: x\n", "test.yaml:3:5: models.m: missing required key 'memory'"},
+      {"missing model field", "models:\n  m:\n    name: x\n",
+       "test.yaml:3:5: models.m: missing required key 'memory'"},
       {"bad byte size", R"(models:
   m:
     name: x
@@ -193,7 +195,8 @@ TEST(ScenarioParse, ErrorsNameFileLineColumnAndField) {
        "test.yaml:4:13: models.m.memory: expected a byte size"},
       {"unknown gpu model", with_model("gpus: {count: 2, model: h100}\n"),
        "test.yaml:13:25: gpus.model: unknown model 'h100' (models: m)"},
-      {"too many GPUs", with_model("gpus: {count: 257, model: m}\n"), "test.yaml:13:15: gpus.count: must be between"},
+      {"too many GPUs", with_model("gpus: {count: 257, model: m}\n"),
+       "test.yaml:13:15: gpus.count: must be between"},
       {"bad pci bus id", with_model("gpus:\n  - {model: m, pci_bus_id: zz}\n"),
        "test.yaml:14:28: gpus[0].pci_bus_id: expected a PCI bus id"},
       {"duplicate uuid", with_model("gpus:\n  - {model: m, uuid: GPU-a}\n  - {model: m, uuid: GPU-a}\n"),
@@ -203,29 +206,35 @@ TEST(ScenarioParse, ErrorsNameFileLineColumnAndField) {
        "test.yaml:15:47: jobs[0].utilization: expected a ratio from 0 to 1 in steps of 0.01"},
       {"ratio above one", with_model(gpus + "jobs:\n  - {name: j, gpus: [0], pid: 1, utilization: 1.5}\n"),
        "test.yaml:15:47: jobs[0].utilization: expected a ratio"},
-      {"gpu index out of range", with_model(gpus + "jobs:\n  - {name: j, gpus: [0, 2], pid: 1, utilization: 0.5}\n"),
+      {"gpu index out of range",
+       with_model(gpus + "jobs:\n  - {name: j, gpus: [0, 2], pid: 1, utilization: 0.5}\n"),
        "test.yaml:15:25: jobs[0].gpus[1]: must be between 0 and 1, got 2"},
-      {"pid and pids", with_model(gpus + "jobs:\n  - {name: j, gpus: [0], pid: 1, pids: [1], utilization: 0.5}\n"),
+      {"pid and pids",
+       with_model(gpus + "jobs:\n  - {name: j, gpus: [0], pid: 1, pids: [1], utilization: 0.5}\n"),
        "test.yaml:15:5: jobs[0]: needs exactly one of 'pid'"},
       {"pids length", with_model(gpus + "jobs:\n  - {name: j, gpus: [0, 1], pids: [1], utilization: 0.5}\n"),
        "test.yaml:15:35: jobs[0].pids: expected a list of 2 pids"},
       {"end before start",
        with_model(gpus + "jobs:\n  - {name: j, start: 10, end: 5, gpus: [0], pid: 1, utilization: 0.5}\n"),
        "test.yaml:15:31: jobs[0].end: must be later than start"},
-      {"bad duration", with_model(gpus + "jobs:\n  - {name: j, start: 5 min, gpus: [0], pid: 1, utilization: 0.5}\n"),
+      {"bad duration",
+       with_model(gpus + "jobs:\n  - {name: j, start: 5 min, gpus: [0], pid: 1, utilization: 0.5}\n"),
        "test.yaml:15:22: jobs[0].start: expected a non-negative duration"},
       {"unknown pattern",
        with_model(gpus + "jobs:\n  - {name: j, gpus: [0], pid: 1, utilization: {pattern: sine, value: 1}}\n"),
        "test.yaml:15:57: jobs[0].utilization.pattern: unknown pattern 'sine'"},
       {"key of another pattern",
-       with_model(gpus + "jobs:\n  - {name: j, gpus: [0], pid: 1, utilization: {pattern: constant, high: 1}}\n"),
+       with_model(gpus +
+                  "jobs:\n  - {name: j, gpus: [0], pid: 1, utilization: {pattern: constant, high: 1}}\n"),
        "test.yaml:15:67: jobs[0].utilization: unknown key 'high' (expected one of: pattern, value)"},
       {"square without period",
-       with_model(gpus + "jobs:\n  - {name: j, gpus: [0], pid: 1, utilization: {pattern: square, high: 1}}\n"),
+       with_model(gpus +
+                  "jobs:\n  - {name: j, gpus: [0], pid: 1, utilization: {pattern: square, high: 1}}\n"),
        "test.yaml:15:47: jobs[0].utilization: missing required key 'period'"},
       {"trace going back in time",
-       with_model(gpus + "jobs:\n  - name: j\n    gpus: [0]\n    pid: 1\n    utilization:\n      pattern: trace\n"
-                         "      points: [[0, 0.5], [10, 0.2], [5, 0.1]]\n"),
+       with_model(gpus +
+                  "jobs:\n  - name: j\n    gpus: [0]\n    pid: 1\n    utilization:\n      pattern: trace\n"
+                  "      points: [[0, 0.5], [10, 0.2], [5, 0.1]]\n"),
        "test.yaml:20:38: jobs[0].utilization.points[2][0]: times must increase strictly"},
       {"duplicate job name",
        with_model(gpus + "jobs:\n  - {name: j, gpus: [0], pid: 1, utilization: 0.5}\n"
@@ -246,7 +255,8 @@ TEST(ScenarioParse, ErrorsNameFileLineColumnAndField) {
       {"hang on unknown call",
        with_model(gpus + "faults:\n  - {kind: hang, gpu: 0, at: 1, seconds: 1, call: nvmlDeviceGetPower}\n"),
        "test.yaml:15:51: faults[0].call: 'nvmlDeviceGetPower' is not an NVML device function"},
-      {"negative time scale", with_model(gpus + "time_scale: -1\n"), "test.yaml:14:13: time_scale: must be between"},
+      {"negative time scale", with_model(gpus + "time_scale: -1\n"),
+       "test.yaml:14:13: time_scale: must be between"},
   };
   for (const BadCase& c : cases) {
     auto s = parse_scenario(c.yaml, "test.yaml");

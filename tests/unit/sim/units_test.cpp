@@ -12,7 +12,7 @@ TEST(Units, ByteSizes) {
   EXPECT_EQ(parse_byte_size("4GB"), 4'000'000'000ULL);
   EXPECT_EQ(parse_byte_size("1024"), 1024ULL);
   EXPECT_EQ(parse_byte_size("2TiB"), 2ULL << 40);
-  EXPECT_FALSE(parse_byte_size("1.5"));      // half a byte
+  EXPECT_FALSE(parse_byte_size("1.5"));  // half a byte
   EXPECT_FALSE(parse_byte_size("80 GiBs"));
   EXPECT_FALSE(parse_byte_size("-1GiB"));
   EXPECT_FALSE(parse_byte_size(""));
