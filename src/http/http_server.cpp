@@ -13,10 +13,12 @@
 #include <thread>
 #include <vector>
 
+#include "http/basic_auth.h"
 #include "http/bounded_pool.h"
 #include "http/listen_address.h"
 #include "http/negotiation.h"
 #include "http/request_target.h"
+#include "http/tls_context.h"
 #include "render/landing_page.h"
 
 namespace gpumeter {
@@ -27,16 +29,29 @@ constexpr const char* kTextPlain = "text/plain; charset=utf-8";
 constexpr const char* kHealthyPath = "/-/healthy";
 constexpr const char* kReadyPath = "/-/ready";
 
-// Reaches two protected members of httplib::Server that its public API handles badly.
-class ListeningServer : public httplib::Server {
+// Two protected members of httplib::Server that its public API handles badly, reachable for both
+// the plain and the TLS server.
+class ListenerControl {
  public:
+  virtual ~ListenerControl() = default;
+  virtual httplib::Server& server() = 0;
+  virtual void widen_backlog(int backlog) = 0;
+  virtual void close_listener() = 0;
+};
+
+template <class Base>
+class Listening final : public Base, public ListenerControl {
+ public:
+  using Base::Base;
+  httplib::Server& server() override { return *this; }
+
   // httplib listens with a backlog of 5; Linux lets listen() be called again to enlarge it.
-  void widen_backlog(int backlog) { ::listen(svr_sock_, backlog); }
+  void widen_backlog(int backlog) override { ::listen(this->svr_sock_, backlog); }
 
   // httplib's stop() does nothing until the accept loop has started, so a stop() right after
   // start() would be lost and the join would hang. Taking the socket away works in every state.
-  void close_listener() {
-    const socket_t s = svr_sock_.exchange(INVALID_SOCKET);
+  void close_listener() override {
+    const socket_t s = this->svr_sock_.exchange(INVALID_SOCKET);
     if (s != INVALID_SOCKET) {
       ::shutdown(s, SHUT_RDWR);
       ::close(s);
@@ -122,6 +137,7 @@ struct HttpServer::Impl {
     return path == opt.telemetry_path || path == "/" || path == kHealthyPath || path == kReadyPath;
   }
 
+  Result<void> create_server();
   void configure();
   Result<int> bind(const ListenAddress& addr);
   httplib::Server::HandlerResponse pre_route(const httplib::Request& req, httplib::Response& res);
@@ -133,14 +149,39 @@ struct HttpServer::Impl {
   const ExpositionStore& store;
   const HttpServerOptions opt;
   Logger* const log;
-  ListeningServer server;
-  std::mutex lifecycle;  // serializes start() and stop()
+  std::unique_ptr<ListenerControl> control;  // created by start(): plain or TLS
+  std::unique_ptr<BasicAuth> auth;           // set when the web config lists users
+  std::mutex lifecycle;                      // serializes start() and stop()
   std::thread listener;
   bool started = false;
   std::atomic<int> port{0};
 };
 
+Result<void> HttpServer::Impl::create_server() {
+  const WebConfig* web = opt.web_config.get();
+  if (web && !web->basic_auth_users.empty()) auth = std::make_unique<BasicAuth>(web->basic_auth_users);
+  if (!web || !web->tls) {
+    control = std::make_unique<Listening<httplib::Server>>();
+    return {};
+  }
+  Result<void> tls_result;
+  auto tls = std::make_unique<Listening<httplib::SSLServer>>([&](SSL_CTX& ctx) {
+    tls_result = configure_tls_context(&ctx, *web->tls);
+    return tls_result.ok();
+  });
+  if (!tls_result) return Error{0, web->path + ": " + tls_result.error().message};
+  if (!tls->is_valid()) return Error{0, web->path + ": cannot create the TLS context"};
+  control = std::move(tls);
+  return {};
+}
+
 void HttpServer::Impl::configure() {
+  httplib::Server& server = control->server();
+  if (opt.web_config) {
+    httplib::Headers headers;
+    for (const auto& [k, v] : opt.web_config->headers) headers.emplace(k, v);
+    server.set_default_headers(std::move(headers));
+  }
   const size_t threads = opt.max_threads, pending = opt.max_pending_connections;
   server.new_task_queue = [threads, pending] { return new BoundedPool(threads, pending); };
   // Without TCP_NODELAY the small trailer write waits for the body's ACK (Nagle + delayed ACK):
@@ -178,6 +219,12 @@ void HttpServer::Impl::configure() {
 httplib::Server::HandlerResponse HttpServer::Impl::pre_route(const httplib::Request& req,
                                                              httplib::Response& res) {
   using HR = httplib::Server::HandlerResponse;
+  if (auth && !auth->check(req.get_header_value("Authorization"))) {
+    res.status = 401;
+    res.set_header("WWW-Authenticate", "Basic");
+    set_body(res, "401 Unauthorized\n", kTextPlain);
+    return HR::Handled;
+  }
   if (!valid_request_target(req.target)) {
     res.status = 400;
     set_body(res, "400 Bad Request: invalid request target\n", kTextPlain);
@@ -291,8 +338,8 @@ Result<int> HttpServer::Impl::bind(const ListenAddress& addr) {
     errno = 0;
     int bound = -1;
     if (addr.port == 0) {
-      bound = server.bind_to_any_port(host, AI_PASSIVE);
-    } else if (server.bind_to_port(host, addr.port, AI_PASSIVE)) {
+      bound = control->server().bind_to_any_port(host, AI_PASSIVE);
+    } else if (control->server().bind_to_port(host, addr.port, AI_PASSIVE)) {
       bound = addr.port;
     }
     if (bound > 0) return bound;
@@ -317,14 +364,15 @@ Result<void> HttpServer::start() {
   auto addr = parse_listen_address(m.opt.listen_address);
   if (!addr) return addr.error();
 
+  if (auto created = m.create_server(); !created) return created.error();
   m.configure();
   auto port = m.bind(*addr);
   if (!port) return port.error();
-  m.server.widen_backlog(m.opt.listen_backlog);
+  m.control->widen_backlog(m.opt.listen_backlog);
   m.port = *port;
   m.started = true;
   m.listener = std::thread([&m] {
-    if (!m.server.listen_after_bind() && m.log) m.log->error("HTTP accept loop failed");
+    if (!m.control->server().listen_after_bind() && m.log) m.log->error("HTTP accept loop failed");
   });
   if (m.log) {
     // The caller announces the service; this records what the socket actually bound (port 0 in tests).
@@ -336,7 +384,7 @@ Result<void> HttpServer::start() {
 void HttpServer::stop() {
   Impl& m = *impl_;
   std::lock_guard lock(m.lifecycle);
-  m.server.close_listener();
+  if (m.control) m.control->close_listener();
   if (m.listener.joinable()) m.listener.join();
 }
 

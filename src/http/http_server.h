@@ -7,7 +7,9 @@
 // "Allow: GET, HEAD"; CONNECT/TRACE/PRI and unknown methods get cpp-httplib's 400; malformed
 // request lines, oversized header lines (cpp-httplib's compiled-in limit is 8192 bytes), invalid
 // percent-encoding and chunked request bodies 400; request targets over 8192 bytes 414; declared
-// bodies over max_payload_bytes 413.
+// bodies over max_payload_bytes 413. With basic_auth_users configured, every request without valid
+// credentials gets 401 with "WWW-Authenticate: Basic" first. A plain-HTTP request to a TLS listener
+// fails the handshake and is closed without a response (Go answers it with a 400).
 
 #include <chrono>
 #include <cstddef>
@@ -16,6 +18,7 @@
 #include <string>
 
 #include "http/exposition_store.h"
+#include "http/web_config.h"
 #include "util/log.h"
 #include "util/result.h"
 
@@ -41,6 +44,9 @@ struct HttpServerOptions {
   std::function<Readiness()> readiness;
   // Wall clock in Unix seconds, for the snapshot age. Unset: the system clock.
   std::function<double()> clock;
+  // From --web.config.file (see web_config.h): TLS, basic auth on every endpoint, extra response
+  // headers. Null: plain HTTP without authentication.
+  std::shared_ptr<const WebConfig> web_config;
 };
 
 class HttpServer {

@@ -1,0 +1,122 @@
+#include "http/basic_auth.h"
+
+#include <crypt.h>
+#include <openssl/evp.h>
+
+#include <cctype>
+#include <cstring>
+#include <memory>
+
+namespace gpumeter {
+
+namespace {
+
+// bcrypt of "fakepassword" (the hash exporter-toolkit uses for the same purpose).
+constexpr const char* kDummyHash = "$2y$10$QOauhQNbBCuQDKes6eFzPeMqBSjb7Mr5DUmpZ/VcEd00UAV/LDeSi";
+constexpr size_t kMaxCached = 256;
+
+bool iequals_prefix(std::string_view s, std::string_view prefix) {
+  if (s.size() < prefix.size()) return false;
+  for (size_t i = 0; i < prefix.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(s[i])) !=
+        std::tolower(static_cast<unsigned char>(prefix[i]))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+std::string sha256(std::string_view a, std::string_view b, std::string_view c) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
+  EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr);
+  // Length-prefixed so that ("ab", "c") and ("a", "bc") differ.
+  for (std::string_view part : {a, b, c}) {
+    const uint64_t n = part.size();
+    EVP_DigestUpdate(ctx.get(), &n, sizeof n);
+    EVP_DigestUpdate(ctx.get(), part.data(), part.size());
+  }
+  EVP_DigestFinal_ex(ctx.get(), digest, &len);
+  return std::string(reinterpret_cast<char*>(digest), len);
+}
+
+int base64_value(char c) {
+  if (c >= 'A' && c <= 'Z') return c - 'A';
+  if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+  if (c >= '0' && c <= '9') return c - '0' + 52;
+  if (c == '+') return 62;
+  if (c == '/') return 63;
+  return -1;
+}
+
+}  // namespace
+
+bool decode_base64(std::string_view in, std::string& out) {
+  out.clear();
+  if (in.size() % 4 != 0) return false;
+  for (size_t i = 0; i < in.size(); i += 4) {
+    int v[4];
+    int pad = 0;
+    for (int k = 0; k < 4; ++k) {
+      const char c = in[i + k];
+      if (c == '=' && i + 4 == in.size() && k >= 2) {
+        v[k] = 0;
+        ++pad;
+      } else {
+        if (pad > 0) return false;  // data after padding
+        v[k] = base64_value(c);
+        if (v[k] < 0) return false;
+      }
+    }
+    const uint32_t triple = (v[0] << 18) | (v[1] << 12) | (v[2] << 6) | v[3];
+    out.push_back(static_cast<char>((triple >> 16) & 0xff));
+    if (pad < 2) out.push_back(static_cast<char>((triple >> 8) & 0xff));
+    if (pad < 1) out.push_back(static_cast<char>(triple & 0xff));
+  }
+  return true;
+}
+
+BasicAuth::BasicAuth(std::map<std::string, std::string> users) : users_(std::move(users)) {}
+
+bool BasicAuth::verify(const std::string& password, const std::string& hash) {
+  std::lock_guard lock(bcrypt_mu_);  // bcrypt is CPU-bound by design; never run several at once
+  ++bcrypt_runs_;
+  auto data = std::make_unique<crypt_data>();  // about 32 KiB: too large for a worker's stack
+  std::memset(data.get(), 0, sizeof *data);
+  const char* result = crypt_r(password.c_str(), hash.c_str(), data.get());
+  if (result == nullptr || result[0] == '*' || std::strlen(result) != hash.size()) return false;
+  unsigned char diff = 0;  // constant-time comparison
+  for (size_t i = 0; i < hash.size(); ++i) diff |= static_cast<unsigned char>(result[i] ^ hash[i]);
+  return diff == 0;
+}
+
+bool BasicAuth::check(std::string_view authorization) {
+  constexpr std::string_view kScheme = "Basic ";
+  if (!iequals_prefix(authorization, kScheme)) return false;
+  std::string_view encoded = authorization.substr(kScheme.size());
+  while (!encoded.empty() && encoded.front() == ' ') encoded.remove_prefix(1);
+  std::string decoded;
+  if (!decode_base64(encoded, decoded)) return false;
+  const size_t colon = decoded.find(':');
+  if (colon == std::string::npos) return false;
+  const std::string user = decoded.substr(0, colon), password = decoded.substr(colon + 1);
+
+  auto it = users_.find(user);
+  const bool known = it != users_.end();
+  const std::string& hash = known ? it->second : std::string(kDummyHash);
+  const std::string key = sha256(user, hash, password);
+  {
+    std::lock_guard lock(cache_mu_);
+    if (cache_.count(key)) return true;
+  }
+  const bool ok = verify(password, hash) && known;
+  if (ok) {
+    std::lock_guard lock(cache_mu_);
+    if (cache_.size() >= kMaxCached) cache_.clear();  // bounded; a miss only costs one bcrypt
+    cache_.insert(key);
+  }
+  return ok;
+}
+
+}  // namespace gpumeter
