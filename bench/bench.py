@@ -74,7 +74,7 @@ def wrk(url, connections, seconds, threads=2):
 
 
 def render_bench(build):
-    exe = os.path.join(build, "bench", "render_bench")
+    exe = os.path.join(build, "bin", "render_bench")
     out = subprocess.run([exe, "--benchmark_format=json", "--benchmark_min_time=0.5"], check=True,
                          capture_output=True, text=True).stdout
     rows = {}
@@ -97,6 +97,7 @@ def main():
             raise SystemExit("bench: %s is missing; run scripts/install-deps.sh bench" % tool)
 
     work = tempfile.mkdtemp(prefix="gpumeter-bench-")
+    os.chmod(work, 0o755)  # nginx workers drop root privileges and must still read the file
     results = {"render_us": render_bench(args.build)}
 
     port = free_port()
