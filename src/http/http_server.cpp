@@ -375,8 +375,12 @@ Result<void> HttpServer::start() {
     if (!m.control->server().listen_after_bind() && m.log) m.log->error("HTTP accept loop failed");
   });
   if (m.log) {
-    // The caller announces the service; this records what the socket actually bound (port 0 in tests).
-    m.log->debug("HTTP listener bound", {{"address", m.opt.listen_address}, {"port", std::to_string(*port)}});
+    // The one start-up line that says where the agent serves; with port 0 it names the bound port.
+    m.log->info("listening", {{"address", m.opt.listen_address},
+                              {"port", std::to_string(*port)},
+                              {"telemetry_path", m.opt.telemetry_path},
+                              {"tls", m.opt.web_config && m.opt.web_config->tls ? "true" : "false"},
+                              {"basic_auth", m.auth ? "true" : "false"}});
   }
   return {};
 }
