@@ -40,7 +40,8 @@ void setup_serve_command(CLI::App& cmd, ServeOptions& o, int& exit_code) {
   cmd.add_option("--web.telemetry-path", o.telemetry_path, "Path under which to expose metrics")
       ->capture_default_str();
   cmd.add_option("--web.config.file", o.web_config_file,
-                 "Exporter-toolkit web configuration file (TLS and basic auth) [not supported yet]");
+                 "Web configuration file in the Prometheus exporter-toolkit format: TLS (cert_file, key_file, "
+                 "client_auth_type, client_ca_file, min/max_version), basic_auth_users (bcrypt), response headers");
   cmd.add_option("--web.max-requests", o.max_requests,
                  "Maximum number of requests served in parallel (the HTTP worker thread pool)")
       ->capture_default_str()
@@ -79,9 +80,14 @@ int run_serve(const ServeOptions& o) {
     log.error("bad flag --collect.interval", {{"err", "must be between 100ms and 1h"}});
     return 2;
   }
+  std::shared_ptr<const WebConfig> web_config;
   if (!o.web_config_file.empty()) {
-    log.error("bad flag --web.config.file", {{"err", "TLS and basic auth are not supported in this version"}});
-    return 2;
+    auto loaded = load_web_config(o.web_config_file);
+    if (!loaded) {
+      log.error("bad flag --web.config.file", {{"err", loaded.error().message}});
+      return 2;
+    }
+    web_config = std::make_shared<const WebConfig>(std::move(loaded).value());
   }
   if (o.telemetry_path.empty() || o.telemetry_path[0] != '/' || o.telemetry_path == "/") {
     log.error("bad flag --web.telemetry-path", {{"err", "must start with / and not be / itself"}});
@@ -136,6 +142,7 @@ int run_serve(const ServeOptions& o) {
   http_options.listen_address = o.listen_address;
   http_options.telemetry_path = o.telemetry_path;
   http_options.max_threads = o.max_requests;
+  http_options.web_config = web_config;
   http_options.readiness = [&store, &backends]() -> Readiness {
     for (Backend* b : backends) {
       if (!b->status().up) return {false, b->status().backend + " backend down: " + b->status().detail};

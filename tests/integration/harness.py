@@ -152,15 +152,15 @@ def sim_truth(scenario, t_from, t_to):
 class Prometheus:
     """A real Prometheus from Debian on a free port with its own data directory."""
 
-    def __init__(self, targets, scrape_interval="1s", extra_config=""):
+    def __init__(self, targets, scrape_interval="1s", extra_config="", job_config=""):
         self.port = free_port()
         self.base = "http://127.0.0.1:%d" % self.port
         self.dir = tempfile.mkdtemp(prefix="gpumeter-prom-")
         cfg = os.path.join(self.dir, "prometheus.yml")
         with open(cfg, "w") as f:
             f.write("global:\n  scrape_interval: %s\n  evaluation_interval: %s\n" % (scrape_interval, scrape_interval))
-            f.write("scrape_configs:\n  - job_name: gpumeter\n    static_configs:\n      - targets: [%s]\n"
-                    % ", ".join("'%s'" % t for t in targets))
+            f.write("scrape_configs:\n  - job_name: gpumeter\n%s    static_configs:\n      - targets: [%s]\n"
+                    % (job_config, ", ".join("'%s'" % t for t in targets)))
             f.write(extra_config)
         self.process = Process(["prometheus", "--config.file=" + cfg, "--storage.tsdb.path=" + self.dir + "/data",
                                 "--web.listen-address=127.0.0.1:%d" % self.port, "--log.level=warn"],
