@@ -265,24 +265,20 @@ Result<DeviceReading> NvmlBackend::collect(unsigned index) {
       r.memory_utilization_ratio = u.memory / 100.0;
     }
   }
-  bool have_memory = false;
+  // v2 first: its "used" excludes driver-reserved memory and matches nvidia-smi.
+  auto set_memory = [&r](unsigned long long total, unsigned long long used, unsigned long long free) {
+    r.memory_total_bytes = static_cast<double>(total);
+    r.memory_used_bytes = static_cast<double>(used);
+    r.memory_free_bytes = static_cast<double>(free);
+  };
   if (c.wanted(s.memory_v2, kMemoryV2)) {
     nvmlMemory_v2_t m{};
     m.version = nvmlMemory_v2;
-    if (c.ok(kMemoryV2, s.memory_v2(h, &m), "nvmlDeviceGetMemoryInfo_v2")) {
-      r.memory_total_bytes = static_cast<double>(m.total);
-      r.memory_used_bytes = static_cast<double>(m.used);
-      r.memory_free_bytes = static_cast<double>(m.free);
-      have_memory = true;
-    }
+    if (c.ok(kMemoryV2, s.memory_v2(h, &m), "nvmlDeviceGetMemoryInfo_v2")) set_memory(m.total, m.used, m.free);
   }
-  if (!have_memory && c.wanted(s.memory_v1, kMemoryV1)) {
+  if (!r.memory_total_bytes && c.wanted(s.memory_v1, kMemoryV1)) {
     nvmlMemory_t m{};
-    if (c.ok(kMemoryV1, s.memory_v1(h, &m), "nvmlDeviceGetMemoryInfo")) {
-      r.memory_total_bytes = static_cast<double>(m.total);
-      r.memory_used_bytes = static_cast<double>(m.used);
-      r.memory_free_bytes = static_cast<double>(m.free);
-    }
+    if (c.ok(kMemoryV1, s.memory_v1(h, &m), "nvmlDeviceGetMemoryInfo")) set_memory(m.total, m.used, m.free);
   }
   if (c.wanted(s.temperature, kTemperature)) {
     unsigned t = 0;
