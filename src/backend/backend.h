@@ -74,6 +74,7 @@ struct BackendStatus {
   std::string detail;   // why it is down, or what it loaded
   std::string library;  // the path that was loaded, when up
   std::string driver_version;
+  std::string vendor;  // DeviceIdentity::vendor of its GPUs, known even before a GPU is identified
 };
 
 // Thread-safety contract: collect()/identify() may run concurrently for different devices,

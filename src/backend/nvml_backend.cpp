@@ -119,6 +119,7 @@ class NvmlCollection {
 std::unique_ptr<NvmlBackend> NvmlBackend::create(const NvmlBackendOptions& options, Logger& log) {
   std::unique_ptr<NvmlBackend> b(new NvmlBackend(log));
   b->status_.backend = "nvml";
+  b->status_.vendor = "nvidia";
   auto lib = DynamicLibrary::open_first(options.library_candidates);
   if (!lib) {
     b->status_.detail = "NVML library not found (" + lib.error().message + ")";
@@ -221,7 +222,7 @@ Result<DeviceIdentity> NvmlBackend::identify(unsigned index) {
   if (!h) return h.error();
   DeviceIdentity id;
   id.index = index;
-  id.vendor = "nvidia";
+  id.vendor = status_.vendor;
   id.driver_version = status_.driver_version;
   auto read_string = [&](nvmlDeviceGetString_fn fn, unsigned size, std::string& out) -> nvmlReturn_t {
     if (fn == nullptr) return NVML_ERROR_FUNCTION_NOT_FOUND;

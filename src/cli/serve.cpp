@@ -89,8 +89,14 @@ int run_serve(const ServeOptions& o) {
     }
     web_config = std::make_shared<const WebConfig>(std::move(loaded).value());
   }
-  if (o.telemetry_path.empty() || o.telemetry_path[0] != '/' || o.telemetry_path == "/") {
-    log.error("bad flag --web.telemetry-path", {{"err", "must start with / and not be / itself"}});
+
+  HttpServerOptions http_options;
+  http_options.listen_address = o.listen_address;
+  http_options.telemetry_path = o.telemetry_path;
+  http_options.max_threads = o.max_requests;
+  http_options.web_config = web_config;
+  if (auto valid = validate_options(http_options); !valid) {
+    log.error("bad flag", {{"err", valid.error().message}});
     return 2;
   }
 
@@ -138,11 +144,6 @@ int run_serve(const ServeOptions& o) {
                       },
                       log);
 
-  HttpServerOptions http_options;
-  http_options.listen_address = o.listen_address;
-  http_options.telemetry_path = o.telemetry_path;
-  http_options.max_threads = o.max_requests;
-  http_options.web_config = web_config;
   http_options.readiness = [&store, &backends]() -> Readiness {
     for (Backend* b : backends) {
       if (!b->status().up) return {false, b->status().backend + " backend down: " + b->status().detail};

@@ -21,9 +21,8 @@ struct Collector::Slot {
   DeviceIdentity identity;
   bool identified = false;
   bool attempted = false;   // at least one collection finished
-  bool success = false;
   std::string error;
-  std::shared_ptr<const DeviceReading> reading;
+  std::shared_ptr<const DeviceReading> reading;  // set exactly when the last collection succeeded
   std::chrono::steady_clock::time_point last_end{};
   double duration = 0;
   double last_success_unix = 0;
@@ -40,7 +39,7 @@ Collector::Collector(std::vector<Backend*> backends, CollectorOptions options, S
       auto s = std::make_shared<Slot>();
       s->backend = b;
       s->device = i;
-      s->identity.index = i;
+      s->identity.vendor = b->status().vendor;
       slots_.push_back(std::move(s));
     }
   }
@@ -137,7 +136,6 @@ void Collector::run_worker(Slot& slot) {
       slot.last_end = end;
       slot.duration = seconds(end - begin);
       slot.completed_round = round;
-      slot.success = result.ok();
       if (result.ok()) {
         slot.reading = std::make_shared<const DeviceReading>(std::move(result).value());
         slot.last_success_unix = unix_now();
@@ -209,14 +207,13 @@ std::shared_ptr<const Snapshot> Collector::assemble() const {
     std::lock_guard lock(s.mu);
     g.identity = s.identity;
     g.identity.index = s.device;
-    if (g.identity.vendor.empty()) g.identity.vendor = s.backend->status().backend == "nvml" ? "nvidia" : "";
-    g.collect_success = s.success;
+    g.collect_success = s.reading != nullptr;
     g.collect_duration_seconds = s.duration;
     g.last_success_unix = s.last_success_unix;
     g.xid_counts = s.xids;
     if (!s.attempted) {
       g.down_reason = s.busy ? "first collection has not finished" : "not collected yet";
-    } else if (!s.success) {
+    } else if (!s.reading) {
       g.down_reason = s.error;
     } else if (now - s.last_end > overdue_after) {
       char buf[160];

@@ -100,7 +100,9 @@ std::string joined_header(const httplib::Request& req, const char* name) {
   return out;
 }
 
-Result<void> validate(const HttpServerOptions& o) {
+}  // namespace
+
+Result<void> validate_options(const HttpServerOptions& o) {
   const std::string& p = o.telemetry_path;
   if (p.empty() || p.front() != '/')
     return Error{0, "--web.telemetry-path must start with '/': \"" + p + "\""};
@@ -114,10 +116,9 @@ Result<void> validate(const HttpServerOptions& o) {
     return Error{0, "--web.telemetry-path \"" + p + "\" collides with a built-in endpoint"};
   }
   if (o.max_threads == 0) return Error{0, "HTTP worker thread count must be at least 1"};
+  if (auto addr = parse_listen_address(o.listen_address); !addr) return addr.error();
   return {};
 }
-
-}  // namespace
 
 struct HttpServer::Impl {
   Impl(const ExpositionStore& s, HttpServerOptions o, Logger* l) : store(s), opt(std::move(o)), log(l) {}
@@ -360,7 +361,7 @@ Result<void> HttpServer::start() {
   Impl& m = *impl_;
   std::lock_guard lock(m.lifecycle);
   if (m.started) return Error{0, "HTTP server already started"};
-  if (auto ok = validate(m.opt); !ok) return ok.error();
+  if (auto ok = validate_options(m.opt); !ok) return ok.error();
   auto addr = parse_listen_address(m.opt.listen_address);
   if (!addr) return addr.error();
 

@@ -49,6 +49,10 @@ struct HttpServerOptions {
   std::shared_ptr<const WebConfig> web_config;
 };
 
+// Checks the options without binding: the telemetry path, the listen address, the thread count.
+// start() runs it too; callers use it to reject bad flags before starting anything.
+Result<void> validate_options(const HttpServerOptions& options);
+
 class HttpServer {
  public:
   // `store` and `logger` (may be null) must outlive the server.

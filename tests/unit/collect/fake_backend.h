@@ -16,6 +16,7 @@ class FakeBackend : public Backend {
   explicit FakeBackend(unsigned n) : devices_(n) {
     status_.backend = "nvml";
     status_.up = true;
+    status_.vendor = "nvidia";
   }
   const BackendStatus& status() const override { return status_; }
   unsigned device_count() const override { return static_cast<unsigned>(devices_.size()); }

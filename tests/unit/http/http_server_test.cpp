@@ -355,9 +355,10 @@ TEST_F(HttpServerTest, KeepAliveServesSeveralScrapesOnOneConnectionWithoutNagleD
     ASSERT_TRUE(r);
     ASSERT_EQ(r->status, 200);
   }
-  std::sort(ms.begin(), ms.end());
-  // With Nagle's algorithm the trailer write waits for the delayed ACK: about 40 ms every time.
-  EXPECT_LT(ms[ms.size() / 2], 20.0) << "median scrape latency in ms";
+  // With Nagle's algorithm the trailer write waits for the delayed ACK: about 40 ms on every request.
+  // The fastest of 21 is compared, not a percentile: machine noise only adds time, so this fails only
+  // when every request paid the delay, not when a busy machine slows some of them.
+  EXPECT_LT(*std::min_element(ms.begin(), ms.end()), 20.0) << "fastest scrape latency in ms";
 }
 
 TEST_F(HttpServerTest, CustomTelemetryPath) {
