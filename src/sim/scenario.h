@@ -55,6 +55,15 @@ struct GpuSpec {
   PciAddress pci;
 };
 
+// Where a job's processes sit in Kubernetes, for the simulated kubelet (`gpumeter sim
+// kubelet`). Empty when the job is not a pod.
+struct KubernetesRef {
+  std::string namespace_;
+  std::string pod;
+  std::string container;
+  bool empty() const { return pod.empty(); }
+};
+
 struct Job {
   std::string name;
   Micros start = 0;
@@ -63,6 +72,8 @@ struct Job {
   std::vector<unsigned> pids;  // one per entry of `gpus`
   unsigned uid = 0;
   std::string cgroup;
+  int cgroup_version = 2;  // how `gpumeter sim procfs` writes /proc/<pid>/cgroup: 1 or 2
+  KubernetesRef kubernetes;
   std::vector<std::pair<std::string, std::string>> env;  // in file order
   std::uint64_t memory_bytes = 0;                        // on each of its GPUs
   Pattern utilization;
@@ -101,6 +112,8 @@ struct Scenario {
   std::vector<HangFault> hangs;
   std::vector<XidFault> xids;          // sorted by time
   std::vector<Micros> driver_reloads;  // sorted
+  // User names for uids (`users: {alice: 2050}`), written to the simulated /etc/passwd.
+  std::vector<std::pair<std::string, unsigned>> users;
 
   const GpuModelSpec& model_of(unsigned gpu) const { return models[gpus[gpu].model]; }
   std::size_t fault_count() const {
