@@ -6,7 +6,8 @@ set -euo pipefail
 build_pkgs=(cmake ninja-build g++ git pkg-config
   libcpp-httplib-dev libssl-dev zlib1g-dev libbrotli-dev
   libyaml-cpp-dev nlohmann-json3-dev libfmt-dev libcli11-dev
-  libgtest-dev libgmock-dev)
+  libgtest-dev libgmock-dev
+  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc)
 test_pkgs=(prometheus python3 python3-prometheus-client curl chromium procps)
 bench_pkgs=(wrk nginx-light libbenchmark-dev procps curl)
 
