@@ -1,0 +1,114 @@
+// build_device_map and the replica-suffix rule, without gRPC.
+
+#include "kubelet/device_map.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "kubelet_test_support.h"
+
+namespace gpumeter::kubelet {
+namespace {
+
+using testing::kUuidA;
+using testing::kUuidB;
+using testing::kUuidC;
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+
+TEST(kubelet_device_map, StripsOnlyNumericReplicaSuffixes) {
+  EXPECT_EQ(strip_replica_suffix("GPU-abc::0"), "GPU-abc");
+  EXPECT_EQ(strip_replica_suffix("GPU-abc::17"), "GPU-abc");
+  EXPECT_EQ(strip_replica_suffix("GPU-abc"), "GPU-abc");
+  EXPECT_EQ(strip_replica_suffix("3"), "3");
+  EXPECT_EQ(strip_replica_suffix("3::1"), "3");
+  EXPECT_EQ(strip_replica_suffix("MIG-5a7c1e2f-1b2c-5d3e-8f4a-0b1c2d3e4f5a"), "MIG-5a7c1e2f-1b2c-5d3e-8f4a-0b1c2d3e4f5a");
+  // Not a replica suffix: kept whole.
+  EXPECT_EQ(strip_replica_suffix("GPU-abc::"), "GPU-abc::");
+  EXPECT_EQ(strip_replica_suffix("GPU-abc::x1"), "GPU-abc::x1");
+  EXPECT_EQ(strip_replica_suffix("::1"), "::1");
+  EXPECT_EQ(strip_replica_suffix(""), "");
+}
+
+TEST(kubelet_device_map, MapsWholeAndSharedGpusToTheirContainers) {
+  const DeviceMap map = build_device_map(testing::sample_node(), {"nvidia.com/gpu"});
+  ASSERT_EQ(map.by_device.size(), 3u);
+  EXPECT_THAT(map.by_device.at(kUuidA), ElementsAre(DeviceOwner{"ml", "train-0", "trainer", "nvidia.com/gpu"}));
+  EXPECT_THAT(map.by_device.at(kUuidB), ElementsAre(DeviceOwner{"ml", "train-0", "trainer", "nvidia.com/gpu"}));
+  // Two time-sliced replicas of one GPU: one physical id, both pods.
+  EXPECT_THAT(map.by_device.at(kUuidC), ElementsAre(DeviceOwner{"tenants", "infer-a", "server", "nvidia.com/gpu"},
+                                                    DeviceOwner{"tenants", "infer-b", "server", "nvidia.com/gpu"}));
+  EXPECT_EQ(map.by_device.count(std::string(kUuidC) + "::0"), 0u);
+}
+
+TEST(kubelet_device_map, EmptyResourceNamesKeepsEveryResource) {
+  const DeviceMap map = build_device_map(testing::sample_node(), {});
+  EXPECT_EQ(map.by_device.size(), 5u);
+  EXPECT_THAT(map.by_device.at("hca0"), ElementsAre(DeviceOwner{"ml", "train-0", "trainer", "rdma/hca_shared_devices_a"}));
+  EXPECT_THAT(map.by_device.at("nic-3"), ElementsAre(DeviceOwner{"infra", "net-0", "agent", "example.com/nic"}));
+}
+
+TEST(kubelet_device_map, FiltersByEveryListedResourceName) {
+  std::vector<PodResources> pods = {
+      {"mig-0", "ml", {{"main", {{"nvidia.com/mig-1g.10gb", {"MIG-11111111-2222-5333-8444-555555555555"}}}}}},
+      {"gpu-0", "ml", {{"main", {{"nvidia.com/gpu", {kUuidA}}}}}},
+      {"amd-0", "ml", {{"main", {{"amd.com/gpu", {"0000:c1:00.0"}}}}}},
+      {"fpga-0", "ml", {{"main", {{"example.com/fpga", {"fpga0"}}}}}},
+  };
+  const DeviceMap map = build_device_map(pods, {"nvidia.com/gpu", "nvidia.com/mig-1g.10gb", "amd.com/gpu"});
+  std::vector<std::string> ids;
+  for (const auto& [id, owners] : map.by_device) ids.push_back(id);
+  EXPECT_THAT(ids, ElementsAre("0000:c1:00.0", kUuidA, "MIG-11111111-2222-5333-8444-555555555555"));
+}
+
+TEST(kubelet_device_map, IndexStyleIdsAndMultipleContainers) {
+  // deviceIDStrategy=index: ids are GPU indices. One pod, two containers, one GPU each, and a
+  // second pod on the same GPU index through time-slicing.
+  std::vector<PodResources> pods = {
+      {"multi", "research",
+       {{"worker-a", {{"nvidia.com/gpu", {"0"}}}}, {"worker-b", {{"nvidia.com/gpu", {"1"}}}}, {"logger", {}}}},
+      {"shared", "research", {{"main", {{"nvidia.com/gpu", {"1::2"}}}}}},
+  };
+  const DeviceMap map = build_device_map(pods, {"nvidia.com/gpu"});
+  ASSERT_EQ(map.by_device.size(), 2u);
+  EXPECT_THAT(map.by_device.at("0"), ElementsAre(DeviceOwner{"research", "multi", "worker-a", "nvidia.com/gpu"}));
+  EXPECT_THAT(map.by_device.at("1"), ElementsAre(DeviceOwner{"research", "multi", "worker-b", "nvidia.com/gpu"},
+                                                 DeviceOwner{"research", "shared", "main", "nvidia.com/gpu"}));
+}
+
+TEST(kubelet_device_map, ContainerWithTwoReplicasOfOneGpuIsOneOwner) {
+  std::vector<PodResources> pods = {
+      {"greedy", "tenants",
+       {{"main", {{"nvidia.com/gpu", {std::string(kUuidC) + "::0", std::string(kUuidC) + "::3"}}}}}},
+      {"other", "tenants", {{"main", {{"nvidia.com/gpu", {std::string(kUuidC) + "::1"}}}}}},
+  };
+  const DeviceMap map = build_device_map(pods, {"nvidia.com/gpu"});
+  EXPECT_THAT(map.by_device.at(kUuidC), ElementsAre(DeviceOwner{"tenants", "greedy", "main", "nvidia.com/gpu"},
+                                                    DeviceOwner{"tenants", "other", "main", "nvidia.com/gpu"}));
+}
+
+TEST(kubelet_device_map, SameContainerNameInTwoNamespacesStaysApart) {
+  std::vector<PodResources> pods = {
+      {"job", "team-b", {{"main", {{"nvidia.com/gpu", {std::string(kUuidA) + "::1"}}}}}},
+      {"job", "team-a", {{"main", {{"nvidia.com/gpu", {std::string(kUuidA) + "::0"}}}}}},
+  };
+  const DeviceMap map = build_device_map(pods, {});
+  EXPECT_THAT(map.by_device.at(kUuidA), ElementsAre(DeviceOwner{"team-a", "job", "main", "nvidia.com/gpu"},
+                                                    DeviceOwner{"team-b", "job", "main", "nvidia.com/gpu"}));
+}
+
+TEST(kubelet_device_map, EmptyReplyAndEmptyIds) {
+  EXPECT_THAT(build_device_map({}, {}).by_device, IsEmpty());
+  std::vector<PodResources> pods = {{"p", "ns", {{"c", {{"nvidia.com/gpu", {""}}}}}}};
+  EXPECT_THAT(build_device_map(pods, {}).by_device, IsEmpty());
+}
+
+TEST(kubelet_device_map, FetchedAtIsNow) {
+  const auto before = std::chrono::system_clock::now();
+  const DeviceMap map = build_device_map(testing::sample_node(), {});
+  EXPECT_GE(map.fetched_at, before);
+  EXPECT_LE(map.fetched_at, std::chrono::system_clock::now());
+}
+
+}  // namespace
+}  // namespace gpumeter::kubelet
