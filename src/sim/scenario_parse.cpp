@@ -286,10 +286,93 @@ Pattern parse_pattern(const YAML::Node& node, const std::string& path) {
           fmt::format("unknown pattern '{}' (expected one of: constant, square, ramp, trace)", kind));
 }
 
+// Kubernetes object names, as the API server validates them: a DNS label (RFC 1123) for
+// namespaces and containers, a DNS subdomain for pods.
+bool dns_label(std::string_view s, std::size_t max_len) {
+  if (s.empty() || s.size() > max_len) return false;
+  for (char c : s) {
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-')) return false;
+  }
+  return s.front() != '-' && s.back() != '-';
+}
+
+bool dns_subdomain(std::string_view s) {
+  if (s.empty() || s.size() > 253) return false;
+  std::size_t start = 0;
+  while (start <= s.size()) {
+    std::size_t dot = s.find('.', start);
+    std::string_view label = s.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start);
+    if (!dns_label(label, 63)) return false;
+    if (dot == std::string_view::npos) break;
+    start = dot + 1;
+  }
+  return true;
+}
+
+KubernetesRef parse_kubernetes(const YAML::Node& node, const std::string& path) {
+  MapReader m(node, path, {"namespace", "pod", "container"});
+  KubernetesRef k;
+  k.namespace_ = read_string(m.require("namespace"), m.path("namespace"));
+  k.pod = read_string(m.require("pod"), m.path("pod"));
+  k.container = read_string(m.require("container"), m.path("container"));
+  if (!dns_label(k.namespace_, 63)) {
+    fail_at(m.get("namespace"), m.path("namespace"),
+            fmt::format("'{}' is not a Kubernetes namespace name (lowercase letters, digits and '-', "
+                        "at most 63, starting and ending with a letter or digit)",
+                        k.namespace_));
+  }
+  if (!dns_subdomain(k.pod)) {
+    fail_at(m.get("pod"), m.path("pod"),
+            fmt::format("'{}' is not a Kubernetes pod name (lowercase letters, digits, '-' and '.', "
+                        "at most 253)",
+                        k.pod));
+  }
+  if (!dns_label(k.container, 63)) {
+    fail_at(m.get("container"), m.path("container"),
+            fmt::format("'{}' is not a Kubernetes container name (lowercase letters, digits and '-', "
+                        "at most 63, starting and ending with a letter or digit)",
+                        k.container));
+  }
+  return k;
+}
+
+// `users: {alice: 2050}`: user names as useradd accepts them, so each makes a valid
+// /etc/passwd line. root (uid 0) is always written and cannot be redefined.
+void parse_users(Scenario& s, const YAML::Node& node) {
+  const std::string path = "users";
+  if (!node.IsMap()) fail_at(node, path, "expected a mapping of user names to uids, e.g. {alice: 2050}");
+  std::map<std::string, std::string> names;  // name -> path, for messages
+  std::map<unsigned, std::string> uids;      // uid -> name
+  for (const auto& kv : node) {
+    const std::string name = read_string(kv.first, path);
+    const std::string npath = path + "." + name;
+    bool valid = !name.empty() && name.size() <= 32 && ((name[0] >= 'a' && name[0] <= 'z') || name[0] == '_');
+    for (char c : name) {
+      valid = valid && ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '.');
+    }
+    if (!valid) {
+      fail_at(kv.first, path,
+              fmt::format("'{}' is not a valid user name (a lowercase letter or '_', then lowercase letters, "
+                          "digits, '_', '-' or '.', at most 32 characters)",
+                          name));
+    }
+    if (name == "root") fail_at(kv.first, path, "'root' (uid 0) is always present and cannot be redefined");
+    if (!names.emplace(name, npath).second) fail_at(kv.first, path, fmt::format("duplicate user '{}'", name));
+    auto uid = static_cast<unsigned>(read_unsigned(kv.second, npath, 0, 4294967294U));
+    if (uid == 0) fail_at(kv.second, npath, "uid 0 is root's, which is always present");
+    if (auto it = uids.find(uid); it != uids.end()) {
+      fail_at(kv.second, npath, fmt::format("uid {} is also used by user '{}'", uid, it->second));
+    }
+    uids.emplace(uid, name);
+    s.users.emplace_back(name, uid);
+  }
+}
+
 Job parse_job(const YAML::Node& node, const std::string& path, std::size_t gpu_count) {
   MapReader m(
       node, path,
-      {"name", "start", "end", "gpus", "pid", "pids", "uid", "cgroup", "env", "memory", "utilization"});
+      {"name", "start", "end", "gpus", "pid", "pids", "uid", "cgroup", "cgroup_version", "kubernetes", "env",
+       "memory", "utilization"});
   Job j;
   j.name = read_bounded_string(m.require("name"), m.path("name"), 256);
   if (m.has("start")) j.start = read_duration(m.get("start"), m.path("start"));
@@ -330,15 +413,25 @@ Job parse_job(const YAML::Node& node, const std::string& path, std::size_t gpu_c
     if (!j.cgroup.empty() && j.cgroup.front() != '/')
       fail_at(m.get("cgroup"), m.path("cgroup"), "must start with '/'");
   }
+  if (m.has("cgroup_version")) {
+    j.cgroup_version = static_cast<int>(read_unsigned(m.get("cgroup_version"), m.path("cgroup_version"), 1, 2));
+  }
+  if (m.has("kubernetes")) j.kubernetes = parse_kubernetes(m.get("kubernetes"), m.path("kubernetes"));
   if (m.has("env")) {
     YAML::Node env = m.get("env");
     if (!env.IsMap()) fail_at(env, m.path("env"), "expected a mapping of variable names to values");
     for (const auto& kv : env) {
-      std::string key = kv.first.Scalar();
-      if (key.empty() || key.find('=') != std::string::npos) {
+      std::string key = read_string(kv.first, m.path("env"));
+      if (key.empty() || key.find('=') != std::string::npos || key.find('\0') != std::string::npos) {
         fail_at(kv.first, m.path("env"), fmt::format("'{}' is not a valid variable name", key));
       }
-      j.env.emplace_back(key, read_string(kv.second, m.path("env") + "." + key));
+      for (const auto& [seen, value] : j.env) {
+        if (seen == key) fail_at(kv.first, m.path("env"), fmt::format("duplicate key '{}'", key));
+      }
+      std::string value = read_string(kv.second, m.path("env") + "." + key);
+      if (value.find('\0') != std::string::npos)
+        fail_at(kv.second, m.path("env") + "." + key, "must not contain a NUL character");
+      j.env.emplace_back(key, std::move(value));
     }
   }
   if (m.has("memory")) j.memory_bytes = read_bytes(m.get("memory"), m.path("memory"));
@@ -475,7 +568,7 @@ Scenario parse_root(const YAML::Node& root, const std::string& source) {
   }
   MapReader m(root, "",
               {"description", "driver_version", "cuda_driver_version", "time_scale", "duration", "uuid_seed",
-               "models", "gpus", "jobs", "faults"});
+               "models", "gpus", "users", "jobs", "faults"});
   Scenario s;
   s.source = source;
   s.driver_version = "550.90.07";
@@ -501,6 +594,7 @@ Scenario parse_root(const YAML::Node& root, const std::string& source) {
     s.models.push_back(parse_model(id, kv.second, "models." + id));
   }
   parse_gpus(s, m.require("gpus"), uuid_seed);
+  if (m.has("users")) parse_users(s, m.get("users"));
 
   std::vector<YAML::Node> job_nodes;
   if (m.has("jobs")) {

@@ -54,6 +54,7 @@ Truth compute_truth(const Scenario& scenario, Micros from, Micros to) {
     jt.uuid = scenario.gpus[key.second].uuid;
     jt.uid = job.uid;
     jt.cgroup = job.cgroup;
+    jt.kubernetes = job.kubernetes;
     jt.env = job.env;
     truth.jobs.push_back(std::move(jt));
   }

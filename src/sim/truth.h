@@ -40,6 +40,7 @@ struct JobTruth {
   unsigned pid = 0;
   unsigned uid = 0;
   std::string cgroup;
+  KubernetesRef kubernetes;  // empty when the job is not a pod
   std::vector<std::pair<std::string, std::string>> env;
   double allocated_seconds = 0;
   double busy_seconds = 0;

@@ -74,12 +74,19 @@ nlohmann::ordered_json truth_to_json(const Scenario& scenario, const Truth& trut
     j["cgroup"] = t.cgroup;
     j["env"] = nlohmann::ordered_json::object();
     for (const auto& [k, v] : t.env) j["env"][k] = v;
+    if (!t.kubernetes.empty()) {
+      j["kubernetes"] = {{"namespace", t.kubernetes.namespace_},
+                         {"pod", t.kubernetes.pod},
+                         {"container", t.kubernetes.container}};
+    }
     j["allocated_seconds"] = t.allocated_seconds;
     j["busy_seconds"] = t.busy_seconds;
     j["memory_byte_seconds"] = t.memory_byte_seconds;
     j["energy_joules"] = t.energy_joules;
     out["jobs"].push_back(std::move(j));
   }
+  out["users"] = nlohmann::ordered_json::object();
+  for (const auto& [name, uid] : scenario.users) out["users"][name] = uid;
   return out;
 }
 

@@ -47,13 +47,16 @@ jobs:
     pids: [100, 101]
     uid: 1000
     cgroup: /kubepods.slice/pod.slice
+    kubernetes: {namespace: team-nlp, pod: train-0.a, container: trainer}
     env: {GPUMETER_PROJECT: nlp, TEAM: a}
     memory: 40GiB
     utilization: {pattern: square, high: 0.9, low: 0.1, period: 10m, duty: 0.3, phase: 1m}
   - name: infer
     gpus: [1]
     pid: 200
+    cgroup_version: 1
     utilization: 0.25
+users: {dana: 1000, bob: 1001, _svc.x-1: 4000000000}
 faults:
   - {kind: lost, gpu: 1, at: 10m, duration: 1m}
   - {kind: unknown_errors, gpu: 0, at: 20m, duration: 30s}
@@ -108,6 +111,14 @@ TEST(ScenarioParse, ReadsEveryField) {
   ASSERT_EQ(train.env.size(), 2u);
   EXPECT_EQ(train.env[0], (std::pair<std::string, std::string>{"GPUMETER_PROJECT", "nlp"}));
   EXPECT_EQ(train.memory_bytes, 40ULL << 30);
+  EXPECT_EQ(train.cgroup_version, 2);
+  EXPECT_EQ(train.kubernetes.namespace_, "team-nlp");
+  EXPECT_EQ(train.kubernetes.pod, "train-0.a");
+  EXPECT_EQ(train.kubernetes.container, "trainer");
+  EXPECT_EQ(s.jobs[1].cgroup_version, 1);
+  EXPECT_TRUE(s.jobs[1].kubernetes.empty());
+  EXPECT_EQ(s.users, (std::vector<std::pair<std::string, unsigned>>{
+                         {"dana", 1000}, {"bob", 1001}, {"_svc.x-1", 4000000000U}}));
   const auto* sq = std::get_if<SquarePattern>(&train.utilization);
   ASSERT_NE(sq, nullptr);
   EXPECT_EQ(sq->high, 90);
@@ -257,6 +268,49 @@ TEST(ScenarioParse, ErrorsNameFileLineColumnAndField) {
        "test.yaml:15:51: faults[0].call: 'nvmlDeviceGetPower' is not an NVML device function"},
       {"negative time scale", with_model(gpus + "time_scale: -1\n"),
        "test.yaml:14:13: time_scale: must be between"},
+      {"cgroup version 3",
+       with_model(gpus + "jobs:\n  - {name: j, gpus: [0], pid: 1, cgroup_version: 3, utilization: 0.5}\n"),
+       "test.yaml:15:50: jobs[0].cgroup_version: must be between 1 and 2, got 3"},
+      {"kubernetes without container",
+       with_model(gpus + "jobs:\n  - {name: j, gpus: [0], pid: 1, kubernetes: {namespace: a, pod: b},\n"
+                         "     utilization: 0.5}\n"),
+       "test.yaml:15:46: jobs[0].kubernetes: missing required key 'container'"},
+      {"kubernetes unknown key",
+       with_model(gpus + "jobs:\n  - {name: j, gpus: [0], pid: 1,\n"
+                         "     kubernetes: {namespace: a, pod: b, container: c, node: n}, utilization: 0.5}\n"),
+       "test.yaml:16:55: jobs[0].kubernetes: unknown key 'node' (expected one of: namespace, pod, container)"},
+      {"kubernetes not a mapping",
+       with_model(gpus + "jobs:\n  - {name: j, gpus: [0], pid: 1, kubernetes: a/b, utilization: 0.5}\n"),
+       "test.yaml:15:46: jobs[0].kubernetes: expected a mapping"},
+      {"kubernetes bad namespace",
+       with_model(gpus + "jobs:\n  - {name: j, gpus: [0], pid: 1,\n"
+                         "     kubernetes: {namespace: Team_A, pod: b, container: c}, utilization: 0.5}\n"),
+       "test.yaml:16:30: jobs[0].kubernetes.namespace: 'Team_A' is not a Kubernetes namespace name"},
+      {"kubernetes bad pod",
+       with_model(gpus + "jobs:\n  - {name: j, gpus: [0], pid: 1,\n"
+                         "     kubernetes: {namespace: a, pod: -b, container: c}, utilization: 0.5}\n"),
+       "test.yaml:16:38: jobs[0].kubernetes.pod: '-b' is not a Kubernetes pod name"},
+      {"kubernetes empty container",
+       with_model(gpus + "jobs:\n  - {name: j, gpus: [0], pid: 1,\n"
+                         "     kubernetes: {namespace: a, pod: b, container: \"\"}, utilization: 0.5}\n"),
+       "test.yaml:16:52: jobs[0].kubernetes.container: '' is not a Kubernetes container name"},
+      {"duplicate env key",
+       with_model(gpus + "jobs:\n  - {name: j, gpus: [0], pid: 1, env: {A: 1, A: 2}, utilization: 0.5}\n"),
+       "test.yaml:15:46: jobs[0].env: duplicate key 'A'"},
+      {"users not a mapping", with_model(gpus + "users: [alice]\n"),
+       "test.yaml:14:8: users: expected a mapping of user names to uids"},
+      {"duplicate user", with_model(gpus + "users: {alice: 2050, alice: 2051}\n"),
+       "test.yaml:14:22: users: duplicate user 'alice'"},
+      {"duplicate uid", with_model(gpus + "users: {alice: 2050, carol: 2050}\n"),
+       "test.yaml:14:29: users.carol: uid 2050 is also used by user 'alice'"},
+      {"user name with a colon", with_model(gpus + "users: {\"a:b\": 2050}\n"),
+       "test.yaml:14:9: users: 'a:b' is not a valid user name"},
+      {"user named root", with_model(gpus + "users: {root: 5}\n"),
+       "test.yaml:14:9: users: 'root' (uid 0) is always present"},
+      {"user with uid 0", with_model(gpus + "users: {admin: 0}\n"),
+       "test.yaml:14:16: users.admin: uid 0 is root's"},
+      {"bad uid", with_model(gpus + "users: {alice: -1}\n"),
+       "test.yaml:14:16: users.alice: expected a non-negative integer, got '-1'"},
   };
   for (const BadCase& c : cases) {
     auto s = parse_scenario(c.yaml, "test.yaml");
