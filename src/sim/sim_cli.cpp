@@ -1,12 +1,16 @@
 #include "sim/sim_cli.h"
 
+#include <chrono>
+#include <cstdlib>
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <fmt/format.h>
 
+#include "sim/procfs_writer.h"
 #include "sim/scenario_parse.h"
 #include "sim/truth.h"
 #include "sim/truth_format.h"
@@ -17,6 +21,7 @@ namespace gpumeter::sim {
 namespace {
 
 constexpr int kOk = 0;
+constexpr int kRuntimeError = 1;
 constexpr int kBadInput = 2;
 
 struct TruthArgs {
@@ -100,6 +105,120 @@ int run_check(const std::string& path, std::ostream& out, std::ostream& err) {
   return kOk;
 }
 
+struct HostArgs {
+  std::string scenario;
+  std::string out;     // procfs: the tree's root
+  std::string socket;  // kubelet: the socket path
+  std::string lead = "5s";
+  std::string at;
+  bool follow = false;
+};
+
+std::int64_t wall_now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+bool epoch_set(const EnvLookup& getenv) {
+  const char* e = getenv("GPUMETER_SIM_EPOCH");
+  return e != nullptr && *e != '\0';
+}
+
+// The scenario, lead and clock both host-side commands start from; nullopt after printing why.
+struct HostSetup {
+  Scenario scenario;
+  Micros lead = kDefaultHostLead;
+  std::unique_ptr<HostClock> clock;
+};
+
+std::optional<HostSetup> host_setup(const char* command, const HostArgs& args, bool live,
+                                    const EnvLookup& getenv, std::ostream& err) {
+  HostSetup h;
+  auto lead = parse_duration(args.lead);
+  if (!lead) {
+    err << fmt::format("gpumeter sim {}: --lead: expected a scenario duration such as 5s, got '{}'\n", command,
+                       args.lead);
+    return std::nullopt;
+  }
+  h.lead = *lead;
+  auto scenario = load_scenario(args.scenario);
+  if (!scenario) {
+    err << fmt::format("gpumeter sim {}: {}\n", command, scenario.error().message);
+    return std::nullopt;
+  }
+  h.scenario = std::move(scenario).value();
+  // Running live without an epoch: scenario time 0 is now. The agent's library must be given
+  // the same epoch, or it starts its own clock at its first nvmlInit.
+  std::optional<std::int64_t> fallback;
+  if (live && !epoch_set(getenv)) {
+    fallback = wall_now_ns();
+    err << fmt::format(
+        "gpumeter sim {}: GPUMETER_SIM_EPOCH is not set; scenario time 0 is now ({:.3f}); give the agent "
+        "GPUMETER_SIM_EPOCH={:.3f} so that both follow one clock\n",
+        command, static_cast<double>(*fallback) / 1e9, static_cast<double>(*fallback) / 1e9);
+  }
+  auto clock = make_scenario_clock(h.scenario, args.scenario, getenv, fallback);
+  if (!clock) {
+    err << fmt::format("gpumeter sim {}: {}\n", command, clock.error().message);
+    return std::nullopt;
+  }
+  h.clock = std::move(clock).value();
+  return h;
+}
+
+int run_procfs(const HostArgs& args, const EnvLookup& getenv, std::ostream& out, std::ostream& err) {
+  if (args.scenario.empty()) {
+    err << "gpumeter sim procfs: --scenario is required\n";
+    return kBadInput;
+  }
+  if (args.out.empty()) {
+    err << "gpumeter sim procfs: --out is required\n";
+    return kBadInput;
+  }
+  std::optional<Micros> at;
+  if (!args.at.empty()) {
+    if (args.follow) {
+      err << "gpumeter sim procfs: --at and --follow cannot be combined\n";
+      return kBadInput;
+    }
+    at = parse_duration(args.at);
+    if (!at) {
+      err << fmt::format("gpumeter sim procfs: --at: expected scenario seconds (or e.g. 1h30m), got '{}'\n",
+                         args.at);
+      return kBadInput;
+    }
+  }
+  // Before anything else, so that the stop signals are queued for the follow loop.
+  if (args.follow) block_stop_signals();
+  auto setup = host_setup("procfs", args, args.follow, getenv, err);
+  if (!setup) return kBadInput;
+  auto tree = ProcfsTree::open(args.out, setup->scenario, setup->lead);
+  if (!tree) {
+    err << "gpumeter sim procfs: " << tree.error().message << "\n";
+    return kRuntimeError;
+  }
+  if (!args.follow) {
+    const Micros t = at ? *at : setup->clock->now();
+    if (auto r = (*tree)->sync(t); !r) {
+      err << "gpumeter sim procfs: " << r.error().message << "\n";
+      return kRuntimeError;
+    }
+    out << fmt::format("{}/proc: {} processes at scenario time {} s\n", args.out, (*tree)->present().size(),
+                       to_seconds(std::max<Micros>(t, 0)));
+    return kOk;
+  }
+  err << fmt::format("gpumeter sim procfs: following {} in {}/proc (lead {} s); SIGINT or SIGTERM stops\n",
+                     args.scenario, args.out, to_seconds(setup->lead));
+  if (auto r = follow(**tree, *setup->clock); !r) {
+    err << "gpumeter sim procfs: " << r.error().message << "\n";
+    return kRuntimeError;
+  }
+  return kOk;
+}
+
+const char* process_env(const char* name) { return std::getenv(name); }
+
 }  // namespace
 
 void setup_sim_command(CLI::App& sim, int& exit_code) {
@@ -121,6 +240,30 @@ void setup_sim_command(CLI::App& sim, int& exit_code) {
   CLI::App* check = sim.add_subcommand("check", "Validate a scenario file and summarize it");
   check->add_option("--scenario", *check_path, "Scenario YAML file");
   check->callback([check_path, &exit_code] { exit_code = run_check(*check_path, std::cout, std::cerr); });
+
+  auto procfs_args = std::make_shared<HostArgs>();
+  CLI::App* procfs = sim.add_subcommand(
+      "procfs",
+      "Write a fake procfs tree and /etc/passwd for the scenario's processes, so an agent run with "
+      "--path.procfs=DIR/proc can attribute simulated pids to owners");
+  procfs->footer(
+      "Writes DIR/proc/<pid>/{cgroup,stat,status,environ,comm,cmdline} for every process present at the\n"
+      "current scenario time, and DIR/etc/passwd (root and the scenario's users). Scenario time comes from\n"
+      "GPUMETER_SIM_EPOCH and GPUMETER_SIM_TIME_SCALE, as the simulator library computes it (0 when the\n"
+      "epoch is unset), or from --at. With --follow it keeps the tree in step with the scenario clock\n"
+      "until SIGINT or SIGTERM: each pid's entry appears --lead scenario time before its job starts and\n"
+      "goes --lead after it ends; every change is an atomic rename. With --follow and no\n"
+      "GPUMETER_SIM_EPOCH, scenario time 0 is the moment it starts.\n"
+      "Exit codes: 0 ok, 1 runtime error (e.g. DIR not writable), 2 bad input.");
+  procfs->add_option("--scenario", procfs_args->scenario, "Scenario YAML file");
+  procfs->add_option("--out", procfs_args->out, "Directory to write proc/ and etc/passwd into");
+  procfs->add_flag("--follow", procfs_args->follow, "Keep the tree in step with the scenario clock");
+  procfs->add_option("--lead", procfs_args->lead,
+                     "Scenario time an entry exists before its job starts and after it ends (default 5s)");
+  procfs->add_option("--at", procfs_args->at, "Write the tree at this scenario time instead of now");
+  procfs->callback([procfs_args, &exit_code] {
+    exit_code = run_procfs(*procfs_args, process_env, std::cout, std::cerr);
+  });
 }
 
 }  // namespace gpumeter::sim

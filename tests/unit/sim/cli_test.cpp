@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -45,9 +48,11 @@ gpus: {count: 2, model: m}
 duration: 100
 jobs:
   - {name: a, start: 10, end: 60, gpus: [0], pid: 100, uid: 1000, cgroup: /a.scope,
-     env: {GPUMETER_PROJECT: p1},
+     env: {GPUMETER_PROJECT: p1}, kubernetes: {namespace: team-a, pod: a-0, container: main},
      memory: 1GiB, utilization: 0.5}
-  - {name: b, start: 30, gpus: [0, 1], pids: [200, 201], uid: 2000, utilization: 0.25}
+  - {name: b, start: 30, gpus: [0, 1], pids: [200, 201], uid: 2000, cgroup_version: 1, cgroup: /slurm/b,
+     utilization: 0.25}
+users: {dana: 1000, alice: 2000}
 faults:
   - {kind: xid, gpu: 1, at: 5, code: 79}
 )";
@@ -60,7 +65,11 @@ TEST(SimCli, TruthJsonHasStableKeysAndExactValues) {
   std::vector<std::string> keys;
   for (auto it = j.begin(); it != j.end(); ++it) keys.push_back(it.key());
   EXPECT_EQ(keys, (std::vector<std::string>{"scenario", "from_seconds", "to_seconds", "window_seconds",
-                                            "gpus", "jobs"}));
+                                            "gpus", "jobs", "users"}));
+  std::vector<std::string> users;
+  for (auto it = j["users"].begin(); it != j["users"].end(); ++it) users.push_back(it.key());
+  EXPECT_EQ(users, (std::vector<std::string>{"dana", "alice"}));  // file order
+  EXPECT_EQ(j["users"]["alice"], 2000);
   ASSERT_EQ(j["gpus"].size(), 2u);
   std::vector<std::string> gpu_keys;
   for (auto it = j["gpus"][0].begin(); it != j["gpus"][0].end(); ++it) gpu_keys.push_back(it.key());
@@ -76,6 +85,13 @@ TEST(SimCli, TruthJsonHasStableKeysAndExactValues) {
   EXPECT_EQ(j["jobs"][0]["uid"], 1000);
   EXPECT_EQ(j["jobs"][0]["cgroup"], "/a.scope");
   EXPECT_EQ(j["jobs"][0]["env"]["GPUMETER_PROJECT"], "p1");
+  std::vector<std::string> job_keys;
+  for (auto it = j["jobs"][0].begin(); it != j["jobs"][0].end(); ++it) job_keys.push_back(it.key());
+  EXPECT_EQ(job_keys, (std::vector<std::string>{"name", "gpu", "uuid", "pid", "uid", "cgroup", "env", "kubernetes",
+                                                "allocated_seconds", "busy_seconds", "memory_byte_seconds",
+                                                "energy_joules"}));
+  EXPECT_EQ(j["jobs"][0]["kubernetes"].dump(), R"({"namespace":"team-a","pod":"a-0","container":"main"})");
+  EXPECT_FALSE(j["jobs"][1].contains("kubernetes"));  // not a pod: left out
   EXPECT_NEAR(j["jobs"][0]["allocated_seconds"].template get<double>(), 20 + 15, 1e-9);
   EXPECT_EQ(j["jobs"][2]["name"], "b");
   EXPECT_EQ(j["jobs"][2]["gpu"], 1);
@@ -132,6 +148,93 @@ TEST(SimCli, BadInputExitsTwoWithAMessage) {
     EXPECT_NE(r.err.find(c.message), std::string::npos) << "got: " << r.err << "\nexpected: " << c.message;
     EXPECT_TRUE(r.out.empty());
   }
+}
+
+TEST(SimCli, TruthJsonUsersIsAnEmptyObjectWithoutUsers) {
+  std::string path = testing::write_file("cli-nousers.yaml", std::string(testing::kModel) + R"(
+gpus: {count: 1, model: m}
+jobs:
+  - {name: a, gpus: [0], pid: 100, utilization: 0.5}
+)");
+  CliRun r = run({"truth", "--scenario", path, "--to", "10", "--format", "json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["users"], nlohmann::json::object());
+}
+
+TEST(SimCli, ProcfsWritesTheProcessesPresentAtATime) {
+  std::string path = testing::write_file("cli.yaml", kScenario);
+  auto dir = testing::temp_dir() / "cli-procfs";
+  std::filesystem::remove_all(dir);
+  CliRun r = run({"procfs", "--scenario", path, "--out", dir.string(), "--at", "40"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, dir.string() + "/proc: 3 processes at scenario time 40 s\n");
+  for (const char* pid : {"100", "200", "201"}) EXPECT_TRUE(std::filesystem::exists(dir / "proc" / pid / "stat"));
+  EXPECT_TRUE(std::filesystem::exists(dir / "etc" / "passwd"));
+
+  // A later time replaces the tree's content: a ended at 60, its entry goes 5 s later.
+  r = run({"procfs", "--scenario", path, "--out", dir.string(), "--at", "64.999999"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(std::filesystem::exists(dir / "proc" / "100"));
+  r = run({"procfs", "--scenario", path, "--out", dir.string(), "--at", "65", "--lead", "5s"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir / "proc" / "100"));
+  EXPECT_TRUE(std::filesystem::exists(dir / "proc" / "201"));
+  // A zero lead: only what runs at that instant.
+  r = run({"procfs", "--scenario", path, "--out", dir.string(), "--at", "9", "--lead", "0"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, dir.string() + "/proc: 0 processes at scenario time 9 s\n");
+}
+
+TEST(SimCli, ProcfsWithoutEpochWritesTimeZero) {
+  std::string path = testing::write_file("cli.yaml", kScenario);
+  auto dir = testing::temp_dir() / "cli-procfs-now";
+  std::filesystem::remove_all(dir);
+  ::unsetenv("GPUMETER_SIM_EPOCH");
+  CliRun r = run({"procfs", "--scenario", path, "--out", dir.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, dir.string() + "/proc: 0 processes at scenario time 0 s\n");  // a starts at 10
+  // With an epoch 37 s ago at scale 1, now is 37 s: a (10-60) and b (30-) run.
+  const double epoch = static_cast<double>(std::time(nullptr)) - 37;
+  ::setenv("GPUMETER_SIM_EPOCH", std::to_string(epoch).c_str(), 1);
+  ::setenv("GPUMETER_SIM_TIME_SCALE", "1", 1);
+  r = run({"procfs", "--scenario", path, "--out", dir.string()});
+  ::unsetenv("GPUMETER_SIM_EPOCH");
+  ::unsetenv("GPUMETER_SIM_TIME_SCALE");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("3 processes at scenario time 3"), std::string::npos) << r.out;
+}
+
+TEST(SimCli, ProcfsBadInput) {
+  std::string path = testing::write_file("cli.yaml", kScenario);
+  std::string bad = testing::write_file("cli-bad.yaml", "models: {m: {name: x}}\n");
+  auto dir = (testing::temp_dir() / "cli-procfs-bad").string();
+  struct Case {
+    std::vector<std::string> args;
+    int code;
+    std::string message;
+  };
+  const Case cases[] = {
+      {{"procfs", "--out", dir}, 2, "gpumeter sim procfs: --scenario is required"},
+      {{"procfs", "--scenario", path}, 2, "gpumeter sim procfs: --out is required"},
+      {{"procfs", "--scenario", bad, "--out", dir}, 2, bad + ":1:13: models.m: missing required key 'memory'"},
+      {{"procfs", "--scenario", path, "--out", dir, "--lead", "soon"}, 2, "--lead: expected a scenario duration"},
+      {{"procfs", "--scenario", path, "--out", dir, "--at", "-5"}, 2, "--at: expected scenario seconds"},
+      {{"procfs", "--scenario", path, "--out", dir, "--at", "5", "--follow"}, 2,
+       "--at and --follow cannot be combined"},
+      {{"procfs", "--scenario", path, "--out", "/proc/gpumeter-cannot-write-here"}, 1,
+       "gpumeter sim procfs: cannot create /proc/gpumeter-cannot-write-here/proc"},
+  };
+  for (const Case& c : cases) {
+    CliRun r = run(c.args);
+    EXPECT_EQ(r.exit_code, c.code) << r.err;
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << "got: " << r.err << "\nexpected: " << c.message;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+  }
+  ::setenv("GPUMETER_SIM_TIME_SCALE", "fast", 1);
+  CliRun r = run({"procfs", "--scenario", path, "--out", dir});
+  ::unsetenv("GPUMETER_SIM_TIME_SCALE");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("GPUMETER_SIM_TIME_SCALE: expected a number above 0"), std::string::npos) << r.err;
 }
 
 TEST(SimCli, CheckSummarizesTheScenario) {
