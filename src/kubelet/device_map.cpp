@@ -16,14 +16,15 @@ std::string_view strip_replica_suffix(std::string_view device_id) {
   return device_id.substr(0, pos);
 }
 
-DeviceMap build_device_map(const std::vector<PodResources>& pods, const std::vector<std::string>& resource_names) {
+DeviceMap build_device_map(const std::vector<PodResources>& pods,
+                           const std::vector<std::string>& resource_names) {
   DeviceMap map;
   map.fetched_at = std::chrono::system_clock::now();
   for (const PodResources& pod : pods) {
     for (const ContainerResources& container : pod.containers) {
       for (const ContainerDevices& devices : container.devices) {
-        if (!resource_names.empty() &&
-            std::find(resource_names.begin(), resource_names.end(), devices.resource_name) == resource_names.end()) {
+        if (!resource_names.empty() && std::find(resource_names.begin(), resource_names.end(),
+                                                 devices.resource_name) == resource_names.end()) {
           continue;
         }
         for (const std::string& id : devices.device_ids) {
@@ -94,7 +95,8 @@ void KubeletWatcher::run() {
 namespace {
 
 std::string age_text(std::chrono::system_clock::time_point since) {
-  const auto age = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now() - since);
+  const auto age =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now() - since);
   return std::to_string(age.count() / 1000) + "." + std::to_string(age.count() % 1000 / 100) + "s";
 }
 
@@ -140,7 +142,8 @@ void KubeletWatcher::refresh() {
   switch (transition) {
     case Transition::kFirstUp:
     case Transition::kRecovered:
-      log_.info(transition == Transition::kFirstUp ? "kubelet pod-resources API up" : "kubelet pod-resources API recovered",
+      log_.info(transition == Transition::kFirstUp ? "kubelet pod-resources API up"
+                                                   : "kubelet pod-resources API recovered",
                 {{"socket", socket},
                  {"pods", std::to_string(pods)},
                  {"devices", std::to_string(map->by_device.size())}});
@@ -154,7 +157,8 @@ void KubeletWatcher::refresh() {
       break;
     case Transition::kNone:
       if (!map && log_.enabled(LogLevel::kDebug)) {
-        log_.debug("kubelet pod-resources List failed", {{"socket", socket}, {"err", result.error().message}});
+        log_.debug("kubelet pod-resources List failed",
+                   {{"socket", socket}, {"err", result.error().message}});
       }
       break;
   }

@@ -48,7 +48,8 @@ std::string_view strip_replica_suffix(std::string_view device_id);
 
 // Builds the map from a List reply, keeping only devices whose resource_name is listed
 // (e.g. {"nvidia.com/gpu"}); an empty resource_names keeps every resource. fetched_at is now.
-DeviceMap build_device_map(const std::vector<PodResources>& pods, const std::vector<std::string>& resource_names);
+DeviceMap build_device_map(const std::vector<PodResources>& pods,
+                           const std::vector<std::string>& resource_names);
 
 // Calls List every refresh_interval on a background thread and publishes an immutable DeviceMap.
 //
@@ -72,8 +73,8 @@ class KubeletWatcher {
     uint64_t successes = 0;
     uint64_t failures = 0;
     std::optional<std::chrono::system_clock::time_point> last_success;
-    std::string last_error;  // of the latest failure; kept after a recovery
-    bool up = false;         // the latest attempt succeeded
+    std::string last_error;                     // of the latest failure; kept after a recovery
+    bool up = false;                            // the latest attempt succeeded
     std::chrono::nanoseconds last_duration{0};  // of the latest attempt
   };
 

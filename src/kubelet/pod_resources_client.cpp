@@ -15,24 +15,42 @@ std::string channel_target(const std::string& socket_path) { return "unix:" + so
 
 std::string status_code_name(int code) {
   switch (code) {
-    case grpc::StatusCode::OK: return "OK";
-    case grpc::StatusCode::CANCELLED: return "CANCELLED";
-    case grpc::StatusCode::UNKNOWN: return "UNKNOWN";
-    case grpc::StatusCode::INVALID_ARGUMENT: return "INVALID_ARGUMENT";
-    case grpc::StatusCode::DEADLINE_EXCEEDED: return "DEADLINE_EXCEEDED";
-    case grpc::StatusCode::NOT_FOUND: return "NOT_FOUND";
-    case grpc::StatusCode::ALREADY_EXISTS: return "ALREADY_EXISTS";
-    case grpc::StatusCode::PERMISSION_DENIED: return "PERMISSION_DENIED";
-    case grpc::StatusCode::RESOURCE_EXHAUSTED: return "RESOURCE_EXHAUSTED";
-    case grpc::StatusCode::FAILED_PRECONDITION: return "FAILED_PRECONDITION";
-    case grpc::StatusCode::ABORTED: return "ABORTED";
-    case grpc::StatusCode::OUT_OF_RANGE: return "OUT_OF_RANGE";
-    case grpc::StatusCode::UNIMPLEMENTED: return "UNIMPLEMENTED";
-    case grpc::StatusCode::INTERNAL: return "INTERNAL";
-    case grpc::StatusCode::UNAVAILABLE: return "UNAVAILABLE";
-    case grpc::StatusCode::DATA_LOSS: return "DATA_LOSS";
-    case grpc::StatusCode::UNAUTHENTICATED: return "UNAUTHENTICATED";
-    default: break;
+    case grpc::StatusCode::OK:
+      return "OK";
+    case grpc::StatusCode::CANCELLED:
+      return "CANCELLED";
+    case grpc::StatusCode::UNKNOWN:
+      return "UNKNOWN";
+    case grpc::StatusCode::INVALID_ARGUMENT:
+      return "INVALID_ARGUMENT";
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      return "DEADLINE_EXCEEDED";
+    case grpc::StatusCode::NOT_FOUND:
+      return "NOT_FOUND";
+    case grpc::StatusCode::ALREADY_EXISTS:
+      return "ALREADY_EXISTS";
+    case grpc::StatusCode::PERMISSION_DENIED:
+      return "PERMISSION_DENIED";
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+      return "RESOURCE_EXHAUSTED";
+    case grpc::StatusCode::FAILED_PRECONDITION:
+      return "FAILED_PRECONDITION";
+    case grpc::StatusCode::ABORTED:
+      return "ABORTED";
+    case grpc::StatusCode::OUT_OF_RANGE:
+      return "OUT_OF_RANGE";
+    case grpc::StatusCode::UNIMPLEMENTED:
+      return "UNIMPLEMENTED";
+    case grpc::StatusCode::INTERNAL:
+      return "INTERNAL";
+    case grpc::StatusCode::UNAVAILABLE:
+      return "UNAVAILABLE";
+    case grpc::StatusCode::DATA_LOSS:
+      return "DATA_LOSS";
+    case grpc::StatusCode::UNAUTHENTICATED:
+      return "UNAUTHENTICATED";
+    default:
+      break;
   }
   return "UNKNOWN_CODE_" + std::to_string(code);
 }
@@ -52,8 +70,8 @@ std::shared_ptr<grpc::Channel> make_channel(const std::string& target, std::size
 }
 
 Error call_error(const std::string& target, const grpc::Status& status) {
-  std::string message = "kubelet pod-resources List on " + target + ": " +
-                        std::string(status_code_name(status.error_code()));
+  std::string message =
+      "kubelet pod-resources List on " + target + ": " + std::string(status_code_name(status.error_code()));
   if (!status.error_message().empty()) message += ": " + status.error_message();
   return Error{static_cast<int>(status.error_code()), std::move(message)};
 }
@@ -86,7 +104,8 @@ Result<std::vector<PodResources>> PodResourcesClient::list(std::chrono::millisec
   std::shared_ptr<v1::PodResourcesLister::Stub> stub;
   {
     std::lock_guard lock(impl_->mu);
-    if (impl_->shut_down) return call_error(impl_->target, grpc::Status(grpc::StatusCode::CANCELLED, "client shut down"));
+    if (impl_->shut_down)
+      return call_error(impl_->target, grpc::Status(grpc::StatusCode::CANCELLED, "client shut down"));
     if (!impl_->stub) {
       impl_->stub = v1::PodResourcesLister::NewStub(make_channel(impl_->target, impl_->max_message_bytes));
     }

@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <condition_variable>
 #include <cstring>
 #include <exception>
@@ -35,7 +34,7 @@ bool socket_is_live(const std::string& path) {
 }
 
 void remove_socket_file(const std::string& path) {
-  struct stat st{};
+  struct stat st {};
   if (::lstat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) ::unlink(path.c_str());
 }
 
@@ -49,7 +48,8 @@ struct PodResourcesServer::Impl {
     grpc::Status List(grpc::ServerContext* context, const v1::ListPodResourcesRequest*,
                       v1::ListPodResourcesResponse* response) override {
       ++impl_.list_calls;
-      if (!impl_.wait_response_delay(*context)) return grpc::Status(grpc::StatusCode::CANCELLED, "call ended while delayed");
+      if (!impl_.wait_response_delay(*context))
+        return grpc::Status(grpc::StatusCode::CANCELLED, "call ended while delayed");
       try {
         to_proto(impl_.list(), response);
       } catch (const std::exception& e) {
@@ -60,7 +60,8 @@ struct PodResourcesServer::Impl {
 
     grpc::Status Get(grpc::ServerContext* context, const v1::GetPodResourcesRequest* request,
                      v1::GetPodResourcesResponse* response) override {
-      if (!impl_.wait_response_delay(*context)) return grpc::Status(grpc::StatusCode::CANCELLED, "call ended while delayed");
+      if (!impl_.wait_response_delay(*context))
+        return grpc::Status(grpc::StatusCode::CANCELLED, "call ended while delayed");
       try {
         for (const PodResources& pod : impl_.list()) {
           if (pod.name == request->pod_name() && pod.namespace_ == request->pod_namespace()) {
@@ -111,16 +112,24 @@ struct PodResourcesServer::Impl {
   bool stopped = false;
 };
 
-Result<std::unique_ptr<PodResourcesServer>> PodResourcesServer::start(const std::string& socket_path, ListFn list) {
+Result<std::unique_ptr<PodResourcesServer>> PodResourcesServer::start(const std::string& socket_path,
+                                                                      ListFn list) {
   const std::string what = "pod-resources server on unix:" + socket_path;
   if (socket_path.empty()) return Error{0, "pod-resources server: empty socket path"};
   if (socket_path.size() >= sizeof(sockaddr_un::sun_path)) {
-    return Error{0, what + ": socket path is " + std::to_string(socket_path.size()) + " bytes, the limit is " +
-                        std::to_string(sizeof(sockaddr_un::sun_path) - 1)};
+    return Error{0, what + ": socket path is " + std::to_string(socket_path.size()) +
+                        " bytes, the limit is " + std::to_string(sizeof(sockaddr_un::sun_path) - 1)};
   }
   if (!list) return Error{0, what + ": no List callback"};
 
-  struct stat st{};
+  const std::size_t slash = socket_path.rfind('/');
+  const std::string parent = slash == std::string::npos ? "."
+                             : slash == 0               ? "/"
+                                                        : socket_path.substr(0, slash);
+  struct stat st {};
+  if (::stat(parent.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    return Error{0, what + ": directory " + parent + " does not exist"};
+  }
   if (::lstat(socket_path.c_str(), &st) == 0) {
     if (!S_ISSOCK(st.st_mode)) return Error{0, what + ": the path exists and is not a socket"};
     if (socket_is_live(socket_path)) return Error{0, what + ": another server is listening on it"};
@@ -132,12 +141,7 @@ Result<std::unique_ptr<PodResourcesServer>> PodResourcesServer::start(const std:
   builder.AddListeningPort(channel_target(socket_path), grpc::InsecureServerCredentials());
   builder.RegisterService(&impl->service);
   impl->server = builder.BuildAndStart();
-  if (!impl->server) {
-    const int err = errno;
-    std::string message = what + ": gRPC could not listen";
-    if (::lstat(socket_path.c_str(), &st) != 0 && err != 0) message += " (" + std::string(std::strerror(err)) + ")";
-    return Error{0, message};
-  }
+  if (!impl->server) return Error{0, what + ": gRPC could not listen (its log line says why)"};
   return std::unique_ptr<PodResourcesServer>(new PodResourcesServer(std::move(impl)));
 }
 

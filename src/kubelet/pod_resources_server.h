@@ -22,7 +22,7 @@ class PodResourcesServer {
   using ListFn = std::function<std::vector<PodResources>()>;
 
   // Listens on `socket_path`. A stale socket file left by a dead server is replaced; a live
-  // one, or any other kind of file, is an error. The parent directory must exist.
+  // one, or any other kind of file, is an error, and so is a missing parent directory.
   static Result<std::unique_ptr<PodResourcesServer>> start(const std::string& socket_path, ListFn list);
 
   ~PodResourcesServer();  // stop()

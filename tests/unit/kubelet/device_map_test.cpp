@@ -10,11 +10,11 @@
 namespace gpumeter::kubelet {
 namespace {
 
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
 using testing::kUuidA;
 using testing::kUuidB;
 using testing::kUuidC;
-using ::testing::ElementsAre;
-using ::testing::IsEmpty;
 
 TEST(kubelet_device_map, StripsOnlyNumericReplicaSuffixes) {
   EXPECT_EQ(strip_replica_suffix("GPU-abc::0"), "GPU-abc");
@@ -22,7 +22,8 @@ TEST(kubelet_device_map, StripsOnlyNumericReplicaSuffixes) {
   EXPECT_EQ(strip_replica_suffix("GPU-abc"), "GPU-abc");
   EXPECT_EQ(strip_replica_suffix("3"), "3");
   EXPECT_EQ(strip_replica_suffix("3::1"), "3");
-  EXPECT_EQ(strip_replica_suffix("MIG-5a7c1e2f-1b2c-5d3e-8f4a-0b1c2d3e4f5a"), "MIG-5a7c1e2f-1b2c-5d3e-8f4a-0b1c2d3e4f5a");
+  EXPECT_EQ(strip_replica_suffix("MIG-5a7c1e2f-1b2c-5d3e-8f4a-0b1c2d3e4f5a"),
+            "MIG-5a7c1e2f-1b2c-5d3e-8f4a-0b1c2d3e4f5a");
   // Not a replica suffix: kept whole.
   EXPECT_EQ(strip_replica_suffix("GPU-abc::"), "GPU-abc::");
   EXPECT_EQ(strip_replica_suffix("GPU-abc::x1"), "GPU-abc::x1");
@@ -33,19 +34,24 @@ TEST(kubelet_device_map, StripsOnlyNumericReplicaSuffixes) {
 TEST(kubelet_device_map, MapsWholeAndSharedGpusToTheirContainers) {
   const DeviceMap map = build_device_map(testing::sample_node(), {"nvidia.com/gpu"});
   ASSERT_EQ(map.by_device.size(), 3u);
-  EXPECT_THAT(map.by_device.at(kUuidA), ElementsAre(DeviceOwner{"ml", "train-0", "trainer", "nvidia.com/gpu"}));
-  EXPECT_THAT(map.by_device.at(kUuidB), ElementsAre(DeviceOwner{"ml", "train-0", "trainer", "nvidia.com/gpu"}));
+  EXPECT_THAT(map.by_device.at(kUuidA),
+              ElementsAre(DeviceOwner{"ml", "train-0", "trainer", "nvidia.com/gpu"}));
+  EXPECT_THAT(map.by_device.at(kUuidB),
+              ElementsAre(DeviceOwner{"ml", "train-0", "trainer", "nvidia.com/gpu"}));
   // Two time-sliced replicas of one GPU: one physical id, both pods.
-  EXPECT_THAT(map.by_device.at(kUuidC), ElementsAre(DeviceOwner{"tenants", "infer-a", "server", "nvidia.com/gpu"},
-                                                    DeviceOwner{"tenants", "infer-b", "server", "nvidia.com/gpu"}));
+  EXPECT_THAT(map.by_device.at(kUuidC),
+              ElementsAre(DeviceOwner{"tenants", "infer-a", "server", "nvidia.com/gpu"},
+                          DeviceOwner{"tenants", "infer-b", "server", "nvidia.com/gpu"}));
   EXPECT_EQ(map.by_device.count(std::string(kUuidC) + "::0"), 0u);
 }
 
 TEST(kubelet_device_map, EmptyResourceNamesKeepsEveryResource) {
   const DeviceMap map = build_device_map(testing::sample_node(), {});
   EXPECT_EQ(map.by_device.size(), 5u);
-  EXPECT_THAT(map.by_device.at("hca0"), ElementsAre(DeviceOwner{"ml", "train-0", "trainer", "rdma/hca_shared_devices_a"}));
-  EXPECT_THAT(map.by_device.at("nic-3"), ElementsAre(DeviceOwner{"infra", "net-0", "agent", "example.com/nic"}));
+  EXPECT_THAT(map.by_device.at("hca0"),
+              ElementsAre(DeviceOwner{"ml", "train-0", "trainer", "rdma/hca_shared_devices_a"}));
+  EXPECT_THAT(map.by_device.at("nic-3"),
+              ElementsAre(DeviceOwner{"infra", "net-0", "agent", "example.com/nic"}));
 }
 
 TEST(kubelet_device_map, FiltersByEveryListedResourceName) {
@@ -65,26 +71,33 @@ TEST(kubelet_device_map, IndexStyleIdsAndMultipleContainers) {
   // deviceIDStrategy=index: ids are GPU indices. One pod, two containers, one GPU each, and a
   // second pod on the same GPU index through time-slicing.
   std::vector<PodResources> pods = {
-      {"multi", "research",
-       {{"worker-a", {{"nvidia.com/gpu", {"0"}}}}, {"worker-b", {{"nvidia.com/gpu", {"1"}}}}, {"logger", {}}}},
+      {"multi",
+       "research",
+       {{"worker-a", {{"nvidia.com/gpu", {"0"}}}},
+        {"worker-b", {{"nvidia.com/gpu", {"1"}}}},
+        {"logger", {}}}},
       {"shared", "research", {{"main", {{"nvidia.com/gpu", {"1::2"}}}}}},
   };
   const DeviceMap map = build_device_map(pods, {"nvidia.com/gpu"});
   ASSERT_EQ(map.by_device.size(), 2u);
-  EXPECT_THAT(map.by_device.at("0"), ElementsAre(DeviceOwner{"research", "multi", "worker-a", "nvidia.com/gpu"}));
-  EXPECT_THAT(map.by_device.at("1"), ElementsAre(DeviceOwner{"research", "multi", "worker-b", "nvidia.com/gpu"},
-                                                 DeviceOwner{"research", "shared", "main", "nvidia.com/gpu"}));
+  EXPECT_THAT(map.by_device.at("0"),
+              ElementsAre(DeviceOwner{"research", "multi", "worker-a", "nvidia.com/gpu"}));
+  EXPECT_THAT(map.by_device.at("1"),
+              ElementsAre(DeviceOwner{"research", "multi", "worker-b", "nvidia.com/gpu"},
+                          DeviceOwner{"research", "shared", "main", "nvidia.com/gpu"}));
 }
 
 TEST(kubelet_device_map, ContainerWithTwoReplicasOfOneGpuIsOneOwner) {
   std::vector<PodResources> pods = {
-      {"greedy", "tenants",
+      {"greedy",
+       "tenants",
        {{"main", {{"nvidia.com/gpu", {std::string(kUuidC) + "::0", std::string(kUuidC) + "::3"}}}}}},
       {"other", "tenants", {{"main", {{"nvidia.com/gpu", {std::string(kUuidC) + "::1"}}}}}},
   };
   const DeviceMap map = build_device_map(pods, {"nvidia.com/gpu"});
-  EXPECT_THAT(map.by_device.at(kUuidC), ElementsAre(DeviceOwner{"tenants", "greedy", "main", "nvidia.com/gpu"},
-                                                    DeviceOwner{"tenants", "other", "main", "nvidia.com/gpu"}));
+  EXPECT_THAT(map.by_device.at(kUuidC),
+              ElementsAre(DeviceOwner{"tenants", "greedy", "main", "nvidia.com/gpu"},
+                          DeviceOwner{"tenants", "other", "main", "nvidia.com/gpu"}));
 }
 
 TEST(kubelet_device_map, SameContainerNameInTwoNamespacesStaysApart) {

@@ -84,7 +84,8 @@ inline constexpr const char* kUuidC = "GPU-0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
 // of a third, a pod with a NIC and CPUs only, and a pod with no devices.
 inline std::vector<PodResources> sample_node() {
   return {
-      {"train-0", "ml",
+      {"train-0",
+       "ml",
        {{"trainer", {{"nvidia.com/gpu", {kUuidA, kUuidB}}, {"rdma/hca_shared_devices_a", {"hca0"}}}},
         {"sidecar", {}}}},
       {"infer-a", "tenants", {{"server", {{"nvidia.com/gpu", {std::string(kUuidC) + "::0"}}}}}},

@@ -1,5 +1,7 @@
 // The test server's own contract: where it listens, what it refuses, what it leaves behind.
 
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -7,9 +9,6 @@
 
 #include <filesystem>
 #include <fstream>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "kubelet/pod_resources_client.h"
 #include "kubelet/pod_resources_server.h"
@@ -22,7 +21,7 @@ using namespace std::chrono_literals;
 using ::testing::HasSubstr;
 
 bool is_socket(const std::string& path) {
-  struct stat st{};
+  struct stat st {};
   return ::lstat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode);
 }
 
@@ -90,7 +89,7 @@ TEST(kubelet_server, ClearErrorsForBadPaths) {
   testing::TempDir dir;
   auto no_dir = PodResourcesServer::start(dir.file("missing/kubelet.sock"), none);
   ASSERT_FALSE(no_dir.ok());
-  EXPECT_THAT(no_dir.error().message, HasSubstr("could not listen"));
+  EXPECT_THAT(no_dir.error().message, HasSubstr("missing does not exist"));
 
   auto empty = PodResourcesServer::start("", none);
   ASSERT_FALSE(empty.ok());

@@ -121,7 +121,7 @@ TEST(kubelet_watcher, StopReturnsPromptlyDuringALongCall) {
   EXPECT_EQ(watcher.latest(), nullptr);
   // A call cut short by stop() is not a kubelet failure.
   EXPECT_EQ(watcher.stats().failures, 0u);
-  watcher.stop();  // idempotent
+  watcher.stop();   // idempotent
   watcher.start();  // no restart after stop
   std::this_thread::sleep_for(100ms);
   EXPECT_EQ(server->list_calls(), 1u);
