@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+
+#include "sim/timeline.h"
 #include "test_support.h"
 
 namespace gpumeter::sim {
@@ -159,7 +162,8 @@ TEST(ScenarioParse, DefaultIdentitiesAreDeterministicAndSeeded) {
 }
 
 TEST(ScenarioParse, DeployScenariosAreValid) {
-  for (const char* name : {"h100-8x-three-teams.yaml", "bench-8x-64proc.yaml", "faults-demo.yaml"}) {
+  for (const char* name :
+       {"h100-8x-three-teams.yaml", "bench-8x-64proc.yaml", "bench-8x-500proc.yaml", "faults-demo.yaml"}) {
     auto s = load_scenario(std::string(GPUMETER_SOURCE_DIR) + "/deploy/scenarios/" + name);
     ASSERT_TRUE(s.ok()) << s.error().message;
     EXPECT_FALSE(s->gpus.empty()) << name;
@@ -168,6 +172,24 @@ TEST(ScenarioParse, DeployScenariosAreValid) {
   auto bench = load_scenario(std::string(GPUMETER_SOURCE_DIR) + "/deploy/scenarios/bench-8x-64proc.yaml");
   ASSERT_TRUE(bench.ok());
   EXPECT_EQ(bench->jobs.size(), 64u);
+  auto teams = load_scenario(std::string(GPUMETER_SOURCE_DIR) + "/deploy/scenarios/h100-8x-three-teams.yaml");
+  ASSERT_TRUE(teams.ok());
+  EXPECT_EQ(teams->users.size(), 4u);
+  EXPECT_EQ(teams->jobs[0].kubernetes.pod, "llm-pretrain-worker-0");
+  EXPECT_EQ(teams->jobs.back().cgroup_version, 1);
+  auto big = load_scenario(std::string(GPUMETER_SOURCE_DIR) + "/deploy/scenarios/bench-8x-500proc.yaml");
+  ASSERT_TRUE(big.ok());
+  ASSERT_EQ(big->jobs.size(), 500u);
+  std::set<std::string> cgroups;
+  std::vector<unsigned> per_gpu(big->gpus.size());
+  for (const Job& j : big->jobs) {
+    cgroups.insert(j.cgroup);
+    ++per_gpu[j.gpus[0]];
+    EXPECT_EQ(j.start, 0);
+    EXPECT_EQ(j.end, kForever);
+  }
+  EXPECT_EQ(cgroups.size(), 500u);
+  EXPECT_EQ(per_gpu, (std::vector<unsigned>{63, 63, 63, 63, 62, 62, 62, 62}));
   auto faults = load_scenario(std::string(GPUMETER_SOURCE_DIR) + "/deploy/scenarios/faults-demo.yaml");
   ASSERT_TRUE(faults.ok());
   EXPECT_FALSE(faults->lost.empty());
@@ -175,6 +197,39 @@ TEST(ScenarioParse, DeployScenariosAreValid) {
   EXPECT_FALSE(faults->xids.empty());
   EXPECT_FALSE(faults->unknown_errors.empty());
   EXPECT_FALSE(faults->driver_reloads.empty());
+}
+
+// The integration tests' real-time scenarios promise exact per-process figures: every state
+// change on a whole second and no GPU asked for more than 100 %.
+TEST(ScenarioParse, LedgerScenariosChangeOnWholeSecondsWithinOneGpu) {
+  for (const char* name : {"ledger-mixed.yaml", "ledger-churn.yaml"}) {
+    auto s = load_scenario(std::string(GPUMETER_SOURCE_DIR) + "/tests/integration/scenarios/" + name);
+    ASSERT_TRUE(s.ok()) << s.error().message;
+    ASSERT_NE(s->duration, kForever) << name;
+    EXPECT_LE(s->duration, 45 * S) << name;
+    for (unsigned g = 0; g < s->gpus.size(); ++g) {
+      GpuTimeline timeline(*s, g);
+      timeline.for_each_segment(0, s->duration, [&](const Segment& seg) {
+        EXPECT_EQ(seg.start % S, 0) << name << " GPU " << g;
+        EXPECT_EQ(seg.end % S, 0) << name << " GPU " << g;
+        EXPECT_LE(seg.sum_percent, 100) << name << " GPU " << g << " at " << to_seconds(seg.start);
+      });
+    }
+  }
+  auto churn = load_scenario(std::string(GPUMETER_SOURCE_DIR) + "/tests/integration/scenarios/ledger-churn.yaml");
+  ASSERT_TRUE(churn.ok());
+  EXPECT_EQ(churn->jobs.size(), 100u);
+  std::set<unsigned> pids;
+  for (const Job& j : churn->jobs) {
+    pids.insert(j.pids[0]);
+    EXPECT_GE(j.end - j.start, 2 * S);
+    EXPECT_LE(j.end - j.start, 3 * S);
+  }
+  EXPECT_EQ(pids.size(), 100u);
+  auto mixed = load_scenario(std::string(GPUMETER_SOURCE_DIR) + "/tests/integration/scenarios/ledger-mixed.yaml");
+  ASSERT_TRUE(mixed.ok());
+  EXPECT_EQ(mixed->gpus.size(), 8u);
+  EXPECT_EQ(mixed->driver_reloads, (std::vector<Micros>{20 * S}));
 }
 
 struct BadCase {
