@@ -16,6 +16,18 @@ std::string_view strip_replica_suffix(std::string_view device_id) {
   return device_id.substr(0, pos);
 }
 
+bool resource_selected(std::string_view resource_name, const std::vector<std::string>& patterns) {
+  if (patterns.empty()) return true;
+  for (const std::string& pattern : patterns) {
+    if (!pattern.empty() && pattern.back() == '*') {
+      if (resource_name.starts_with(std::string_view(pattern).substr(0, pattern.size() - 1))) return true;
+    } else if (resource_name == pattern) {
+      return true;
+    }
+  }
+  return false;
+}
+
 DeviceMap build_device_map(const std::vector<PodResources>& pods,
                            const std::vector<std::string>& resource_names) {
   DeviceMap map;
@@ -23,10 +35,7 @@ DeviceMap build_device_map(const std::vector<PodResources>& pods,
   for (const PodResources& pod : pods) {
     for (const ContainerResources& container : pod.containers) {
       for (const ContainerDevices& devices : container.devices) {
-        if (!resource_names.empty() && std::find(resource_names.begin(), resource_names.end(),
-                                                 devices.resource_name) == resource_names.end()) {
-          continue;
-        }
+        if (!resource_selected(devices.resource_name, resource_names)) continue;
         for (const std::string& id : devices.device_ids) {
           const std::string_view device = strip_replica_suffix(id);
           if (device.empty()) continue;

@@ -46,8 +46,14 @@ struct DeviceMap {
 // suffix; any other id is returned unchanged.
 std::string_view strip_replica_suffix(std::string_view device_id);
 
-// Builds the map from a List reply, keeping only devices whose resource_name is listed
-// (e.g. {"nvidia.com/gpu"}); an empty resource_names keeps every resource. fetched_at is now.
+// Whether `resource_name` is selected by `patterns`: an entry matches the name exactly, or,
+// when it ends in '*', every name that starts with the part before the '*'
+// ("nvidia.com/mig-*" selects each MIG profile's resource). No patterns selects everything.
+bool resource_selected(std::string_view resource_name, const std::vector<std::string>& patterns);
+
+// Builds the map from a List reply, keeping only devices whose resource_name is selected by
+// resource_names (see resource_selected; e.g. {"nvidia.com/gpu", "nvidia.com/mig-*"}); an empty
+// resource_names keeps every resource. fetched_at is now.
 DeviceMap build_device_map(const std::vector<PodResources>& pods,
                            const std::vector<std::string>& resource_names);
 
@@ -66,7 +72,7 @@ class KubeletWatcher {
     std::chrono::milliseconds refresh_interval{10000};
     std::chrono::milliseconds timeout{5000};
     std::size_t max_message_bytes = 16 << 20;
-    std::vector<std::string> resource_names;  // empty = every resource
+    std::vector<std::string> resource_names;  // see resource_selected; empty = every resource
   };
 
   struct Stats {

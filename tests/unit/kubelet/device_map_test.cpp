@@ -67,6 +67,25 @@ TEST(kubelet_device_map, FiltersByEveryListedResourceName) {
   EXPECT_THAT(ids, ElementsAre("0000:c1:00.0", kUuidA, "MIG-11111111-2222-5333-8444-555555555555"));
 }
 
+TEST(kubelet_device_map, ResourcePatterns) {
+  EXPECT_TRUE(resource_selected("anything", {}));
+  EXPECT_TRUE(resource_selected("nvidia.com/gpu", {"nvidia.com/gpu"}));
+  EXPECT_FALSE(resource_selected("nvidia.com/gpu.shared", {"nvidia.com/gpu"}));
+  EXPECT_TRUE(resource_selected("nvidia.com/mig-1g.10gb", {"nvidia.com/gpu", "nvidia.com/mig-*"}));
+  EXPECT_TRUE(resource_selected("nvidia.com/mig-3g.40gb", {"nvidia.com/mig-*"}));
+  EXPECT_FALSE(resource_selected("nvidia.com/gpu", {"nvidia.com/mig-*"}));
+  EXPECT_TRUE(resource_selected("x", {"*"}));
+  EXPECT_FALSE(resource_selected("nvidia.com/gpu", {""}));
+
+  std::vector<PodResources> pods = {
+      {"a", "ml", {{"main", {{"nvidia.com/mig-1g.10gb", {"MIG-aaaaaaaa-0000-5000-8000-000000000001"}}}}}},
+      {"b", "ml", {{"main", {{"nvidia.com/mig-3g.40gb", {"MIG-aaaaaaaa-0000-5000-8000-000000000002"}}}}}},
+      {"c", "ml", {{"main", {{"nvidia.com/gpu", {kUuidA}}}}}},
+  };
+  EXPECT_EQ(build_device_map(pods, {"nvidia.com/mig-*"}).by_device.size(), 2u);
+  EXPECT_EQ(build_device_map(pods, {"nvidia.com/gpu", "nvidia.com/mig-*"}).by_device.size(), 3u);
+}
+
 TEST(kubelet_device_map, IndexStyleIdsAndMultipleContainers) {
   // deviceIDStrategy=index: ids are GPU indices. One pod, two containers, one GPU each, and a
   // second pod on the same GPU index through time-slicing.
