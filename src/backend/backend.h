@@ -34,6 +34,44 @@ struct DeviceIdentity {
   bool operator==(const DeviceIdentity&) const = default;
 };
 
+// A process holding a context on the GPU. `types` is a mask of the lists it was found in.
+enum ProcessTypeBits : unsigned { kProcessCompute = 1, kProcessGraphics = 2, kProcessMps = 4 };
+struct GpuProcess {
+  unsigned pid = 0;
+  std::optional<double> memory_bytes;  // unset where the driver cannot say (e.g. WDDM)
+  unsigned types = 0;
+  bool operator==(const GpuProcess&) const = default;
+};
+
+// One entry of a driver sample buffer: the average over the period ending at timestamp_us
+// (the CPU clock, microseconds since the Unix epoch).
+struct TimedSample {
+  std::int64_t timestamp_us = 0;
+  double value = 0;  // utilization as a ratio 0..1, power in watts
+  bool operator==(const TimedSample&) const = default;
+};
+
+struct ProcessSample {
+  unsigned pid = 0;
+  std::int64_t timestamp_us = 0;
+  double sm_ratio = 0;      // 0..1
+  double memory_ratio = 0;  // 0..1
+  bool operator==(const ProcessSample&) const = default;
+};
+
+// What a GPU reported about its processes and sample buffers in one collection. Samples are
+// only those newer than the previous collection's, oldest first.
+struct UsageReading {
+  std::optional<std::vector<GpuProcess>> processes;  // unset when no process list is available
+  bool utilization_samples_supported = false;
+  std::vector<TimedSample> utilization_samples;
+  bool power_samples_supported = false;
+  std::vector<TimedSample> power_samples;
+  bool process_samples_supported = false;
+  std::vector<ProcessSample> process_samples;  // only sane ones: pid known, value <= 100 %
+  bool operator==(const UsageReading&) const = default;
+};
+
 // One collection of one GPU, in base units. An unset optional or an absent entry means
 // "unsupported or unknown": the renderer leaves it out, it never prints a sentinel.
 struct DeviceReading {
@@ -57,6 +95,7 @@ struct DeviceReading {
   std::vector<LabeledValue> clock_event_active;   // label: reason; 0/1, only reasons the GPU supports
   std::vector<LabeledValue> ecc_errors;           // label: severity ("corrected", "uncorrected"); counter
   std::vector<LabeledValue> remapped_rows;        // label: kind
+  UsageReading usage;
   bool operator==(const DeviceReading&) const = default;
 };
 

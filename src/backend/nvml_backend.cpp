@@ -1,6 +1,8 @@
 #include "backend/nvml_backend.h"
 
+#include <algorithm>
 #include <array>
+#include <cstddef>
 #include <bitset>
 #include <cstring>
 #include <functional>
@@ -15,7 +17,9 @@ enum Call : size_t {
   kUtilization, kMemoryV2, kMemoryV1, kTemperature, kPowerUsage, kPowerLimit, kEnergy,
   kClockGraphics, kClockSm, kClockMemory, kClockVideo, kPerformanceState, kFanSpeed,
   kPcieGeneration, kPcieWidth, kPcieReplay, kFieldValues, kClockEvents, kSupportedClockEvents,
-  kEccCorrected, kEccUncorrected, kRemappedRows, kCallCount
+  kEccCorrected, kEccUncorrected, kRemappedRows,
+  kComputeProcesses, kGraphicsProcesses, kMpsProcesses, kProcessUtilization, kUtilizationSamples, kPowerSamples,
+  kCallCount
 };
 
 // Errors after which the device (or the whole driver) cannot answer: the collection fails and
@@ -83,6 +87,11 @@ struct NvmlBackend::Device {
   // Only this device's worker touches the fields below.
   std::string uuid;
   std::bitset<kCallCount> unsupported;
+  // Sample-buffer cursors: the newest timestamp already returned, per buffer.
+  unsigned long long utilization_seen_us = 0;
+  unsigned long long power_seen_us = 0;
+  unsigned long long process_seen_us = 0;
+  std::vector<unsigned> previous_pids;  // sorted; process samples of these are still valid
 };
 
 // One collection of one device: stops calling into the driver after the first fatal error
@@ -396,11 +405,168 @@ Result<DeviceReading> NvmlBackend::collect(unsigned index) {
     }
   }
 
+  collect_usage(d, h, c, r.usage);
+
   if (c.fatal()) {
     if (invalidates_handle(c.fatal()->code)) drop_handle(index);
     return *c.fatal();
   }
   return r;
+}
+
+namespace {
+
+// Reads one process list: size query, then a call with headroom, growing while the list grows
+// between calls. Walks the records with the stride of the generation that answered.
+nvmlReturn_t read_process_list(const nvmlDeviceGetProcessesRaw_fn (&fns)[3], unsigned v3_record_size,
+                               nvmlDevice_t h, unsigned type_bit, std::vector<GpuProcess>& out) {
+  int generation = -1;
+  for (int i = 0; i < 3; ++i) {
+    if (fns[i] != nullptr) {
+      generation = i;
+      break;
+    }
+  }
+  if (generation < 0) return NVML_ERROR_FUNCTION_NOT_FOUND;
+  const unsigned record = generation == 0 ? v3_record_size : generation == 1 ? 24 : 16;
+  unsigned count = 0;
+  nvmlReturn_t rc = fns[generation](h, &count, nullptr);
+  if (rc == NVML_SUCCESS) return rc;  // nothing running
+  std::vector<unsigned char> buf;
+  for (int attempt = 0; attempt < 4 && rc == NVML_ERROR_INSUFFICIENT_SIZE; ++attempt) {
+    count += 8 + count / 4;
+    buf.assign(static_cast<size_t>(count) * record, 0);
+    rc = fns[generation](h, &count, buf.data());
+  }
+  if (rc != NVML_SUCCESS) return rc;
+  for (unsigned i = 0; i < count; ++i) {
+    const unsigned char* rec = buf.data() + static_cast<size_t>(i) * record;
+    unsigned pid;
+    unsigned long long mem;
+    std::memcpy(&pid, rec + offsetof(nvmlProcessInfo_t, pid), sizeof pid);
+    std::memcpy(&mem, rec + offsetof(nvmlProcessInfo_t, usedGpuMemory), sizeof mem);
+    auto it = std::find_if(out.begin(), out.end(), [pid](const GpuProcess& p) { return p.pid == pid; });
+    if (it == out.end()) it = out.insert(out.end(), GpuProcess{pid, std::nullopt, 0});
+    it->types |= type_bit;
+    // ~0 is NVML_VALUE_NOT_AVAILABLE; a pid in two lists reports the same allocation twice.
+    if (mem != ~0ULL) it->memory_bytes = std::max(it->memory_bytes.value_or(0), static_cast<double>(mem));
+  }
+  return NVML_SUCCESS;
+}
+
+double sample_as_double(unsigned type, const nvmlValue_t& v) {
+  switch (type) {
+    case NVML_VALUE_TYPE_DOUBLE: return v.dVal;
+    case NVML_VALUE_TYPE_UNSIGNED_LONG: return static_cast<double>(v.ulVal);
+    case NVML_VALUE_TYPE_UNSIGNED_LONG_LONG: return static_cast<double>(v.ullVal);
+    case NVML_VALUE_TYPE_SIGNED_LONG_LONG: return static_cast<double>(v.sllVal);
+    case NVML_VALUE_TYPE_SIGNED_INT: return v.siVal;
+    case NVML_VALUE_TYPE_UNSIGNED_SHORT: return v.usVal;
+    default: return v.uiVal;
+  }
+}
+
+}  // namespace
+
+void NvmlBackend::collect_usage(Device& d, nvmlDevice_t h, NvmlCollection& c, UsageReading& u) {
+  const NvmlSymbols& s = symbols_;
+  // Processes: compute, graphics and MPS lists merged by pid.
+  std::vector<GpuProcess> procs;
+  bool any_list = false;
+  struct List {
+    const nvmlDeviceGetProcessesRaw_fn (&fns)[3];
+    Call call;
+    unsigned bit;
+    const char* name;
+  };
+  for (const List& l : {List{s.compute_processes, kComputeProcesses, kProcessCompute,
+                             "nvmlDeviceGetComputeRunningProcesses_v3"},
+                        List{s.graphics_processes, kGraphicsProcesses, kProcessGraphics,
+                             "nvmlDeviceGetGraphicsRunningProcesses_v3"},
+                        List{s.mps_processes, kMpsProcesses, kProcessMps, "nvmlDeviceGetMPSComputeRunningProcesses_v3"}}) {
+    if (c.fatal() || d.unsupported[l.call]) continue;
+    if (c.ok(l.call, read_process_list(l.fns, s.v3_process_record_size, h, l.bit, procs), l.name)) any_list = true;
+  }
+  std::vector<unsigned> pids;
+  if (any_list) {
+    for (const auto& p : procs) pids.push_back(p.pid);
+    std::sort(pids.begin(), pids.end());
+    u.processes = std::move(procs);
+  }
+
+  // Device sample buffers: utilization and power, only what is newer than last time.
+  auto read_samples = [&](Call call, unsigned type, unsigned long long& seen, double scale, bool& supported,
+                          std::vector<TimedSample>& out) {
+    if (!c.wanted(s.samples, call)) return;
+    unsigned value_type = 0;
+    unsigned count = 0;
+    nvmlReturn_t rc = s.samples(h, type, seen, &value_type, &count, nullptr);
+    if (rc == NVML_ERROR_NOT_FOUND) {
+      supported = true;  // no new samples yet
+      return;
+    }
+    if ((rc != NVML_SUCCESS && rc != NVML_ERROR_INSUFFICIENT_SIZE) || count == 0) {
+      c.ok(call, rc, "nvmlDeviceGetSamples");
+      if (rc == NVML_SUCCESS) supported = true;
+      return;
+    }
+    std::vector<nvmlSample_t> buf(count + 8);
+    count = static_cast<unsigned>(buf.size());
+    rc = s.samples(h, type, seen, &value_type, &count, buf.data());
+    if (rc == NVML_ERROR_NOT_FOUND) {
+      supported = true;
+      return;
+    }
+    if (!c.ok(call, rc, "nvmlDeviceGetSamples")) return;
+    supported = true;
+    for (unsigned i = 0; i < count && i < buf.size(); ++i) {
+      const auto ts = buf[i].timeStamp;
+      if (ts <= seen) continue;  // drivers have been seen to repeat old samples
+      out.push_back({static_cast<std::int64_t>(ts), sample_as_double(value_type, buf[i].sampleValue) * scale});
+    }
+    std::sort(out.begin(), out.end(), [](const TimedSample& a, const TimedSample& b) {
+      return a.timestamp_us < b.timestamp_us;
+    });
+    if (!out.empty()) seen = static_cast<unsigned long long>(out.back().timestamp_us);
+  };
+  read_samples(kUtilizationSamples, NVML_GPU_UTILIZATION_SAMPLES, d.utilization_seen_us, 0.01,
+               u.utilization_samples_supported, u.utilization_samples);
+  read_samples(kPowerSamples, NVML_TOTAL_POWER_SAMPLES, d.power_seen_us, 0.001, u.power_samples_supported,
+               u.power_samples);
+
+  // Per-process utilization, windowed by the newest timestamp seen on this GPU (not per pid),
+  // keeping only sane samples of processes that are (or just were) on the GPU.
+  if (c.wanted(s.process_utilization, kProcessUtilization)) {
+    unsigned count = 0;
+    nvmlReturn_t rc = s.process_utilization(h, nullptr, &count, d.process_seen_us);
+    std::vector<nvmlProcessUtilizationSample_t> buf;
+    if (rc == NVML_ERROR_INSUFFICIENT_SIZE || (rc == NVML_SUCCESS && count > 0)) {
+      buf.resize(count + 8);
+      count = static_cast<unsigned>(buf.size());
+      rc = s.process_utilization(h, buf.data(), &count, d.process_seen_us);
+    }
+    if (rc == NVML_ERROR_NOT_FOUND || rc == NVML_SUCCESS) {
+      u.process_samples_supported = true;
+      if (rc == NVML_ERROR_NOT_FOUND) count = 0;
+      unsigned long long newest = d.process_seen_us;
+      for (unsigned i = 0; i < count && i < buf.size(); ++i) {
+        const auto& smp = buf[i];
+        if (smp.timeStamp <= d.process_seen_us || smp.smUtil > 100 || smp.memUtil > 100) continue;
+        bool known = std::binary_search(pids.begin(), pids.end(), smp.pid) ||
+                     std::binary_search(d.previous_pids.begin(), d.previous_pids.end(), smp.pid);
+        if (!known) continue;
+        u.process_samples.push_back({smp.pid, static_cast<std::int64_t>(smp.timeStamp), smp.smUtil / 100.0,
+                                     smp.memUtil / 100.0});
+        newest = std::max(newest, smp.timeStamp);
+      }
+      d.process_seen_us = newest;
+      std::sort(u.process_samples.begin(), u.process_samples.end(),
+                [](const ProcessSample& a, const ProcessSample& b) { return a.timestamp_us < b.timestamp_us; });
+    } else {
+      c.ok(kProcessUtilization, rc, "nvmlDeviceGetProcessUtilization");
+    }
+  }
+  if (any_list) d.previous_pids = std::move(pids);
 }
 
 bool NvmlBackend::supports_events() const {

@@ -45,6 +45,7 @@ class NvmlBackend final : public Backend {
   Result<nvmlDevice_t> acquire(unsigned device);
   void drop_handle(unsigned device);
   void register_events_locked(unsigned device, nvmlDevice_t handle);
+  void collect_usage(Device& d, nvmlDevice_t h, class NvmlCollection& c, UsageReading& out);
 
   Logger& log_;
   std::unique_ptr<SymbolSource> library_;  // declared first: closed after everything else

@@ -73,6 +73,22 @@ Result<NvmlSymbols> NvmlSymbols::resolve(const SymbolSource& lib) {
       lib, {"nvmlDeviceGetSupportedClocksEventReasons", "nvmlDeviceGetSupportedClocksThrottleReasons"}, miss);
   s.total_ecc_errors = first_of<nvmlDeviceGetTotalEccErrors_fn>(lib, {"nvmlDeviceGetTotalEccErrors"}, miss);
   s.remapped_rows = first_of<nvmlDeviceGetRemappedRows_fn>(lib, {"nvmlDeviceGetRemappedRows"}, miss);
+  auto processes = [&](nvmlDeviceGetProcessesRaw_fn (&out)[3], const std::string& base) {
+    const std::string names[3] = {base + "_v3", base + "_v2", base};
+    for (int i = 0; i < 3; ++i) out[i] = reinterpret_cast<nvmlDeviceGetProcessesRaw_fn>(lib.symbol(names[i].c_str()));
+    if (out[0] == nullptr && out[1] == nullptr && out[2] == nullptr) miss->push_back(names[0]);
+  };
+  processes(s.compute_processes, "nvmlDeviceGetComputeRunningProcesses");
+  processes(s.graphics_processes, "nvmlDeviceGetGraphicsRunningProcesses");
+  processes(s.mps_processes, "nvmlDeviceGetMPSComputeRunningProcesses");
+  // The ABI detection nvitop uses for the drivers whose _v3 wrote 32-byte records.
+  if (lib.symbol("nvmlDeviceGetConfComputeMemSizeInfo") != nullptr &&
+      lib.symbol("nvmlDeviceGetRunningProcessDetailList") == nullptr) {
+    s.v3_process_record_size = 32;
+  }
+  s.process_utilization =
+      first_of<nvmlDeviceGetProcessUtilization_fn>(lib, {"nvmlDeviceGetProcessUtilization"}, miss);
+  s.samples = first_of<nvmlDeviceGetSamples_fn>(lib, {"nvmlDeviceGetSamples"}, miss);
   s.event_set_create = first_of<nvmlEventSetCreate_fn>(lib, {"nvmlEventSetCreate"}, miss);
   s.supported_event_types = first_of<nvmlDeviceGetULongLong_fn>(lib, {"nvmlDeviceGetSupportedEventTypes"}, miss);
   s.register_events = first_of<nvmlDeviceRegisterEvents_fn>(lib, {"nvmlDeviceRegisterEvents"}, miss);

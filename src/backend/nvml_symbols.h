@@ -43,6 +43,15 @@ struct NvmlSymbols {
   nvmlDeviceGetULongLong_fn supported_clock_event_reasons = nullptr;
   nvmlDeviceGetTotalEccErrors_fn total_ecc_errors = nullptr;
   nvmlDeviceGetRemappedRows_fn remapped_rows = nullptr;
+  // Process lists by generation, newest first: [0] _v3, [1] _v2, [2] unversioned (v1 records).
+  nvmlDeviceGetProcessesRaw_fn compute_processes[3] = {};
+  nvmlDeviceGetProcessesRaw_fn graphics_processes[3] = {};
+  nvmlDeviceGetProcessesRaw_fn mps_processes[3] = {};
+  // Record size the _v3 calls write: 24, or 32 for the early R535 drivers that export
+  // nvmlDeviceGetConfComputeMemSizeInfo but not nvmlDeviceGetRunningProcessDetailList.
+  unsigned v3_process_record_size = 24;
+  nvmlDeviceGetProcessUtilization_fn process_utilization = nullptr;
+  nvmlDeviceGetSamples_fn samples = nullptr;
   nvmlEventSetCreate_fn event_set_create = nullptr;
   nvmlDeviceGetULongLong_fn supported_event_types = nullptr;
   nvmlDeviceRegisterEvents_fn register_events = nullptr;

@@ -57,8 +57,8 @@ void Collector::spawn(std::function<void()> fn) {
 }
 
 void Collector::start() {
-  for (auto& slot : slots_) {
-    spawn([this, slot] { run_worker(*slot); });
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    spawn([this, slot = slots_[i], i] { run_worker(*slot, i); });
   }
   size_t first = 0;
   for (Backend* b : backends_) {
@@ -102,7 +102,7 @@ bool Collector::wait_until(std::chrono::steady_clock::time_point t) {
   return !stopping_;
 }
 
-void Collector::run_worker(Slot& slot) {
+void Collector::run_worker(Slot& slot, size_t index) {
   const auto interval = options_.interval;
   const auto t0 = std::chrono::steady_clock::now();
   const std::string gpu = std::to_string(slot.device);
@@ -129,6 +129,15 @@ void Collector::run_worker(Slot& slot) {
     auto begin = std::chrono::steady_clock::now();
     auto result = slot.backend->collect(slot.device);
     auto end = std::chrono::steady_clock::now();
+    if (result.ok() && options_.observer != nullptr) {
+      DeviceIdentity identity;
+      {
+        std::lock_guard lock(slot.mu);
+        identity = slot.identity;
+      }
+      identity.index = slot.device;
+      options_.observer->on_reading(index, identity, *result);
+    }
     {
       std::lock_guard lock(slot.mu);
       slot.busy = false;
@@ -226,6 +235,7 @@ std::shared_ptr<const Snapshot> Collector::assemble() const {
     }
     snap->gpus.push_back(std::move(g));
   }
+  if (options_.observer != nullptr) options_.observer->contribute(*snap);
   return snap;
 }
 

@@ -18,9 +18,21 @@
 
 namespace gpumeter {
 
+// Sees every successful collection (on that GPU's worker thread) and adds its own results
+// to each snapshot: how the usage ledger plugs in without the collector knowing about it.
+class ReadingObserver {
+ public:
+  virtual ~ReadingObserver() = default;
+  // `slot` is the GPU's position in the snapshot; the identity may still be partial.
+  virtual void on_reading(size_t slot, const DeviceIdentity& identity, const DeviceReading& reading) = 0;
+  // Called while a snapshot is assembled, after the GPUs are filled in.
+  virtual void contribute(Snapshot& snapshot) const = 0;
+};
+
 struct CollectorOptions {
   std::chrono::milliseconds interval{1000};
   BuildInfo build;
+  ReadingObserver* observer = nullptr;  // must outlive the collector
 };
 
 using SnapshotSink = std::function<void(std::shared_ptr<const Snapshot>)>;
@@ -45,7 +57,7 @@ class Collector {
 
  private:
   struct Slot;
-  void run_worker(Slot& slot);
+  void run_worker(Slot& slot, size_t index);
   void run_events(Backend& backend, size_t first_slot);
   void run_publisher();
   bool wait_until(std::chrono::steady_clock::time_point t);

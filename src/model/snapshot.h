@@ -5,12 +5,38 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "attribution/owner.h"
 #include "backend/backend.h"
 
 namespace gpumeter {
+
+// A process on a GPU with its owner, for the bounded per-process series.
+struct ProcessSnapshot {
+  unsigned pid = 0;
+  OwnerLabels owner;
+  std::optional<double> memory_bytes;
+  std::optional<double> utilization_ratio;  // SM share over the last collection
+  bool running = true;                      // false while kept after exit
+};
+
+// One owner's ledger counters on one GPU.
+struct LedgerEntry {
+  OwnerLabels owner;
+  double allocated_seconds = 0;
+  double busy_seconds = 0;
+  double memory_byte_seconds = 0;
+  double energy_joules = 0;
+};
+
+struct GpuLedgerSnapshot {
+  std::vector<LedgerEntry> owners;
+  double covered_seconds = 0;
+  double gap_seconds = 0;
+};
 
 struct GpuSnapshot {
   DeviceIdentity identity;             // identity.index is the gpu label
@@ -21,6 +47,22 @@ struct GpuSnapshot {
   double collect_duration_seconds = 0; // duration of the last finished collection
   double last_success_unix = 0;        // when the reading was taken; 0 if never
   std::map<uint64_t, uint64_t> xid_counts;  // Xid code -> events since the agent started
+  std::vector<ProcessSnapshot> processes;    // after the per-process limit
+  std::shared_ptr<const GpuLedgerSnapshot> ledger;  // null when attribution is off
+};
+
+// The attribution pipeline's own health.
+struct AttributionStatus {
+  bool enabled = false;
+  std::map<std::string, uint64_t> series_dropped;  // kind ("process", "owner") -> series removed by limits
+  std::optional<bool> kubelet_up;                  // unset when the kubelet source is off
+  double kubelet_last_success_unix = 0;
+  bool checkpoint_enabled = false;
+  bool checkpoint_success = false;
+  double checkpoint_last_success_unix = 0;
+  double checkpoint_duration_seconds = 0;
+  uint64_t owner_lookups = 0;
+  uint64_t owner_lookup_errors = 0;
 };
 
 struct CollectorStatus {
@@ -40,6 +82,7 @@ struct Snapshot {
   std::vector<BackendStatus> backends;
   std::vector<GpuSnapshot> gpus;
   std::vector<CollectorStatus> collectors;  // non-device collectors
+  AttributionStatus attribution;
 };
 
 }  // namespace gpumeter

@@ -230,6 +230,9 @@ typedef nvmlReturn_t (*nvmlDeviceGetTotalEccErrors_fn)(nvmlDevice_t, unsigned in
 typedef nvmlReturn_t (*nvmlDeviceGetRemappedRows_fn)(nvmlDevice_t, unsigned int*, unsigned int*, unsigned int*, unsigned int*);
 typedef nvmlReturn_t (*nvmlDeviceGetFieldValues_fn)(nvmlDevice_t, int, nvmlFieldValue_t*);
 typedef nvmlReturn_t (*nvmlDeviceGetProcesses_v3_fn)(nvmlDevice_t, unsigned int*, nvmlProcessInfo_t*);
+// The same calls typed by raw records: the record size depends on the entry point (v1: 16
+// bytes; v2/v3: 24; early R535 _v3: 32), so the backend walks the buffer with a stride.
+typedef nvmlReturn_t (*nvmlDeviceGetProcessesRaw_fn)(nvmlDevice_t, unsigned int*, void*);
 typedef nvmlReturn_t (*nvmlDeviceGetProcessUtilization_fn)(nvmlDevice_t, nvmlProcessUtilizationSample_t*, unsigned int*,
                                                            unsigned long long);
 typedef nvmlReturn_t (*nvmlDeviceGetSamples_fn)(nvmlDevice_t, unsigned int, unsigned long long, unsigned int*,

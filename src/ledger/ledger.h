@@ -1,0 +1,128 @@
+#pragma once
+// The exact usage ledger of one GPU: integrates allocation, busy time, memory and energy per
+// owner at the agent's sampling rate, independent of any scrape.
+//
+// Time comes from the driver's sample buffers where the GPU has them (NVML keeps ~20 s of
+// utilization and power samples, each the average over its period), so every period is
+// integrated once, with its own average, whatever the polling jitter; a GPU without sample
+// buffers is integrated from polled values over the wall time between collections.
+//
+// For each period of length d with the set M of members present (processes, each owned by
+// one OwnerLabels), device utilization U, power P and idle power I:
+//   allocated:  d / |M| to each member's owner; d to __idle__ when M is empty
+//   busy:       U·d split by the members' SM shares; what the shares do not cover goes to
+//               __unattributed__ (a lone member takes it all where the GPU has no
+//               per-process utilization at all)
+//   memory:     each member's memory · d
+//   energy:     min(P, I)·d / |M| to each member, the rest (P − I)·d by busy share (the part of
+//               it not covered by shares to __unattributed__); P·d to __idle__ when M is empty
+// so per GPU, Σ allocated = covered seconds, Σ busy = ∫U, Σ energy = ∫P, exactly.
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "attribution/owner.h"
+#include "backend/backend.h"
+#include "util/result.h"
+
+namespace gpumeter {
+
+struct LedgerTotals {
+  double allocated_seconds = 0;
+  double busy_seconds = 0;
+  double memory_byte_seconds = 0;
+  double energy_joules = 0;
+  std::int64_t last_active_us = 0;  // wall clock of the last period the owner was charged
+  bool operator==(const LedgerTotals&) const = default;
+};
+
+struct LedgerProcess {
+  unsigned pid = 0;
+  OwnerLabels owner;
+  double memory_bytes = 0;
+  bool operator==(const LedgerProcess&) const = default;
+};
+
+// One collection of one GPU, with owners already resolved.
+struct LedgerTick {
+  std::int64_t wall_us = 0;  // system clock when the collection finished
+  std::vector<LedgerProcess> processes;
+  bool utilization_samples_supported = false;
+  std::vector<TimedSample> utilization_samples;
+  bool power_samples_supported = false;
+  std::vector<TimedSample> power_samples;
+  bool process_samples_supported = false;
+  std::vector<ProcessSample> process_samples;
+  std::optional<double> utilization_ratio;  // polled
+  std::optional<double> power_watts;        // polled
+  std::optional<double> energy_joules;      // the device's energy counter
+};
+
+struct GpuLedgerOptions {
+  double idle_power_watts = 0;
+  // Longer stretches without data (agent down, GPU hung or lost beyond the sample buffer) are
+  // not integrated: nobody knows who used the GPU then. They are counted as gap seconds.
+  std::int64_t max_gap_us = 10'000'000;
+};
+
+// The owner of processes that cannot be resolved (gone before they could be looked up).
+OwnerLabels unattributed_owner();
+OwnerLabels idle_owner();
+
+class GpuLedger {
+ public:
+  explicit GpuLedger(GpuLedgerOptions options = {}) : options_(options) {}
+
+  void advance(const LedgerTick& tick);
+
+  const std::map<OwnerLabels, LedgerTotals>& owners() const { return owners_; }
+  // Device-level integrals over the covered time: the invariants' right-hand sides.
+  double covered_seconds() const { return covered_seconds_; }
+  double busy_seconds() const { return busy_seconds_; }
+  double energy_joules() const { return energy_joules_; }
+  double gap_seconds() const { return gap_seconds_; }
+  std::uint64_t gaps() const { return gaps_; }
+  // End of the covered time (sample clock, µs), 0 before the first tick.
+  std::int64_t cursor_us() const { return cursor_us_; }
+  bool started() const { return started_; }
+
+  // Drops owners not charged since `before_wall_us` (retention). Returns how many.
+  std::size_t prune(std::int64_t before_wall_us);
+  void set_options(GpuLedgerOptions o) { options_ = o; }
+
+  nlohmann::json to_json() const;
+  static Result<GpuLedger> from_json(const nlohmann::json& j, GpuLedgerOptions options);
+
+ private:
+  enum class Mode { kNone, kSamples, kPolled };
+  struct Period {
+    std::int64_t start_us, end_us;
+    double utilization;             // 0..1
+    std::optional<double> power_w;  // average over the period when known
+  };
+  void integrate(const std::vector<Period>& periods, const LedgerTick& tick, std::optional<double> energy_total);
+  void charge(const OwnerLabels& owner, const LedgerTotals& delta, std::int64_t wall_us);
+  void note_gap(std::int64_t us);
+
+  GpuLedgerOptions options_;
+  bool started_ = false;
+  Mode mode_ = Mode::kNone;
+  std::int64_t cursor_us_ = 0;
+  std::optional<double> energy_counter_;  // last counter reading (polled mode)
+  std::vector<LedgerProcess> previous_;   // the process list of the previous tick
+  std::optional<double> last_power_w_;
+  std::vector<TimedSample> pending_power_;      // not yet matched to a utilization period
+  std::vector<ProcessSample> pending_process_;  // likewise
+  std::map<OwnerLabels, LedgerTotals> owners_;
+  double covered_seconds_ = 0;
+  double busy_seconds_ = 0;
+  double energy_joules_ = 0;
+  double gap_seconds_ = 0;
+  std::uint64_t gaps_ = 0;
+};
+
+}  // namespace gpumeter

@@ -1,0 +1,103 @@
+#include "ledger/state_file.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace gpumeter {
+
+namespace {
+
+std::string errno_text(const std::string& what, const std::string& path) {
+  return what + " " + path + ": " + std::strerror(errno);
+}
+
+}  // namespace
+
+Result<std::size_t> write_file_atomic(const std::string& path, const std::string& contents) {
+  namespace fs = std::filesystem;
+  const fs::path target(path);
+  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  const std::string tmp = (dir / ("." + target.filename().string() + ".tmp")).string();
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
+  if (fd < 0) return Error{errno, errno_text("cannot create", tmp)};
+  const char* p = contents.data();
+  std::size_t left = contents.size();
+  while (left > 0) {
+    ssize_t n = ::write(fd, p, left);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      Error e{errno, errno_text("cannot write", tmp)};
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      return e;
+    }
+    p += n;
+    left -= static_cast<std::size_t>(n);
+  }
+  if (::fsync(fd) != 0) {
+    Error e{errno, errno_text("cannot fsync", tmp)};
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    return e;
+  }
+  ::close(fd);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    Error e{errno, errno_text("cannot rename over", path)};
+    ::unlink(tmp.c_str());
+    return e;
+  }
+  // The rename is durable only once the directory entry is.
+  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+  return contents.size();
+}
+
+LoadedLedgerState load_ledger_state(const std::string& path) {
+  LoadedLedgerState out;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    if (errno != ENOENT && std::filesystem::exists(path)) out.problem = errno_text("cannot read", path);
+    return out;
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string problem;
+  nlohmann::json doc = nlohmann::json::parse(ss.str(), nullptr, false);
+  if (doc.is_discarded()) {
+    problem = "not valid JSON";
+  } else if (!doc.is_object() || doc.value("format", "") != kLedgerStateFormat) {
+    problem = std::string("not a gpumeter ledger state file (no \"format\": \"") + kLedgerStateFormat + "\")";
+  } else if (doc.value("version", 0) != kLedgerStateVersion) {
+    problem = "unsupported state version " + doc.value("version", nlohmann::json()).dump() + " (this agent reads " +
+              std::to_string(kLedgerStateVersion) + ")";
+  } else if (!doc.contains("gpus") || !doc["gpus"].is_object()) {
+    problem = "no \"gpus\" object";
+  }
+  if (problem.empty()) {
+    out.document = std::move(doc);
+    return out;
+  }
+  out.problem = problem;
+  const auto now = std::chrono::duration_cast<std::chrono::seconds>(
+                       std::chrono::system_clock::now().time_since_epoch())
+                       .count();
+  out.set_aside_path = path + ".corrupt-" + std::to_string(now);
+  if (std::rename(path.c_str(), out.set_aside_path.c_str()) != 0) {
+    out.problem += "; and it could not be set aside: " + std::string(std::strerror(errno));
+    out.set_aside_path.clear();
+  }
+  return out;
+}
+
+}  // namespace gpumeter

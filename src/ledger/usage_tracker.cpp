@@ -1,0 +1,304 @@
+#include "ledger/usage_tracker.h"
+
+#include <algorithm>
+
+namespace gpumeter {
+
+namespace {
+
+std::int64_t wall_now_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+double unix_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+UsageTracker::UsageTracker(UsageTrackerOptions options, OwnerResolver& resolver, Logger& log)
+    : options_(std::move(options)), resolver_(resolver), log_(log) {}
+
+UsageTracker::~UsageTracker() { stop(); }
+
+OwnerLabels UsageTracker::reduce(const OwnerLabels& o) const {
+  // The reserved owners keep their project whatever the label set.
+  if (o.project == kIdleProject || o.project == kUnattributedProject) return o;
+  OwnerLabels r;
+  auto keep = [&](const char* name) { return options_.labels.count(name) > 0; };
+  if (keep("project")) r.project = o.project;
+  if (keep("user")) r.user = o.user;
+  if (keep("namespace")) r.namespace_ = o.namespace_;
+  if (keep("pod")) r.pod = o.pod;
+  if (keep("container")) r.container = o.container;
+  if (keep("hpc_job")) r.hpc_job = o.hpc_job;
+  return r;
+}
+
+UsageTracker::Gpu& UsageTracker::gpu(size_t slot) {
+  std::lock_guard lock(gpus_mu_);
+  while (gpus_.size() <= slot) gpus_.push_back(std::make_unique<Gpu>());
+  return *gpus_[slot];
+}
+
+void UsageTracker::load_state() {
+  if (options_.state_file.empty()) return;
+  auto loaded = load_ledger_state(options_.state_file);
+  if (!loaded.problem.empty()) {
+    log_.error("ledger state file unusable; starting an empty ledger",
+               {{"path", options_.state_file}, {"err", loaded.problem}, {"moved_to", loaded.set_aside_path}});
+    return;
+  }
+  if (loaded.document.is_null()) {
+    log_.info("no ledger state yet; starting an empty ledger", {{"path", options_.state_file}});
+    return;
+  }
+  std::lock_guard lock(gpus_mu_);
+  restored_ = loaded.document["gpus"];
+  log_.info("ledger state loaded", {{"path", options_.state_file}, {"gpus", std::to_string(restored_.size())}});
+}
+
+void UsageTracker::on_reading(size_t slot, const DeviceIdentity& id, const DeviceReading& reading) {
+  if (id.uuid.empty()) return;  // not identified yet: nothing to key the ledger by
+  Gpu& g = gpu(slot);
+  const std::int64_t now = wall_now_us();
+
+  // Owners are resolved outside the GPU's lock: a slow /proc read must not block a scrape's
+  // snapshot assembly.
+  std::vector<LedgerProcess> procs;
+  std::vector<OwnerLabels> full_owners;
+  if (reading.usage.processes) {
+    for (const auto& p : *reading.usage.processes) {
+      OwnerLabels owner = resolver_.resolve(p.pid, id);
+      procs.push_back({p.pid, reduce(owner), p.memory_bytes.value_or(0)});
+      full_owners.push_back(std::move(owner));
+    }
+  }
+
+  std::lock_guard lock(g.mu);
+  GpuLedgerOptions lo;
+  if (auto it = options_.idle_power_watts.find(id.model); it != options_.idle_power_watts.end()) {
+    lo.idle_power_watts = it->second;
+  }
+  lo.max_gap_us = std::chrono::duration_cast<std::chrono::microseconds>(options_.max_gap).count();
+  if (g.uuid != id.uuid) {
+    // A new GPU in this slot (first sight, or the board was replaced): its own ledger, resumed
+    // from the state file when it has one there.
+    if (!g.uuid.empty()) {
+      log_.warn("GPU changed; starting its ledger afresh", {{"gpu", std::to_string(id.index)},
+                                                          {"old_uuid", g.uuid}, {"uuid", id.uuid}});
+    }
+    g.uuid = id.uuid;
+    g.ledger = GpuLedger(lo);
+    g.processes.clear();
+    std::lock_guard glock(gpus_mu_);
+    if (restored_.is_object() && restored_.contains(id.uuid)) {
+      auto restored = GpuLedger::from_json(restored_[id.uuid]["ledger"], lo);
+      if (restored) {
+        g.ledger = std::move(restored).value();
+      } else {
+        log_.error("ledger state for a GPU unusable; starting it afresh",
+                   {{"uuid", id.uuid}, {"err", restored.error().message}});
+      }
+      restored_.erase(id.uuid);
+    }
+  }
+  g.model = id.model;
+  g.ledger.set_options(lo);
+
+  LedgerTick tick;
+  tick.wall_us = now;
+  tick.processes = procs;
+  tick.utilization_samples_supported = reading.usage.utilization_samples_supported;
+  tick.utilization_samples = reading.usage.utilization_samples;
+  tick.power_samples_supported = reading.usage.power_samples_supported;
+  tick.power_samples = reading.usage.power_samples;
+  tick.process_samples_supported = reading.usage.process_samples_supported;
+  tick.process_samples = reading.usage.process_samples;
+  tick.utilization_ratio = reading.utilization_ratio;
+  tick.power_watts = reading.power_watts;
+  tick.energy_joules = reading.energy_joules;
+  g.ledger.advance(tick);
+
+  const auto retention_us = std::chrono::duration_cast<std::chrono::microseconds>(options_.owner_retention).count();
+  if (std::size_t pruned = g.ledger.prune(now - retention_us)) {
+    std::lock_guard slock(stats_mu_);
+    dropped_["owner"] += pruned;
+  }
+
+  // Per-process series: latest values of running processes; exited ones read 0 until the
+  // retention ends, so graphs drop to zero instead of holding a stale value.
+  g.live_pids.clear();
+  for (size_t i = 0; i < procs.size(); ++i) {
+    const auto& p = (*reading.usage.processes)[i];
+    ProcessSeries& s = g.processes[p.pid];
+    s.latest.pid = p.pid;
+    s.latest.owner = full_owners[i];
+    s.latest.memory_bytes = p.memory_bytes;
+    s.latest.running = true;
+    if (reading.usage.process_samples_supported) {
+      double sum = 0;
+      int n = 0;
+      for (const auto& smp : reading.usage.process_samples) {
+        if (smp.pid == p.pid) {
+          sum += smp.sm_ratio;
+          ++n;
+        }
+      }
+      s.latest.utilization_ratio = n > 0 ? sum / n : 0.0;
+    }
+    s.last_seen_us = now;
+    g.live_pids.push_back(p.pid);
+  }
+  const auto proc_retention_us =
+      std::chrono::duration_cast<std::chrono::microseconds>(options_.process_retention).count();
+  for (auto it = g.processes.begin(); it != g.processes.end();) {
+    ProcessSeries& s = it->second;
+    if (s.last_seen_us != now) {
+      s.latest.running = false;
+      if (s.latest.memory_bytes) s.latest.memory_bytes = 0;
+      if (s.latest.utilization_ratio) s.latest.utilization_ratio = 0;
+      if (now - s.last_seen_us > proc_retention_us) {
+        it = g.processes.erase(it);
+        continue;
+      }
+    }
+    ++it;
+  }
+}
+
+void UsageTracker::contribute(Snapshot& snap) const {
+  struct Candidate {
+    size_t slot;
+    ProcessSnapshot p;
+  };
+  std::vector<Candidate> candidates;
+  std::vector<unsigned> live;
+  {
+    std::lock_guard lock(gpus_mu_);
+    for (size_t i = 0; i < gpus_.size() && i < snap.gpus.size(); ++i) {
+      const Gpu& g = *gpus_[i];
+      std::lock_guard glock(g.mu);
+      if (g.uuid.empty() || g.uuid != snap.gpus[i].identity.uuid) continue;
+      auto ls = std::make_shared<GpuLedgerSnapshot>();
+      ls->covered_seconds = g.ledger.covered_seconds();
+      ls->gap_seconds = g.ledger.gap_seconds();
+      for (const auto& [owner, t] : g.ledger.owners()) {
+        ls->owners.push_back({owner, t.allocated_seconds, t.busy_seconds, t.memory_byte_seconds, t.energy_joules});
+      }
+      snap.gpus[i].ledger = std::move(ls);
+      for (const auto& [pid, s] : g.processes) candidates.push_back({i, s.latest});
+      live.insert(live.end(), g.live_pids.begin(), g.live_pids.end());
+    }
+  }
+  // The per-process limit: running before exited, then by memory, then by utilization.
+  std::stable_sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
+    if (a.p.running != b.p.running) return a.p.running;
+    double am = a.p.memory_bytes.value_or(0), bm = b.p.memory_bytes.value_or(0);
+    if (am != bm) return am > bm;
+    double au = a.p.utilization_ratio.value_or(0), bu = b.p.utilization_ratio.value_or(0);
+    if (au != bu) return au > bu;
+    return std::pair(a.slot, a.p.pid) < std::pair(b.slot, b.p.pid);
+  });
+  std::lock_guard slock(stats_mu_);
+  std::set<std::pair<size_t, unsigned>> excluded;
+  for (size_t k = 0; k < candidates.size(); ++k) {
+    const auto& c = candidates[k];
+    if (k < options_.max_process_series) {
+      snap.gpus[c.slot].processes.push_back(c.p);
+    } else {
+      auto key = std::pair(c.slot, c.p.pid);
+      if (!excluded_.count(key)) ++dropped_["process"];
+      excluded.insert(key);
+    }
+  }
+  excluded_ = std::move(excluded);
+  for (auto& g : snap.gpus) {
+    std::sort(g.processes.begin(), g.processes.end(),
+              [](const ProcessSnapshot& a, const ProcessSnapshot& b) { return a.pid < b.pid; });
+  }
+  AttributionStatus& st = snap.attribution;
+  st.enabled = true;
+  st.series_dropped = dropped_;
+  st.series_dropped.try_emplace("process", 0);
+  st.series_dropped.try_emplace("owner", 0);
+  st.checkpoint_enabled = !options_.state_file.empty();
+  st.checkpoint_success = checkpoint_ok_;
+  st.checkpoint_last_success_unix = checkpoint_last_unix_;
+  st.checkpoint_duration_seconds = checkpoint_duration_;
+  resolver_.contribute(st);
+  std::sort(live.begin(), live.end());
+  live.erase(std::unique(live.begin(), live.end()), live.end());
+  resolver_.retain(live);
+}
+
+Result<std::size_t> UsageTracker::checkpoint() {
+  if (options_.state_file.empty()) return std::size_t{0};
+  const auto begin = std::chrono::steady_clock::now();
+  nlohmann::json doc;
+  doc["format"] = kLedgerStateFormat;
+  doc["version"] = kLedgerStateVersion;
+  doc["saved_unix"] = unix_now();
+  nlohmann::json gpus = nlohmann::json::object();
+  {
+    std::lock_guard lock(gpus_mu_);
+    // GPUs from the state file not seen yet (still starting, or gone) are carried over.
+    if (restored_.is_object()) gpus = restored_;
+    for (size_t i = 0; i < gpus_.size(); ++i) {
+      const Gpu& g = *gpus_[i];
+      std::lock_guard glock(g.mu);
+      if (g.uuid.empty()) continue;
+      gpus[g.uuid] = {{"index", i}, {"model", g.model}, {"ledger", g.ledger.to_json()}};
+    }
+  }
+  doc["gpus"] = std::move(gpus);
+  auto written = write_file_atomic(options_.state_file, doc.dump());
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+  std::lock_guard slock(stats_mu_);
+  checkpoint_duration_ = took;
+  if (written) {
+    if (!checkpoint_ok_ && checkpoint_last_unix_ == 0) {
+      log_.info("ledger state saved", {{"path", options_.state_file}, {"bytes", std::to_string(*written)}});
+    } else if (!checkpoint_ok_) {
+      log_.info("ledger state saved again", {{"path", options_.state_file}});
+    }
+    checkpoint_last_unix_ = unix_now();
+    checkpoint_ok_ = true;
+  } else {
+    if (checkpoint_ok_ || checkpoint_last_unix_ == 0) {
+      log_.error("cannot save the ledger state", {{"path", options_.state_file}, {"err", written.error().message}});
+    }
+    checkpoint_ok_ = false;
+  }
+  return written;
+}
+
+void UsageTracker::start() {
+  if (options_.state_file.empty() || thread_.joinable()) return;
+  thread_ = std::thread([this] { run_checkpoints(); });
+}
+
+void UsageTracker::run_checkpoints() {
+  std::unique_lock lock(stop_mu_);
+  while (!stopping_) {
+    stop_cv_.wait_for(lock, options_.checkpoint_interval, [this] { return stopping_; });
+    if (stopping_) break;
+    lock.unlock();
+    checkpoint();
+    lock.lock();
+  }
+}
+
+void UsageTracker::stop() {
+  {
+    std::lock_guard lock(stop_mu_);
+    if (stopping_) return;
+    stopping_ = true;
+  }
+  stop_cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  if (!options_.state_file.empty()) checkpoint();
+}
+
+}  // namespace gpumeter

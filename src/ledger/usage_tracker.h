@@ -1,0 +1,103 @@
+#pragma once
+// Turns each GPU's collections into owners, per-process series and ledger counters, and
+// keeps the ledger on disk. It runs on the collection workers (one GPU each, so GPUs never
+// wait for each other) and adds its results to every snapshot; the scrape path only reads
+// those snapshots.
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "collect/collector.h"
+#include "ledger/ledger.h"
+#include "ledger/state_file.h"
+#include "util/log.h"
+
+namespace gpumeter {
+
+// Resolves a pid on a GPU to its owner. Implementations cache; they are called from several
+// GPU workers at once.
+class OwnerResolver {
+ public:
+  virtual ~OwnerResolver() = default;
+  virtual OwnerLabels resolve(unsigned pid, const DeviceIdentity& gpu) = 0;
+  // The pids still on some GPU; everything else may be forgotten.
+  virtual void retain(const std::vector<unsigned>& live_pids) = 0;
+  // Adds the resolver's own health (kubelet, lookups) to the snapshot.
+  virtual void contribute(AttributionStatus& status) const = 0;
+};
+
+struct UsageTrackerOptions {
+  // Owner labels kept on ledger series; the others are emptied (and so merged).
+  std::set<std::string> labels = {"project", "user", "namespace", "pod", "container", "hpc_job"};
+  std::chrono::milliseconds owner_retention{24 * 3600 * 1000};
+  std::size_t max_process_series = 256;  // 0: no per-process series
+  std::chrono::milliseconds process_retention{5 * 60 * 1000};
+  std::map<std::string, double> idle_power_watts;  // by model name
+  std::string state_file;                          // empty: no persistence
+  std::chrono::milliseconds checkpoint_interval{5000};
+  std::chrono::milliseconds max_gap{10000};
+};
+
+class UsageTracker final : public ReadingObserver {
+ public:
+  UsageTracker(UsageTrackerOptions options, OwnerResolver& resolver, Logger& log);
+  ~UsageTracker() override;
+
+  // Reads the state file (a bad one is set aside and reported, never fatal).
+  void load_state();
+  // Starts the checkpoint thread. stop() ends it and writes a last checkpoint.
+  void start();
+  void stop();
+  Result<std::size_t> checkpoint();
+
+  void on_reading(size_t slot, const DeviceIdentity& identity, const DeviceReading& reading) override;
+  void contribute(Snapshot& snapshot) const override;
+
+  OwnerLabels reduce(const OwnerLabels& owner) const;
+
+ private:
+  struct ProcessSeries {
+    ProcessSnapshot latest;
+    std::int64_t last_seen_us = 0;
+  };
+  struct Gpu {
+    mutable std::mutex mu;
+    std::string uuid;
+    std::string model;
+    GpuLedger ledger;
+    std::map<unsigned, ProcessSeries> processes;
+    std::vector<unsigned> live_pids;
+  };
+  Gpu& gpu(size_t slot);
+  void run_checkpoints();
+
+  UsageTrackerOptions options_;
+  OwnerResolver& resolver_;
+  Logger& log_;
+
+  mutable std::mutex gpus_mu_;  // guards the vector, not the entries
+  std::vector<std::unique_ptr<Gpu>> gpus_;
+  nlohmann::json restored_;  // per-uuid ledgers from the state file, taken when the GPU appears
+
+  mutable std::mutex stats_mu_;
+  mutable std::set<std::pair<size_t, unsigned>> excluded_;  // (slot, pid) cut by the per-process limit
+  mutable std::map<std::string, uint64_t> dropped_;
+  bool checkpoint_ok_ = false;
+  double checkpoint_last_unix_ = 0;
+  double checkpoint_duration_ = 0;
+
+  std::mutex stop_mu_;
+  std::condition_variable stop_cv_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace gpumeter

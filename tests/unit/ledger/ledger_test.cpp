@@ -1,0 +1,269 @@
+#include "ledger/ledger.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <random>
+
+namespace gpumeter {
+namespace {
+
+constexpr std::int64_t kT0 = 1'700'000'000'000'000;  // µs
+constexpr std::int64_t kPeriod = 200'000;
+
+OwnerLabels owner(std::string project, std::string user = "") {
+  OwnerLabels o;
+  o.project = std::move(project);
+  o.user = std::move(user);
+  return o;
+}
+
+// Builds a tick covering `periods` sample periods after `start`, all with the same values.
+struct TickBuilder {
+  std::int64_t start;
+  int periods = 5;
+  double util = 0;
+  double power = 0;
+  std::vector<LedgerProcess> procs;
+  std::vector<std::pair<unsigned, double>> sm;  // pid -> SM share every period
+
+  LedgerTick build() const {
+    LedgerTick t;
+    t.wall_us = start + periods * kPeriod;
+    t.processes = procs;
+    t.utilization_samples_supported = true;
+    t.power_samples_supported = true;
+    t.process_samples_supported = true;
+    for (int i = 1; i <= periods; ++i) {
+      const std::int64_t ts = start + i * kPeriod;
+      t.utilization_samples.push_back({ts, util});
+      t.power_samples.push_back({ts, power});
+      for (const auto& [pid, share] : sm) t.process_samples.push_back({pid, ts, share, 0});
+    }
+    return t;
+  }
+};
+
+GpuLedger started_ledger(double idle_w = 70) {
+  GpuLedger l(GpuLedgerOptions{idle_w, 10'000'000});
+  TickBuilder first{kT0 - kPeriod, 1};
+  l.advance(first.build());  // the first tick only sets the cursor
+  EXPECT_EQ(l.cursor_us(), kT0);
+  EXPECT_EQ(l.covered_seconds(), 0);
+  return l;
+}
+
+TEST(GpuLedger, OneProcessTakesTheWholeGpu) {
+  GpuLedger l = started_ledger();
+  TickBuilder t{kT0, 5, 0.5, 300, {{42, owner("nlp", "dana"), 8e9}}, {{42, 0.5}}};
+  l.advance(t.build());
+  ASSERT_EQ(l.owners().size(), 1u);
+  const auto& [o, tot] = *l.owners().begin();
+  EXPECT_EQ(o.project, "nlp");
+  EXPECT_DOUBLE_EQ(tot.allocated_seconds, 1.0);
+  EXPECT_DOUBLE_EQ(tot.busy_seconds, 0.5);
+  EXPECT_DOUBLE_EQ(tot.memory_byte_seconds, 8e9);
+  EXPECT_DOUBLE_EQ(tot.energy_joules, 300.0);
+  EXPECT_DOUBLE_EQ(l.covered_seconds(), 1.0);
+}
+
+TEST(GpuLedger, TwoOwnersSplitAllocationEvenlyAndBusyAndEnergyByShare) {
+  GpuLedger l = started_ledger(100);
+  TickBuilder t{kT0, 5, 0.9, 400,
+                {{1, owner("a"), 1e9}, {2, owner("b"), 3e9}},
+                {{1, 0.3}, {2, 0.6}}};
+  l.advance(t.build());
+  const auto& a = l.owners().at(owner("a"));
+  const auto& b = l.owners().at(owner("b"));
+  EXPECT_DOUBLE_EQ(a.allocated_seconds, 0.5);
+  EXPECT_DOUBLE_EQ(b.allocated_seconds, 0.5);
+  EXPECT_NEAR(a.busy_seconds, 0.3, 1e-12);
+  EXPECT_NEAR(b.busy_seconds, 0.6, 1e-12);
+  // idle 100 W split evenly, the 300 W above idle by busy share (1/3, 2/3)
+  EXPECT_NEAR(a.energy_joules, 50 + 100, 1e-9);
+  EXPECT_NEAR(b.energy_joules, 50 + 200, 1e-9);
+  EXPECT_NEAR(a.memory_byte_seconds, 1e9, 1e-3);
+  EXPECT_FALSE(l.owners().count(unattributed_owner()));
+}
+
+TEST(GpuLedger, NobodyPresentIsIdleAndUnplacedBusyIsUnattributed) {
+  GpuLedger l = started_ledger();
+  TickBuilder t{kT0, 5, 0.2, 150};
+  l.advance(t.build());
+  const auto& idle = l.owners().at(idle_owner());
+  EXPECT_DOUBLE_EQ(idle.allocated_seconds, 1.0);
+  EXPECT_DOUBLE_EQ(idle.energy_joules, 150.0);
+  EXPECT_NEAR(l.owners().at(unattributed_owner()).busy_seconds, 0.2, 1e-12);
+}
+
+TEST(GpuLedger, BusyTheSharesDoNotCoverIsUnattributed) {
+  GpuLedger l = started_ledger(100);
+  TickBuilder t{kT0, 5, 0.8, 300, {{1, owner("a"), 0}}, {{1, 0.5}}};
+  l.advance(t.build());
+  EXPECT_NEAR(l.owners().at(owner("a")).busy_seconds, 0.5, 1e-12);
+  EXPECT_NEAR(l.owners().at(unattributed_owner()).busy_seconds, 0.3, 1e-12);
+  // energy: idle 100 J to a; 200 J dynamic split 5/8 and 3/8
+  EXPECT_NEAR(l.owners().at(owner("a")).energy_joules, 100 + 125, 1e-9);
+  EXPECT_NEAR(l.owners().at(unattributed_owner()).energy_joules, 75, 1e-9);
+}
+
+TEST(GpuLedger, ProcessListedAtBothEndsCountsWithoutSamples) {
+  GpuLedger l(GpuLedgerOptions{70, 10'000'000});
+  TickBuilder first{kT0 - kPeriod, 1, 0, 70, {{7, owner("x"), 1e9}}};
+  l.advance(first.build());
+  TickBuilder t{kT0, 5, 0, 70, {{7, owner("x"), 1e9}}};  // idle process: real NVML sends no samples
+  l.advance(t.build());
+  EXPECT_DOUBLE_EQ(l.owners().at(owner("x")).allocated_seconds, 1.0);
+  EXPECT_FALSE(l.owners().count(idle_owner()));
+}
+
+TEST(GpuLedger, ProcessSampleWithoutListingIsUnattributed) {
+  GpuLedger l = started_ledger();
+  TickBuilder t{kT0, 5, 0.4, 200, {}, {{99, 0.4}}};  // came and went between two lists
+  l.advance(t.build());
+  EXPECT_DOUBLE_EQ(l.owners().at(unattributed_owner()).allocated_seconds, 1.0);
+  EXPECT_NEAR(l.owners().at(unattributed_owner()).busy_seconds, 0.4, 1e-12);
+}
+
+TEST(GpuLedger, PowerSamplesThatRunAheadAreKeptForTheNextTick) {
+  GpuLedger l = started_ledger(0);
+  LedgerTick t = TickBuilder{kT0, 2, 0.5, 100}.build();
+  t.power_samples.push_back({kT0 + 3 * kPeriod, 500});  // one period ahead of utilization
+  l.advance(t);
+  EXPECT_NEAR(l.energy_joules(), 40, 1e-9);
+  LedgerTick t2 = TickBuilder{kT0 + 2 * kPeriod, 1, 0.5, 0}.build();
+  t2.power_samples.clear();  // this period's power came with the previous tick
+  l.advance(t2);
+  EXPECT_NEAR(l.energy_joules(), 40 + 100, 1e-9);
+}
+
+TEST(GpuLedger, SamplesAlreadySeenAreNotCountedTwice) {
+  GpuLedger l = started_ledger();
+  LedgerTick t = TickBuilder{kT0, 5, 1.0, 100}.build();
+  l.advance(t);
+  l.advance(t);  // a restarted backend hands the same buffer again
+  EXPECT_DOUBLE_EQ(l.covered_seconds(), 1.0);
+}
+
+TEST(GpuLedger, AGapLongerThanTheLimitIsNotIntegrated) {
+  GpuLedger l = started_ledger();
+  l.advance(TickBuilder{kT0 + 60'000'000, 5, 1.0, 500, {{1, owner("a"), 0}}, {{1, 1.0}}}.build());
+  EXPECT_EQ(l.gaps(), 1u);
+  EXPECT_NEAR(l.gap_seconds(), 60.2, 1e-9);
+  EXPECT_NEAR(l.covered_seconds(), 0.8, 1e-9);  // the first sample after the gap starts coverage
+  EXPECT_NEAR(l.owners().at(owner("a")).allocated_seconds, 0.8, 1e-9);
+}
+
+TEST(GpuLedger, PolledModeUsesTheEnergyCounterAndSurvivesItsReset) {
+  GpuLedger l(GpuLedgerOptions{50, 10'000'000});
+  LedgerTick t;
+  t.wall_us = kT0;
+  t.processes = {{1, owner("a"), 0}};
+  t.utilization_ratio = 0.5;
+  t.power_watts = 200;
+  t.energy_joules = 10'000;
+  l.advance(t);
+  t.wall_us += 1'000'000;
+  t.energy_joules = 10'180;  // 180 J, although 200 W × 1 s was polled
+  l.advance(t);
+  EXPECT_NEAR(l.energy_joules(), 180, 1e-9);
+  EXPECT_NEAR(l.owners().at(owner("a")).energy_joules, 180, 1e-9);
+  EXPECT_NEAR(l.owners().at(owner("a")).busy_seconds, 0.5, 1e-12);
+  t.wall_us += 1'000'000;
+  t.energy_joules = 120;  // driver reload: the counter restarted
+  l.advance(t);
+  EXPECT_NEAR(l.energy_joules(), 180 + 200, 1e-9);  // power × time for the reset interval
+  t.wall_us += 1'000'000;
+  t.energy_joules = 310;
+  l.advance(t);
+  EXPECT_NEAR(l.energy_joules(), 180 + 200 + 190, 1e-9);
+}
+
+// The invariants over random ticks: owners sum to the device's integrals exactly.
+TEST(GpuLedger, InvariantsHoldOverRandomTicks) {
+  std::mt19937 rng(12345);
+  std::uniform_real_distribution<double> unit(0, 1);
+  GpuLedger l = started_ledger(60);
+  std::int64_t cursor = kT0;
+  double wall = 0, busy = 0, energy = 0;
+  for (int tick = 0; tick < 500; ++tick) {
+    LedgerTick t;
+    const int periods = 1 + static_cast<int>(rng() % 8);
+    const int nproc = static_cast<int>(rng() % 5);
+    for (int p = 0; p < nproc; ++p) {
+      unsigned pid = 100 + static_cast<unsigned>(rng() % 7);
+      bool dup = false;
+      for (auto& q : t.processes) dup = dup || q.pid == pid;
+      if (!dup) t.processes.push_back({pid, owner("p" + std::to_string(pid % 3)), unit(rng) * 1e10});
+    }
+    t.utilization_samples_supported = t.power_samples_supported = t.process_samples_supported = true;
+    for (int i = 1; i <= periods; ++i) {
+      const std::int64_t ts = cursor + i * kPeriod;
+      double u = std::round(unit(rng) * 100) / 100;
+      double p = 60 + 600 * unit(rng) * (rng() % 2);
+      t.utilization_samples.push_back({ts, u});
+      t.power_samples.push_back({ts, p});
+      busy += u * 0.2;
+      energy += p * 0.2;
+      wall += 0.2;
+      for (auto& q : t.processes) {
+        if (rng() % 3) t.process_samples.push_back({q.pid, ts, unit(rng) * u, 0});
+      }
+    }
+    cursor += periods * kPeriod;
+    t.wall_us = cursor;
+    l.advance(t);
+  }
+  double alloc_sum = 0, busy_sum = 0, energy_sum = 0;
+  for (const auto& [o, tot] : l.owners()) {
+    alloc_sum += tot.allocated_seconds;
+    busy_sum += tot.busy_seconds;
+    energy_sum += tot.energy_joules;
+    EXPECT_GE(tot.busy_seconds, 0);
+    EXPECT_GE(tot.energy_joules, 0);
+  }
+  EXPECT_NEAR(l.covered_seconds(), wall, 1e-9 * wall);
+  EXPECT_NEAR(alloc_sum, wall, 1e-9 * wall);
+  EXPECT_NEAR(busy_sum, busy, 1e-9 * busy);
+  EXPECT_NEAR(energy_sum, energy, 1e-9 * energy);
+  EXPECT_NEAR(l.busy_seconds(), busy, 1e-9 * busy);
+  EXPECT_NEAR(l.energy_joules(), energy, 1e-9 * energy);
+}
+
+TEST(GpuLedger, StateRoundTripResumesEveryCounter) {
+  GpuLedger l = started_ledger();
+  l.advance(TickBuilder{kT0, 5, 0.5, 300, {{42, owner("nlp", "dana"), 8e9}}, {{42, 0.5}}}.build());
+  auto restored = GpuLedger::from_json(nlohmann::json::parse(l.to_json().dump()), GpuLedgerOptions{70});
+  ASSERT_TRUE(restored.ok()) << restored.error().message;
+  EXPECT_EQ(restored->owners(), l.owners());
+  EXPECT_EQ(restored->cursor_us(), l.cursor_us());
+  // It continues where it stopped; the process is listed at both ends, so it stays present.
+  restored->advance(TickBuilder{kT0 + kPeriod * 5, 5, 0.5, 300, {{42, owner("nlp", "dana"), 8e9}}}.build());
+  EXPECT_DOUBLE_EQ(restored->owners().at(owner("nlp", "dana")).allocated_seconds, 2.0);
+}
+
+TEST(GpuLedger, MalformedStateIsAnError) {
+  auto bad = GpuLedger::from_json(nlohmann::json{{"mode", "samples"}}, {});
+  EXPECT_FALSE(bad.ok());
+  nlohmann::json j = started_ledger().to_json();
+  j["owners"] = nlohmann::json::array({{{"owner", {{"project", "a"}, {"user", ""}, {"namespace", ""}, {"pod", ""},
+                                                   {"container", ""}, {"hpc_job", ""}}},
+                                        {"allocated_seconds", -1.0}, {"busy_seconds", 0.0},
+                                        {"memory_byte_seconds", 0.0}, {"energy_joules", 0.0},
+                                        {"last_active_us", 0}}});
+  auto neg = GpuLedger::from_json(j, {});
+  ASSERT_FALSE(neg.ok());
+  EXPECT_NE(neg.error().message.find("negative"), std::string::npos);
+}
+
+TEST(GpuLedger, PruneDropsOwnersIdleSinceTheCutoff) {
+  GpuLedger l = started_ledger();
+  l.advance(TickBuilder{kT0, 5, 0.5, 300, {{1, owner("old"), 0}}, {{1, 0.5}}}.build());
+  l.advance(TickBuilder{kT0 + 5 * kPeriod, 5, 0.5, 300, {{2, owner("new"), 0}}, {{2, 0.5}}}.build());
+  EXPECT_EQ(l.prune(kT0 + 10 * kPeriod), 1u);
+  EXPECT_FALSE(l.owners().count(owner("old")));
+  EXPECT_TRUE(l.owners().count(owner("new")));
+}
+
+}  // namespace
+}  // namespace gpumeter

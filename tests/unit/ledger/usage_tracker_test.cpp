@@ -1,0 +1,171 @@
+#include "ledger/usage_tracker.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+namespace gpumeter {
+namespace {
+
+namespace fs = std::filesystem;
+
+class FakeResolver : public OwnerResolver {
+ public:
+  OwnerLabels resolve(unsigned pid, const DeviceIdentity&) override {
+    OwnerLabels o;
+    o.project = "p" + std::to_string(pid % 2);
+    o.user = "u" + std::to_string(pid);
+    o.pod = "pod-" + std::to_string(pid);
+    return o;
+  }
+  void retain(const std::vector<unsigned>& live) override { retained = live; }
+  void contribute(AttributionStatus& st) const override { st.owner_lookups = 77; }
+  std::vector<unsigned> retained;
+};
+
+DeviceIdentity gpu(unsigned index, std::string uuid) {
+  DeviceIdentity id;
+  id.index = index;
+  id.uuid = std::move(uuid);
+  id.model = "Test GPU";
+  return id;
+}
+
+// A reading whose utilization buffer advances by `periods` × 200 ms from `*clock`.
+DeviceReading reading(std::int64_t* clock, std::vector<unsigned> pids, int periods = 5, double util = 0.5) {
+  DeviceReading r;
+  r.usage.processes.emplace();
+  for (unsigned pid : pids) r.usage.processes->push_back({pid, 1e9 * pid, kProcessCompute});
+  r.usage.utilization_samples_supported = true;
+  r.usage.power_samples_supported = true;
+  r.usage.process_samples_supported = true;
+  for (int i = 0; i < periods; ++i) {
+    *clock += 200'000;
+    r.usage.utilization_samples.push_back({*clock, util});
+    r.usage.power_samples.push_back({*clock, 100});
+    for (unsigned pid : pids) r.usage.process_samples.push_back({pid, *clock, util / pids.size(), 0});
+  }
+  return r;
+}
+
+Snapshot snapshot_for(std::vector<DeviceIdentity> ids) {
+  Snapshot s;
+  for (auto& id : ids) {
+    GpuSnapshot g;
+    g.identity = id;
+    s.gpus.push_back(g);
+  }
+  return s;
+}
+
+TEST(UsageTracker, LabelSetReductionMergesOwners) {
+  FakeResolver res;
+  Logger log(LogLevel::kError);
+  UsageTrackerOptions o;
+  o.labels = {"project"};
+  UsageTracker t(o, res, log);
+  std::int64_t clock = 1'700'000'000'000'000;
+  auto id = gpu(0, "GPU-a");
+  t.on_reading(0, id, reading(&clock, {1, 3}));
+  t.on_reading(0, id, reading(&clock, {1, 3}));
+  Snapshot s = snapshot_for({id});
+  t.contribute(s);
+  ASSERT_TRUE(s.gpus[0].ledger);
+  ASSERT_EQ(s.gpus[0].ledger->owners.size(), 1u);  // pids 1 and 3 are both project p1
+  const auto& e = s.gpus[0].ledger->owners[0];
+  EXPECT_EQ(e.owner.project, "p1");
+  EXPECT_EQ(e.owner.user, "");
+  EXPECT_DOUBLE_EQ(e.allocated_seconds, 1.0);
+  // Per-process series keep the full owner labels.
+  ASSERT_EQ(s.gpus[0].processes.size(), 2u);
+  EXPECT_EQ(s.gpus[0].processes[0].owner.user, "u1");
+  EXPECT_EQ(s.attribution.owner_lookups, 77u);
+  EXPECT_EQ(res.retained, (std::vector<unsigned>{1, 3}));
+}
+
+TEST(UsageTracker, ProcessSeriesLimitKeepsTheLargestAndCountsDrops) {
+  FakeResolver res;
+  Logger log(LogLevel::kError);
+  UsageTrackerOptions o;
+  o.max_process_series = 2;
+  UsageTracker t(o, res, log);
+  std::int64_t clock = 1'700'000'000'000'000;
+  auto id = gpu(0, "GPU-a");
+  t.on_reading(0, id, reading(&clock, {1, 2, 3, 4}));
+  Snapshot s = snapshot_for({id});
+  t.contribute(s);
+  ASSERT_EQ(s.gpus[0].processes.size(), 2u);
+  EXPECT_EQ(s.gpus[0].processes[0].pid, 3u);  // memory is 1 GB × pid
+  EXPECT_EQ(s.gpus[0].processes[1].pid, 4u);
+  EXPECT_EQ(s.attribution.series_dropped.at("process"), 2u);
+  Snapshot again = snapshot_for({id});
+  t.contribute(again);  // the same two stay dropped: not counted twice
+  EXPECT_EQ(again.attribution.series_dropped.at("process"), 2u);
+}
+
+TEST(UsageTracker, ExitedProcessesReadZeroThenDisappear) {
+  FakeResolver res;
+  Logger log(LogLevel::kError);
+  UsageTrackerOptions o;
+  o.process_retention = std::chrono::milliseconds(0);
+  UsageTracker t(o, res, log);
+  std::int64_t clock = 1'700'000'000'000'000;
+  auto id = gpu(0, "GPU-a");
+  t.on_reading(0, id, reading(&clock, {5}));
+  t.on_reading(0, id, reading(&clock, {}));
+  Snapshot s = snapshot_for({id});
+  t.contribute(s);
+  EXPECT_TRUE(s.gpus[0].processes.empty());
+}
+
+TEST(UsageTracker, ANewUuidInASlotStartsANewLedger) {
+  FakeResolver res;
+  Logger log(LogLevel::kError);
+  UsageTracker t({}, res, log);
+  std::int64_t clock = 1'700'000'000'000'000;
+  t.on_reading(0, gpu(0, "GPU-old"), reading(&clock, {1}));
+  t.on_reading(0, gpu(0, "GPU-old"), reading(&clock, {1}));
+  t.on_reading(0, gpu(0, "GPU-new"), reading(&clock, {1}));
+  Snapshot s = snapshot_for({gpu(0, "GPU-new")});
+  t.contribute(s);
+  ASSERT_TRUE(s.gpus[0].ledger);
+  EXPECT_DOUBLE_EQ(s.gpus[0].ledger->covered_seconds, 0.0);  // its first tick only starts it
+}
+
+TEST(UsageTracker, CheckpointAndRestoreResumeTheCounters) {
+  const fs::path dir = fs::temp_directory_path() / ("gpumeter-tracker-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  FakeResolver res;
+  Logger log(LogLevel::kError);
+  UsageTrackerOptions o;
+  o.state_file = (dir / "ledger.json").string();
+  std::int64_t clock = 1'700'000'000'000'000;
+  auto id = gpu(0, "GPU-a");
+  double before;
+  {
+    UsageTracker t(o, res, log);
+    t.load_state();
+    t.on_reading(0, id, reading(&clock, {2}));
+    t.on_reading(0, id, reading(&clock, {2}));
+    ASSERT_TRUE(t.checkpoint().ok());
+    Snapshot s = snapshot_for({id});
+    t.contribute(s);
+    before = s.gpus[0].ledger->owners.at(0).allocated_seconds;
+    EXPECT_TRUE(s.attribution.checkpoint_success);
+  }
+  {
+    UsageTracker t2(o, res, log);
+    t2.load_state();
+    t2.on_reading(0, id, reading(&clock, {2}));  // continues from the saved cursor
+    Snapshot s = snapshot_for({id});
+    t2.contribute(s);
+    ASSERT_EQ(s.gpus[0].ledger->owners.size(), 1u);
+    EXPECT_DOUBLE_EQ(s.gpus[0].ledger->owners.at(0).allocated_seconds, before + 1.0);
+  }
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace gpumeter
