@@ -10,8 +10,10 @@
 
 #include <fmt/format.h>
 
+#include "kubelet/pod_resources_server.h"
 #include "sim/procfs_writer.h"
 #include "sim/scenario_parse.h"
+#include "sim/sim_kubelet.h"
 #include "sim/truth.h"
 #include "sim/truth_format.h"
 #include "sim/units.h"
@@ -217,6 +219,36 @@ int run_procfs(const HostArgs& args, const EnvLookup& getenv, std::ostream& out,
   return kOk;
 }
 
+int run_kubelet(const HostArgs& args, const EnvLookup& getenv, std::ostream& err) {
+  if (args.scenario.empty()) {
+    err << "gpumeter sim kubelet: --scenario is required\n";
+    return kBadInput;
+  }
+  if (args.socket.empty()) {
+    err << "gpumeter sim kubelet: --socket is required\n";
+    return kBadInput;
+  }
+  // Before the server starts its threads, so that they inherit the mask and the stop signals
+  // reach the wait below.
+  block_stop_signals();
+  auto setup = host_setup("kubelet", args, true, getenv, err);
+  if (!setup) return kBadInput;
+  const SimKubelet kubelet(setup->scenario, setup->lead);
+  HostClock& clock = *setup->clock;
+  auto server = kubelet::PodResourcesServer::start(args.socket, [&] { return kubelet.pods_at(clock.now()); });
+  if (!server) {
+    err << "gpumeter sim kubelet: " << server.error().message << "\n";
+    return kRuntimeError;
+  }
+  err << fmt::format(
+      "gpumeter sim kubelet: serving pod-resources v1 List on unix:{} for {} (lead {} s); SIGINT or SIGTERM "
+      "stops\n",
+      args.socket, args.scenario, to_seconds(setup->lead));
+  wait_for_stop_signal(-1);
+  (*server)->stop();
+  return kOk;
+}
+
 const char* process_env(const char* name) { return std::getenv(name); }
 
 }  // namespace
@@ -264,6 +296,28 @@ void setup_sim_command(CLI::App& sim, int& exit_code) {
   procfs->callback([procfs_args, &exit_code] {
     exit_code = run_procfs(*procfs_args, process_env, std::cout, std::cerr);
   });
+
+  auto kubelet_args = std::make_shared<HostArgs>();
+  CLI::App* kubelet = sim.add_subcommand(
+      "kubelet",
+      "Serve the kubelet pod-resources v1 List for the scenario's Kubernetes jobs on a unix socket, "
+      "following the scenario clock");
+  kubelet->footer(
+      "Each job with a `kubernetes` reference is listed as its pod and container, holding resource\n"
+      "nvidia.com/gpu with the UUIDs of its GPUs as device ids, from --lead scenario time before it\n"
+      "starts until --lead after it ends (as `gpumeter sim procfs` keeps its pids). A GPU that two\n"
+      "containers hold at once somewhere in the scenario is time-sliced: its device ids are the NVIDIA\n"
+      "device plugin's replicas, <uuid>::<n>. Scenario time comes from GPUMETER_SIM_EPOCH and\n"
+      "GPUMETER_SIM_TIME_SCALE as the simulator library computes it; with no epoch, scenario time 0 is\n"
+      "the moment it starts. Runs until SIGINT or SIGTERM, then removes the socket.\n"
+      "Exit codes: 0 ok, 1 runtime error (e.g. the socket cannot be created), 2 bad input.");
+  kubelet->add_option("--scenario", kubelet_args->scenario, "Scenario YAML file");
+  kubelet->add_option("--socket", kubelet_args->socket,
+                      "Unix socket to serve on (the agent's kubelet socket, e.g. "
+                      "/var/lib/kubelet/pod-resources/kubelet.sock)");
+  kubelet->add_option("--lead", kubelet_args->lead,
+                      "Scenario time a pod is listed before its job starts and after it ends (default 5s)");
+  kubelet->callback([kubelet_args, &exit_code] { exit_code = run_kubelet(*kubelet_args, process_env, std::cerr); });
 }
 
 }  // namespace gpumeter::sim
