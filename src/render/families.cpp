@@ -1,5 +1,6 @@
 #include "render/families.h"
 
+#include <algorithm>
 #include <deque>
 #include <optional>
 #include <string>
@@ -155,6 +156,66 @@ std::vector<MetricFamily> build_families(const Snapshot& snap) {
     }
   }
 
+  // Per-process series (bounded by the tracker) and the ledger, with owner labels.
+  auto owner_labels = [](Labels l, const OwnerLabels& o) {
+    l.emplace_back("project", o.project);
+    l.emplace_back("user", o.user);
+    l.emplace_back("namespace", o.namespace_);
+    l.emplace_back("pod", o.pod);
+    l.emplace_back("container", o.container);
+    l.emplace_back("hpc_job", o.hpc_job);
+    return l;
+  };
+  auto& pmem = fams.add("gpu_process_memory_used_bytes", kGauge,
+                        "Device memory used by the process in bytes (0 for a while after it exits).");
+  auto& putil = fams.add("gpu_process_utilization_ratio", kGauge,
+                         "The process's share of the GPU's SM time over the last collection, 0..1.");
+  for (const auto& g : snap.gpus) {
+    for (const auto& p : g.processes) {
+      Labels l = owner_labels(with(device_labels(g.identity), "pid", std::to_string(p.pid)), p.owner);
+      if (p.memory_bytes) add_sample(pmem, l, *p.memory_bytes);
+      if (p.utilization_ratio) add_sample(putil, std::move(l), *p.utilization_ratio);
+    }
+  }
+  struct LedgerSpec {
+    const char* name;
+    const char* help;
+    double LedgerEntry::*field;
+  };
+  for (const LedgerSpec& spec : {
+           LedgerSpec{"gpu_allocated_seconds_total",
+                      "Seconds of the GPU allocated to the owner: each second is split among the processes "
+                      "present; seconds with none go to project=\"__idle__\".",
+                      &LedgerEntry::allocated_seconds},
+           LedgerSpec{"gpu_busy_seconds_total",
+                      "Integral of GPU utilization in seconds, split by each owner's SM share; what cannot be "
+                      "placed goes to project=\"__unattributed__\".",
+                      &LedgerEntry::busy_seconds},
+           LedgerSpec{"gpu_memory_byte_seconds_total", "Integral of the owner's device memory in byte-seconds.",
+                      &LedgerEntry::memory_byte_seconds},
+           LedgerSpec{"gpu_attributed_energy_joules_total",
+                      "GPU energy in joules charged to the owner: idle power split among the processes "
+                      "present, the rest by busy share.",
+                      &LedgerEntry::energy_joules},
+       }) {
+    auto& f = fams.add(spec.name, kCounter, spec.help);
+    for (const auto& g : snap.gpus) {
+      if (!g.ledger) continue;
+      for (const auto& e : g.ledger->owners) add_sample(f, owner_labels(device_labels(g.identity), e.owner), e.*(spec.field));
+    }
+  }
+  auto& covered = fams.add("gpumeter_ledger_covered_seconds_total", kCounter,
+                           "Seconds of this GPU's time the ledger has integrated; equals the sum of "
+                           "gpu_allocated_seconds_total over its owners.");
+  auto& gaps = fams.add("gpumeter_ledger_gap_seconds_total", kCounter,
+                        "Seconds of this GPU's time the ledger could not integrate (agent down or GPU "
+                        "unreachable for longer than the driver's sample buffer).");
+  for (const auto& g : snap.gpus) {
+    if (!g.ledger) continue;
+    add_sample(covered, device_labels(g.identity), g.ledger->covered_seconds);
+    add_sample(gaps, device_labels(g.identity), g.ledger->gap_seconds);
+  }
+
   auto& build =
       fams.add("gpumeter_build_info", kGauge, "Version and revision of the gpumeter agent, always 1.");
   add_sample(build, {{"version", snap.build.version}, {"revision", snap.build.revision}}, 1);
@@ -178,6 +239,35 @@ std::vector<MetricFamily> build_families(const Snapshot& snap) {
     Labels l = {{"collector", c.collector}, {"gpu", ""}, {"uuid", ""}};
     add_sample(success, l, c.success ? 1 : 0);
     add_sample(duration, std::move(l), c.duration_seconds);
+  }
+
+  const AttributionStatus& at = snap.attribution;
+  if (at.enabled) {
+    auto& dropped = fams.add("gpumeter_series_dropped_total", kCounter,
+                             "Series removed by cardinality limits, by kind: process (beyond the per-process "
+                             "limit) or owner (ledger owners idle longer than the retention).");
+    for (const auto& [kind, n] : at.series_dropped) add_sample(dropped, {{"kind", kind}}, static_cast<double>(n));
+    if (at.kubelet_up) {
+      auto& kup = fams.add("gpumeter_kubelet_up", kGauge,
+                           "1 if the last kubelet pod-resources List succeeded, 0 otherwise.");
+      add_sample(kup, {}, *at.kubelet_up ? 1 : 0);
+      if (at.kubelet_last_success_unix > 0) {
+        auto& age = fams.add("gpumeter_kubelet_data_age_seconds", kGauge,
+                             "Age of the kubelet pod-resources data used to name pods, in seconds.");
+        add_sample(age, {}, std::max(0.0, snap.taken_unix - at.kubelet_last_success_unix));
+      }
+    }
+    if (at.checkpoint_enabled) {
+      auto& ok = fams.add("gpumeter_ledger_checkpoint_success", kGauge,
+                          "1 if the last save of the ledger state succeeded, 0 otherwise.");
+      add_sample(ok, {}, at.checkpoint_success ? 1 : 0);
+      auto& last = fams.add("gpumeter_ledger_checkpoint_timestamp_seconds", kGauge,
+                            "Unix time of the last successful save of the ledger state.");
+      if (at.checkpoint_last_success_unix > 0) add_sample(last, {}, at.checkpoint_last_success_unix);
+      auto& dur = fams.add("gpumeter_ledger_checkpoint_duration_seconds", kGauge,
+                           "Duration of the last save of the ledger state in seconds.");
+      add_sample(dur, {}, at.checkpoint_duration_seconds);
+    }
   }
 
   return std::move(fams).take();

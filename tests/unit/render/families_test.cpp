@@ -244,5 +244,66 @@ TEST(SnapshotAgeFamily, IsAnUnlabeledGauge) {
   EXPECT_EQ(f.samples[0].value, 2.5);
 }
 
+TEST(Families, LedgerAndProcessSeriesCarryEveryOwnerLabel) {
+  Snapshot snap = testing::fixture_snapshot();
+  auto ledger = std::make_shared<GpuLedgerSnapshot>();
+  OwnerLabels o;
+  o.project = "nlp";
+  o.user = "dana";
+  o.namespace_ = "team-nlp";
+  o.pod = "trainer-0";
+  o.container = "trainer";
+  ledger->owners.push_back({o, 10, 9.5, 7.2e11, 6000});
+  OwnerLabels idle;
+  idle.project = kIdleProject;
+  ledger->owners.push_back({idle, 2, 0, 0, 140});
+  ledger->covered_seconds = 12;
+  snap.gpus[0].ledger = ledger;
+  snap.gpus[0].processes.push_back({31001, o, 7.7e10, 0.95, true});
+  snap.attribution.enabled = true;
+  snap.attribution.series_dropped = {{"owner", 0}, {"process", 3}};
+  auto fams = build_families(snap);
+
+  const MetricFamily* alloc = find(fams, "gpu_allocated_seconds_total");
+  ASSERT_NE(alloc, nullptr);
+  EXPECT_EQ(alloc->type, MetricType::kCounter);
+  ASSERT_EQ(alloc->samples.size(), 2u);
+  std::vector<std::string> names;
+  for (const auto& [k, v] : alloc->samples[0].labels) names.push_back(k);
+  EXPECT_THAT(names, ElementsAre("gpu", "uuid", "project", "user", "namespace", "pod", "container", "hpc_job"));
+  EXPECT_EQ(label(alloc->samples[0], "pod"), "trainer-0");
+  EXPECT_EQ(label(alloc->samples[1], "project"), "__idle__");
+  EXPECT_EQ(label(alloc->samples[1], "user"), "");
+  EXPECT_EQ(find(fams, "gpu_busy_seconds_total")->samples[0].value, 9.5);
+  EXPECT_EQ(find(fams, "gpu_memory_byte_seconds_total")->samples[0].value, 7.2e11);
+  EXPECT_EQ(find(fams, "gpu_attributed_energy_joules_total")->samples[1].value, 140);
+  EXPECT_EQ(find(fams, "gpumeter_ledger_covered_seconds_total")->samples[0].value, 12);
+
+  const MetricFamily* pmem = find(fams, "gpu_process_memory_used_bytes");
+  ASSERT_NE(pmem, nullptr);
+  EXPECT_EQ(label(pmem->samples[0], "pid"), "31001");
+  EXPECT_EQ(label(pmem->samples[0], "namespace"), "team-nlp");
+  EXPECT_EQ(find(fams, "gpu_process_utilization_ratio")->samples[0].value, 0.95);
+  const MetricFamily* dropped = find(fams, "gpumeter_series_dropped_total");
+  ASSERT_NE(dropped, nullptr);
+  EXPECT_EQ(label(dropped->samples[1], "kind"), "process");
+  EXPECT_EQ(dropped->samples[1].value, 3);
+  // No series may carry Prometheus's own target labels.
+  for (const auto& f : fams) {
+    for (const auto& smp : f.samples) {
+      for (const auto& [k, v] : smp.labels) {
+        EXPECT_NE(k, "job") << f.name;
+        EXPECT_NE(k, "instance") << f.name;
+      }
+    }
+  }
+}
+
+TEST(Families, NoLedgerFamiliesWithoutAttribution) {
+  auto fams = build_families(testing::fixture_snapshot());
+  EXPECT_EQ(find(fams, "gpu_allocated_seconds_total"), nullptr);
+  EXPECT_EQ(find(fams, "gpumeter_series_dropped_total"), nullptr);
+}
+
 }  // namespace
 }  // namespace gpumeter
