@@ -1,0 +1,68 @@
+#include "attribution/owner_builder.h"
+
+namespace gpumeter {
+
+namespace {
+
+std::string join(const std::vector<std::string>& parts, char sep) {
+  std::string out;
+  for (const auto& p : parts) {
+    if (p.empty()) continue;
+    if (!out.empty()) out += sep;
+    out += p;
+  }
+  return out;
+}
+
+std::string env_or_empty(const ProcessInfo& p, std::string_view name) {
+  const std::string* v = p.env_value(name);
+  return v ? *v : std::string();
+}
+
+std::string hpc_job_of(const ProcessInfo& p, const std::vector<std::string>& hpc_jobs) {
+  if (!p.cgroup.slurm_job.empty()) return p.cgroup.slurm_job;
+  std::string mapped = join(hpc_jobs, ',');
+  if (!mapped.empty()) return mapped;
+  return env_or_empty(p, "SLURM_JOB_ID");
+}
+
+}  // namespace
+
+Attributes attributes_of(const ProcessInfo& p, const PodRef* pod, const std::vector<std::string>& hpc_jobs) {
+  Attributes a;
+  for (const auto& [name, value] : p.env) a.set(std::string(kEnvAttributePrefix) + name, value);
+  a.set("user", p.user);
+  a.set("uid", std::to_string(p.uid));
+  a.set("comm", p.comm);
+  a.set("cgroup", p.cgroup.path);
+  a.set("systemd_unit", p.cgroup.systemd_unit);
+  a.set("pod_uid", p.cgroup.pod_uid);
+  a.set("container_id", p.cgroup.container_id);
+  if (pod != nullptr) {
+    a.set("namespace", pod->namespace_);
+    a.set("pod", pod->pod);
+    a.set("container", pod->container);
+  } else {
+    a.set("namespace", "");
+    a.set("pod", "");
+    a.set("container", p.cgroup.container_id.substr(0, kShortContainerIdLength));
+  }
+  a.set("hpc_job", hpc_job_of(p, hpc_jobs));
+  a.set("slurm_job", p.cgroup.slurm_job.empty() ? env_or_empty(p, "SLURM_JOB_ID") : p.cgroup.slurm_job);
+  return a;
+}
+
+OwnerLabels build_owner(const ProcessInfo& p, const PodRef* pod, const std::vector<std::string>& hpc_jobs,
+                        const ProjectResolver& rules) {
+  Attributes a = attributes_of(p, pod, hpc_jobs);
+  OwnerLabels o;
+  o.project = rules.resolve(a);
+  o.user = a.get("user");
+  o.namespace_ = a.get("namespace");
+  o.pod = a.get("pod");
+  o.container = a.get("container");
+  o.hpc_job = a.get("hpc_job");
+  return o;
+}
+
+}  // namespace gpumeter

@@ -1,0 +1,146 @@
+#pragma once
+// Who runs a process, read from procfs: command, real uid and user name, cgroup, and the
+// values of allow-listed environment variables. Values of other variables are never kept,
+// logged or put in an error message. ProcessCache keys what it read by (pid, start time),
+// so a pid the kernel hands to a new process is read afresh.
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "attribution/cgroup.h"
+#include "util/result.h"
+
+namespace gpumeter {
+
+struct ProcessInfo {
+  unsigned pid = 0;
+  std::uint64_t start_time = 0;  // clock ticks after boot, field 22 of /proc/<pid>/stat
+  std::string comm;
+  unsigned uid = 0;              // real uid
+  std::string user;              // passwd name, or the decimal uid
+  CgroupInfo cgroup;
+  std::vector<std::pair<std::string, std::string>> env;  // allow-listed names only, in allow-list order
+
+  // The value of an allow-listed variable the process has, or nullptr.
+  const std::string* env_value(std::string_view name) const;
+};
+
+// <rootfs>/etc/passwd, read again whenever the file's identity, size or mtime changes (one
+// stat() per lookup; lookups happen once per new process). Thread-safe.
+class PasswdDb {
+ public:
+  explicit PasswdDb(std::string rootfs_root = "/");
+  PasswdDb(const PasswdDb&) = delete;
+  PasswdDb& operator=(const PasswdDb&) = delete;
+
+  std::optional<std::string> name_of(unsigned uid);
+  std::uint64_t loads() const;  // how many times the file was parsed
+
+ private:
+  struct Stamp {
+    bool exists = false;
+    std::uint64_t dev = 0, ino = 0, size = 0;
+    std::int64_t mtime_sec = 0, mtime_nsec = 0;
+    bool operator==(const Stamp&) const = default;
+  };
+  void refresh_locked();
+
+  std::string path_;
+  mutable std::mutex mu_;
+  bool loaded_ = false;
+  Stamp stamp_;
+  std::unordered_map<unsigned, std::string> names_;
+  std::uint64_t loads_ = 0;
+};
+
+// Environment variable names: [A-Za-z_][A-Za-z0-9_]*.
+bool valid_env_name(std::string_view name);
+
+// Allow-listed values longer than this are dropped whole (a cut-off id would be wrong).
+inline constexpr std::size_t kMaxEnvValueBytes = 4096;
+
+class ProcfsReader {
+ public:
+  // procfs_root: the /proc mount ("/proc", or a test fixture's proc folder). rootfs_root:
+  // where the host's / is ("/", or "/host" in a container); /etc/passwd is read from there.
+  ProcfsReader(std::string procfs_root, std::string rootfs_root, std::vector<std::string> env_allow_list);
+
+  Result<ProcessInfo> read(unsigned pid) const;
+  Result<std::uint64_t> start_time(unsigned pid) const;
+
+  const std::vector<std::string>& env_allow_list() const { return allow_; }
+
+ private:
+  Result<ProcessInfo> read_once(unsigned pid) const;
+  std::string path(unsigned pid, std::string_view file) const;
+
+  std::string procfs_;
+  std::vector<std::string> allow_;
+  std::unique_ptr<PasswdDb> passwd_;
+};
+
+// Parsers of single procfs files, exposed for tests. Their errors never quote the input.
+struct StatFields {
+  std::string comm;
+  std::uint64_t start_time = 0;
+};
+Result<StatFields> parse_proc_stat(std::string_view text);
+Result<unsigned> parse_status_uid(std::string_view text);
+
+// Reads NUL-separated NAME=value entries fed in arbitrary pieces and keeps only the names
+// in `allow`. A value is copied only after its name has been matched, so the bytes of other
+// variables are never stored.
+class EnvironFilter {
+ public:
+  explicit EnvironFilter(const std::vector<std::string>& allow);
+  void feed(std::string_view bytes);
+  // Ends the last entry (environ normally ends with a NUL) and returns the kept entries in
+  // allow-list order; the first occurrence of a name wins, as with getenv().
+  std::vector<std::pair<std::string, std::string>> finish();
+
+ private:
+  void end_entry();
+
+  const std::vector<std::string>& allow_;
+  std::size_t max_name_ = 0;
+  enum class State { kName, kKeep, kSkip } state_ = State::kName;
+  std::string name_;
+  std::string value_;
+  bool value_too_long_ = false;
+  std::size_t matched_ = 0;
+  std::vector<std::optional<std::string>> found_;
+};
+
+// Process information by pid, read once per (pid, start time). Thread-safe.
+class ProcessCache {
+ public:
+  explicit ProcessCache(ProcfsReader reader);
+
+  // Re-reads the start time (one small read) and returns the cached entry when it matches;
+  // otherwise reads the process in full. A pid whose start time changed is a new process.
+  Result<std::shared_ptr<const ProcessInfo>> lookup(unsigned pid);
+  // Forgets every pid not in `live_pids`.
+  void prune(const std::vector<unsigned>& live_pids);
+
+  std::size_t size() const;
+  std::uint64_t hits() const { return hits_.load(std::memory_order_relaxed); }
+  std::uint64_t misses() const { return misses_.load(std::memory_order_relaxed); }
+  std::uint64_t errors() const { return errors_.load(std::memory_order_relaxed); }
+  const ProcfsReader& reader() const { return reader_; }
+
+ private:
+  ProcfsReader reader_;
+  mutable std::mutex mu_;
+  std::unordered_map<unsigned, std::shared_ptr<const ProcessInfo>> entries_;
+  std::atomic<std::uint64_t> hits_{0}, misses_{0}, errors_{0};
+};
+
+}  // namespace gpumeter

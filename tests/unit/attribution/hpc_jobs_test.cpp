@@ -1,0 +1,82 @@
+// The dcgm-exporter HPC job mapping directory: one file per GPU named by index (or UUID),
+// job ids one per line.
+
+#include "attribution/hpc_jobs.h"
+
+#include <gtest/gtest.h>
+
+#include <cerrno>
+#include <filesystem>
+
+#include "test_support.h"
+
+namespace gpumeter {
+namespace {
+
+using testing::TempDir;
+using testing::write_file;
+using Jobs = std::vector<std::string>;
+
+TEST(attribution_hpc_jobs, ReadsOneFilePerGpu) {
+  TempDir tmp;
+  std::string dir = tmp / "job-map";
+  write_file(dir + "/0", "4242\n4243\n");
+  write_file(dir + "/1", "  77 \r\n\n77\n");               // spaces, CRLF, blank lines and a repeat
+  write_file(dir + "/2.0", "88");                          // a MIG slice, no final newline
+  write_file(dir + "/GPU-11111111-2222-3333-4444-555555555555", "99\n");
+  write_file(dir + "/3", "");                              // a GPU with no job
+  write_file(dir + "/README", "not a GPU\n");              // ignored, as dcgm-exporter does
+  write_file(dir + "/0.bak", "1\n");
+  write_file(dir + "/4/nested", "5\n");                    // a directory named like a GPU
+
+  auto m = read_hpc_job_mapping(dir);
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  HpcJobMapping expected = {
+      {"0", {"4242", "4243"}},
+      {"1", {"77"}},
+      {"2.0", {"88"}},
+      {"3", {}},
+      {"GPU-11111111-2222-3333-4444-555555555555", {"99"}},
+  };
+  EXPECT_EQ(*m, expected);
+
+  EXPECT_EQ(hpc_jobs_for_gpu(*m, 0, "GPU-11111111-2222-3333-4444-555555555555"), (Jobs{"4242", "4243", "99"}));
+  EXPECT_EQ(hpc_jobs_for_gpu(*m, 1, ""), (Jobs{"77"}));
+  EXPECT_EQ(hpc_jobs_for_gpu(*m, 7, "GPU-none"), Jobs{});
+}
+
+TEST(attribution_hpc_jobs, MissingDirectoryIsAnErrorEmptyIsNot) {
+  TempDir tmp;
+  auto missing = read_hpc_job_mapping(tmp / "nope");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.error().code, ENOENT);
+  EXPECT_NE(missing.error().message.find("nope"), std::string::npos);
+
+  std::filesystem::create_directories(tmp / "empty");
+  auto empty = read_hpc_job_mapping(tmp / "empty");
+  ASSERT_TRUE(empty.ok());
+  EXPECT_TRUE(empty->empty());
+
+  write_file(tmp / "file", "0\n");
+  auto not_dir = read_hpc_job_mapping(tmp / "file");
+  ASSERT_FALSE(not_dir.ok());
+  EXPECT_EQ(not_dir.error().code, ENOTDIR);
+}
+
+TEST(attribution_hpc_jobs, FileNames) {
+  EXPECT_TRUE(is_hpc_job_file_name("0"));
+  EXPECT_TRUE(is_hpc_job_file_name("15"));
+  EXPECT_TRUE(is_hpc_job_file_name("2.7"));
+  EXPECT_TRUE(is_hpc_job_file_name("GPU-604ac76c-d9cf-fef3-62e9-d92044ab6e52"));
+  EXPECT_TRUE(is_hpc_job_file_name("MIG-265a219d-a49f-578a-825d-222c72699c16"));
+  EXPECT_FALSE(is_hpc_job_file_name(""));
+  EXPECT_FALSE(is_hpc_job_file_name("-1"));
+  EXPECT_FALSE(is_hpc_job_file_name("0.bak"));
+  EXPECT_FALSE(is_hpc_job_file_name(".0"));
+  EXPECT_FALSE(is_hpc_job_file_name("GPU-"));
+  EXPECT_FALSE(is_hpc_job_file_name("GPU-../x"));
+  EXPECT_FALSE(is_hpc_job_file_name("gpu0"));
+}
+
+}  // namespace
+}  // namespace gpumeter
