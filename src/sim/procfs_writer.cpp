@@ -162,9 +162,9 @@ std::string proc_cgroup(const Job& job) {
   if (job.cgroup_version == 2) return fmt::format("0::{}\n", path);
   // A cgroup v1 (legacy hierarchy) host: one line per mounted hierarchy, highest id first, as
   // systemd-based distributions number them.
-  static constexpr const char* kControllers[] = {
-      "devices", "hugetlb", "cpuset",  "pids",         "perf_event", "net_cls,net_prio",
-      "freezer", "blkio",   "memory",  "cpu,cpuacct", "rdma",       "name=systemd"};
+  static constexpr const char* kControllers[] = {"devices",    "hugetlb",          "cpuset",  "pids",
+                                                 "perf_event", "net_cls,net_prio", "freezer", "blkio",
+                                                 "memory",     "cpu,cpuacct",      "rdma",    "name=systemd"};
   std::string out;
   unsigned id = static_cast<unsigned>(std::size(kControllers));
   for (const char* c : kControllers) out += fmt::format("{}:{}:{}\n", id--, c, path);
@@ -397,7 +397,8 @@ Micros ProcfsTree::next_change_after(Micros t) const {
   return it == edges_.end() ? kForever : *it;
 }
 
-Result<std::unique_ptr<HostClock>> make_scenario_clock(const Scenario& scenario, const std::string& scenario_path,
+Result<std::unique_ptr<HostClock>> make_scenario_clock(const Scenario& scenario,
+                                                       const std::string& scenario_path,
                                                        const EnvLookup& getenv,
                                                        std::optional<std::int64_t> fallback_epoch_ns) {
   auto env = read_sim_env([&](const char* name) -> const char* {

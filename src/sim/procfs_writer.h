@@ -63,7 +63,7 @@ class ProcfsTree {
   // Creates <dir>/proc and <dir>/etc, writes <dir>/etc/passwd and takes over what an earlier
   // writer left in <dir>/proc (its entries are replaced or removed by the first sync()).
   static Result<std::unique_ptr<ProcfsTree>> open(const std::filesystem::path& dir, const Scenario& scenario,
-                                                 Micros lead);
+                                                  Micros lead);
 
   // Makes <dir>/proc hold exactly the entries of the windows that contain t (t < 0 counts as 0,
   // as the library reads time 0 before its epoch).
@@ -84,7 +84,7 @@ class ProcfsTree {
   std::filesystem::path proc_;
   const Scenario& scenario_;
   std::vector<ProcessWindow> windows_;
-  std::vector<Micros> edges_;              // every window's from and to, sorted, unique
+  std::vector<Micros> edges_;                // every window's from and to, sorted, unique
   std::map<unsigned, std::size_t> present_;  // pid -> job (kUnknownJob: left by an earlier run)
 };
 
@@ -102,7 +102,8 @@ class HostClock {
 // Session clock. With the epoch unset it is `fallback_epoch_ns` if given, else time stands at 0.
 // wait_until() returns false as soon as SIGINT or SIGTERM arrives; call block_stop_signals()
 // first, before any thread starts.
-Result<std::unique_ptr<HostClock>> make_scenario_clock(const Scenario& scenario, const std::string& scenario_path,
+Result<std::unique_ptr<HostClock>> make_scenario_clock(const Scenario& scenario,
+                                                       const std::string& scenario_path,
                                                        const EnvLookup& getenv,
                                                        std::optional<std::int64_t> fallback_epoch_ns);
 

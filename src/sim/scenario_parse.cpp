@@ -301,7 +301,8 @@ bool dns_subdomain(std::string_view s) {
   std::size_t start = 0;
   while (start <= s.size()) {
     std::size_t dot = s.find('.', start);
-    std::string_view label = s.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start);
+    std::string_view label =
+        s.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start);
     if (!dns_label(label, 63)) return false;
     if (dot == std::string_view::npos) break;
     start = dot + 1;
@@ -369,10 +370,9 @@ void parse_users(Scenario& s, const YAML::Node& node) {
 }
 
 Job parse_job(const YAML::Node& node, const std::string& path, std::size_t gpu_count) {
-  MapReader m(
-      node, path,
-      {"name", "start", "end", "gpus", "pid", "pids", "uid", "cgroup", "cgroup_version", "kubernetes", "env",
-       "memory", "utilization"});
+  MapReader m(node, path,
+              {"name", "start", "end", "gpus", "pid", "pids", "uid", "cgroup", "cgroup_version", "kubernetes",
+               "env", "memory", "utilization"});
   Job j;
   j.name = read_bounded_string(m.require("name"), m.path("name"), 256);
   if (m.has("start")) j.start = read_duration(m.get("start"), m.path("start"));
@@ -414,7 +414,8 @@ Job parse_job(const YAML::Node& node, const std::string& path, std::size_t gpu_c
       fail_at(m.get("cgroup"), m.path("cgroup"), "must start with '/'");
   }
   if (m.has("cgroup_version")) {
-    j.cgroup_version = static_cast<int>(read_unsigned(m.get("cgroup_version"), m.path("cgroup_version"), 1, 2));
+    j.cgroup_version =
+        static_cast<int>(read_unsigned(m.get("cgroup_version"), m.path("cgroup_version"), 1, 2));
   }
   if (m.has("kubernetes")) j.kubernetes = parse_kubernetes(m.get("kubernetes"), m.path("kubernetes"));
   if (m.has("env")) {

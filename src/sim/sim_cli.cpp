@@ -139,8 +139,8 @@ std::optional<HostSetup> host_setup(const char* command, const HostArgs& args, b
   HostSetup h;
   auto lead = parse_duration(args.lead);
   if (!lead) {
-    err << fmt::format("gpumeter sim {}: --lead: expected a scenario duration such as 5s, got '{}'\n", command,
-                       args.lead);
+    err << fmt::format("gpumeter sim {}: --lead: expected a scenario duration such as 5s, got '{}'\n",
+                       command, args.lead);
     return std::nullopt;
   }
   h.lead = *lead;
@@ -293,9 +293,8 @@ void setup_sim_command(CLI::App& sim, int& exit_code) {
   procfs->add_option("--lead", procfs_args->lead,
                      "Scenario time an entry exists before its job starts and after it ends (default 5s)");
   procfs->add_option("--at", procfs_args->at, "Write the tree at this scenario time instead of now");
-  procfs->callback([procfs_args, &exit_code] {
-    exit_code = run_procfs(*procfs_args, process_env, std::cout, std::cerr);
-  });
+  procfs->callback(
+      [procfs_args, &exit_code] { exit_code = run_procfs(*procfs_args, process_env, std::cout, std::cerr); });
 
   auto kubelet_args = std::make_shared<HostArgs>();
   CLI::App* kubelet = sim.add_subcommand(
@@ -317,7 +316,8 @@ void setup_sim_command(CLI::App& sim, int& exit_code) {
                       "/var/lib/kubelet/pod-resources/kubelet.sock)");
   kubelet->add_option("--lead", kubelet_args->lead,
                       "Scenario time a pod is listed before its job starts and after it ends (default 5s)");
-  kubelet->callback([kubelet_args, &exit_code] { exit_code = run_kubelet(*kubelet_args, process_env, std::cerr); });
+  kubelet->callback(
+      [kubelet_args, &exit_code] { exit_code = run_kubelet(*kubelet_args, process_env, std::cerr); });
 }
 
 }  // namespace gpumeter::sim

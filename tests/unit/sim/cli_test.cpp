@@ -87,9 +87,9 @@ TEST(SimCli, TruthJsonHasStableKeysAndExactValues) {
   EXPECT_EQ(j["jobs"][0]["env"]["GPUMETER_PROJECT"], "p1");
   std::vector<std::string> job_keys;
   for (auto it = j["jobs"][0].begin(); it != j["jobs"][0].end(); ++it) job_keys.push_back(it.key());
-  EXPECT_EQ(job_keys, (std::vector<std::string>{"name", "gpu", "uuid", "pid", "uid", "cgroup", "env", "kubernetes",
-                                                "allocated_seconds", "busy_seconds", "memory_byte_seconds",
-                                                "energy_joules"}));
+  EXPECT_EQ(job_keys, (std::vector<std::string>{"name", "gpu", "uuid", "pid", "uid", "cgroup", "env",
+                                                "kubernetes", "allocated_seconds", "busy_seconds",
+                                                "memory_byte_seconds", "energy_joules"}));
   EXPECT_EQ(j["jobs"][0]["kubernetes"].dump(), R"({"namespace":"team-a","pod":"a-0","container":"main"})");
   EXPECT_FALSE(j["jobs"][1].contains("kubernetes"));  // not a pod: left out
   EXPECT_NEAR(j["jobs"][0]["allocated_seconds"].template get<double>(), 20 + 15, 1e-9);
@@ -168,7 +168,8 @@ TEST(SimCli, ProcfsWritesTheProcessesPresentAtATime) {
   CliRun r = run({"procfs", "--scenario", path, "--out", dir.string(), "--at", "40"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, dir.string() + "/proc: 3 processes at scenario time 40 s\n");
-  for (const char* pid : {"100", "200", "201"}) EXPECT_TRUE(std::filesystem::exists(dir / "proc" / pid / "stat"));
+  for (const char* pid : {"100", "200", "201"})
+    EXPECT_TRUE(std::filesystem::exists(dir / "proc" / pid / "stat"));
   EXPECT_TRUE(std::filesystem::exists(dir / "etc" / "passwd"));
 
   // A later time replaces the tree's content: a ended at 60, its entry goes 5 s later.
@@ -216,12 +217,18 @@ TEST(SimCli, ProcfsBadInput) {
   const Case cases[] = {
       {{"procfs", "--out", dir}, 2, "gpumeter sim procfs: --scenario is required"},
       {{"procfs", "--scenario", path}, 2, "gpumeter sim procfs: --out is required"},
-      {{"procfs", "--scenario", bad, "--out", dir}, 2, bad + ":1:13: models.m: missing required key 'memory'"},
-      {{"procfs", "--scenario", path, "--out", dir, "--lead", "soon"}, 2, "--lead: expected a scenario duration"},
+      {{"procfs", "--scenario", bad, "--out", dir},
+       2,
+       bad + ":1:13: models.m: missing required key 'memory'"},
+      {{"procfs", "--scenario", path, "--out", dir, "--lead", "soon"},
+       2,
+       "--lead: expected a scenario duration"},
       {{"procfs", "--scenario", path, "--out", dir, "--at", "-5"}, 2, "--at: expected scenario seconds"},
-      {{"procfs", "--scenario", path, "--out", dir, "--at", "5", "--follow"}, 2,
+      {{"procfs", "--scenario", path, "--out", dir, "--at", "5", "--follow"},
+       2,
        "--at and --follow cannot be combined"},
-      {{"procfs", "--scenario", path, "--out", "/proc/gpumeter-cannot-write-here"}, 1,
+      {{"procfs", "--scenario", path, "--out", "/proc/gpumeter-cannot-write-here"},
+       1,
        "gpumeter sim procfs: cannot create /proc/gpumeter-cannot-write-here/proc"},
   };
   for (const Case& c : cases) {

@@ -347,7 +347,8 @@ TEST(ProcfsFollow, EntriesAppearLeadBeforeAndGoLeadAfter) {
       ASSERT_NE(pid[0], '.') << "a temporary entry is visible at " << t;
       comm_now[pid] = read(dir / "proc" / pid / "comm");
       ASSERT_FALSE(comm_now[pid].empty());
-      if (!before.count(pid) || comm_before[pid] != comm_now[pid]) seen[pid].push_back({t, "+" + comm_now[pid]});
+      if (!before.count(pid) || comm_before[pid] != comm_now[pid])
+        seen[pid].push_back({t, "+" + comm_now[pid]});
     }
     for (const std::string& pid : before) {
       if (!now.count(pid)) seen[pid].push_back({t, "-"});
@@ -359,8 +360,9 @@ TEST(ProcfsFollow, EntriesAppearLeadBeforeAndGoLeadAfter) {
   using Events = std::vector<std::pair<Micros, std::string>>;
   EXPECT_EQ(seen["100"], (Events{{5 * S, "+train (x) y\n"}, {65 * S, "-"}}));
   EXPECT_EQ(seen["300"], (Events{{15 * S, "+slurm-v1\n"}, {35 * S, "-"}}));
-  EXPECT_EQ(seen["500"],
-            (Events{{95 * S, "+reuse-a\n"}, {202 * S, "+reuse-b\n"}, {305 * S, "-"}, {395 * S, "+reuse-c\n"}}));
+  EXPECT_EQ(
+      seen["500"],
+      (Events{{95 * S, "+reuse-a\n"}, {202 * S, "+reuse-b\n"}, {305 * S, "-"}, {395 * S, "+reuse-c\n"}}));
   // comm is cut to 15 bytes: "same-instant-a" fits, and so does "same-instant-b".
   EXPECT_EQ(seen["600"], (Events{{0, "+same-instant-a\n"}, {2000, "+same-instant-b\n"}, {5003000, "-"}}));
   EXPECT_EQ(seen.count("700"), 0u);
@@ -394,11 +396,13 @@ TEST(ProcfsClock, FollowsTheLibrarysEpochAndScale) {
   EXPECT_LT(waited, std::chrono::milliseconds(500));
 
   // No epoch and no fallback: time stands at 0. A fallback epoch starts the clock there.
-  auto frozen = make_scenario_clock(s, "x.yaml", [](const char*) -> const char* { return nullptr; }, std::nullopt);
+  auto frozen = make_scenario_clock(
+      s, "x.yaml", [](const char*) -> const char* { return nullptr; }, std::nullopt);
   ASSERT_TRUE(frozen.ok());
   EXPECT_EQ((*frozen)->now(), 0);
-  auto started = make_scenario_clock(s, "x.yaml", [](const char*) -> const char* { return nullptr; },
-                                     static_cast<std::int64_t>((now - 3) * 1e9));
+  auto started = make_scenario_clock(
+      s, "x.yaml", [](const char*) -> const char* { return nullptr; },
+      static_cast<std::int64_t>((now - 3) * 1e9));
   ASSERT_TRUE(started.ok());
   EXPECT_GE((*started)->now(), 3 * S);  // the scenario's own time_scale, 1
   EXPECT_LT((*started)->now(), 30 * S);
@@ -418,10 +422,11 @@ TEST(ProcfsClock, AStopSignalEndsTheWait) {
   pthread_sigmask(SIG_SETMASK, nullptr, &old);
   block_stop_signals();
   Scenario s = testing::parse_ok(kScenario);
-  auto clock = make_scenario_clock(s, "x.yaml", [](const char*) -> const char* { return nullptr; },
-                                   std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                       std::chrono::system_clock::now().time_since_epoch())
-                                       .count());
+  auto clock = make_scenario_clock(
+      s, "x.yaml", [](const char*) -> const char* { return nullptr; },
+      std::chrono::duration_cast<std::chrono::nanoseconds>(
+          std::chrono::system_clock::now().time_since_epoch())
+          .count());
   ASSERT_TRUE(clock.ok());
   ASSERT_EQ(::raise(SIGTERM), 0);  // blocked, so it waits for the clock to take it
   const auto start = std::chrono::steady_clock::now();
@@ -434,9 +439,10 @@ TEST(ProcfsClock, AStopSignalEndsTheWait) {
 TEST(ProcfsFollow, RunsOnTheWallClockUntilStopped) {
   // 1 scenario second = 100 ms of wall time: the job runs 2-4 s (200-400 ms), its entry
   // comes at 1.5 s (150 ms) and goes at 4.5 s (450 ms).
-  Scenario s = testing::parse_ok(std::string(testing::kModel) +
-                                 "gpus: {count: 1, model: m}\ntime_scale: 10\njobs:\n"
-                                 "  - {name: quick, start: 2, end: 4, gpus: [0], pid: 4242, utilization: 0.5}\n");
+  Scenario s =
+      testing::parse_ok(std::string(testing::kModel) +
+                        "gpus: {count: 1, model: m}\ntime_scale: 10\njobs:\n"
+                        "  - {name: quick, start: 2, end: 4, gpus: [0], pid: 4242, utilization: 0.5}\n");
   fs::path dir = fresh_dir("follow-wall");
   auto tree = ProcfsTree::open(dir, s, S / 2);
   ASSERT_TRUE(tree.ok());
@@ -446,7 +452,8 @@ TEST(ProcfsFollow, RunsOnTheWallClockUntilStopped) {
   const auto epoch_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                             std::chrono::system_clock::now().time_since_epoch())
                             .count();
-  auto clock = make_scenario_clock(s, "x.yaml", [](const char*) -> const char* { return nullptr; }, epoch_ns);
+  auto clock = make_scenario_clock(
+      s, "x.yaml", [](const char*) -> const char* { return nullptr; }, epoch_ns);
   ASSERT_TRUE(clock.ok());
   std::vector<std::pair<Micros, std::size_t>> syncs;  // time, entries present
   std::atomic<bool> done{false};

@@ -216,7 +216,8 @@ TEST(ScenarioParse, LedgerScenariosChangeOnWholeSecondsWithinOneGpu) {
       });
     }
   }
-  auto churn = load_scenario(std::string(GPUMETER_SOURCE_DIR) + "/tests/integration/scenarios/ledger-churn.yaml");
+  auto churn =
+      load_scenario(std::string(GPUMETER_SOURCE_DIR) + "/tests/integration/scenarios/ledger-churn.yaml");
   ASSERT_TRUE(churn.ok());
   EXPECT_EQ(churn->jobs.size(), 100u);
   std::set<unsigned> pids;
@@ -226,7 +227,8 @@ TEST(ScenarioParse, LedgerScenariosChangeOnWholeSecondsWithinOneGpu) {
     EXPECT_LE(j.end - j.start, 3 * S);
   }
   EXPECT_EQ(pids.size(), 100u);
-  auto mixed = load_scenario(std::string(GPUMETER_SOURCE_DIR) + "/tests/integration/scenarios/ledger-mixed.yaml");
+  auto mixed =
+      load_scenario(std::string(GPUMETER_SOURCE_DIR) + "/tests/integration/scenarios/ledger-mixed.yaml");
   ASSERT_TRUE(mixed.ok());
   EXPECT_EQ(mixed->gpus.size(), 8u);
   EXPECT_EQ(mixed->driver_reloads, (std::vector<Micros>{20 * S}));
@@ -331,9 +333,11 @@ TEST(ScenarioParse, ErrorsNameFileLineColumnAndField) {
                          "     utilization: 0.5}\n"),
        "test.yaml:15:46: jobs[0].kubernetes: missing required key 'container'"},
       {"kubernetes unknown key",
-       with_model(gpus + "jobs:\n  - {name: j, gpus: [0], pid: 1,\n"
-                         "     kubernetes: {namespace: a, pod: b, container: c, node: n}, utilization: 0.5}\n"),
-       "test.yaml:16:55: jobs[0].kubernetes: unknown key 'node' (expected one of: namespace, pod, container)"},
+       with_model(gpus +
+                  "jobs:\n  - {name: j, gpus: [0], pid: 1,\n"
+                  "     kubernetes: {namespace: a, pod: b, container: c, node: n}, utilization: 0.5}\n"),
+       "test.yaml:16:55: jobs[0].kubernetes: unknown key 'node' (expected one of: namespace, pod, "
+       "container)"},
       {"kubernetes not a mapping",
        with_model(gpus + "jobs:\n  - {name: j, gpus: [0], pid: 1, kubernetes: a/b, utilization: 0.5}\n"),
        "test.yaml:15:46: jobs[0].kubernetes: expected a mapping"},

@@ -83,26 +83,29 @@ TEST(SimKubelet, PodsPresentWithinTheLeadOfTheirJobs) {
   EXPECT_EQ(at(-3), at(0));
   EXPECT_EQ(at(4.999999).size(), 1u);
   // b holds replica 0 of GPU 1 for its whole allocation, alone or not.
-  EXPECT_EQ(at(5), (std::vector<PodResources>{pod("team-a", "solo", {container("main", {"GPU-0"})}),
-                                              pod("team-b", "notebook", {container("jupyter", {"GPU-1::0"})})}))
+  EXPECT_EQ(at(5),
+            (std::vector<PodResources>{pod("team-a", "solo", {container("main", {"GPU-0"})}),
+                                       pod("team-b", "notebook", {container("jupyter", {"GPU-1::0"})})}))
       << describe(at(5));
   // c arrives while b holds replica 0, so takes 1; sorted by namespace, then pod name.
-  EXPECT_EQ(at(40), (std::vector<PodResources>{pod("team-a", "eval", {container("eval", {"GPU-1::1"})}),
-                                               pod("team-a", "solo", {container("main", {"GPU-0"})}),
-                                               pod("team-b", "notebook", {container("jupyter", {"GPU-1::0"})})}))
+  EXPECT_EQ(at(40),
+            (std::vector<PodResources>{pod("team-a", "eval", {container("eval", {"GPU-1::1"})}),
+                                       pod("team-a", "solo", {container("main", {"GPU-0"})}),
+                                       pod("team-b", "notebook", {container("jupyter", {"GPU-1::0"})})}))
       << describe(at(40));
   // b goes 5 s after it ends; c keeps replica 1; d, arriving at 65, takes the free 0.
   EXPECT_EQ(at(54.999999).size(), 3u);
-  EXPECT_EQ(at(66), (std::vector<PodResources>{pod("team-a", "eval", {container("eval", {"GPU-1::1"})}),
-                                               pod("team-a", "solo", {container("main", {"GPU-0"})}),
-                                               pod("team-b", "notebook-2", {container("jupyter", {"GPU-1::0"})})}))
+  EXPECT_EQ(at(66),
+            (std::vector<PodResources>{pod("team-a", "eval", {container("eval", {"GPU-1::1"})}),
+                                       pod("team-a", "solo", {container("main", {"GPU-0"})}),
+                                       pod("team-b", "notebook-2", {container("jupyter", {"GPU-1::0"})})}))
       << describe(at(66));
   // Two processes of one container are one container with both GPUs; another container of
   // the same pod is listed beside it. GPU 3 is time-sliced between them.
-  EXPECT_EQ(at(125), (std::vector<PodResources>{
-                         pod("team-a", "solo", {container("main", {"GPU-0"})}),
-                         pod("team-a", "trainer",
-                             {container("metrics", {"GPU-3::1"}), container("worker", {"GPU-2", "GPU-3::0"})})}))
+  EXPECT_EQ(at(125), (std::vector<PodResources>{pod("team-a", "solo", {container("main", {"GPU-0"})}),
+                                                pod("team-a", "trainer",
+                                                    {container("metrics", {"GPU-3::1"}),
+                                                     container("worker", {"GPU-2", "GPU-3::0"})})}))
       << describe(at(125));
   // The scenario's end cuts every job; the lone pod goes 5 s later.
   EXPECT_EQ(at(204.999999).size(), 1u);
