@@ -1,0 +1,72 @@
+#pragma once
+// The agent's config file (`gpumeter serve --config.file`): owner attribution, project
+// rules, the usage ledger and per-process series. Every key is optional; docs/configuration.md
+// documents each one and deploy/config/gpumeter.yaml is a commented example.
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "attribution/project_rules.h"
+#include "util/result.h"
+
+namespace gpumeter {
+
+struct KubeletConfig {
+  enum class Mode { kAuto, kOff, kPath };
+  Mode mode = Mode::kAuto;
+  std::string socket;  // the path when mode is kPath
+  std::chrono::milliseconds refresh_interval{10'000};
+  std::chrono::milliseconds timeout{5'000};
+  std::uint64_t max_message_size = 16ULL << 20;
+  std::vector<std::string> resource_names = {"nvidia.com/gpu", "nvidia.com/gpu.shared"};
+
+  // The socket to dial, or "" when the kubelet is not used: kPath gives `socket`; kAuto gives
+  // <rootfs>/var/lib/kubelet/pod-resources/kubelet.sock when that exists.
+  std::string effective_socket(std::string_view rootfs) const;
+};
+
+inline constexpr std::string_view kDefaultKubeletSocket = "var/lib/kubelet/pod-resources/kubelet.sock";
+
+struct AttributionConfig {
+  std::vector<std::string> environment;  // allow-listed variable names
+  std::string hpc_job_mapping_dir;       // "" when off
+  KubeletConfig kubelet;
+};
+
+struct ProjectConfig {
+  std::vector<ProjectRuleSpec> rules;  // as written, for display
+  std::string default_project;
+  ProjectResolver resolver;            // ready to use
+};
+
+struct LedgerConfig {
+  std::chrono::milliseconds checkpoint_interval{5'000};
+  // Owner labels kept on ledger series, always in kOwnerLabelNames order.
+  std::vector<std::string> labels = {"project", "user", "namespace", "pod", "container", "hpc_job"};
+  std::chrono::milliseconds owner_retention{24 * 3'600'000};
+  std::map<std::string, double> idle_power_watts;  // NVML model name -> watts
+
+  bool keeps_label(std::string_view name) const;
+};
+
+struct ProcessesConfig {
+  unsigned max_series = 256;  // 0 disables per-process metrics
+  std::chrono::milliseconds retention{5 * 60'000};
+};
+
+struct Config {
+  AttributionConfig attribution;
+  ProjectConfig project;
+  LedgerConfig ledger;
+  ProcessesConfig processes;
+};
+
+// Errors read "source:line:col: path.to.field: what is wrong".
+Result<Config> parse_config(std::string_view yaml, std::string source_name);
+Result<Config> load_config(const std::string& path);
+
+}  // namespace gpumeter
