@@ -10,6 +10,9 @@
 #include "backend/nvml_backend.h"
 #include "cli/version.h"
 #include "collect/collector.h"
+#include "config/config.h"
+#include "ledger/host_owner_resolver.h"
+#include "ledger/usage_tracker.h"
 #include "http/exposition_store.h"
 #include "http/http_server.h"
 #include "util/duration.h"
@@ -57,8 +60,22 @@ void setup_serve_command(CLI::App& cmd, ServeOptions& o, int& exit_code) {
   cmd.add_option("--log.format", o.log_format, "Output format of log messages")
       ->capture_default_str()
       ->check(CLI::IsMember({"logfmt", "json"}));
-  cmd.add_option("--path.procfs", o.procfs, "procfs mountpoint (process attribution)")->capture_default_str();
-  cmd.add_option("--path.sysfs", o.sysfs, "sysfs mountpoint")->capture_default_str();
+  cmd.add_option("--path.procfs", o.procfs,
+                 "procfs mountpoint: /proc/<pid>/cgroup, status and environ of GPU processes name their owners")
+      ->capture_default_str();
+  cmd.add_option("--path.sysfs", o.sysfs, "sysfs mountpoint (not read yet)")->capture_default_str();
+  cmd.add_option("--path.rootfs", o.rootfs,
+                 "Where the host's root file system is (\"/host\" in a container): etc/passwd for user names, "
+                 "the kubelet's pod-resources socket")
+      ->capture_default_str();
+  cmd.add_option("--config.file", o.config_file,
+                 "Agent configuration (YAML): owner attribution, project rules, ledger and per-process "
+                 "limits. See docs/configuration.md; every key has a default")
+      ->check(CLI::ExistingFile);
+  cmd.add_option("--ledger.state-file", o.ledger_state_file,
+                 "Where the usage ledger is saved (atomically, every checkpoint interval and at shutdown) so "
+                 "a restart resumes every counter; \"\" keeps it in memory only")
+      ->capture_default_str();
   cmd.add_option("--nvml.library", o.nvml_library,
                  "Path of the NVML library to load (default: libnvidia-ml.so.1, then libnvidia-ml.so, from "
                  "the dynamic linker's search path)");
@@ -88,6 +105,16 @@ int run_serve(const ServeOptions& o) {
       return 2;
     }
     web_config = std::make_shared<const WebConfig>(std::move(loaded).value());
+  }
+
+  Config config;
+  if (!o.config_file.empty()) {
+    auto loaded = load_config(o.config_file);
+    if (!loaded) {
+      log.error("bad flag --config.file", {{"err", loaded.error().message}});
+      return 2;
+    }
+    config = std::move(loaded).value();
   }
 
   HttpServerOptions http_options;
@@ -132,9 +159,46 @@ int run_serve(const ServeOptions& o) {
              {{"reason", nvml->status().detail}});
   }
 
+  // Attribution and the ledger.
+  HostOwnerResolverOptions ro;
+  ro.procfs = o.procfs;
+  ro.rootfs = o.rootfs;
+  ro.environment = config.attribution.environment;
+  ro.hpc_job_mapping_dir = config.attribution.hpc_job_mapping_dir;
+  ro.kubelet_socket = config.attribution.kubelet.effective_socket(o.rootfs);
+  ro.kubelet.refresh_interval = config.attribution.kubelet.refresh_interval;
+  ro.kubelet.timeout = config.attribution.kubelet.timeout;
+  ro.kubelet.max_message_bytes = config.attribution.kubelet.max_message_size;
+  ro.kubelet.resource_names = config.attribution.kubelet.resource_names;
+  ro.rules = config.project.resolver;
+  HostOwnerResolver resolver(ro, log);
+  if (!ro.kubelet_socket.empty()) log.info("naming pods from the kubelet", {{"socket", ro.kubelet_socket}});
+
+  UsageTrackerOptions to;
+  to.labels = {config.ledger.labels.begin(), config.ledger.labels.end()};
+  to.owner_retention = config.ledger.owner_retention;
+  to.max_process_series = config.processes.max_series;
+  to.process_retention = config.processes.retention;
+  to.idle_power_watts = config.ledger.idle_power_watts;
+  to.checkpoint_interval = config.ledger.checkpoint_interval;
+  to.max_gap = std::max(std::chrono::milliseconds(10'000), 5 * *interval);
+  to.state_file = o.ledger_state_file;
+  if (!to.state_file.empty()) {
+    const fs::path dir = fs::path(to.state_file).parent_path();
+    std::error_code ec;
+    if (!dir.empty() && !fs::is_directory(dir, ec)) {
+      log.warn("ledger state directory missing; the ledger is kept in memory only (a restart resets it)",
+               {{"path", to.state_file}});
+      to.state_file.clear();
+    }
+  }
+  UsageTracker tracker(to, resolver, log);
+  tracker.load_state();
+
   ExpositionStore store;
   CollectorOptions collector_options;
   collector_options.interval = *interval;
+  collector_options.observer = &tracker;
   collector_options.build = {kVersion, kRevision};
   std::vector<Backend*> backends{nvml.get()};
   Collector collector(backends, collector_options,
@@ -152,11 +216,16 @@ int run_serve(const ServeOptions& o) {
     return {true, ""};
   };
   HttpServer server(store, http_options, &log);
+  resolver.start();
+  tracker.start();
   collector.start();
   auto started = server.start();
   if (!started) {
     log.error("cannot serve HTTP", {{"address", o.listen_address}, {"err", started.error().message}});
-    if (collector.stop() > 0) _exit(1);
+    const size_t stuck = collector.stop();
+    tracker.stop();
+    resolver.stop();
+    if (stuck > 0) _exit(1);
     return 1;
   }
   log.info("collecting", {{"gpus", std::to_string(nvml->device_count())}, {"interval", o.collect_interval}});
@@ -166,6 +235,8 @@ int run_serve(const ServeOptions& o) {
   log.info("shutting down", {{"signal", sig == SIGINT ? "SIGINT" : "SIGTERM"}});
   server.stop();
   size_t stuck = collector.stop();
+  tracker.stop();  // the last checkpoint
+  resolver.stop();
   if (stuck > 0) {
     // A thread is still inside the vendor library; unloading it now would crash that thread.
     log.warn("GPU workers stuck in driver calls; exiting without NVML shutdown", {{"workers", std::to_string(stuck)}});

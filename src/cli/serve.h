@@ -16,6 +16,9 @@ struct ServeOptions {
   std::string log_format = "logfmt";
   std::string procfs = "/proc";
   std::string sysfs = "/sys";
+  std::string rootfs = "/";
+  std::string config_file;
+  std::string ledger_state_file = "/var/lib/gpumeter/ledger.json";
   std::string nvml_library;
   std::string sim_scenario;
   std::string collect_interval = "1s";
