@@ -13,7 +13,6 @@
 #include <exception>
 #include <mutex>
 
-#include "kubelet/pod_resources_client.h"
 #include "kubelet/proto/podresources_v1.grpc.pb.h"
 #include "kubelet/proto_convert.h"
 
@@ -138,7 +137,7 @@ Result<std::unique_ptr<PodResourcesServer>> PodResourcesServer::start(const std:
 
   auto impl = std::make_unique<Impl>(socket_path, std::move(list));
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(channel_target(socket_path), grpc::InsecureServerCredentials());
+  builder.AddListeningPort("unix:" + socket_path, grpc::InsecureServerCredentials());
   builder.RegisterService(&impl->service);
   impl->server = builder.BuildAndStart();
   if (!impl->server) return Error{0, what + ": gRPC could not listen (its log line says why)"};
