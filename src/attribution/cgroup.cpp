@@ -10,31 +10,44 @@ namespace gpumeter {
 
 std::string_view to_string(CgroupVersion v) {
   switch (v) {
-    case CgroupVersion::kV1: return "v1";
-    case CgroupVersion::kV2: return "v2";
-    case CgroupVersion::kHybrid: return "hybrid";
-    case CgroupVersion::kUnknown: break;
+    case CgroupVersion::kV1:
+      return "v1";
+    case CgroupVersion::kV2:
+      return "v2";
+    case CgroupVersion::kHybrid:
+      return "hybrid";
+    case CgroupVersion::kUnknown:
+      break;
   }
   return "unknown";
 }
 
 std::string_view to_string(ContainerRuntime r) {
   switch (r) {
-    case ContainerRuntime::kDocker: return "docker";
-    case ContainerRuntime::kContainerd: return "containerd";
-    case ContainerRuntime::kCrio: return "cri-o";
-    case ContainerRuntime::kPodman: return "podman";
-    case ContainerRuntime::kNone: break;
+    case ContainerRuntime::kDocker:
+      return "docker";
+    case ContainerRuntime::kContainerd:
+      return "containerd";
+    case ContainerRuntime::kCrio:
+      return "cri-o";
+    case ContainerRuntime::kPodman:
+      return "podman";
+    case ContainerRuntime::kNone:
+      break;
   }
   return "";
 }
 
 std::string_view to_string(PodQos q) {
   switch (q) {
-    case PodQos::kGuaranteed: return "guaranteed";
-    case PodQos::kBurstable: return "burstable";
-    case PodQos::kBestEffort: return "besteffort";
-    case PodQos::kNone: break;
+    case PodQos::kGuaranteed:
+      return "guaranteed";
+    case PodQos::kBurstable:
+      return "burstable";
+    case PodQos::kBestEffort:
+      return "besteffort";
+    case PodQos::kNone:
+      break;
   }
   return "";
 }
@@ -154,10 +167,10 @@ struct PathParser {
       if (parts.size() == 3 && ends_with(parts[0], ".slice") && is_hex64(parts[2])) {
         component(parts[0]);
         std::string_view prefix = parts[1];
-        ContainerRuntime r = prefix == "docker"           ? ContainerRuntime::kDocker
-                             : prefix == "crio"           ? ContainerRuntime::kCrio
-                             : prefix == "libpod"         ? ContainerRuntime::kPodman
-                                                          : ContainerRuntime::kContainerd;
+        ContainerRuntime r = prefix == "docker"   ? ContainerRuntime::kDocker
+                             : prefix == "crio"   ? ContainerRuntime::kCrio
+                             : prefix == "libpod" ? ContainerRuntime::kPodman
+                                                  : ContainerRuntime::kContainerd;
         container(r, parts[2]);
         return;
       }
@@ -281,8 +294,10 @@ CgroupInfo parse_cgroup(std::string_view text) {
       best_rank = r;
     }
   }
-  best.version = v1 && v2 ? CgroupVersion::kHybrid : v1 ? CgroupVersion::kV1 : v2 ? CgroupVersion::kV2
-                                                                                  : CgroupVersion::kUnknown;
+  best.version = v1 && v2 ? CgroupVersion::kHybrid
+                 : v1     ? CgroupVersion::kV1
+                 : v2     ? CgroupVersion::kV2
+                          : CgroupVersion::kUnknown;
   return best;
 }
 

@@ -13,9 +13,9 @@ enum class CgroupVersion { kUnknown, kV1, kV2, kHybrid };
 enum class ContainerRuntime { kNone, kDocker, kContainerd, kCrio, kPodman };
 enum class PodQos { kNone, kGuaranteed, kBurstable, kBestEffort };
 
-std::string_view to_string(CgroupVersion v);      // "unknown", "v1", "v2", "hybrid"
-std::string_view to_string(ContainerRuntime r);   // "", "docker", "containerd", "cri-o", "podman"
-std::string_view to_string(PodQos q);             // "", "guaranteed", "burstable", "besteffort"
+std::string_view to_string(CgroupVersion v);     // "unknown", "v1", "v2", "hybrid"
+std::string_view to_string(ContainerRuntime r);  // "", "docker", "containerd", "cri-o", "podman"
+std::string_view to_string(PodQos q);            // "", "guaranteed", "burstable", "besteffort"
 
 struct CgroupInfo {
   CgroupVersion version = CgroupVersion::kUnknown;
@@ -24,12 +24,12 @@ struct CgroupInfo {
   ContainerRuntime runtime = ContainerRuntime::kNone;
   std::string container_id;  // 64 lowercase hex digits, "" when not in a container
 
-  std::string pod_uid;       // Kubernetes pod uid with '-' separators, "" when not in a pod
+  std::string pod_uid;  // Kubernetes pod uid with '-' separators, "" when not in a pod
   PodQos qos = PodQos::kNone;
 
-  std::string slurm_job;     // Slurm job id ("4242"), "" when not in a Slurm job
-  std::string slurm_step;    // "0", "batch", "extern", "interactive"; "" when absent
-  std::string slurm_uid;     // from the v1 layout's uid_<N> folder; "" when absent
+  std::string slurm_job;   // Slurm job id ("4242"), "" when not in a Slurm job
+  std::string slurm_step;  // "0", "batch", "extern", "interactive"; "" when absent
+  std::string slurm_uid;   // from the v1 layout's uid_<N> folder; "" when absent
 
   std::string systemd_unit;  // innermost *.service or *.scope that is not a container's scope
 

@@ -1,12 +1,12 @@
 #include "attribution/hpc_jobs.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <filesystem>
 #include <fstream>
 #include <system_error>
-
-#include <fmt/format.h>
 
 namespace gpumeter {
 
@@ -53,7 +53,8 @@ Result<HpcJobMapping> read_hpc_job_mapping(const std::string& dir) {
   if (ec) return Error{ec.value(), fmt::format("HPC job mapping directory {}: {}", dir, ec.message())};
   HpcJobMapping mapping;
   for (; it != fs::directory_iterator(); it.increment(ec)) {
-    if (ec) return Error{ec.value(), fmt::format("listing HPC job mapping directory {}: {}", dir, ec.message())};
+    if (ec)
+      return Error{ec.value(), fmt::format("listing HPC job mapping directory {}: {}", dir, ec.message())};
     std::string name = it->path().filename().string();
     if (!is_hpc_job_file_name(name)) continue;
     std::error_code type_ec;
@@ -76,7 +77,8 @@ Result<HpcJobMapping> read_hpc_job_mapping(const std::string& dir) {
   return mapping;
 }
 
-std::vector<std::string> hpc_jobs_for_gpu(const HpcJobMapping& mapping, unsigned index, std::string_view uuid) {
+std::vector<std::string> hpc_jobs_for_gpu(const HpcJobMapping& mapping, unsigned index,
+                                          std::string_view uuid) {
   std::vector<std::string> out;
   if (auto it = mapping.find(std::to_string(index)); it != mapping.end()) {
     for (const auto& j : it->second) add_unique(out, j);

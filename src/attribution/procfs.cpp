@@ -1,6 +1,7 @@
 #include "attribution/procfs.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -9,8 +10,6 @@
 #include <charconv>
 #include <cstring>
 #include <unordered_set>
-
-#include <fmt/format.h>
 
 namespace gpumeter {
 
@@ -132,7 +131,8 @@ void PasswdDb::refresh_locked() {
     std::size_t b = line.find(':', a + 1);
     if (b == std::string_view::npos) continue;
     std::size_t c = line.find(':', b + 1);
-    std::string_view uid_text = line.substr(b + 1, c == std::string_view::npos ? std::string_view::npos : c - b - 1);
+    std::string_view uid_text =
+        line.substr(b + 1, c == std::string_view::npos ? std::string_view::npos : c - b - 1);
     auto uid = parse_number<unsigned>(uid_text);
     if (!uid) continue;
     names_.emplace(*uid, std::string(line.substr(0, a)));  // the first entry for a uid wins
@@ -264,7 +264,8 @@ ProcfsReader::ProcfsReader(std::string procfs_root, std::string rootfs_root,
       passwd_(std::make_unique<PasswdDb>(std::move(rootfs_root))) {
   // Duplicates would only waste comparisons; drop them keeping the first.
   std::unordered_set<std::string> seen;
-  allow_.erase(std::remove_if(allow_.begin(), allow_.end(), [&](const std::string& n) { return !seen.insert(n).second; }),
+  allow_.erase(std::remove_if(allow_.begin(), allow_.end(),
+                              [&](const std::string& n) { return !seen.insert(n).second; }),
                allow_.end());
 }
 

@@ -24,8 +24,8 @@ struct ProcessInfo {
   unsigned pid = 0;
   std::uint64_t start_time = 0;  // clock ticks after boot, field 22 of /proc/<pid>/stat
   std::string comm;
-  unsigned uid = 0;              // real uid
-  std::string user;              // passwd name, or the decimal uid
+  unsigned uid = 0;  // real uid
+  std::string user;  // passwd name, or the decimal uid
   CgroupInfo cgroup;
   std::vector<std::pair<std::string, std::string>> env;  // allow-listed names only, in allow-list order
 

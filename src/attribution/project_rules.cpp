@@ -1,8 +1,8 @@
 #include "attribution/project_rules.h"
 
-#include <algorithm>
-
 #include <fmt/format.h>
+
+#include <algorithm>
 
 #include "attribution/procfs.h"
 
@@ -18,10 +18,14 @@ Error field_error(RuleField f, std::string message) { return Error{static_cast<i
 
 std::string_view field_name(RuleField f) {
   switch (f) {
-    case RuleField::kSource: return "source";
-    case RuleField::kMatch: return "match";
-    case RuleField::kProject: return "project";
-    case RuleField::kMap: return "map";
+    case RuleField::kSource:
+      return "source";
+    case RuleField::kMatch:
+      return "match";
+    case RuleField::kProject:
+      return "project";
+    case RuleField::kMap:
+      return "map";
   }
   return "";
 }
@@ -37,7 +41,8 @@ bool is_known_attribute(std::string_view name) {
 
 std::string_view attribute_env_variable(std::string_view name) {
   if (name == "slurm_account") return kSlurmAccountVariable;
-  if (name.substr(0, kEnvAttributePrefix.size()) == kEnvAttributePrefix) return name.substr(kEnvAttributePrefix.size());
+  if (name.substr(0, kEnvAttributePrefix.size()) == kEnvAttributePrefix)
+    return name.substr(kEnvAttributePrefix.size());
   return {};
 }
 
@@ -59,8 +64,9 @@ Result<ProjectRule> ProjectRule::compile(ProjectRuleSpec spec) {
   if (!is_known_attribute(spec.source)) {
     std::string names;
     for (std::string_view n : kAttributeNames) names += fmt::format("{}, ", n);
-    return field_error(RuleField::kSource, fmt::format("unknown attribute '{}' (expected one of: {}env.<NAME>)",
-                                                       spec.source, names));
+    return field_error(
+        RuleField::kSource,
+        fmt::format("unknown attribute '{}' (expected one of: {}env.<NAME>)", spec.source, names));
   }
 
   unsigned groups = 0;
@@ -68,7 +74,8 @@ Result<ProjectRule> ProjectRule::compile(ProjectRuleSpec spec) {
     try {
       rule.regex_.emplace(*spec.match, std::regex::ECMAScript);
     } catch (const std::regex_error& e) {
-      return field_error(RuleField::kMatch, fmt::format("invalid regular expression '{}': {}", *spec.match, e.what()));
+      return field_error(RuleField::kMatch,
+                         fmt::format("invalid regular expression '{}': {}", *spec.match, e.what()));
     }
     groups = static_cast<unsigned>(rule.regex_->mark_count());
   }
@@ -100,11 +107,12 @@ Result<ProjectRule> ProjectRule::compile(ProjectRuleSpec spec) {
     unsigned group = static_cast<unsigned>(std::stoul(std::string(t.substr(begin, end - begin))));
     if (group > groups) {
       return field_error(RuleField::kProject,
-                         spec.match ? fmt::format("refers to group ${} but the match has {} group{}", group, groups,
-                                                  groups == 1 ? "" : "s")
-                                    : fmt::format("refers to group ${} but the rule has no match (only $0, the "
-                                                  "whole value, is available)",
-                                                  group));
+                         spec.match
+                             ? fmt::format("refers to group ${} but the match has {} group{}", group, groups,
+                                           groups == 1 ? "" : "s")
+                             : fmt::format("refers to group ${} but the rule has no match (only $0, the "
+                                           "whole value, is available)",
+                                           group));
     }
     if (!literal.empty()) rule.pieces_.emplace_back(std::move(literal));
     literal.clear();
@@ -158,14 +166,16 @@ std::optional<std::string> ProjectRule::apply(const Attributes& attributes) cons
 ProjectResolver::ProjectResolver(std::vector<ProjectRule> rules, std::string default_project)
     : rules_(std::move(rules)), default_(std::move(default_project)) {}
 
-Result<ProjectResolver> ProjectResolver::create(std::vector<ProjectRuleSpec> specs, std::string default_project) {
+Result<ProjectResolver> ProjectResolver::create(std::vector<ProjectRuleSpec> specs,
+                                                std::string default_project) {
   std::vector<ProjectRule> rules;
   rules.reserve(specs.size());
   for (std::size_t i = 0; i < specs.size(); ++i) {
     auto rule = ProjectRule::compile(std::move(specs[i]));
     if (!rule) {
       RuleField f = static_cast<RuleField>(rule.error().code);
-      return Error{rule.error().code, fmt::format("rules[{}].{}: {}", i, field_name(f), rule.error().message)};
+      return Error{rule.error().code,
+                   fmt::format("rules[{}].{}: {}", i, field_name(f), rule.error().message)};
     }
     rules.push_back(std::move(*rule));
   }
@@ -179,6 +189,8 @@ ProjectResolver::Resolution ProjectResolver::explain(const Attributes& attribute
   return {default_, -1};
 }
 
-std::string ProjectResolver::resolve(const Attributes& attributes) const { return explain(attributes).project; }
+std::string ProjectResolver::resolve(const Attributes& attributes) const {
+  return explain(attributes).project;
+}
 
 }  // namespace gpumeter

@@ -21,8 +21,8 @@ namespace gpumeter {
 // The attribute names a rule can read, besides "env.<NAME>". "slurm_account" is another name
 // for "env.SLURM_JOB_ACCOUNT".
 inline constexpr std::string_view kAttributeNames[] = {
-    "user",    "uid",         "namespace",     "pod",          "container", "pod_uid", "container_id",
-    "hpc_job", "slurm_job",   "slurm_account", "systemd_unit", "cgroup",    "comm"};
+    "user",    "uid",       "namespace",     "pod",          "container", "pod_uid", "container_id",
+    "hpc_job", "slurm_job", "slurm_account", "systemd_unit", "cgroup",    "comm"};
 inline constexpr std::string_view kEnvAttributePrefix = "env.";
 inline constexpr std::string_view kSlurmAccountVariable = "SLURM_JOB_ACCOUNT";
 

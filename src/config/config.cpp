@@ -1,8 +1,10 @@
 #include "config/config.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -10,9 +12,6 @@
 #include <iterator>
 #include <limits>
 #include <set>
-
-#include <fmt/format.h>
-#include <yaml-cpp/yaml.h>
 
 #include "attribution/owner.h"
 #include "attribution/procfs.h"
@@ -24,9 +23,12 @@ using std::chrono::milliseconds;
 
 std::string KubeletConfig::effective_socket(std::string_view rootfs) const {
   switch (mode) {
-    case Mode::kOff: return "";
-    case Mode::kPath: return socket;
-    case Mode::kAuto: break;
+    case Mode::kOff:
+      return "";
+    case Mode::kPath:
+      return socket;
+    case Mode::kAuto:
+      break;
   }
   std::string path(rootfs.empty() ? "/" : rootfs);
   if (path.back() != '/') path += '/';
@@ -61,15 +63,17 @@ milliseconds read_ms(const YAML::Node& node, std::string_view path, milliseconds
   if (us % 1000 != 0) fail_at(node, path, "must be a whole number of milliseconds");
   milliseconds v(us / 1000);
   if (v < min || v > max) {
-    fail_at(node, path,
-            fmt::format("must be between {} and {}, got '{}'", format_ms(min), format_ms(max), node.Scalar()));
+    fail_at(
+        node, path,
+        fmt::format("must be between {} and {}, got '{}'", format_ms(min), format_ms(max), node.Scalar()));
   }
   return v;
 }
 
 std::string read_absolute_path(const YAML::Node& node, std::string_view path) {
   std::string s = read_string(node, path);
-  if (!s.empty() && s.front() != '/') fail_at(node, path, fmt::format("must be an absolute path, got '{}'", s));
+  if (!s.empty() && s.front() != '/')
+    fail_at(node, path, fmt::format("must be an absolute path, got '{}'", s));
   return s;
 }
 
@@ -101,7 +105,8 @@ void parse_kubelet(const YAML::Node& node, std::string path, KubeletConfig& k) {
     YAML::Node n = m.get("max_message_size");
     std::uint64_t v = read_bytes(n, m.path("max_message_size"));
     if (v < (4ULL << 10) || v > (1ULL << 30)) {
-      fail_at(n, m.path("max_message_size"), fmt::format("must be between 4KiB and 1GiB, got '{}'", n.Scalar()));
+      fail_at(n, m.path("max_message_size"),
+              fmt::format("must be between 4KiB and 1GiB, got '{}'", n.Scalar()));
     }
     k.max_message_size = v;
   }
@@ -109,15 +114,18 @@ void parse_kubelet(const YAML::Node& node, std::string path, KubeletConfig& k) {
     YAML::Node n = m.get("resource_names");
     std::string p = m.path("resource_names");
     auto names = read_string_list(n, p);
-    if (names.empty()) fail_at(n, p, "must name at least one resource (to turn the kubelet off, set socket: off)");
+    if (names.empty())
+      fail_at(n, p, "must name at least one resource (to turn the kubelet off, set socket: off)");
     std::set<std::string> seen;
     for (std::size_t i = 0; i < names.size(); ++i) {
       const std::string& r = names[i];
       bool bad = r.empty() || std::any_of(r.begin(), r.end(), [](char c) {
                    return c == ' ' || c == '\t' || static_cast<unsigned char>(c) < 0x20;
                  });
-      if (bad) fail_at(n[i], indexed(p, i), fmt::format("'{}' is not a resource name such as nvidia.com/gpu", r));
-      if (!seen.insert(r).second) fail_at(n[i], indexed(p, i), fmt::format("duplicate resource name '{}'", r));
+      if (bad)
+        fail_at(n[i], indexed(p, i), fmt::format("'{}' is not a resource name such as nvidia.com/gpu", r));
+      if (!seen.insert(r).second)
+        fail_at(n[i], indexed(p, i), fmt::format("duplicate resource name '{}'", r));
     }
     k.resource_names = std::move(names);
   }
@@ -137,7 +145,8 @@ void parse_attribution(const YAML::Node& node, AttributionConfig& a) {
                             "with a digit)",
                             names[i]));
       }
-      if (!seen.insert(names[i]).second) fail_at(n[i], indexed(p, i), fmt::format("duplicate name '{}'", names[i]));
+      if (!seen.insert(names[i]).second)
+        fail_at(n[i], indexed(p, i), fmt::format("duplicate name '{}'", names[i]));
     }
     a.environment = std::move(names);
   }
@@ -182,10 +191,18 @@ void parse_project(const YAML::Node& node, const AttributionConfig& attribution,
       if (!rule) {
         std::string_view field;
         switch (static_cast<RuleField>(rule.error().code)) {
-          case RuleField::kSource: field = "source"; break;
-          case RuleField::kMatch: field = "match"; break;
-          case RuleField::kProject: field = "project"; break;
-          case RuleField::kMap: field = "map"; break;
+          case RuleField::kSource:
+            field = "source";
+            break;
+          case RuleField::kMatch:
+            field = "match";
+            break;
+          case RuleField::kProject:
+            field = "project";
+            break;
+          case RuleField::kMap:
+            field = "map";
+            break;
         }
         YAML::Node at = r.get(field);
         fail_at(at.IsDefined() ? at : r.node(), r.path(field), rule.error().message);
@@ -215,7 +232,8 @@ void parse_ledger(const YAML::Node& node, LedgerConfig& l) {
                             "container, hpc_job)",
                             names[i]));
       }
-      if (!seen.insert(names[i]).second) fail_at(n[i], indexed(p, i), fmt::format("duplicate label '{}'", names[i]));
+      if (!seen.insert(names[i]).second)
+        fail_at(n[i], indexed(p, i), fmt::format("duplicate label '{}'", names[i]));
     }
     if (seen.count("project") == 0) {
       fail_at(n, p, "must include project (the ledger's __idle__ and __unattributed__ owners are projects)");
@@ -232,9 +250,12 @@ void parse_ledger(const YAML::Node& node, LedgerConfig& l) {
   if (m.has("idle_power_watts")) {
     for (const MapEntry& e : read_entries(m.get("idle_power_watts"), m.path("idle_power_watts"))) {
       if (e.key.empty()) fail_at(e.key_node, m.path("idle_power_watts"), "a model name must not be empty");
-      double w = read_double(e.value, e.path, std::numeric_limits<double>::lowest(), std::numeric_limits<double>::max());
-      if (w <= 0) fail_at(e.value, e.path, fmt::format("must be more than 0 watts, got '{}'", e.value.Scalar()));
-      if (w > 100'000) fail_at(e.value, e.path, fmt::format("must be at most 100000 watts, got '{}'", e.value.Scalar()));
+      double w = read_double(e.value, e.path, std::numeric_limits<double>::lowest(),
+                             std::numeric_limits<double>::max());
+      if (w <= 0)
+        fail_at(e.value, e.path, fmt::format("must be more than 0 watts, got '{}'", e.value.Scalar()));
+      if (w > 100'000)
+        fail_at(e.value, e.path, fmt::format("must be at most 100000 watts, got '{}'", e.value.Scalar()));
       l.idle_power_watts.emplace(e.key, w);
     }
   }
@@ -243,10 +264,12 @@ void parse_ledger(const YAML::Node& node, LedgerConfig& l) {
 void parse_processes(const YAML::Node& node, ProcessesConfig& p) {
   MapReader m(node, "processes", {"max_series", "retention"});
   if (m.has("max_series")) {
-    p.max_series = static_cast<unsigned>(read_unsigned(m.get("max_series"), m.path("max_series"), 0, 100'000));
+    p.max_series =
+        static_cast<unsigned>(read_unsigned(m.get("max_series"), m.path("max_series"), 0, 100'000));
   }
   if (m.has("retention")) {
-    p.retention = read_ms(m.get("retention"), m.path("retention"), milliseconds(0), milliseconds(24 * 3'600'000));
+    p.retention =
+        read_ms(m.get("retention"), m.path("retention"), milliseconds(0), milliseconds(24 * 3'600'000));
   }
 }
 
@@ -256,7 +279,8 @@ Result<Config> parse_config(std::string_view yaml, std::string source_name) {
   try {
     std::vector<YAML::Node> docs = YAML::LoadAll(std::string(yaml));
     Config c;
-    if (docs.size() > 1) fail_at(docs[1], "", fmt::format("expected one YAML document, found {}", docs.size()));
+    if (docs.size() > 1)
+      fail_at(docs[1], "", fmt::format("expected one YAML document, found {}", docs.size()));
     if (docs.empty() || docs[0].IsNull()) return c;
     const YAML::Node& root = docs[0];
     if (!root.IsMap()) {

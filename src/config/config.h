@@ -40,7 +40,7 @@ struct AttributionConfig {
 struct ProjectConfig {
   std::vector<ProjectRuleSpec> rules;  // as written, for display
   std::string default_project;
-  ProjectResolver resolver;            // ready to use
+  ProjectResolver resolver;  // ready to use
 };
 
 struct LedgerConfig {

@@ -1,8 +1,8 @@
 #include "sim/yaml_reader.h"
 
-#include <type_traits>
-
 #include <fmt/format.h>
+
+#include <type_traits>
 
 #include "sim/units.h"
 

@@ -5,10 +5,10 @@
 // throws ScenarioError (YamlError) with the node's line and column and the field's dotted
 // path, which parse_scenario() turns into an Error value.
 
+#include <yaml-cpp/yaml.h>
+
 #include <cstdint>
 #include <string_view>
-
-#include <yaml-cpp/yaml.h>
 
 #include "sim/time.h"
 #include "util/yaml_reader.h"

@@ -1,13 +1,13 @@
 #include "util/yaml_reader.h"
 
+#include <fmt/format.h>
+
 #include <array>
 #include <charconv>
 #include <cmath>
 #include <limits>
 #include <set>
 #include <utility>
-
-#include <fmt/format.h>
 
 namespace gpumeter {
 
@@ -70,8 +70,8 @@ namespace {
 bool plain_identifier(std::string_view s) {
   if (s.empty()) return false;
   for (char c : s) {
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-              c == '-';
+    bool ok =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
     if (!ok) return false;
   }
   return true;

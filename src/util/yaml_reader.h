@@ -5,6 +5,8 @@
 // "file:line:col: ledger.checkpoint_interval: ...". The exception never leaves a parser:
 // each parser catches it and returns an Error value (see to_error()).
 
+#include <yaml-cpp/yaml.h>
+
 #include <cstdint>
 #include <initializer_list>
 #include <optional>
@@ -12,8 +14,6 @@
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <yaml-cpp/yaml.h>
 
 #include "util/result.h"
 

@@ -17,8 +17,8 @@ const std::string kUid = "8a4f9c1e-2b3d-4e5f-9a6b-7c8d9e0f1a2b";
 const std::string kUidSystemd = "8a4f9c1e_2b3d_4e5f_9a6b_7c8d9e0f1a2b";
 
 TEST(attribution_cgroup, DockerCgroupfsDriverV1) {
-  std::string text = "12:pids:/docker/" + kId + "\n5:cpu,cpuacct:/docker/" + kId + "\n1:name=systemd:/docker/" +
-                     kId + "\n";
+  std::string text =
+      "12:pids:/docker/" + kId + "\n5:cpu,cpuacct:/docker/" + kId + "\n1:name=systemd:/docker/" + kId + "\n";
   CgroupInfo c = parse_cgroup(text);
   EXPECT_EQ(c.version, CgroupVersion::kV1);
   EXPECT_EQ(c.runtime, ContainerRuntime::kDocker);
@@ -38,15 +38,15 @@ TEST(attribution_cgroup, DockerSystemdDriverV2) {
 }
 
 TEST(attribution_cgroup, KubernetesSystemdDriverQosClasses) {
-  CgroupInfo g = parse_cgroup("0::/kubepods.slice/kubepods-pod" + kUidSystemd + ".slice/cri-containerd-" + kId +
-                              ".scope\n");
+  CgroupInfo g = parse_cgroup("0::/kubepods.slice/kubepods-pod" + kUidSystemd + ".slice/cri-containerd-" +
+                              kId + ".scope\n");
   EXPECT_EQ(g.pod_uid, kUid);
   EXPECT_EQ(g.qos, PodQos::kGuaranteed);
   EXPECT_EQ(g.runtime, ContainerRuntime::kContainerd);
   EXPECT_EQ(g.container_id, kId);
 
-  CgroupInfo b = parse_cgroup("0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + kUidSystemd +
-                              ".slice/cri-containerd-" + kId + ".scope\n");
+  CgroupInfo b = parse_cgroup("0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" +
+                              kUidSystemd + ".slice/cri-containerd-" + kId + ".scope\n");
   EXPECT_EQ(b.pod_uid, kUid);
   EXPECT_EQ(b.qos, PodQos::kBurstable);
 
@@ -80,10 +80,11 @@ TEST(attribution_cgroup, KubernetesUnderPrefixes) {
   EXPECT_EQ(nested.pod_uid, kUid);
   EXPECT_EQ(nested.container_id, kId);
 
-  CgroupInfo kind = parse_cgroup("0::/system.slice/docker-" + kId2 +
-                                 ".scope/kubelet.slice/kubelet-kubepods.slice/kubelet-kubepods-besteffort.slice/"
-                                 "kubelet-kubepods-besteffort-pod" +
-                                 kUidSystemd + ".slice/cri-containerd-" + kId + ".scope\n");
+  CgroupInfo kind =
+      parse_cgroup("0::/system.slice/docker-" + kId2 +
+                   ".scope/kubelet.slice/kubelet-kubepods.slice/kubelet-kubepods-besteffort.slice/"
+                   "kubelet-kubepods-besteffort-pod" +
+                   kUidSystemd + ".slice/cri-containerd-" + kId + ".scope\n");
   EXPECT_EQ(kind.pod_uid, kUid);
   EXPECT_EQ(kind.qos, PodQos::kBestEffort);
   EXPECT_EQ(kind.runtime, ContainerRuntime::kContainerd);
@@ -102,7 +103,8 @@ TEST(attribution_cgroup, KubernetesUnderPrefixes) {
 }
 
 TEST(attribution_cgroup, CrioAndItsMonitor) {
-  std::string pod = "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + kUidSystemd + ".slice/";
+  std::string pod =
+      "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + kUidSystemd + ".slice/";
   CgroupInfo c = parse_cgroup("0::" + pod + "crio-" + kId + ".scope\n");
   EXPECT_EQ(c.runtime, ContainerRuntime::kCrio);
   EXPECT_EQ(c.container_id, kId);
@@ -171,7 +173,8 @@ TEST(attribution_cgroup, SystemdUnits) {
 TEST(attribution_cgroup, HybridLayout) {
   std::string path = "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" + kUidSystemd +
                      ".slice/cri-containerd-" + kId + ".scope";
-  std::string text = "13:misc:/\n12:rdma:/\n4:memory:" + path + "\n1:name=systemd:" + path + "\n0::" + path + "\n";
+  std::string text =
+      "13:misc:/\n12:rdma:/\n4:memory:" + path + "\n1:name=systemd:" + path + "\n0::" + path + "\n";
   CgroupInfo c = parse_cgroup(text);
   EXPECT_EQ(c.version, CgroupVersion::kHybrid);
   EXPECT_EQ(c.container_id, kId);
@@ -202,8 +205,9 @@ TEST(attribution_cgroup, RejectsLookalikes) {
 }
 
 TEST(attribution_cgroup, MalformedInputNeverThrows) {
-  for (std::string text : std::vector<std::string>{"", "\n\n", "garbage", "0:", "x::/a", "0::", "0::/", "1:name=systemd:/\n0::/\n",
-                           std::string(10000, '/'), "0::/kubepods.slice/kubepods-pod.slice\n"}) {
+  for (std::string text : std::vector<std::string>{"", "\n\n", "garbage", "0:", "x::/a", "0::", "0::/",
+                                                   "1:name=systemd:/\n0::/\n", std::string(10000, '/'),
+                                                   "0::/kubepods.slice/kubepods-pod.slice\n"}) {
     CgroupInfo c = parse_cgroup(text);
     EXPECT_EQ(c.container_id, "") << text;
     EXPECT_EQ(c.pod_uid, "") << text;

@@ -21,13 +21,13 @@ TEST(attribution_hpc_jobs, ReadsOneFilePerGpu) {
   TempDir tmp;
   std::string dir = tmp / "job-map";
   write_file(dir + "/0", "4242\n4243\n");
-  write_file(dir + "/1", "  77 \r\n\n77\n");               // spaces, CRLF, blank lines and a repeat
-  write_file(dir + "/2.0", "88");                          // a MIG slice, no final newline
+  write_file(dir + "/1", "  77 \r\n\n77\n");  // spaces, CRLF, blank lines and a repeat
+  write_file(dir + "/2.0", "88");             // a MIG slice, no final newline
   write_file(dir + "/GPU-11111111-2222-3333-4444-555555555555", "99\n");
-  write_file(dir + "/3", "");                              // a GPU with no job
-  write_file(dir + "/README", "not a GPU\n");              // ignored, as dcgm-exporter does
+  write_file(dir + "/3", "");                  // a GPU with no job
+  write_file(dir + "/README", "not a GPU\n");  // ignored, as dcgm-exporter does
   write_file(dir + "/0.bak", "1\n");
-  write_file(dir + "/4/nested", "5\n");                    // a directory named like a GPU
+  write_file(dir + "/4/nested", "5\n");  // a directory named like a GPU
 
   auto m = read_hpc_job_mapping(dir);
   ASSERT_TRUE(m.ok()) << m.error().message;
@@ -40,7 +40,8 @@ TEST(attribution_hpc_jobs, ReadsOneFilePerGpu) {
   };
   EXPECT_EQ(*m, expected);
 
-  EXPECT_EQ(hpc_jobs_for_gpu(*m, 0, "GPU-11111111-2222-3333-4444-555555555555"), (Jobs{"4242", "4243", "99"}));
+  EXPECT_EQ(hpc_jobs_for_gpu(*m, 0, "GPU-11111111-2222-3333-4444-555555555555"),
+            (Jobs{"4242", "4243", "99"}));
   EXPECT_EQ(hpc_jobs_for_gpu(*m, 1, ""), (Jobs{"77"}));
   EXPECT_EQ(hpc_jobs_for_gpu(*m, 7, "GPU-none"), Jobs{});
 }

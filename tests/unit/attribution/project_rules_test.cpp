@@ -21,10 +21,12 @@ Attributes attrs(std::initializer_list<std::pair<const char*, const char*>> valu
 }
 
 TEST(attribution_rules, FirstRuleThatGivesAProjectWins) {
-  ProjectResolver r = make({{"env.GPUMETER_PROJECT", {}, {}, {}}, {"slurm_account", {}, {}, {}}, {"user", {}, {}, {}}},
-                           "unassigned");
-  EXPECT_EQ(r.resolve(attrs({{"env.GPUMETER_PROJECT", "vision"}, {"slurm_account", "climate"}, {"user", "alice"}})),
-            "vision");
+  ProjectResolver r =
+      make({{"env.GPUMETER_PROJECT", {}, {}, {}}, {"slurm_account", {}, {}, {}}, {"user", {}, {}, {}}},
+           "unassigned");
+  EXPECT_EQ(
+      r.resolve(attrs({{"env.GPUMETER_PROJECT", "vision"}, {"slurm_account", "climate"}, {"user", "alice"}})),
+      "vision");
   EXPECT_EQ(r.resolve(attrs({{"slurm_account", "climate"}, {"user", "alice"}})), "climate");
   EXPECT_EQ(r.resolve(attrs({{"env.GPUMETER_PROJECT", ""}, {"user", "alice"}})), "alice")
       << "an empty value does not apply";
@@ -61,10 +63,11 @@ TEST(attribution_rules, RegexGroupsAndFullMatch) {
 }
 
 TEST(attribution_rules, MapLookupAndFallThrough) {
-  ProjectResolver r = make({{"user", {}, {}, std::map<std::string, std::string>{{"alice", "climate"}, {"bob", "nlp"}}},
-                            {"namespace", "team-(.*)", "$1", std::map<std::string, std::string>{{"ml", "ml-research"}}},
-                            {"uid", {}, "uid-$0", {}}},
-                           "fallback");
+  ProjectResolver r =
+      make({{"user", {}, {}, std::map<std::string, std::string>{{"alice", "climate"}, {"bob", "nlp"}}},
+            {"namespace", "team-(.*)", "$1", std::map<std::string, std::string>{{"ml", "ml-research"}}},
+            {"uid", {}, "uid-$0", {}}},
+           "fallback");
   EXPECT_EQ(r.resolve(attrs({{"user", "alice"}, {"uid", "1000"}})), "climate");
   EXPECT_EQ(r.resolve(attrs({{"user", "carol"}, {"uid", "1002"}})), "uid-1002") << "a map miss falls through";
   EXPECT_EQ(r.resolve(attrs({{"user", "carol"}, {"namespace", "team-ml"}})), "ml-research")
@@ -88,12 +91,15 @@ TEST(attribution_rules, ValidationNamesTheField) {
       {{"user", "[z-a]", {}, {}}, RuleField::kMatch, "invalid regular expression"},
       {{"user", "team-(.*)", "$2", {}}, RuleField::kProject, "refers to group $2 but the match has 1 group"},
       {{"user", {}, "$1", {}}, RuleField::kProject, "the rule has no match"},
-      {{"user", {}, "cost-$x", {}}, RuleField::kProject, "'$' at offset 5 must be followed by a group number"},
+      {{"user", {}, "cost-$x", {}},
+       RuleField::kProject,
+       "'$' at offset 5 must be followed by a group number"},
       {{"user", {}, "${1", {}}, RuleField::kProject, "must be followed by a group number"},
       {{"user", {}, "a$", {}}, RuleField::kProject, "must be followed by a group number"},
       {{"user", {}, "", {}}, RuleField::kProject, "must not be empty"},
       {{"user", {}, {}, std::map<std::string, std::string>{}}, RuleField::kMap, "at least one entry"},
-      {{"user", {}, {}, std::map<std::string, std::string>{{"alice", ""}}}, RuleField::kMap,
+      {{"user", {}, {}, std::map<std::string, std::string>{{"alice", ""}}},
+       RuleField::kMap,
        "the project for 'alice' must not be empty"},
   };
   for (const BadRule& c : cases) {

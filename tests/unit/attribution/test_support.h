@@ -2,14 +2,13 @@
 // Helpers for the attribution tests: the procfs fixture trees and private temporary copies
 // of them that a test may change.
 
+#include <gtest/gtest.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <string>
-
-#include <gtest/gtest.h>
 
 namespace gpumeter::testing {
 
@@ -25,10 +24,10 @@ class TempDir {
     EXPECT_NE(made, nullptr);
     path_ = templ;
     // Readable by other users: one test reads it as nobody.
-    std::filesystem::permissions(path_, std::filesystem::perms::owner_all | std::filesystem::perms::group_read |
-                                            std::filesystem::perms::group_exec |
-                                            std::filesystem::perms::others_read |
-                                            std::filesystem::perms::others_exec);
+    std::filesystem::permissions(
+        path_, std::filesystem::perms::owner_all | std::filesystem::perms::group_read |
+                   std::filesystem::perms::group_exec | std::filesystem::perms::others_read |
+                   std::filesystem::perms::others_exec);
   }
   ~TempDir() {
     std::error_code ec;

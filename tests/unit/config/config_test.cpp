@@ -113,12 +113,15 @@ processes:
 }
 
 TEST(config_parse, KubeletSocketModes) {
-  EXPECT_EQ(parse_ok("attribution: {kubelet: {socket: auto}}").attribution.kubelet.mode, KubeletConfig::Mode::kAuto);
-  EXPECT_EQ(parse_ok("attribution: {kubelet: {socket: off}}").attribution.kubelet.mode, KubeletConfig::Mode::kOff);
-  EXPECT_EQ(parse_ok("attribution: {kubelet: {socket: ''}}").attribution.kubelet.mode, KubeletConfig::Mode::kOff);
+  EXPECT_EQ(parse_ok("attribution: {kubelet: {socket: auto}}").attribution.kubelet.mode,
+            KubeletConfig::Mode::kAuto);
+  EXPECT_EQ(parse_ok("attribution: {kubelet: {socket: off}}").attribution.kubelet.mode,
+            KubeletConfig::Mode::kOff);
+  EXPECT_EQ(parse_ok("attribution: {kubelet: {socket: ''}}").attribution.kubelet.mode,
+            KubeletConfig::Mode::kOff);
 
-  std::string root = (std::filesystem::temp_directory_path() / ("gpumeter-config-" + std::to_string(::getpid())))
-                         .string();
+  std::string root =
+      (std::filesystem::temp_directory_path() / ("gpumeter-config-" + std::to_string(::getpid()))).string();
   std::filesystem::remove_all(root);
   KubeletConfig k;
   EXPECT_EQ(k.effective_socket(root), "") << "auto without a kubelet socket: off";
@@ -160,7 +163,8 @@ TEST(config_parse, ErrorsNameFileLineColumnAndField) {
       {"duplicate top-level key", "ledger: {}\nledger: {}\n", "test.yaml:2:1: duplicate key 'ledger'"},
       {"not a mapping", "- a\n- b\n",
        "test.yaml:1:1: expected a mapping with some of the keys attribution, project, ledger, processes"},
-      {"two documents", "ledger: {}\n---\nledger: {}\n", "test.yaml:3:1: expected one YAML document, found 2"},
+      {"two documents", "ledger: {}\n---\nledger: {}\n",
+       "test.yaml:3:1: expected one YAML document, found 2"},
       {"syntax error", "ledger: {checkpoint_interval: 5s\n", "test.yaml:2:1: ..."},
       {"section not a mapping", "attribution: [a]\n", "test.yaml:1:14: attribution: expected a mapping"},
       {"unknown nested key", "attribution:\n  kubelet:\n    sockt: auto\n",
@@ -179,7 +183,8 @@ TEST(config_parse, ErrorsNameFileLineColumnAndField) {
       {"relative mapping dir", "attribution:\n  hpc_job_mapping_dir: run/map\n",
        "test.yaml:2:24: attribution.hpc_job_mapping_dir: must be an absolute path, got 'run/map'"},
       {"relative socket", "attribution:\n  kubelet: {socket: kubelet.sock}\n",
-       "test.yaml:2:21: attribution.kubelet.socket: expected auto, off or an absolute path, got 'kubelet.sock'"},
+       "test.yaml:2:21: attribution.kubelet.socket: expected auto, off or an absolute path, got "
+       "'kubelet.sock'"},
       {"bad duration", "attribution:\n  kubelet:\n    refresh_interval: 10 seconds\n",
        "test.yaml:3:23: attribution.kubelet.refresh_interval: expected a non-negative duration..."},
       {"duration too short", "attribution:\n  kubelet:\n    refresh_interval: 500ms\n",
@@ -209,13 +214,15 @@ TEST(config_parse, ErrorsNameFileLineColumnAndField) {
        "test.yaml:4:16: project.rules[1].source: unknown attribute 'usr'..."},
       {"rule bad regex", "project:\n  rules:\n    - source: namespace\n      match: 'team-(.*'\n",
        "test.yaml:4:14: project.rules[0].match: invalid regular expression 'team-(.*': ..."},
-      {"rule group out of range", "project:\n  rules:\n    - {source: pod, match: '(a)-(b)', project: '$3'}\n",
+      {"rule group out of range",
+       "project:\n  rules:\n    - {source: pod, match: '(a)-(b)', project: '$3'}\n",
        "test.yaml:3:48: project.rules[0].project: refers to group $3 but the match has 2 groups"},
       {"rule group without match", "project:\n  rules:\n    - {source: pod, project: 'x-$1'}\n",
        "test.yaml:3:30: project.rules[0].project: refers to group $1 but the rule has no match..."},
       {"rule empty template", "project:\n  rules:\n    - {source: pod, project: ''}\n",
        "test.yaml:3:30: project.rules[0].project: must not be empty..."},
-      {"env rule not allow-listed", "attribution:\n  environment: [A]\nproject:\n  rules:\n    - source: env.B\n",
+      {"env rule not allow-listed",
+       "attribution:\n  environment: [A]\nproject:\n  rules:\n    - source: env.B\n",
        "test.yaml:5:15: project.rules[0].source: 'env.B' reads the environment variable B, which "
        "attribution.environment does not allow; add it there"},
       {"slurm_account not allow-listed", "project:\n  rules:\n    - source: slurm_account\n",
@@ -223,7 +230,8 @@ TEST(config_parse, ErrorsNameFileLineColumnAndField) {
        "SLURM_JOB_ACCOUNT..."},
       {"rule map empty", "project:\n  rules:\n    - source: user\n      map: {}\n",
        "test.yaml:4:12: project.rules[0].map: must have at least one entry"},
-      {"rule map duplicate", "project:\n  rules:\n    - source: user\n      map:\n        a: x\n        a: y\n",
+      {"rule map duplicate",
+       "project:\n  rules:\n    - source: user\n      map:\n        a: x\n        a: y\n",
        "test.yaml:6:9: project.rules[0].map: duplicate key 'a'"},
       {"rule map value a list", "project:\n  rules:\n    - source: user\n      map: {a: [x]}\n",
        "test.yaml:4:16: project.rules[0].map.a: expected a string, got a list"},
@@ -242,7 +250,8 @@ TEST(config_parse, ErrorsNameFileLineColumnAndField) {
       {"retention too short", "ledger:\n  owner_retention: 30s\n",
        "test.yaml:2:20: ledger.owner_retention: must be between 1m and 400d, got '30s'"},
       {"zero idle power", "ledger:\n  idle_power_watts: {\"NVIDIA H100 80GB HBM3\": 0}\n",
-       "test.yaml:2:47: ledger.idle_power_watts[\"NVIDIA H100 80GB HBM3\"]: must be more than 0 watts, got '0'"},
+       "test.yaml:2:47: ledger.idle_power_watts[\"NVIDIA H100 80GB HBM3\"]: must be more than 0 watts, got "
+       "'0'"},
       {"negative idle power", "ledger:\n  idle_power_watts:\n    A100: -5\n",
        "test.yaml:3:11: ledger.idle_power_watts.A100: must be more than 0 watts, got '-5'"},
       {"idle power too high", "ledger:\n  idle_power_watts:\n    A100: 1e6\n",

@@ -11,11 +11,46 @@ namespace gpumeter {
 namespace {
 
 TEST(config_yaml_reader, QuantitiesAgreeWithTheSimulator) {
-  const char* inputs[] = {"0",     "90",      "0.2",    "1.5",     "1h30m", "1.5h",   "500ms", "250us", "2d",
-                          "1e3",   "-5",      "5 minutes", "h",    "",      " 7 ",    "0x10",  "0X1f",  "12abc",
-                          "81559MiB", "80GiB", "1.5GiB", "4GB",   "1024",  "2TiB",   "1.5",   "80 GiBs", "-1GiB",
-                          "99999999999TiB", "1.", ".5", "+3", "nan", "inf", "1.7e308", "18446744073709551616",
-                          "0.0000001", "3kB", "3KB", "9223372036854775807", "106751991167d"};
+  const char* inputs[] = {"0",
+                          "90",
+                          "0.2",
+                          "1.5",
+                          "1h30m",
+                          "1.5h",
+                          "500ms",
+                          "250us",
+                          "2d",
+                          "1e3",
+                          "-5",
+                          "5 minutes",
+                          "h",
+                          "",
+                          " 7 ",
+                          "0x10",
+                          "0X1f",
+                          "12abc",
+                          "81559MiB",
+                          "80GiB",
+                          "1.5GiB",
+                          "4GB",
+                          "1024",
+                          "2TiB",
+                          "1.5",
+                          "80 GiBs",
+                          "-1GiB",
+                          "99999999999TiB",
+                          "1.",
+                          ".5",
+                          "+3",
+                          "nan",
+                          "inf",
+                          "1.7e308",
+                          "18446744073709551616",
+                          "0.0000001",
+                          "3kB",
+                          "3KB",
+                          "9223372036854775807",
+                          "106751991167d"};
   for (const char* in : inputs) {
     SCOPED_TRACE(in);
     EXPECT_EQ(units::parse_duration_us(in), sim::parse_duration(in));
@@ -42,10 +77,15 @@ TEST(config_yaml_reader, ErrorsCarryPositionAndPath) {
   const YAML::Node& root = doc;
   EXPECT_EQ(error_of([&] { read_unsigned(root["a"]["b"], "a.b", 0, 100); }),
             "f.yaml:2:6: a.b: expected a non-negative integer, got '12x'");
-  EXPECT_EQ(error_of([&] { read_string(root["a"]["c"], "a.c"); }), "f.yaml:3:6: a.c: expected a string, got a list");
-  EXPECT_EQ(error_of([&] { MapReader(root["a"], "a", {"b", "c"}); }),
+  EXPECT_EQ(error_of([&] { read_string(root["a"]["c"], "a.c"); }),
+            "f.yaml:3:6: a.c: expected a string, got a list");
+  EXPECT_EQ(error_of([&] {
+              MapReader(root["a"], "a", {"b", "c"});
+            }),
             "f.yaml:4:3: a: unknown key 'd' (expected one of: b, c)");
-  EXPECT_EQ(error_of([&] { MapReader(root["a"], "a", {"b", "c", "d"}).require("e"); }),
+  EXPECT_EQ(error_of([&] {
+              MapReader(root["a"], "a", {"b", "c", "d"}).require("e");
+            }),
             "f.yaml:2:3: a: missing required key 'e'");
   EXPECT_EQ(error_of([&] { read_string_list(root["a"]["b"], "a.b"); }),
             "f.yaml:2:6: a.b: expected a list such as [a, b], got a single value");
