@@ -1,11 +1,23 @@
 #!/usr/bin/python3
-"""Measures gpumeter serve against nginx in the same run and prints a table.
+"""Measures gpumeter serve against nginx in the same run and prints three tables.
 
+Core, on the 64-process node (deploy/scenarios/bench-8x-64proc.yaml):
 - render time: per snapshot and per scrape (Google Benchmark, bench/render_bench.cpp);
 - scrape latency p50/p99 at 10 connections and scrapes/s at 50 connections (wrk), for the agent
   and for nginx serving the agent's own /metrics bytes as a static file;
 - agent CPU seconds per hour at a 1 s collection interval (from /proc/<pid>/stat, no scrapes);
 - agent peak RSS (VmHWM) after all of the load.
+
+Attribution, on the 500-process node (deploy/scenarios/bench-8x-500proc.yaml), the agent run
+twice with the same config file and a ledger state file: once with a procfs tree kept by
+`gpumeter sim procfs --follow` (every owner resolved), once with an empty procfs (no owner
+resolvable, everything else equal). For each: CPU at a 1 s interval, per collection and GPU,
+per process; peak RSS; /metrics size and series; state file size; scrape p50/p99 at 10
+connections (and nginx serving the attributed body).
+
+Per-collection parts (Google Benchmark, bench/ledger_bench.cpp, CPU time): ledger advance and
+tracker update per GPU at 63 processes, owner lookup per process, snapshot contribution,
+render and checkpoint of the 500-process node.
 """
 import argparse
 import json
@@ -84,28 +96,218 @@ def render_bench(build):
     return rows
 
 
+def ledger_bench(build, sim_root, config):
+    """CPU time in µs per call of each ledger_bench benchmark, by name."""
+    exe = os.path.join(build, "bin", "ledger_bench")
+    out = subprocess.run([exe, "--benchmark_format=json", "--benchmark_min_time=0.5", "--sim-root=" + sim_root,
+                          "--config=" + config], check=True, capture_output=True, text=True).stdout
+    rows = {}
+    for b in json.loads(out)["benchmarks"]:
+        if b.get("error_occurred"):
+            raise SystemExit("bench: ledger_bench %s: %s" % (b["name"], b.get("error_message")))
+        unit = {"ns": 1e-3, "us": 1, "ms": 1e3}[b["time_unit"]]
+        rows[b["name"]] = b["cpu_time"] * unit
+    return rows
+
+
+# Attribution from procfs only: the allow-listed variables, a regex rule evaluated for every
+# process (each has GPUMETER_PROJECT) and the Slurm account as a fallback. No kubelet, no HPC
+# job mapping. Checkpoints every 5 s; every other key keeps its default (all six owner labels,
+# 256 per-process series).
+AGENT_CONFIG = """\
+attribution:
+  environment: [GPUMETER_PROJECT, SLURM_JOB_ACCOUNT]
+  hpc_job_mapping_dir: ""
+  kubelet: {socket: off}
+project:
+  rules:
+    - source: env.GPUMETER_PROJECT
+      match: '([a-z][a-z0-9-]*)'
+      project: '$1'
+    - source: slurm_account
+ledger:
+  checkpoint_interval: 5s
+"""
+
+
+def pids_in(proc):
+    try:
+        return sum(1 for n in os.listdir(proc) if n.isdigit())
+    except OSError:
+        return 0
+
+
+def metric_value(body, name):
+    m = re.search(rb"^" + re.escape(name.encode()) + rb" (\S+)$", body, re.M)
+    return float(m.group(1)) if m else None
+
+
+def start_nginx(work, body):
+    """nginx serving `body` as a static file, one worker per core as usual: (process, url)."""
+    www = os.path.join(work, "www")
+    os.makedirs(www, exist_ok=True)
+    with open(os.path.join(www, "metrics"), "wb") as f:
+        f.write(body)
+    nport = free_port()
+    conf = os.path.join(work, "nginx.conf")
+    with open(conf, "w") as f:
+        f.write("worker_processes auto; daemon off; pid %s/nginx.pid; error_log %s/nginx.err;\n"
+                "events { worker_connections 1024; }\n"
+                "http { access_log off; server { listen 127.0.0.1:%d; location / { root %s; "
+                "default_type text/plain; } } }\n" % (work, work, nport, www))
+    nginx = subprocess.Popen(["nginx", "-c", conf, "-p", work], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+    url = "http://127.0.0.1:%d/metrics" % nport
+    try:
+        wait_http(url)
+    except BaseException:
+        stop(nginx, signal.SIGQUIT)
+        raise
+    return nginx, url
+
+
+def stop(proc, sig=signal.SIGTERM):
+    if proc is None or proc.poll() is not None:
+        return
+    proc.send_signal(sig)
+    try:
+        proc.wait(15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def sample_cpu(pid, seconds):
+    c0, t0 = cpu_seconds(pid), time.time()
+    time.sleep(seconds)
+    c1, t1 = cpu_seconds(pid), time.time()
+    return (c1 - c0) / (t1 - t0)  # CPU seconds per second
+
+
+def attribution_run(args, work, name, attributed, processes):
+    """The agent on the 500-process scenario with the bench config and a ledger state file;
+    owners from a `gpumeter sim procfs --follow` tree, or from an empty procfs."""
+    d = os.path.join(work, name)
+    os.makedirs(os.path.join(d, "state"))
+    os.makedirs(os.path.join(d, "host", "proc"))
+    host = os.path.join(d, "host")
+    state = os.path.join(d, "state", "ledger.json")
+    env = dict(os.environ, GPUMETER_SIM_EPOCH="%.6f" % time.time())
+    exe = os.path.join(args.build, "bin", "gpumeter")
+    sim = agent = nginx = None
+    r = {}
+    try:
+        if attributed:
+            sim = subprocess.Popen([exe, "sim", "procfs", "--scenario", args.scenario_500, "--out", host, "--follow"],
+                                   env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            deadline = time.time() + 30
+            while pids_in(os.path.join(host, "proc")) < processes:
+                if time.time() > deadline or sim.poll() is not None:
+                    raise SystemExit("bench: gpumeter sim procfs did not write %d processes" % processes)
+                time.sleep(0.1)
+        port = free_port()
+        with open(os.path.join(d, "agent.log"), "wb") as log:
+            agent = subprocess.Popen([exe, "serve", "--sim.scenario", args.scenario_500,
+                                      "--web.listen-address", "127.0.0.1:%d" % port, "--collect.interval", "1s",
+                                      "--log.level", "warn", "--config.file", os.path.join(work, "agent.yaml"),
+                                      "--path.procfs", os.path.join(host, "proc"), "--path.rootfs", host,
+                                      "--ledger.state-file", state],
+                                     env=env, stdout=subprocess.DEVNULL, stderr=log)
+        url = "http://127.0.0.1:%d/metrics" % port
+        wait_http("http://127.0.0.1:%d/-/ready" % port)
+        time.sleep(3)  # a few collection rounds: every process is in the ledger and in the snapshot
+        body = wait_http(url)
+        r["body_bytes"] = len(body)
+        r["series"] = sum(1 for line in body.splitlines() if line and not line.startswith(b"#"))
+        owners = [line for line in body.splitlines() if line.startswith(b"gpu_allocated_seconds_total{")]
+        r["owner_series"] = len(owners)
+        r["unattributed_owner_series"] = sum(1 for line in owners if b'project="__unattributed__"' in line)
+        r["process_series"] = sum(1 for line in body.splitlines() if line.startswith(b"gpu_process_memory_used_bytes{"))
+        r["process_series_dropped"] = metric_value(body, 'gpumeter_series_dropped_total{kind="process"}')
+
+        print("bench: sampling agent CPU (%s) for %d s ..." % (name, args.cpu_seconds), file=sys.stderr)
+        rate = sample_cpu(agent.pid, args.cpu_seconds)
+        r["cpu_seconds_per_hour"] = rate * 3600
+        r["cpu_percent_of_core"] = rate * 100
+        r["cpu_ms_per_collection_per_gpu"] = rate * 1000 / args.gpus  # one collection per second
+        r["cpu_us_per_process_sample"] = rate * 1e6 / processes
+
+        print("bench: wrk against gpumeter (%s) ..." % name, file=sys.stderr)
+        r["gpumeter_c10"] = wrk(url, 10, args.seconds)
+        if attributed:
+            nginx, nurl = start_nginx(os.path.join(d, "nginx"), body)
+            print("bench: wrk against nginx (%s body) ..." % name, file=sys.stderr)
+            r["nginx_c10"] = wrk(nurl, 10, args.seconds)
+        r["peak_rss_kib"] = status_kib(agent.pid, "VmHWM")
+        r["rss_kib"] = status_kib(agent.pid, "VmRSS")
+        last = wait_http(url)
+        r["checkpoint_seconds"] = metric_value(last, "gpumeter_ledger_checkpoint_duration_seconds")
+        r["checkpoint_success"] = metric_value(last, "gpumeter_ledger_checkpoint_success")
+        r["state_file_bytes"] = os.path.getsize(state) if os.path.exists(state) else 0
+    except SystemExit:
+        if os.path.exists(os.path.join(d, "agent.log")):
+            with open(os.path.join(d, "agent.log"), errors="replace") as f:
+                sys.stderr.write(f.read()[-4000:])
+        raise
+    finally:
+        stop(agent)
+        stop(sim)
+        stop(nginx, signal.SIGQUIT)
+    return r
+
+
+def print_table(header, rows):
+    w = [max(len(r[i]) for r in rows + [header]) for i in range(len(header))]
+    print("| " + " | ".join("%-*s" % (w[i], h) for i, h in enumerate(header)) + " |")
+    print("|" + "|".join("-" * (x + 2) for x in w) + "|")
+    for r in rows:
+        print("| " + " | ".join("%-*s" % (w[i], c) for i, c in enumerate(r)) + " |")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--scenario", default=os.path.join(ROOT, "deploy", "scenarios", "bench-8x-64proc.yaml"))
+    ap.add_argument("--scenario-500", default=os.path.join(ROOT, "deploy", "scenarios", "bench-8x-500proc.yaml"))
+    ap.add_argument("--gpus", type=int, default=8, help="GPUs of the 500-process scenario")
     ap.add_argument("--seconds", type=int, default=int(os.environ.get("BENCH_SECONDS", "10")))
     ap.add_argument("--cpu-seconds", type=int, default=int(os.environ.get("BENCH_CPU_SECONDS", "60")))
     ap.add_argument("--json", help="also write the results to this file")
     args = ap.parse_args()
+    args.build = os.path.abspath(args.build)
     for tool in ("wrk", "nginx"):
         if not shutil.which(tool) and not os.path.exists("/usr/sbin/" + tool):
             raise SystemExit("bench: %s is missing; run scripts/install-deps.sh bench" % tool)
 
     work = tempfile.mkdtemp(prefix="gpumeter-bench-")
     os.chmod(work, 0o755)  # nginx workers drop root privileges and must still read the file
-    results = {"render_us": render_bench(args.build)}
-
-    port = free_port()
-    agent = subprocess.Popen([os.path.join(args.build, "bin", "gpumeter"), "serve", "--sim.scenario", args.scenario,
-                              "--web.listen-address", "127.0.0.1:%d" % port, "--collect.interval", "1s",
-                              "--log.level", "warn"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    nginx = None
+    exe = os.path.join(args.build, "bin", "gpumeter")
+    agent = nginx = None
     try:
+        results = {"render_us": render_bench(args.build)}
+
+        # The ledger micro-benchmarks read a procfs tree of the 500-process scenario at time 0.
+        with open(os.path.join(work, "agent.yaml"), "w") as f:
+            f.write(AGENT_CONFIG)
+        oneshot = os.path.join(work, "oneshot")
+        subprocess.run([exe, "sim", "procfs", "--scenario", args.scenario_500, "--out", oneshot, "--at", "0"],
+                       check=True, stdout=subprocess.DEVNULL, env={k: v for k, v in os.environ.items()
+                                                                  if not k.startswith("GPUMETER_SIM_")})
+        processes = pids_in(os.path.join(oneshot, "proc"))
+        results["processes_500"] = processes
+        print("bench: ledger micro-benchmarks ...", file=sys.stderr)
+        results["ledger_cpu_us"] = ledger_bench(args.build, oneshot, os.path.join(work, "agent.yaml"))
+
+        # Core: no owner is resolvable (an empty procfs, as a host without these simulated pids
+        # gives) and the ledger stays in memory, as before attribution existed.
+        empty = os.path.join(work, "empty")
+        os.makedirs(os.path.join(empty, "proc"))
+        port = free_port()
+        agent = subprocess.Popen([exe, "serve", "--sim.scenario", args.scenario,
+                                  "--web.listen-address", "127.0.0.1:%d" % port, "--collect.interval", "1s",
+                                  "--log.level", "warn", "--path.procfs", os.path.join(empty, "proc"),
+                                  "--path.rootfs", empty, "--ledger.state-file", ""],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wait_http("http://127.0.0.1:%d/-/ready" % port)
         time.sleep(2)  # a few collection rounds, so every GPU and process is in the snapshot
         body = wait_http("http://127.0.0.1:%d/metrics" % port)
@@ -114,40 +316,28 @@ def main():
 
         # CPU at a 1 s interval with no scrapes: the steady cost of collection and rendering.
         print("bench: sampling agent CPU for %d s ..." % args.cpu_seconds, file=sys.stderr)
-        c0, t0 = cpu_seconds(agent.pid), time.time()
-        time.sleep(args.cpu_seconds)
-        c1, t1 = cpu_seconds(agent.pid), time.time()
-        results["cpu_seconds_per_hour"] = (c1 - c0) / (t1 - t0) * 3600
-        results["cpu_percent_of_core"] = (c1 - c0) / (t1 - t0) * 100
+        rate = sample_cpu(agent.pid, args.cpu_seconds)
+        results["cpu_seconds_per_hour"] = rate * 3600
+        results["cpu_percent_of_core"] = rate * 100
 
         # nginx serving the same bytes from a static file, one worker per core as usual.
-        os.makedirs(os.path.join(work, "www"))
-        with open(os.path.join(work, "www", "metrics"), "wb") as f:
-            f.write(body)
-        nport = free_port()
-        conf = os.path.join(work, "nginx.conf")
-        with open(conf, "w") as f:
-            f.write("worker_processes auto; daemon off; pid %s/nginx.pid; error_log %s/nginx.err;\n"
-                    "events { worker_connections 1024; }\n"
-                    "http { access_log off; server { listen 127.0.0.1:%d; location / { root %s/www; "
-                    "default_type text/plain; } } }\n" % (work, work, nport, work))
-        nginx = subprocess.Popen(["nginx", "-c", conf, "-p", work], stdout=subprocess.DEVNULL,
-                                 stderr=subprocess.DEVNULL)
-        wait_http("http://127.0.0.1:%d/metrics" % nport)
-
-        for name, url in (("gpumeter", "http://127.0.0.1:%d/metrics" % port),
-                          ("nginx", "http://127.0.0.1:%d/metrics" % nport)):
+        nginx, nginx_url = start_nginx(os.path.join(work, "nginx"), body)
+        for name, url in (("gpumeter", "http://127.0.0.1:%d/metrics" % port), ("nginx", nginx_url)):
             print("bench: wrk against %s ..." % name, file=sys.stderr)
             results[name + "_c10"] = wrk(url, 10, args.seconds)
             results[name + "_c50"] = wrk(url, 50, args.seconds)
         results["peak_rss_kib"] = status_kib(agent.pid, "VmHWM")
         results["rss_kib"] = status_kib(agent.pid, "VmRSS")
+        stop(agent)
+        stop(nginx, signal.SIGQUIT)
+        agent = nginx = None
+
+        # Attribution at 500 processes: the same agent with and without owners.
+        results["attributed"] = attribution_run(args, work, "attributed", True, processes)
+        results["unattributed"] = attribution_run(args, work, "unattributed", False, processes)
     finally:
-        agent.send_signal(signal.SIGTERM)
-        agent.wait(15)
-        if nginx:
-            nginx.send_signal(signal.SIGQUIT)
-            nginx.wait(15)
+        stop(agent)
+        stop(nginx, signal.SIGQUIT)
         shutil.rmtree(work, ignore_errors=True)
 
     g10, n10, g50, n50 = (results[k] for k in ("gpumeter_c10", "nginx_c10", "gpumeter_c50", "nginx_c50"))
@@ -168,15 +358,81 @@ def main():
          "", "target < 0.5% of a core"),
         ("peak RSS", "%.1f MiB" % (results["peak_rss_kib"] / 1024), "", "target < 20 MiB"),
     ]
-    w = [max(len(r[i]) for r in rows + [("measure", "gpumeter", "nginx", "ratio")]) for i in range(4)]
-    line = "| " + " | ".join("%-*s" % (w[i], h) for i, h in enumerate(("measure", "gpumeter", "nginx", "ratio"))) + " |"
-    print(line)
-    print("|" + "|".join("-" * (x + 2) for x in w) + "|")
-    for r in rows:
-        print("| " + " | ".join("%-*s" % (w[i], c) for i, c in enumerate(r)) + " |")
+    print("Core: %s, 1 s collection" % os.path.basename(args.scenario))
+    print()
+    print_table(("measure", "gpumeter", "nginx", "ratio"), rows)
+
+    a, u = results["attributed"], results["unattributed"]
+    n = results["processes_500"]
+
+    def pair(key, fmt, scale=1.0):
+        va, vu = (a[key] or 0) * scale, (u[key] or 0) * scale
+        return fmt % va, fmt % vu, ("+" if va >= vu else "") + fmt % (va - vu)
+
+    rows = [
+        ("owner series (gpu_allocated_seconds_total)",
+         "%d (%d unattributed)" % (a["owner_series"], a["unattributed_owner_series"]),
+         "%d (%d unattributed)" % (u["owner_series"], u["unattributed_owner_series"]), ""),
+        ("per-process series kept / dropped", "%d / %d" % (a["process_series"], a["process_series_dropped"] or 0),
+         "%d / %d" % (u["process_series"], u["process_series_dropped"] or 0), ""),
+        ("/metrics body (text 0.0.4), bytes",) + pair("body_bytes", "%d"),
+        ("/metrics series",) + pair("series", "%d"),
+        ("CPU at 1 s interval, s/hour",) + pair("cpu_seconds_per_hour", "%.1f"),
+        ("CPU, % of one core",) + pair("cpu_percent_of_core", "%.3f"),
+        ("CPU per collection per GPU, ms",) + pair("cpu_ms_per_collection_per_gpu", "%.3f"),
+        ("CPU per process-sample (per process per collection), us",) + pair("cpu_us_per_process_sample", "%.2f"),
+        ("peak RSS (VmHWM), MiB",) + pair("peak_rss_kib", "%.1f", 1 / 1024),
+        ("ledger state file, bytes",) + pair("state_file_bytes", "%d"),
+        ("last checkpoint (JSON + write + fsync), ms",) + pair("checkpoint_seconds", "%.2f", 1000),
+        ("scrape p50 @10 conns, us",) + (("%.0f" % a["gpumeter_c10"]["p50_us"], "%.0f" % u["gpumeter_c10"]["p50_us"],
+                                          "nginx %.0f on the attributed body" % a["nginx_c10"]["p50_us"])),
+        ("scrape p99 @10 conns, us",) + (("%.0f" % a["gpumeter_c10"]["p99_us"], "%.0f" % u["gpumeter_c10"]["p99_us"],
+                                          "nginx %.0f on the attributed body" % a["nginx_c10"]["p99_us"])),
+    ]
+    print()
+    print("Attribution: %s (%d processes, %d GPUs), 1 s collection, checkpoint every 5 s" %
+          (os.path.basename(args.scenario_500), n, args.gpus))
+    print()
+    print_table(("measure", "with attribution", "owners unresolvable", "difference"), rows)
+
+    lb = results["ledger_cpu_us"]
+    per_node = [
+        # name, what, calls per second on the node at a 1 s interval
+        ("BM_LedgerAdvance/8", "ledger advance, 1 GPU, 8 processes", None),
+        ("BM_LedgerAdvance/63", "ledger advance, 1 GPU, 63 processes", args.gpus),
+        ("BM_OnReading/8", "tracker on_reading (advance included), 1 GPU, 8 processes, owners from memory", None),
+        ("BM_OnReading/63", "tracker on_reading (advance included), 1 GPU, 63 processes, owners from memory", args.gpus),
+        ("BM_Resolve/cached", "owner lookup, cached process (stat re-read + owner + rules)", n),
+        ("BM_StartTimeReread", "  of which /proc/<pid>/stat re-read", n),
+        ("BM_BuildOwner", "  of which owner labels + project rules", n),
+        ("BM_Resolve/new", "owner lookup, new process (4 files read)", None),
+        ("BM_ContributeNode", "tracker contribute, node of 504 processes, per snapshot", 1),
+        ("BM_RenderAttributedNode", "render the 504-process node, per snapshot", 1),
+        ("BM_CheckpointNode", "checkpoint the 504-owner ledger (every 5 s)", 0.2),
+    ]
+    rows = []
+    for key, what, calls in per_node:
+        if key not in lb:
+            continue
+        us = lb[key]
+        rows.append((what, "%.2f us" % us, "" if calls is None else "%g" % calls,
+                     "" if calls is None else "%.3f ms (%.3f%% of a core)" % (us * calls / 1000, us * calls / 1e4)))
+    print()
+    print("Per-collection parts (bench/ledger_bench.cpp, CPU time per call)")
+    print()
+    print_table(("part", "CPU per call", "calls/s on the node", "CPU per second"), rows)
+
     for k in ("gpumeter_c10", "gpumeter_c50", "nginx_c10", "nginx_c50"):
         if results[k]["errors"]:
             print("warning: %s: %s" % (k, results[k]["errors"]))
+    for run in ("attributed", "unattributed"):
+        for k in ("gpumeter_c10", "nginx_c10"):
+            if k in results[run] and results[run][k]["errors"]:
+                print("warning: %s %s: %s" % (run, k, results[run][k]["errors"]))
+    if a["unattributed_owner_series"]:
+        print("warning: %d owner series unattributed with a procfs tree" % a["unattributed_owner_series"])
+    if a["checkpoint_success"] != 1 or u["checkpoint_success"] != 1:
+        print("warning: a ledger checkpoint failed")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=2)
