@@ -207,6 +207,8 @@ TEST(ScenarioParse, LedgerScenariosChangeOnWholeSecondsWithinOneGpu) {
     ASSERT_TRUE(s.ok()) << s.error().message;
     ASSERT_NE(s->duration, kForever) << name;
     EXPECT_LE(s->duration, 45 * S) << name;
+    // The ledger test starts its agent 3 s before scenario time 0 and compares from time 0.
+    for (const Job& j : s->jobs) EXPECT_GE(j.start, 3 * S) << name << " " << j.name;
     for (unsigned g = 0; g < s->gpus.size(); ++g) {
       GpuTimeline timeline(*s, g);
       timeline.for_each_segment(0, s->duration, [&](const Segment& seg) {
@@ -231,7 +233,9 @@ TEST(ScenarioParse, LedgerScenariosChangeOnWholeSecondsWithinOneGpu) {
       load_scenario(std::string(GPUMETER_SOURCE_DIR) + "/tests/integration/scenarios/ledger-mixed.yaml");
   ASSERT_TRUE(mixed.ok());
   EXPECT_EQ(mixed->gpus.size(), 8u);
-  EXPECT_EQ(mixed->driver_reloads, (std::vector<Micros>{20 * S}));
+  ASSERT_EQ(mixed->driver_reloads.size(), 1u);
+  EXPECT_GE(mixed->driver_reloads[0], 15 * S);
+  EXPECT_LE(mixed->driver_reloads[0], 25 * S);
 }
 
 struct BadCase {
