@@ -1,6 +1,7 @@
 #include "ledger/host_owner_resolver.h"
 
 #include <algorithm>
+#include <thread>
 
 #include "attribution/owner_builder.h"
 
@@ -31,7 +32,15 @@ HostOwnerResolver::HostOwnerResolver(HostOwnerResolverOptions options, Logger& l
 HostOwnerResolver::~HostOwnerResolver() { stop(); }
 
 void HostOwnerResolver::start() {
-  if (kubelet_) kubelet_->start();
+  if (!kubelet_) return;
+  kubelet_->start();
+  // Give the first List a moment before the first collection: a restarted agent re-integrates
+  // the driver's sample buffer at once, and those periods should carry pod names like the rest.
+  const auto deadline = std::chrono::steady_clock::now() + std::min<std::chrono::milliseconds>(
+                                                                options_.kubelet.timeout, std::chrono::seconds(3));
+  while (!kubelet_->latest() && kubelet_->stats().failures == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
 }
 
 void HostOwnerResolver::stop() {

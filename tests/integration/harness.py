@@ -87,8 +87,8 @@ def wait_until(pred, timeout=30, interval=0.1, what="condition"):
 class Agent:
     """`gpumeter serve` on a free port, on the simulator unless nvml_library is given."""
 
-    def __init__(self, scenario=None, extra_args=(), env=None, nvml_library=None, interval="1s"):
-        self.port = free_port()
+    def __init__(self, scenario=None, extra_args=(), env=None, nvml_library=None, interval="1s", port=None):
+        self.port = port or free_port()
         self.base = "http://127.0.0.1:%d" % self.port
         args = [BIN, "serve", "--web.listen-address", "127.0.0.1:%d" % self.port,
                 "--collect.interval", interval]
@@ -201,3 +201,44 @@ class AgentTestCase(unittest.TestCase):
             p.stop()
             proc = p.process if hasattr(p, "process") else p
             print("---- tail of %s ----\n%s" % (proc.log_path, proc.log()[-3000:]))
+
+
+class SimNode:
+    """The host side of a simulated node: `gpumeter sim procfs --follow` and, optionally,
+    `gpumeter sim kubelet`, both on the scenario clock given by `epoch`."""
+
+    def __init__(self, scenario, epoch, kubelet=True):
+        self.dir = tempfile.mkdtemp(prefix="gpumeter-node-")
+        self.root = os.path.join(self.dir, "root")
+        self.procfs = os.path.join(self.root, "proc")
+        self.socket = os.path.join(self.dir, "kubelet.sock") if kubelet else ""
+        env = {"GPUMETER_SIM_EPOCH": repr(epoch)}
+        self.procs = [Process([BIN, "sim", "procfs", "--scenario", scenario, "--out", self.root, "--follow"],
+                              env=env, workdir=self.dir, name="sim-procfs")]
+        if kubelet:
+            self.procs.append(Process([BIN, "sim", "kubelet", "--scenario", scenario, "--socket", self.socket],
+                                      env=env, workdir=self.dir, name="sim-kubelet"))
+        wait_until(lambda: os.path.exists(os.path.join(self.root, "etc", "passwd")), 30, what="sim procfs")
+        if kubelet:
+            wait_until(lambda: os.path.exists(self.socket), 30, what="sim kubelet socket")
+        self.log_path = self.procs[0].log_path
+        self.process = self.procs[0]
+
+    def config(self, text=""):
+        """Writes an agent config naming this node's kubelet; returns its path."""
+        path = os.path.join(self.dir, "gpumeter.yaml")
+        kubelet = "  kubelet:\n    socket: %s\n    refresh_interval: 1s\n" % (self.socket or "off")
+        with open(path, "w") as f:
+            f.write("attribution:\n  environment: [GPUMETER_PROJECT, SLURM_JOB_ACCOUNT]\n" + kubelet)
+            f.write("project:\n  default: unknown\n  rules:\n    - {source: env.GPUMETER_PROJECT}\n")
+            f.write(text)
+        return path
+
+    def agent_args(self, config_path, state_file):
+        return ["--path.procfs", self.procfs, "--path.rootfs", self.root, "--config.file", config_path,
+                "--ledger.state-file", state_file]
+
+    def stop(self):
+        for p in reversed(self.procs):
+            p.stop()
+        return 0

@@ -1,0 +1,162 @@
+"""The usage ledger against the simulator's exact ground truth, read back through a real
+Prometheus: mixed owners (Kubernetes pods named by the kubelet, Slurm jobs under cgroup v1 and
+v2, an exclusive job, a time-sliced GPU, a driver reload), 100 short processes, an agent killed
+mid-run and restarted, and a corrupt state file."""
+import glob
+import os
+import signal
+import tempfile
+import time
+
+from harness import AgentTestCase, Agent, Prometheus, SCENARIOS, SimNode, sim_truth, wait_until
+
+MIXED = os.path.join(SCENARIOS, "ledger-mixed.yaml")
+CHURN = os.path.join(SCENARIOS, "ledger-churn.yaml")
+LEAD = 3.0  # the agent starts at scenario time -3 s; every job starts at 3 s or later
+END = 43.0  # both scenarios' duration
+TOLERANCE = 1e-3  # 0.1 %
+LEDGER_CONFIG = ('ledger:\n  checkpoint_interval: 2s\n'
+                 '  idle_power_watts: {"NVIDIA H100 80GB HBM3": 70}\n')
+COUNTERS = {
+    "gpu_allocated_seconds_total": "allocated_seconds",
+    "gpu_busy_seconds_total": "busy_seconds",
+    "gpu_memory_byte_seconds_total": "memory_byte_seconds",
+    "gpu_attributed_energy_joules_total": "energy_joules",
+}
+RESERVED = ("__idle__", "__unattributed__")
+
+
+def expected_owners(truth):
+    """Truth per (gpu, project, user, namespace, pod, hpc_job), summed over the jobs of an owner."""
+    users = {uid: name for name, uid in truth.get("users", {}).items()}
+    out = {}
+    for j in truth["jobs"]:
+        env = j.get("env", {})
+        k8s = j.get("kubernetes", {})
+        hpc = env.get("SLURM_JOB_ID", "")
+        key = (str(j["gpu"]), env.get("GPUMETER_PROJECT", "unknown"), users.get(j["uid"], str(j["uid"])),
+               k8s.get("namespace", ""), k8s.get("pod", ""), hpc)
+        acc = out.setdefault(key, {f: 0.0 for f in COUNTERS.values()})
+        for f in COUNTERS.values():
+            acc[f] += j[f]
+    return out
+
+
+def scraped_owners(prom):
+    out = {}
+    for metric, field in COUNTERS.items():
+        for r in prom.query(metric):
+            m = r["metric"]
+            key = (m["gpu"], m["project"], m.get("user", ""), m.get("namespace", ""), m.get("pod", ""),
+                   m.get("hpc_job", ""))
+            acc = out.setdefault(key, {})  # containers of one owner (Docker ids) are summed
+            acc[field] = acc.get(field, 0.0) + float(r["value"][1])
+    return out
+
+
+class LedgerAccuracy(AgentTestCase):
+    def start(self, scenario, epoch, port=None, state=None):
+        node = getattr(self, "node", None)
+        if node is None:
+            self.node = node = self.track(SimNode(scenario, epoch))
+            self.state = state or os.path.join(tempfile.mkdtemp(prefix="gpumeter-ledger-"), "ledger.json")
+            self.config = node.config(LEDGER_CONFIG)
+        return self.track(Agent(scenario=scenario, port=port, env={"GPUMETER_SIM_EPOCH": repr(epoch)},
+                                extra_args=node.agent_args(self.config, self.state)))
+
+    def check_against_truth(self, prom, scenario, truth_to):
+        truth = sim_truth(scenario, 0, truth_to)
+        want = expected_owners(truth)
+        got = scraped_owners(prom)
+        for key, fields in want.items():
+            self.assertIn(key, got, "owner %r missing; scraped owners: %r" % (key, sorted(got)))
+            for field, value in fields.items():
+                measured = got[key].get(field)
+                self.assertIsNotNone(measured, "%s of %r" % (field, key))
+                self.assertLessEqual(abs(measured - value), TOLERANCE * abs(value) + 1e-6,
+                                     "%s of %r: ledger %.6g, truth %.6g" % (field, key, measured, value))
+        for key, fields in got.items():
+            if key[1] in RESERVED:
+                continue
+            self.assertIn(key, want, "unexpected owner %r" % (key,))
+        # Invariants per GPU: owners (idle included) cover exactly the integrated time, and the
+        # busy time adds up to the GPU's.
+        covered = {r["metric"]["gpu"]: float(r["value"][1]) for r in prom.query("gpumeter_ledger_covered_seconds_total")}
+        for g in truth["gpus"]:
+            gpu = str(g["gpu"])
+            alloc = sum(v.get("allocated_seconds", 0) for k, v in got.items() if k[0] == gpu)
+            busy = sum(v.get("busy_seconds", 0) for k, v in got.items() if k[0] == gpu)
+            self.assertAlmostEqual(alloc, covered[gpu], delta=1e-9 * covered[gpu] + 1e-9)
+            self.assertLessEqual(abs(busy - g["busy_seconds"]), TOLERANCE * g["busy_seconds"] + 1e-6,
+                                 "gpu %s busy: ledger %.6g, truth %.6g" % (gpu, busy, g["busy_seconds"]))
+        return truth, got
+
+    def test_mixed_owners_match_truth(self):
+        epoch = time.time() + LEAD
+        agent = self.start(MIXED, epoch)
+        prom = self.track(Prometheus(["127.0.0.1:%d" % agent.port]))
+        agent.wait_ready()
+        end = END
+        wait_until(lambda: time.time() > epoch + end + 3, end + 20, interval=0.5, what="scenario end")
+        self.check_against_truth(prom, MIXED, end)
+        # The driver reload reset the device's energy counter; no ledger counter was reset.
+        self.assertTrue(prom.query("resets(gpu_energy_joules_total[2m]) > 0"), "the driver reload was seen")
+        for metric in COUNTERS:
+            self.assertEqual(prom.query("resets(%s[2m]) > 0" % metric), [], metric)
+        self.assertEqual(prom.query("gpumeter_kubelet_up")[0]["value"][1], "1")
+
+    def test_agent_killed_and_restarted_mid_run_loses_nothing(self):
+        epoch = time.time() + LEAD
+        agent = self.start(MIXED, epoch)
+        prom = self.track(Prometheus(["127.0.0.1:%d" % agent.port]))
+        agent.wait_ready()
+        end = END
+        # SIGKILL between two checkpoints: the state on disk is up to one interval old.
+        wait_until(lambda: time.time() > epoch + 15.0, 30, what="mid-run")
+        agent.process.proc.send_signal(signal.SIGKILL)
+        agent.process.proc.wait()
+        time.sleep(2)
+        again = self.start(MIXED, epoch, port=agent.port)
+        again.wait_ready()
+        self.assertIn("ledger state loaded", again.process.log())
+        wait_until(lambda: time.time() > epoch + end + 3, end + 20, interval=0.5, what="scenario end")
+        truth, got = self.check_against_truth(prom, MIXED, end)
+        # Prometheus saw every ledger counter continue: no reset anywhere.
+        for metric in COUNTERS:
+            self.assertEqual(prom.query("resets(%s[2m]) > 0" % metric), [], metric)
+        # The driver's sample buffer covered the downtime, so nothing is a gap.
+        gaps = prom.query("sum(gpumeter_ledger_gap_seconds_total)")
+        self.assertEqual(float(gaps[0]["value"][1]), 0.0)
+
+    def test_hundred_short_processes(self):
+        epoch = time.time() + LEAD
+        agent = self.start(CHURN, epoch)
+        prom = self.track(Prometheus(["127.0.0.1:%d" % agent.port]))
+        agent.wait_ready()
+        end = END
+        wait_until(lambda: time.time() > epoch + end + 3, end + 20, interval=0.5, what="scenario end")
+        truth, got = self.check_against_truth(prom, CHURN, end)
+        self.assertGreaterEqual(len({j["pid"] for j in truth["jobs"]}), 100)
+
+    def test_corrupt_state_file_is_set_aside_and_replaced(self):
+        epoch = time.time() + LEAD
+        state_dir = tempfile.mkdtemp(prefix="gpumeter-ledger-")
+        state = os.path.join(state_dir, "ledger.json")
+        with open(state, "w") as f:
+            f.write('{"format": "gpumeter-ledger-state", "version": 1, "gpus": {"GPU-1": ')
+        agent = self.start(MIXED, epoch, state=state)
+        agent.wait_ready()
+        wait_until(lambda: os.path.exists(state), 20, what="a new state file")
+        aside = glob.glob(state + ".corrupt-*")
+        self.assertEqual(len(aside), 1)
+        with open(aside[0]) as f:
+            self.assertIn('"GPU-1": ', f.read())  # kept as it was, for inspection
+        log = agent.process.log()
+        self.assertIn("ledger state file unusable", log)
+        self.assertIn("not valid JSON", log)
+        self.assertTrue(agent.process.alive())
+
+
+if __name__ == "__main__":
+    import unittest
+    unittest.main()
