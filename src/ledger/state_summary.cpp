@@ -1,0 +1,106 @@
+#include "ledger/state_summary.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "ledger/ledger.h"
+#include "ledger/state_file.h"
+
+namespace gpumeter {
+
+namespace {
+
+LedgerStateSummary unusable(std::string problem) {
+  LedgerStateSummary s;
+  s.status = LedgerStateSummary::Status::kUnusable;
+  s.problem = std::move(problem);
+  return s;
+}
+
+// One GPU's entry as UsageTracker::checkpoint() writes it: {"index", "model", "ledger"}. The
+// ledger is parsed by the agent's own reader, so what it would refuse is refused here too.
+LedgerStateGpu summarize_gpu(const nlohmann::json& entry) {
+  LedgerStateGpu g;
+  if (!entry.is_object()) {
+    g.problem = "not an object";
+    return g;
+  }
+  if (auto it = entry.find("index"); it != entry.end() && it->is_number_unsigned())
+    g.index = it->get<unsigned>();
+  if (auto it = entry.find("model"); it != entry.end() && it->is_string()) g.model = it->get<std::string>();
+  auto ledger = entry.find("ledger");
+  if (ledger == entry.end()) {
+    g.problem = "no \"ledger\"";
+    return g;
+  }
+  auto parsed = GpuLedger::from_json(*ledger, {});
+  if (!parsed) {
+    g.problem = parsed.error().message;
+    return g;
+  }
+  g.covered_seconds = parsed->covered_seconds();
+  g.gap_seconds = parsed->gap_seconds();
+  for (const auto& [owner, t] : parsed->owners()) {
+    g.owners.push_back({owner, t.allocated_seconds, t.busy_seconds, t.memory_byte_seconds, t.energy_joules});
+  }
+  std::stable_sort(g.owners.begin(), g.owners.end(), [](const LedgerEntry& a, const LedgerEntry& b) {
+    return a.allocated_seconds > b.allocated_seconds;
+  });
+  return g;
+}
+
+}  // namespace
+
+std::string_view to_string(LedgerStateSummary::Status status) {
+  switch (status) {
+    case LedgerStateSummary::Status::kMissing:
+      return "missing";
+    case LedgerStateSummary::Status::kOk:
+      return "ok";
+    case LedgerStateSummary::Status::kUnusable:
+      return "unusable";
+  }
+  return "unusable";
+}
+
+LedgerStateSummary summarize_ledger_state(std::string_view contents) {
+  nlohmann::json doc = nlohmann::json::parse(contents, nullptr, false);
+  if (doc.is_discarded()) return unusable("not valid JSON");
+  if (!doc.is_object() || doc.value("format", "") != kLedgerStateFormat) {
+    return unusable(std::string("not a gpumeter ledger state file (no \"format\": \"") + kLedgerStateFormat +
+                    "\")");
+  }
+  if (doc.value("version", 0) != kLedgerStateVersion) {
+    return unusable("unsupported state version " + doc.value("version", nlohmann::json()).dump() +
+                    " (this gpumeter reads " + std::to_string(kLedgerStateVersion) + ")");
+  }
+  auto gpus = doc.find("gpus");
+  if (gpus == doc.end() || !gpus->is_object()) return unusable("no \"gpus\" object");
+
+  LedgerStateSummary s;
+  s.status = LedgerStateSummary::Status::kOk;
+  if (auto it = doc.find("saved_unix"); it != doc.end() && it->is_number()) s.saved_unix = it->get<double>();
+  for (const auto& [uuid, entry] : gpus->items()) s.gpus[uuid] = summarize_gpu(entry);
+  return s;
+}
+
+LedgerStateSummary read_ledger_state_summary(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    if (errno == ENOENT) return {};
+    return unusable("cannot read " + path + ": " + std::strerror(errno));
+  }
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return unusable(path + " is not a regular file");
+  std::stringstream contents;
+  contents << in.rdbuf();
+  if (in.bad()) return unusable("cannot read " + path + ": " + std::strerror(errno));
+  return summarize_ledger_state(contents.str());
+}
+
+}  // namespace gpumeter
