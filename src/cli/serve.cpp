@@ -7,12 +7,9 @@
 #include <filesystem>
 #include <memory>
 
-#include "backend/nvml_backend.h"
+#include "cli/agent_setup.h"
 #include "cli/version.h"
 #include "collect/collector.h"
-#include "config/config.h"
-#include "ledger/host_owner_resolver.h"
-#include "ledger/usage_tracker.h"
 #include "http/exposition_store.h"
 #include "http/http_server.h"
 #include "util/duration.h"
@@ -21,19 +18,6 @@
 namespace gpumeter::cli {
 
 namespace fs = std::filesystem;
-
-namespace {
-
-// The simulator is installed beside the binary as ../lib/gpumeter/libnvidia-ml.so.1, and the
-// build tree uses the same layout.
-std::string bundled_simulator_library() {
-  std::error_code ec;
-  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (ec) return "libnvidia-ml.so.1";
-  return (exe.parent_path().parent_path() / "lib" / "gpumeter" / "libnvidia-ml.so.1").string();
-}
-
-}  // namespace
 
 void setup_serve_command(CLI::App& cmd, ServeOptions& o, int& exit_code) {
   cmd.add_option("--web.listen-address", o.listen_address,
@@ -107,15 +91,12 @@ int run_serve(const ServeOptions& o) {
     web_config = std::make_shared<const WebConfig>(std::move(loaded).value());
   }
 
-  Config config;
-  if (!o.config_file.empty()) {
-    auto loaded = load_config(o.config_file);
-    if (!loaded) {
-      log.error("bad flag --config.file", {{"err", loaded.error().message}});
-      return 2;
-    }
-    config = std::move(loaded).value();
+  auto loaded_config = load_agent_config(o.config_file);
+  if (!loaded_config) {
+    log.error("bad flag --config.file", {{"err", loaded_config.error().message}});
+    return 2;
   }
+  const Config config = std::move(loaded_config).value();
 
   HttpServerOptions http_options;
   http_options.listen_address = o.listen_address;
@@ -136,52 +117,18 @@ int run_serve(const ServeOptions& o) {
 
   log.info("starting gpumeter", {{"version", kVersion}, {"revision", kRevision}});
 
-  NvmlBackendOptions nvml_options;
-  if (!o.sim_scenario.empty()) {
-    // The simulator reads its scenario from the environment, like any NVML program would.
-    setenv("GPUMETER_SIM_SCENARIO", o.sim_scenario.c_str(), 1);
-    nvml_options.library_candidates = {o.nvml_library.empty() ? bundled_simulator_library() : o.nvml_library};
-    log.info("running on the fleet simulator",
-             {{"scenario", o.sim_scenario}, {"library", nvml_options.library_candidates[0]}});
-  } else if (!o.nvml_library.empty()) {
-    nvml_options.library_candidates = {o.nvml_library};
-  }
-  auto nvml = NvmlBackend::create(nvml_options, log);
-  if (nvml->status().up) {
-    log.info("NVML backend up", {{"detail", nvml->status().detail}});
-    if (!nvml->missing_symbols().empty()) {
-      std::string names;
-      for (const auto& n : nvml->missing_symbols()) names += (names.empty() ? "" : ",") + n;
-      log.info("NVML entry points absent; the metrics they feed are left out", {{"symbols", names}});
-    }
-  } else {
+  auto nvml = create_nvml_backend({o.nvml_library, o.sim_scenario}, log);
+  if (!nvml->status().up) {
     log.warn("NVML backend down; serving gpumeter_backend_up{backend=\"nvml\"} 0",
              {{"reason", nvml->status().detail}});
   }
 
   // Attribution and the ledger.
-  HostOwnerResolverOptions ro;
-  ro.procfs = o.procfs;
-  ro.rootfs = o.rootfs;
-  ro.environment = config.attribution.environment;
-  ro.hpc_job_mapping_dir = config.attribution.hpc_job_mapping_dir;
-  ro.kubelet_socket = config.attribution.kubelet.effective_socket(o.rootfs);
-  ro.kubelet.refresh_interval = config.attribution.kubelet.refresh_interval;
-  ro.kubelet.timeout = config.attribution.kubelet.timeout;
-  ro.kubelet.max_message_bytes = config.attribution.kubelet.max_message_size;
-  ro.kubelet.resource_names = config.attribution.kubelet.resource_names;
-  ro.rules = config.project.resolver;
+  const HostOwnerResolverOptions ro = owner_resolver_options(config, o.procfs, o.rootfs);
   HostOwnerResolver resolver(ro, log);
   if (!ro.kubelet_socket.empty()) log.info("naming pods from the kubelet", {{"socket", ro.kubelet_socket}});
 
-  UsageTrackerOptions to;
-  to.labels = {config.ledger.labels.begin(), config.ledger.labels.end()};
-  to.owner_retention = config.ledger.owner_retention;
-  to.max_process_series = config.processes.max_series;
-  to.process_retention = config.processes.retention;
-  to.idle_power_watts = config.ledger.idle_power_watts;
-  to.checkpoint_interval = config.ledger.checkpoint_interval;
-  to.max_gap = std::max(std::chrono::milliseconds(10'000), 5 * *interval);
+  UsageTrackerOptions to = usage_tracker_options(config, *interval);
   to.state_file = o.ledger_state_file;
   if (!to.state_file.empty()) {
     const fs::path dir = fs::path(to.state_file).parent_path();

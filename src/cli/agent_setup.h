@@ -1,0 +1,40 @@
+#pragma once
+// What `gpumeter serve` and `gpumeter snapshot` set up the same way: the NVML backend (real
+// or the bundled simulator), the config file, and the attribution and ledger options derived
+// from them, so that a snapshot attributes processes exactly as the agent does.
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "backend/nvml_backend.h"
+#include "config/config.h"
+#include "ledger/host_owner_resolver.h"
+#include "ledger/usage_tracker.h"
+#include "util/log.h"
+#include "util/result.h"
+
+namespace gpumeter::cli {
+
+struct NvmlSelection {
+  std::string library;       // --nvml.library; "" for the default candidates
+  std::string sim_scenario;  // --sim.scenario; "" for real GPUs
+};
+
+// Loads NVML: with a scenario, the simulator installed beside the binary (unless a library is
+// named) playing that scenario. Logs which library runs the simulator, and when the backend is
+// up, its detail and the optional entry points it lacks. Never fails: a backend that is down
+// says why in status().detail, and the caller decides how to report it.
+std::unique_ptr<NvmlBackend> create_nvml_backend(const NvmlSelection& selection, Logger& log);
+
+// The config file, or the defaults when `path` is empty. Errors read "file:line:col: ...".
+Result<Config> load_agent_config(const std::string& path);
+
+// Owner attribution as configured, reading the host under `procfs` and `rootfs`.
+HostOwnerResolverOptions owner_resolver_options(const Config& config, const std::string& procfs,
+                                                const std::string& rootfs);
+
+// The ledger and per-process options for a collection `interval`. state_file is left empty.
+UsageTrackerOptions usage_tracker_options(const Config& config, std::chrono::milliseconds interval);
+
+}  // namespace gpumeter::cli
