@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <thread>
 
 namespace gpumeter {
@@ -220,6 +221,118 @@ TEST_F(NvmlBackendTest, DeliversXidEventsForTheRightGpu) {
   EXPECT_EQ(got->device, 1u);
   EXPECT_EQ(got->code, 48u);
   EXPECT_EQ(got->kind, DeviceEventKind::kXid);
+}
+
+TEST_F(NvmlBackendTest, ProcessesAndSampleBuffersReachTheReading) {
+  auto b = make();
+  ASSERT_TRUE(b->status().up);
+  auto r = b->collect(0);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  const UsageReading& u = r->usage;
+  ASSERT_TRUE(u.processes.has_value());
+  ASSERT_EQ(u.processes->size(), 1u);
+  EXPECT_EQ(u.processes->at(0).pid, 4242u);
+  EXPECT_EQ(u.processes->at(0).memory_bytes, 4.0 * (1ULL << 30));
+  EXPECT_EQ(u.processes->at(0).types, unsigned{kProcessCompute});
+  // The first collection returns the whole buffer: 100 periods of 200 ms, oldest first.
+  ASSERT_TRUE(u.utilization_samples_supported);
+  ASSERT_EQ(u.utilization_samples.size(), 100u);
+  EXPECT_DOUBLE_EQ(u.utilization_samples.back().value, 0.5);
+  EXPECT_EQ(u.utilization_samples[1].timestamp_us - u.utilization_samples[0].timestamp_us, 200'000);
+  ASSERT_TRUE(u.power_samples_supported);
+  EXPECT_DOUBLE_EQ(u.power_samples.back().value, 150.0);  // 50 W idle + 0.5 × 200 W, in watts
+  ASSERT_TRUE(u.process_samples_supported);
+  ASSERT_FALSE(u.process_samples.empty());
+  EXPECT_EQ(u.process_samples.back().pid, 4242u);
+  EXPECT_DOUBLE_EQ(u.process_samples.back().sm_ratio, 0.5);
+  // The next collection only gets what is newer.
+  std::this_thread::sleep_for(450ms);
+  auto r2 = b->collect(0);
+  ASSERT_TRUE(r2.ok());
+  ASSERT_FALSE(r2->usage.utilization_samples.empty());
+  EXPECT_LE(r2->usage.utilization_samples.size(), 3u);
+  EXPECT_GT(r2->usage.utilization_samples.front().timestamp_us, u.utilization_samples.back().timestamp_us);
+  EXPECT_GT(r2->usage.process_samples.front().timestamp_us, u.process_samples.back().timestamp_us);
+  // An idle GPU: an empty process list, not an absent one.
+  auto idle = b->collect(1);
+  ASSERT_TRUE(idle.ok());
+  ASSERT_TRUE(idle->usage.processes.has_value());
+  EXPECT_TRUE(idle->usage.processes->empty());
+}
+
+TEST_F(NvmlBackendTest, ProcessListFallsBackToOlderGenerations) {
+  // Without _v3 and _v2 the unversioned call (16-byte v1 records) still gives pid and memory.
+  auto b = make({"nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetComputeRunningProcesses_v2"});
+  auto r = b->collect(0);
+  ASSERT_TRUE(r.ok());
+  ASSERT_TRUE(r->usage.processes.has_value());
+  ASSERT_EQ(r->usage.processes->size(), 1u);
+  EXPECT_EQ(r->usage.processes->at(0).pid, 4242u);
+  EXPECT_EQ(r->usage.processes->at(0).memory_bytes, 4.0 * (1ULL << 30));
+  auto v2 = make({"nvmlDeviceGetComputeRunningProcesses_v3"});
+  auto r2 = v2->collect(0);
+  ASSERT_TRUE(r2.ok());
+  EXPECT_EQ(r2->usage.processes->at(0).memory_bytes, 4.0 * (1ULL << 30));
+}
+
+TEST_F(NvmlBackendTest, UnsupportedUsageCallsAreLeftOut) {
+  setenv("GPUMETER_SIM_UNSUPPORTED", "nvmlDeviceGetSamples,nvmlDeviceGetProcessUtilization", 1);
+  auto b = make();
+  auto r = b->collect(0);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_FALSE(r->usage.utilization_samples_supported);
+  EXPECT_FALSE(r->usage.power_samples_supported);
+  EXPECT_FALSE(r->usage.process_samples_supported);
+  EXPECT_TRUE(r->usage.utilization_samples.empty());
+  ASSERT_TRUE(r->usage.processes.has_value());  // the process list itself still works
+  EXPECT_EQ(r->usage.processes->size(), 1u);
+  EXPECT_DOUBLE_EQ(*r->utilization_ratio, 0.5);  // the polled fallback the ledger uses
+}
+
+TEST_F(NvmlBackendTest, MissingProcessEntryPointsLeaveTheListUnset) {
+  auto b = make({"nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetComputeRunningProcesses_v2",
+                 "nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses_v3",
+                 "nvmlDeviceGetMPSComputeRunningProcesses_v3"});
+  auto r = b->collect(0);
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->usage.processes.has_value());
+  EXPECT_FALSE(r->usage.process_samples_supported && !r->usage.process_samples.empty());
+}
+
+// A symbol table with just the names listed (every symbol is a distinct dummy address).
+class NamedSymbols final : public SymbolSource {
+ public:
+  explicit NamedSymbols(std::set<std::string> names) : names_(std::move(names)) {}
+  void* symbol(const char* name) const override {
+    auto it = names_.find(name);
+    return it == names_.end() ? nullptr : const_cast<std::string*>(&*it);
+  }
+  const std::string& path() const override { return path_; }
+
+ private:
+  std::set<std::string> names_;
+  std::string path_ = "fake";
+};
+
+TEST(NvmlSymbolsTest, R535RecordSizeDetection) {
+  std::set<std::string> base = {"nvmlInit_v2", "nvmlShutdown", "nvmlDeviceGetCount_v2", "nvmlDeviceGetHandleByIndex_v2",
+                                "nvmlDeviceGetComputeRunningProcesses_v3"};
+  auto plain = NvmlSymbols::resolve(NamedSymbols(base));
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->v3_process_record_size, 24u);
+  EXPECT_NE(plain->compute_processes[0], nullptr);
+  EXPECT_EQ(plain->compute_processes[1], nullptr);
+  // Exports the confidential-computing query but not the detail list: the early R535 drivers
+  // whose _v3 wrote 32-byte records.
+  auto r535 = base;
+  r535.insert("nvmlDeviceGetConfComputeMemSizeInfo");
+  auto early = NvmlSymbols::resolve(NamedSymbols(r535));
+  ASSERT_TRUE(early.ok());
+  EXPECT_EQ(early->v3_process_record_size, 32u);
+  r535.insert("nvmlDeviceGetRunningProcessDetailList");
+  auto fixed = NvmlSymbols::resolve(NamedSymbols(r535));
+  ASSERT_TRUE(fixed.ok());
+  EXPECT_EQ(fixed->v3_process_record_size, 24u);
 }
 
 }  // namespace
