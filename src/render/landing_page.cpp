@@ -127,11 +127,42 @@ void gpus_section(Html& h, const Snapshot& snap) {
   h.raw("</tbody>\n</table>\n");
 }
 
-// Process owners (user, project, pod, HPC job) get their own table here once attribution feeds the
-// snapshot; until then the section says so instead of showing an empty table.
-void processes_section(Html& h) {
+// Who is on each GPU: its processes with their owners (within the per-process limit).
+void processes_section(Html& h, const Snapshot& snap) {
+  h.raw("<h2 id=\"processes\">Processes and owners</h2>\n");
+  if (!snap.attribution.enabled) {
+    h.raw("<p>Attribution is off.</p>\n");
+    return;
+  }
+  bool any = false;
+  for (const auto& g : snap.gpus) any = any || !g.processes.empty();
+  if (!any) {
+    h.raw("<p>No processes on any GPU.</p>\n");
+    return;
+  }
   h.raw(
-      "<h2 id=\"processes\">Processes</h2>\n<p>Per-process owners are not collected by this version.</p>\n");
+      "<table>\n<thead><tr><th>GPU</th><th>PID</th><th>Project</th><th>User</th><th>Namespace</th><th>Pod</th>"
+      "<th>Container</th><th>HPC job</th><th>Memory</th><th>SM</th></tr></thead>\n<tbody>\n");
+  for (const auto& g : snap.gpus) {
+    for (const auto& p : g.processes) {
+      h.raw("<tr><td class=\"num\">").raw(std::to_string(g.identity.index)).raw("</td><td class=\"num\">");
+      h.raw(std::to_string(p.pid)).raw(p.running ? "" : " (exited)").raw("</td>");
+      for (const std::string* v : {&p.owner.project, &p.owner.user, &p.owner.namespace_, &p.owner.pod,
+                                   &p.owner.container, &p.owner.hpc_job}) {
+        h.raw("<td>").text(*v).raw("</td>");
+      }
+      h.raw("<td class=\"num\">");
+      if (p.memory_bytes) {
+        h.fixed(*p.memory_bytes / kGiB, 1).raw(" GiB");
+      } else {
+        h.raw("&ndash;");
+      }
+      h.raw("</td>");
+      optional_cell(h, p.utilization_ratio, 100, 0, " %");
+      h.raw("</tr>\n");
+    }
+  }
+  h.raw("</tbody>\n</table>\n");
 }
 
 }  // namespace
@@ -173,7 +204,7 @@ std::string render_landing_page(const Snapshot& snap, const LandingPageOptions& 
   h.raw("<li><a href=\"/-/healthy\">Health</a></li>\n<li><a href=\"/-/ready\">Readiness</a></li>\n</ul>\n");
   backends_section(h, snap);
   gpus_section(h, snap);
-  processes_section(h);
+  processes_section(h, snap);
   h.raw("</body>\n</html>\n");
   return std::move(h).take();
 }

@@ -91,5 +91,25 @@ TEST(LandingPage, EmptySnapshot) {
   EXPECT_FALSE(contains(html, "Snapshot taken"));
 }
 
+TEST(LandingPage, ProcessesWithTheirOwners) {
+  Snapshot snap = testing::fixture_snapshot();
+  EXPECT_TRUE(contains(render_landing_page(snap, {}), "Attribution is off."));
+  snap.attribution.enabled = true;
+  EXPECT_TRUE(contains(render_landing_page(snap, {}), "No processes on any GPU."));
+  OwnerLabels o;
+  o.project = "nlp";
+  o.user = "dana";
+  o.namespace_ = "team-nlp";
+  o.pod = "trainer-<0>";
+  o.container = "trainer";
+  snap.gpus[0].processes.push_back({31001, o, 8.0 * (1ULL << 30), 0.42, true});
+  snap.gpus[0].processes.push_back({31002, o, 0.0, std::nullopt, false});
+  std::string html = render_landing_page(snap, {});
+  EXPECT_TRUE(contains(html, "<tr><td class=\"num\">0</td><td class=\"num\">31001</td><td>nlp</td><td>dana</td>"
+                             "<td>team-nlp</td><td>trainer-&lt;0&gt;</td><td>trainer</td><td></td>"
+                             "<td class=\"num\">8.0 GiB</td><td class=\"num\">42 %</td></tr>"));
+  EXPECT_TRUE(contains(html, "31002 (exited)"));
+}
+
 }  // namespace
 }  // namespace gpumeter
