@@ -240,6 +240,8 @@ def attribution_run(args, work, name, attributed, processes):
             r["nginx_c10"] = wrk(nurl, 10, args.seconds)
         r["peak_rss_kib"] = status_kib(agent.pid, "VmHWM")
         r["rss_kib"] = status_kib(agent.pid, "VmRSS")
+        r["rss_anon_kib"] = status_kib(agent.pid, "RssAnon")
+        r["rss_file_kib"] = status_kib(agent.pid, "RssFile")
         last = wait_http(url)
         r["checkpoint_seconds"] = metric_value(last, "gpumeter_ledger_checkpoint_duration_seconds")
         r["checkpoint_success"] = metric_value(last, "gpumeter_ledger_checkpoint_success")
@@ -328,6 +330,8 @@ def main():
             results[name + "_c50"] = wrk(url, 50, args.seconds)
         results["peak_rss_kib"] = status_kib(agent.pid, "VmHWM")
         results["rss_kib"] = status_kib(agent.pid, "VmRSS")
+        results["rss_anon_kib"] = status_kib(agent.pid, "RssAnon")
+        results["rss_file_kib"] = status_kib(agent.pid, "RssFile")
         stop(agent)
         stop(nginx, signal.SIGQUIT)
         agent = nginx = None
@@ -357,6 +361,9 @@ def main():
                                                                     results["cpu_percent_of_core"]),
          "", "target < 0.5% of a core"),
         ("peak RSS", "%.1f MiB" % (results["peak_rss_kib"] / 1024), "", "target < 20 MiB"),
+        ("RSS at the end: anonymous + file-backed", "%.1f + %.1f MiB" % (results["rss_anon_kib"] / 1024,
+                                                                          results["rss_file_kib"] / 1024),
+         "", "file-backed: mostly shared libraries"),
     ]
     print("Core: %s, 1 s collection" % os.path.basename(args.scenario))
     print()
@@ -382,8 +389,11 @@ def main():
         ("CPU per collection per GPU, ms",) + pair("cpu_ms_per_collection_per_gpu", "%.3f"),
         ("CPU per process-sample (per process per collection), us",) + pair("cpu_us_per_process_sample", "%.2f"),
         ("peak RSS (VmHWM), MiB",) + pair("peak_rss_kib", "%.1f", 1 / 1024),
+        ("  RSS at the end, anonymous, MiB",) + pair("rss_anon_kib", "%.1f", 1 / 1024),
+        ("  RSS at the end, file-backed (shared libraries), MiB",) + pair("rss_file_kib", "%.1f", 1 / 1024),
         ("ledger state file, bytes",) + pair("state_file_bytes", "%d"),
-        ("last checkpoint (JSON + write + fsync), ms",) + pair("checkpoint_seconds", "%.2f", 1000),
+        ("last checkpoint, wall time (one sample, fsync-bound), ms",) +
+        pair("checkpoint_seconds", "%.2f", 1000)[:2] + ("",),
         ("scrape p50 @10 conns, us",) + (("%.0f" % a["gpumeter_c10"]["p50_us"], "%.0f" % u["gpumeter_c10"]["p50_us"],
                                           "nginx %.0f on the attributed body" % a["nginx_c10"]["p50_us"])),
         ("scrape p99 @10 conns, us",) + (("%.0f" % a["gpumeter_c10"]["p99_us"], "%.0f" % u["gpumeter_c10"]["p99_us"],
