@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/serve.h"
+#include "cli/snapshot.h"
 #include "cli/version.h"
 #include "sim/sim_cli.h"
 
@@ -19,13 +20,20 @@ int main(int argc, char** argv) {
       "serve", "Run the node agent: collect every GPU on its own schedule and serve Prometheus metrics.");
   gpumeter::cli::setup_serve_command(*serve, serve_options, exit_code);
 
+  gpumeter::cli::SnapshotOptions snapshot_options;
+  auto* snapshot = app.add_subcommand(
+      "snapshot", "Print the GPUs, their processes with owners and the ledger totals once, like nvidia-smi.");
+  gpumeter::cli::setup_snapshot_command(*snapshot, snapshot_options, exit_code);
+
   auto* sim = app.add_subcommand("sim", "Fleet simulator tools: validate a scenario, print its exact ground truth.");
   gpumeter::sim::setup_sim_command(*sim, exit_code);
 
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    const int code = app.exit(e);
+    // snapshot documents exit code 2 for every bad flag.
+    return snapshot->parsed() && code != 0 ? 2 : code;
   }
   return exit_code;
 }

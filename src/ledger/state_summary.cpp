@@ -5,8 +5,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <sstream>
+
+#include <nlohmann/json.hpp>
 
 #include "ledger/ledger.h"
 #include "ledger/state_file.h"
