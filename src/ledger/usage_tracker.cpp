@@ -54,7 +54,7 @@ void UsageTracker::load_state() {
     log_.info("no ledger state yet; starting an empty ledger", {{"path", options_.state_file}});
     return;
   }
-  std::lock_guard lock(gpus_mu_);
+  std::lock_guard lock(restored_mu_);
   restored_ = loaded.document["gpus"];
   log_.info("ledger state loaded", {{"path", options_.state_file}, {"gpus", std::to_string(restored_.size())}});
 }
@@ -92,7 +92,7 @@ void UsageTracker::on_reading(size_t slot, const DeviceIdentity& id, const Devic
     g.uuid = id.uuid;
     g.ledger = GpuLedger(lo);
     g.processes.clear();
-    std::lock_guard glock(gpus_mu_);
+    std::lock_guard rlock(restored_mu_);
     if (restored_.is_object() && restored_.contains(id.uuid)) {
       auto restored = GpuLedger::from_json(restored_[id.uuid]["ledger"], lo);
       if (restored) {
@@ -242,9 +242,12 @@ Result<std::size_t> UsageTracker::checkpoint() {
   doc["saved_unix"] = unix_now();
   nlohmann::json gpus = nlohmann::json::object();
   {
-    std::lock_guard lock(gpus_mu_);
     // GPUs from the state file not seen yet (still starting, or gone) are carried over.
+    std::lock_guard rlock(restored_mu_);
     if (restored_.is_object()) gpus = restored_;
+  }
+  {
+    std::lock_guard lock(gpus_mu_);
     for (size_t i = 0; i < gpus_.size(); ++i) {
       const Gpu& g = *gpus_[i];
       std::lock_guard glock(g.mu);

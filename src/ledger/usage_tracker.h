@@ -83,8 +83,10 @@ class UsageTracker final : public ReadingObserver {
   OwnerResolver& resolver_;
   Logger& log_;
 
+  // Lock order: gpus_mu_ before a Gpu's mu; restored_mu_ is taken alone or inside a Gpu's mu.
   mutable std::mutex gpus_mu_;  // guards the vector, not the entries
   std::vector<std::unique_ptr<Gpu>> gpus_;
+  mutable std::mutex restored_mu_;
   nlohmann::json restored_;  // per-uuid ledgers from the state file, taken when the GPU appears
 
   mutable std::mutex stats_mu_;
