@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "cli/agent_setup.h"
@@ -357,18 +358,12 @@ class Table {
   std::vector<std::vector<std::string>> rows_;
 };
 
-std::string format(const char* fmt, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, fmt, v);
-  return buf;
-}
-
 std::string bytes_text(double b) {
-  if (b >= 1024.0 * 1024 * 1024) return format("%.1f GiB", b / (1024.0 * 1024 * 1024));
-  return format("%.0f MiB", b / (1024.0 * 1024));
+  if (b >= 1024.0 * 1024 * 1024) return fmt::format("{:.1f} GiB", b / (1024.0 * 1024 * 1024));
+  return fmt::format("{:.0f} MiB", b / (1024.0 * 1024));
 }
 
-std::string percent_text(double ratio) { return format("%.0f%%", 100 * ratio); }
+std::string percent_text(double ratio) { return fmt::format("{:.0f}%", 100 * ratio); }
 
 std::string utc_text(double unix_seconds) {
   const std::time_t t = static_cast<std::time_t>(unix_seconds);
@@ -380,9 +375,9 @@ std::string utc_text(double unix_seconds) {
 }
 
 std::string duration_text(double seconds) {
-  if (seconds < 60) return format("%.0f s", seconds);
-  if (seconds < 3600) return format("%.1f min", seconds / 60);
-  return format("%.2f h", seconds / 3600);
+  if (seconds < 60) return fmt::format("{:.0f} s", seconds);
+  if (seconds < 3600) return fmt::format("{:.1f} min", seconds / 60);
+  return fmt::format("{:.2f} h", seconds / 3600);
 }
 
 std::string short_uuid(const std::string& uuid) { return truncate(uuid, 13); }  // "GPU-" and 8 hex digits
@@ -414,10 +409,10 @@ void render_ledger_table(std::string& out, const LedgerStateGpu& lg, const Style
   for (const auto& e : lg.owners) {
     const OwnerLabels& o = e.owner;
     t.add({o.project, o.user, o.namespace_, o.pod, o.container, o.hpc_job,
-           format("%.3f", e.allocated_seconds / 3600), format("%.3f", e.busy_seconds / 3600),
+           fmt::format("{:.3f}", e.allocated_seconds / 3600), fmt::format("{:.3f}", e.busy_seconds / 3600),
            e.allocated_seconds > 0 ? percent_text(e.busy_seconds / e.allocated_seconds) : "",
-           format("%.3f", e.energy_joules / 3.6e6),
-           format("%.2f", e.memory_byte_seconds / (1024.0 * 1024 * 1024) / 3600)});
+           fmt::format("{:.3f}", e.energy_joules / 3.6e6),
+           fmt::format("{:.2f}", e.memory_byte_seconds / (1024.0 * 1024 * 1024) / 3600)});
   }
   t.render(out, "    ", style);
 }
@@ -427,7 +422,7 @@ std::string report_table(const Report& r, const Style& style) {
   std::string out;
   out += style.bold("gpumeter snapshot") + "  " + utc_text(s.taken_unix) + "  " +
          style.dim("(per-process utilization over " +
-                   format("%.1f s", std::chrono::duration<double>(r.interval).count()) + ")") +
+                   fmt::format("{:.1f} s", std::chrono::duration<double>(r.interval).count()) + ")") +
          "\n";
   for (const auto& b : s.backends) {
     out += "backend  " + b.backend + " " + (b.up ? style.good("up") : style.bad("DOWN")) + ": " +
@@ -486,11 +481,11 @@ std::string report_table(const Report& r, const Style& style) {
         facts.push_back("memory " + bytes_text(*rd->memory_used_bytes));
       }
       if (rd->power_watts) {
-        facts.push_back("power " + format("%.0f W", *rd->power_watts) +
-                        (rd->power_limit_watts ? format(" / %.0f W", *rd->power_limit_watts) : ""));
+        facts.push_back("power " + fmt::format("{:.0f} W", *rd->power_watts) +
+                        (rd->power_limit_watts ? fmt::format(" / {:.0f} W", *rd->power_limit_watts) : ""));
       }
       if (const LabeledValue* t = find_label(rd->temperature_celsius, "gpu")) {
-        facts.push_back("temperature " + format("%.0f °C", t->value));
+        facts.push_back("temperature " + fmt::format("{:.0f} °C", t->value));
       }
       std::string line = " ";
       for (const auto& f : facts) line += "  " + f;
@@ -661,9 +656,8 @@ int run_snapshot(const SnapshotOptions& o) {
     std::lock_guard lock(slot->mu);
     g.identity = slot->identity;
     if (!slot->done) {
-      g.down_reason = "collection did not finish within " +
-                      format("%.0f s", std::chrono::duration<double>(deadline - start).count()) +
-                      " (a driver call may be hung)";
+      g.down_reason = fmt::format("collection did not finish within {:.0f} s (a driver call may be hung)",
+                                  std::chrono::duration<double>(deadline - start).count());
     } else if (slot->reading) {
       g.up = true;
       g.collect_success = true;
