@@ -9,7 +9,9 @@
 //     cached process (every collection) and a new one (once per process), and the two parts
 //     of a cached lookup: the start-time re-read and the owner labels with the project rules,
 //     when --sim-root=DIR (DIR/proc, DIR/etc/passwd) and --config=FILE are given.
-// Every process has its own owner, as in deploy/scenarios/bench-8x-500proc.yaml.
+// Every process has its own owner, as in deploy/scenarios/bench-8x-500proc.yaml with a procfs
+// tree; the ledger, tracker and node benchmarks also run with every owner unresolvable (the
+// last argument 0), as the agent is with an empty procfs, so the two can be subtracted.
 
 #include <benchmark/benchmark.h>
 #include <unistd.h>
@@ -73,13 +75,13 @@ void shift(std::vector<ProcessSample>& v, std::int64_t by) {
 
 constexpr std::int64_t kCollectionUs = kPeriods * kPeriodUs;
 
-LedgerTick make_tick(unsigned gpu, unsigned n, std::int64_t start_us) {
+LedgerTick make_tick(unsigned gpu, unsigned n, std::int64_t start_us, bool resolvable = true) {
   LedgerTick t;
   t.wall_us = start_us + kCollectionUs;
   const double util = n * kProcessShare;
   for (unsigned k = 0; k < n; ++k) {
     const unsigned pid = pid_of(gpu, k);
-    t.processes.push_back({pid, owner_of(pid), kMemoryBytes});
+    t.processes.push_back({pid, resolvable ? owner_of(pid) : unattributed_owner(), kMemoryBytes});
   }
   t.utilization_samples_supported = t.power_samples_supported = t.process_samples_supported = true;
   for (int i = 1; i <= kPeriods; ++i) {
@@ -115,10 +117,12 @@ void next_collection(DeviceReading& r) {
   shift(r.usage.process_samples, kCollectionUs);
 }
 
-// Owners from memory: the tracker's own cost without any /proc read.
+// Owners from memory: the tracker's own cost without any /proc read. With `resolvable` false
+// every process is unattributed, as when its /proc entry cannot be read.
 class FakeResolver final : public OwnerResolver {
  public:
-  FakeResolver() {
+  explicit FakeResolver(bool resolvable) {
+    if (!resolvable) return;
     for (unsigned g = 0; g < kGpus; ++g) {
       for (unsigned k = 0; k < kProcessesPerGpu; ++k) owners_.emplace(pid_of(g, k), owner_of(pid_of(g, k)));
     }
@@ -150,10 +154,13 @@ Snapshot node_of_8() {
   return s;
 }
 
+std::string owners_label(bool resolvable) { return resolvable ? "own owner each" : "owners unresolvable"; }
+
 void BM_LedgerAdvance(benchmark::State& state) {
   const auto n = static_cast<unsigned>(state.range(0));
+  const bool resolvable = state.range(1) != 0;
   GpuLedger ledger(GpuLedgerOptions{70, 10'000'000});
-  LedgerTick tick = make_tick(0, n, kT0);
+  LedgerTick tick = make_tick(0, n, kT0, resolvable);
   ledger.advance(tick);  // the first tick only sets the cursor
   for (auto _ : state) {
     tick.wall_us += kCollectionUs;
@@ -163,13 +170,18 @@ void BM_LedgerAdvance(benchmark::State& state) {
     ledger.advance(tick);
   }
   state.counters["owners"] = static_cast<double>(ledger.owners().size());
-  state.SetLabel("per GPU, " + std::to_string(n) + " processes");
+  state.SetLabel("per GPU, " + std::to_string(n) + " processes, " + owners_label(resolvable));
 }
-BENCHMARK(BM_LedgerAdvance)->Arg(8)->Arg(kProcessesPerGpu)->Unit(benchmark::kNanosecond);
+BENCHMARK(BM_LedgerAdvance)
+    ->Args({8, 1})
+    ->Args({kProcessesPerGpu, 1})
+    ->Args({kProcessesPerGpu, 0})
+    ->Unit(benchmark::kNanosecond);
 
 void BM_OnReading(benchmark::State& state) {
   const auto n = static_cast<unsigned>(state.range(0));
-  FakeResolver resolver;
+  const bool resolvable = state.range(1) != 0;
+  FakeResolver resolver(resolvable);
   Logger log(LogLevel::kError);
   UsageTracker tracker({}, resolver, log);
   const Snapshot node = node_of_8();
@@ -179,9 +191,14 @@ void BM_OnReading(benchmark::State& state) {
     next_collection(r);
     tracker.on_reading(0, node.gpus[0].identity, r);
   }
-  state.SetLabel("per GPU, " + std::to_string(n) + " processes, owners from memory");
+  state.SetLabel("per GPU, " + std::to_string(n) + " processes, " + owners_label(resolvable) +
+                 ", from memory");
 }
-BENCHMARK(BM_OnReading)->Arg(8)->Arg(kProcessesPerGpu)->Unit(benchmark::kNanosecond);
+BENCHMARK(BM_OnReading)
+    ->Args({8, 1})
+    ->Args({kProcessesPerGpu, 1})
+    ->Args({kProcessesPerGpu, 0})
+    ->Unit(benchmark::kNanosecond);
 
 // A tracker that has seen two collections of every GPU of the node.
 struct TrackedNode {
@@ -189,7 +206,7 @@ struct TrackedNode {
   Logger log{LogLevel::kError};
   UsageTracker tracker{UsageTrackerOptions{}, resolver, log};
   Snapshot node = node_of_8();
-  TrackedNode() {
+  explicit TrackedNode(bool resolvable) : resolver(resolvable) {
     for (unsigned g = 0; g < kGpus; ++g) {
       DeviceReading r = make_reading(g, kProcessesPerGpu, kT0);
       tracker.on_reading(g, node.gpus[g].identity, r);
@@ -200,18 +217,20 @@ struct TrackedNode {
 };
 
 void BM_ContributeNode(benchmark::State& state) {
-  TrackedNode t;
+  const bool resolvable = state.range(0) != 0;
+  TrackedNode t(resolvable);
   for (auto _ : state) {
     Snapshot s = t.node;
     t.tracker.contribute(s);
     benchmark::DoNotOptimize(s);
   }
-  state.SetLabel("per snapshot, 8 GPUs x 63 processes (504)");
+  state.SetLabel("per snapshot, 8 GPUs x 63 processes (504), " + owners_label(resolvable));
 }
-BENCHMARK(BM_ContributeNode)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_ContributeNode)->Arg(1)->Arg(0)->Unit(benchmark::kMicrosecond);
 
-void BM_RenderAttributedNode(benchmark::State& state) {
-  TrackedNode t;
+void BM_RenderNode(benchmark::State& state) {
+  const bool resolvable = state.range(0) != 0;
+  TrackedNode t(resolvable);
   Snapshot s = t.node;
   t.tracker.contribute(s);
   size_t bytes = 0;
@@ -221,15 +240,17 @@ void BM_RenderAttributedNode(benchmark::State& state) {
     benchmark::DoNotOptimize(prepared);
   }
   state.counters["text_bytes"] = static_cast<double>(bytes);
-  state.SetLabel("per snapshot, 8 GPUs x 63 processes (504): families + both formats + gzip");
+  state.SetLabel("per snapshot, 8 GPUs x 63 processes (504), " + owners_label(resolvable) +
+                 ": families + both formats + gzip");
 }
-BENCHMARK(BM_RenderAttributedNode)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_RenderNode)->Arg(1)->Arg(0)->Unit(benchmark::kMicrosecond);
 
 void BM_CheckpointNode(benchmark::State& state) {
   namespace fs = std::filesystem;
+  const bool resolvable = state.range(0) != 0;
   const fs::path dir = fs::temp_directory_path() / ("gpumeter-ledger-bench-" + std::to_string(::getpid()));
   fs::create_directories(dir);
-  FakeResolver resolver;
+  FakeResolver resolver(resolvable);
   Logger log(LogLevel::kError);
   UsageTrackerOptions o;
   o.state_file = (dir / "ledger.json").string();
@@ -252,9 +273,10 @@ void BM_CheckpointNode(benchmark::State& state) {
   }
   fs::remove_all(dir);
   state.counters["file_bytes"] = static_cast<double>(bytes);
-  state.SetLabel("per checkpoint, 8 GPUs x 63 owners: JSON, write, fsync, rename");
+  state.SetLabel("per checkpoint, 8 GPUs x 63 processes (504), " + owners_label(resolvable) +
+                 ": JSON, write, fsync, rename");
 }
-BENCHMARK(BM_CheckpointNode)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_CheckpointNode)->Arg(1)->Arg(0)->Unit(benchmark::kMicrosecond);
 
 // HostOwnerResolver on a `gpumeter sim procfs` tree with the benchmark's config file.
 struct ResolverSetup {
