@@ -290,11 +290,34 @@ size_t width(std::string_view s) {
   return static_cast<size_t>(std::count_if(s.begin(), s.end(), [](char c) { return (c & 0xC0) != 0x80; }));
 }
 
-// Control characters (a pod name or environment value could carry escape sequences) become '?'.
+// The length of the UTF-8 sequence a byte starts; 0 when it cannot start one.
+size_t utf8_length(unsigned char c) {
+  if (c < 0x80) return 1;
+  if ((c & 0xE0) == 0xC0) return c >= 0xC2 ? 2 : 0;
+  if ((c & 0xF0) == 0xE0) return 3;
+  if ((c & 0xF8) == 0xF0) return c <= 0xF4 ? 4 : 0;
+  return 0;
+}
+
+// Owner values come from /proc and the kubelet: control characters (C0 and C1, which could carry
+// terminal escape sequences) and bytes that are not UTF-8 become '?'.
 std::string printable(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) {
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    const size_t n = utf8_length(c);
+    bool ok = n > 0 && i + n <= s.size();
+    for (size_t k = 1; ok && k < n; ++k) ok = (static_cast<unsigned char>(s[i + k]) & 0xC0) == 0x80;
+    if (ok && n == 1) ok = c >= 0x20 && c != 0x7f;
+    if (ok && n == 2) ok = !(c == 0xC2 && static_cast<unsigned char>(s[i + 1]) < 0xA0);  // U+0080..U+009F
+    if (!ok) {
+      out += '?';
+      ++i;
+      continue;
+    }
+    out.append(s.substr(i, n));
+    i += n;
   }
   return out;
 }
@@ -669,8 +692,10 @@ int run_snapshot(const SnapshotOptions& o) {
   }
   tracker.contribute(snap);
 
+  // Owner values come from /proc and need not be valid UTF-8: JSON replaces bad bytes, never throws.
   const std::string text =
-      o.format == "json" ? report_json(report).dump(2) + "\n" : report_table(report, Style{use_color(o)});
+      o.format == "json" ? report_json(report).dump(2, ' ', false, json::error_handler_t::replace) + "\n"
+                         : report_table(report, Style{use_color(o)});
   std::fwrite(text.data(), 1, text.size(), stdout);
   std::fflush(stdout);
   if (c.stuck > 0) {

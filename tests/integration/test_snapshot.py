@@ -226,6 +226,34 @@ class Snapshot(unittest.TestCase):
         self.assertIn(missing + ": no state file, so no ledger totals", r.stdout)
         self.assertFalse(os.path.exists(os.path.dirname(missing)))
 
+    def test_hostile_owner_values_cannot_break_the_output(self):
+        # A process's environment is anything its owner wrote: bytes that are not UTF-8 and escape sequences.
+        root = os.path.join(self.dir, "root")
+        subprocess.run([BIN, "sim", "procfs", "--scenario", SCENARIO, "--out", root, "--at", str(AT)],
+                       check=True, capture_output=True, timeout=60)
+        job = next(j for j in sim_truth(SCENARIO, AT, AT + 1)["jobs"] if j["gpu"] == 0)
+        environ = os.path.join(root, "proc", str(job["pid"]), "environ")
+        with open(environ, "rb") as f:
+            text = f.read()
+        project = job["env"]["GPUMETER_PROJECT"].encode()
+        self.assertIn(b"GPUMETER_PROJECT=" + project + b"\0", text)
+        with open(environ, "wb") as f:
+            f.write(text.replace(b"GPUMETER_PROJECT=" + project, b"GPUMETER_PROJECT=" + project + b"\xff\x1b[2J\xc2\x9b"))
+        config = self.write("gpumeter.yaml", "attribution:\n  environment: [GPUMETER_PROJECT]\n"
+                                             "project:\n  rules: [{source: env.GPUMETER_PROJECT}]\n")
+        args = ["--sim.scenario", SCENARIO, "--path.procfs", os.path.join(root, "proc"), "--path.rootfs", root,
+                "--config.file", config, "--interval", "200ms", "--ledger.state-file", ""]
+        env = {"GPUMETER_SIM_EPOCH": repr(time.time() - AT)}
+        r = snapshot(*args, "--format", "json", env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        owners = [p["owner"] for p in json.loads(r.stdout)["gpus"][0]["processes"]]
+        self.assertEqual([o["project"] for o in owners], [project.decode() + "\ufffd\x1b[2J\x9b"])
+        r = subprocess.run([BIN, "snapshot", *args], capture_output=True, env=dict(os.environ, **env), timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertNotIn(b"\x1b", r.stdout)
+        self.assertNotIn(b"\xc2\x9b", r.stdout)
+        self.assertIn(b" " + project + b"??[2J?? ", r.stdout)  # each bad byte one "?"
+
     def test_a_hung_gpu_is_reported_down_without_holding_up_the_others(self):
         # scenarios/faults.yaml, with GPU 1's first call from 6 s hanging longer than the snapshot waits.
         with open(os.path.join(SCENARIOS, "faults.yaml")) as f:
