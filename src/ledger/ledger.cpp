@@ -71,7 +71,17 @@ void GpuLedger::advance(const LedgerTick& tick) {
   // Pending samples: a buffer read can run ahead of another by one period; keep what is not
   // used yet for the next tick instead of losing it.
   for (const auto& s : tick.power_samples) pending_power_.push_back(s);
-  for (const auto& s : tick.process_samples) pending_process_.push_back(s);
+  for (const auto& s : tick.process_samples) {
+    // What a process sample covers: back to the same process's previous sample, or one device
+    // period for its first, never more than kMaxProcessSampleSpan (NVML sends nothing for an
+    // idle process, so a long silence is not spread over).
+    auto prev = last_process_sample_us_.find(s.pid);
+    std::int64_t from = prev != last_process_sample_us_.end() ? prev->second : s.timestamp_us - device_period_us_;
+    if (from >= s.timestamp_us) continue;  // repeated or out of order
+    from = std::max(from, s.timestamp_us - kMaxProcessSampleSpanUs);
+    last_process_sample_us_[s.pid] = s.timestamp_us;
+    pending_process_.push_back({s, from});
+  }
   if (tick.power_watts) last_power_w_ = tick.power_watts;
 
   std::vector<Period> periods;
@@ -100,6 +110,7 @@ void GpuLedger::advance(const LedgerTick& tick) {
       previous_.clear();  // who was present across the gap is unknown
     }
     std::int64_t start = cursor_us_;
+    if (fresh.size() >= 2) device_period_us_ = fresh.back().timestamp_us - fresh[fresh.size() - 2].timestamp_us;
     for (const auto& s : fresh) {
       Period p{start, s.timestamp_us, std::clamp(s.value, 0.0, 1.0), std::nullopt};
       p.power_w = average_in(pending_power_, start, s.timestamp_us, [](const TimedSample& x) { return x.value; });
@@ -142,7 +153,10 @@ void GpuLedger::advance(const LedgerTick& tick) {
   previous_ = tick.processes;
   energy_counter_ = tick.energy_joules;
   std::erase_if(pending_power_, [&](const TimedSample& s) { return s.timestamp_us <= cursor_us_; });
-  std::erase_if(pending_process_, [&](const ProcessSample& s) { return s.timestamp_us <= cursor_us_; });
+  std::erase_if(pending_process_, [&](const CoveringSample& s) { return s.sample.timestamp_us <= cursor_us_; });
+  // Processes silent for a long time start afresh.
+  std::erase_if(last_process_sample_us_,
+                [&](const auto& kv) { return kv.second < cursor_us_ - 10 * kMaxProcessSampleSpanUs; });
 }
 
 void GpuLedger::integrate(const std::vector<Period>& periods, const LedgerTick& tick,
@@ -156,8 +170,11 @@ void GpuLedger::integrate(const std::vector<Period>& periods, const LedgerTick& 
     const double power = p.power_w.value_or(last_power_w_.value_or(0.0));
     if (p.power_w) last_power_w_ = p.power_w;
 
-    // Members: processes with a utilization sample in the period, and processes listed at both
-    // ends of the collection interval.
+    // Members: processes whose utilization samples cover part of the period, and processes
+    // listed at both ends of the collection interval. A process sample covers the time since
+    // that process's previous sample (at most kMaxProcessSampleSpan), so process and device
+    // samples need not share a grid; a process's SM share is the time-weighted average of the
+    // samples covering the period.
     struct Member {
       const LedgerProcess* proc;
       unsigned pid;
@@ -165,20 +182,16 @@ void GpuLedger::integrate(const std::vector<Period>& periods, const LedgerTick& 
     };
     std::vector<Member> members;
     for (const auto& s : pending_process_) {
-      if (s.timestamp_us <= p.start_us || s.timestamp_us > p.end_us) continue;
-      if (std::none_of(members.begin(), members.end(), [&](const Member& m) { return m.pid == s.pid; })) {
-        const LedgerProcess* lp = find_pid(tick.processes, s.pid);
-        if (lp == nullptr) lp = find_pid(previous_, s.pid);
-        double own = 0;
-        int n = 0;
-        for (const auto& x : pending_process_) {
-          if (x.pid == s.pid && x.timestamp_us > p.start_us && x.timestamp_us <= p.end_us) {
-            own += x.sm_ratio;
-            ++n;
-          }
-        }
-        members.push_back({lp, s.pid, n > 0 ? own / n : 0.0});
+      const std::int64_t overlap =
+          std::min(s.sample.timestamp_us, p.end_us) - std::max(s.covers_from_us, p.start_us);
+      if (overlap <= 0) continue;
+      auto it = std::find_if(members.begin(), members.end(), [&](const Member& m) { return m.pid == s.sample.pid; });
+      if (it == members.end()) {
+        const LedgerProcess* lp = find_pid(tick.processes, s.sample.pid);
+        if (lp == nullptr) lp = find_pid(previous_, s.sample.pid);
+        it = members.insert(members.end(), Member{lp, s.sample.pid, 0.0});
       }
+      it->sm += s.sample.sm_ratio * static_cast<double>(overlap) / static_cast<double>(p.end_us - p.start_us);
     }
     for (const auto& now : tick.processes) {
       if (find_pid(previous_, now.pid) == nullptr) continue;

@@ -116,7 +116,14 @@ class GpuLedger {
   std::vector<LedgerProcess> previous_;   // the process list of the previous tick
   std::optional<double> last_power_w_;
   std::vector<TimedSample> pending_power_;      // not yet matched to a utilization period
-  std::vector<ProcessSample> pending_process_;  // likewise
+  struct CoveringSample {
+    ProcessSample sample;
+    std::int64_t covers_from_us;  // the sample covers (covers_from_us, sample.timestamp_us]
+  };
+  static constexpr std::int64_t kMaxProcessSampleSpanUs = 1'000'000;
+  std::vector<CoveringSample> pending_process_;  // not yet fully used
+  std::map<unsigned, std::int64_t> last_process_sample_us_;
+  std::int64_t device_period_us_ = 200'000;  // spacing of the device's utilization samples
   std::map<OwnerLabels, LedgerTotals> owners_;
   double covered_seconds_ = 0;
   double busy_seconds_ = 0;

@@ -107,6 +107,39 @@ TEST(GpuLedger, BusyTheSharesDoNotCoverIsUnattributed) {
   EXPECT_NEAR(l.owners().at(unattributed_owner()).energy_joules, 75, 1e-9);
 }
 
+TEST(GpuLedger, ProcessSamplesOnACoarserGridCoverTheTimeSinceTheirLastSample) {
+  // Real drivers stamp per-process samples on their own schedule (here once a second) while
+  // device samples come every 200 ms: each process sample covers the time since its last one.
+  GpuLedger l = started_ledger(0);
+  auto tick = [&](std::int64_t start) {
+    LedgerTick t = TickBuilder{start, 5, 0.6, 300, {{1, owner("a"), 0}}}.build();
+    t.process_samples = {{1, start + 5 * kPeriod, 0.6, 0}};
+    return t;
+  };
+  l.advance(tick(kT0));                // the first sample covers one device period only
+  const double first = l.owners().at(owner("a")).busy_seconds;
+  EXPECT_NEAR(first, 0.6 * 0.2, 1e-12);
+  l.advance(tick(kT0 + 5 * kPeriod));  // the second covers the whole second since the first
+  EXPECT_NEAR(l.owners().at(owner("a")).busy_seconds - first, 0.6, 1e-12);
+  // Allocation: 0.2 s in the first tick (the process was not listed before it, so only its
+  // sample places it), then the whole second (listed at both ends).
+  EXPECT_NEAR(l.owners().at(owner("a")).allocated_seconds, 1.2, 1e-12);
+}
+
+TEST(GpuLedger, ALongSilenceIsNotSpreadOver) {
+  GpuLedger l = started_ledger(0);
+  LedgerTick t = TickBuilder{kT0, 5, 0.0, 100, {{1, owner("a"), 0}}}.build();
+  t.process_samples = {{1, kT0 + kPeriod, 0.5, 0}};
+  l.advance(t);
+  // Five seconds of nothing from the process, then one sample: it covers at most one second.
+  LedgerTick later = TickBuilder{kT0 + 5 * kPeriod, 25, 0.1, 100, {{1, owner("a"), 0}}}.build();
+  later.process_samples = {{1, kT0 + 30 * kPeriod, 0.5, 0}};
+  l.advance(later);
+  const auto& a = l.owners().at(owner("a"));
+  EXPECT_NEAR(a.busy_seconds, 0.0 + 0.1 * 1.0, 1e-12);  // only the last second's busy time
+  EXPECT_NEAR(l.owners().at(unattributed_owner()).busy_seconds, 0.1 * 4.0, 1e-12);
+}
+
 TEST(GpuLedger, ProcessListedAtBothEndsCountsWithoutSamples) {
   GpuLedger l(GpuLedgerOptions{70, 10'000'000});
   TickBuilder first{kT0 - kPeriod, 1, 0, 70, {{7, owner("x"), 1e9}}};
