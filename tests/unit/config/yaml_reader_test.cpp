@@ -1,67 +1,13 @@
-// The shared located YAML reader (src/util/yaml_reader.h): its quantity parsers agree with
-// the simulator's, and its errors carry the node's position and the field's path.
+// The shared located YAML reader (src/util/yaml_reader.h): its errors carry the node's
+// position and the field's path. Its quantity parsers are the ones the simulator uses, tested
+// in tests/unit/sim/units_test.cpp.
 
 #include "util/yaml_reader.h"
 
 #include <gtest/gtest.h>
 
-#include "sim/units.h"
-
 namespace gpumeter {
 namespace {
-
-TEST(config_yaml_reader, QuantitiesAgreeWithTheSimulator) {
-  const char* inputs[] = {"0",
-                          "90",
-                          "0.2",
-                          "1.5",
-                          "1h30m",
-                          "1.5h",
-                          "500ms",
-                          "250us",
-                          "2d",
-                          "1e3",
-                          "-5",
-                          "5 minutes",
-                          "h",
-                          "",
-                          " 7 ",
-                          "0x10",
-                          "0X1f",
-                          "12abc",
-                          "81559MiB",
-                          "80GiB",
-                          "1.5GiB",
-                          "4GB",
-                          "1024",
-                          "2TiB",
-                          "1.5",
-                          "80 GiBs",
-                          "-1GiB",
-                          "99999999999TiB",
-                          "1.",
-                          ".5",
-                          "+3",
-                          "nan",
-                          "inf",
-                          "1.7e308",
-                          "18446744073709551616",
-                          "0.0000001",
-                          "3kB",
-                          "3KB",
-                          "9223372036854775807",
-                          "106751991167d"};
-  for (const char* in : inputs) {
-    SCOPED_TRACE(in);
-    EXPECT_EQ(units::parse_duration_us(in), sim::parse_duration(in));
-    EXPECT_EQ(units::parse_byte_size(in), sim::parse_byte_size(in));
-    EXPECT_EQ(units::parse_unsigned(in), sim::parse_unsigned(in));
-    EXPECT_EQ(units::parse_double(in), sim::parse_double(in));
-    EXPECT_EQ(units::scale_decimal(in, 1000), sim::scale_decimal(in, 1000));
-  }
-  EXPECT_EQ(units::parse_duration_us("1h30m"), 5'400'000'000);
-  EXPECT_EQ(units::parse_byte_size("1.5GiB"), 3ULL << 29);
-}
 
 std::string error_of(const std::function<void()>& f) {
   try {
