@@ -10,7 +10,6 @@
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
-#include <functional>
 #include <limits>
 #include <memory>
 #include <mutex>
@@ -63,10 +62,9 @@ struct Collection {
 };
 
 // Collects every GPU twice, `interval` apart, feeding both readings to the tracker: the
-// second one's per-process utilization covers the window between them. `before_second` runs
-// on each GPU's thread just before its second collection.
+// second one's per-process utilization covers the window between them.
 Collection collect_twice(Backend& backend, UsageTracker& tracker, std::chrono::milliseconds interval,
-                         const std::function<void()>& before_second, Clock::time_point deadline) {
+                         Clock::time_point deadline) {
   Collection c;
   auto progress = std::make_shared<Progress>();
   std::vector<std::thread> threads;
@@ -75,7 +73,7 @@ Collection collect_twice(Backend& backend, UsageTracker& tracker, std::chrono::m
     slot->identity.index = d;
     slot->identity.vendor = backend.status().vendor;
     c.slots.push_back(slot);
-    threads.emplace_back([&backend, &tracker, interval, before_second, slot, progress, d] {
+    threads.emplace_back([&backend, &tracker, interval, slot, progress, d] {
       const auto begin = Clock::now();
       // Only this thread writes the slot; the lock is never held across a driver call, which
       // may hang while the main thread reads the slot.
@@ -96,7 +94,6 @@ Collection collect_twice(Backend& backend, UsageTracker& tracker, std::chrono::m
       DeviceIdentity id = identify();
       if (auto first = backend.collect(d)) tracker.on_reading(d, id, *first);
       std::this_thread::sleep_until(begin + interval);
-      before_second();
       id = identify();
       auto second = backend.collect(d);
       if (second) tracker.on_reading(d, id, *second);
@@ -652,23 +649,10 @@ int run_snapshot(const SnapshotOptions& o) {
   UsageTrackerOptions to = usage_tracker_options(config, *interval);
   to.max_process_series = std::numeric_limits<std::size_t>::max();
   UsageTracker tracker(to, resolver, log);
+  resolver.start();  // waits briefly for the kubelet's first pod list, so that pods are named
   const auto start = Clock::now();
-  resolver.start();
-
-  // The kubelet's first pod list comes from a background thread; the second collection
-  // waits for it (at most its timeout) so that pods are named.
-  const auto kubelet_deadline =
-      start + (ro.kubelet_socket.empty() ? std::chrono::milliseconds(0) : ro.kubelet.timeout);
-  auto wait_for_kubelet = [&resolver, kubelet_deadline] {
-    for (;;) {
-      AttributionStatus st;
-      resolver.contribute(st);
-      if (!st.kubelet_up || st.kubelet_last_success_unix > 0 || Clock::now() >= kubelet_deadline) return;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-  };
-  const auto deadline = std::max(start + *interval, kubelet_deadline) + kCallGrace;
-  Collection c = collect_twice(*nvml, tracker, *interval, wait_for_kubelet, deadline);
+  const auto deadline = start + *interval + kCallGrace;
+  Collection c = collect_twice(*nvml, tracker, *interval, deadline);
 
   Snapshot& snap = report.snap;
   snap.taken_unix = unix_now();
