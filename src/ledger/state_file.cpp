@@ -63,6 +63,20 @@ Result<std::size_t> write_file_atomic(const std::string& path, const std::string
   return contents.size();
 }
 
+std::string parse_ledger_state(std::string_view contents, nlohmann::json& doc) {
+  doc = nlohmann::json::parse(contents, nullptr, false);
+  if (doc.is_discarded()) return "not valid JSON";
+  if (!doc.is_object() || doc.value("format", "") != kLedgerStateFormat) {
+    return std::string("not a gpumeter ledger state file (no \"format\": \"") + kLedgerStateFormat + "\")";
+  }
+  if (doc.value("version", 0) != kLedgerStateVersion) {
+    return "unsupported state version " + doc.value("version", nlohmann::json()).dump() + " (this gpumeter reads " +
+           std::to_string(kLedgerStateVersion) + ")";
+  }
+  if (!doc.contains("gpus") || !doc["gpus"].is_object()) return "no \"gpus\" object";
+  return "";
+}
+
 LoadedLedgerState load_ledger_state(const std::string& path) {
   LoadedLedgerState out;
   std::ifstream in(path, std::ios::binary);
@@ -72,18 +86,8 @@ LoadedLedgerState load_ledger_state(const std::string& path) {
   }
   std::stringstream ss;
   ss << in.rdbuf();
-  std::string problem;
-  nlohmann::json doc = nlohmann::json::parse(ss.str(), nullptr, false);
-  if (doc.is_discarded()) {
-    problem = "not valid JSON";
-  } else if (!doc.is_object() || doc.value("format", "") != kLedgerStateFormat) {
-    problem = std::string("not a gpumeter ledger state file (no \"format\": \"") + kLedgerStateFormat + "\")";
-  } else if (doc.value("version", 0) != kLedgerStateVersion) {
-    problem = "unsupported state version " + doc.value("version", nlohmann::json()).dump() + " (this agent reads " +
-              std::to_string(kLedgerStateVersion) + ")";
-  } else if (!doc.contains("gpus") || !doc["gpus"].is_object()) {
-    problem = "no \"gpus\" object";
-  }
+  nlohmann::json doc;
+  const std::string problem = parse_ledger_state(ss.str(), doc);
   if (problem.empty()) {
     out.document = std::move(doc);
     return out;

@@ -4,6 +4,7 @@
 // crash at any moment leaves either the previous state or the new one, never a torn file.
 
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -15,6 +16,10 @@ inline constexpr const char* kLedgerStateFormat = "gpumeter-ledger-state";
 inline constexpr int kLedgerStateVersion = 1;
 
 Result<std::size_t> write_file_atomic(const std::string& path, const std::string& contents);
+
+// Parses a state document and checks its envelope (JSON, format, version, a "gpus" object).
+// Returns the reason it is unusable, or an empty string with `doc` filled.
+std::string parse_ledger_state(std::string_view contents, nlohmann::json& doc);
 
 struct LoadedLedgerState {
   nlohmann::json document;     // null when there was nothing usable

@@ -70,18 +70,9 @@ std::string_view to_string(LedgerStateSummary::Status status) {
 }
 
 LedgerStateSummary summarize_ledger_state(std::string_view contents) {
-  nlohmann::json doc = nlohmann::json::parse(contents, nullptr, false);
-  if (doc.is_discarded()) return unusable("not valid JSON");
-  if (!doc.is_object() || doc.value("format", "") != kLedgerStateFormat) {
-    return unusable(std::string("not a gpumeter ledger state file (no \"format\": \"") + kLedgerStateFormat +
-                    "\")");
-  }
-  if (doc.value("version", 0) != kLedgerStateVersion) {
-    return unusable("unsupported state version " + doc.value("version", nlohmann::json()).dump() +
-                    " (this gpumeter reads " + std::to_string(kLedgerStateVersion) + ")");
-  }
+  nlohmann::json doc;
+  if (std::string problem = parse_ledger_state(contents, doc); !problem.empty()) return unusable(problem);
   auto gpus = doc.find("gpus");
-  if (gpus == doc.end() || !gpus->is_object()) return unusable("no \"gpus\" object");
 
   LedgerStateSummary s;
   s.status = LedgerStateSummary::Status::kOk;
