@@ -42,10 +42,10 @@ def expected_owners(truth):
     return out
 
 
-def scraped_owners(prom):
+def scraped_owners(prom, at):
     out = {}
     for metric, field in COUNTERS.items():
-        for r in prom.query(metric):
+        for r in prom.query(metric, at=at):
             m = r["metric"]
             key = (m["gpu"], m["project"], m.get("user", ""), m.get("namespace", ""), m.get("pod", ""),
                    m.get("hpc_job", ""))
@@ -67,7 +67,12 @@ class LedgerAccuracy(AgentTestCase):
     def check_against_truth(self, prom, scenario, truth_to):
         truth = sim_truth(scenario, 0, truth_to)
         want = expected_owners(truth)
-        got = scraped_owners(prom)
+        # Every query evaluates at one instant, so all figures come from the same scrape.
+        at = time.time() - 1.5
+        got = scraped_owners(prom, at)
+        worst = max((abs(got.get(k, {}).get(f, 0.0) - v) / v, "%s %s" % (f, k))
+                    for k, fields in want.items() for f, v in fields.items() if v > 0)
+        print("largest relative deviation from the truth: %.3g (%s)" % worst)  # shown in the test log
         for key, fields in want.items():
             self.assertIn(key, got, "owner %r missing; scraped owners: %r" % (key, sorted(got)))
             for field, value in fields.items():
@@ -81,7 +86,8 @@ class LedgerAccuracy(AgentTestCase):
             self.assertIn(key, want, "unexpected owner %r" % (key,))
         # Invariants per GPU: owners (idle included) cover exactly the integrated time, and the
         # busy time adds up to the GPU's.
-        covered = {r["metric"]["gpu"]: float(r["value"][1]) for r in prom.query("gpumeter_ledger_covered_seconds_total")}
+        covered = {r["metric"]["gpu"]: float(r["value"][1])
+                   for r in prom.query("gpumeter_ledger_covered_seconds_total", at=at)}
         for g in truth["gpus"]:
             gpu = str(g["gpu"])
             alloc = sum(v.get("allocated_seconds", 0) for k, v in got.items() if k[0] == gpu)
