@@ -35,7 +35,7 @@ else
   export GPUMETER_SIM_EPOCH="$(date +%s.%N)"
   rm -f "$state_dir/ledger.json"
   echo "== no NVML on this machine: running on the simulated node $scenario"
-  "$bin" sim procfs --scenario "$scenario" --out "$node/root" --follow >"$node/procfs.log" 2>&1 &
+  "$bin" sim procfs --scenario "$scenario" --out "$node/host" --follow >"$node/procfs.log" 2>&1 &
   children+=($!)
   "$bin" sim kubelet --scenario "$scenario" --socket "$node/kubelet.sock" >"$node/kubelet.log" 2>&1 &
   children+=($!)
@@ -51,8 +51,8 @@ project:
 ledger:
   idle_power_watts: {"NVIDIA H100 80GB HBM3": 70}
 YAML
-  for _ in $(seq 100); do [[ -S "$node/kubelet.sock" && -f "$node/root/etc/passwd" ]] && break; sleep 0.1; done
-  args+=(--sim.scenario "$scenario" --path.procfs "$node/root/proc" --path.rootfs "$node/root"
+  for _ in $(seq 100); do [[ -S "$node/kubelet.sock" && -f "$node/host/etc/passwd" ]] && break; sleep 0.1; done
+  args+=(--sim.scenario "$scenario" --path.procfs "$node/host/proc" --path.rootfs "$node/host"
          --config.file "$node/gpumeter.yaml")
 fi
 listen="${GPUMETER_LISTEN_ADDRESS:-:9400}"
