@@ -2,6 +2,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "cli/report_command.h"
+#include "cli/rules_command.h"
 #include "cli/serve.h"
 #include "cli/snapshot.h"
 #include "cli/version.h"
@@ -25,6 +27,16 @@ int main(int argc, char** argv) {
       "snapshot", "Print the GPUs, their processes with owners and the ledger totals once, like nvidia-smi.");
   gpumeter::cli::setup_snapshot_command(*snapshot, snapshot_options, exit_code);
 
+  gpumeter::cli::ReportOptions report_options;
+  auto* report = app.add_subcommand(
+      "report", "Chargeback for a period from a Prometheus-compatible API: exact usage and cost per group.");
+  gpumeter::cli::setup_report_command(*report, report_options, exit_code);
+
+  gpumeter::cli::RulesOptions rules_options;
+  auto* rules = app.add_subcommand(
+      "rules", "Write Prometheus recording rules for prices and live cost rates from a pricing file.");
+  gpumeter::cli::setup_rules_command(*rules, rules_options, exit_code);
+
   auto* sim = app.add_subcommand("sim", "Fleet simulator tools: validate a scenario, print its exact ground truth.");
   gpumeter::sim::setup_sim_command(*sim, exit_code);
 
@@ -32,8 +44,8 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);
-    // snapshot documents exit code 2 for every bad flag.
-    return snapshot->parsed() && code != 0 ? 2 : code;
+    // snapshot, report and rules document exit code 2 for every bad flag.
+    return (snapshot->parsed() || report->parsed() || rules->parsed()) && code != 0 ? 2 : code;
   }
   return exit_code;
 }

@@ -1,0 +1,84 @@
+#pragma once
+// The pricing file of `gpumeter report --pricing` and `gpumeter rules --pricing`: a price per
+// GPU-hour by GPU model (allocation), an optional price per busy GPU-hour (utilization-weighted),
+// an optional energy price ($/kWh x PUE), effective dates so prices can change mid-period, the
+// idle policy and per-project monthly budgets. docs/chargeback.md documents the format;
+// deploy/pricing/list-prices.yaml is the shipped default table.
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <regex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "util/result.h"
+
+namespace gpumeter::pricing {
+
+// Model name that matches any GPU model without an entry of its own.
+inline constexpr std::string_view kAnyModel = "*";
+
+struct GpuPrice {
+  double gpu_hour = 0;       // per allocated GPU-hour
+  double busy_gpu_hour = 0;  // per busy GPU-hour (utilization-weighted), 0 when not used
+};
+
+struct EnergyPrice {
+  double kwh = 0;  // per kWh at the meter
+  double pue = 1;  // facility overhead: charged energy = GPU energy x pue
+};
+
+// A value that takes effect at `from` (unix seconds; -infinity for the first entry when the
+// file gives no date) and holds until the next entry's `from`.
+template <typename T>
+struct Dated {
+  double from = 0;
+  bool from_set = false;  // false: in effect since the beginning of time
+  T value{};
+  int line = 0;  // 1-based line in the pricing file, for messages
+};
+
+enum class IdlePolicy {
+  kSeparate,      // idle GPU time is a line of its own, project "__idle__"
+  kSpreadByNode,  // each node's idle cost is spread over that node's owners, by their cost
+  kSpreadByPool,  // each pool's idle cost is spread over that pool's owners, by their cost
+};
+
+struct Pool {
+  std::string name;
+  std::string node_regex;  // as written; matched against the whole node name
+  std::regex node_pattern;
+};
+
+struct Pricing {
+  std::string source;  // the file's path, for messages and report metadata
+  std::string currency = "USD";
+  // Model name (gpu_info's `model` label, exactly as NVML reports it) or "*".
+  // Each list is sorted by `from`, strictly increasing.
+  std::map<std::string, std::vector<Dated<GpuPrice>>, std::less<>> gpu_models;
+  std::vector<Dated<EnergyPrice>> energy;  // empty: energy is not charged
+  IdlePolicy idle_policy = IdlePolicy::kSeparate;
+  std::vector<Pool> pools;                         // kSpreadByPool only, in file order
+  std::map<std::string, double, std::less<>> budgets;  // project -> budget per calendar month
+
+  // The price in effect at unix time `t` for `model`, falling back to "*"; nullopt when
+  // neither has an entry in effect at `t`.
+  std::optional<GpuPrice> gpu_price(std::string_view model, double t) const;
+  // The energy price in effect at `t`; nullopt when energy is not charged at `t`.
+  std::optional<EnergyPrice> energy_price(double t) const;
+  // Every effective date strictly inside (from, to), sorted and unique: a report splits its
+  // period there so no step straddles a price change.
+  std::vector<double> change_points(double from, double to) const;
+  // The first pool whose regex matches the whole node name, or nullopt.
+  std::optional<std::string> pool_for(std::string_view node) const;
+};
+
+// Parses and validates. Every error reads "source:line:col: path: what is wrong".
+Result<Pricing> parse_pricing(std::string_view text, std::string_view source);
+Result<Pricing> load_pricing(const std::string& path);
+
+std::string_view to_string(IdlePolicy policy);  // "separate", "spread-by-node", "spread-by-pool"
+
+}  // namespace gpumeter::pricing

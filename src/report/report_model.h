@@ -1,0 +1,117 @@
+#pragma once
+// The result of `gpumeter report`: usage and cost per group over one period, as plain values.
+// The query engine (usage_query.h) fills it; the formatters (table, CSV, JSON, HTML) only read
+// it and do no I/O of their own.
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace gpumeter::report {
+
+// Exact period totals of the ledger counters, in base units.
+struct Usage {
+  double allocated_seconds = 0;    // gpu_allocated_seconds_total
+  double busy_seconds = 0;         // gpu_busy_seconds_total
+  double memory_byte_seconds = 0;  // gpu_memory_byte_seconds_total
+  double energy_joules = 0;        // gpu_attributed_energy_joules_total
+
+  Usage& operator+=(const Usage& o) {
+    allocated_seconds += o.allocated_seconds;
+    busy_seconds += o.busy_seconds;
+    memory_byte_seconds += o.memory_byte_seconds;
+    energy_joules += o.energy_joules;
+    return *this;
+  }
+  // busy / allocated; nullopt when nothing was allocated.
+  std::optional<double> efficiency() const {
+    if (allocated_seconds <= 0) return std::nullopt;
+    return busy_seconds / allocated_seconds;
+  }
+};
+
+// In the pricing file's currency. `idle` is this row's share of spread idle cost (zero under
+// the "separate" policy, where idle time is a row of its own).
+struct Cost {
+  double allocation = 0;
+  double utilization = 0;
+  double energy = 0;
+  double idle = 0;
+
+  double total() const { return allocation + utilization + energy + idle; }
+  Cost& operator+=(const Cost& o) {
+    allocation += o.allocation;
+    utilization += o.utilization;
+    energy += o.energy;
+    idle += o.idle;
+    return *this;
+  }
+};
+
+struct Budget {
+  double monthly = 0;      // from the pricing file
+  double for_period = 0;   // prorated to the report's period (monthly x period / 30.4375 days)
+  double used_ratio = 0;   // total cost / for_period
+};
+
+struct Row {
+  // One value per `--by` dimension, in the same order. Idle time carries "__idle__" and busy
+  // time no process accounts for "__unattributed__" in every owner dimension.
+  std::vector<std::string> key;
+  Usage usage;
+  Cost cost;                      // all zero without a pricing file
+  std::optional<Budget> budget;   // only when grouping by project and the project has one
+  bool idle = false;              // the "__idle__" row
+  bool unattributed = false;      // the "__unattributed__" row
+};
+
+// Owners plus idle equals the capacity: the checks behind the "reconciliation" section.
+struct Reconciliation {
+  double gpu_seconds = 0;       // GPUs x seconds each GPU reported within the period
+  double covered_seconds = 0;   // gpumeter_ledger_covered_seconds_total increase
+  double gap_seconds = 0;       // gpumeter_ledger_gap_seconds_total increase (agent could not integrate)
+  double owners_seconds = 0;    // allocated seconds of every owner row, idle excluded
+  double idle_seconds = 0;      // allocated seconds of "__idle__"
+  double difference_seconds = 0;  // owners + idle - covered
+  bool ok = true;               // |difference| within 1e-6 relative (plus 1 ms)
+};
+
+struct Warning {
+  std::string kind;     // "gap", "missing-data", "missing-series", "reset", "reconciliation", "pricing", "backend"
+  std::string message;  // complete, names the GPU(s) and the time range
+  std::string gpu;      // uuid, when the warning is about one GPU
+  std::string node;
+  double from = 0;      // unix seconds; 0 when not about a time range
+  double to = 0;
+};
+
+struct Timeline {
+  std::vector<double> starts;  // unix seconds, one per step; steps tile the period
+  std::vector<double> ends;
+  // Per row (same order as Report::rows), per step. Cost when priced, else allocated seconds.
+  std::vector<std::vector<double>> row_values;
+  std::vector<double> idle_seconds;      // per step, whole fleet
+  std::vector<double> capacity_seconds;  // per step, covered seconds of the whole fleet
+};
+
+struct Report {
+  std::string url;
+  std::string backend;       // "Prometheus 2.42.0", "VictoriaMetrics", or "unknown"
+  double from = 0;           // unix seconds
+  double to = 0;
+  double step_seconds = 0;   // the timeline's step (the last step may be shorter)
+  std::vector<std::string> by;
+  bool priced = false;
+  std::string currency;      // when priced
+  std::string pricing_source;
+  std::string idle_policy;   // when priced
+  std::vector<Row> rows;     // most expensive first (most allocated seconds when unpriced)
+  Row total;                 // key empty
+  Timeline timeline;
+  Reconciliation reconciliation;
+  std::vector<Warning> warnings;
+  int queries = 0;           // HTTP API requests made
+  double elapsed_seconds = 0;
+};
+
+}  // namespace gpumeter::report
