@@ -1,1 +1,605 @@
+// The HTML page of `gpumeter report`: one self-contained document (inline CSS, inline SVG, no
+// script, nothing fetched) that can be mailed or archived as the record of a chargeback period.
+// Every string from the report goes through append_escaped: owner names come from pod labels,
+// cgroup paths and job names, which anyone able to start a job can choose.
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <iterator>
+#include <numeric>
+
 #include "report/format.h"
+#include "report/html_text.h"
+#include "report/svg_chart.h"
+
+namespace gpumeter::report {
+
+namespace {
+
+constexpr double kSecondsPerHour = 3600;
+constexpr double kBytesPerGiB = 1024.0 * 1024.0 * 1024.0;
+constexpr double kJoulesPerKWh = 3.6e6;
+constexpr size_t kTopGroups = 15;  // bars in the per-group charts before "other"
+constexpr size_t kTopSeries = 8;   // series in the timeline before "other"
+
+// Efficiency bands of the per-group chart; the thresholds are rules of thumb, not policy.
+constexpr double kLowEfficiency = 0.3;
+constexpr double kHighEfficiency = 0.6;
+constexpr std::string_view kLowColor = "#e15759";
+constexpr std::string_view kMidColor = "#edc948";
+constexpr std::string_view kHighColor = "#59a14f";
+constexpr std::string_view kIdleLineColor = "#d9822b";
+
+constexpr std::string_view kStyle = R"css(
+:root{--ink:#1f2933;--muted:#5f6b7a;--line:#dde2e7;--bg:#f5f6f8}
+*{box-sizing:border-box}
+body{margin:0;background:var(--bg);color:var(--ink);font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif}
+main{max-width:1180px;margin:0 auto;padding:24px 28px 40px}
+h1{font-size:26px;margin:0 0 2px}
+h2{font-size:18px;margin:30px 0 12px;padding-bottom:6px;border-bottom:1px solid var(--line)}
+.period{font-size:16px;color:var(--muted);margin:0 0 14px}
+dl.meta{display:grid;grid-template-columns:max-content 1fr;gap:3px 18px;margin:0}
+dl.meta dt{color:var(--muted)}
+dl.meta dd{margin:0;overflow-wrap:anywhere}
+.cards{display:grid;grid-template-columns:repeat(auto-fit,minmax(190px,1fr));gap:12px}
+.card,.panel{background:#fff;border:1px solid var(--line);border-radius:8px;padding:14px 16px}
+.card .label{color:var(--muted);font-size:13px}
+.card .value{font-size:25px;font-weight:700;font-variant-numeric:tabular-nums;white-space:nowrap}
+.card .sub{color:var(--muted);font-size:12px}
+.charts{display:grid;grid-template-columns:repeat(auto-fit,minmax(520px,1fr));gap:16px}
+.wide{grid-column:1/-1}
+figure{margin:0}
+figcaption{font-weight:600;margin-bottom:8px}
+figcaption small{display:block;font-weight:400;color:var(--muted)}
+svg.chart{display:block;max-width:100%;height:auto}
+.key{font-size:12px;color:var(--muted);margin-top:6px}
+.swatch{display:inline-block;width:10px;height:10px;border-radius:2px;margin:0 4px 0 10px}
+.table-wrap{overflow-x:auto;background:#fff;border:1px solid var(--line);border-radius:8px}
+table{border-collapse:collapse;width:100%;font-size:13px}
+th,td{padding:5px 9px;border-bottom:1px solid var(--line);text-align:left;white-space:nowrap}
+thead th{background:#eef1f4;vertical-align:bottom}
+td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}
+tfoot td{font-weight:700;border-top:2px solid #9aa5b1;border-bottom:0}
+tbody tr:nth-child(even){background:#fafbfc}
+.special{font-style:italic;color:var(--muted)}
+.over{color:#b3261e;font-weight:700}
+.ok{color:#17702a;font-weight:700}
+.bad{color:#b3261e;font-weight:700}
+.banner{background:#fff4e5;border:1px solid #f0b357;border-left:6px solid #e08a00;border-radius:8px;padding:10px 16px;margin:18px 0 0}
+.banner a{color:#7a3e00;font-weight:600}
+section.warnings{background:#fff8ee;border:1px solid #f0b357;border-radius:8px;padding:4px 16px 8px}
+section.warnings ul{padding-left:18px}
+section.warnings li{margin:8px 0}
+.kind{display:inline-block;font-size:12px;font-weight:600;background:#fde2c4;color:#7a3e00;border-radius:4px;padding:0 6px;margin-right:6px}
+.detail{color:var(--muted);font-size:12px}
+footer{color:var(--muted);font-size:12px;margin-top:28px}
+@media print{body{background:#fff}.card,.panel,tr{break-inside:avoid}}
+)css";
+
+class Page {
+ public:
+  Page& raw(std::string_view s) {
+    out_.append(s);
+    return *this;
+  }
+  Page& text(std::string_view s) {
+    append_escaped(out_, s);
+    return *this;
+  }
+  // Formats with fmt; arguments are inserted as given, so strings must be escaped first.
+  template <typename... Args>
+  Page& put(fmt::format_string<Args...> f, Args&&... args) {
+    fmt::format_to(std::back_inserter(out_), f, std::forward<Args>(args)...);
+    return *this;
+  }
+  std::string take() && { return std::move(out_); }
+
+ private:
+  std::string out_;
+};
+
+double finite(double v) { return std::isfinite(v) ? v : 0.0; }
+
+std::optional<double> ratio(double part, double whole) {
+  if (!std::isfinite(part) || !std::isfinite(whole) || whole <= 0) return std::nullopt;
+  return part / whole;
+}
+
+std::string hours(double seconds) { return format_number(seconds / kSecondsPerHour, 1); }
+
+std::string optional_percent(const std::optional<double>& r) { return r ? format_percent(*r, 1) : "n/a"; }
+
+std::string utc_text(double t) {
+  // Seconds only when the period does not start on a whole minute.
+  bool whole_minute = std::fmod(finite(t), 60.0) == 0;
+  return format_utc(t, whole_minute ? "%Y-%m-%d %H:%M UTC" : "%Y-%m-%d %H:%M:%S UTC");
+}
+
+// The owner names the ledger reserves, in words a reader of the report understands.
+std::string key_part(std::string_view part) {
+  if (part == "__idle__") return "(idle)";
+  if (part == "__unattributed__") return "(unattributed)";
+  if (part.empty()) return "(none)";
+  return std::string(part);
+}
+
+std::string row_label(const Row& row) {
+  if (row.key.empty()) return row.idle ? "(idle)" : row.unattributed ? "(unattributed)" : "(all)";
+  std::string label;
+  for (const std::string& part : row.key) {
+    if (!label.empty()) label += " / ";
+    label += key_part(part);
+  }
+  return label;
+}
+
+// What the charts and headline measure: money when the report is priced, otherwise allocated
+// GPU-hours, which is what a price would be applied to.
+struct Measure {
+  bool priced = false;
+  std::string currency;
+
+  double of(const Row& row) const {
+    return finite(priced ? row.cost.total() : row.usage.allocated_seconds / kSecondsPerHour);
+  }
+  // Timeline values are cost when priced, else allocated seconds.
+  double of_step(double value) const { return finite(priced ? value : value / kSecondsPerHour); }
+  std::string unit() const { return priced ? (currency.empty() ? "cost" : currency) : "GPU-h"; }
+  std::string text(double v) const {
+    if (priced) return format_number(v, std::fabs(v) >= 1000 ? 0 : 2) + " " + unit();
+    return format_number(v, 1) + " GPU-h";
+  }
+};
+
+// Everything the sections share, computed once.
+struct Context {
+  const Report& report;
+  Measure measure;
+  std::vector<size_t> ranking;      // row indices, largest measure first
+  std::vector<std::string> colors;  // per row: its timeline colour, or "other" grey
+  Usage owners;                     // every row but idle
+  std::optional<double> idle_share;
+  std::optional<double> fleet_efficiency;
+};
+
+std::vector<size_t> rank_rows(const Report& report, const Measure& measure) {
+  std::vector<size_t> order(report.rows.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  // The query engine sorts already; sorting again keeps the charts right if it ever does not.
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return measure.of(report.rows[a]) > measure.of(report.rows[b]);
+  });
+  return order;
+}
+
+// The timeline's top rows get palette colours; the same row has the same colour in every chart.
+std::vector<std::string> row_colors(const Report& report, const std::vector<size_t>& ranking) {
+  std::vector<std::string> colors(report.rows.size(), std::string(svg::kOtherColor));
+  size_t next = 0;
+  for (size_t i = 0; i < ranking.size() && i < kTopSeries; ++i) {
+    const Row& row = report.rows[ranking[i]];
+    if (row.idle) colors[ranking[i]] = svg::kIdleColor;
+    else if (row.unattributed) colors[ranking[i]] = svg::kUnattributedColor;
+    else colors[ranking[i]] = svg::kPalette[next++ % svg::kPalette.size()];
+  }
+  return colors;
+}
+
+Context make_context(const Report& report) {
+  Context c{report, Measure{report.priced, report.currency}, {}, {}, {}, {}, {}};
+  c.ranking = rank_rows(report, c.measure);
+  c.colors = row_colors(report, c.ranking);
+  for (const Row& row : report.rows)
+    if (!row.idle) c.owners += row.usage;
+  c.idle_share = ratio(report.reconciliation.idle_seconds, report.reconciliation.covered_seconds);
+  // Owners only: idle seconds are allocated to "__idle__" and would count as waste twice.
+  c.fleet_efficiency = ratio(c.owners.busy_seconds, c.owners.allocated_seconds);
+  return c;
+}
+
+std::string_view efficiency_color(double e) {
+  return e < kLowEfficiency ? kLowColor : e < kHighEfficiency ? kMidColor : kHighColor;
+}
+
+// ---- header and summary -------------------------------------------------------------------
+
+void meta_item(Page& p, std::string_view name, std::string_view value) {
+  p.raw("<dt>").text(name).raw("</dt><dd>").text(value).raw("</dd>\n");
+}
+
+std::string idle_policy_text(std::string_view policy) {
+  if (policy == "separate") return "separate: idle GPU time is a row of its own";
+  if (policy == "spread-by-node") return "spread-by-node: each node's idle cost is shared by its owners";
+  if (policy == "spread-by-pool") return "spread-by-pool: each pool's idle cost is shared by its owners";
+  return std::string(policy);
+}
+
+std::string joined(const std::vector<std::string>& parts, std::string_view separator) {
+  std::string out;
+  for (const std::string& s : parts) {
+    if (!out.empty()) out += separator;
+    out += s;
+  }
+  return out;
+}
+
+void header_section(Page& p, const Context& c) {
+  const Report& r = c.report;
+  p.put("<header>\n<h1>{}</h1>\n", r.priced ? "GPU chargeback report" : "GPU usage report");
+  p.raw("<p class=\"period\">").text(utc_text(r.from)).raw(" &ndash; ").text(utc_text(r.to));
+  p.raw(" &middot; ").text(format_duration(r.to - r.from)).raw("</p>\n<dl class=\"meta\">\n");
+  meta_item(p, "Source", r.url.empty() ? "(unknown)" : r.url);
+  meta_item(p, "Backend", r.backend.empty() ? "unknown" : r.backend);
+  meta_item(p, "Grouped by", r.by.empty() ? "(nothing)" : joined(r.by, ", "));
+  if (r.priced) {
+    meta_item(p, "Currency", r.currency);
+    meta_item(p, "Pricing file", r.pricing_source);
+    meta_item(p, "Idle policy", idle_policy_text(r.idle_policy));
+  } else {
+    meta_item(p, "Pricing", "none: usage in GPU-hours, no costs");
+  }
+  if (r.step_seconds > 0) meta_item(p, "Timeline step", format_duration(r.step_seconds));
+  p.raw("</dl>\n</header>\n");
+}
+
+void warning_banner(Page& p, const Report& r) {
+  size_t n = r.warnings.size();
+  if (n == 0 && r.reconciliation.ok) return;
+  p.raw("<div class=\"banner\" role=\"alert\"><strong>&#9888; ");
+  if (n > 0) p.put("{} warning{}", n, n == 1 ? "" : "s");
+  if (n > 0 && !r.reconciliation.ok) p.raw(" and ");
+  if (!r.reconciliation.ok) p.raw("a reconciliation mismatch");
+  p.raw(":</strong> some figures may be incomplete. ");
+  if (n > 0) p.raw("<a href=\"#warnings\">See the warnings</a>");
+  if (n > 0 && !r.reconciliation.ok) p.raw(" and ");
+  if (!r.reconciliation.ok) p.raw("<a href=\"#reconciliation\">the reconciliation</a>");
+  p.raw(".</div>\n");
+}
+
+void card(Page& p, std::string_view label, std::string_view value, std::string_view sub) {
+  p.raw("<div class=\"card\"><div class=\"label\">").text(label).raw("</div><div class=\"value\">").text(value);
+  p.raw("</div><div class=\"sub\">").text(sub).raw("</div></div>\n");
+}
+
+void summary_section(Page& p, const Context& c) {
+  const Report& r = c.report;
+  const Reconciliation& rec = r.reconciliation;
+  p.raw("<h2>Summary</h2>\n<div class=\"cards\">\n");
+  if (r.priced) {
+    card(p, "Total cost", c.measure.text(finite(r.total.cost.total())),
+         "over " + format_duration(r.to - r.from));
+  }
+  card(p, "Allocated GPU-hours", hours(c.owners.allocated_seconds),
+       "to owners; " + hours(c.owners.busy_seconds) + " GPU-h busy");
+  card(p, "Idle share", optional_percent(c.idle_share),
+       hours(rec.idle_seconds) + " of " + hours(rec.covered_seconds) + " GPU-h covered");
+  card(p, "Fleet efficiency", optional_percent(c.fleet_efficiency), "busy / allocated GPU time of owners");
+  card(p, "Energy", format_number(finite(r.total.usage.energy_joules) / kJoulesPerKWh, 1) + " kWh",
+       "attributed to the groups");
+  size_t budgets = 0, over = 0;
+  for (const Row& row : r.rows) {
+    if (!row.budget) continue;
+    ++budgets;
+    if (row.budget->used_ratio > 1) ++over;
+  }
+  if (budgets > 0) {
+    card(p, "Budgets exceeded", fmt::format("{} of {}", over, budgets), "above the budget prorated to the period");
+  }
+  p.raw("</div>\n");
+}
+
+// ---- charts ---------------------------------------------------------------------------------
+
+void figure(Page& p, std::string_view css_class, std::string_view caption, std::string_view note,
+            const std::string& svg_markup, std::string_view after = "") {
+  p.put("<figure class=\"panel {}\"><figcaption>", css_class);
+  p.text(caption);
+  if (!note.empty()) p.raw("<small>").text(note).raw("</small>");
+  p.raw("</figcaption>\n").raw(svg_markup).raw(after).raw("</figure>\n");
+}
+
+std::string other_label(size_t groups) { return fmt::format("other ({} groups)", groups); }
+
+std::string cost_chart(const Context& c) {
+  svg::BarChart chart;
+  chart.id = "chart-cost";
+  chart.title = c.measure.priced ? "Cost per group" : "Allocated GPU-hours per group";
+  chart.axis_label = c.measure.priced ? "Cost (" + c.measure.unit() + ")" : "Allocated GPU time (GPU-hours)";
+  double rest = 0;
+  for (size_t i = 0; i < c.ranking.size(); ++i) {
+    const Row& row = c.report.rows[c.ranking[i]];
+    double v = c.measure.of(row);
+    if (i >= kTopGroups) {
+      rest += v;
+      continue;
+    }
+    chart.bars.push_back({row_label(row), v, c.measure.text(v), c.colors[c.ranking[i]]});
+  }
+  if (c.ranking.size() > kTopGroups) {
+    chart.bars.push_back({other_label(c.ranking.size() - kTopGroups), rest, c.measure.text(rest),
+                          std::string(svg::kOtherColor)});
+  }
+  return svg::horizontal_bars(chart);
+}
+
+svg::Bar efficiency_bar(std::string label, const Usage& usage) {
+  std::optional<double> e = usage.efficiency();
+  if (!e || !std::isfinite(*e)) return {std::move(label), 0, "n/a", std::string(kLowColor)};
+  return {std::move(label), *e, format_percent(*e, 1), std::string(efficiency_color(*e))};
+}
+
+std::string efficiency_chart(const Context& c) {
+  svg::BarChart chart;
+  chart.id = "chart-efficiency";
+  chart.title = "Efficiency per group: busy / allocated GPU time";
+  chart.axis_label = "Efficiency (busy / allocated, %)";
+  chart.ratio_axis = true;
+  if (c.fleet_efficiency) chart.reference = svg::ReferenceLine{*c.fleet_efficiency, "fleet " + format_percent(*c.fleet_efficiency, 1)};
+  Usage rest;
+  size_t rest_groups = 0;
+  for (size_t index : c.ranking) {
+    const Row& row = c.report.rows[index];
+    if (row.idle) continue;  // idle time is never busy; the idle chart shows it
+    if (chart.bars.size() < kTopGroups) {
+      chart.bars.push_back(efficiency_bar(row_label(row), row.usage));
+    } else {
+      rest += row.usage;
+      ++rest_groups;
+    }
+  }
+  if (rest_groups > 0) {
+    chart.bars.push_back(efficiency_bar(other_label(rest_groups), rest));
+    chart.bars.back().color = svg::kOtherColor;
+  }
+  return svg::horizontal_bars(chart);
+}
+
+std::string efficiency_key() {
+  return fmt::format(
+      "<div class=\"key\">Bands:<span class=\"swatch\" style=\"background:{}\"></span>below {:.0f} %"
+      "<span class=\"swatch\" style=\"background:{}\"></span>{:.0f}&ndash;{:.0f} %"
+      "<span class=\"swatch\" style=\"background:{}\"></span>{:.0f} % and above</div>\n",
+      kLowColor, kLowEfficiency * 100, kMidColor, kLowEfficiency * 100, kHighEfficiency * 100, kHighColor,
+      kHighEfficiency * 100);
+}
+
+// The step the timeline was computed with, for the axis label; the last step may be shorter.
+double step_length(const Report& r) {
+  if (r.step_seconds > 0) return r.step_seconds;
+  const Timeline& t = r.timeline;
+  if (!t.starts.empty() && !t.ends.empty()) return finite(t.ends[0] - t.starts[0]);
+  return 0;
+}
+
+double timeline_value(const Timeline& t, size_t row, size_t step) {
+  if (row >= t.row_values.size() || step >= t.row_values[row].size()) return 0;
+  return t.row_values[row][step];
+}
+
+std::string timeline_chart(const Context& c) {
+  const Timeline& t = c.report.timeline;
+  const size_t steps = std::min(t.starts.size(), t.ends.size());
+  svg::StackedTimeChart chart;
+  chart.id = "chart-timeline";
+  chart.title = c.measure.priced ? "Cost over time" : "Allocated GPU-hours over time";
+  chart.y_axis_label = c.measure.unit() + " per " + format_duration(step_length(c.report));
+  chart.starts.assign(t.starts.begin(), t.starts.begin() + steps);
+  chart.ends.assign(t.ends.begin(), t.ends.begin() + steps);
+  svg::Series other{other_label(c.ranking.size() > kTopSeries ? c.ranking.size() - kTopSeries : 0),
+                    std::string(svg::kOtherColor), std::vector<double>(steps, 0.0)};
+  for (size_t i = 0; i < c.ranking.size(); ++i) {
+    size_t row = c.ranking[i];
+    std::vector<double> values(steps);
+    for (size_t k = 0; k < steps; ++k) values[k] = c.measure.of_step(timeline_value(t, row, k));
+    if (i < kTopSeries) {
+      chart.series.push_back({row_label(c.report.rows[row]), c.colors[row], std::move(values)});
+    } else {
+      for (size_t k = 0; k < steps; ++k) other.values[k] += values[k];
+    }
+  }
+  if (c.ranking.size() > kTopSeries) chart.series.push_back(std::move(other));
+  return svg::stacked_time_bars(chart);
+}
+
+std::string idle_chart(const Context& c) {
+  const Timeline& t = c.report.timeline;
+  const size_t steps = std::min(t.starts.size(), t.ends.size());
+  svg::RatioTimeChart chart;
+  chart.id = "chart-idle";
+  chart.title = "Idle share of covered GPU time";
+  chart.y_axis_label = "Idle share (%)";
+  chart.starts.assign(t.starts.begin(), t.starts.begin() + steps);
+  chart.ends.assign(t.ends.begin(), t.ends.begin() + steps);
+  for (size_t k = 0; k < steps; ++k) {
+    double idle = k < t.idle_seconds.size() ? t.idle_seconds[k] : NAN;
+    double capacity = k < t.capacity_seconds.size() ? t.capacity_seconds[k] : 0;
+    chart.ratios.push_back(ratio(idle, capacity));
+  }
+  chart.overall = c.idle_share;
+  chart.overall_label = "idle, whole period";
+  chart.color = kIdleLineColor;
+  return svg::ratio_over_time(chart);
+}
+
+void charts_section(Page& p, const Context& c) {
+  const size_t groups = c.ranking.size();
+  std::string top_note = groups > kTopGroups ? fmt::format("Top {} of {} groups; the rest as \"other\".", kTopGroups, groups)
+                                             : fmt::format("{} group{}.", groups, groups == 1 ? "" : "s");
+  p.raw("<h2>Charts</h2>\n<div class=\"charts\">\n");
+  figure(p, "", c.measure.priced ? "Cost per group" : "Allocated GPU-hours per group", top_note, cost_chart(c));
+  figure(p, "", "Efficiency per group", "Busy / allocated GPU time; the dashed line is the fleet.",
+         efficiency_chart(c), efficiency_key());
+  std::string timeline_note =
+      groups > kTopSeries ? fmt::format("Top {} groups stacked; the rest as \"other\".", kTopSeries) : "";
+  figure(p, "wide", c.measure.priced ? "Cost over time" : "Allocated GPU-hours over time", timeline_note,
+         timeline_chart(c));
+  figure(p, "wide", "Idle share over time", "Idle GPU time / GPU time covered by the ledger, per step.",
+         idle_chart(c));
+  p.raw("</div>\n");
+}
+
+// ---- tables ----------------------------------------------------------------------------------
+
+void num_cell(Page& p, std::string_view text, std::string_view css_class = "num") {
+  p.put("<td class=\"{}\">", css_class).text(text).raw("</td>");
+}
+
+bool any_budget(const Report& r) {
+  return std::any_of(r.rows.begin(), r.rows.end(), [](const Row& row) { return row.budget.has_value(); });
+}
+
+size_t key_columns(const Report& r) {
+  size_t n = std::max<size_t>(r.by.size(), 1);
+  for (const Row& row : r.rows) n = std::max(n, row.key.size());
+  return n;
+}
+
+void table_head(Page& p, const Report& r, size_t keys, bool budgets) {
+  p.raw("<thead><tr>");
+  for (size_t i = 0; i < keys; ++i) p.raw("<th>").text(i < r.by.size() ? r.by[i] : "group").raw("</th>");
+  for (std::string_view h : {"Allocated GPU-h", "Busy GPU-h", "Efficiency", "Memory GiB-h", "Energy kWh"})
+    p.raw("<th class=\"num\">").text(h).raw("</th>");
+  if (r.priced) {
+    std::string unit = r.currency.empty() ? "" : " (" + r.currency + ")";
+    for (std::string_view h : {"Allocation", "Utilization", "Energy", "Idle", "Total"})
+      p.raw("<th class=\"num\">").text(std::string(h) + unit).raw("</th>");
+  }
+  if (budgets) p.raw("<th class=\"num\">Budget for period</th><th class=\"num\">Budget used</th>");
+  p.raw("</tr></thead>\n");
+}
+
+void usage_and_cost_cells(Page& p, const Report& r, const Row& row) {
+  const Usage& u = row.usage;
+  num_cell(p, hours(finite(u.allocated_seconds)));
+  num_cell(p, hours(finite(u.busy_seconds)));
+  num_cell(p, optional_percent(u.efficiency()));
+  num_cell(p, format_number(finite(u.memory_byte_seconds) / kBytesPerGiB / kSecondsPerHour, 1));
+  num_cell(p, format_number(finite(u.energy_joules) / kJoulesPerKWh, 2));
+  if (!r.priced) return;
+  for (double v : {row.cost.allocation, row.cost.utilization, row.cost.energy, row.cost.idle, row.cost.total()})
+    num_cell(p, format_number(finite(v), 2));
+}
+
+void budget_cells(Page& p, const std::optional<Budget>& budget) {
+  if (!budget) {
+    p.raw("<td class=\"num\"></td><td class=\"num\"></td>");
+    return;
+  }
+  num_cell(p, format_number(finite(budget->for_period), 2));
+  num_cell(p, format_percent(finite(budget->used_ratio), 1), budget->used_ratio > 1 ? "num over" : "num");
+}
+
+void rows_section(Page& p, const Context& c) {
+  const Report& r = c.report;
+  const size_t keys = key_columns(r);
+  const bool budgets = any_budget(r);
+  p.raw("<h2>All groups</h2>\n<div class=\"table-wrap\"><table id=\"rows\">\n");
+  table_head(p, r, keys, budgets);
+  p.raw("<tbody>\n");
+  for (size_t index : c.ranking) {
+    const Row& row = r.rows[index];
+    p.raw("<tr>");
+    for (size_t i = 0; i < keys; ++i) {
+      std::string_view part = i < row.key.size() ? std::string_view(row.key[i]) : std::string_view();
+      bool special = part == "__idle__" || part == "__unattributed__" || part.empty();
+      p.raw(special ? "<td class=\"special\">" : "<td>");
+      if (i == 0) p.put("<span class=\"swatch\" style=\"margin-left:0;background:{}\"></span>", c.colors[index]);
+      p.text(key_part(part)).raw("</td>");
+    }
+    usage_and_cost_cells(p, r, row);
+    if (budgets) budget_cells(p, row.budget);
+    p.raw("</tr>\n");
+  }
+  if (r.rows.empty()) {
+    size_t columns = keys + 5 + (r.priced ? 5 : 0) + (budgets ? 2 : 0);
+    p.put("<tr><td class=\"special\" colspan=\"{}\">No GPU time in this period.</td></tr>\n", columns);
+  }
+  p.put("</tbody>\n<tfoot><tr><td colspan=\"{}\">Total</td>", keys);
+  usage_and_cost_cells(p, r, r.total);
+  if (budgets) budget_cells(p, std::nullopt);
+  p.raw("</tr></tfoot>\n</table></div>\n");
+}
+
+void reconciliation_row(Page& p, std::string_view name, double seconds, double covered, int decimals) {
+  p.raw("<tr><td>").text(name).raw("</td>");
+  num_cell(p, format_number(finite(seconds), decimals));
+  num_cell(p, hours(finite(seconds)));
+  num_cell(p, optional_percent(ratio(seconds, covered)));
+  p.raw("</tr>\n");
+}
+
+void reconciliation_section(Page& p, const Report& r) {
+  const Reconciliation& rec = r.reconciliation;
+  p.raw("<h2 id=\"reconciliation\">Reconciliation</h2>\n<p>");
+  if (rec.ok) {
+    p.raw("<span class=\"ok\">&#10003; OK</span>: owners plus idle time equal the GPU time the ledger covered.");
+  } else {
+    p.raw("<span class=\"bad\">&#10007; Mismatch</span>: owners plus idle time differ from the GPU time the "
+          "ledger covered by more than the tolerance.");
+  }
+  p.raw("</p>\n<div class=\"table-wrap\"><table id=\"reconciliation-table\">\n<thead><tr><th></th>"
+        "<th class=\"num\">GPU-seconds</th><th class=\"num\">GPU-hours</th><th class=\"num\">Of covered</th>"
+        "</tr></thead>\n<tbody>\n");
+  double covered = rec.covered_seconds;
+  reconciliation_row(p, "GPU time reported (GPUs \u00d7 seconds)", rec.gpu_seconds, covered, 1);
+  reconciliation_row(p, "Covered by the ledger", rec.covered_seconds, covered, 1);
+  reconciliation_row(p, "Gaps (the agent could not integrate)", rec.gap_seconds, covered, 1);
+  reconciliation_row(p, "Allocated to owners", rec.owners_seconds, covered, 1);
+  reconciliation_row(p, "Idle", rec.idle_seconds, covered, 1);
+  reconciliation_row(p, "Difference: owners + idle \u2212 covered", rec.difference_seconds, covered, 3);
+  p.raw("</tbody></table></div>\n");
+}
+
+void warnings_section(Page& p, const Report& r) {
+  p.raw("<h2 id=\"warnings\">Warnings</h2>\n");
+  if (r.warnings.empty()) {
+    p.raw("<p>None: every GPU reported for the whole period.</p>\n");
+    return;
+  }
+  p.raw("<section class=\"warnings\"><ul>\n");
+  for (const Warning& w : r.warnings) {
+    p.raw("<li><span class=\"kind\">").text(w.kind.empty() ? "warning" : w.kind).raw("</span>").text(w.message);
+    std::vector<std::string> details;
+    if (!w.gpu.empty()) details.push_back("GPU " + w.gpu);
+    if (!w.node.empty()) details.push_back("node " + w.node);
+    if (w.from != 0 || w.to != 0) details.push_back(utc_text(w.from) + " \u2013 " + utc_text(w.to));
+    if (!details.empty()) p.raw("<br><span class=\"detail\">").text(joined(details, " \u00b7 ")).raw("</span>");
+    p.raw("</li>\n");
+  }
+  p.raw("</ul></section>\n");
+}
+
+void footer(Page& p, const Report& r) {
+  p.raw("<footer>Generated by <code>gpumeter report</code>");
+  if (r.queries > 0) {
+    p.put(" from {} API quer{} in {} s", r.queries, r.queries == 1 ? "y" : "ies",
+          format_number(finite(r.elapsed_seconds), 1));
+  }
+  p.raw(". Usage comes from the agents' exact ledger counters");
+  p.raw(r.priced ? "; costs from the pricing file.</footer>\n" : ".</footer>\n");
+}
+
+}  // namespace
+
+std::string render_html(const Report& report) {
+  const Context c = make_context(report);
+  Page p;
+  p.raw("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n");
+  p.raw("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>");
+  p.text(report.priced ? "GPU chargeback " : "GPU usage ").text(utc_text(report.from)).raw(" &ndash; ");
+  p.text(utc_text(report.to)).raw("</title>\n<style>").raw(kStyle).raw("</style>\n</head>\n<body>\n<main>\n");
+  header_section(p, c);
+  warning_banner(p, report);
+  summary_section(p, c);
+  charts_section(p, c);
+  rows_section(p, c);
+  reconciliation_section(p, report);
+  warnings_section(p, report);
+  footer(p, report);
+  p.raw("</main>\n</body>\n</html>\n");
+  return std::move(p).take();
+}
+
+}  // namespace gpumeter::report
