@@ -75,6 +75,14 @@ struct Pricing {
   std::optional<std::string> pool_for(std::string_view node) const;
 };
 
+// An effective date: "YYYY-MM-DD" (UTC midnight) or RFC 3339 with "Z" or a numeric offset
+// ("2026-07-01T00:00:00Z", "2026-07-01T02:00:00+02:00", fractions of a second allowed).
+// Unix seconds, or nullopt when the text is not such a date.
+std::optional<double> parse_timestamp(std::string_view text);
+// RFC 3339 in UTC, "2026-07-01T00:00:00Z" (fractions of a second are dropped), for messages
+// and comments.
+std::string format_timestamp(double unix_seconds);
+
 // Parses and validates. Every error reads "source:line:col: path: what is wrong".
 Result<Pricing> parse_pricing(std::string_view text, std::string_view source);
 Result<Pricing> load_pricing(const std::string& path);

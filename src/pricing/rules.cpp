@@ -1,1 +1,282 @@
 #include "pricing/rules.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <utility>
+
+namespace gpumeter::pricing {
+
+namespace {
+
+constexpr std::string_view kGroupName = "gpumeter.cost";
+constexpr std::string_view kRateWindow = "5m";
+// The mean Gregorian month (30.4375 days), the month `gpumeter report` prorates budgets by.
+constexpr double kHoursPerMonth = 730.5;
+// gpu_info and a GPU's ledger counters come from the same scrape target, so they meet on these.
+constexpr std::string_view kGpuJoin = "job, instance, uuid";
+constexpr std::string_view kIdleProject = "__idle__";
+
+// Record names, and what each one means (the generated file's header lists them).
+constexpr std::string_view kGpuHourPrice = "gpumeter:gpu_hour_price";
+constexpr std::string_view kBusyGpuHourPrice = "gpumeter:busy_gpu_hour_price";
+constexpr std::string_view kEnergyPrice = "gpumeter:energy_kwh_price";
+constexpr std::string_view kGpuHourPriceByUuid = "gpumeter:gpu_hour_price:by_uuid";
+constexpr std::string_view kBusyGpuHourPriceByUuid = "gpumeter:busy_gpu_hour_price:by_uuid";
+constexpr std::string_view kCostByInstanceOwner = "gpumeter:cost_per_hour:by_instance_owner";
+constexpr std::string_view kCostByProject = "gpumeter:cost_per_hour:by_project";
+constexpr std::string_view kBudgetMonthly = "gpumeter:budget_monthly";
+constexpr std::string_view kBudgetPerHour = "gpumeter:budget_per_hour";
+
+struct Rule {
+  std::string_view record;
+  std::string expr;  // may span lines
+  std::vector<std::pair<std::string_view, std::string>> labels;
+};
+
+// The rules in evaluation order, and one description per record name. Every rule sits in one
+// group so that each sees the results of the rules before it at the same evaluation time: a
+// price change reaches the cost rates in the evaluation where it takes effect.
+class RuleFile {
+ public:
+  void describe(std::string_view record, std::string_view labels, std::string_view meaning) {
+    docs_.push_back(fmt::format("{}{{{}}}\n    {}", record, labels, meaning));
+  }
+  void add(Rule rule) { rules_.push_back(std::move(rule)); }
+  std::string render(const Pricing& pricing) const;
+
+ private:
+  std::vector<std::string> docs_;
+  std::vector<Rule> rules_;
+};
+
+std::string number(double v) { return fmt::format("{}", v); }
+
+// A double-quoted string. YAML double-quoted scalars and PromQL strings (Go's escapes) share
+// these escapes, so any model or project name survives either, quotes and backslashes included.
+std::string quoted(std::string_view s) {
+  std::string out = "\"";
+  for (char c : s) {
+    auto u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (u < 0x20 || u == 0x7f) {
+      out += fmt::format("\\x{:02x}", u);
+    } else {
+      out += c;
+    }
+  }
+  return out + '"';
+}
+
+std::string indent(std::string_view text, std::string_view prefix) {
+  std::string out;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    std::size_t end = text.find('\n', start);
+    if (end == std::string_view::npos) end = text.size();
+    out += fmt::format("{}{}\n", prefix, text.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
+}
+
+// One line per dated entry: the entry's value while time() lies in [from, next from), nothing
+// outside it. The comparison runs inside Prometheus, so the price switches by itself at the
+// effective date and no rule file has to be reloaded then.
+template <typename T, typename ValueText>
+std::string dated_expr(const std::vector<Dated<T>>& list, ValueText value_text) {
+  std::string out;
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const Dated<T>* next = i + 1 < list.size() ? &list[i + 1] : nullptr;
+    std::string term = fmt::format("vector({})", value_text(list[i].value));
+    std::string window;
+    std::string note;
+    if (list[i].from_set) {
+      window += fmt::format(" >= {}", number(list[i].from));
+      note += fmt::format(" from {}", format_timestamp(list[i].from));
+    }
+    if (next != nullptr) {
+      window += fmt::format(" < {}", number(next->from));
+      note += fmt::format(" until {}", format_timestamp(next->from));
+    }
+    if (!window.empty()) term = fmt::format("({} and on () (vector(time()){}))  #{}", term, window, note);
+    out += fmt::format("{}{}\n", i == 0 ? "" : "or\n", term);
+  }
+  return out;
+}
+
+// The cost components the pricing file charges anything for. A component that is zero
+// throughout gets no rules: its series would only read 0.
+struct Charges {
+  bool busy = false;
+  bool energy = false;
+};
+
+Charges charges_of(const Pricing& p) {
+  Charges c;
+  for (const auto& [model, list] : p.gpu_models) {
+    c.busy = c.busy || std::any_of(list.begin(), list.end(),
+                                   [](const Dated<GpuPrice>& d) { return d.value.busy_gpu_hour > 0; });
+  }
+  c.energy = std::any_of(p.energy.begin(), p.energy.end(),
+                         [](const Dated<EnergyPrice>& d) { return d.value.kwh > 0; });
+  return c;
+}
+
+// One rule per model: `field` of each of its dated prices.
+void add_model_prices(RuleFile& file, const Pricing& p, std::string_view record, double GpuPrice::*field) {
+  for (const auto& [model, list] : p.gpu_models) {
+    std::string expr = dated_expr(list, [&](const GpuPrice& price) { return number(price.*field); });
+    file.add(Rule{record, std::move(expr), {{"model", model}, {"currency", p.currency}}});
+  }
+}
+
+// Each GPU's price, found through gpu_info's model; the "*" price for models without one in
+// effect.
+std::string per_gpu_price_expr(const Pricing& p, std::string_view price) {
+  std::string by_model =
+      fmt::format("max by ({}, model, currency) (\n  gpu_info * on (model) group_left (currency) {}\n)\n", kGpuJoin,
+                  price);
+  if (p.gpu_models.count(kAnyModel) == 0) return by_model;
+  return fmt::format(
+      "{}or on ({})\nmax by ({}, model, currency) (\n  gpu_info * on () group_left (currency) {}{{model={}}}\n)\n",
+      by_model, kGpuJoin, kGpuJoin, price, quoted(kAnyModel));
+}
+
+void add_prices(RuleFile& file, const Pricing& p, Charges charges) {
+  file.describe(kGpuHourPrice, "model, currency",
+                "price per allocated GPU-hour of each model in the pricing file (model=\"*\": every other "
+                "model)");
+  add_model_prices(file, p, kGpuHourPrice, &GpuPrice::gpu_hour);
+  if (charges.busy) {
+    file.describe(kBusyGpuHourPrice, "model, currency", "price per busy GPU-hour (utilization-weighted)");
+    add_model_prices(file, p, kBusyGpuHourPrice, &GpuPrice::busy_gpu_hour);
+  }
+  if (charges.energy) {
+    file.describe(kEnergyPrice, "currency", "price per kWh of GPU energy, facility overhead (PUE) included");
+    std::string expr = dated_expr(p.energy, [](const EnergyPrice& e) {
+      return e.pue == 1 ? number(e.kwh) : fmt::format("{} * {}", number(e.kwh), number(e.pue));
+    });
+    file.add(Rule{kEnergyPrice, std::move(expr), {{"currency", p.currency}}});
+  }
+  file.describe(kGpuHourPriceByUuid, "job, instance, uuid, model, currency",
+                "each GPU's price per allocated GPU-hour, by its gpu_info model, else the \"*\" price");
+  file.add(Rule{kGpuHourPriceByUuid, per_gpu_price_expr(p, kGpuHourPrice), {}});
+  if (charges.busy) {
+    file.describe(kBusyGpuHourPriceByUuid, "job, instance, uuid, model, currency",
+                  "each GPU's price per busy GPU-hour");
+    file.add(Rule{kBusyGpuHourPriceByUuid, per_gpu_price_expr(p, kBusyGpuHourPrice), {}});
+  }
+}
+
+// `cost` with the label component="<component>", so that the components of one owner stay
+// apart under `or` and a missing component does not hide the others (as `+` would).
+std::string component(std::string_view name, std::string_view cost) {
+  return fmt::format("label_replace(\n{}  \"component\", \"{}\", \"\", \"\"\n)", indent(cost, "  "), name);
+}
+
+// rate() of a ledger counter is in GPUs (GPU-seconds per second), so times a price per GPU-hour
+// it is a cost per hour; joules per second are watts, and W / 1000 x price per kWh is per hour.
+std::string cost_by_instance_owner_expr(Charges charges) {
+  std::vector<std::string> parts;
+  parts.push_back(component(
+      "allocation", fmt::format("rate(gpu_allocated_seconds_total[{}])\n* on ({}) group_left (currency) {},",
+                                kRateWindow, kGpuJoin, kGpuHourPriceByUuid)));
+  if (charges.busy) {
+    parts.push_back(component(
+        "utilization", fmt::format("rate(gpu_busy_seconds_total[{}])\n* on ({}) group_left (currency) {},",
+                                   kRateWindow, kGpuJoin, kBusyGpuHourPriceByUuid)));
+  }
+  if (charges.energy) {
+    parts.push_back(component(
+        "energy", fmt::format("rate(gpu_attributed_energy_joules_total[{}]) / 1000\n* on () group_left (currency) {},",
+                              kRateWindow, kEnergyPrice)));
+  }
+  std::string body;
+  for (std::size_t i = 0; i < parts.size(); ++i) body += fmt::format("{}{}\n", i == 0 ? "" : "or\n", parts[i]);
+  return fmt::format(
+      "sum by (instance, project, user, namespace, pod, container, hpc_job, component, currency) (\n{})\n",
+      indent(body, "  "));
+}
+
+void add_cost_rates(RuleFile& file, Charges charges) {
+  file.describe(kCostByInstanceOwner,
+                "instance, project, user, namespace, pod, container, hpc_job, component, currency",
+                fmt::format("cost per hour over the last {} of each owner on each node; component is allocation, "
+                            "utilization or energy",
+                            kRateWindow));
+  file.add(Rule{kCostByInstanceOwner, cost_by_instance_owner_expr(charges), {}});
+  struct Rollup {
+    std::string_view record;
+    std::string_view by;
+    std::string_view meaning;
+  };
+  static constexpr Rollup kRollups[] = {
+      {kCostByProject, "project, currency",
+       "cost per hour by project; project=\"__idle__\" is the cost of GPUs nobody held"},
+      {"gpumeter:cost_per_hour:by_project_component", "project, component, currency",
+       "the same, split into allocation, utilization and energy"},
+      {"gpumeter:cost_per_hour:by_user", "user, currency", "cost per hour by user (user=\"\": idle and no user)"},
+      {"gpumeter:cost_per_hour:by_namespace", "namespace, currency",
+       "cost per hour by Kubernetes namespace (namespace=\"\": idle and not Kubernetes)"},
+  };
+  for (const Rollup& r : kRollups) {
+    file.describe(r.record, r.by, r.meaning);
+    file.add(Rule{r.record, fmt::format("sum by ({}) ({})\n", r.by, kCostByInstanceOwner), {}});
+  }
+}
+
+void add_budgets(RuleFile& file, const Pricing& p) {
+  if (p.budgets.empty()) return;
+  file.describe(kBudgetMonthly, "project, currency", "budget per calendar month, from the pricing file");
+  for (const auto& [project, monthly] : p.budgets) {
+    file.add(Rule{kBudgetMonthly, fmt::format("vector({})\n", number(monthly)),
+                  {{"project", project}, {"currency", p.currency}}});
+  }
+  file.describe(kBudgetPerHour, "project, currency",
+                fmt::format("the monthly budget spread over an average month of {} hours", number(kHoursPerMonth)));
+  file.add(Rule{kBudgetPerHour, fmt::format("{} / {}\n", kBudgetMonthly, number(kHoursPerMonth)), {}});
+  constexpr std::string_view kBurnRate = "gpumeter:budget_burn_rate:by_project";
+  file.describe(kBurnRate, "project, currency",
+                "cost per hour / budget per hour: above 1 the project spends faster than its budget allows");
+  file.add(Rule{kBurnRate, fmt::format("{} / on (project, currency) {}\n", kCostByProject, kBudgetPerHour), {}});
+}
+
+std::string RuleFile::render(const Pricing& pricing) const {
+  std::string out = fmt::format(
+      "# Prometheus recording rules for GPU prices and live cost rates, written by `gpumeter rules`\n"
+      "# from the pricing file {}.\n"
+      "# Change the pricing file and write them again rather than editing them. Prices switch at\n"
+      "# their effective dates by themselves. Costs are in {} per hour, worked out from the ledger\n"
+      "# counters' rate over {}; idle GPU time is the project \"{}\".\n"
+      "#\n",
+      quoted(pricing.source), pricing.currency, kRateWindow, kIdleProject);
+  for (const std::string& doc : docs_) out += indent(doc, "# ");
+  out += fmt::format("\ngroups:\n  - name: {}\n    rules:\n", kGroupName);
+  for (const Rule& r : rules_) {
+    out += fmt::format("      - record: {}\n        expr: |\n{}", r.record, indent(r.expr, "          "));
+    if (r.labels.empty()) continue;
+    out += "        labels:\n";
+    for (const auto& [name, value] : r.labels) out += fmt::format("          {}: {}\n", name, quoted(value));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string render_rules(const Pricing& pricing) {
+  RuleFile file;
+  Charges charges = charges_of(pricing);
+  add_prices(file, pricing, charges);
+  add_cost_rates(file, charges);
+  add_budgets(file, pricing);
+  return file.render(pricing);
+}
+
+}  // namespace gpumeter::pricing

@@ -1,0 +1,163 @@
+// The rule file generated from a pricing file: its YAML structure (read back with yaml-cpp),
+// the effective-date expressions, the "*" fallback, escaping, and the rules that appear only
+// when the pricing file asks for them. tests/integration/test_rules.py has promtool check and
+// evaluate the same output.
+
+#include "pricing/rules.h"
+
+#include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
+
+#include <map>
+#include <set>
+
+namespace gpumeter::pricing {
+namespace {
+
+Pricing parse_ok(const std::string& yaml) {
+  auto p = parse_pricing(yaml, "p.yaml");
+  EXPECT_TRUE(p.ok()) << p.error().message;
+  return p.ok() ? std::move(*p) : Pricing{};
+}
+
+struct RuleView {
+  std::string record;
+  std::string expr;
+  std::map<std::string, std::string> labels;
+};
+
+// The generated file, read back as Prometheus would: one group, its rules in order.
+std::vector<RuleView> rules_of(const std::string& text) {
+  YAML::Node doc = YAML::Load(text);
+  std::vector<RuleView> out;
+  EXPECT_EQ(doc["groups"].size(), 1u);
+  for (const auto& r : doc["groups"][0]["rules"]) {
+    RuleView v{r["record"].as<std::string>(), r["expr"].as<std::string>(), {}};
+    for (const auto& l : r["labels"]) v.labels[l.first.as<std::string>()] = l.second.as<std::string>();
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+std::vector<RuleView> rules_for(const std::string& pricing_yaml) { return rules_of(render_rules(parse_ok(pricing_yaml))); }
+
+std::set<std::string> records(const std::vector<RuleView>& rules) {
+  std::set<std::string> out;
+  for (const auto& r : rules) out.insert(r.record);
+  return out;
+}
+
+const RuleView* find(const std::vector<RuleView>& rules, const std::string& record,
+                     const std::string& model = "") {
+  for (const auto& r : rules) {
+    if (r.record == record && (model.empty() || (r.labels.count("model") != 0 && r.labels.at("model") == model))) {
+      return &r;
+    }
+  }
+  return nullptr;
+}
+
+TEST(pricing_rules, DatedPricesSwitchInsideTheExpression) {
+  auto rules = rules_for(R"(gpu_models:
+  m:
+    - {gpu_hour: 3}
+    - {from: 2026-01-01, gpu_hour: 2.99}
+    - {from: 2026-07-01, gpu_hour: 2.49}
+)");
+  const RuleView* r = find(rules, "gpumeter:gpu_hour_price", "m");
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->expr,
+            "(vector(3) and on () (vector(time()) < 1767225600))  # until 2026-01-01T00:00:00Z\n"
+            "or\n"
+            "(vector(2.99) and on () (vector(time()) >= 1767225600 < 1782864000))  # from 2026-01-01T00:00:00Z "
+            "until 2026-07-01T00:00:00Z\n"
+            "or\n"
+            "(vector(2.49) and on () (vector(time()) >= 1782864000))  # from 2026-07-01T00:00:00Z\n");
+  EXPECT_EQ(r->labels, (std::map<std::string, std::string>{{"model", "m"}, {"currency", "USD"}}));
+}
+
+TEST(pricing_rules, UndatedPriceIsAConstant) {
+  auto rules = rules_for("currency: EUR\ngpu_models: {\"*\": {gpu_hour: 1.5}}\n");
+  const RuleView* r = find(rules, "gpumeter:gpu_hour_price", "*");
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->expr, "vector(1.5)\n");
+  EXPECT_EQ(r->labels.at("currency"), "EUR");
+}
+
+TEST(pricing_rules, PerGpuPriceFallsBackToTheAnyModelPrice) {
+  auto with = rules_for("gpu_models: {\"*\": {gpu_hour: 1}, m: {gpu_hour: 2}}\n");
+  const RuleView* r = find(with, "gpumeter:gpu_hour_price:by_uuid");
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->expr,
+            "max by (job, instance, uuid, model, currency) (\n"
+            "  gpu_info * on (model) group_left (currency) gpumeter:gpu_hour_price\n"
+            ")\n"
+            "or on (job, instance, uuid)\n"
+            "max by (job, instance, uuid, model, currency) (\n"
+            "  gpu_info * on () group_left (currency) gpumeter:gpu_hour_price{model=\"*\"}\n"
+            ")\n");
+  auto without = rules_for("gpu_models: {m: {gpu_hour: 2}}\n");
+  r = find(without, "gpumeter:gpu_hour_price:by_uuid");
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->expr.find("or on"), std::string::npos) << r->expr;
+}
+
+TEST(pricing_rules, NamesSurviveYamlQuoting) {
+  const std::string odd = "GPU \"quoted\" \\ back\tslash: #1";
+  auto rules = rules_for("gpu_models:\n  \"GPU \\\"quoted\\\" \\\\ back\\tslash: #1\": {gpu_hour: 1}\n"
+                         "budgets:\n  \"team: 'a' #2\": 10\n");
+  ASSERT_NE(find(rules, "gpumeter:gpu_hour_price", odd), nullptr);
+  const RuleView* b = find(rules, "gpumeter:budget_monthly");
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(b->labels.at("project"), "team: 'a' #2");
+}
+
+TEST(pricing_rules, OnlyWhatThePricingFileCharges) {
+  std::set<std::string> always = {
+      "gpumeter:gpu_hour_price",
+      "gpumeter:gpu_hour_price:by_uuid",
+      "gpumeter:cost_per_hour:by_instance_owner",
+      "gpumeter:cost_per_hour:by_project",
+      "gpumeter:cost_per_hour:by_project_component",
+      "gpumeter:cost_per_hour:by_user",
+      "gpumeter:cost_per_hour:by_namespace",
+  };
+  auto minimal = rules_for("gpu_models: {m: {gpu_hour: 2, busy_gpu_hour: 0}}\nenergy: {kwh: 0, pue: 1.5}\n");
+  EXPECT_EQ(records(minimal), always);
+  const RuleView* cost = find(minimal, "gpumeter:cost_per_hour:by_instance_owner");
+  ASSERT_NE(cost, nullptr);
+  EXPECT_NE(cost->expr.find("\"component\", \"allocation\""), std::string::npos);
+  EXPECT_EQ(cost->expr.find("utilization"), std::string::npos);
+  EXPECT_EQ(cost->expr.find("energy"), std::string::npos);
+
+  auto full = rules_for(R"(gpu_models: {m: [{gpu_hour: 2}, {from: 2026-01-01, gpu_hour: 2, busy_gpu_hour: 1}]}
+energy: {kwh: 0.1, pue: 1.25}
+budgets: {a: 7305, b: 100}
+)");
+  std::set<std::string> everything = always;
+  everything.insert({"gpumeter:busy_gpu_hour_price", "gpumeter:busy_gpu_hour_price:by_uuid",
+                     "gpumeter:energy_kwh_price", "gpumeter:budget_monthly", "gpumeter:budget_per_hour",
+                     "gpumeter:budget_burn_rate:by_project"});
+  EXPECT_EQ(records(full), everything);
+  cost = find(full, "gpumeter:cost_per_hour:by_instance_owner");
+  EXPECT_NE(cost->expr.find("\"component\", \"utilization\""), std::string::npos);
+  EXPECT_NE(cost->expr.find("rate(gpu_attributed_energy_joules_total[5m]) / 1000"), std::string::npos);
+  EXPECT_EQ(find(full, "gpumeter:energy_kwh_price")->expr, "vector(0.1 * 1.25)\n");
+  EXPECT_EQ(find(full, "gpumeter:budget_per_hour")->expr, "gpumeter:budget_monthly / 730.5\n");
+  int budgets = 0;
+  for (const auto& r : full) budgets += r.record == "gpumeter:budget_monthly";
+  EXPECT_EQ(budgets, 2);
+}
+
+TEST(pricing_rules, HeaderDocumentsEveryRecord) {
+  Pricing p = parse_ok("gpu_models: {m: {gpu_hour: 2, busy_gpu_hour: 1}}\nenergy: {kwh: 1}\nbudgets: {a: 1}\n");
+  std::string text = render_rules(p);
+  std::string header = text.substr(0, text.find("\ngroups:"));
+  for (const auto& record : records(rules_of(text))) {
+    EXPECT_NE(header.find("# " + record + "{"), std::string::npos) << record;
+  }
+  EXPECT_NE(header.find("\"p.yaml\""), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gpumeter::pricing
