@@ -43,10 +43,10 @@ h2{font-size:18px;margin:30px 0 12px;padding-bottom:6px;border-bottom:1px solid 
 dl.meta{display:grid;grid-template-columns:max-content 1fr;gap:3px 18px;margin:0}
 dl.meta dt{color:var(--muted)}
 dl.meta dd{margin:0;overflow-wrap:anywhere}
-.cards{display:grid;grid-template-columns:repeat(auto-fit,minmax(190px,1fr));gap:12px}
+.cards{display:grid;grid-template-columns:repeat(auto-fit,minmax(160px,1fr));gap:12px}
 .card,.panel{background:#fff;border:1px solid var(--line);border-radius:8px;padding:14px 16px}
 .card .label{color:var(--muted);font-size:13px}
-.card .value{font-size:25px;font-weight:700;font-variant-numeric:tabular-nums;white-space:nowrap}
+.card .value{font-size:22px;font-weight:700;font-variant-numeric:tabular-nums;white-space:nowrap}
 .card .sub{color:var(--muted);font-size:12px}
 .charts{display:grid;grid-template-columns:repeat(auto-fit,minmax(520px,1fr));gap:16px}
 .wide{grid-column:1/-1}
@@ -57,9 +57,13 @@ svg.chart{display:block;max-width:100%;height:auto}
 .key{font-size:12px;color:var(--muted);margin-top:6px}
 .swatch{display:inline-block;width:10px;height:10px;border-radius:2px;margin:0 4px 0 10px}
 .table-wrap{overflow-x:auto;background:#fff;border:1px solid var(--line);border-radius:8px}
+.narrow{max-width:820px}
 table{border-collapse:collapse;width:100%;font-size:13px}
-th,td{padding:5px 9px;border-bottom:1px solid var(--line);text-align:left;white-space:nowrap}
+th,td{padding:5px 6px;border-bottom:1px solid var(--line);text-align:left;white-space:nowrap}
+td.key{white-space:normal;overflow-wrap:anywhere;min-width:9em}
 thead th{background:#eef1f4;vertical-align:bottom}
+thead th small{font-weight:400;color:var(--muted)}
+th.group{text-align:center;border-left:2px solid #fff;border-right:2px solid #fff}
 td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}
 tfoot td{font-weight:700;border-top:2px solid #9aa5b1;border-bottom:0}
 tbody tr:nth-child(even){background:#fafbfc}
@@ -268,7 +272,8 @@ void summary_section(Page& p, const Context& c) {
   const Reconciliation& rec = r.reconciliation;
   p.raw("<h2>Summary</h2>\n<div class=\"cards\">\n");
   if (r.priced) {
-    card(p, "Total cost", c.measure.text(finite(r.total.cost.total())),
+    // The headline is what gets invoiced: to the cent, unlike the rounded chart labels.
+    card(p, "Total cost", format_number(finite(r.total.cost.total()), 2) + " " + c.measure.unit(),
          "over " + format_duration(r.to - r.from));
   }
   card(p, "Allocated GPU-hours", hours(c.owners.allocated_seconds),
@@ -276,7 +281,8 @@ void summary_section(Page& p, const Context& c) {
   card(p, "Idle share", optional_percent(c.idle_share),
        hours(rec.idle_seconds) + " of " + hours(rec.covered_seconds) + " GPU-h covered");
   card(p, "Fleet efficiency", optional_percent(c.fleet_efficiency), "busy / allocated GPU time of owners");
-  card(p, "Energy", format_number(finite(r.total.usage.energy_joules) / kJoulesPerKWh, 1) + " kWh",
+  double kwh = finite(r.total.usage.energy_joules) / kJoulesPerKWh;
+  card(p, "Energy", format_number(kwh, kwh >= 100 ? 0 : 1) + " kWh",
        "attributed to the groups");
   size_t budgets = 0, over = 0;
   for (const Row& row : r.rows) {
@@ -389,17 +395,21 @@ std::string timeline_chart(const Context& c) {
   chart.ends.assign(t.ends.begin(), t.ends.begin() + steps);
   svg::Series other{other_label(c.ranking.size() > kTopSeries ? c.ranking.size() - kTopSeries : 0),
                     std::string(svg::kOtherColor), std::vector<double>(steps, 0.0)};
+  // Idle time goes on top of the stack, so the owners' bars start from the axis and compare.
+  std::vector<svg::Series> idle;
   for (size_t i = 0; i < c.ranking.size(); ++i) {
     size_t row = c.ranking[i];
     std::vector<double> values(steps);
     for (size_t k = 0; k < steps; ++k) values[k] = c.measure.of_step(timeline_value(t, row, k));
     if (i < kTopSeries) {
-      chart.series.push_back({row_label(c.report.rows[row]), c.colors[row], std::move(values)});
+      svg::Series series{row_label(c.report.rows[row]), c.colors[row], std::move(values)};
+      (c.report.rows[row].idle ? idle : chart.series).push_back(std::move(series));
     } else {
       for (size_t k = 0; k < steps; ++k) other.values[k] += values[k];
     }
   }
   if (c.ranking.size() > kTopSeries) chart.series.push_back(std::move(other));
+  for (svg::Series& s : idle) chart.series.push_back(std::move(s));
   return svg::stacked_time_bars(chart);
 }
 
@@ -446,40 +456,65 @@ void num_cell(Page& p, std::string_view text, std::string_view css_class = "num"
   p.put("<td class=\"{}\">", css_class).text(text).raw("</td>");
 }
 
-bool any_budget(const Report& r) {
-  return std::any_of(r.rows.begin(), r.rows.end(), [](const Row& row) { return row.budget.has_value(); });
-}
+// Which columns the table of rows has; computed once so the head, the rows and the total agree.
+struct Columns {
+  size_t keys = 1;
+  bool cost = false;
+  bool idle_cost = false;  // only when some idle cost was spread; "separate" leaves it all zero
+  bool budget = false;
 
-size_t key_columns(const Report& r) {
-  size_t n = std::max<size_t>(r.by.size(), 1);
-  for (const Row& row : r.rows) n = std::max(n, row.key.size());
-  return n;
-}
+  size_t count() const { return keys + 5 + (cost ? (idle_cost ? 5 : 4) : 0) + (budget ? 2 : 0); }
+};
 
-void table_head(Page& p, const Report& r, size_t keys, bool budgets) {
-  p.raw("<thead><tr>");
-  for (size_t i = 0; i < keys; ++i) p.raw("<th>").text(i < r.by.size() ? r.by[i] : "group").raw("</th>");
-  for (std::string_view h : {"Allocated GPU-h", "Busy GPU-h", "Efficiency", "Memory GiB-h", "Energy kWh"})
-    p.raw("<th class=\"num\">").text(h).raw("</th>");
-  if (r.priced) {
-    std::string unit = r.currency.empty() ? "" : " (" + r.currency + ")";
-    for (std::string_view h : {"Allocation", "Utilization", "Energy", "Idle", "Total"})
-      p.raw("<th class=\"num\">").text(std::string(h) + unit).raw("</th>");
+Columns table_columns(const Report& r) {
+  Columns c;
+  c.keys = std::max<size_t>(r.by.size(), 1);
+  c.cost = r.priced;
+  for (const Row& row : r.rows) {
+    c.keys = std::max(c.keys, row.key.size());
+    c.idle_cost |= r.priced && row.cost.idle != 0;
+    c.budget |= row.budget.has_value();
   }
-  if (budgets) p.raw("<th class=\"num\">Budget for period</th><th class=\"num\">Budget used</th>");
-  p.raw("</tr></thead>\n");
+  return c;
 }
 
-void usage_and_cost_cells(Page& p, const Report& r, const Row& row) {
-  const Usage& u = row.usage;
-  num_cell(p, hours(finite(u.allocated_seconds)));
-  num_cell(p, hours(finite(u.busy_seconds)));
-  num_cell(p, optional_percent(u.efficiency()));
-  num_cell(p, format_number(finite(u.memory_byte_seconds) / kBytesPerGiB / kSecondsPerHour, 1));
-  num_cell(p, format_number(finite(u.energy_joules) / kJoulesPerKWh, 2));
-  if (!r.priced) return;
-  for (double v : {row.cost.allocation, row.cost.utilization, row.cost.energy, row.cost.idle, row.cost.total()})
-    num_cell(p, format_number(finite(v), 2));
+// A column name with its unit on a second line, so that the numbers, not the names, set the
+// column widths and the table fits the page without scrolling.
+void column_head(Page& p, std::string_view name, std::string_view unit) {
+  p.raw("<th class=\"num\">").text(name);
+  if (!unit.empty()) p.raw("<br><small>").text(unit).raw("</small>");
+  p.raw("</th>");
+}
+
+void table_head(Page& p, const Report& r, const Columns& columns) {
+  p.raw("<thead><tr>");
+  for (size_t i = 0; i < columns.keys; ++i)
+    p.raw("<th rowspan=\"2\">").text(i < r.by.size() ? r.by[i] : "group").raw("</th>");
+  p.raw("<th class=\"group\" colspan=\"5\">Usage</th>");
+  if (columns.cost) {
+    p.put("<th class=\"group\" colspan=\"{}\">Cost", columns.idle_cost ? 5 : 4);
+    if (!r.currency.empty()) p.raw(" (").text(r.currency).raw(")");
+    p.raw("</th>");
+  }
+  if (columns.budget) p.raw("<th class=\"group\" colspan=\"2\">Budget</th>");
+  p.raw("</tr>\n<tr>");
+  column_head(p, "Allocated", "GPU-h");
+  column_head(p, "Busy", "GPU-h");
+  column_head(p, "Efficiency", "busy/alloc.");
+  column_head(p, "Memory", "GiB-h");
+  column_head(p, "Energy", "kWh");
+  if (columns.cost) {
+    column_head(p, "Allocation", "");
+    column_head(p, "Utilization", "");
+    column_head(p, "Energy", "");
+    if (columns.idle_cost) column_head(p, "Idle share", "");
+    column_head(p, "Total", "");
+  }
+  if (columns.budget) {
+    column_head(p, "For period", "");
+    column_head(p, "Used", "");
+  }
+  p.raw("</tr></thead>\n");
 }
 
 void budget_cells(Page& p, const std::optional<Budget>& budget) {
@@ -491,34 +526,51 @@ void budget_cells(Page& p, const std::optional<Budget>& budget) {
   num_cell(p, format_percent(finite(budget->used_ratio), 1), budget->used_ratio > 1 ? "num over" : "num");
 }
 
+void number_cells(Page& p, const Columns& columns, const Row& row) {
+  const Usage& u = row.usage;
+  num_cell(p, hours(finite(u.allocated_seconds)));
+  num_cell(p, hours(finite(u.busy_seconds)));
+  num_cell(p, optional_percent(u.efficiency()));
+  num_cell(p, format_number(finite(u.memory_byte_seconds) / kBytesPerGiB / kSecondsPerHour, 0));
+  num_cell(p, format_number(finite(u.energy_joules) / kJoulesPerKWh, 1));
+  if (columns.cost) {
+    num_cell(p, format_number(finite(row.cost.allocation), 2));
+    num_cell(p, format_number(finite(row.cost.utilization), 2));
+    num_cell(p, format_number(finite(row.cost.energy), 2));
+    if (columns.idle_cost) num_cell(p, format_number(finite(row.cost.idle), 2));
+    num_cell(p, format_number(finite(row.cost.total()), 2));
+  }
+  if (columns.budget) budget_cells(p, row.budget);
+}
+
+void key_cells(Page& p, const Columns& columns, const Row& row, std::string_view color) {
+  for (size_t i = 0; i < columns.keys; ++i) {
+    std::string_view part = i < row.key.size() ? std::string_view(row.key[i]) : std::string_view();
+    bool special = part == "__idle__" || part == "__unattributed__" || part.empty();
+    p.raw(special ? "<td class=\"key special\">" : "<td class=\"key\">");
+    if (i == 0) p.put("<span class=\"swatch\" style=\"margin-left:0;background:{}\"></span>", color);
+    p.text(key_part(part)).raw("</td>");
+  }
+}
+
 void rows_section(Page& p, const Context& c) {
   const Report& r = c.report;
-  const size_t keys = key_columns(r);
-  const bool budgets = any_budget(r);
+  const Columns columns = table_columns(r);
   p.raw("<h2>All groups</h2>\n<div class=\"table-wrap\"><table id=\"rows\">\n");
-  table_head(p, r, keys, budgets);
+  table_head(p, r, columns);
   p.raw("<tbody>\n");
   for (size_t index : c.ranking) {
-    const Row& row = r.rows[index];
     p.raw("<tr>");
-    for (size_t i = 0; i < keys; ++i) {
-      std::string_view part = i < row.key.size() ? std::string_view(row.key[i]) : std::string_view();
-      bool special = part == "__idle__" || part == "__unattributed__" || part.empty();
-      p.raw(special ? "<td class=\"special\">" : "<td>");
-      if (i == 0) p.put("<span class=\"swatch\" style=\"margin-left:0;background:{}\"></span>", c.colors[index]);
-      p.text(key_part(part)).raw("</td>");
-    }
-    usage_and_cost_cells(p, r, row);
-    if (budgets) budget_cells(p, row.budget);
+    key_cells(p, columns, r.rows[index], c.colors[index]);
+    number_cells(p, columns, r.rows[index]);
     p.raw("</tr>\n");
   }
-  if (r.rows.empty()) {
-    size_t columns = keys + 5 + (r.priced ? 5 : 0) + (budgets ? 2 : 0);
-    p.put("<tr><td class=\"special\" colspan=\"{}\">No GPU time in this period.</td></tr>\n", columns);
-  }
-  p.put("</tbody>\n<tfoot><tr><td colspan=\"{}\">Total</td>", keys);
-  usage_and_cost_cells(p, r, r.total);
-  if (budgets) budget_cells(p, std::nullopt);
+  if (r.rows.empty())
+    p.put("<tr><td class=\"special\" colspan=\"{}\">No GPU time in this period.</td></tr>\n", columns.count());
+  p.put("</tbody>\n<tfoot><tr><td colspan=\"{}\">Total</td>", columns.keys);
+  Row total = r.total;
+  total.budget.reset();
+  number_cells(p, columns, total);
   p.raw("</tr></tfoot>\n</table></div>\n");
 }
 
@@ -539,7 +591,7 @@ void reconciliation_section(Page& p, const Report& r) {
     p.raw("<span class=\"bad\">&#10007; Mismatch</span>: owners plus idle time differ from the GPU time the "
           "ledger covered by more than the tolerance.");
   }
-  p.raw("</p>\n<div class=\"table-wrap\"><table id=\"reconciliation-table\">\n<thead><tr><th></th>"
+  p.raw("</p>\n<div class=\"table-wrap narrow\"><table id=\"reconciliation-table\">\n<thead><tr><th></th>"
         "<th class=\"num\">GPU-seconds</th><th class=\"num\">GPU-hours</th><th class=\"num\">Of covered</th>"
         "</tr></thead>\n<tbody>\n");
   double covered = rec.covered_seconds;

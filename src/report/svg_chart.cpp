@@ -166,32 +166,64 @@ Axis nice_axis(double max, int target_ticks) {
   return axis;
 }
 
-std::vector<TimeTick> time_ticks(double from, double to, int max_ticks) {
-  static constexpr double kSpacings[] = {60,    300,    900,    1800,    3600,    7200,    10800,    21600,
-                                         43200, 86400,  172800, 604800,  1209600, 2592000, 7776000, 31536000};
+namespace {
+
+constexpr double kDay = 86400;
+constexpr double kWeek = 7 * kDay;
+constexpr double kFirstMonday = 4 * kDay;  // 1970-01-05: weekly ticks fall on ISO week starts
+
+std::string tick_label(double t, bool date) {
+  // Month names by hand: strftime's %b would follow the process locale.
   static constexpr const char* kMonths[] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
                                             "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
+  std::time_t tt = static_cast<std::time_t>(t);
+  std::tm tm{};
+  if (!gmtime_r(&tt, &tm)) return "";
+  if (date || (tm.tm_hour == 0 && tm.tm_min == 0)) return fmt::format("{} {}", kMonths[tm.tm_mon], tm.tm_mday);
+  return fmt::format("{:02}:{:02}", tm.tm_hour, tm.tm_min);
+}
+
+// Calendar months are not a fixed number of seconds, so long periods step through them.
+std::vector<TimeTick> month_ticks(double from, double to, int months_per_tick) {
   std::vector<TimeTick> ticks;
-  if (!std::isfinite(from) || !std::isfinite(to) || to <= from || max_ticks < 1) return ticks;
-  double spacing = kSpacings[std::size(kSpacings) - 1];
-  for (double s : kSpacings) {
-    if ((to - from) / s <= max_ticks) {
-      spacing = s;
-      break;
-    }
-  }
-  for (double t = std::ceil(from / spacing) * spacing; t <= to && ticks.size() <= size_t(max_ticks) + 1;
-       t += spacing) {
-    std::time_t tt = static_cast<std::time_t>(t);
-    std::tm tm{};
-    if (!gmtime_r(&tt, &tm)) continue;
-    // Month names by hand: strftime's %b would follow the process locale.
-    bool midnight = tm.tm_hour == 0 && tm.tm_min == 0;
-    std::string label = spacing >= 86400 || midnight ? fmt::format("{} {}", kMonths[tm.tm_mon], tm.tm_mday)
-                                                     : fmt::format("{:02}:{:02}", tm.tm_hour, tm.tm_min);
-    ticks.push_back({t, std::move(label)});
+  std::time_t tt = static_cast<std::time_t>(std::floor(from));
+  std::tm tm{};
+  if (!gmtime_r(&tt, &tm)) return ticks;
+  int month = tm.tm_year * 12 + tm.tm_mon;
+  month = (month + months_per_tick - 1) / months_per_tick * months_per_tick;
+  for (;; month += months_per_tick) {
+    std::tm start{};
+    start.tm_year = month / 12;
+    start.tm_mon = month % 12;
+    start.tm_mday = 1;
+    double t = static_cast<double>(timegm(&start));
+    if (t < from) continue;
+    if (t > to) break;
+    ticks.push_back({t, tick_label(t, true)});
   }
   return ticks;
+}
+
+}  // namespace
+
+std::vector<TimeTick> time_ticks(double from, double to, int max_ticks) {
+  static constexpr double kSpacings[] = {60,   300,   900,   1800,       3600,     7200, 10800,
+                                         21600, 43200, kDay, 2 * kDay, kWeek, 2 * kWeek};
+  std::vector<TimeTick> ticks;
+  if (!std::isfinite(from) || !std::isfinite(to) || to <= from || max_ticks < 1) return ticks;
+  // Beyond a year of ticks the loop below would be pointless; nothing reports such periods.
+  if (to - from > 1000 * 365 * kDay) return ticks;
+  for (double spacing : kSpacings) {
+    if ((to - from) / spacing > max_ticks) continue;
+    double origin = spacing >= kWeek ? kFirstMonday : 0;
+    for (double t = origin + std::ceil((from - origin) / spacing) * spacing; t <= to; t += spacing)
+      ticks.push_back({t, tick_label(t, spacing >= kDay)});
+    return ticks;
+  }
+  for (int months : {1, 3, 6, 12, 24, 60, 120}) {
+    if ((to - from) / (30.4375 * kDay * months) <= max_ticks) return month_ticks(from, to, months);
+  }
+  return month_ticks(from, to, 1200);
 }
 
 std::string horizontal_bars(const BarChart& chart) {
