@@ -16,6 +16,8 @@ constexpr double kHoursPerMonth = 730.5;
 // gpu_info and a GPU's ledger counters come from the same scrape target, so they meet on these.
 constexpr std::string_view kGpuJoin = "job, instance, uuid";
 constexpr std::string_view kIdleProject = "__idle__";
+// Busy time no process accounts for: a row of its own that idle cost is not spread over.
+constexpr std::string_view kUnattributedProject = "__unattributed__";
 
 // Record names, and what each one means (the generated file's header lists them).
 constexpr std::string_view kGpuHourPrice = "gpumeter:gpu_hour_price";
@@ -25,6 +27,7 @@ constexpr std::string_view kGpuHourPriceByUuid = "gpumeter:gpu_hour_price:by_uui
 constexpr std::string_view kBusyGpuHourPriceByUuid = "gpumeter:busy_gpu_hour_price:by_uuid";
 constexpr std::string_view kCostByInstanceOwner = "gpumeter:cost_per_hour:by_instance_owner";
 constexpr std::string_view kCostByProject = "gpumeter:cost_per_hour:by_project";
+constexpr std::string_view kIdleShareByProject = "gpumeter:idle_cost_per_hour:by_project";
 constexpr std::string_view kBudgetMonthly = "gpumeter:budget_monthly";
 constexpr std::string_view kBudgetPerHour = "gpumeter:budget_per_hour";
 
@@ -175,10 +178,17 @@ void add_prices(RuleFile& file, const Pricing& p, Charges charges) {
   }
 }
 
+// "fn(\n  <first argument, indented>,\n  <the other arguments>\n)\n"
+std::string call(std::string_view fn, std::string_view first, std::string_view others) {
+  std::string arg = indent(first, "  ");
+  arg.pop_back();  // its last newline: the comma goes there
+  return fmt::format("{}(\n{},\n  {}\n)\n", fn, arg, others);
+}
+
 // `cost` with the label component="<component>", so that the components of one owner stay
 // apart under `or` and a missing component does not hide the others (as `+` would).
 std::string component(std::string_view name, std::string_view cost) {
-  return fmt::format("label_replace(\n{}  \"component\", \"{}\", \"\", \"\"\n)", indent(cost, "  "), name);
+  return call("label_replace", cost, fmt::format("\"component\", \"{}\", \"\", \"\"", name));
 }
 
 // rate() of a ledger counter is in GPUs (GPU-seconds per second), so times a price per GPU-hour
@@ -186,20 +196,20 @@ std::string component(std::string_view name, std::string_view cost) {
 std::string cost_by_instance_owner_expr(Charges charges) {
   std::vector<std::string> parts;
   parts.push_back(component(
-      "allocation", fmt::format("rate(gpu_allocated_seconds_total[{}])\n* on ({}) group_left (currency) {},",
+      "allocation", fmt::format("rate(gpu_allocated_seconds_total[{}])\n* on ({}) group_left (currency) {}",
                                 kRateWindow, kGpuJoin, kGpuHourPriceByUuid)));
   if (charges.busy) {
     parts.push_back(component(
-        "utilization", fmt::format("rate(gpu_busy_seconds_total[{}])\n* on ({}) group_left (currency) {},",
+        "utilization", fmt::format("rate(gpu_busy_seconds_total[{}])\n* on ({}) group_left (currency) {}",
                                    kRateWindow, kGpuJoin, kBusyGpuHourPriceByUuid)));
   }
   if (charges.energy) {
     parts.push_back(component(
-        "energy", fmt::format("rate(gpu_attributed_energy_joules_total[{}]) / 1000\n* on () group_left (currency) {},",
+        "energy", fmt::format("rate(gpu_attributed_energy_joules_total[{}]) / 1000\n* on () group_left (currency) {}",
                               kRateWindow, kEnergyPrice)));
   }
   std::string body;
-  for (std::size_t i = 0; i < parts.size(); ++i) body += fmt::format("{}{}\n", i == 0 ? "" : "or\n", parts[i]);
+  for (std::size_t i = 0; i < parts.size(); ++i) body += fmt::format("{}{}", i == 0 ? "" : "or\n", parts[i]);
   return fmt::format(
       "sum by (instance, project, user, namespace, pod, container, hpc_job, component, currency) (\n{})\n",
       indent(body, "  "));
@@ -232,6 +242,64 @@ void add_cost_rates(RuleFile& file, Charges charges) {
   }
 }
 
+// A label_replace() replacement is a template: "$" must be doubled to stay itself.
+std::string literal_replacement(std::string_view s) {
+  std::string out;
+  for (char c : s) out += c == '$' ? std::string("$$") : std::string(1, c);
+  return out;
+}
+
+// The label that names the group a node's idle cost is spread within.
+std::string_view spread_label(const Pricing& p) {
+  return p.idle_policy == IdlePolicy::kSpreadByPool ? "pool" : "instance";
+}
+
+// The per-owner cost series selected by `matchers`, of nodes that belong to a group, labelled
+// with the group. A pool is found as Pricing::pool_for() finds it: the first pool whose regex
+// matches the whole instance, so label_replace() runs in reverse file order and the first
+// pool's runs last, overwriting the others. Instances in no pool are left out.
+std::string grouped_cost(const Pricing& p, std::string_view matchers) {
+  if (p.idle_policy != IdlePolicy::kSpreadByPool) return fmt::format("{}{{{}}}\n", kCostByInstanceOwner, matchers);
+  std::string any_pool;
+  for (const Pool& pool : p.pools) any_pool += fmt::format("{}(?:{})", any_pool.empty() ? "" : "|", pool.node_regex);
+  std::string expr = fmt::format("{}{{{}, instance=~{}}}\n", kCostByInstanceOwner, matchers, quoted(any_pool));
+  for (auto pool = p.pools.rbegin(); pool != p.pools.rend(); ++pool) {
+    expr = call("label_replace", expr,
+                fmt::format("\"pool\", {}, \"instance\", {}", quoted(literal_replacement(pool->name)),
+                            quoted(pool->node_regex)));
+  }
+  return expr;
+}
+
+// Each project's share of the idle cost of the nodes (or pools) it uses, in proportion to its
+// own cost there, as `gpumeter report` spreads it. Idle cost of a group nobody used has no one
+// to go to and is left out.
+std::string idle_share_expr(const Pricing& p) {
+  std::string_view group = spread_label(p);
+  std::string owners = grouped_cost(p, fmt::format("project!~\"{}|{}\"", kIdleProject, kUnattributedProject));
+  std::string idle = grouped_cost(p, fmt::format("project=\"{}\"", kIdleProject));
+  std::string share = fmt::format(
+      "sum by ({0}, project, currency) (\n{1})\n"
+      "/ on ({0}, currency) group_left ()\n"  // "()": else the next "(" would be read as its label list
+      "(\n"
+      "  sum by ({0}, currency) (\n{2}  ) > 0\n"
+      ")\n"
+      "* on ({0}, currency) group_left\n"
+      "sum by ({0}, currency) (\n{3})\n",
+      group, indent(owners, "  "), indent(owners, "    "), indent(idle, "  "));
+  return fmt::format("sum by (project, currency) (\n{})\n", indent(share, "  "));
+}
+
+void add_idle_spread(RuleFile& file, const Pricing& p) {
+  if (p.idle_policy == IdlePolicy::kSeparate) return;
+  file.describe(kIdleShareByProject, "project, currency",
+                fmt::format("each project's share of the idle cost of the {} it uses (idle policy {}), in proportion "
+                            "to its own cost there; by_project plus this is what the project is charged",
+                            p.idle_policy == IdlePolicy::kSpreadByPool ? "pools (matched against instance)" : "nodes (instances)",
+                            to_string(p.idle_policy)));
+  file.add(Rule{kIdleShareByProject, idle_share_expr(p), {}});
+}
+
 void add_budgets(RuleFile& file, const Pricing& p) {
   if (p.budgets.empty()) return;
   file.describe(kBudgetMonthly, "project, currency", "budget per calendar month, from the pricing file");
@@ -245,7 +313,11 @@ void add_budgets(RuleFile& file, const Pricing& p) {
   constexpr std::string_view kBurnRate = "gpumeter:budget_burn_rate:by_project";
   file.describe(kBurnRate, "project, currency",
                 "cost per hour / budget per hour: above 1 the project spends faster than its budget allows");
-  file.add(Rule{kBurnRate, fmt::format("{} / on (project, currency) {}\n", kCostByProject, kBudgetPerHour), {}});
+  // Under a spread policy a project is charged its share of idle cost as well.
+  std::string spend = p.idle_policy == IdlePolicy::kSeparate
+                          ? std::string(kCostByProject)
+                          : fmt::format("({0} + {1} or {0})", kCostByProject, kIdleShareByProject);
+  file.add(Rule{kBurnRate, fmt::format("{} / on (project, currency) {}\n", spend, kBudgetPerHour), {}});
 }
 
 std::string RuleFile::render(const Pricing& pricing) const {
@@ -275,6 +347,7 @@ std::string render_rules(const Pricing& pricing) {
   Charges charges = charges_of(pricing);
   add_prices(file, pricing, charges);
   add_cost_rates(file, charges);
+  add_idle_spread(file, pricing);
   add_budgets(file, pricing);
   return file.render(pricing);
 }

@@ -149,8 +149,41 @@ budgets: {a: 7305, b: 100}
   EXPECT_EQ(budgets, 2);
 }
 
+TEST(pricing_rules, IdleSpreadFollowsThePolicy) {
+  EXPECT_EQ(find(rules_for("gpu_models: {m: {gpu_hour: 1}}\nbudgets: {a: 1}\n"),
+                 "gpumeter:idle_cost_per_hour:by_project"),
+            nullptr);
+
+  auto by_node = rules_for("gpu_models: {m: {gpu_hour: 1}}\nidle: {policy: spread-by-node}\nbudgets: {a: 1}\n");
+  const RuleView* share = find(by_node, "gpumeter:idle_cost_per_hour:by_project");
+  ASSERT_NE(share, nullptr);
+  EXPECT_NE(share->expr.find("sum by (instance, project, currency)"), std::string::npos) << share->expr;
+  EXPECT_NE(share->expr.find("project!~\"__idle__|__unattributed__\""), std::string::npos) << share->expr;
+  EXPECT_EQ(share->expr.find("label_replace"), std::string::npos) << share->expr;
+  EXPECT_EQ(find(by_node, "gpumeter:budget_burn_rate:by_project")->expr,
+            "(gpumeter:cost_per_hour:by_project + gpumeter:idle_cost_per_hour:by_project or "
+            "gpumeter:cost_per_hour:by_project) / on (project, currency) gpumeter:budget_per_hour\n");
+
+  // The first pool's label_replace() is the outermost, so it runs last and wins; a "$" in a
+  // pool name is not a reference to a capture group.
+  auto by_pool = rules_for(R"(gpu_models: {m: {gpu_hour: 1}}
+idle: {policy: spread-by-pool, pools: {"first$1": "n[12]:.*", second: "n\\d:.*"}}
+)");
+  share = find(by_pool, "gpumeter:idle_cost_per_hour:by_project");
+  ASSERT_NE(share, nullptr);
+  const std::string& e = share->expr;
+  EXPECT_NE(e.find("instance=~\"(?:n[12]:.*)|(?:n\\\\d:.*)\""), std::string::npos) << e;
+  std::size_t first = e.find("\"pool\", \"first$$1\", \"instance\", \"n[12]:.*\"");
+  std::size_t second = e.find("\"pool\", \"second\", \"instance\", \"n\\\\d:.*\"");
+  ASSERT_NE(first, std::string::npos) << e;
+  ASSERT_NE(second, std::string::npos) << e;
+  EXPECT_LT(second, first) << e;  // inner (runs first) before outer in the text
+}
+
 TEST(pricing_rules, HeaderDocumentsEveryRecord) {
-  Pricing p = parse_ok("gpu_models: {m: {gpu_hour: 2, busy_gpu_hour: 1}}\nenergy: {kwh: 1}\nbudgets: {a: 1}\n");
+  Pricing p = parse_ok(
+      "gpu_models: {m: {gpu_hour: 2, busy_gpu_hour: 1}}\nenergy: {kwh: 1}\nbudgets: {a: 1}\n"
+      "idle: {policy: spread-by-node}\n");
   std::string text = render_rules(p);
   std::string header = text.substr(0, text.find("\ngroups:"));
   for (const auto& record : records(rules_of(text))) {
