@@ -1,12 +1,188 @@
 #include "cli/report_command.h"
 
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "pricing/pricing.h"
+#include "report/format.h"
+#include "report/prom_api.h"
+#include "report/report_builder.h"
+#include "report/time_spec.h"
+#include "util/atomic_file.h"
+#include "util/duration.h"
+
 namespace gpumeter::cli {
+namespace {
+
+constexpr int kExitApi = 1;
+constexpr int kExitInput = 2;
+
+double wall_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+int input_error(const std::string& message) {
+  std::fprintf(stderr, "gpumeter report: %s\n", message.c_str());
+  return kExitInput;
+}
+
+Result<double> seconds_flag(const std::string& flag, const std::string& text) {
+  auto d = parse_duration(text);
+  if (!d) return Error{kExitInput, fmt::format("{}: {}", flag, d.error().message)};
+  if (d->count() <= 0) return Error{kExitInput, fmt::format("{}: must be more than zero", flag)};
+  return static_cast<double>(d->count()) / 1000.0;
+}
+
+// --by project,user and --by project --by user are the same.
+std::vector<std::string> split_by(const std::vector<std::string>& values) {
+  std::vector<std::string> out;
+  for (const auto& v : values) {
+    std::stringstream ss(v);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+      if (!item.empty()) out.push_back(item);
+    }
+  }
+  return out;
+}
+
+}  // namespace
 
 void setup_report_command(CLI::App& cmd, ReportOptions& o, int& exit_code) {
-  cmd.add_option("--url", o.url, "Prometheus-compatible API base URL");
+  cmd.description(
+      "Chargeback for a period from any Prometheus-compatible query API (Prometheus, VictoriaMetrics,\n"
+      "Thanos, Mimir). Totals are exact: they come from the ledger counters' values at the period's\n"
+      "boundaries, with counter resets resolved from raw samples, never from increase() or\n"
+      "sum_over_time(). Consecutive periods add up exactly to the whole. See docs/chargeback.md.\n\n"
+      "Times: now, -30d, now-12h, unix seconds, 2026-11-01 (midnight UTC), 2026-11-01T08:00:00Z.\n"
+      "Exit codes: 0 report written (warnings included), 1 the API failed or answered badly,\n"
+      "2 bad flags, dates or pricing file. Nothing is written unless the report is complete.");
+  cmd.add_option("--url", o.url, "Base URL of the query API, e.g. http://prometheus:9090 or http://vm:8428")
+      ->capture_default_str();
+  cmd.add_option("--from", o.from, "Start of the period")->capture_default_str();
+  cmd.add_option("--to", o.to, "End of the period")->capture_default_str();
+  cmd.add_option("--by", o.by,
+                 "Group by: project, user, namespace, pod, hpc_job, model, gpu (uuid), node; "
+                 "repeat or separate with commas")
+      ->capture_default_str();
+  cmd.add_option("--pricing", o.pricing_file, "Pricing file (YAML); without one the report shows usage only");
+  cmd.add_option("--format", o.format, "table, csv, json or html")->capture_default_str();
+  cmd.add_option("--output", o.output, "File to write; - is stdout")->capture_default_str();
+  cmd.add_option("--step", o.step, "Timeline step (default: 1m to 1d, at most 400 steps)");
+  cmd.add_option("--node-label", o.node_label, "Label that names the node")->capture_default_str();
+  cmd.add_option("--lookback", o.lookback,
+                 "How far before --from a series' previous sample is searched (agent down across the start)")
+      ->capture_default_str();
+  cmd.add_option("--timeout", o.timeout, "Timeout of each API request")->capture_default_str();
+  cmd.add_option("--progress", o.progress, "Progress on stderr: auto (when it is a terminal), always, never")
+      ->capture_default_str();
+  cmd.add_flag("--no-color", o.no_color, "No colours in the table");
   cmd.callback([&o, &exit_code] { exit_code = run_report(o); });
 }
 
-int run_report(const ReportOptions&) { return 1; }
+int run_report(const ReportOptions& o) {
+  const double now = wall_now();
+  report::ReportRequest req;
+  req.now = now;
+  req.url = o.url;
+  req.node_label = o.node_label;
+  if (o.format != "table" && o.format != "csv" && o.format != "json" && o.format != "html") {
+    return input_error(fmt::format("--format \"{}\": expected table, csv, json or html", o.format));
+  }
+  if (o.progress != "auto" && o.progress != "always" && o.progress != "never") {
+    return input_error(fmt::format("--progress \"{}\": expected auto, always or never", o.progress));
+  }
+  req.by = split_by(o.by);
+  if (req.by.empty()) return input_error("--by: at least one dimension is needed");
+  for (const auto& d : req.by) {
+    if (!report::is_dimension(d)) {
+      return input_error(fmt::format("--by \"{}\": expected project, user, namespace, pod, hpc_job, model, gpu or node", d));
+    }
+  }
+  auto from = report::parse_time(o.from, now);
+  if (!from) return input_error("--from " + from.error().message);
+  auto to = report::parse_time(o.to, now);
+  if (!to) return input_error("--to " + to.error().message);
+  if (*from >= *to) {
+    return input_error(fmt::format("--from {} is not before --to {}", report::format_utc(*from), report::format_utc(*to)));
+  }
+  if (*to > now + 1) {
+    return input_error(fmt::format("--to {} is in the future; a report can only cover the past", report::format_utc(*to)));
+  }
+  req.from = *from;
+  req.to = *to;
+  if (o.step.empty()) {
+    req.step = report::default_step(req.to - req.from);
+  } else {
+    auto step = seconds_flag("--step", o.step);
+    if (!step) return input_error(step.error().message);
+    if ((req.to - req.from) / *step > 10000) {
+      return input_error(fmt::format("--step {}: more than 10,000 steps in the period; choose a longer step", o.step));
+    }
+    req.step = *step;
+  }
+  auto lookback = seconds_flag("--lookback", o.lookback);
+  if (!lookback) return input_error(lookback.error().message);
+  req.lookback = *lookback;
+  auto timeout = seconds_flag("--timeout", o.timeout);
+  if (!timeout) return input_error(timeout.error().message);
+
+  pricing::Pricing prices;
+  if (!o.pricing_file.empty()) {
+    auto loaded = pricing::load_pricing(o.pricing_file);
+    if (!loaded) return input_error(loaded.error().message);
+    prices = std::move(*loaded);
+    req.pricing = &prices;
+  }
+
+  auto api = report::PromApi::connect(
+      {o.url, std::chrono::milliseconds(static_cast<long long>(*timeout * 1000))});
+  if (!api) return input_error(api.error().message);
+  const bool progress = o.progress == "always" || (o.progress == "auto" && isatty(STDERR_FILENO));
+  const auto started = std::chrono::steady_clock::now();
+  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(); };
+  if (progress) {
+    (*api)->on_request([&](const report::RequestInfo& r) {
+      std::fprintf(stderr, "report: %6.1f s  request %d: %s (%.2f s)\n", elapsed(), (*api)->requests(),
+                   r.what.substr(0, 140).c_str(), r.seconds);
+    });
+  }
+  auto stage = [&](std::string_view what) {
+    if (progress) std::fprintf(stderr, "report: %6.1f s  %.*s\n", elapsed(), static_cast<int>(what.size()), what.data());
+  };
+  auto built = report::build_report(**api, req, stage);
+  if (!built) {
+    std::fprintf(stderr, "gpumeter report: %s\n", built.error().message.c_str());
+    return built.error().code == kExitInput ? kExitInput : kExitApi;
+  }
+  built->elapsed_seconds = elapsed();
+
+  std::string text;
+  if (o.format == "json") text = report::render_json(*built);
+  else if (o.format == "csv") text = report::render_csv(*built);
+  else if (o.format == "html") text = report::render_html(*built);
+  else text = report::render_table(*built, !o.no_color && o.output == "-" && isatty(STDOUT_FILENO));
+
+  for (const auto& w : built->warnings) {
+    if (o.format != "table" || o.output != "-") std::fprintf(stderr, "gpumeter report: warning: %s\n", w.message.c_str());
+  }
+  if (o.output == "-") {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    return std::fflush(stdout) == 0 ? 0 : kExitApi;
+  }
+  auto written = write_file_atomic(o.output, text, 0644);
+  if (!written) {
+    std::fprintf(stderr, "gpumeter report: cannot write %s: %s\n", o.output.c_str(), written.error().message.c_str());
+    return kExitApi;
+  }
+  stage(fmt::format("wrote {} ({} bytes)", o.output, text.size()));
+  return 0;
+}
 
 }  // namespace gpumeter::cli

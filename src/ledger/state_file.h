@@ -8,14 +8,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "util/atomic_file.h"
 #include "util/result.h"
 
 namespace gpumeter {
 
 inline constexpr const char* kLedgerStateFormat = "gpumeter-ledger-state";
 inline constexpr int kLedgerStateVersion = 1;
-
-Result<std::size_t> write_file_atomic(const std::string& path, const std::string& contents);
 
 // Parses a state document and checks its envelope (JSON, format, version, a "gpus" object).
 // Returns the reason it is unusable, or an empty string with `doc` filled.

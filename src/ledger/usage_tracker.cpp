@@ -42,6 +42,20 @@ UsageTracker::Gpu& UsageTracker::gpu(size_t slot) {
   return *gpus_[slot];
 }
 
+namespace {
+
+std::shared_ptr<const GpuLedgerSnapshot> ledger_snapshot(const GpuLedger& ledger) {
+  auto ls = std::make_shared<GpuLedgerSnapshot>();
+  ls->covered_seconds = ledger.covered_seconds();
+  ls->gap_seconds = ledger.gap_seconds();
+  for (const auto& [owner, t] : ledger.owners()) {
+    ls->owners.push_back({owner, t.allocated_seconds, t.busy_seconds, t.memory_byte_seconds, t.energy_joules});
+  }
+  return ls;
+}
+
+}  // namespace
+
 void UsageTracker::load_state() {
   if (options_.state_file.empty()) return;
   auto loaded = load_ledger_state(options_.state_file);
@@ -91,12 +105,14 @@ void UsageTracker::on_reading(size_t slot, const DeviceIdentity& id, const Devic
     }
     g.uuid = id.uuid;
     g.ledger = GpuLedger(lo);
+    g.published.reset();
     g.processes.clear();
     std::lock_guard rlock(restored_mu_);
     if (restored_.is_object() && restored_.contains(id.uuid)) {
       auto restored = GpuLedger::from_json(restored_[id.uuid]["ledger"], lo);
       if (restored) {
         g.ledger = std::move(restored).value();
+        g.published = ledger_snapshot(g.ledger);
       } else {
         log_.error("ledger state for a GPU unusable; starting it afresh",
                    {{"uuid", id.uuid}, {"err", restored.error().message}});
@@ -181,13 +197,8 @@ void UsageTracker::contribute(Snapshot& snap) const {
       const Gpu& g = *gpus_[i];
       std::lock_guard glock(g.mu);
       if (g.uuid.empty() || g.uuid != snap.gpus[i].identity.uuid) continue;
-      auto ls = std::make_shared<GpuLedgerSnapshot>();
-      ls->covered_seconds = g.ledger.covered_seconds();
-      ls->gap_seconds = g.ledger.gap_seconds();
-      for (const auto& [owner, t] : g.ledger.owners()) {
-        ls->owners.push_back({owner, t.allocated_seconds, t.busy_seconds, t.memory_byte_seconds, t.energy_joules});
-      }
-      snap.gpus[i].ledger = std::move(ls);
+      // Without a state file there is nothing to resume from, so live values are safe.
+      snap.gpus[i].ledger = options_.state_file.empty() ? ledger_snapshot(g.ledger) : g.published;
       for (const auto& [pid, s] : g.processes) candidates.push_back({i, s.latest});
       live.insert(live.end(), g.live_pids.begin(), g.live_pids.end());
     }
@@ -246,17 +257,33 @@ Result<std::size_t> UsageTracker::checkpoint() {
     std::lock_guard rlock(restored_mu_);
     if (restored_.is_object()) gpus = restored_;
   }
+  // What this checkpoint saves, taken under the same lock as the JSON so the two agree.
+  struct Saved {
+    Gpu* gpu;
+    std::string uuid;
+    std::shared_ptr<const GpuLedgerSnapshot> ledger;
+  };
+  std::vector<Saved> saved;
   {
     std::lock_guard lock(gpus_mu_);
     for (size_t i = 0; i < gpus_.size(); ++i) {
-      const Gpu& g = *gpus_[i];
+      Gpu& g = *gpus_[i];
       std::lock_guard glock(g.mu);
       if (g.uuid.empty()) continue;
       gpus[g.uuid] = {{"index", i}, {"model", g.model}, {"ledger", g.ledger.to_json()}};
+      saved.push_back({&g, g.uuid, ledger_snapshot(g.ledger)});
     }
   }
   doc["gpus"] = std::move(gpus);
   auto written = write_file_atomic(options_.state_file, doc.dump());
+  if (written) {
+    // Only now may scrapes see these values: they are what a restart resumes from.
+    std::lock_guard lock(gpus_mu_);
+    for (auto& s : saved) {
+      std::lock_guard glock(s.gpu->mu);
+      if (s.gpu->uuid == s.uuid) s.gpu->published = std::move(s.ledger);  // not replaced meanwhile
+    }
+  }
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
   std::lock_guard slock(stats_mu_);
   checkpoint_duration_ = took;
@@ -288,7 +315,7 @@ void UsageTracker::run_checkpoints() {
     stop_cv_.wait_for(lock, options_.checkpoint_interval, [this] { return stopping_; });
     if (stopping_) break;
     lock.unlock();
-    checkpoint();
+    (void)checkpoint();  // it logs its own failures
     lock.lock();
   }
 }
@@ -301,7 +328,7 @@ void UsageTracker::stop() {
   }
   stop_cv_.notify_all();
   if (thread_.joinable()) thread_.join();
-  if (!options_.state_file.empty()) checkpoint();
+  if (!options_.state_file.empty()) (void)checkpoint();
 }
 
 }  // namespace gpumeter

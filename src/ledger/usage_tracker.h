@@ -73,6 +73,11 @@ class UsageTracker final : public ReadingObserver {
     std::string uuid;
     std::string model;
     GpuLedger ledger;
+    // With a state file, the ledger values that scrapes see: those of the last checkpoint
+    // written (or loaded). A restarted agent resumes from that file, so no value it ever
+    // exported can be higher than what it resumes from, and Prometheus never sees a counter
+    // go back (which it would read as a reset, billing the whole total again).
+    std::shared_ptr<const GpuLedgerSnapshot> published;
     std::map<unsigned, ProcessSeries> processes;
     std::vector<unsigned> live_pids;
   };

@@ -8,7 +8,7 @@ namespace gpumeter {
 Result<std::chrono::milliseconds> parse_duration(std::string_view text) {
   auto bad = [&](const std::string& why) {
     return Error{0, "invalid duration \"" + std::string(text) + "\": " + why +
-                        " (expected e.g. 500ms, 1s, 1m30s; units ms, s, m, h, d)"};
+                        " (expected e.g. 500ms, 1s, 1m30s; units ms, s, m, h, d, w)"};
   };
   if (text.empty()) return bad("empty");
   long long total_ms = 0;
@@ -30,6 +30,7 @@ Result<std::chrono::milliseconds> parse_duration(std::string_view text) {
     else if (unit == "m") scale = 60'000;
     else if (unit == "h") scale = 3'600'000;
     else if (unit == "d") scale = 86'400'000;
+    else if (unit == "w") scale = 7 * 86'400'000LL;
     else if (unit.empty()) return bad("missing unit");
     else return bad("unknown unit \"" + std::string(unit) + "\"");
     total_ms += n * scale;

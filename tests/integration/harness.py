@@ -149,10 +149,35 @@ def sim_truth(scenario, t_from, t_to):
     return json.loads(out.stdout)
 
 
+# Ledger counter -> field of `gpumeter sim truth`'s jobs.
+COUNTERS = {
+    "gpu_allocated_seconds_total": "allocated_seconds",
+    "gpu_busy_seconds_total": "busy_seconds",
+    "gpu_memory_byte_seconds_total": "memory_byte_seconds",
+    "gpu_attributed_energy_joules_total": "energy_joules",
+}
+
+
+def expected_owners(truth):
+    """Truth per (gpu, project, user, namespace, pod, hpc_job), summed over the jobs of an owner."""
+    users = {uid: name for name, uid in truth.get("users", {}).items()}
+    out = {}
+    for j in truth["jobs"]:
+        env = j.get("env", {})
+        k8s = j.get("kubernetes", {})
+        hpc = env.get("SLURM_JOB_ID", "")
+        key = (str(j["gpu"]), env.get("GPUMETER_PROJECT", "unknown"), users.get(j["uid"], str(j["uid"])),
+               k8s.get("namespace", ""), k8s.get("pod", ""), hpc)
+        acc = out.setdefault(key, {f: 0.0 for f in COUNTERS.values()})
+        for f in COUNTERS.values():
+            acc[f] += j[f]
+    return out
+
+
 class Prometheus:
     """A real Prometheus from Debian on a free port with its own data directory."""
 
-    def __init__(self, targets, scrape_interval="1s", extra_config="", job_config=""):
+    def __init__(self, targets, scrape_interval="1s", extra_config="", job_config="", flags=()):
         self.port = free_port()
         self.base = "http://127.0.0.1:%d" % self.port
         self.dir = tempfile.mkdtemp(prefix="gpumeter-prom-")
@@ -163,7 +188,7 @@ class Prometheus:
                     % (job_config, ", ".join("'%s'" % t for t in targets)))
             f.write(extra_config)
         self.process = Process(["prometheus", "--config.file=" + cfg, "--storage.tsdb.path=" + self.dir + "/data",
-                                "--web.listen-address=127.0.0.1:%d" % self.port, "--log.level=warn"],
+                                "--web.listen-address=127.0.0.1:%d" % self.port, "--log.level=warn"] + list(flags),
                                workdir=self.dir, name="prometheus")
         wait_until(lambda: http_get(self.base + "/-/ready", timeout=2)[0] == 200, 60, what="prometheus ready")
 
@@ -183,6 +208,42 @@ class Prometheus:
 
     def stop(self):
         return self.process.stop()
+
+
+class VictoriaMetrics:
+    """A real single-node VictoriaMetrics from Debian on a free port with its own data directory.
+    Queries see data up to 1 s old (the default hides the last 30 s)."""
+
+    def __init__(self):
+        self.port = free_port()
+        self.base = "http://127.0.0.1:%d" % self.port
+        self.dir = tempfile.mkdtemp(prefix="gpumeter-vm-")
+        self.process = Process(["victoria-metrics", "-storageDataPath=" + self.dir + "/data", "-retentionPeriod=100y",
+                                "-httpListenAddr=127.0.0.1:%d" % self.port, "-search.latencyOffset=1s",
+                                "-loggerLevel=WARN"], workdir=self.dir, name="victoria-metrics")
+        wait_until(lambda: http_get(self.base + "/health", timeout=2)[0] == 200, 60, what="victoria-metrics ready")
+
+    def write_url(self):
+        return self.base + "/api/v1/write"
+
+    def flush(self):
+        http_get(self.base + "/internal/force_flush")
+
+    def stop(self):
+        return self.process.stop()
+
+
+def report(*args, check=True):
+    """Runs `gpumeter report` with the given arguments; returns the CompletedProcess."""
+    out = subprocess.run([BIN, "report"] + [str(a) for a in args], capture_output=True, text=True, timeout=300)
+    if check and out.returncode != 0:
+        raise AssertionError("gpumeter report %r exited %d:\n%s" % (args, out.returncode, out.stderr[-3000:]))
+    return out
+
+
+def report_json(*args):
+    """`gpumeter report ... --format json` parsed."""
+    return json.loads(report(*(list(args) + ["--format", "json"])).stdout)
 
 
 class AgentTestCase(unittest.TestCase):

@@ -8,7 +8,7 @@ import signal
 import tempfile
 import time
 
-from harness import AgentTestCase, Agent, Prometheus, SCENARIOS, SimNode, sim_truth, wait_until
+from harness import AgentTestCase, Agent, COUNTERS, Prometheus, SCENARIOS, SimNode, expected_owners, sim_truth, wait_until
 
 MIXED = os.path.join(SCENARIOS, "ledger-mixed.yaml")
 CHURN = os.path.join(SCENARIOS, "ledger-churn.yaml")
@@ -17,29 +17,7 @@ END = 43.0  # both scenarios' duration
 TOLERANCE = 1e-3  # 0.1 %
 LEDGER_CONFIG = ('ledger:\n  checkpoint_interval: 2s\n'
                  '  idle_power_watts: {"NVIDIA H100 80GB HBM3": 70}\n')
-COUNTERS = {
-    "gpu_allocated_seconds_total": "allocated_seconds",
-    "gpu_busy_seconds_total": "busy_seconds",
-    "gpu_memory_byte_seconds_total": "memory_byte_seconds",
-    "gpu_attributed_energy_joules_total": "energy_joules",
-}
 RESERVED = ("__idle__", "__unattributed__")
-
-
-def expected_owners(truth):
-    """Truth per (gpu, project, user, namespace, pod, hpc_job), summed over the jobs of an owner."""
-    users = {uid: name for name, uid in truth.get("users", {}).items()}
-    out = {}
-    for j in truth["jobs"]:
-        env = j.get("env", {})
-        k8s = j.get("kubernetes", {})
-        hpc = env.get("SLURM_JOB_ID", "")
-        key = (str(j["gpu"]), env.get("GPUMETER_PROJECT", "unknown"), users.get(j["uid"], str(j["uid"])),
-               k8s.get("namespace", ""), k8s.get("pod", ""), hpc)
-        acc = out.setdefault(key, {f: 0.0 for f in COUNTERS.values()})
-        for f in COUNTERS.values():
-            acc[f] += j[f]
-    return out
 
 
 def scraped_owners(prom, at):

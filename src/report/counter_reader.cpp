@@ -1,0 +1,301 @@
+#include "report/counter_reader.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <tuple>
+
+#include <fmt/format.h>
+
+namespace gpumeter::report {
+namespace {
+
+constexpr double kMissing = std::numeric_limits<double>::quiet_NaN();
+// Two times closer than this are the same point (the API rounds to milliseconds).
+constexpr double kSameTime = 1e-3;
+// Uuids per regex in one request, so URLs and regexes stay small.
+constexpr std::size_t kUuidsPerRequest = 64;
+
+// `selector` with one more matcher.
+std::string with_matcher(std::string_view selector, std::string_view matcher) {
+  if (!selector.empty() && selector.back() == '}') {
+    std::string out(selector.substr(0, selector.size() - 1));
+    if (out.back() != '{') out += ',';
+    return out + std::string(matcher) + "}";
+  }
+  return fmt::format("{}{{{}}}", selector, matcher);
+}
+
+std::string uuid_of(const Labels& labels) {
+  auto it = labels.find("uuid");
+  return it == labels.end() ? std::string() : it->second;
+}
+
+// The step (1..N) containing time t: t_{i-1} < t <= t_i.
+std::size_t step_of(const std::vector<double>& timeline, double t) {
+  auto it = std::lower_bound(timeline.begin(), timeline.end(), t - kSameTime);
+  std::size_t i = static_cast<std::size_t>(it - timeline.begin());
+  return std::clamp<std::size_t>(i, 1, timeline.size() - 1);
+}
+
+template <typename T>
+std::vector<std::vector<T>> chunks(const std::vector<T>& all, std::size_t size) {
+  std::vector<std::vector<T>> out;
+  for (std::size_t i = 0; i < all.size(); i += size) {
+    out.emplace_back(all.begin() + static_cast<std::ptrdiff_t>(i),
+                     all.begin() + static_cast<std::ptrdiff_t>(std::min(all.size(), i + size)));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string promql_range(double seconds) {
+  auto ms = static_cast<long long>(std::ceil(seconds * 1000.0 - 1e-6));
+  return fmt::format("{}ms", std::max(1LL, ms));
+}
+
+std::string labels_key(const Labels& labels) {
+  std::string key;
+  for (const auto& [k, v] : labels) {
+    key += k;
+    key += '\x1f';
+    key += v;
+    key += '\x1e';
+  }
+  return key;
+}
+
+std::vector<double> make_timeline(double from, double to, double step, const std::vector<double>& extra_points) {
+  std::vector<double> points{from};
+  for (long long k = 1;; ++k) {
+    double t = from + static_cast<double>(k) * step;
+    if (t >= to - kSameTime) break;
+    points.push_back(t);
+  }
+  for (double t : extra_points) {
+    if (t > from + kSameTime && t < to - kSameTime) points.push_back(t);
+  }
+  points.push_back(to);
+  std::sort(points.begin(), points.end());
+  points.erase(std::unique(points.begin(), points.end(), [](double a, double b) { return b - a < kSameTime; }),
+               points.end());
+  return points;
+}
+
+CounterReader::CounterReader(PromApi& api, std::vector<double> timeline, double step, double lookback,
+                             std::function<void(std::string_view)> progress)
+    : api_(api), timeline_(std::move(timeline)), step_(step), lookback_(lookback), progress_(std::move(progress)) {}
+
+Result<void> CounterReader::read_points(std::string_view selector, std::vector<std::vector<double>>& values,
+                                        std::vector<Labels>& labels, std::map<std::string, std::size_t>& index) {
+  const std::size_t points = timeline_.size();
+  auto store = [&](std::vector<Series>& result, auto point_of) -> Result<void> {
+    for (auto& s : result) {
+      auto key = labels_key(s.labels);
+      auto [it, inserted] = index.emplace(key, labels.size());
+      if (inserted) {
+        labels.push_back(std::move(s.labels));
+        values.emplace_back(points, kMissing);
+      }
+      for (const auto& sample : s.samples) {
+        auto p = point_of(sample.t);
+        if (!p) {
+          return Error{0, fmt::format("{}: the API answered for time {:.3f}, which is not a point that was asked for",
+                                      selector, sample.t)};
+        }
+        values[it->second][*p] = sample.v;
+      }
+    }
+    return {};
+  };
+  auto exact_point = [&](double t) -> std::optional<std::size_t> {
+    auto it = std::lower_bound(timeline_.begin(), timeline_.end(), t - kSameTime);
+    if (it == timeline_.end() || std::abs(*it - t) > kSameTime) return std::nullopt;
+    return static_cast<std::size_t>(it - timeline_.begin());
+  };
+
+  // The regular grid in one range query; every other point (the ends, price changes) alone.
+  std::vector<std::size_t> grid, others;
+  for (std::size_t i = 1; i < points; ++i) {
+    double k = (timeline_[i] - timeline_[0]) / step_;
+    (std::abs(k - std::round(k)) * step_ < kSameTime ? grid : others).push_back(i);
+  }
+  const std::string last = fmt::format("last_over_time({}[{}])", selector, promql_range(step_));
+  auto first = api_.query(last, timeline_[0]);
+  if (!first) return first.error();
+  if (auto ok = store(*first, [](double) { return std::optional<std::size_t>(0); }); !ok) return ok;
+  if (!grid.empty()) {
+    auto range = api_.query_range(last, timeline_[grid.front()], timeline_[grid.back()], step_);
+    if (!range) return range.error();
+    if (auto ok = store(*range, exact_point); !ok) return ok;
+  }
+  for (std::size_t i : others) {
+    auto expr = fmt::format("last_over_time({}[{}])", selector, promql_range(timeline_[i] - timeline_[i - 1]));
+    auto one = api_.query(expr, timeline_[i]);
+    if (!one) return one.error();
+    if (auto ok = store(*one, [i](double) { return std::optional<std::size_t>(i); }); !ok) return ok;
+  }
+  return {};
+}
+
+Result<void> CounterReader::find_predecessors(std::string_view selector, const std::vector<std::size_t>& born,
+                                              const std::vector<Labels>& labels,
+                                              std::map<std::size_t, double>& previous) {
+  if (born.empty() || lookback_ <= step_) return {};
+  std::map<std::string, std::vector<std::size_t>> by_uuid;
+  for (std::size_t s : born) by_uuid[uuid_of(labels[s])].push_back(s);
+  std::vector<std::string> uuids;
+  for (const auto& [u, _] : by_uuid) uuids.push_back(u);
+  std::map<std::string, std::size_t> wanted;
+  for (std::size_t s : born) wanted.emplace(labels_key(labels[s]), s);
+
+  const double from = timeline_[0];
+  for (const auto& group : chunks(uuids, kUuidsPerRequest)) {
+    const std::string sel = with_matcher(selector, "uuid=~" + promql_string(exact_alternation(group)));
+    // The series index first: cheap, and it rules out most series born in the period.
+    auto existed = api_.series(sel, from - lookback_, from);
+    if (!existed) return existed.error();
+    bool any = false;
+    for (auto& l : *existed) {
+      l.erase("__name__");
+      if (wanted.count(labels_key(l))) any = true;
+    }
+    if (!any) continue;
+    auto last = api_.query(fmt::format("last_over_time({}[{}])", sel, promql_range(lookback_)), from);
+    if (!last) return last.error();
+    for (const auto& s : *last) {
+      auto it = wanted.find(labels_key(s.labels));
+      if (it != wanted.end() && !s.samples.empty()) previous[it->second] = s.samples.back().v;
+    }
+  }
+  return {};
+}
+
+Result<StepFlags> CounterReader::reset_steps(std::string_view selector) {
+  StepFlags flags;
+  const double window = 2 * step_;
+  const std::string expr = fmt::format("resets({}[{}]) > 0", selector, promql_range(window));
+  // Every step overlapping (t - window, t] may hold the reset.
+  auto flag = [&](const Labels& labels, double t) {
+    auto& steps = flags[uuid_of(labels)];
+    for (std::size_t i = 1; i < timeline_.size(); ++i) {
+      if (timeline_[i] > t - window - kSameTime && timeline_[i - 1] < t + kSameTime) steps.insert(i);
+    }
+  };
+  // A range query covers the grid; the end point, when it is off the grid, is asked alone.
+  if (timeline_[0] + step_ <= timeline_.back()) {
+    auto range = api_.query_range(expr, timeline_[0] + step_, timeline_.back(), step_);
+    if (!range) return range.error();
+    for (const auto& s : *range) {
+      for (const auto& sample : s.samples) flag(s.labels, sample.t);
+    }
+  }
+  auto end = api_.query(expr, timeline_.back());
+  if (!end) return end.error();
+  for (const auto& s : *end) flag(s.labels, timeline_.back());
+  return flags;
+}
+
+Result<CounterData> CounterReader::read(std::string_view selector, const StepFlags& flags) {
+  const std::size_t points = timeline_.size();
+  const std::size_t n = points - 1;
+  std::vector<std::vector<double>> values;
+  std::vector<Labels> labels;
+  std::map<std::string, std::size_t> index;
+  if (progress_) progress_(fmt::format("reading {} at {} points", selector, points));
+  if (auto ok = read_points(selector, values, labels, index); !ok) return ok.error();
+
+  // Series that first appear inside the period: did they exist before it?
+  std::vector<std::size_t> born;
+  for (std::size_t s = 0; s < values.size(); ++s) {
+    if (std::isnan(values[s][0])) born.push_back(s);
+  }
+  std::map<std::size_t, double> previous;
+  if (auto ok = find_predecessors(selector, born, labels, previous); !ok) return ok.error();
+
+  // Pass 1: which steps of which series need their raw samples.
+  std::vector<std::vector<bool>> flagged(values.size(), std::vector<bool>(points, false));
+  for (std::size_t s = 0; s < values.size(); ++s) {
+    const auto& v = values[s];
+    if (auto it = flags.find(uuid_of(labels[s])); it != flags.end()) {
+      for (std::size_t i : it->second) {
+        if (i >= 1 && i <= n) flagged[s][i] = true;
+      }
+    }
+    std::size_t last_i = 0;
+    bool known = !std::isnan(v[0]) || previous.count(s);
+    double last = !std::isnan(v[0]) ? v[0] : (previous.count(s) ? previous[s] : 0.0);
+    bool seen = !std::isnan(v[0]);
+    for (std::size_t i = 1; i <= n; ++i) {
+      if (std::isnan(v[i])) continue;
+      if (v[i] < last || (seen && i - last_i > 1) || (!seen && known)) {
+        for (std::size_t k = (seen ? last_i + 1 : i); k <= i; ++k) flagged[s][k] = true;
+      }
+      last = v[i];
+      last_i = i;
+      seen = known = true;
+    }
+  }
+
+  // Pass 2: increases, from boundary values where nothing can hide, else from raw samples.
+  CounterData out;
+  std::map<std::tuple<std::string, std::size_t, std::size_t>, std::vector<Series>> raw_cache;
+  std::size_t raw_requests = 0;
+  for (std::size_t s = 0; s < values.size(); ++s) {
+    const auto& v = values[s];
+    CounterSeries cs{labels[s], std::vector<double>(n, 0.0), std::vector<bool>(points, false)};
+    for (std::size_t i = 0; i < points; ++i) cs.present[i] = !std::isnan(v[i]);
+    double prev = !std::isnan(v[0]) ? v[0] : (previous.count(s) ? previous[s] : 0.0);
+    auto advance = [&](double value, double t_prev, double t, std::size_t step) {
+      if (value >= prev) {
+        cs.increase[step - 1] += value - prev;
+      } else {
+        cs.increase[step - 1] += value;
+        out.resets.push_back(ResetFound{labels[s], t_prev, t});
+      }
+      prev = value;
+    };
+    double prev_t = timeline_[0];
+    for (std::size_t i = 1; i <= n;) {
+      if (!flagged[s][i]) {
+        if (!std::isnan(v[i])) {
+          advance(v[i], prev_t, timeline_[i], i);
+          prev_t = timeline_[i];
+        }
+        ++i;
+        continue;
+      }
+      std::size_t j = i - 1, k = i;
+      while (k + 1 <= n && flagged[s][k + 1]) ++k;
+      const std::string uuid = uuid_of(labels[s]);
+      auto key = std::make_tuple(uuid, j, k);
+      auto cached = raw_cache.find(key);
+      if (cached == raw_cache.end()) {
+        const std::string sel = with_matcher(selector, "uuid=" + promql_string(uuid));
+        auto raw = api_.query(fmt::format("{}[{}]", sel, promql_range(timeline_[k] - timeline_[j])), timeline_[k]);
+        if (!raw) return raw.error();
+        ++raw_requests;
+        cached = raw_cache.emplace(key, std::move(*raw)).first;
+      }
+      const std::string want = labels_key(labels[s]);
+      for (const auto& series : cached->second) {
+        if (labels_key(series.labels) != want) continue;
+        for (const auto& sample : series.samples) {
+          if (sample.t <= timeline_[j] + kSameTime / 2 || sample.t > timeline_[k] + kSameTime / 2) continue;
+          advance(sample.v, prev_t, sample.t, step_of(timeline_, sample.t));
+          prev_t = sample.t;
+        }
+      }
+      // The boundary value is authoritative if the raw answer lacked the series' last sample.
+      if (!std::isnan(v[k]) && v[k] != prev) advance(v[k], prev_t, timeline_[k], k);
+      i = k + 1;
+    }
+    out.series.push_back(std::move(cs));
+  }
+  if (progress_ && raw_requests) progress_(fmt::format("{}: {} spans re-read from raw samples", selector, raw_requests));
+  return out;
+}
+
+}  // namespace gpumeter::report

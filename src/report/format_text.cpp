@@ -1,0 +1,233 @@
+// The table, CSV and JSON formats of `gpumeter report`.
+#include <cmath>
+#include <string>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "report/format.h"
+#include "report/time_spec.h"
+
+namespace gpumeter::report {
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+// Thousands separators, `decimals` places: 12,345.67.
+std::string grouped(double v, int decimals) {
+  std::string s = fmt::format("{:.{}f}", std::abs(v), decimals);
+  auto dot = s.find('.');
+  std::string whole = s.substr(0, dot);
+  std::string out;
+  for (std::size_t i = 0; i < whole.size(); ++i) {
+    if (i > 0 && (whole.size() - i) % 3 == 0) out += ',';
+    out += whole[i];
+  }
+  if (dot != std::string::npos) out += s.substr(dot);
+  return (v < 0 && std::abs(v) >= 0.5 * std::pow(10, -decimals) ? "-" : "") + out;
+}
+
+std::string key_text(const Row& row, std::size_t i) {
+  const std::string& v = row.key[i];
+  return v.empty() ? "-" : v;
+}
+
+std::string efficiency_text(const Usage& u) {
+  auto e = u.efficiency();
+  return e ? fmt::format("{:.1f}%", *e * 100) : "-";
+}
+
+std::string period_length(double seconds) {
+  if (seconds >= 86400) return fmt::format("{:.4g} d", seconds / 86400);
+  if (seconds >= 3600) return fmt::format("{:.4g} h", seconds / 3600);
+  return fmt::format("{:.4g} s", seconds);
+}
+
+nlohmann::json usage_json(const Usage& u) {
+  nlohmann::json j{{"allocated_seconds", u.allocated_seconds},
+                   {"busy_seconds", u.busy_seconds},
+                   {"memory_byte_seconds", u.memory_byte_seconds},
+                   {"energy_joules", u.energy_joules}};
+  auto e = u.efficiency();
+  j["efficiency"] = e ? nlohmann::json(*e) : nlohmann::json(nullptr);
+  return j;
+}
+
+nlohmann::json cost_json(const Cost& c) {
+  return {{"allocation", c.allocation}, {"utilization", c.utilization}, {"energy", c.energy},
+          {"idle", c.idle}, {"total", c.total()}};
+}
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+std::string render_json(const Report& r) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& row : r.rows) {
+    nlohmann::json key = nlohmann::json::object();
+    for (std::size_t i = 0; i < r.by.size() && i < row.key.size(); ++i) key[r.by[i]] = row.key[i];
+    nlohmann::json j = usage_json(row.usage);
+    j["key"] = key;
+    j["cost"] = r.priced ? cost_json(row.cost) : nlohmann::json(nullptr);
+    j["idle"] = row.idle;
+    j["unattributed"] = row.unattributed;
+    if (row.budget) {
+      j["budget"] = {{"monthly", row.budget->monthly}, {"for_period", row.budget->for_period},
+                     {"used_ratio", row.budget->used_ratio}};
+    } else {
+      j["budget"] = nullptr;
+    }
+    rows.push_back(std::move(j));
+  }
+  nlohmann::json total = usage_json(r.total.usage);
+  total["cost"] = r.priced ? cost_json(r.total.cost) : nlohmann::json(nullptr);
+  const auto& rec = r.reconciliation;
+  nlohmann::json warnings = nlohmann::json::array();
+  for (const auto& w : r.warnings) {
+    nlohmann::json j{{"kind", w.kind}, {"message", w.message}, {"gpu", w.gpu}, {"node", w.node}};
+    j["from"] = w.from > 0 ? nlohmann::json(format_utc(w.from)) : nlohmann::json(nullptr);
+    j["to"] = w.to > 0 ? nlohmann::json(format_utc(w.to)) : nlohmann::json(nullptr);
+    warnings.push_back(std::move(j));
+  }
+  nlohmann::json timeline{{"starts", r.timeline.starts},
+                          {"ends", r.timeline.ends},
+                          {"row_values", r.timeline.row_values},
+                          {"idle_seconds", r.timeline.idle_seconds},
+                          {"capacity_seconds", r.timeline.capacity_seconds},
+                          {"unit", r.priced ? r.currency : std::string("allocated_seconds")}};
+  nlohmann::json doc{
+      {"format", "gpumeter-report"},
+      {"version", 1},
+      {"source", {{"url", r.url}, {"backend", r.backend}}},
+      {"from", format_utc(r.from)},
+      {"to", format_utc(r.to)},
+      {"from_unix", r.from},
+      {"to_unix", r.to},
+      {"step_seconds", r.step_seconds},
+      {"by", r.by},
+      {"priced", r.priced},
+      {"currency", r.priced ? nlohmann::json(r.currency) : nlohmann::json(nullptr)},
+      {"pricing", r.priced ? nlohmann::json(r.pricing_source) : nlohmann::json(nullptr)},
+      {"idle_policy", r.priced ? nlohmann::json(r.idle_policy) : nlohmann::json(nullptr)},
+      {"rows", std::move(rows)},
+      {"total", std::move(total)},
+      {"reconciliation",
+       {{"gpu_seconds", rec.gpu_seconds}, {"covered_seconds", rec.covered_seconds}, {"gap_seconds", rec.gap_seconds},
+        {"owners_seconds", rec.owners_seconds}, {"idle_seconds", rec.idle_seconds},
+        {"difference_seconds", rec.difference_seconds}, {"ok", rec.ok}}},
+      {"timeline", std::move(timeline)},
+      {"warnings", std::move(warnings)},
+      {"queries", r.queries},
+      {"elapsed_seconds", r.elapsed_seconds},
+  };
+  // Full precision: a consumer re-adding periods must get the exact sums back.
+  return doc.dump(2) + "\n";
+}
+
+std::string render_csv(const Report& r) {
+  std::string out;
+  for (const auto& d : r.by) out += csv_field(d) + ",";
+  out += "allocated_gpu_hours,busy_gpu_hours,efficiency,memory_gib_hours,energy_kwh";
+  if (r.priced) out += ",cost_allocation,cost_utilization,cost_energy,cost_idle,cost_total,currency,budget_used_ratio";
+  out += "\n";
+  for (const auto& row : r.rows) {
+    for (std::size_t i = 0; i < r.by.size(); ++i) out += csv_field(row.key[i]) + ",";
+    const auto& u = row.usage;
+    auto e = u.efficiency();
+    out += fmt::format("{:.17g},{:.17g},{},{:.17g},{:.17g}", u.allocated_seconds / 3600, u.busy_seconds / 3600,
+                       e ? fmt::format("{:.17g}", *e) : "", u.memory_byte_seconds / kGiB / 3600, u.energy_joules / 3.6e6);
+    if (r.priced) {
+      const auto& c = row.cost;
+      out += fmt::format(",{:.17g},{:.17g},{:.17g},{:.17g},{:.17g},{},{}", c.allocation, c.utilization, c.energy,
+                         c.idle, c.total(), csv_field(r.currency),
+                         row.budget ? fmt::format("{:.17g}", row.budget->used_ratio) : "");
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+std::string render_table(const Report& r, bool color) {
+  auto bold = [&](const std::string& s) { return color ? "\033[1m" + s + "\033[0m" : s; };
+  auto yellow = [&](const std::string& s) { return color ? "\033[33m" + s + "\033[0m" : s; };
+  std::vector<std::string> header;
+  for (const auto& d : r.by) {
+    std::string h = d;
+    for (auto& c : h) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    header.push_back(h);
+  }
+  const std::size_t keys = header.size();
+  for (const char* h : {"ALLOC GPU-H", "BUSY GPU-H", "EFFICIENCY", "MEM GIB-H", "ENERGY KWH"}) header.push_back(h);
+  if (r.priced) {
+    for (const char* h : {"ALLOCATION", "UTILIZATION", "ENERGY", "IDLE SHARE", "TOTAL"}) {
+      header.push_back(fmt::format("{} {}", h, r.currency));
+    }
+    header.push_back("BUDGET USED");
+  }
+  auto cells = [&](const Row& row, bool total) {
+    std::vector<std::string> c;
+    for (std::size_t i = 0; i < keys; ++i) c.push_back(total ? (i == 0 ? "TOTAL" : "") : key_text(row, i));
+    const auto& u = row.usage;
+    c.push_back(grouped(u.allocated_seconds / 3600, 2));
+    c.push_back(grouped(u.busy_seconds / 3600, 2));
+    c.push_back(efficiency_text(u));
+    c.push_back(grouped(u.memory_byte_seconds / kGiB / 3600, 1));
+    c.push_back(grouped(u.energy_joules / 3.6e6, 2));
+    if (r.priced) {
+      for (double v : {row.cost.allocation, row.cost.utilization, row.cost.energy, row.cost.idle, row.cost.total()}) {
+        c.push_back(grouped(v, 2));
+      }
+      c.push_back(row.budget ? fmt::format("{:.1f}%", row.budget->used_ratio * 100) : "-");
+    }
+    return c;
+  };
+  std::vector<std::vector<std::string>> body;
+  for (const auto& row : r.rows) body.push_back(cells(row, false));
+  Row total = r.total;
+  body.push_back(cells(total, true));
+  std::vector<std::size_t> width(header.size());
+  for (std::size_t i = 0; i < header.size(); ++i) {
+    width[i] = header[i].size();
+    for (const auto& line : body) width[i] = std::max(width[i], line[i].size());
+  }
+  auto line = [&](const std::vector<std::string>& c) {
+    std::string out;
+    for (std::size_t i = 0; i < c.size(); ++i) {
+      if (i) out += "  ";
+      out += i < keys ? fmt::format("{:<{}}", c[i], width[i]) : fmt::format("{:>{}}", c[i], width[i]);
+    }
+    while (!out.empty() && out.back() == ' ') out.pop_back();
+    return out + "\n";
+  };
+
+  std::string out = bold("gpumeter report") + fmt::format("  {} to {} ({})\n", format_utc(r.from), format_utc(r.to),
+                                                          period_length(r.to - r.from));
+  out += fmt::format("source {} ({}), by {}", r.url, r.backend, fmt::join(r.by, ", "));
+  if (r.priced) out += fmt::format(", pricing {} ({}, idle {})", r.pricing_source, r.currency, r.idle_policy);
+  out += "\n\n" + bold(line(header));
+  for (std::size_t i = 0; i + 1 < body.size(); ++i) out += line(body[i]);
+  out += bold(line(body.back()));
+  const auto& rec = r.reconciliation;
+  out += fmt::format("\nreconciliation: owners {} + idle {} = {} GPU-h; covered by the ledger {} GPU-h: {}\n",
+                     grouped(rec.owners_seconds / 3600, 3), grouped(rec.idle_seconds / 3600, 3),
+                     grouped((rec.owners_seconds + rec.idle_seconds) / 3600, 3), grouped(rec.covered_seconds / 3600, 3),
+                     rec.ok ? "ok" : fmt::format("MISMATCH by {:.3f} s", rec.difference_seconds));
+  if (rec.gap_seconds > 0) out += fmt::format("gaps the agents could not integrate: {:.0f} s\n", rec.gap_seconds);
+  if (!r.warnings.empty()) {
+    out += "\n" + yellow(fmt::format("warnings ({}):", r.warnings.size())) + "\n";
+    for (const auto& w : r.warnings) out += fmt::format("  [{}] {}\n", w.kind, w.message);
+  }
+  out += fmt::format("\n{} queries in {:.2f} s\n", r.queries, r.elapsed_seconds);
+  return out;
+}
+
+}  // namespace gpumeter::report

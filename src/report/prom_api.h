@@ -1,0 +1,76 @@
+#pragma once
+// A client for the Prometheus HTTP query API, as Prometheus, VictoriaMetrics, Thanos and Mimir
+// serve it. Every call returns a value or an Error whose message names the request and what
+// was wrong with the answer (unreachable, HTTP status, not JSON, unexpected JSON), so the
+// report can stop with one clear line instead of printing a partial invoice.
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "util/result.h"
+
+namespace gpumeter::report {
+
+using Labels = std::map<std::string, std::string, std::less<>>;  // without __name__
+
+struct Sample {
+  double t = 0;  // unix seconds
+  double v = 0;
+};
+
+struct Series {
+  Labels labels;
+  std::vector<Sample> samples;  // one for an instant vector; in time order for a matrix
+};
+
+struct ApiOptions {
+  std::string url;  // scheme://host[:port][/path prefix], e.g. http://vm:8428/prometheus
+  std::chrono::milliseconds timeout{120'000};
+};
+
+// One request as it went out, for progress output.
+struct RequestInfo {
+  std::string what;  // "query_range gpu_busy_seconds_total"
+  double seconds = 0;
+};
+
+class PromApi {
+ public:
+  // Fails on a URL that is not http(s)://host[:port][/prefix].
+  static Result<std::unique_ptr<PromApi>> connect(const ApiOptions& options);
+  virtual ~PromApi() = default;
+
+  // Instant query at `t`: a vector (one sample per series) or a matrix (a range selector's raw
+  // samples); scalars are rejected.
+  virtual Result<std::vector<Series>> query(std::string_view expr, double t) = 0;
+  // Range query on the grid start, start+step, ... <= end.
+  virtual Result<std::vector<Series>> query_range(std::string_view expr, double start, double end,
+                                                  double step) = 0;
+  // /api/v1/series: the label sets (with __name__) of the series matching `match` in [start, end].
+  virtual Result<std::vector<Labels>> series(std::string_view match, double start, double end) = 0;
+  // "Prometheus 2.42.0", "VictoriaMetrics", or "unknown"; never fails.
+  virtual std::string backend() = 0;
+
+  int requests() const { return requests_; }
+  void on_request(std::function<void(const RequestInfo&)> callback) { on_request_ = std::move(callback); }
+
+ protected:
+  int requests_ = 0;
+  std::function<void(const RequestInfo&)> on_request_;
+};
+
+// Parses an API answer's body: the envelope, then data per resultType. Exposed for tests.
+Result<std::vector<Series>> parse_query_response(std::string_view body, std::string_view what);
+Result<std::vector<Labels>> parse_series_response(std::string_view body, std::string_view what);
+
+// The PromQL string literal for `s` ("..." with \ and " escaped).
+std::string promql_string(std::string_view s);
+// A regex matching exactly the given values (special characters escaped), for `label=~"..."`.
+std::string exact_alternation(const std::vector<std::string>& values);
+
+}  // namespace gpumeter::report

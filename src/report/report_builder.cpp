@@ -1,0 +1,534 @@
+#include "report/report_builder.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "report/counter_reader.h"
+#include "report/time_spec.h"
+
+namespace gpumeter::report {
+namespace {
+
+constexpr std::string_view kCovered = "gpumeter_ledger_covered_seconds_total";
+constexpr std::string_view kGap = "gpumeter_ledger_gap_seconds_total";
+constexpr std::string_view kIdle = "__idle__";
+constexpr std::string_view kUnattributed = "__unattributed__";
+constexpr double kSecondsPerMonth = 30.4375 * 86400;  // a mean Gregorian month
+constexpr double kMinHoleSeconds = 300;               // shorter holes in the samples are scrape jitter
+
+enum Field { kAllocated, kBusy, kMemory, kEnergy };
+constexpr std::array<std::pair<std::string_view, Field>, 4> kLedgerMetrics = {{
+    {"gpu_allocated_seconds_total", kAllocated},
+    {"gpu_busy_seconds_total", kBusy},
+    {"gpu_memory_byte_seconds_total", kMemory},
+    {"gpu_attributed_energy_joules_total", kEnergy},
+}};
+
+std::string label(const Labels& labels, std::string_view name) {
+  auto it = labels.find(name);
+  return it == labels.end() ? std::string() : it->second;
+}
+
+double& field(Usage& u, Field f) {
+  switch (f) {
+    case kAllocated: return u.allocated_seconds;
+    case kBusy: return u.busy_seconds;
+    case kMemory: return u.memory_byte_seconds;
+    case kEnergy: return u.energy_joules;
+  }
+  return u.allocated_seconds;
+}
+
+struct GpuIdentity {
+  std::string model;
+  std::string node;
+};
+
+struct RowAcc {
+  Row row;
+  std::vector<double> step_values;                  // cost (or allocated seconds) per step
+  std::map<std::string, double> cost_by_node;       // own cost, for spreading idle cost
+  std::map<std::string, std::vector<double>> node_steps;  // idle rows: cost per node per step
+};
+
+// "GPU GPU-1234 on node-3:9400" for messages.
+std::string gpu_text(const std::string& uuid, const std::string& node) {
+  return node.empty() ? fmt::format("GPU {}", uuid) : fmt::format("GPU {} on {}", uuid, node);
+}
+
+// Consecutive runs of steps (1-based) as [first, last] pairs.
+std::vector<std::pair<std::size_t, std::size_t>> runs(const std::vector<std::size_t>& steps) {
+  std::vector<std::pair<std::size_t, std::size_t>> out;
+  for (std::size_t s : steps) {
+    if (!out.empty() && out.back().second + 1 == s) {
+      out.back().second = s;
+    } else {
+      out.emplace_back(s, s);
+    }
+  }
+  return out;
+}
+
+class Builder {
+ public:
+  Builder(PromApi& api, const ReportRequest& req, std::function<void(std::string_view)> progress)
+      : api_(api), req_(req), progress_(std::move(progress)) {}
+
+  Result<Report> build() {
+    report_.url = req_.url;
+    report_.from = req_.from;
+    report_.to = req_.to;
+    report_.step_seconds = req_.step;
+    report_.by = req_.by;
+    report_.backend = api_.backend();
+    if (req_.pricing) {
+      report_.priced = true;
+      report_.currency = req_.pricing->currency;
+      report_.pricing_source = req_.pricing->source;
+      report_.idle_policy = std::string(pricing::to_string(req_.pricing->idle_policy));
+    }
+    std::vector<double> changes;
+    if (req_.pricing) changes = req_.pricing->change_points(req_.from, req_.to);
+    CounterReader reader(api_, make_timeline(req_.from, req_.to, req_.step, changes), req_.step, req_.lookback,
+                         progress_);
+    timeline_ = reader.timeline();
+    steps_ = reader.steps();
+
+    auto flags = reader.reset_steps(kCovered);
+    if (!flags) return flags.error();
+    auto covered = reader.read(kCovered, *flags);
+    if (!covered) return covered.error();
+    if (covered->series.empty()) {
+      return Error{1, fmt::format("{} has no gpumeter ledger data between {} and {}: no series of {} (is this "
+                                  "the server that scrapes the gpumeter agents, and is the period right?)",
+                                  req_.url, format_utc(req_.from), format_utc(req_.to), kCovered)};
+    }
+    // A GPU whose ledger restarted from zero: every one of its series is re-read around it.
+    for (const auto& r : covered->resets) flag_span(*flags, label(r.labels, "uuid"), r.after, r.at);
+
+    if (auto ok = read_identities(); !ok) return ok.error();
+    for (const auto& [metric, f] : kLedgerMetrics) {
+      auto data = reader.read(metric, *flags);
+      if (!data) return data.error();
+      if (auto ok = add_metric(*data, f); !ok) return ok.error();
+    }
+    auto gaps = reader.read(kGap, *flags);
+    if (!gaps) return gaps.error();
+
+    if (!missing_prices_.empty()) return missing_price_error();
+    if (req_.pricing && req_.pricing->idle_policy != pricing::IdlePolicy::kSeparate) spread_idle();
+    finish_rows();
+    reconcile(*covered, *gaps);
+    warn_about_data(*covered, *gaps);
+    report_.queries = api_.requests();
+    return std::move(report_);
+  }
+
+ private:
+  void flag_span(StepFlags& flags, const std::string& uuid, double after, double at) {
+    for (std::size_t i = 1; i < timeline_.size(); ++i) {
+      if (timeline_[i] >= after && timeline_[i - 1] < at) flags[uuid].insert(i);
+    }
+  }
+
+  Result<void> read_identities() {
+    auto infos = api_.series("gpu_info", req_.from, req_.to);
+    if (!infos) return infos.error();
+    for (const auto& l : *infos) {
+      auto uuid = label(l, "uuid");
+      if (uuid.empty()) continue;
+      gpus_[uuid] = GpuIdentity{label(l, "model"), label(l, req_.node_label)};
+    }
+    return {};
+  }
+
+  std::vector<std::string> row_key(const Labels& labels, const std::string& uuid, const std::string& node) {
+    const std::string project = label(labels, "project");
+    const bool reserved = project == kIdle || project == kUnattributed;
+    std::vector<std::string> key;
+    for (const auto& dim : req_.by) {
+      if (dim == "model") {
+        auto it = gpus_.find(uuid);
+        key.push_back(it == gpus_.end() || it->second.model.empty() ? "unknown" : it->second.model);
+      } else if (dim == "gpu") {
+        key.push_back(uuid);
+      } else if (dim == "node") {
+        key.push_back(node);
+      } else {
+        key.push_back(reserved ? project : label(labels, dim));
+      }
+    }
+    return key;
+  }
+
+  // The price of one step for a GPU model, cached; nullopt (and noted) when there is none.
+  std::optional<pricing::GpuPrice> gpu_price(const std::string& model, const std::string& uuid, std::size_t step) {
+    auto& cache = price_cache_[model];
+    if (cache.empty()) {
+      cache.resize(steps_);
+      for (std::size_t i = 0; i < steps_; ++i) cache[i] = req_.pricing->gpu_price(model, mid(i + 1));
+    }
+    if (!cache[step - 1]) missing_prices_[model].insert(uuid);
+    return cache[step - 1];
+  }
+
+  double energy_price(std::size_t step) {
+    if (energy_cache_.empty()) {
+      energy_cache_.resize(steps_);
+      for (std::size_t i = 0; i < steps_; ++i) {
+        auto p = req_.pricing->energy_price(mid(i + 1));
+        energy_cache_[i] = p ? p->kwh * p->pue / 3.6e6 : 0.0;  // per joule
+      }
+    }
+    return energy_cache_[step - 1];
+  }
+
+  double mid(std::size_t step) const { return (timeline_[step - 1] + timeline_[step]) / 2; }
+
+  Result<void> add_metric(const CounterData& data, Field f) {
+    for (const auto& s : data.series) {
+      const std::string uuid = label(s.labels, "uuid");
+      std::string node = label(s.labels, req_.node_label);
+      auto gi = gpus_.find(uuid);
+      if (node.empty() && gi != gpus_.end()) node = gi->second.node;
+      const std::string model = gi == gpus_.end() ? "" : gi->second.model;
+      const std::string project = label(s.labels, "project");
+      auto key = row_key(s.labels, uuid, node);
+      auto [it, inserted] = rows_.try_emplace(key);
+      RowAcc& acc = it->second;
+      if (inserted) {
+        acc.row.key = key;
+        acc.row.idle = project == kIdle;
+        acc.row.unattributed = project == kUnattributed;
+        acc.step_values.assign(steps_, 0.0);
+      }
+      if (f == kAllocated && acc.row.idle) idle_steps_.resize(steps_, 0.0);
+      for (std::size_t i = 1; i <= steps_; ++i) {
+        const double x = s.increase[i - 1];
+        if (x == 0) continue;
+        field(acc.row.usage, f) += x;
+        if (f == kAllocated && acc.row.idle) idle_steps_[i - 1] += x;
+        double cost = 0;
+        if (req_.pricing) {
+          if (f == kEnergy) {
+            cost = x * energy_price(i);
+            acc.row.cost.energy += cost;
+          } else if (f == kAllocated || f == kBusy) {
+            auto price = gpu_price(model, uuid, i);
+            if (!price) continue;
+            if (f == kAllocated) {
+              cost = x / 3600 * price->gpu_hour;
+              acc.row.cost.allocation += cost;
+            } else {
+              cost = x / 3600 * price->busy_gpu_hour;
+              acc.row.cost.utilization += cost;
+            }
+          }
+          acc.step_values[i - 1] += cost;
+          acc.cost_by_node[node] += cost;
+          if (acc.row.idle) {
+            auto& ns = acc.node_steps[node];
+            ns.resize(steps_, 0.0);
+            ns[i - 1] += cost;
+          }
+        } else if (f == kAllocated) {
+          acc.step_values[i - 1] += x;
+        }
+      }
+    }
+    return {};
+  }
+
+  Error missing_price_error() const {
+    std::string what;
+    for (const auto& [model, uuids] : missing_prices_) {
+      if (!what.empty()) what += "; ";
+      what += fmt::format("\"{}\" ({} GPU{}, e.g. {})", model.empty() ? "unknown model (no gpu_info)" : model,
+                          uuids.size(), uuids.size() == 1 ? "" : "s", *uuids.begin());
+    }
+    return Error{2, fmt::format("{}: no price for GPU model {} during the period; add the model or a \"*\" "
+                                "entry under gpu_models",
+                                req_.pricing->source, what)};
+  }
+
+  // Moves idle cost onto the owners of the same node or pool, in proportion to their own cost
+  // there. Idle time stays visible as usage of the __idle__ row.
+  void spread_idle() {
+    const bool by_pool = req_.pricing->idle_policy == pricing::IdlePolicy::kSpreadByPool;
+    auto bucket_of = [&](const std::string& node) -> std::optional<std::string> {
+      if (!by_pool) return node;
+      return req_.pricing->pool_for(node);
+    };
+    // Idle cost per bucket (per step), and owners' own cost per bucket.
+    std::map<std::string, std::vector<double>> idle_by_bucket;
+    std::map<std::string, std::vector<std::string>> idle_nodes;
+    std::set<std::string> unpooled;
+    for (auto& [key, acc] : rows_) {
+      if (!acc.row.idle) continue;
+      for (auto& [node, steps] : acc.node_steps) {
+        auto b = bucket_of(node);
+        if (!b) {
+          unpooled.insert(node);
+          continue;
+        }
+        auto& v = idle_by_bucket[*b];
+        v.resize(steps_, 0.0);
+        for (std::size_t i = 0; i < steps_; ++i) v[i] += steps[i];
+        idle_nodes[*b].push_back(node);
+      }
+    }
+    std::map<std::string, double> owners_cost;
+    for (auto& [key, acc] : rows_) {
+      if (acc.row.idle || acc.row.unattributed) continue;
+      for (auto& [node, c] : acc.cost_by_node) {
+        if (auto b = bucket_of(node)) owners_cost[*b] += c;
+      }
+    }
+    for (auto& [bucket, idle_steps] : idle_by_bucket) {
+      const double owners = owners_cost[bucket];
+      double idle_total = 0;
+      for (double c : idle_steps) idle_total += c;
+      if (idle_total == 0) continue;
+      if (owners <= 0) {
+        warn("pricing", fmt::format("idle cost of {} {} ({:.2f} {}) has no owners to be spread over; it stays on "
+                                    "the {} line", by_pool ? "pool" : "node", bucket, idle_total,
+                                    report_.currency, kIdle));
+        continue;
+      }
+      for (auto& [key, acc] : rows_) {
+        if (acc.row.idle || acc.row.unattributed) continue;
+        double own = 0;
+        for (auto& [node, c] : acc.cost_by_node) {
+          if (bucket_of(node) == bucket) own += c;
+        }
+        if (own == 0) continue;
+        const double share = own / owners;
+        acc.row.cost.idle += share * idle_total;
+        for (std::size_t i = 0; i < steps_; ++i) acc.step_values[i] += share * idle_steps[i];
+      }
+      // Taken off the idle rows of those nodes.
+      std::set<std::string> nodes(idle_nodes[bucket].begin(), idle_nodes[bucket].end());
+      for (auto& [key, acc] : rows_) {
+        if (!acc.row.idle) continue;
+        for (const auto& node : nodes) {
+          auto ns = acc.node_steps.find(node);
+          if (ns == acc.node_steps.end()) continue;
+          for (std::size_t i = 0; i < steps_; ++i) acc.step_values[i] -= ns->second[i];
+          acc.node_steps.erase(ns);
+        }
+        // What remains is the cost of nodes whose idle time could not be spread.
+        acc.row.cost = Cost{};
+        for (auto& [node, steps] : acc.node_steps) {
+          for (double c : steps) acc.row.cost.allocation += c;
+        }
+      }
+    }
+    if (!unpooled.empty()) {
+      std::string list;
+      for (const auto& n : unpooled) list += (list.empty() ? "" : ", ") + n;
+      warn("pricing", fmt::format("nodes {} match no pool in {}; their idle cost stays on the {} line", list,
+                                  req_.pricing->source, kIdle));
+    }
+  }
+
+  void finish_rows() {
+    const bool by_project_only = req_.by.size() == 1 && req_.by[0] == "project";
+    for (auto& [key, acc] : rows_) {
+      if (req_.pricing && by_project_only) {
+        auto b = req_.pricing->budgets.find(key[0]);
+        if (b != req_.pricing->budgets.end()) {
+          Budget budget;
+          budget.monthly = b->second;
+          budget.for_period = b->second * (req_.to - req_.from) / kSecondsPerMonth;
+          budget.used_ratio = budget.for_period > 0 ? acc.row.cost.total() / budget.for_period : 0;
+          acc.row.budget = budget;
+        }
+      }
+      report_.total.usage += acc.row.usage;
+      report_.total.cost += acc.row.cost;
+      report_.rows.push_back(acc.row);
+      report_.timeline.row_values.push_back(acc.step_values);
+    }
+    // Most expensive (or most used) first; equal rows by key, so output is stable.
+    std::vector<std::size_t> order(report_.rows.size());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+    const bool priced = report_.priced;
+    std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+      const Row& x = report_.rows[a];
+      const Row& y = report_.rows[b];
+      double vx = priced ? x.cost.total() : x.usage.allocated_seconds;
+      double vy = priced ? y.cost.total() : y.usage.allocated_seconds;
+      if (vx != vy) return vx > vy;
+      return x.key < y.key;
+    });
+    std::vector<Row> rows;
+    std::vector<std::vector<double>> values;
+    for (std::size_t i : order) {
+      rows.push_back(std::move(report_.rows[i]));
+      values.push_back(std::move(report_.timeline.row_values[i]));
+    }
+    report_.rows = std::move(rows);
+    report_.timeline.row_values = std::move(values);
+    for (std::size_t i = 1; i <= steps_; ++i) {
+      report_.timeline.starts.push_back(timeline_[i - 1]);
+      report_.timeline.ends.push_back(timeline_[i]);
+    }
+    idle_steps_.resize(steps_, 0.0);
+    report_.timeline.idle_seconds = idle_steps_;
+  }
+
+  void reconcile(const CounterData& covered, const CounterData& gaps) {
+    Reconciliation& rec = report_.reconciliation;
+    report_.timeline.capacity_seconds.assign(steps_, 0.0);
+    for (const auto& s : covered.series) {
+      for (std::size_t i = 0; i < steps_; ++i) {
+        rec.covered_seconds += s.increase[i];
+        report_.timeline.capacity_seconds[i] += s.increase[i];
+      }
+    }
+    for (const auto& s : gaps.series) {
+      for (double x : s.increase) rec.gap_seconds += x;
+    }
+    for (const auto& row : report_.rows) {
+      (row.idle ? rec.idle_seconds : rec.owners_seconds) += row.usage.allocated_seconds;
+    }
+    rec.gpu_seconds = rec.covered_seconds + rec.gap_seconds;
+    rec.difference_seconds = rec.owners_seconds + rec.idle_seconds - rec.covered_seconds;
+    rec.ok = std::abs(rec.difference_seconds) <= 1e-6 * rec.covered_seconds + 1e-3;
+    if (!rec.ok) {
+      warn("reconciliation",
+           fmt::format("owners ({:.3f} s) plus idle ({:.3f} s) differ from the covered GPU time ({:.3f} s) by {:.3f} s; "
+                       "some ledger series are missing from {}",
+                       rec.owners_seconds, rec.idle_seconds, rec.covered_seconds, rec.difference_seconds, req_.url));
+    }
+  }
+
+  std::string node_of(const Labels& labels) const {
+    std::string node = label(labels, req_.node_label);
+    if (node.empty()) {
+      auto it = gpus_.find(label(labels, "uuid"));
+      if (it != gpus_.end()) node = it->second.node;
+    }
+    return node;
+  }
+
+  void warn_about_data(const CounterData& covered, const CounterData& gaps) {
+    std::set<std::string> ledger_uuids;
+    for (const auto& s : covered.series) {
+      const std::string uuid = label(s.labels, "uuid");
+      const std::string node = node_of(s.labels);
+      ledger_uuids.insert(uuid);
+      // Holes in the samples between the first and the last point that has one, and at the end.
+      std::size_t first = 0, last = 0;
+      bool any = false;
+      for (std::size_t i = 0; i < s.present.size(); ++i) {
+        if (!s.present[i]) continue;
+        if (!any) first = i;
+        last = i;
+        any = true;
+      }
+      if (!any) continue;
+      std::vector<std::size_t> missing;
+      for (std::size_t i = first + 1; i < s.present.size(); ++i) {
+        if (!s.present[i]) missing.push_back(i);
+      }
+      for (auto [a, b] : runs(missing)) {
+        const double from = timeline_[a - 1], to = timeline_[b];
+        if (to - from < kMinHoleSeconds) continue;
+        const bool trailing = b == steps_ && last < a;
+        warn("missing-data",
+             trailing ? fmt::format("no samples of {} after {} (until the period's end at {}); usage after the last "
+                                    "sample is not in this report",
+                                    gpu_text(uuid, node), format_utc(from), format_utc(to))
+                      : fmt::format("no samples of {} between {} and {} (scrape gap or agent down); the ledger "
+                                    "counters carry across it, so nothing is lost unless a gap warning says so",
+                                    gpu_text(uuid, node), format_utc(from), format_utc(to)),
+             uuid, node, from, to);
+      }
+    }
+    for (const auto& s : gaps.series) {
+      const std::string uuid = label(s.labels, "uuid");
+      const std::string node = node_of(s.labels);
+      std::vector<std::size_t> steps;
+      for (std::size_t i = 1; i <= steps_; ++i) {
+        if (s.increase[i - 1] > 0) steps.push_back(i);
+      }
+      for (auto [a, b] : runs(steps)) {
+        double seconds = 0;
+        for (std::size_t i = a; i <= b; ++i) seconds += s.increase[i - 1];
+        warn("gap",
+             fmt::format("{}: the agent could not integrate {:.0f} s between {} and {} (agent or GPU down longer than "
+                         "the driver's sample buffer); that time is in no owner's total",
+                         gpu_text(uuid, node), seconds, format_utc(timeline_[a - 1]), format_utc(timeline_[b])),
+             uuid, node, timeline_[a - 1], timeline_[b]);
+      }
+    }
+    std::set<std::string> reset_seen;
+    for (const auto& r : covered.resets) {
+      const std::string uuid = label(r.labels, "uuid");
+      const std::string node = node_of(r.labels);
+      warn("reset",
+           fmt::format("the ledger counters of {} restarted from zero between {} and {} (the agent restarted without "
+                       "its state file); usage on both sides of the reset is counted",
+                       gpu_text(uuid, node), format_utc(r.after), format_utc(r.at)),
+           uuid, node, r.after, r.at);
+    }
+    for (const auto& [uuid, id] : gpus_) {
+      if (ledger_uuids.count(uuid)) continue;
+      warn("missing-series",
+           fmt::format("{} ({}) reported gpu_info in the period but no ledger series; its usage is not in this report",
+                       gpu_text(uuid, id.node), id.model),
+           uuid, id.node);
+    }
+    if (req_.to > req_.now - 60) {
+      warn("backend", fmt::format("the period ends less than a minute before now; samples not yet scraped{} are not "
+                                  "in this report",
+                                  report_.backend == "VictoriaMetrics" ? " (and VictoriaMetrics hides the last 30 s by "
+                                                                         "default, -search.latencyOffset)"
+                                                                       : ""));
+    }
+  }
+
+  void warn(std::string kind, std::string message, std::string gpu = {}, std::string node = {}, double from = 0,
+            double to = 0) {
+    report_.warnings.push_back(Warning{std::move(kind), std::move(message), std::move(gpu), std::move(node), from, to});
+  }
+
+  PromApi& api_;
+  const ReportRequest& req_;
+  std::function<void(std::string_view)> progress_;
+  Report report_;
+  std::vector<double> timeline_;
+  std::size_t steps_ = 0;
+  std::map<std::string, GpuIdentity> gpus_;
+  std::map<std::vector<std::string>, RowAcc> rows_;
+  std::vector<double> idle_steps_;
+  std::map<std::string, std::vector<std::optional<pricing::GpuPrice>>> price_cache_;
+  std::vector<double> energy_cache_;
+  std::map<std::string, std::set<std::string>> missing_prices_;
+};
+
+}  // namespace
+
+bool is_dimension(std::string_view name) {
+  return std::find(std::begin(kDimensions), std::end(kDimensions), name) != std::end(kDimensions);
+}
+
+double default_step(double period_seconds) {
+  static constexpr double kSteps[] = {60, 300, 900, 1800, 3600, 3 * 3600, 6 * 3600, 12 * 3600, 86400};
+  for (double s : kSteps) {
+    if (period_seconds / s <= 400) return s;
+  }
+  return std::ceil(period_seconds / 400 / 86400) * 86400;
+}
+
+Result<Report> build_report(PromApi& api, const ReportRequest& request, std::function<void(std::string_view)> progress) {
+  return Builder(api, request, std::move(progress)).build();
+}
+
+}  // namespace gpumeter::report

@@ -1,0 +1,247 @@
+"""`gpumeter report` end to end: simulator -> agent -> a real Prometheus, and -> a real
+VictoriaMetrics through remote_write; totals against the simulator's ground truth, periods
+that tile, prices that change mid-period, budgets, every output format, and counter resets
+from an agent restarted without its state file."""
+import csv
+import io
+import json
+import os
+import signal
+import tempfile
+import time
+
+from harness import (AgentTestCase, Agent, COUNTERS, Prometheus, SCENARIOS, SimNode, VictoriaMetrics,
+                     expected_owners, report, report_json, sim_truth, wait_until)
+
+MIXED = os.path.join(SCENARIOS, "ledger-mixed.yaml")
+CHURN = os.path.join(SCENARIOS, "ledger-churn.yaml")
+LEAD = 3.0
+END = 43.0
+TOLERANCE = 1e-3  # the product's bar: 0.1 % of the truth
+TILE = 1e-9       # consecutive periods add up exactly, but for floating-point rounding
+OWNER_DIMS = ["project", "user", "namespace", "pod", "hpc_job"]
+FIELDS = list(COUNTERS.values())
+MODEL = "NVIDIA H100 80GB HBM3"
+RESERVED = ("__idle__", "__unattributed__")
+# The simulator's truth splits energy with the H100's idle power, as the agent is told here.
+LEDGER_CONFIG = 'ledger:\n  checkpoint_interval: 1s\n  idle_power_watts: {"%s": 70}\n' % MODEL
+
+
+def rows_by_key(doc):
+    return {tuple(r["key"][d] for d in doc["by"]): r for r in doc["rows"]}
+
+
+def truth_by_owner(truth):
+    """Truth per (project, user, namespace, pod, hpc_job), summed over GPUs."""
+    out = {}
+    for (gpu, *owner), fields in expected_owners(truth).items():
+        acc = out.setdefault(tuple(owner), {f: 0.0 for f in FIELDS})
+        for f in FIELDS:
+            acc[f] += fields[f]
+    return out
+
+
+def add_rows(docs):
+    out = {}
+    for doc in docs:
+        for key, r in rows_by_key(doc).items():
+            acc = out.setdefault(key, {f: 0.0 for f in FIELDS + ["cost"]})
+            for f in FIELDS:
+                acc[f] += r[f]
+            if r.get("cost"):
+                acc["cost"] += r["cost"]["total"]
+    return out
+
+
+class ReportAgainstTruth(AgentTestCase):
+    """One simulated run read back through Prometheus and through VictoriaMetrics."""
+
+    def run_pipeline(self, scenario, epoch, state_dir):
+        node = self.track(SimNode(scenario, epoch))
+        config = node.config(LEDGER_CONFIG)
+        state = os.path.join(state_dir, "ledger.json")
+        agent = self.track(Agent(scenario=scenario, env={"GPUMETER_SIM_EPOCH": repr(epoch)},
+                                 extra_args=node.agent_args(config, state)))
+        return node, config, state, agent
+
+    def test_totals_tiling_prices_and_formats(self):
+        epoch = time.time() + LEAD
+        vm = self.track(VictoriaMetrics())
+        node, config, state, agent = self.run_pipeline(MIXED, epoch, tempfile.mkdtemp(prefix="gpumeter-report-"))
+        prom = self.track(Prometheus(["127.0.0.1:%d" % agent.port],
+                                     extra_config="remote_write:\n  - url: %s\n" % vm.write_url(),
+                                     flags=["--storage.remote.flush-deadline=1s"]))
+        agent.wait_ready()
+        # The scenario's last usage is at END; the checkpoint that publishes it and the scrape
+        # that reads it follow within a few seconds.
+        wait_until(lambda: time.time() > epoch + END + 6, END + 30, interval=0.5, what="scenario end")
+        period_from, period_to = epoch - LEAD - 5, time.time() - 1.5
+        vm.flush()
+        time.sleep(2)  # remote_write batches and VictoriaMetrics' in-memory buffer
+        vm.flush()
+        truth = truth_by_owner(sim_truth(MIXED, 0, END))
+        worst = {}
+        for name, url in (("prometheus", prom.base), ("victoriametrics", vm.base)):
+            doc = report_json("--url", url, "--from", period_from, "--to", period_to, "--by", ",".join(OWNER_DIMS))
+            self.assertEqual(doc["by"], OWNER_DIMS)
+            self.assertTrue(doc["reconciliation"]["ok"], doc["reconciliation"])
+            self.assertIn("Prometheus" if name == "prometheus" else "VictoriaMetrics", doc["source"]["backend"])
+            got = rows_by_key(doc)
+            worst[name] = 0.0
+            for key, want in truth.items():
+                self.assertIn(key, got, "%s: owner %r missing; report has %r" % (name, key, sorted(got)))
+                for f, v in want.items():
+                    if v == 0:
+                        continue
+                    dev = abs(got[key][f] - v) / v
+                    worst[name] = max(worst[name], dev)
+                    self.assertLessEqual(dev, TOLERANCE, "%s %s of %r: report %.9g, truth %.9g" %
+                                         (name, f, key, got[key][f], v))
+            for key in got:
+                self.assertTrue(key in truth or key[0] in RESERVED, "%s: unexpected owner %r" % (name, key))
+            # Three periods that split the whole at odd instants add up to it exactly.
+            cut1, cut2 = period_from + 17.3, period_from + 31.77
+            parts = [report_json("--url", url, "--from", a, "--to", b, "--by", ",".join(OWNER_DIMS))
+                     for a, b in ((period_from, cut1), (cut1, cut2), (cut2, period_to))]
+            summed = add_rows(parts)
+            for key, r in got.items():
+                for f in FIELDS:
+                    self.assertLessEqual(abs(summed[key][f] - r[f]), TILE * max(1.0, abs(r[f])),
+                                         "%s: %s of %r: parts %r, whole %r" % (name, f, key, summed[key][f], r[f]))
+        print("largest relative deviation from the truth: %r" % worst)
+        self.check_prices(prom, epoch, period_from, period_to)
+        self.check_formats(prom, period_from, period_to)
+
+    def check_prices(self, prom, epoch, period_from, period_to):
+        """A price change mid-period, utilization and energy pricing, a budget."""
+        change = epoch + 20.0
+        pricing = os.path.join(tempfile.mkdtemp(prefix="gpumeter-pricing-"), "pricing.yaml")
+        with open(pricing, "w") as f:
+            f.write("currency: EUR\n"
+                    "gpu_models:\n"
+                    "  \"%s\":\n"
+                    "    - {gpu_hour: 3.6, busy_gpu_hour: 1.8}\n"
+                    "    - {from: \"%s\", gpu_hour: 7.2, busy_gpu_hour: 0}\n"
+                    "energy: {kwh: 0.36, pue: 1.25}\n"
+                    "budgets:\n  vision: 1000\n"
+                    % (MODEL, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(change)) + ".000Z"))
+        doc = report_json("--url", prom.base, "--from", period_from, "--to", period_to, "--by", "project",
+                          "--pricing", pricing)
+        self.assertEqual(doc["currency"], "EUR")
+        got = rows_by_key(doc)
+        # Usage is priced when it is scraped, which trails the GPU by up to a checkpoint interval
+        # plus a scrape interval (1 s each here): the cost must lie between the truth split at
+        # the change and the truth split that much earlier.
+        lag = 3.0
+        bounds = [expected_costs(epoch, change_at) for change_at in (change - lag, change)]
+        for project in bounds[1]:
+            cost = got[(project,)]["cost"]
+            for name in ("allocation", "utilization", "energy"):
+                low, high = sorted(b.get(project, {}).get(name, 0.0) for b in bounds)
+                self.assertTrue(low * (1 - TOLERANCE) - 1e-12 <= cost[name] <= high * (1 + TOLERANCE) + 1e-12,
+                                "%s cost of %s: %r, truth between %r and %r" % (name, project, cost[name], low, high))
+        budget = got[("vision",)]["budget"]
+        self.assertAlmostEqual(budget["for_period"], 1000 * (period_to - period_from) / (30.4375 * 86400), places=9)
+        self.assertAlmostEqual(budget["used_ratio"], got[("vision",)]["cost"]["total"] / budget["for_period"], places=9)
+        total = sum(r["cost"]["total"] for r in doc["rows"])
+        self.assertAlmostEqual(doc["total"]["cost"]["total"], total, places=9)
+
+    def check_formats(self, prom, period_from, period_to):
+        base = ["--url", prom.base, "--from", period_from, "--to", period_to, "--by", "project,user"]
+        doc = report_json(*base)
+        table = report(*base).stdout
+        for r in doc["rows"]:
+            self.assertIn(r["key"]["project"], table)
+        self.assertIn("reconciliation: owners", table)
+        rows = list(csv.DictReader(io.StringIO(report(*(base + ["--format", "csv"])).stdout)))
+        self.assertEqual(len(rows), len(doc["rows"]))
+        for line, r in zip(rows, doc["rows"]):
+            self.assertEqual((line["project"], line["user"]), (r["key"]["project"], r["key"]["user"]))
+            self.assertAlmostEqual(float(line["allocated_gpu_hours"]) * 3600, r["allocated_seconds"], places=6)
+        out = os.path.join(tempfile.mkdtemp(prefix="gpumeter-html-"), "report.html")
+        report(*(base + ["--format", "html", "--output", out]))
+        with open(out) as f:
+            page = f.read()
+        self.assertIn("<svg", page)
+        for r in doc["rows"]:
+            if not r["idle"]:
+                self.assertIn(r["key"]["project"], page)
+
+
+def expected_costs(epoch, change_at):
+    """Cost per project for the test's pricing file if its price changed at `change_at`."""
+    before = truth_by_project(sim_truth(MIXED, 0, change_at - epoch))
+    after = truth_by_project(sim_truth(MIXED, change_at - epoch, END))
+    out = {}
+    for project in set(before) | set(after):
+        b, a = before.get(project, {}), after.get(project, {})
+        out[project] = {
+            "allocation": b.get("allocated_seconds", 0) / 3600 * 3.6 + a.get("allocated_seconds", 0) / 3600 * 7.2,
+            "utilization": b.get("busy_seconds", 0) / 3600 * 1.8,
+            "energy": (b.get("energy_joules", 0) + a.get("energy_joules", 0)) / 3.6e6 * 0.36 * 1.25,
+        }
+    return out
+
+
+def truth_by_project(truth):
+    out = {}
+    for key, fields in truth_by_owner(truth).items():
+        acc = out.setdefault(key[0], {f: 0.0 for f in FIELDS})
+        for f in FIELDS:
+            acc[f] += fields[f]
+    return out
+
+
+def raw_increase(samples):
+    """The counter definition the report implements, over raw samples: resets restart at 0."""
+    total, prev = 0.0, 0.0
+    for _, v in samples:
+        v = float(v)
+        total += v - prev if v >= prev else v
+        prev = v
+    return total
+
+
+class ReportAcrossResets(AgentTestCase):
+    def test_agent_restarted_without_state(self):
+        """The state file is deleted while the agent is down: every ledger counter restarts from
+        zero. The report counts both sides of the reset, exactly as the raw samples say, and names
+        the GPUs whose ledger restarted."""
+        epoch = time.time() + LEAD
+        node = self.track(SimNode(CHURN, epoch))
+        config = node.config(LEDGER_CONFIG)
+        state = os.path.join(tempfile.mkdtemp(prefix="gpumeter-report-"), "ledger.json")
+        env = {"GPUMETER_SIM_EPOCH": repr(epoch)}
+        agent = self.track(Agent(scenario=CHURN, env=env, extra_args=node.agent_args(config, state)))
+        prom = self.track(Prometheus(["127.0.0.1:%d" % agent.port]))
+        agent.wait_ready()
+        wait_until(lambda: time.time() > epoch + 20, 40, what="mid-run")
+        agent.process.proc.send_signal(signal.SIGKILL)
+        agent.process.proc.wait()
+        os.unlink(state)
+        again = self.track(Agent(scenario=CHURN, env=env, port=agent.port, extra_args=node.agent_args(config, state)))
+        again.wait_ready()
+        wait_until(lambda: time.time() > epoch + 32, 40, what="after the restart")
+        period_from, period_to = epoch - LEAD - 5, time.time() - 1.5
+        doc = report_json("--url", prom.base, "--from", period_from, "--to", period_to, "--by", "project,pod,gpu")
+        self.assertTrue(any(w["kind"] == "reset" for w in doc["warnings"]), doc["warnings"])
+        # The same definition computed here from every raw sample Prometheus holds.
+        for metric, field in COUNTERS.items():
+            want = {}
+            for s in prom.query("%s[5m]" % metric, at=period_to):
+                m = s["metric"]
+                # The report names reserved rows by the reserved project in every owner column.
+                pod = m["project"] if m["project"] in RESERVED else m.get("pod", "")
+                key = (m["project"], pod, m["uuid"])
+                want[key] = want.get(key, 0.0) + raw_increase(s["values"])
+            got = {key: r[field] for key, r in rows_by_key(doc).items()}
+            self.assertEqual(sorted(k for k, v in want.items() if v), sorted(k for k, v in got.items() if v), metric)
+            for key, v in want.items():
+                self.assertLessEqual(abs(got.get(key, 0.0) - v), 1e-9 * max(1.0, v), "%s of %r" % (metric, key))
+        resets = prom.query("sum(resets(gpu_allocated_seconds_total[5m]))", at=period_to)
+        self.assertGreater(float(resets[0]["value"][1]), 0, "the restart reset the counters")
+
+
+if __name__ == "__main__":
+    import unittest
+    unittest.main()
