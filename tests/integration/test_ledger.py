@@ -15,6 +15,8 @@ CHURN = os.path.join(SCENARIOS, "ledger-churn.yaml")
 LEAD = 3.0  # the agent starts at scenario time -3 s; every job starts at 3 s or later
 END = 43.0  # both scenarios' duration
 TOLERANCE = 1e-3  # 0.1 %
+# After the scenario's end: a checkpoint (2 s) publishes the last usage, then a scrape reads it.
+SETTLE = 5.0
 LEDGER_CONFIG = ('ledger:\n  checkpoint_interval: 2s\n'
                  '  idle_power_watts: {"NVIDIA H100 80GB HBM3": 70}\n')
 RESERVED = ("__idle__", "__unattributed__")
@@ -81,7 +83,7 @@ class LedgerAccuracy(AgentTestCase):
         prom = self.track(Prometheus(["127.0.0.1:%d" % agent.port]))
         agent.wait_ready()
         end = END
-        wait_until(lambda: time.time() > epoch + end + 3, end + 20, interval=0.5, what="scenario end")
+        wait_until(lambda: time.time() > epoch + end + SETTLE, end + 20, interval=0.5, what="scenario end")
         self.check_against_truth(prom, MIXED, end)
         # The driver reload reset the device's energy counter; no ledger counter was reset.
         self.assertTrue(prom.query("resets(gpu_energy_joules_total[2m]) > 0"), "the driver reload was seen")
@@ -103,7 +105,7 @@ class LedgerAccuracy(AgentTestCase):
         again = self.start(MIXED, epoch, port=agent.port)
         again.wait_ready()
         self.assertIn("ledger state loaded", again.process.log())
-        wait_until(lambda: time.time() > epoch + end + 3, end + 20, interval=0.5, what="scenario end")
+        wait_until(lambda: time.time() > epoch + end + SETTLE, end + 20, interval=0.5, what="scenario end")
         truth, got = self.check_against_truth(prom, MIXED, end)
         # Prometheus saw every ledger counter continue: no reset anywhere.
         for metric in COUNTERS:
@@ -118,7 +120,7 @@ class LedgerAccuracy(AgentTestCase):
         prom = self.track(Prometheus(["127.0.0.1:%d" % agent.port]))
         agent.wait_ready()
         end = END
-        wait_until(lambda: time.time() > epoch + end + 3, end + 20, interval=0.5, what="scenario end")
+        wait_until(lambda: time.time() > epoch + end + SETTLE, end + 20, interval=0.5, what="scenario end")
         truth, got = self.check_against_truth(prom, CHURN, end)
         self.assertGreaterEqual(len({j["pid"] for j in truth["jobs"]}), 100)
 

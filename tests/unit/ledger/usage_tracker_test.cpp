@@ -162,8 +162,56 @@ TEST(UsageTracker, CheckpointAndRestoreResumeTheCounters) {
     Snapshot s = snapshot_for({id});
     t2.contribute(s);
     ASSERT_EQ(s.gpus[0].ledger->owners.size(), 1u);
-    EXPECT_DOUBLE_EQ(s.gpus[0].ledger->owners.at(0).allocated_seconds, before + 1.0);
+    EXPECT_DOUBLE_EQ(s.gpus[0].ledger->owners.at(0).allocated_seconds, before);  // what the file holds
+    ASSERT_TRUE(t2.checkpoint().ok());
+    Snapshot after = snapshot_for({id});
+    t2.contribute(after);
+    EXPECT_DOUBLE_EQ(after.gpus[0].ledger->owners.at(0).allocated_seconds, before + 1.0);
   }
+  fs::remove_all(dir);
+}
+
+// With a state file, scrapes see only checkpointed values: a restart resumes from the file, so
+// no exported value can exceed what the next agent starts from (Prometheus would read the drop
+// as a counter reset and count the whole total again).
+TEST(UsageTracker, ScrapesSeeOnlyCheckpointedValues) {
+  const fs::path dir = fs::temp_directory_path() / ("gpumeter-publish-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  FakeResolver res;
+  Logger log(LogLevel::kError);
+  UsageTrackerOptions o;
+  o.state_file = (dir / "ledger.json").string();
+  std::int64_t clock = 1'700'000'000'000'000;
+  auto id = gpu(0, "GPU-a");
+  double published;
+  {
+    UsageTracker t(o, res, log);
+    t.load_state();
+    t.on_reading(0, id, reading(&clock, {2}));
+    t.on_reading(0, id, reading(&clock, {2}));
+    Snapshot before_checkpoint = snapshot_for({id});
+    t.contribute(before_checkpoint);
+    EXPECT_FALSE(before_checkpoint.gpus[0].ledger);  // nothing saved yet, nothing shown
+    ASSERT_TRUE(t.checkpoint().ok());
+    Snapshot s = snapshot_for({id});
+    t.contribute(s);
+    ASSERT_TRUE(s.gpus[0].ledger);
+    published = s.gpus[0].ledger->covered_seconds;
+    EXPECT_GT(published, 0.0);
+    t.on_reading(0, id, reading(&clock, {2}));
+    Snapshot later = snapshot_for({id});
+    t.contribute(later);
+    EXPECT_DOUBLE_EQ(later.gpus[0].ledger->covered_seconds, published);  // not saved yet
+  }
+  // The destructor saved once more; the file and every value shown agree or exceed.
+  UsageTracker t2(o, res, log);
+  t2.load_state();
+  t2.on_reading(0, id, reading(&clock, {2}));
+  Snapshot s = snapshot_for({id});
+  t2.contribute(s);
+  ASSERT_TRUE(s.gpus[0].ledger);
+  EXPECT_GE(s.gpus[0].ledger->covered_seconds, published);
   fs::remove_all(dir);
 }
 
