@@ -1,4 +1,5 @@
 // The table, CSV and JSON formats of `gpumeter report`.
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -12,6 +13,8 @@ namespace gpumeter::report {
 namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+const char* row_kind(const Row& row) { return row.idle ? "idle" : row.unattributed ? "unattributed" : ""; }
 
 // Thousands separators, `decimals` places: 12,345.67.
 std::string grouped(double v, int decimals) {
@@ -27,9 +30,14 @@ std::string grouped(double v, int decimals) {
   return (v < 0 && std::abs(v) >= 0.5 * std::pow(10, -decimals) ? "-" : "") + out;
 }
 
+// "-" for an empty value; idle and unattributed rows are marked when no column says so (for
+// example when grouping by model only).
 std::string key_text(const Row& row, std::size_t i) {
-  const std::string& v = row.key[i];
-  return v.empty() ? "-" : v;
+  std::string v = row.key[i].empty() ? "-" : row.key[i];
+  const char* kind = row_kind(row);
+  const bool named = std::find(row.key.begin(), row.key.end(), std::string("__") + kind + "__") != row.key.end();
+  if (i == 0 && *kind && !named) v += std::string(" [") + kind + "]";
+  return v;
 }
 
 std::string efficiency_text(const Usage& u) {
@@ -136,11 +144,12 @@ std::string render_json(const Report& r) {
 std::string render_csv(const Report& r) {
   std::string out;
   for (const auto& d : r.by) out += csv_field(d) + ",";
-  out += "allocated_gpu_hours,busy_gpu_hours,efficiency,memory_gib_hours,energy_kwh";
+  out += "kind,allocated_gpu_hours,busy_gpu_hours,efficiency,memory_gib_hours,energy_kwh";
   if (r.priced) out += ",cost_allocation,cost_utilization,cost_energy,cost_idle,cost_total,currency,budget_used_ratio";
   out += "\n";
   for (const auto& row : r.rows) {
     for (std::size_t i = 0; i < r.by.size(); ++i) out += csv_field(row.key[i]) + ",";
+    out += std::string(*row_kind(row) ? row_kind(row) : "owner") + ",";
     const auto& u = row.usage;
     auto e = u.efficiency();
     out += fmt::format("{:.17g},{:.17g},{},{:.17g},{:.17g}", u.allocated_seconds / 3600, u.busy_seconds / 3600,

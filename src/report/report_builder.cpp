@@ -29,6 +29,9 @@ constexpr std::array<std::pair<std::string_view, Field>, 4> kLedgerMetrics = {{
     {"gpu_attributed_energy_joules_total", kEnergy},
 }};
 
+// 0 for owners, 1 for idle time, 2 for busy time no process accounts for.
+int reserved_kind(std::string_view project) { return project == kIdle ? 1 : project == kUnattributed ? 2 : 0; }
+
 std::string label(const Labels& labels, std::string_view name) {
   auto it = labels.find(name);
   return it == labels.end() ? std::string() : it->second;
@@ -199,7 +202,8 @@ class Builder {
       const std::string model = gi == gpus_.end() ? "" : gi->second.model;
       const std::string project = label(s.labels, "project");
       auto key = row_key(s.labels, uuid, node);
-      auto [it, inserted] = rows_.try_emplace(key);
+      // Idle and unattributed time stay rows of their own whatever the grouping.
+      auto [it, inserted] = rows_.try_emplace(std::pair(key, reserved_kind(project)));
       RowAcc& acc = it->second;
       if (inserted) {
         acc.row.key = key;
@@ -340,7 +344,7 @@ class Builder {
     const bool by_project_only = req_.by.size() == 1 && req_.by[0] == "project";
     for (auto& [key, acc] : rows_) {
       if (req_.pricing && by_project_only) {
-        auto b = req_.pricing->budgets.find(key[0]);
+        auto b = req_.pricing->budgets.find(key.first[0]);
         if (b != req_.pricing->budgets.end()) {
           Budget budget;
           budget.monthly = b->second;
@@ -506,7 +510,7 @@ class Builder {
   std::vector<double> timeline_;
   std::size_t steps_ = 0;
   std::map<std::string, GpuIdentity> gpus_;
-  std::map<std::vector<std::string>, RowAcc> rows_;
+  std::map<std::pair<std::vector<std::string>, int>, RowAcc> rows_;
   std::vector<double> idle_steps_;
   std::map<std::string, std::vector<std::optional<pricing::GpuPrice>>> price_cache_;
   std::vector<double> energy_cache_;

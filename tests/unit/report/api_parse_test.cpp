@@ -1,0 +1,79 @@
+// The API answer parsers: every malformed answer is an error naming what was wrong.
+#include <gtest/gtest.h>
+
+#include "report/prom_api.h"
+
+namespace gpumeter::report {
+namespace {
+
+std::string error_of(std::string_view body) {
+  auto r = parse_query_response(body, "Q");
+  return r.ok() ? std::string("ok") : r.error().message;
+}
+
+TEST(ParseQueryResponse, VectorAndMatrix) {
+  auto v = parse_query_response(
+      R"({"status":"success","data":{"resultType":"vector","result":[{"metric":{"__name__":"x","a":"1"},"value":[10.5,"2.25"]}]}})",
+      "Q");
+  ASSERT_TRUE(v.ok());
+  ASSERT_EQ(v->size(), 1u);
+  EXPECT_EQ((*v)[0].labels.count("__name__"), 0u);  // names are dropped: last_over_time drops them too
+  EXPECT_EQ((*v)[0].labels.at("a"), "1");
+  EXPECT_DOUBLE_EQ((*v)[0].samples[0].t, 10.5);
+  EXPECT_DOUBLE_EQ((*v)[0].samples[0].v, 2.25);
+  auto m = parse_query_response(
+      R"({"status":"success","data":{"resultType":"matrix","result":[{"metric":{},"values":[[1,"1"],[2,"3e2"]]}]}})", "Q");
+  ASSERT_TRUE(m.ok());
+  EXPECT_DOUBLE_EQ((*m)[0].samples[1].v, 300);
+  auto empty = parse_query_response(R"({"status":"success","data":{"resultType":"vector","result":[]}})", "Q");
+  ASSERT_TRUE(empty.ok());
+  EXPECT_TRUE(empty->empty());
+}
+
+TEST(ParseQueryResponse, BadAnswers) {
+  EXPECT_NE(error_of("<html>502 Bad Gateway</html>").find("Q: the answer is not JSON: \"<html>502"), std::string::npos);
+  EXPECT_NE(error_of(R"([1,2])").find("no \"status\" field"), std::string::npos);
+  EXPECT_NE(error_of(R"({"status":"error","errorType":"bad_data","error":"parse error at char 3"})")
+                .find("status \"error\" (bad_data): parse error at char 3"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"status":"success"})").find("no \"data\" field"), std::string::npos);
+  EXPECT_NE(error_of(R"({"status":"success","data":{"result":[]}})").find("no resultType"), std::string::npos);
+  EXPECT_NE(error_of(R"({"status":"success","data":{"resultType":"scalar","result":[1,"2"]}})").find("a result has no \"metric\""),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"status":"success","data":{"resultType":"string","result":[{"metric":{}}]}})").find("unexpected result type \"string\""),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1,2]}]}})").find("not a string"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1,"NaN"]}]}})").find("unexpected sample value \"NaN\""),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"status":"success","data":{"resultType":"vector","result":[{"metric":{"a":1},"value":[1,"2"]}]}})").find("label a is not a string"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"status":"success","data":{"resultType":"matrix","result":[{"metric":{}}]}})").find("no values"),
+            std::string::npos);
+}
+
+TEST(ParseSeriesResponse, KeepsNames) {
+  auto r = parse_series_response(R"({"status":"success","data":[{"__name__":"gpu_info","uuid":"GPU-1","model":"H100"}]})", "S");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ((*r)[0].at("__name__"), "gpu_info");
+  EXPECT_FALSE(parse_series_response(R"({"status":"success","data":{}})", "S").ok());
+}
+
+TEST(PromqlText, StringsAndAlternationsAreEscaped) {
+  EXPECT_EQ(promql_string(R"(a"b\c)"), R"("a\"b\\c")");
+  EXPECT_EQ(exact_alternation({"GPU-1.2", "x|y", "(z)"}), R"(GPU-1\.2|x\|y|\(z\))");
+}
+
+TEST(PromApi, ConnectRejectsBadUrls) {
+  for (const char* url : {"localhost:9090", "ftp://h", "http://", "http://h/p?x=1"}) {
+    auto api = PromApi::connect({url});
+    EXPECT_FALSE(api.ok()) << url;
+    if (!api.ok()) {
+      EXPECT_NE(api.error().message.find("--url"), std::string::npos);
+    }
+  }
+  EXPECT_TRUE(PromApi::connect({"https://user:pw@vm.example:8428/select/0/prometheus/"}).ok());
+}
+
+}  // namespace
+}  // namespace gpumeter::report

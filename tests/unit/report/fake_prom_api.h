@@ -1,0 +1,146 @@
+#pragma once
+// An in-memory PromApi that evaluates exactly the expressions the report sends
+// (last_over_time, resets() > 0, raw range selectors, /api/v1/series) over given raw samples,
+// with Prometheus 2.x's closed range [t - r, t]. For unit tests of the report's logic; the
+// integration tests use a real Prometheus and VictoriaMetrics.
+
+#include <map>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "report/prom_api.h"
+
+namespace gpumeter::report::testing {
+
+struct RawSeries {
+  std::string name;
+  Labels labels;
+  std::vector<Sample> samples;  // in time order
+};
+
+class FakePromApi final : public PromApi {
+ public:
+  std::vector<RawSeries> data;
+  std::string backend_name = "Prometheus (fake)";
+
+  Result<std::vector<Series>> query(std::string_view expr, double t) override {
+    ++requests_;
+    return eval(std::string(expr), t);
+  }
+
+  Result<std::vector<Series>> query_range(std::string_view expr, double start, double end, double step) override {
+    ++requests_;
+    std::map<std::string, Series> out;
+    for (double t = start; t <= end + 1e-9; t += step) {
+      auto r = eval(std::string(expr), t);
+      if (!r) return r.error();
+      for (auto& s : *r) {
+        auto& o = out[key(s.labels)];
+        o.labels = s.labels;
+        o.samples.push_back(Sample{t, s.samples.at(0).v});
+      }
+    }
+    std::vector<Series> v;
+    for (auto& [k, s] : out) v.push_back(std::move(s));
+    return v;
+  }
+
+  Result<std::vector<Labels>> series(std::string_view match, double start, double end) override {
+    ++requests_;
+    auto sel = parse_selector(std::string(match));
+    if (!sel) return Error{0, "fake: bad selector " + std::string(match)};
+    std::vector<Labels> out;
+    for (const auto& s : data) {
+      if (!matches(*sel, s)) continue;
+      for (const auto& x : s.samples) {
+        if (x.t >= start && x.t <= end) {
+          Labels l = s.labels;
+          l["__name__"] = s.name;
+          out.push_back(l);
+          break;
+        }
+      }
+    }
+    return out;
+  }
+
+  std::string backend() override { return backend_name; }
+
+ private:
+  struct Selector {
+    std::string name;
+    std::vector<std::tuple<std::string, bool, std::string>> matchers;  // label, regex?, value
+  };
+
+  static std::string key(const Labels& l) {
+    std::string k;
+    for (const auto& [a, b] : l) k += a + "=" + b + ";";
+    return k;
+  }
+
+  static std::optional<Selector> parse_selector(const std::string& text) {
+    static const std::regex sel_re(R"(([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?)");
+    static const std::regex matcher_re(R"re(([a-zA-Z_]+)(=~|=)"((?:[^"\\]|\\.)*)")re");
+    std::smatch m;
+    if (!std::regex_match(text, m, sel_re)) return std::nullopt;
+    Selector sel{m[1], {}};
+    std::string body = m[3];
+    for (std::sregex_iterator it(body.begin(), body.end(), matcher_re), end; it != end; ++it) {
+      std::string value;
+      const std::string raw = (*it)[3];
+      for (std::size_t i = 0; i < raw.size(); ++i) {
+        if (raw[i] == '\\' && i + 1 < raw.size()) ++i;
+        value += raw[i];
+      }
+      sel.matchers.emplace_back((*it)[1], (*it)[2] == "=~", value);
+    }
+    return sel;
+  }
+
+  static bool matches(const Selector& sel, const RawSeries& s) {
+    if (sel.name != s.name) return false;
+    for (const auto& [label, regex, value] : sel.matchers) {
+      auto it = s.labels.find(label);
+      const std::string v = it == s.labels.end() ? "" : it->second;
+      if (regex ? !std::regex_match(v, std::regex(value)) : v != value) return false;
+    }
+    return true;
+  }
+
+  Result<std::vector<Series>> eval(const std::string& expr, double t) {
+    static const std::regex last_re(R"(last_over_time\((.*)\[(\d+)ms\]\))");
+    static const std::regex resets_re(R"(resets\((.*)\[(\d+)ms\]\) > 0)");
+    static const std::regex raw_re(R"((.*)\[(\d+)ms\])");
+    std::smatch m;
+    enum { kLast, kResets, kRaw } kind;
+    if (std::regex_match(expr, m, last_re)) kind = kLast;
+    else if (std::regex_match(expr, m, resets_re)) kind = kResets;
+    else if (std::regex_match(expr, m, raw_re)) kind = kRaw;
+    else return Error{0, "fake: unsupported expression " + expr};
+    auto sel = parse_selector(m[1]);
+    if (!sel) return Error{0, "fake: bad selector in " + expr};
+    const double range = std::stod(m[2]) / 1000.0;
+    std::vector<Series> out;
+    for (const auto& s : data) {
+      if (!matches(*sel, s)) continue;
+      std::vector<Sample> in;
+      for (const auto& x : s.samples) {
+        if (x.t >= t - range - 1e-9 && x.t <= t + 1e-9) in.push_back(x);
+      }
+      if (in.empty()) continue;
+      if (kind == kLast) {
+        out.push_back(Series{s.labels, {Sample{t, in.back().v}}});
+      } else if (kind == kResets) {
+        int n = 0;
+        for (std::size_t i = 1; i < in.size(); ++i) n += in[i].v < in[i - 1].v;
+        if (n > 0) out.push_back(Series{s.labels, {Sample{t, static_cast<double>(n)}}});
+      } else {
+        out.push_back(Series{s.labels, in});
+      }
+    }
+    return out;
+  }
+};
+
+}  // namespace gpumeter::report::testing

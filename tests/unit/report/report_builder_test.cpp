@@ -1,0 +1,239 @@
+// build_report against an in-memory API: grouping, prices, idle policies, budgets,
+// reconciliation and the warnings about gaps, resets and missing data.
+#include <gtest/gtest.h>
+
+#include "fake_prom_api.h"
+#include "pricing/pricing.h"
+#include "report/report_builder.h"
+
+namespace gpumeter::report {
+namespace {
+
+using testing::FakePromApi;
+using testing::RawSeries;
+
+constexpr double kEnd = 3600;
+
+// A counter growing at `rate` per second from t=0, sampled every 15 s up to kEnd.
+std::vector<Sample> linear(double rate, double from = 0, double to = kEnd) {
+  std::vector<Sample> out;
+  for (double t = from; t <= to; t += 15) out.push_back({t, rate * (t - from)});
+  return out;
+}
+
+struct Owner {
+  std::string uuid, node, project, user;
+  double share;  // of the GPU's time
+};
+
+// Two GPUs on two nodes; GPU-a: team-a 75 %, idle 25 %; GPU-b: team-b 50 %, team-a 25 %, idle 25 %.
+FakePromApi fleet() {
+  FakePromApi api;
+  const std::vector<Owner> owners = {{"GPU-a", "n1:9400", "team-a", "ann", 0.75},
+                                     {"GPU-a", "n1:9400", "__idle__", "", 0.25},
+                                     {"GPU-b", "n2:9400", "team-b", "bob", 0.5},
+                                     {"GPU-b", "n2:9400", "team-a", "ann", 0.25},
+                                     {"GPU-b", "n2:9400", "__idle__", "", 0.25}};
+  for (const auto& o : owners) {
+    Labels l{{"uuid", o.uuid}, {"gpu", "0"}, {"instance", o.node}, {"project", o.project}, {"user", o.user}};
+    const bool idle = o.project == "__idle__";
+    api.data.push_back({"gpu_allocated_seconds_total", l, linear(o.share)});
+    api.data.push_back({"gpu_busy_seconds_total", l, linear(idle ? 0 : o.share / 2)});
+    api.data.push_back({"gpu_memory_byte_seconds_total", l, linear(idle ? 0 : 1e9)});
+    api.data.push_back({"gpu_attributed_energy_joules_total", l, linear(idle ? 50 : 400 * o.share)});
+  }
+  for (const auto& [uuid, node] : {std::pair<std::string, std::string>{"GPU-a", "n1:9400"}, {"GPU-b", "n2:9400"}}) {
+    Labels l{{"uuid", uuid}, {"gpu", "0"}, {"instance", node}};
+    api.data.push_back({"gpumeter_ledger_covered_seconds_total", l, linear(1)});
+    api.data.push_back({"gpumeter_ledger_gap_seconds_total", l, linear(0)});
+    Labels info = l;
+    info["model"] = "NVIDIA H100 80GB HBM3";
+    api.data.push_back({"gpu_info", info, linear(0)});
+  }
+  return api;
+}
+
+ReportRequest request(std::vector<std::string> by, const pricing::Pricing* p = nullptr) {
+  ReportRequest r;
+  r.from = 0;
+  r.to = kEnd;
+  r.step = 300;
+  r.lookback = 86400;
+  r.now = 1e10;
+  r.by = std::move(by);
+  r.pricing = p;
+  r.url = "http://fake";
+  return r;
+}
+
+pricing::Pricing prices(std::string extra = "") {
+  auto p = pricing::parse_pricing(
+      "currency: USD\ngpu_models:\n  \"NVIDIA H100 80GB HBM3\": {gpu_hour: 4.0, busy_gpu_hour: 2.0}\n"
+      "energy: {kwh: 0.5, pue: 1.2}\n" + extra,
+      "test.yaml");
+  EXPECT_TRUE(p.ok()) << (p.ok() ? "" : p.error().message);
+  return p.ok() ? *p : pricing::Pricing{};
+}
+
+const Row& row(const Report& r, std::vector<std::string> key) {
+  for (const auto& x : r.rows) {
+    if (x.key == key) return x;
+  }
+  ADD_FAILURE() << "no row " << ::testing::PrintToString(key);
+  static Row none;
+  return none;
+}
+
+TEST(BuildReport, GroupsAndReconciles) {
+  auto api = fleet();
+  auto r = build_report(api, request({"project"}));
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_DOUBLE_EQ(row(*r, {"team-a"}).usage.allocated_seconds, 3600 * (0.75 + 0.25));
+  EXPECT_DOUBLE_EQ(row(*r, {"team-b"}).usage.allocated_seconds, 3600 * 0.5);
+  EXPECT_TRUE(row(*r, {"__idle__"}).idle);
+  EXPECT_DOUBLE_EQ(row(*r, {"team-a"}).usage.busy_seconds, 3600 * 0.5);
+  EXPECT_TRUE(r->reconciliation.ok);
+  EXPECT_DOUBLE_EQ(r->reconciliation.covered_seconds, 7200);
+  EXPECT_DOUBLE_EQ(r->reconciliation.idle_seconds, 1800);
+  EXPECT_DOUBLE_EQ(r->reconciliation.owners_seconds, 5400);
+  EXPECT_EQ(r->rows.front().key, std::vector<std::string>{"team-a"});  // most used first
+  EXPECT_EQ(r->timeline.starts.size(), 12u);
+  EXPECT_TRUE(r->warnings.empty()) << r->warnings.front().message;
+
+  auto by_node = build_report(api, request({"node", "user"}));
+  ASSERT_TRUE(by_node.ok());
+  EXPECT_DOUBLE_EQ(row(*by_node, {"n2:9400", "ann"}).usage.allocated_seconds, 900);
+  EXPECT_DOUBLE_EQ(row(*by_node, {"n1:9400", "__idle__"}).usage.allocated_seconds, 900);
+  auto by_model = build_report(api, request({"model"}));
+  ASSERT_TRUE(by_model.ok());
+  // Idle time stays a row of its own even when no owner dimension is asked for.
+  ASSERT_EQ(by_model->rows.size(), 2u);
+  EXPECT_FALSE(by_model->rows[0].idle);
+  EXPECT_DOUBLE_EQ(by_model->rows[0].usage.allocated_seconds, 5400);
+  EXPECT_TRUE(by_model->rows[1].idle);
+  EXPECT_DOUBLE_EQ(by_model->rows[1].usage.allocated_seconds, 1800);
+}
+
+TEST(BuildReport, PricesEveryComponent) {
+  auto api = fleet();
+  auto p = prices();
+  auto r = build_report(api, request({"project"}, &p));
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  const Row& a = row(*r, {"team-a"});
+  EXPECT_NEAR(a.cost.allocation, 1.0 * 4.0, 1e-12);      // 1 GPU-h allocated
+  EXPECT_NEAR(a.cost.utilization, 0.5 * 2.0, 1e-12);     // 0.5 GPU-h busy
+  EXPECT_NEAR(a.cost.energy, 400 * 3600 / 3.6e6 * 0.5 * 1.2, 1e-12);  // 400 W for 1 GPU-h
+  const Row& idle = row(*r, {"__idle__"});
+  EXPECT_NEAR(idle.cost.allocation, 0.5 * 4.0, 1e-12);
+  EXPECT_NEAR(r->total.cost.total(), a.cost.total() + row(*r, {"team-b"}).cost.total() + idle.cost.total(), 1e-9);
+}
+
+TEST(BuildReport, IdleSpreadByNodeMovesIdleCostToThatNodesOwners) {
+  auto api = fleet();
+  auto separate = prices();
+  auto spread = prices("idle: {policy: spread-by-node}\n");
+  auto s = build_report(api, request({"project"}, &separate));
+  auto r = build_report(api, request({"project"}, &spread));
+  ASSERT_TRUE(s.ok() && r.ok());
+  EXPECT_NEAR(r->total.cost.total(), s->total.cost.total(), 1e-9);  // moved, not created
+  EXPECT_NEAR(row(*r, {"__idle__"}).cost.total(), 0, 1e-12);
+  EXPECT_DOUBLE_EQ(row(*r, {"__idle__"}).usage.allocated_seconds, 1800);  // idle time still shown
+  // Node n1's idle cost goes to team-a alone; n2's is split 2:1 between team-b and team-a.
+  const double idle_n1 = row(*s, {"__idle__"}).cost.total() / 2, idle_n2 = idle_n1;
+  EXPECT_NEAR(row(*r, {"team-a"}).cost.idle, idle_n1 + idle_n2 / 3, 1e-9);
+  EXPECT_NEAR(row(*r, {"team-b"}).cost.idle, idle_n2 * 2 / 3, 1e-9);
+}
+
+TEST(BuildReport, IdleSpreadByPoolWarnsAboutNodesInNoPool) {
+  auto api = fleet();
+  auto p = prices("idle:\n  policy: spread-by-pool\n  pools: {first: \"n1:.*\"}\n");
+  auto r = build_report(api, request({"project"}, &p));
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_GT(row(*r, {"__idle__"}).cost.total(), 0);  // n2's idle stays
+  bool warned = false;
+  for (const auto& w : r->warnings) warned |= w.kind == "pricing" && w.message.find("n2:9400") != std::string::npos;
+  EXPECT_TRUE(warned);
+}
+
+TEST(BuildReport, BudgetsAreProratedToThePeriod) {
+  auto api = fleet();
+  auto p = prices("budgets: {team-a: 1000}\n");
+  auto r = build_report(api, request({"project"}, &p));
+  ASSERT_TRUE(r.ok());
+  const Row& a = row(*r, {"team-a"});
+  ASSERT_TRUE(a.budget);
+  EXPECT_NEAR(a.budget->for_period, 1000 * 3600 / (30.4375 * 86400), 1e-12);
+  EXPECT_NEAR(a.budget->used_ratio, a.cost.total() / a.budget->for_period, 1e-12);
+  EXPECT_FALSE(row(*r, {"team-b"}).budget);
+}
+
+TEST(BuildReport, AModelWithoutAPriceFailsNamingIt) {
+  auto api = fleet();
+  auto p = pricing::parse_pricing("gpu_models:\n  \"NVIDIA A100-SXM4-80GB\": {gpu_hour: 2}\n", "p.yaml");
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  auto r = build_report(api, request({"project"}, &*p));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, 2);
+  EXPECT_NE(r.error().message.find("p.yaml: no price for GPU model \"NVIDIA H100 80GB HBM3\" (2 GPUs"),
+            std::string::npos)
+      << r.error().message;
+}
+
+TEST(BuildReport, NoLedgerDataIsAnError) {
+  FakePromApi api;
+  auto r = build_report(api, request({"project"}));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("has no gpumeter ledger data"), std::string::npos);
+}
+
+TEST(BuildReport, GapsHolesResetsAndMissingSeriesAreWarnings) {
+  auto api = fleet();
+  for (auto& s : api.data) {
+    if (s.name == "gpumeter_ledger_gap_seconds_total" && s.labels.at("uuid") == "GPU-a") {
+      for (auto& x : s.samples) x.v = x.t >= 1200 ? 120 : 0;  // 120 s lost around 20 min
+    }
+    if (s.labels.count("uuid") && s.labels.at("uuid") == "GPU-b") {
+      std::erase_if(s.samples, [](const Sample& x) { return x.t > 1800 && x.t < 2700; });  // scrape gap
+    }
+  }
+  Labels lone{{"uuid", "GPU-c"}, {"gpu", "1"}, {"instance", "n2:9400"}, {"model", "NVIDIA H100 80GB HBM3"}};
+  api.data.push_back({"gpu_info", lone, linear(0)});
+  auto r = build_report(api, request({"project"}));
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  std::map<std::string, std::string> kinds;
+  for (const auto& w : r->warnings) kinds[w.kind] += w.message + "\n";
+  EXPECT_NE(kinds["gap"].find("GPU GPU-a on n1:9400: the agent could not integrate 120 s"), std::string::npos)
+      << kinds["gap"];
+  EXPECT_NE(kinds["missing-data"].find("no samples of GPU GPU-b on n2:9400 between 1970-01-01T00:35:00Z and "
+                                       "1970-01-01T00:40:00Z"),
+            std::string::npos)
+      << kinds["missing-data"];
+  EXPECT_NE(kinds["missing-series"].find("GPU GPU-c on n2:9400"), std::string::npos);
+  EXPECT_DOUBLE_EQ(r->reconciliation.gap_seconds, 120);
+  EXPECT_TRUE(r->reconciliation.ok);
+  // The scrape gap loses nothing: the counters carry across it.
+  EXPECT_DOUBLE_EQ(row(*r, {"team-b"}).usage.allocated_seconds, 1800);
+}
+
+TEST(BuildReport, ALedgerRestartIsCountedOnBothSidesAndNamed) {
+  auto api = fleet();
+  for (auto& s : api.data) {
+    if (s.labels.count("uuid") && s.labels.at("uuid") == "GPU-a" && s.name != "gpu_info") {
+      for (auto& x : s.samples) {
+        if (x.t >= 2000) x.v = x.v * (x.t - 1995) / x.t;  // restarted from zero at 1995 s
+      }
+    }
+  }
+  auto r = build_report(api, request({"project"}));
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  bool named = false;
+  for (const auto& w : r->warnings) named |= w.kind == "reset" && w.gpu == "GPU-a";
+  EXPECT_TRUE(named);
+  // team-a on GPU-a: 0.75/s up to the last sample before the restart (1995 s), then from zero.
+  const double a_on_gpu_a = 0.75 * 1995 + 0.75 * (3600 - 1995);
+  EXPECT_NEAR(row(*r, {"team-a"}).usage.allocated_seconds, a_on_gpu_a + 900, 1e-9);
+  EXPECT_TRUE(r->reconciliation.ok);
+}
+
+}  // namespace
+}  // namespace gpumeter::report
