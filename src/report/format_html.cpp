@@ -46,7 +46,8 @@ dl.meta dd{margin:0;overflow-wrap:anywhere}
 .cards{display:grid;grid-template-columns:repeat(auto-fit,minmax(160px,1fr));gap:12px}
 .card,.panel{background:#fff;border:1px solid var(--line);border-radius:8px;padding:14px 16px}
 .card .label{color:var(--muted);font-size:13px}
-.card .value{font-size:22px;font-weight:700;font-variant-numeric:tabular-nums;white-space:nowrap}
+.card .value{font-size:22px;font-weight:700;font-variant-numeric:tabular-nums;overflow-wrap:anywhere}
+.card .unit{font-size:14px;font-weight:600;color:var(--muted)}
 .card .sub{color:var(--muted);font-size:12px}
 .charts{display:grid;grid-template-columns:repeat(auto-fit,minmax(520px,1fr));gap:16px}
 .wide{grid-column:1/-1}
@@ -262,8 +263,10 @@ void warning_banner(Page& p, const Report& r) {
   p.raw(".</div>\n");
 }
 
-void card(Page& p, std::string_view label, std::string_view value, std::string_view sub) {
+// The unit is set smaller than the figure, so that six cards fit one row and the figure stands out.
+void card(Page& p, std::string_view label, std::string_view value, std::string_view unit, std::string_view sub) {
   p.raw("<div class=\"card\"><div class=\"label\">").text(label).raw("</div><div class=\"value\">").text(value);
+  if (!unit.empty()) p.raw(" <span class=\"unit\">").text(unit).raw("</span>");
   p.raw("</div><div class=\"sub\">").text(sub).raw("</div></div>\n");
 }
 
@@ -273,16 +276,16 @@ void summary_section(Page& p, const Context& c) {
   p.raw("<h2>Summary</h2>\n<div class=\"cards\">\n");
   if (r.priced) {
     // The headline is what gets invoiced: to the cent, unlike the rounded chart labels.
-    card(p, "Total cost", format_number(finite(r.total.cost.total()), 2) + " " + c.measure.unit(),
+    card(p, "Total cost (" + c.measure.unit() + ")", format_number(finite(r.total.cost.total()), 2), "",
          "over " + format_duration(r.to - r.from));
   }
-  card(p, "Allocated GPU-hours", hours(c.owners.allocated_seconds),
+  card(p, "Allocated GPU-hours", hours(c.owners.allocated_seconds), "",
        "to owners; " + hours(c.owners.busy_seconds) + " GPU-h busy");
-  card(p, "Idle share", optional_percent(c.idle_share),
+  card(p, "Idle share", optional_percent(c.idle_share), "",
        hours(rec.idle_seconds) + " of " + hours(rec.covered_seconds) + " GPU-h covered");
-  card(p, "Fleet efficiency", optional_percent(c.fleet_efficiency), "busy / allocated GPU time of owners");
+  card(p, "Fleet efficiency", optional_percent(c.fleet_efficiency), "", "busy / allocated GPU time of owners");
   double kwh = finite(r.total.usage.energy_joules) / kJoulesPerKWh;
-  card(p, "Energy", format_number(kwh, kwh >= 100 ? 0 : 1) + " kWh",
+  card(p, "Energy", format_number(kwh, kwh >= 100 ? 0 : 1), "kWh",
        "attributed to the groups");
   size_t budgets = 0, over = 0;
   for (const Row& row : r.rows) {
@@ -291,7 +294,7 @@ void summary_section(Page& p, const Context& c) {
     if (row.budget->used_ratio > 1) ++over;
   }
   if (budgets > 0) {
-    card(p, "Budgets exceeded", fmt::format("{} of {}", over, budgets), "above the budget prorated to the period");
+    card(p, "Budgets exceeded", fmt::format("{} of {}", over, budgets), "", "above the budget prorated to the period");
   }
   p.raw("</div>\n");
 }
@@ -428,7 +431,8 @@ std::string idle_chart(const Context& c) {
     chart.ratios.push_back(ratio(idle, capacity));
   }
   chart.overall = c.idle_share;
-  chart.overall_label = "idle, whole period";
+  chart.overall_label = "idle";
+  chart.rest_label = "allocated to owners";
   chart.color = kIdleLineColor;
   return svg::ratio_over_time(chart);
 }

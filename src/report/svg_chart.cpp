@@ -18,7 +18,9 @@ constexpr std::string_view kAxisColor = "#8a939c";
 constexpr std::string_view kTextColor = "#3b4249";
 constexpr std::string_view kReferenceColor = "#2b2f33";
 constexpr std::string_view kDonutRestColor = "#c9d6e4";
-constexpr double kCharWidth = 6.6;  // average advance of the 12 px sans-serif labels
+constexpr double kCharWidth = 6.6;
+// A white outline under a figure keeps it legible where it crosses a grid or reference line.
+constexpr std::string_view kHalo = " stroke=\"#fff\" stroke-width=\"3\" stroke-linejoin=\"round\" paint-order=\"stroke\"";  // average advance of the 12 px sans-serif labels
 
 double finite(double v) { return std::isfinite(v) ? v : 0.0; }
 double positive(double v) { return std::isfinite(v) && v > 0 ? v : 0.0; }
@@ -253,6 +255,14 @@ std::string horizontal_bars(const BarChart& chart) {
   if (n == 0) note(o, plot_left + plot_width / 2, top + plot_height / 2 + 4, "No data for this period");
   else if (largest == 0) note(o, plot_left + plot_width / 2, top + plot_height / 2 + 4, "All values are zero");
 
+  // Under the bars, so that it never crosses a bar or its figure.
+  if (chart.reference) {
+    double x = x_of(chart.reference->value);
+    line(o, x, top - 6, x, top + plot_height, kReferenceColor, " stroke-width=\"1.5\" stroke-dasharray=\"5 4\"");
+    std::string_view anchor = x > plot_left + plot_width * 0.75 ? "end" : x < plot_left + 60 ? "start" : "middle";
+    text_at(o, x, top - 10, anchor, chart.reference->label, " font-weight=\"600\"");
+  }
+
   for (size_t i = 0; i < n; ++i) {
     const Bar& b = chart.bars[i];
     double y = top + kRowHeight * double(i) + (kRowHeight - kBarHeight) / 2;
@@ -262,16 +272,10 @@ std::string horizontal_bars(const BarChart& chart) {
     text_at(o, label_width, y + kBarHeight / 2 + 4, "end", truncate_utf8(b.label, chars_fitting(label_width)));
     o.put("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" rx=\"2\" fill=\"{}\"/>\n", Px{plot_left}, Px{y},
           Px{w}, Px{kBarHeight}, escaped(b.color));
-    text_at(o, plot_left + w + 6, y + kBarHeight / 2 + 4, "start", b.value_text);
+    text_at(o, plot_left + w + 6, y + kBarHeight / 2 + 4, "start", b.value_text, kHalo);
     o.put("</g>\n");
   }
 
-  if (chart.reference) {
-    double x = x_of(chart.reference->value);
-    line(o, x, top - 6, x, top + plot_height, kReferenceColor, " stroke-width=\"1.5\" stroke-dasharray=\"5 4\"");
-    std::string_view anchor = x > plot_left + plot_width * 0.75 ? "end" : x < plot_left + 60 ? "start" : "middle";
-    text_at(o, x, top - 10, anchor, chart.reference->label, " font-weight=\"600\"");
-  }
   o.put("</svg>\n");
   return std::move(o.s);
 }
@@ -322,18 +326,28 @@ std::string stacked_time_bars(const StackedTimeChart& chart) {
 
 namespace {
 
-void donut(Out& o, double cx, double cy, double ratio, std::string_view color, std::string_view label) {
-  constexpr double kRadius = 60, kStroke = 22;
+void swatch(Out& o, double x, double y, std::string_view color, std::string_view label) {
+  o.put("<rect x=\"{}\" y=\"{}\" width=\"12\" height=\"12\" rx=\"2\" fill=\"{}\"/>\n", Px{x}, Px{y - 10},
+        escaped(color));
+  text_at(o, x + 18, y, "start", label);
+}
+
+void donut(Out& o, double cx, double cy, double ratio, std::string_view color, std::string_view label,
+           std::string_view rest_label) {
+  constexpr double kRadius = 58, kStroke = 22;
   const double circumference = 2 * M_PI * kRadius;
   double r = std::clamp(finite(ratio), 0.0, 1.0);
+  text_at(o, cx, cy - kRadius - kStroke / 2 - 10, "middle", "Whole period", " font-weight=\"600\"");
   o.put("<circle cx=\"{}\" cy=\"{}\" r=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"{}\"/>\n", Px{cx},
         Px{cy}, Px{kRadius}, kDonutRestColor, Px{kStroke});
   // The arc starts at twelve o'clock and runs clockwise.
   o.put("<circle cx=\"{0}\" cy=\"{1}\" r=\"{2}\" fill=\"none\" stroke=\"{3}\" stroke-width=\"{4}\" "
         "stroke-dasharray=\"{5} {6}\" transform=\"rotate(-90 {0} {1})\"/>\n",
         Px{cx}, Px{cy}, Px{kRadius}, escaped(color), Px{kStroke}, Px{r * circumference}, Px{circumference});
-  text_at(o, cx, cy + 4, "middle", format_percent(r, 1), " font-size=\"20\" font-weight=\"700\"");
-  text_at(o, cx, cy + 22, "middle", label);
+  text_at(o, cx, cy + 7, "middle", format_percent(r, 1), " font-size=\"20\" font-weight=\"700\"");
+  double legend_y = cy + kRadius + kStroke / 2 + 24;
+  swatch(o, cx - 70, legend_y, color, label);
+  swatch(o, cx - 70, legend_y + 18, kDonutRestColor, rest_label);
 }
 
 }  // namespace
@@ -346,7 +360,8 @@ std::string ratio_over_time(const RatioTimeChart& chart) {
 
   double left = 78;
   if (chart.overall) {
-    donut(o, kDonutWidth / 2, (chart.height - 10) / 2, *chart.overall, chart.color, chart.overall_label);
+    donut(o, kDonutWidth / 2, chart.height / 2 - 22, *chart.overall, chart.color, chart.overall_label,
+          chart.rest_label);
     left += kDonutWidth;
   }
 

@@ -70,7 +70,8 @@ struct RatioTimeChart {
   std::vector<double> ends;
   std::vector<std::optional<double>> ratios;  // per step; nullopt where the step has no data
   std::optional<double> overall;  // the whole period: a donut on the left and a dashed line
-  std::string overall_label;      // under the donut's figure, e.g. "idle"
+  std::string overall_label;      // the donut's legend: what the ratio is, e.g. "idle"
+  std::string rest_label;         // and what the rest is, e.g. "allocated to owners"
   std::string color;
   int width = 1100;
   int height = 260;
