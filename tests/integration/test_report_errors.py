@@ -1,0 +1,134 @@
+"""`gpumeter report` on bad input: an unreachable API, HTTP errors, answers that are not JSON or
+not the expected JSON, no data, bad dates, bad flags and a bad pricing file. Each gets one clear
+line and a non-zero exit code, and no output file is written: never a silently partial invoice."""
+import http.server
+import os
+import socket
+import tempfile
+import threading
+import time
+import unittest
+
+from harness import free_port, report
+
+
+class StubApi:
+    """A local HTTP server answering every request with the given status and body."""
+
+    def __init__(self, status, body, content_type="application/json", delay=0.0):
+        stub = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def answer(self):
+                length = int(self.headers.get("Content-Length", 0))
+                if length:
+                    self.rfile.read(length)
+                time.sleep(stub.delay)
+                data = stub.body.encode()
+                self.send_response(stub.status)
+                self.send_header("Content-Type", stub.content_type)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                try:
+                    self.wfile.write(data)
+                except BrokenPipeError:  # the client gave up first (the timeout test)
+                    pass
+
+            do_GET = do_POST = answer
+
+            def log_message(self, *args):
+                pass
+
+        self.status, self.body, self.content_type, self.delay = status, body, content_type, delay
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = "http://127.0.0.1:%d" % self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class ReportErrors(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="gpumeter-report-errors-")
+        self.output = os.path.join(self.dir, "invoice.csv")
+
+    def fails(self, code, expected, *args, url=None):
+        defaults = {"--from": "-1d", "--to": "-1h", "--format": "csv"}
+        for flag, value in defaults.items():
+            if flag not in args:
+                args += (flag, value)
+        out = report("--url", url or "http://127.0.0.1:1", "--output", self.output, *args, check=False)
+        self.assertEqual(out.returncode, code, "stderr: %s" % out.stderr)
+        self.assertIn(expected, out.stderr)
+        self.assertTrue(out.stderr.startswith("gpumeter report: "), out.stderr)
+        self.assertFalse(os.path.exists(self.output), "a failed report must not write its output")
+        self.assertEqual(out.stdout, "")
+        return out.stderr
+
+    def with_stub(self, status, body, expected, content_type="application/json", args=()):
+        stub = StubApi(status, body, content_type)
+        try:
+            return self.fails(1, expected, *args, url=stub.url)
+        finally:
+            stub.stop()
+
+    def test_unreachable_api(self):
+        port = free_port()  # nothing listens there
+        self.fails(1, "cannot reach http://127.0.0.1:%d/api/v1/query" % port, url="http://127.0.0.1:%d" % port)
+
+    def test_http_error_with_an_html_body(self):
+        self.with_stub(502, "<html><body>Bad Gateway</body></html>", 'answered HTTP 502: "<html><body>Bad Gateway',
+                       content_type="text/html")
+
+    def test_http_error_with_the_api_envelope(self):
+        self.with_stub(422, '{"status":"error","errorType":"execution","error":"query processing would load too many samples"}',
+                       "answered HTTP 422 (execution): query processing would load too many samples")
+
+    def test_answer_that_is_not_json(self):
+        self.with_stub(200, "OK", 'the answer is not JSON: "OK"', content_type="text/plain")
+
+    def test_unexpected_json(self):
+        self.with_stub(200, '{"status":"success","data":{"rows":[]}}', "unexpected JSON: data has no resultType")
+        self.with_stub(200, '{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1,"x"]}]}}',
+                       'unexpected sample value "x"')
+
+    def test_no_data_is_not_a_zero_invoice(self):
+        self.with_stub(200, '{"status":"success","data":{"resultType":"vector","result":[]}}',
+                       "has no gpumeter ledger data")
+
+    def test_timeout(self):
+        stub = StubApi(200, '{"status":"success","data":{"resultType":"vector","result":[]}}', delay=3)
+        try:
+            started = time.time()
+            self.fails(1, "cannot reach", "--timeout", "1s", url=stub.url)
+            self.assertLess(time.time() - started, 3)
+        finally:
+            stub.stop()
+
+    def test_bad_dates(self):
+        self.fails(2, '--from "yesterday": not a time', "--from", "yesterday")
+        self.fails(2, '--to "2026-02-30": no such date', "--to", "2026-02-30")
+        self.fails(2, "is not before --to", "--from", "2026-11-02", "--to", "2026-11-01")
+        self.fails(2, "is in the future", "--from", "-1h", "--to", "2999-01-01")
+
+    def test_bad_flags(self):
+        self.fails(2, '--by "team": expected project, user', "--by", "team")
+        self.fails(2, '--format "pdf": expected table, csv, json or html', "--format", "pdf")
+        self.fails(2, '--url "localhost:9090": no scheme', url="localhost:9090")
+        self.fails(2, "--step 1s: more than 10,000 steps", "--step", "1s")
+        self.fails(2, "--lookback: invalid duration", "--lookback", "forever")
+
+    def test_bad_pricing_file(self):
+        path = os.path.join(self.dir, "pricing.yaml")
+        with open(path, "w") as f:
+            f.write("gpu_models:\n  \"NVIDIA H100 80GB HBM3\": {gpu_hour: -1}\n")
+        self.fails(2, path + ":2:", "--pricing", path)
+        self.fails(2, os.path.join(self.dir, "missing.yaml"), "--pricing", os.path.join(self.dir, "missing.yaml"))
+
+
+if __name__ == "__main__":
+    unittest.main()
