@@ -169,7 +169,8 @@ void add_prices(RuleFile& file, const Pricing& p, Charges charges) {
     file.add(Rule{kEnergyPrice, std::move(expr), {{"currency", p.currency}}});
   }
   file.describe(kGpuHourPriceByUuid, "job, instance, uuid, model, currency",
-                "each GPU's price per allocated GPU-hour, by its gpu_info model, else the \"*\" price");
+                "each GPU's price per allocated GPU-hour, by its gpu_info model, else the \"*\" price (a GPU "
+                "with neither in effect has none, and no cost below)");
   file.add(Rule{kGpuHourPriceByUuid, per_gpu_price_expr(p, kGpuHourPrice), {}});
   if (charges.busy) {
     file.describe(kBusyGpuHourPriceByUuid, "job, instance, uuid, model, currency",
@@ -292,11 +293,12 @@ std::string idle_share_expr(const Pricing& p) {
 
 void add_idle_spread(RuleFile& file, const Pricing& p) {
   if (p.idle_policy == IdlePolicy::kSeparate) return;
+  std::string_view groups =
+      p.idle_policy == IdlePolicy::kSpreadByPool ? "pools (matched against instance)" : "nodes (instances)";
   file.describe(kIdleShareByProject, "project, currency",
                 fmt::format("each project's share of the idle cost of the {} it uses (idle policy {}), in proportion "
                             "to its own cost there; by_project plus this is what the project is charged",
-                            p.idle_policy == IdlePolicy::kSpreadByPool ? "pools (matched against instance)" : "nodes (instances)",
-                            to_string(p.idle_policy)));
+                            groups, to_string(p.idle_policy)));
   file.add(Rule{kIdleShareByProject, idle_share_expr(p), {}});
 }
 

@@ -292,7 +292,8 @@ TEST(pricing_errors, Budgets) {
 TEST(pricing_load, MissingFilesAndDirectoriesNameThePath) {
   auto missing = load_pricing("/nonexistent/pricing.yaml");
   ASSERT_FALSE(missing.ok());
-  EXPECT_EQ(missing.error().message, "/nonexistent/pricing.yaml: cannot read the pricing file: No such file or directory");
+  EXPECT_EQ(missing.error().message,
+            "/nonexistent/pricing.yaml: cannot read the pricing file: No such file or directory");
   const std::string dir = std::filesystem::temp_directory_path().string();
   auto p = load_pricing(dir);
   ASSERT_FALSE(p.ok());

@@ -39,7 +39,9 @@ std::vector<RuleView> rules_of(const std::string& text) {
   return out;
 }
 
-std::vector<RuleView> rules_for(const std::string& pricing_yaml) { return rules_of(render_rules(parse_ok(pricing_yaml))); }
+std::vector<RuleView> rules_for(const std::string& pricing_yaml) {
+  return rules_of(render_rules(parse_ok(pricing_yaml)));
+}
 
 std::set<std::string> records(const std::vector<RuleView>& rules) {
   std::set<std::string> out;
