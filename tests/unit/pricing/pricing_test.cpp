@@ -300,6 +300,15 @@ TEST(pricing_load, MissingFilesAndDirectoriesNameThePath) {
   EXPECT_EQ(p.error().message, dir + ": cannot read the pricing file: Is a directory");
 }
 
+TEST(pricing_load, RefusesHugeFiles) {
+  auto path = std::filesystem::temp_directory_path() / "gpumeter-pricing-huge.yaml";
+  std::ofstream(path) << "# " << std::string(1 << 20, 'x') << "\n";
+  auto p = load_pricing(path.string());
+  std::filesystem::remove(path);
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.error().message, path.string() + ": the pricing file is larger than 1048576 bytes");
+}
+
 TEST(pricing_load, ErrorsNameTheFile) {
   auto path = std::filesystem::temp_directory_path() / "gpumeter-pricing-test.yaml";
   std::ofstream(path) << "gpu_models:\n  L4: {gpu_hour: -1}\n";
