@@ -8,24 +8,11 @@
 
 #include "pricing/pricing.h"
 #include "pricing/rules.h"
+#include "util/atomic_file.h"
 
 namespace gpumeter::cli {
 
 namespace {
-
-// Writes through a temporary file and a rename, so a Prometheus reloading its rules meanwhile
-// reads the old file or the new one, never half of one. Returns 0 or errno.
-int write_file(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (f == nullptr) return errno;
-  bool written = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-  int err = written ? 0 : errno;
-  if (std::fclose(f) != 0 && err == 0) err = errno;
-  if (err == 0 && std::rename(tmp.c_str(), path.c_str()) != 0) err = errno;
-  if (err != 0) std::remove(tmp.c_str());
-  return err;
-}
 
 int write_stdout(const std::string& text) {
   bool ok = std::fwrite(text.data(), 1, text.size(), stdout) == text.size();
@@ -49,9 +36,18 @@ int run_rules(const RulesOptions& o) {
     return 2;
   }
   std::string text = pricing::render_rules(*pricing);
-  int err = o.output == "-" ? write_stdout(text) : write_file(o.output, text);
-  if (err != 0) {
-    fmt::print(stderr, "gpumeter rules: cannot write {}: {}\n", o.output, std::strerror(err));
+  if (o.output == "-") {
+    if (int err = write_stdout(text); err != 0) {
+      fmt::print(stderr, "gpumeter rules: cannot write to stdout: {}\n", std::strerror(err));
+      return 1;
+    }
+    return 0;
+  }
+  // Atomic, so a Prometheus reloading its rules meanwhile reads the old file or the new one;
+  // readable by the Prometheus user.
+  auto written = write_file_atomic(o.output, text, 0644);
+  if (!written) {
+    fmt::print(stderr, "gpumeter rules: cannot write {}: {}\n", o.output, written.error().message);
     return 1;
   }
   return 0;

@@ -111,7 +111,7 @@ class ReportErrors(unittest.TestCase):
 
     def test_bad_dates(self):
         self.fails(2, '--from "yesterday": not a time', "--from", "yesterday")
-        self.fails(2, '--to "2026-02-30": no such date', "--to", "2026-02-30")
+        self.fails(2, '--to "2026-02-30": not a time, or no such date', "--to", "2026-02-30")
         self.fails(2, "is not before --to", "--from", "2026-11-02", "--to", "2026-11-01")
         self.fails(2, "is in the future", "--from", "-1h", "--to", "2999-01-01")
 
