@@ -117,7 +117,7 @@ std::string hours(double seconds) { return format_number(seconds / kSecondsPerHo
 std::string optional_percent(const std::optional<double>& r) { return r ? format_percent(*r, 1) : "n/a"; }
 
 std::string utc_text(double t) {
-  // Seconds only when the period does not start on a whole minute.
+  // Seconds only for a time off the whole minute: periods usually start on one.
   bool whole_minute = std::fmod(finite(t), 60.0) == 0;
   return format_utc(t, whole_minute ? "%Y-%m-%d %H:%M UTC" : "%Y-%m-%d %H:%M:%S UTC");
 }

@@ -131,7 +131,8 @@ void time_axis(Out& o, const Plot& p) {
   for (const TimeTick& tick : time_ticks(p.t0, p.t1, max_ticks)) {
     double x = p.x(tick.at);
     line(o, x, p.bottom(), x, p.bottom() + 5, kAxisColor);
-    text_at(o, x, p.bottom() + 18, "middle", tick.label);
+    // A tick at the very end would have half its label cut off by the chart's edge.
+    text_at(o, x, p.bottom() + 18, x > p.right() - 24 ? "end" : "middle", tick.label);
   }
   text_at(o, p.left + p.width / 2, p.bottom() + 36, "middle", "Time (UTC)");
 }
@@ -284,7 +285,7 @@ std::string stacked_time_bars(const StackedTimeChart& chart) {
   constexpr double kLeft = 78, kRight = 16, kTop = 14, kAxisSpace = 48;
   const size_t steps = std::min(chart.starts.size(), chart.ends.size());
   const double legend_top_gap = 8;
-  const double total_height = chart.height + legend_height(chart.series.size()) + legend_top_gap;
+  const double total_height = chart.height + (steps > 0 ? legend_height(chart.series.size()) + legend_top_gap : 0);
   Out o;
   open_svg(o, chart.id, chart.title, chart.width, total_height);
 
@@ -319,7 +320,7 @@ std::string stacked_time_bars(const StackedTimeChart& chart) {
     if (d.s.empty()) continue;
     o.put("<path fill=\"{}\" d=\"{}\"><title>{}</title></path>\n", escaped(s.color), d.s, escaped(s.label));
   }
-  legend(o, chart.series, p.left, chart.height + legend_top_gap, p.width);
+  if (steps > 0) legend(o, chart.series, p.left, chart.height + legend_top_gap, p.width);
   o.put("</svg>\n");
   return std::move(o.s);
 }
@@ -373,7 +374,8 @@ std::string ratio_over_time(const RatioTimeChart& chart) {
     largest = std::max(largest, positive(*chart.ratios[k]));
   }
   // At least 0..10 % so that a near-zero share does not fill the whole height.
-  Axis axis = nice_axis(std::clamp(largest, 0.1, 1.0), 5);
+  // Headroom above the largest step keeps the line off the plot's top edge.
+  Axis axis = nice_axis(std::clamp(largest * 1.1, 0.1, 1.0), 5);
   auto [t0, t1] = time_range(chart.starts, chart.ends, steps);
   Plot p{left, kTop, chart.width - left - kRight, chart.height - kTop - kAxisSpace, t0, t1, axis};
   value_axis(o, p, true, chart.y_axis_label);

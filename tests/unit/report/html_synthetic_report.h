@@ -72,7 +72,8 @@ inline Report synthetic_report(const SyntheticOptions& o = {}) {
   Timeline& t = r.timeline;
   t.row_values.assign(rows.size(), std::vector<double>(o.steps, 0.0));
 
-  const double gap_seconds = o.steps > 12 ? 8 * 6 * 3600.0 : 0;  // one node lost for 6 h on day 12
+  // One node lost for 6 h on day 12, with daily steps.
+  const double gap_seconds = o.steps > 12 && o.step_seconds >= 86400 ? 8 * 6 * 3600.0 : 0;
   for (int k = 0; k < o.steps; ++k) {
     double start = o.start + k * o.step_seconds;
     t.starts.push_back(start);
