@@ -4,6 +4,7 @@
 #include <string_view>
 
 #include "render/number_format.h"
+#include "util/html_escape.h"
 
 namespace gpumeter {
 
@@ -166,19 +167,6 @@ void processes_section(Html& h, const Snapshot& snap) {
 }
 
 }  // namespace
-
-void append_html_escaped(std::string& out, std::string_view s) {
-  for (char c : s) {
-    switch (c) {
-      case '&': out.append("&amp;"); break;
-      case '<': out.append("&lt;"); break;
-      case '>': out.append("&gt;"); break;
-      case '"': out.append("&quot;"); break;
-      case '\'': out.append("&#39;"); break;
-      default: out.push_back(c);
-    }
-  }
-}
 
 std::string render_landing_page(const Snapshot& snap, const LandingPageOptions& opt) {
   Html h;

@@ -17,7 +17,4 @@ struct LandingPageOptions {
 // Every string taken from the snapshot or the options is HTML-escaped.
 std::string render_landing_page(const Snapshot& snapshot, const LandingPageOptions& options);
 
-// Exposed for tests.
-void append_html_escaped(std::string& out, std::string_view s);
-
 }  // namespace gpumeter

@@ -1,23 +1,14 @@
 #include "report/html_text.h"
 
+#include "util/html_escape.h"
+
 #include <charconv>
 #include <cmath>
 #include <ctime>
 
 namespace gpumeter::report {
 
-void append_escaped(std::string& out, std::string_view s) {
-  for (char c : s) {
-    switch (c) {
-      case '&': out.append("&amp;"); break;
-      case '<': out.append("&lt;"); break;
-      case '>': out.append("&gt;"); break;
-      case '"': out.append("&quot;"); break;
-      case '\'': out.append("&#39;"); break;
-      default: out.push_back(c);
-    }
-  }
-}
+void append_escaped(std::string& out, std::string_view s) { append_html_escaped(out, s); }
 
 std::string escaped(std::string_view s) {
   std::string out;
