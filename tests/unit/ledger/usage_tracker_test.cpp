@@ -133,16 +133,26 @@ TEST(UsageTracker, ANewUuidInASlotStartsANewLedger) {
   EXPECT_DOUBLE_EQ(s.gpus[0].ledger->covered_seconds, 0.0);  // its first tick only starts it
 }
 
-TEST(UsageTracker, CheckpointAndRestoreResumeTheCounters) {
-  const fs::path dir = fs::temp_directory_path() / ("gpumeter-tracker-" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+// A tracker's surroundings with a state file in a directory of its own.
+struct Persisted {
+  explicit Persisted(const std::string& name)
+      : dir(fs::temp_directory_path() / ("gpumeter-" + name + "-" + std::to_string(::getpid()))) {
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    options.state_file = (dir / "ledger.json").string();
+  }
+  ~Persisted() { fs::remove_all(dir); }
+  fs::path dir;
   FakeResolver res;
-  Logger log(LogLevel::kError);
-  UsageTrackerOptions o;
-  o.state_file = (dir / "ledger.json").string();
+  Logger log{LogLevel::kError};
+  UsageTrackerOptions options;
   std::int64_t clock = 1'700'000'000'000'000;
-  auto id = gpu(0, "GPU-a");
+  DeviceIdentity id = gpu(0, "GPU-a");
+};
+
+TEST(UsageTracker, CheckpointAndRestoreResumeTheCounters) {
+  Persisted p("tracker");
+  auto& [dir, res, log, o, clock, id] = p;
   double before;
   {
     UsageTracker t(o, res, log);
@@ -168,22 +178,14 @@ TEST(UsageTracker, CheckpointAndRestoreResumeTheCounters) {
     t2.contribute(after);
     EXPECT_DOUBLE_EQ(after.gpus[0].ledger->owners.at(0).allocated_seconds, before + 1.0);
   }
-  fs::remove_all(dir);
 }
 
 // With a state file, scrapes see only checkpointed values: a restart resumes from the file, so
 // no exported value can exceed what the next agent starts from (Prometheus would read the drop
 // as a counter reset and count the whole total again).
 TEST(UsageTracker, ScrapesSeeOnlyCheckpointedValues) {
-  const fs::path dir = fs::temp_directory_path() / ("gpumeter-publish-" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  FakeResolver res;
-  Logger log(LogLevel::kError);
-  UsageTrackerOptions o;
-  o.state_file = (dir / "ledger.json").string();
-  std::int64_t clock = 1'700'000'000'000'000;
-  auto id = gpu(0, "GPU-a");
+  Persisted p("publish");
+  auto& [dir, res, log, o, clock, id] = p;
   double published;
   {
     UsageTracker t(o, res, log);
@@ -212,7 +214,6 @@ TEST(UsageTracker, ScrapesSeeOnlyCheckpointedValues) {
   t2.contribute(s);
   ASSERT_TRUE(s.gpus[0].ledger);
   EXPECT_GE(s.gpus[0].ledger->covered_seconds, published);
-  fs::remove_all(dir);
 }
 
 }  // namespace
