@@ -4,7 +4,6 @@
 #include <cmath>
 #include <limits>
 #include <optional>
-#include <tuple>
 
 #include <fmt/format.h>
 
@@ -30,13 +29,6 @@ std::string with_matcher(std::string_view selector, std::string_view matcher) {
 std::string uuid_of(const Labels& labels) {
   auto it = labels.find("uuid");
   return it == labels.end() ? std::string() : it->second;
-}
-
-// The step (1..N) containing time t: t_{i-1} < t <= t_i.
-std::size_t step_of(const std::vector<double>& timeline, double t) {
-  auto it = std::lower_bound(timeline.begin(), timeline.end(), t - kSameTime);
-  std::size_t i = static_cast<std::size_t>(it - timeline.begin());
-  return std::clamp<std::size_t>(i, 1, timeline.size() - 1);
 }
 
 template <typename T>
@@ -239,62 +231,74 @@ Result<CounterData> CounterReader::read(std::string_view selector, const StepFla
     }
   }
 
+  // The raw samples of every flagged step: one request per step and group of GPUs, so the
+  // number of requests grows with the steps that need them, not with the series.
+  std::map<std::pair<std::string, std::size_t>, std::vector<Sample>> raw;  // (series key, step)
+  std::size_t raw_requests = 0;
+  {
+    std::map<std::size_t, std::set<std::string>> uuids_by_step;
+    for (std::size_t s = 0; s < values.size(); ++s) {
+      for (std::size_t i = 1; i <= n; ++i) {
+        if (flagged[s][i]) uuids_by_step[i].insert(uuid_of(labels[s]));
+      }
+    }
+    std::set<std::string> wanted;
+    for (std::size_t s = 0; s < values.size(); ++s) wanted.insert(labels_key(labels[s]));
+    for (const auto& [i, uuids] : uuids_by_step) {
+      for (const auto& group : chunks(std::vector<std::string>(uuids.begin(), uuids.end()), kUuidsPerRequest)) {
+        const std::string sel = with_matcher(selector, "uuid=~" + promql_string(exact_alternation(group)));
+        auto answer = api_.query(fmt::format("{}[{}]", sel, promql_range(timeline_[i] - timeline_[i - 1])),
+                                 timeline_[i]);
+        if (!answer) return answer.error();
+        ++raw_requests;
+        for (auto& series : *answer) {
+          auto key = labels_key(series.labels);
+          if (!wanted.count(key)) continue;
+          auto& samples = raw[{key, i}];
+          for (const auto& sample : series.samples) {
+            // A closed range also returns the sample on the step's left edge: it belongs to the step before.
+            if (sample.t > timeline_[i - 1] + kSameTime / 2 && sample.t <= timeline_[i] + kSameTime / 2) {
+              samples.push_back(sample);
+            }
+          }
+        }
+      }
+    }
+  }
+
   // Pass 2: increases, from boundary values where nothing can hide, else from raw samples.
   CounterData out;
-  std::map<std::tuple<std::string, std::size_t, std::size_t>, std::vector<Series>> raw_cache;
-  std::size_t raw_requests = 0;
   for (std::size_t s = 0; s < values.size(); ++s) {
     const auto& v = values[s];
+    const std::string key = labels_key(labels[s]);
     CounterSeries cs{labels[s], std::vector<double>(n, 0.0), std::vector<bool>(points, false)};
     for (std::size_t i = 0; i < points; ++i) cs.present[i] = !std::isnan(v[i]);
     double prev = !std::isnan(v[0]) ? v[0] : (previous.count(s) ? previous[s] : 0.0);
-    auto advance = [&](double value, double t_prev, double t, std::size_t step) {
+    double prev_t = timeline_[0];
+    auto advance = [&](double value, double t, std::size_t step) {
       if (value >= prev) {
         cs.increase[step - 1] += value - prev;
       } else {
         cs.increase[step - 1] += value;
-        out.resets.push_back(ResetFound{labels[s], t_prev, t});
+        out.resets.push_back(ResetFound{labels[s], prev_t, t});
       }
       prev = value;
+      prev_t = t;
     };
-    double prev_t = timeline_[0];
-    for (std::size_t i = 1; i <= n;) {
-      if (!flagged[s][i]) {
-        if (!std::isnan(v[i])) {
-          advance(v[i], prev_t, timeline_[i], i);
-          prev_t = timeline_[i];
-        }
-        ++i;
-        continue;
-      }
-      std::size_t j = i - 1, k = i;
-      while (k + 1 <= n && flagged[s][k + 1]) ++k;
-      const std::string uuid = uuid_of(labels[s]);
-      auto key = std::make_tuple(uuid, j, k);
-      auto cached = raw_cache.find(key);
-      if (cached == raw_cache.end()) {
-        const std::string sel = with_matcher(selector, "uuid=" + promql_string(uuid));
-        auto raw = api_.query(fmt::format("{}[{}]", sel, promql_range(timeline_[k] - timeline_[j])), timeline_[k]);
-        if (!raw) return raw.error();
-        ++raw_requests;
-        cached = raw_cache.emplace(key, std::move(*raw)).first;
-      }
-      const std::string want = labels_key(labels[s]);
-      for (const auto& series : cached->second) {
-        if (labels_key(series.labels) != want) continue;
-        for (const auto& sample : series.samples) {
-          if (sample.t <= timeline_[j] + kSameTime / 2 || sample.t > timeline_[k] + kSameTime / 2) continue;
-          advance(sample.v, prev_t, sample.t, step_of(timeline_, sample.t));
-          prev_t = sample.t;
+    for (std::size_t i = 1; i <= n; ++i) {
+      if (flagged[s][i]) {
+        if (auto it = raw.find({key, i}); it != raw.end()) {
+          for (const auto& sample : it->second) advance(sample.v, sample.t, i);
         }
       }
-      // The boundary value is authoritative if the raw answer lacked the series' last sample.
-      if (!std::isnan(v[k]) && v[k] != prev) advance(v[k], prev_t, timeline_[k], k);
-      i = k + 1;
+      // The boundary value is authoritative (and all there is for an unflagged step).
+      if (!std::isnan(v[i]) && (v[i] != prev || !flagged[s][i])) advance(v[i], timeline_[i], i);
     }
     out.series.push_back(std::move(cs));
   }
-  if (progress_ && raw_requests) progress_(fmt::format("{}: {} spans re-read from raw samples", selector, raw_requests));
+  if (progress_ && raw_requests) {
+    progress_(fmt::format("{}: {} requests for raw samples where a reset could hide", selector, raw_requests));
+  }
   return out;
 }
 
