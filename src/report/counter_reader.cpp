@@ -222,9 +222,8 @@ Result<CounterData> CounterReader::read(std::string_view selector, const StepFla
     bool seen = !std::isnan(v[0]);
     for (std::size_t i = 1; i <= n; ++i) {
       if (std::isnan(v[i])) continue;
-      if (v[i] < last || (seen && i - last_i > 1) || (!seen && known)) {
-        for (std::size_t k = (seen ? last_i + 1 : i); k <= i; ++k) flagged[s][k] = true;
-      }
+      // Only step i can hold the reset: an empty point means no sample in its whole step.
+      if (v[i] < last || (seen && i - last_i > 1) || (!seen && known)) flagged[s][i] = true;
       last = v[i];
       last_i = i;
       seen = known = true;
