@@ -1,0 +1,299 @@
+#!/usr/bin/python3
+"""Times `gpumeter report` on a 1000-GPU fleet's 30-day history in a local Prometheus.
+
+The history comes from tests/tools/backfill.py (125 nodes x 8 GPUs by default, every owner's
+four ledger counters, gpu_info, covered and gap seconds; the gauges gpu_up and
+gpu_utilization_ratio are left out, since the report does not read them). It is written one
+18 h window at a time and turned into a TSDB block by `promtool tsdb create-blocks-from
+openmetrics`, two promtool runs beside the generator, each file deleted once converted. Then a
+Prometheus is started on the blocks and this is timed, --runs times:
+
+  gpumeter report --from <first sample> --to <last sample> --by project \
+      --pricing deploy/pricing/list-prices.yaml --format json
+
+recording wall time, the number of API requests and the report's own elapsed time (both from its
+JSON), and the peak RSS of the report process (wait4's ru_maxrss). Also measured: the size of
+Prometheus' data, its peak RSS, and, for scale, one `sum by (project)(increase(...[30d]))`
+query, the hand-built stack's way. Target: under 30 s for the 30-day report.
+
+The scrape interval defaults to 300 s: at 60 s the history is 5x the samples (about 620
+million), which takes promtool over half an hour on two cores; see docs/report-accuracy.md.
+"""
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests", "tools"))
+import backfill  # noqa: E402
+
+TARGET_SECONDS = 30
+FALLBACK_PRICING = """# bench/report_bench.py's own prices, used when deploy/pricing/list-prices.yaml is missing
+currency: USD
+gpu_models:
+  "NVIDIA H100 80GB HBM3": {gpu_hour: 6.88}
+  "NVIDIA A100-SXM4-80GB": {gpu_hour: 3.43}
+  "NVIDIA L40S": {gpu_hour: 1.861}
+  "*": {gpu_hour: 1.00}
+idle:
+  policy: separate
+"""
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def du_bytes(path):
+    total = 0
+    for d, _, files in os.walk(path):
+        for f in files:
+            try:
+                total += os.lstat(os.path.join(d, f)).st_blocks * 512
+            except OSError:
+                pass
+    return total
+
+
+def status_kib(pid, key):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+def load_prometheus(fleet, workdir, blocks, gauges):
+    """Generates the history window by window and converts each with promtool; returns
+    (samples, files, generation seconds, wall seconds)."""
+    running = []
+    gen_seconds = 0.0
+    samples = files = 0
+    t0 = time.monotonic()
+
+    def reap(limit):
+        while len(running) > limit:
+            p, path = running.pop(0)
+            _, err = p.communicate()
+            if p.returncode != 0:
+                raise SystemExit("report_bench: promtool failed on %s:\n%s" % (path, err[-2000:]))
+            os.unlink(path)
+
+    it = backfill.iter_files(fleet, os.path.join(workdir, "om"), "openmetrics", gauges, backfill.ALIGN)
+    while True:
+        g0 = time.monotonic()
+        try:
+            path, n = next(it)
+        except StopIteration:
+            break
+        gen_seconds += time.monotonic() - g0
+        samples += n
+        files += 1
+        reap(1)
+        running.append((subprocess.Popen(["promtool", "tsdb", "create-blocks-from", "openmetrics", "-q",
+                                          "--max-block-duration=18h", path, blocks],
+                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True), path))
+        sys.stderr.write("\rreport_bench: %d windows, %d samples, %.0f s" % (files, samples, time.monotonic() - t0))
+        sys.stderr.flush()
+    reap(0)
+    sys.stderr.write("\n")
+    return samples, files, gen_seconds, time.monotonic() - t0
+
+
+def run_report(binary, url, fleet, pricing, out):
+    args = [binary, "report", "--url", url, "--from", str(fleet.start), "--to", str(fleet.end), "--by", "project",
+            "--pricing", pricing, "--format", "json", "--output", out, "--progress", "never"]
+    t0 = time.monotonic()
+    p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(p.pid, 0)
+    wall = time.monotonic() - t0
+    p.returncode = os.waitstatus_to_exitcode(status)
+    err = p.stderr.read().decode("utf-8", "replace")
+    p.stderr.close()
+    if p.returncode != 0:
+        raise SystemExit("report_bench: %s exited %d:\n%s" % (" ".join(args), p.returncode, err[-3000:]))
+    with open(out) as f:
+        doc = json.load(f)
+    return {"wall_seconds": wall, "peak_rss_kib": usage.ru_maxrss, "cpu_seconds": usage.ru_utime + usage.ru_stime,
+            "queries": doc.get("queries"), "elapsed_seconds": doc.get("elapsed_seconds"),
+            "rows": len(doc.get("rows", [])), "warnings": len(doc.get("warnings", [])),
+            "step_seconds": doc.get("step_seconds"), "backend": doc.get("source", {}).get("backend"),
+            "total": doc.get("total")}
+
+
+def timed_query(url, expr, at):
+    params = urllib.parse.urlencode({"query": expr, "time": repr(at)})
+    t0 = time.monotonic()
+    with urllib.request.urlopen(url + "/api/v1/query?" + params, timeout=600) as r:
+        doc = json.load(r)
+    return time.monotonic() - t0, len(doc["data"]["result"])
+
+
+def print_table(header, rows):
+    w = [max(len(r[i]) for r in rows + [header]) for i in range(len(header))]
+    print("| " + " | ".join("%-*s" % (w[i], h) for i, h in enumerate(header)) + " |")
+    print("|" + "|".join("-" * (x + 2) for x in w) + "|")
+    for r in rows:
+        print("| " + " | ".join("%-*s" % (w[i], c) for i, c in enumerate(r)) + " |")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--nodes", type=int, default=125)
+    ap.add_argument("--gpus-per-node", type=int, default=8)
+    ap.add_argument("--days", type=int, default=30)
+    ap.add_argument("--interval", type=int, default=300, help="scrape interval of the history, seconds")
+    ap.add_argument("--seed", default="bench")
+    ap.add_argument("--gauges", action="store_true", help="also backfill gpu_up and gpu_utilization_ratio")
+    ap.add_argument("--pricing", default=os.path.join(ROOT, "deploy", "pricing", "list-prices.yaml"))
+    ap.add_argument("--runs", type=int, default=3, help="timed report runs")
+    ap.add_argument("--workdir", help="keep the history and the TSDB here (default: a temporary directory, removed)")
+    ap.add_argument("--json", help="also write the results to this file")
+    ap.add_argument("--query-log", help="Prometheus' query log file (query_log_file), to see what the report asks")
+    args = ap.parse_args()
+
+    binary = os.path.join(args.build, "bin", "gpumeter")
+    for tool in ("promtool", "prometheus"):
+        if shutil.which(tool) is None:
+            raise SystemExit("report_bench: %s not found (scripts/install-deps.sh test installs it)" % tool)
+    if subprocess.run([binary, "report", "--help"], capture_output=True).returncode != 0:
+        raise SystemExit("report_bench: %s has no working report command" % binary)
+
+    workdir = args.workdir or tempfile.mkdtemp(prefix="gpumeter-report-bench-")
+    os.makedirs(workdir, exist_ok=True)
+    blocks = os.path.join(workdir, "prometheus")
+    pricing = args.pricing
+    pricing_note = os.path.relpath(pricing, ROOT) if pricing.startswith(ROOT) else pricing
+    if not os.path.exists(pricing):
+        pricing = os.path.join(workdir, "pricing.yaml")
+        with open(pricing, "w") as f:
+            f.write(FALLBACK_PRICING)
+        pricing_note = "bench's own (%s missing)" % pricing_note
+    prom = None
+    results = {}
+    try:
+        params = {"nodes": args.nodes, "gpus_per_node": args.gpus_per_node, "days": args.days,
+                  "interval": args.interval, "seed": args.seed, "gauges": args.gauges}
+        stamp = os.path.join(workdir, "history.json")
+        reuse = None
+        if os.path.exists(stamp) and os.path.isdir(blocks) and os.listdir(blocks):
+            with open(stamp) as f:
+                reuse = json.load(f)
+            if reuse.get("params") != params:
+                raise SystemExit("report_bench: %s holds another history (%s); remove it" % (workdir, stamp))
+        t0 = time.monotonic()
+        fleet_args = argparse.Namespace(end=reuse["end"] if reuse else None, events=None, **{
+            k: v for k, v in params.items() if k != "gauges"})
+        fleet = backfill.build_fleet(fleet_args)
+        results["model_seconds"] = time.monotonic() - t0
+        if reuse:
+            print("report_bench: reusing the blocks in %s" % blocks)
+            results.update({k: reuse[k] for k in ("samples", "files", "generate_seconds", "load_seconds")})
+        else:
+            shutil.rmtree(blocks, ignore_errors=True)
+            os.makedirs(blocks)
+            samples, files, gen, wall = load_prometheus(fleet, workdir, blocks, args.gauges)
+            results.update(samples=samples, files=files, generate_seconds=gen, load_seconds=wall)
+            with open(stamp, "w") as f:
+                json.dump(dict(params=params, end=fleet.end, samples=samples, files=files, generate_seconds=gen,
+                               load_seconds=wall), f)
+        results["series_lives"] = sum(len(g.lives) for g in fleet.gpus)
+
+        cfg = os.path.join(workdir, "prometheus.yml")
+        with open(cfg, "w") as f:
+            f.write("global:\n  scrape_interval: %ds\n" % args.interval)
+            if args.query_log:
+                f.write("  query_log_file: %s\n" % os.path.abspath(args.query_log))
+        port = free_port()
+        url = "http://127.0.0.1:%d" % port
+        log = open(os.path.join(workdir, "prometheus.log"), "wb")
+        prom = subprocess.Popen(["prometheus", "--config.file=" + cfg, "--storage.tsdb.path=" + blocks,
+                                 "--storage.tsdb.retention.time=60d", "--storage.tsdb.max-block-duration=18h",
+                                 "--web.listen-address=127.0.0.1:%d" % port, "--log.level=warn"],
+                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.time() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(url + "/-/ready", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                if time.time() > deadline or prom.poll() is not None:
+                    raise SystemExit("report_bench: Prometheus did not become ready; see %s" % log.name)
+                time.sleep(0.2)
+        results["tsdb_bytes"] = du_bytes(blocks)
+        results["blocks"] = len([d for d in os.listdir(blocks) if len(d) == 26])
+        results["series"] = int(float(json.load(urllib.request.urlopen(
+            url + "/api/v1/query?" + urllib.parse.urlencode({"query": "count({job=\"gpumeter\"})",
+                                                                "time": str(fleet.end)})))["data"]["result"][0]["value"][1]))
+
+        runs = []
+        for i in range(args.runs):
+            r = run_report(binary, url, fleet, pricing, os.path.join(workdir, "report.json"))
+            runs.append(r)
+            print("report_bench: run %d: %.2f s wall, %s queries, %.0f MiB peak RSS" %
+                  (i + 1, r["wall_seconds"], r["queries"], r["peak_rss_kib"] / 1024))
+        results["runs"] = runs
+        results["increase_query_seconds"], results["increase_query_rows"] = timed_query(
+            url, "sum by (project)(increase(gpu_allocated_seconds_total[%dd]))" % args.days, fleet.end)
+        results["prometheus_peak_rss_kib"] = status_kib(prom.pid, "VmHWM")
+    finally:
+        if prom is not None and prom.poll() is None:
+            prom.send_signal(signal.SIGTERM)
+            try:
+                prom.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(prom.pid, signal.SIGKILL)
+                prom.wait()
+        if not args.workdir:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+    walls = sorted(r["wall_seconds"] for r in runs)
+    best, median = walls[0], walls[len(walls) // 2]
+    first = runs[0]
+    gpus = args.nodes * args.gpus_per_node
+    rows = [
+        ("fleet", "%d nodes x %d GPUs = %d GPUs, %d days" % (args.nodes, args.gpus_per_node, gpus, args.days), ""),
+        ("scrape interval of the history", "%d s" % args.interval,
+         "60 s is 5x the samples: too slow to backfill on 2 cores" if args.interval > 60 else ""),
+        ("samples backfilled", "{:,}".format(results["samples"]),
+         "%s series lives (owner x GPU)" % "{:,}".format(results["series_lives"])),
+        ("series at the end", "{:,}".format(results["series"]), ""),
+        ("generate + promtool, wall", "%.0f s" % results["load_seconds"],
+         "generator %.0f s of it, %s files (one 18 h block each)" % (results["generate_seconds"], results["files"])),
+        ("Prometheus data size", "%.1f MiB in %d blocks" % (results["tsdb_bytes"] / 2 ** 20, results["blocks"]), ""),
+        ("report wall time, best / median of %d" % len(runs), "%.2f s / %.2f s" % (best, median),
+         "target < %d s: %s" % (TARGET_SECONDS, "met" if median < TARGET_SECONDS else "MISSED")),
+        ("report elapsed (its JSON), first run", "%.2f s" % first["elapsed_seconds"], ""),
+        ("report CPU (user + system), first run", "%.2f s" % first["cpu_seconds"], ""),
+        ("API requests (queries)", str(first["queries"]), "step %s s" % first["step_seconds"]),
+        ("report peak RSS", "%.1f MiB" % (max(r["peak_rss_kib"] for r in runs) / 1024), "ru_maxrss"),
+        ("rows / warnings", "%d / %d" % (first["rows"], first["warnings"]), ""),
+        ("pricing", pricing_note, ""),
+        ("Prometheus peak RSS after the reports", "%.0f MiB" % (results["prometheus_peak_rss_kib"] / 1024), ""),
+        ("one sum by (project)(increase(...[%dd])) query" % args.days, "%.2f s" % results["increase_query_seconds"],
+         "the hand-built stack's way, for scale (inexact)"),
+    ]
+    print()
+    print("Report: 30-day chargeback of %d GPUs from Prometheus (%s)" % (gpus, first["backend"]))
+    print()
+    print_table(("measure", "value", "note"), rows)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
