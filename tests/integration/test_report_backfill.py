@@ -317,8 +317,8 @@ class ReportBackfill(unittest.TestCase):
             self.assertLessEqual(unix(ws[0]["from"]), restart["from"])
             self.assertGreaterEqual(unix(ws[0]["to"]), restart["to"])
         holes = [w for w in doc["warnings"] if w["kind"] == "missing-data"]
-        print("missing-data warnings at the default step (%s s): %d (the outage's and Prometheus' holes are "
-              "shorter than two steps)" % (doc["step_seconds"], len(holes)))
+        print("missing-data warnings at the default step (%s s): %d (a hole is named only when a whole step lies "
+              "in it)" % (doc["step_seconds"], len(holes)))
 
         rec = doc["reconciliation"]
         print("reconciliation:", json.dumps(rec, sort_keys=True))
