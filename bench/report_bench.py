@@ -126,10 +126,28 @@ def run_report(binary, url, fleet, pricing, out):
     with open(out) as f:
         doc = json.load(f)
     return {"wall_seconds": wall, "peak_rss_kib": usage.ru_maxrss, "cpu_seconds": usage.ru_utime + usage.ru_stime,
-            "queries": doc.get("queries"), "elapsed_seconds": doc.get("elapsed_seconds"),
+            "queries": doc.get("queries"), "elapsed_seconds": doc.get("elapsed_seconds"), "doc": doc,
             "rows": len(doc.get("rows", [])), "warnings": len(doc.get("warnings", [])),
             "step_seconds": doc.get("step_seconds"), "backend": doc.get("source", {}).get("backend"),
             "total": doc.get("total")}
+
+
+def accuracy(fleet, doc):
+    """The report by project against the generator's exact truth."""
+    truth = fleet.truth(fleet.start, fleet.end)
+    fields = ("allocated_seconds", "busy_seconds", "memory_byte_seconds", "energy_joules")
+    worst, where = 0.0, ""
+    for row in doc["rows"]:
+        project = row["key"]["project"]
+        want = truth["by"]["project"].get(project)
+        for f in fields:
+            w = want[f] if want else 0.0
+            d = abs(row[f] - w) / max(abs(w), 1e-9)
+            if d > worst:
+                worst, where = d, "%s %s: %.6g vs truth %.6g" % (project, f, row[f], w)
+    rec = doc["reconciliation"]
+    return {"worst": worst, "where": where, "reconciliation_ok": rec["ok"],
+            "difference_seconds": rec["difference_seconds"], "invisible_resets": len(fleet.ambiguous)}
 
 
 def timed_query(url, expr, at):
@@ -245,6 +263,9 @@ def main():
             runs.append(r)
             print("report_bench: run %d: %.2f s wall, %s queries, %.0f MiB peak RSS" %
                   (i + 1, r["wall_seconds"], r["queries"], r["peak_rss_kib"] / 1024))
+        results["accuracy"] = accuracy(fleet, runs[0].pop("doc"))
+        for r in runs[1:]:
+            r.pop("doc")
         results["runs"] = runs
         results["increase_query_seconds"], results["increase_query_rows"] = timed_query(
             url, "sum by (project)(increase(gpu_allocated_seconds_total[%dd]))" % args.days, fleet.end)
@@ -281,6 +302,12 @@ def main():
         ("API requests (queries)", str(first["queries"]), "step %s s" % first["step_seconds"]),
         ("report peak RSS", "%.1f MiB" % (max(r["peak_rss_kib"] for r in runs) / 1024), "ru_maxrss"),
         ("rows / warnings", "%d / %d" % (first["rows"], first["warnings"]), ""),
+        ("largest deviation from the exact truth, by project", "%.3g" % results["accuracy"]["worst"],
+         results["accuracy"]["where"]),
+        ("reconciliation", "ok" if results["accuracy"]["reconciliation_ok"] else "NOT ok",
+         "owners + idle - covered = %.0f s" % results["accuracy"]["difference_seconds"]),
+        ("resets no reader can see", str(results["accuracy"]["invisible_resets"]),
+         "series back from 0 above their old total at once (truth's ambiguous_resets)"),
         ("pricing", pricing_note, ""),
         ("Prometheus peak RSS after the reports", "%.0f MiB" % (results["prometheus_peak_rss_kib"] / 1024), ""),
         ("one sum by (project)(increase(...[%dd])) query" % args.days, "%.2f s" % results["increase_query_seconds"],

@@ -79,7 +79,8 @@ class ReportBackfill(unittest.TestCase):
                                            end=None, seed=SEED, events=None)
         cls.fleet = fleet = backfill.build_fleet(args)
         cls.start, cls.end = fleet.start, fleet.end
-        cls.events = {e["kind"]: e for e in fleet.event_log}
+        cls.events = {e["kind"]: e for e in fleet.event_log if e["kind"] != "returning-owner"}
+        cls.returning = {e["owner"]["user"]: e for e in fleet.event_log if e["kind"] == "returning-owner"}
 
         # Prometheus: one promtool block per 18 h file, two promtool runs at a time, each file
         # deleted once converted (the whole history is 1.3 GB of text).
@@ -188,8 +189,9 @@ class ReportBackfill(unittest.TestCase):
 
     def compare(self, got, want, what):
         """Every group of `want` in `got` within TOLERANCE, and nothing else; returns the largest
-        relative deviation."""
+        relative deviation. Every row off is listed before the test fails."""
         worst = 0.0
+        bad = []
         scale = [max(abs(v[i]) for v in want.values()) * 1e-12 + 1e-9 for i in range(4)]
         for key, w in sorted(want.items()):
             if not any(w):
@@ -197,10 +199,41 @@ class ReportBackfill(unittest.TestCase):
             self.assertIn(key, got, "%s: no row %r in the report (rows: %r)" % (what, key, sorted(got)))
             for i, f in enumerate(FIELDS):
                 d = rel(got[key][i], w[i], scale[i])
-                worst = max(worst, d)
-                self.assertLessEqual(d, TOLERANCE, "%s %r %s: report %r, truth %r" % (what, key, f, got[key][i], w[i]))
+                if d > TOLERANCE:
+                    bad.append("%r %s: report %r, truth %r (%+.3g)" % (key, f, got[key][i], w[i],
+                                                                      (got[key][i] - w[i]) / w[i]))
+                else:
+                    worst = max(worst, d)
         extra = [k for k, v in got.items() if k not in want and any(abs(x) > 1e-6 for x in v)]
         self.assertEqual(extra, [], "%s: rows the truth does not have" % what)
+        if bad:
+            print("%s: %d values off by more than %g (the others within %.3g):\n  %s"
+                  % (what, len(bad), TOLERANCE, worst, "\n  ".join(bad)))
+        self.assertEqual(bad, [], "%s: values off by more than %g" % (what, TOLERANCE))
+        return worst
+
+    def check_sum(self, name, parts, whole):
+        """The parts' rows summed equal the whole's within SUMS; returns the largest deviation."""
+        got = {}
+        for part in parts:
+            for k, v in part.items():
+                acc = got.setdefault(k, [0.0] * 4)
+                for i in range(4):
+                    acc[i] += v[i]
+        self.assertEqual(sorted(k for k, v in got.items() if any(v)), sorted(k for k, v in whole.items() if any(v)),
+                         name)
+        worst = 0.0
+        bad = []
+        for k, w in whole.items():
+            for i, f in enumerate(FIELDS):
+                d = rel(got[k][i], w[i], 1e-6)
+                if d > SUMS:
+                    bad.append("%r %s: sum %r, whole %r" % (k, f, got[k][i], w[i]))
+                else:
+                    worst = max(worst, d)
+        if bad:
+            print("%s against the 30-day report, off by more than %g:\n  %s" % (name, SUMS, "\n  ".join(bad)))
+        self.assertEqual(bad, [], name)
         return worst
 
     # -- the tests ------------------------------------------------------------------------------
@@ -209,7 +242,7 @@ class ReportBackfill(unittest.TestCase):
         """The raw samples in Prometheus are the generator's intent: a returning owner restarts
         from 0, the node restarted without state restarts every counter, the outage leaves gap
         seconds and no samples."""
-        ret = self.events["returning-owner"]
+        ret = self.returning["zoe"]
         s2 = ret["returns_at"]
         r = self.query('gpu_allocated_seconds_total{user="zoe"}[%ds]' % (3 * 86400), s2 + 600)
         values = [(int(t), float(v)) for t, v in r[0]["values"]]
@@ -219,6 +252,19 @@ class ReportBackfill(unittest.TestCase):
         self.assertEqual(after[0], INTERVAL - (s2 - self.start) % INTERVAL)  # from 0 at s2
         gap_in_series = min(t for t, _ in values if t > s2) - max(t for t, _ in values if t < s2)
         self.assertGreater(gap_in_series, s2 - ret["series_ends_at"])  # left the exposition, then back
+
+        # The quick return: gone from the exposition for minutes, back from 0, and above its old
+        # total before the next 3 h point of a 30-day report.
+        quick = self.returning["yuki"]
+        back = quick["returns_at"]
+        r = self.query('gpu_allocated_seconds_total{user="yuki"}[4h]', back + 3 * 3600)
+        values = [(int(t), float(v)) for t, v in r[0]["values"]]
+        before = [(t, v) for t, v in values if t < back]
+        after = [(t, v) for t, v in values if t > back]
+        self.assertEqual(before[-1][1], quick["first"][1] - quick["first"][0])
+        self.assertEqual(after[0][1], INTERVAL - (back - self.start) % INTERVAL)
+        self.assertLess(after[0][0] - before[-1][0], 1800)
+        self.assertGreater(after[-1][1], before[-1][1])
 
         rs = self.events["agent-restart-without-state"]
         r = self.query('gpumeter_ledger_covered_seconds_total{instance="%s"}[%ds]' % (rs["node"], 2 * INTERVAL),
@@ -246,12 +292,13 @@ class ReportBackfill(unittest.TestCase):
     def test_30_days_by_owner_equal_the_truth(self):
         worst = {}
         for by in (["project"], ["user"], list(OWNER_DIMS)):
-            doc = self.report(self.start, self.end, by)
-            worst[",".join(by)] = self.compare(group(doc["rows"], by), truth_groups(self.whole, by),
-                                               "30 days by " + ",".join(by))
-            total = doc["total"]
-            for i, f in enumerate(FIELDS):
-                self.assertLessEqual(rel(total[f], self.whole["total"][f], 1e-9), TOLERANCE, "total " + f)
+            with self.subTest(by=",".join(by)):
+                doc = self.report(self.start, self.end, by)
+                total = doc["total"]
+                for i, f in enumerate(FIELDS):
+                    self.assertLessEqual(rel(total[f], self.whole["total"][f], 1e-9), TOLERANCE, "total " + f)
+                worst[",".join(by)] = self.compare(group(doc["rows"], by), truth_groups(self.whole, by),
+                                                   "30 days by " + ",".join(by))
         print("30-day report vs truth, largest relative deviation:", json.dumps(worst))
 
     def test_consecutive_periods_add_up(self):
@@ -273,19 +320,8 @@ class ReportBackfill(unittest.TestCase):
         first, second = (group(self.report(a, b, by)["rows"], by) for a, b in ((self.start, cut), (cut, self.end)))
         worst_sum = 0.0
         for name, parts in (("30 daily reports", [daily_sum]), ("10 d 3 h 17 min + rest", [first, second])):
-            got = {}
-            for part in parts:
-                for k, v in part.items():
-                    acc = got.setdefault(k, [0.0] * 4)
-                    for i in range(4):
-                        acc[i] += v[i]
-            self.assertEqual(sorted(k for k, v in got.items() if any(v)), sorted(k for k, v in whole.items() if any(v)),
-                             name)
-            for k, w in whole.items():
-                for i, f in enumerate(FIELDS):
-                    d = rel(got[k][i], w[i], 1e-6)
-                    worst_sum = max(worst_sum, d)
-                    self.assertLessEqual(d, SUMS, "%s %r %s: %r vs %r" % (name, k, f, got[k][i], w[i]))
+            with self.subTest(name):
+                worst_sum = max(worst_sum, self.check_sum(name, parts, whole))
         print("daily reports vs truth, largest relative deviation: %.3g; sums of consecutive periods vs the "
               "whole: %.3g" % (worst_day, worst_sum))
 
@@ -347,12 +383,14 @@ class ReportBackfill(unittest.TestCase):
         doc = self.report(self.start, self.end, by, url=self.vm_url)
         worst = {}
         for dims in (["project"], by):
-            got = {}
-            for k, v in group(doc["rows"], by).items():
-                acc = got.setdefault(tuple(k[by.index(d)] for d in dims), [0.0] * 4)
-                for i in range(4):
-                    acc[i] += v[i]
-            worst[",".join(dims)] = self.compare(got, truth_groups(self.whole, dims), "VictoriaMetrics, " + ",".join(dims))
+            with self.subTest(by=",".join(dims)):
+                got = {}
+                for k, v in group(doc["rows"], by).items():
+                    acc = got.setdefault(tuple(k[by.index(d)] for d in dims), [0.0] * 4)
+                    for i in range(4):
+                        acc[i] += v[i]
+                worst[",".join(dims)] = self.compare(got, truth_groups(self.whole, dims),
+                                                     "VictoriaMetrics, " + ",".join(dims))
         for i, f in enumerate(FIELDS):
             self.assertLessEqual(rel(doc["total"][f], self.whole["total"][f], 1e-9), TOLERANCE, "total " + f)
         print("VictoriaMetrics (%s) 30-day report vs truth, largest relative deviation: %s"

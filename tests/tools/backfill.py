@@ -22,7 +22,8 @@ Events (all configurable with --events FILE.json; defaults depend on --days):
     integrated, the rest of the outage goes to gpumeter_ledger_gap_seconds_total;
   * Prometheus itself down for hours: no scrapes from any node; the counters keep counting;
   * an owner idle for over 24 h leaves the exposition (as every owner does) and comes back later
-    with its counters restarted from 0. The idle owner of a GPU busy for over 24 h does too.
+    with its counters restarted from 0: one after 42 h, one 10 minutes after leaving, growing past
+    its old total before the next 3 h step. The idle owner of a GPU busy for over 24 h does too.
 
 The simulation starts WARMUP days before the first sample, so counters are non-zero at the start.
 Samples: one per scrape interval, from END - DAYS to END inclusive (END defaults to now - 4 h
@@ -120,15 +121,22 @@ def default_events(days, nodes, gpus_per_node):
     """Event times in hours after the first sample, chosen so that no event crosses a day."""
     h = days * 24.0
     last = nodes
+    quick = 3 * round(0.3 * h / 3)  # a multiple of 3 h after the first sample
     return {
         "agent_restarts_without_state": [{"node": min(2, nodes), "at_hours": round(0.4 * h + 0.53, 2),
                                           "down_seconds": 25}],
         "agent_outages_with_state": [{"node": 1, "at_hours": round(0.55 * h + 0.37, 2), "hours": 5.5}],
         "prometheus_gaps": [{"at_hours": round(0.7 * h + 0.41, 2), "hours": 2.5}],
-        "returning_owners": [{"node": last, "gpu": min(1, gpus_per_node - 1),
-                              "owner": {"project": "research", "user": "zoe"},
-                              "at_hours": round(0.2 * h + 0.23, 2), "hours": 6.0,
-                              "away_hours": 42.0, "again_hours": 8.0}],
+        "returning_owners": [
+            {"node": last, "gpu": min(1, gpus_per_node - 1), "owner": {"project": "research", "user": "zoe"},
+             "at_hours": round(0.2 * h + 0.23, 2), "hours": 6.0, "away_hours": 42.0, "again_hours": 8.0},
+            # Back 10 minutes after leaving the exposition (24 h after its last second), just across
+            # a multiple of 3 h from the start (the grid of a 30-day report's steps): by the next
+            # step the new series has grown past the old one's total, so only the raw samples show
+            # the reset.
+            {"node": 1, "gpu": min(2, gpus_per_node - 1), "owner": {"project": "research", "user": "yuki"},
+             "at_hours": quick - 25 - 5 / 60.0, "hours": 1.0, "away_hours": 24 + 10 / 60.0, "again_hours": 4.0},
+        ],
         # time-sliced GPUs (a second stream of small pods) and GPUs with unattributed busy time
         "shared_gpus": [[n, gpus_per_node - 1] for n in range(1, nodes + 1, 2)],
         "unattributed_gpus": [[n, 0] for n in range(1, nodes + 1)],
