@@ -192,6 +192,9 @@ class HttpPromApi final : public PromApi {
     client_.set_read_timeout(timeout);
     client_.set_write_timeout(timeout);
     client_.set_keep_alive(true);
+    // Small requests on a kept-alive connection otherwise wait for Nagle's algorithm and the
+    // server's delayed acknowledgement: about 40 ms each, most of a month's report.
+    client_.set_tcp_nodelay(true);
     if (!url_.user.empty()) client_.set_basic_auth(url_.user, url_.password);
   }
 

@@ -113,6 +113,12 @@ class Builder {
     }
     // A GPU whose ledger restarted from zero: every one of its series is re-read around it.
     for (const auto& r : covered->resets) flag_span(*flags, label(r.labels, "uuid"), r.after, r.at);
+    // An owner pruned after its retention and back from zero restarts its four counters at
+    // once, and can pass its old total before the next step: the boundary values cannot show
+    // it, resets() over the allocated seconds can.
+    auto owner_flags = reader.reset_steps(kLedgerMetrics[0].first);
+    if (!owner_flags) return owner_flags.error();
+    for (const auto& [uuid, steps] : *owner_flags) (*flags)[uuid].insert(steps.begin(), steps.end());
 
     if (auto ok = read_identities(); !ok) return ok.error();
     for (const auto& [metric, f] : kLedgerMetrics) {
@@ -465,10 +471,11 @@ class Builder {
       for (auto [a, b] : runs(steps)) {
         double seconds = 0;
         for (std::size_t i = a; i <= b; ++i) seconds += s.increase[i - 1];
+        // The agent counts a gap when it comes back, so the step dates the gap's end.
         warn("gap",
-             fmt::format("{}: the agent could not integrate {:.0f} s between {} and {} (agent or GPU down longer than "
-                         "the driver's sample buffer); that time is in no owner's total",
-                         gpu_text(uuid, node), seconds, format_utc(timeline_[a - 1]), format_utc(timeline_[b])),
+             fmt::format("{}: the agent came back between {} and {} from {:.0f} s it could not integrate (it, or the "
+                         "GPU, was down longer than the driver's sample buffer); that time is in no owner's total",
+                         gpu_text(uuid, node), format_utc(timeline_[a - 1]), format_utc(timeline_[b]), seconds),
              uuid, node, timeline_[a - 1], timeline_[b]);
       }
     }

@@ -202,7 +202,9 @@ TEST(BuildReport, GapsHolesResetsAndMissingSeriesAreWarnings) {
   ASSERT_TRUE(r.ok()) << r.error().message;
   std::map<std::string, std::string> kinds;
   for (const auto& w : r->warnings) kinds[w.kind] += w.message + "\n";
-  EXPECT_NE(kinds["gap"].find("GPU GPU-a on n1:9400: the agent could not integrate 120 s"), std::string::npos)
+  EXPECT_NE(kinds["gap"].find("GPU GPU-a on n1:9400: the agent came back between 1970-01-01T00:15:00Z and "
+                             "1970-01-01T00:20:00Z from 120 s it could not integrate"),
+            std::string::npos)
       << kinds["gap"];
   EXPECT_NE(kinds["missing-data"].find("no samples of GPU GPU-b on n2:9400 between 1970-01-01T00:35:00Z and "
                                        "1970-01-01T00:40:00Z"),
@@ -233,6 +235,24 @@ TEST(BuildReport, ALedgerRestartIsCountedOnBothSidesAndNamed) {
   const double a_on_gpu_a = 0.75 * 1995 + 0.75 * (3600 - 1995);
   EXPECT_NEAR(row(*r, {"team-a"}).usage.allocated_seconds, a_on_gpu_a + 900, 1e-9);
   EXPECT_TRUE(r->reconciliation.ok);
+}
+
+TEST(BuildReport, AnOwnerBackFromZeroAboveItsOldTotalWithinAStepIsCounted) {
+  // Pruned after its retention, back ten minutes later from zero, and past its old total by
+  // the next step's boundary: only resets() over the raw samples can see it.
+  auto api = fleet();
+  Labels l{{"uuid", "GPU-b"}, {"gpu", "0"}, {"instance", "n2:9400"}, {"project", "team-c"}, {"user", "cat"}};
+  std::vector<Sample> samples = linear(0.25, 0, 600);  // up to 150 s at 600 s
+  for (const auto& x : linear(1.0, 1200, 1800)) samples.push_back(x);  // back from 0 at 1200 s: 600 s by 1800 s
+  for (const char* m : {"gpu_allocated_seconds_total", "gpu_busy_seconds_total", "gpu_memory_byte_seconds_total",
+                        "gpu_attributed_energy_joules_total"}) {
+    api.data.push_back({m, l, samples});
+  }
+  auto req = request({"project"});
+  req.step = 1800;  // one step holds the whole return
+  auto r = build_report(api, req);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_DOUBLE_EQ(row(*r, {"team-c"}).usage.allocated_seconds, 150 + 600);
 }
 
 }  // namespace
