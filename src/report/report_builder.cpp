@@ -113,6 +113,7 @@ class Builder {
     }
     // A GPU whose ledger restarted from zero: every one of its series is re-read around it.
     for (const auto& r : covered->resets) flag_span(*flags, label(r.labels, "uuid"), r.after, r.at);
+    const StepFlags ledger_restarts = *flags;  // all the per-GPU gap counter needs
     // An owner pruned after its retention and back from zero restarts its four counters at
     // once, and can pass its old total before the next step: the boundary values cannot show
     // it, resets() over the allocated seconds can.
@@ -126,7 +127,7 @@ class Builder {
       if (!data) return data.error();
       if (auto ok = add_metric(*data, f); !ok) return ok.error();
     }
-    auto gaps = reader.read(kGap, *flags);
+    auto gaps = reader.read(kGap, ledger_restarts);
     if (!gaps) return gaps.error();
 
     if (!missing_prices_.empty()) return missing_price_error();
