@@ -185,7 +185,7 @@ Result<ParsedUrl> parse_url(const std::string& url) {
 class HttpPromApi final : public PromApi {
  public:
   HttpPromApi(ParsedUrl url, std::string display, std::chrono::milliseconds timeout)
-      : url_(std::move(url)), display_(std::move(display)), client_(url_.scheme_host_port) {
+      : url_(std::move(url)), display_(std::move(display)), timeout_(timeout), client_(url_.scheme_host_port) {
     client_.set_connection_timeout(std::chrono::duration_cast<std::chrono::seconds>(timeout).count() > 10
                                        ? std::chrono::seconds(10)
                                        : std::chrono::duration_cast<std::chrono::seconds>(timeout));
@@ -220,9 +220,16 @@ class HttpPromApi final : public PromApi {
     return parse_series_response(*body, describe("/api/v1/series", match));
   }
 
+  std::unique_ptr<PromApi> another() override {
+    auto other = std::make_unique<HttpPromApi>(url_, display_, timeout_);
+    other->requests_ = requests_;
+    other->on_request_ = on_request_;
+    return other;
+  }
+
   std::string backend() override {
     auto res = client_.Get(url_.prefix + "/api/v1/status/buildinfo");
-    ++requests_;
+    count_request();
     if (!res) return "unknown";
     json doc = json::parse(res->body, nullptr, false);
     if (res->status == 200 && doc.is_object() && doc.contains("data") && doc["data"].is_object() &&
@@ -244,7 +251,7 @@ class HttpPromApi final : public PromApi {
   Result<std::string> post(const std::string& path, const httplib::Params& params, std::string what) {
     const auto started = std::chrono::steady_clock::now();
     auto res = client_.Post(url_.prefix + path, params);
-    ++requests_;
+    count_request();
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     if (on_request_) on_request_(RequestInfo{std::move(what), seconds});
     const std::string where = display_ + path;
@@ -265,6 +272,7 @@ class HttpPromApi final : public PromApi {
 
   ParsedUrl url_;
   std::string display_;
+  std::chrono::milliseconds timeout_;
   httplib::Client client_;
 };
 

@@ -4,6 +4,7 @@
 // was wrong with the answer (unreachable, HTTP status, not JSON, unexpected JSON), so the
 // report can stop with one clear line instead of printing a partial invoice.
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <map>
@@ -56,11 +57,17 @@ class PromApi {
   // "Prometheus 2.42.0", "VictoriaMetrics", or "unknown"; never fails.
   virtual std::string backend() = 0;
 
-  int requests() const { return requests_; }
+  // Another connection to the same API, so requests can run in parallel, each connection on
+  // one thread; its requests count in requests() of both. Null when the API cannot do that.
+  virtual std::unique_ptr<PromApi> another() { return nullptr; }
+
+  int requests() const { return *requests_; }
   void on_request(std::function<void(const RequestInfo&)> callback) { on_request_ = std::move(callback); }
 
  protected:
-  int requests_ = 0;
+  void count_request() { ++*requests_; }
+  // Shared with the connections another() makes.
+  std::shared_ptr<std::atomic<int>> requests_ = std::make_shared<std::atomic<int>>(0);
   std::function<void(const RequestInfo&)> on_request_;
 };
 

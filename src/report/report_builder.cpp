@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cmath>
+#include <future>
 #include <map>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
@@ -20,6 +23,7 @@ constexpr std::string_view kIdle = "__idle__";
 constexpr std::string_view kUnattributed = "__unattributed__";
 constexpr double kSecondsPerMonth = 30.4375 * 86400;  // a mean Gregorian month
 constexpr double kMinHoleSeconds = 300;               // shorter holes in the samples are scrape jitter
+constexpr std::size_t kParallelReads = 2;
 
 enum Field { kAllocated, kBusy, kMemory, kEnergy };
 constexpr std::array<std::pair<std::string_view, Field>, 4> kLedgerMetrics = {{
@@ -122,13 +126,19 @@ class Builder {
     for (const auto& [uuid, steps] : *owner_flags) (*flags)[uuid].insert(steps.begin(), steps.end());
 
     if (auto ok = read_identities(); !ok) return ok.error();
-    for (const auto& [metric, f] : kLedgerMetrics) {
-      auto data = reader.read(metric, *flags);
-      if (!data) return data.error();
-      if (auto ok = add_metric(*data, f); !ok) return ok.error();
+    // The four owner counters and the gap counter are independent reads: on connections of
+    // their own they run in parallel, so the server evaluates one while this parses another.
+    std::vector<std::pair<std::string_view, const StepFlags*>> reads;
+    for (const auto& [metric, f] : kLedgerMetrics) reads.emplace_back(metric, &*flags);
+    reads.emplace_back(kGap, &ledger_restarts);
+    std::vector<Result<CounterData>> results = read_all(reader, reads);
+    for (auto& r : results) {
+      if (!r) return r.error();
     }
-    auto gaps = reader.read(kGap, ledger_restarts);
-    if (!gaps) return gaps.error();
+    for (std::size_t i = 0; i < kLedgerMetrics.size(); ++i) {
+      if (auto ok = add_metric(*results[i], kLedgerMetrics[i].second); !ok) return ok.error();
+    }
+    const CounterData* gaps = &*results.back();
 
     if (!missing_prices_.empty()) return missing_price_error();
     if (req_.pricing && req_.pricing->idle_policy != pricing::IdlePolicy::kSeparate) spread_idle();
@@ -140,6 +150,30 @@ class Builder {
   }
 
  private:
+  // Reads on kParallelReads connections of their own, each taking the next metric when done;
+  // more would hold more parsed answers in memory at once for little gain. One after the
+  // other when the API cannot open more connections.
+  std::vector<Result<CounterData>> read_all(CounterReader& reader,
+                                            const std::vector<std::pair<std::string_view, const StepFlags*>>& reads) {
+    std::vector<std::optional<Result<CounterData>>> slots(reads.size());
+    std::atomic<std::size_t> next{0};
+    std::vector<std::future<void>> workers;
+    for (std::size_t w = 0; w < std::min(kParallelReads, reads.size()); ++w) {
+      std::unique_ptr<PromApi> connection = api_.another();
+      if (!connection) break;
+      workers.push_back(std::async(std::launch::async, [&, c = std::move(connection)] {
+        CounterReader own(*c, timeline_, req_.step, req_.lookback, progress_);
+        for (std::size_t i; (i = next++) < reads.size();) slots[i].emplace(own.read(reads[i].first, *reads[i].second));
+      }));
+    }
+    for (auto& w : workers) w.get();
+    std::vector<Result<CounterData>> out;
+    for (std::size_t i = 0; i < reads.size(); ++i) {
+      out.push_back(slots[i] ? std::move(*slots[i]) : reader.read(reads[i].first, *reads[i].second));
+    }
+    return out;
+  }
+
   void flag_span(StepFlags& flags, const std::string& uuid, double after, double at) {
     for (std::size_t i = 1; i < timeline_.size(); ++i) {
       if (timeline_[i] >= after && timeline_[i - 1] < at) flags[uuid].insert(i);

@@ -25,12 +25,12 @@ class FakePromApi final : public PromApi {
   std::string backend_name = "Prometheus (fake)";
 
   Result<std::vector<Series>> query(std::string_view expr, double t) override {
-    ++requests_;
+    count_request();
     return eval(std::string(expr), t);
   }
 
   Result<std::vector<Series>> query_range(std::string_view expr, double start, double end, double step) override {
-    ++requests_;
+    count_request();
     std::map<std::string, Series> out;
     for (double t = start; t <= end + 1e-9; t += step) {
       auto r = eval(std::string(expr), t);
@@ -47,7 +47,7 @@ class FakePromApi final : public PromApi {
   }
 
   Result<std::vector<Labels>> series(std::string_view match, double start, double end) override {
-    ++requests_;
+    count_request();
     auto sel = parse_selector(std::string(match));
     if (!sel) return Error{0, "fake: bad selector " + std::string(match)};
     std::vector<Labels> out;
