@@ -35,6 +35,7 @@ import urllib.request
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "tools"))
 import backfill  # noqa: E402
+from bench import print_table  # noqa: E402  (bench/bench.py: the same table format)
 
 TARGET_SECONDS = 30
 FALLBACK_PRICING = """# bench/report_bench.py's own prices, used when deploy/pricing/list-prices.yaml is missing
@@ -156,14 +157,6 @@ def timed_query(url, expr, at):
     with urllib.request.urlopen(url + "/api/v1/query?" + params, timeout=600) as r:
         doc = json.load(r)
     return time.monotonic() - t0, len(doc["data"]["result"])
-
-
-def print_table(header, rows):
-    w = [max(len(r[i]) for r in rows + [header]) for i in range(len(header))]
-    print("| " + " | ".join("%-*s" % (w[i], h) for i, h in enumerate(header)) + " |")
-    print("|" + "|".join("-" * (x + 2) for x in w) + "|")
-    for r in rows:
-        print("| " + " | ".join("%-*s" % (w[i], c) for i, c in enumerate(r)) + " |")
 
 
 def main():
