@@ -35,7 +35,7 @@ import urllib.request
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "tools"))
 import backfill  # noqa: E402
-from bench import print_table  # noqa: E402  (bench/bench.py: the same table format)
+from bench import print_table, status_kib  # noqa: E402  (shared with bench/bench.py)
 
 TARGET_SECONDS = 30
 FALLBACK_PRICING = """# bench/report_bench.py's own prices, used when deploy/pricing/list-prices.yaml is missing
@@ -65,14 +65,6 @@ def du_bytes(path):
             except OSError:
                 pass
     return total
-
-
-def status_kib(pid, key):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith(key + ":"):
-                return int(line.split()[1])
-    return 0
 
 
 def load_prometheus(fleet, workdir, blocks, gauges):

@@ -74,7 +74,6 @@ class CounterReader {
   const std::vector<double>& timeline() const { return timeline_; }
 
  private:
-  struct Known;
   Result<void> read_points(std::string_view selector, std::vector<std::vector<double>>& values,
                            std::vector<Labels>& labels, std::map<std::string, std::size_t>& index);
   Result<void> find_predecessors(std::string_view selector, const std::vector<std::size_t>& born,

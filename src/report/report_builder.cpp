@@ -237,9 +237,8 @@ class Builder {
   Result<void> add_metric(const CounterData& data, Field f) {
     for (const auto& s : data.series) {
       const std::string uuid = label(s.labels, "uuid");
-      std::string node = label(s.labels, req_.node_label);
+      const std::string node = node_of(s.labels);
       auto gi = gpus_.find(uuid);
-      if (node.empty() && gi != gpus_.end()) node = gi->second.node;
       const std::string model = gi == gpus_.end() ? "" : gi->second.model;
       const std::string project = label(s.labels, "project");
       auto key = row_key(s.labels, uuid, node);
