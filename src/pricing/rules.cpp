@@ -212,13 +212,13 @@ std::string cost_by_instance_owner_expr(Charges charges) {
   std::string body;
   for (std::size_t i = 0; i < parts.size(); ++i) body += fmt::format("{}{}", i == 0 ? "" : "or\n", parts[i]);
   return fmt::format(
-      "sum by (instance, project, user, namespace, pod, container, hpc_job, component, currency) (\n{})\n",
+      "sum by (cluster, instance, project, user, namespace, pod, container, hpc_job, component, currency) (\n{})\n",
       indent(body, "  "));
 }
 
 void add_cost_rates(RuleFile& file, Charges charges) {
   file.describe(kCostByInstanceOwner,
-                "instance, project, user, namespace, pod, container, hpc_job, component, currency",
+                "cluster, instance, project, user, namespace, pod, container, hpc_job, component, currency",
                 fmt::format("cost per hour over the last {} of each owner on each node; component is allocation, "
                             "utilization or energy",
                             kRateWindow));
@@ -229,12 +229,12 @@ void add_cost_rates(RuleFile& file, Charges charges) {
     std::string_view meaning;
   };
   static constexpr Rollup kRollups[] = {
-      {kCostByProject, "project, currency",
+      {kCostByProject, "cluster, project, currency",
        "cost per hour by project; project=\"__idle__\" is the cost of GPUs nobody held"},
-      {"gpumeter:cost_per_hour:by_project_component", "project, component, currency",
+      {"gpumeter:cost_per_hour:by_project_component", "cluster, project, component, currency",
        "the same, split into allocation, utilization and energy"},
-      {"gpumeter:cost_per_hour:by_user", "user, currency", "cost per hour by user (user=\"\": idle and no user)"},
-      {"gpumeter:cost_per_hour:by_namespace", "namespace, currency",
+      {"gpumeter:cost_per_hour:by_user", "cluster, user, currency", "cost per hour by user (user=\"\": idle and no user)"},
+      {"gpumeter:cost_per_hour:by_namespace", "cluster, namespace, currency",
        "cost per hour by Kubernetes namespace (namespace=\"\": idle and not Kubernetes)"},
   };
   for (const Rollup& r : kRollups) {
@@ -280,22 +280,22 @@ std::string idle_share_expr(const Pricing& p) {
   std::string owners = grouped_cost(p, fmt::format("project!~\"{}|{}\"", kIdleProject, kUnattributedProject));
   std::string idle = grouped_cost(p, fmt::format("project=\"{}\"", kIdleProject));
   std::string share = fmt::format(
-      "sum by ({0}, project, currency) (\n{1})\n"
-      "/ on ({0}, currency) group_left ()\n"  // "()": else the next "(" would be read as its label list
+      "sum by (cluster, {0}, project, currency) (\n{1})\n"
+      "/ on (cluster, {0}, currency) group_left ()\n"  // "()": else the next "(" would be read as its label list
       "(\n"
-      "  sum by ({0}, currency) (\n{2}  ) > 0\n"
+      "  sum by (cluster, {0}, currency) (\n{2}  ) > 0\n"
       ")\n"
-      "* on ({0}, currency) group_left\n"
-      "sum by ({0}, currency) (\n{3})\n",
+      "* on (cluster, {0}, currency) group_left\n"
+      "sum by (cluster, {0}, currency) (\n{3})\n",
       group, indent(owners, "  "), indent(owners, "    "), indent(idle, "  "));
-  return fmt::format("sum by (project, currency) (\n{})\n", indent(share, "  "));
+  return fmt::format("sum by (cluster, project, currency) (\n{})\n", indent(share, "  "));
 }
 
 void add_idle_spread(RuleFile& file, const Pricing& p) {
   if (p.idle_policy == IdlePolicy::kSeparate) return;
   std::string_view groups =
       p.idle_policy == IdlePolicy::kSpreadByPool ? "pools (matched against instance)" : "nodes (instances)";
-  file.describe(kIdleShareByProject, "project, currency",
+  file.describe(kIdleShareByProject, "cluster, project, currency",
                 fmt::format("each project's share of the idle cost of the {} it uses (idle policy {}), in proportion "
                             "to its own cost there; by_project plus this is what the project is charged",
                             groups, to_string(p.idle_policy)));
@@ -318,8 +318,11 @@ void add_budgets(RuleFile& file, const Pricing& p) {
   // Under a spread policy a project is charged its share of idle cost as well.
   std::string spend = p.idle_policy == IdlePolicy::kSeparate
                           ? std::string(kCostByProject)
-                          : fmt::format("({0} + {1} or {0})", kCostByProject, kIdleShareByProject);
-  file.add(Rule{kBurnRate, fmt::format("{} / on (project, currency) {}\n", spend, kBudgetPerHour), {}});
+                          : fmt::format("{0} + {1} or {0}", kCostByProject, kIdleShareByProject);
+  // Budgets are per project across clusters: the spend of every cluster this Prometheus sees.
+  file.add(Rule{kBurnRate, fmt::format("sum by (project, currency) ({})\n/ on (project, currency) {}\n", spend,
+                                       kBudgetPerHour),
+                {}});
 }
 
 std::string RuleFile::render(const Pricing& pricing) const {

@@ -159,12 +159,12 @@ TEST(pricing_rules, IdleSpreadFollowsThePolicy) {
   auto by_node = rules_for("gpu_models: {m: {gpu_hour: 1}}\nidle: {policy: spread-by-node}\nbudgets: {a: 1}\n");
   const RuleView* share = find(by_node, "gpumeter:idle_cost_per_hour:by_project");
   ASSERT_NE(share, nullptr);
-  EXPECT_NE(share->expr.find("sum by (instance, project, currency)"), std::string::npos) << share->expr;
+  EXPECT_NE(share->expr.find("sum by (cluster, instance, project, currency)"), std::string::npos) << share->expr;
   EXPECT_NE(share->expr.find("project!~\"__idle__|__unattributed__\""), std::string::npos) << share->expr;
   EXPECT_EQ(share->expr.find("label_replace"), std::string::npos) << share->expr;
   EXPECT_EQ(find(by_node, "gpumeter:budget_burn_rate:by_project")->expr,
-            "(gpumeter:cost_per_hour:by_project + gpumeter:idle_cost_per_hour:by_project or "
-            "gpumeter:cost_per_hour:by_project) / on (project, currency) gpumeter:budget_per_hour\n");
+            "sum by (project, currency) (gpumeter:cost_per_hour:by_project + gpumeter:idle_cost_per_hour:by_project or "
+            "gpumeter:cost_per_hour:by_project)\n/ on (project, currency) gpumeter:budget_per_hour\n");
 
   // The first pool's label_replace() is the outermost, so it runs last and wins; a "$" in a
   // pool name is not a reference to a capture group.
