@@ -2,7 +2,9 @@
 pass; every alert carries a severity, a category, a summary, a description that shows the
 measured value, and a runbook line; every alert has promtool tests that show it firing and
 staying silent; the budget rules load together with the cost rules that `gpumeter rules`
-writes; and the example Prometheus configuration passes `promtool check config`."""
+writes; the example Prometheus configuration passes `promtool check config`; and a real
+Prometheus evaluates every rule without error on a simulated node whose GPU reports Xids."""
+import json
 import glob
 import os
 import shutil
@@ -12,7 +14,7 @@ import unittest
 
 import yaml
 
-from harness import BIN, SOURCE_DIR
+from harness import BIN, SCENARIOS, SOURCE_DIR, Agent, AgentTestCase, Prometheus, http_get, wait_until
 
 PROM_DIR = os.path.join(SOURCE_DIR, "deploy", "prometheus")
 ALERTS = os.path.join(PROM_DIR, "gpumeter-alerts.yml")
@@ -120,3 +122,47 @@ class WithCostRules(unittest.TestCase):
                 for word in r["expr"].replace("(", " ").replace(")", " ").split():
                     if word.startswith("gpumeter:"):
                         self.assertIn(word, recorded)
+
+
+class LiveEvaluation(AgentTestCase):
+    """The simulator's faults scenario (Xid 79 and Xid 13 on GPU 3 at 7 s and 8 s) -> the agent ->
+    a real Prometheus evaluating every shipped rule file once a second."""
+
+    def test_rules_evaluate_and_xids_fire_on_a_real_agent(self):
+        rules_dir = tempfile.mkdtemp(prefix="gpumeter-live-rules-")
+        self.addCleanup(shutil.rmtree, rules_dir)
+        pricing = os.path.join(rules_dir, "pricing.yaml")
+        with open(pricing, "w") as f:
+            f.write('gpu_models:\n  "*": {gpu_hour: 2}\nbudgets:\n  unknown: 1\n')
+        cost = os.path.join(rules_dir, "gpumeter-cost.yml")
+        r = subprocess.run([BIN, "rules", "--pricing", pricing, "--output", cost], capture_output=True, text=True,
+                           timeout=30)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        agent = self.track(Agent(os.path.join(SCENARIOS, "faults.yaml")))
+        agent.wait_ready()
+        files = [cost, BUDGET, ALERTS]
+        prom = self.track(Prometheus(["127.0.0.1:%d" % agent.port],
+                                     extra_config="rule_files: [%s]\n" % ", ".join("'%s'" % f for f in files)))
+
+        def groups():
+            _, _, body = http_get(prom.base + "/api/v1/rules")
+            return json.loads(body)["data"]["groups"]
+
+        def firing(name):
+            return {a["metric"].get("xid") for a in prom.query('ALERTS{alertname="%s", alertstate="firing"}' % name)}
+
+        wait_until(lambda: "79" in firing("GpuXidCritical") and "13" in firing("GpuXidError"), 60,
+                   what="Xid alerts firing")
+        self.assertEqual(firing("GpuXidCritical"), {"79"})
+        self.assertEqual(firing("GpuXidError"), {"13"})
+        # Every rule of every file has been evaluated, and none failed.
+        wait_until(lambda: all(r["lastEvaluation"] > "2000" for g in groups() for r in g["rules"]), 30,
+                   what="every rule evaluated")
+        loaded = {g["file"] for g in groups()}
+        self.assertEqual(loaded, set(files))
+        for g in groups():
+            for rule in g["rules"]:
+                with self.subTest(rule=rule["name"]):
+                    self.assertEqual(rule["health"], "ok", rule.get("lastError"))
+        # The cost rules and the budget rules produce series from the agent's ledger.
+        self.assertTrue(prom.query("gpumeter:cost:month_forecast:by_project"))
