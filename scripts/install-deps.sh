@@ -8,7 +8,7 @@ build_pkgs=(cmake ninja-build g++ git pkg-config
   libyaml-cpp-dev nlohmann-json3-dev libfmt-dev libcli11-dev
   libgtest-dev libgmock-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc)
-test_pkgs=(prometheus prometheus-alertmanager victoria-metrics python3-pil python3 python3-prometheus-client curl chromium procps)
+test_pkgs=(prometheus prometheus-alertmanager victoria-metrics python3-pil python3 python3-yaml python3-prometheus-client curl chromium procps)
 bench_pkgs=(wrk nginx-light libbenchmark-dev procps curl)
 
 want=()
