@@ -2,10 +2,10 @@
 # Benchmarks, in one command: builds, then measures the agent on a simulated node of 8 GPUs and
 # 64 processes against nginx serving the identical bytes, the cost of owner attribution on a node
 # of 8 GPUs and 500 processes (with and without resolvable owners), and the per-collection parts
-# of the ledger; prints three tables. Then counts the series the agent exports by kind on three
-# simulated nodes (bench/sizing.py, under a minute), for sizing Prometheus. About six minutes with the defaults. Then times
-# `gpumeter report` over 30 days of a 1000-GPU fleet backfilled into a local Prometheus
-# (bench/report_bench.py, about eight more minutes) and prints its table.
+# of the ledger; prints three tables. About six minutes with the defaults. Then counts the series
+# the agent exports, by kind, on three simulated nodes (bench/sizing.py, under a minute), for
+# sizing Prometheus. Then times `gpumeter report` over 30 days of a 1000-GPU fleet backfilled into
+# a local Prometheus (bench/report_bench.py, about eight more minutes) and prints its table.
 # Environment: BENCH_SECONDS (wrk duration per run, default 10), BENCH_CPU_SECONDS (idle CPU
 # sampling window of each of the three agent runs, default 60).
 set -euo pipefail
