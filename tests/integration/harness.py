@@ -303,3 +303,114 @@ class SimNode:
         for p in reversed(self.procs):
             p.stop()
         return 0
+
+
+# ---- Alertmanager and a webhook sink (tests/integration/test_alertmanager.py) ----------------
+import http.server  # noqa: E402  (kept next to the classes that use them)
+import shutil  # noqa: E402
+import threading  # noqa: E402
+
+ALERTMANAGER_BIN = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager") or "prometheus-alertmanager"
+
+
+class Alertmanager:
+    """A real Alertmanager from Debian on a free port, with clustering (gossip) off and its own
+    data directory. Give it the configuration's text."""
+
+    def __init__(self, config_text, flags=()):
+        self.port = free_port()
+        self.base = "http://127.0.0.1:%d" % self.port
+        self.dir = tempfile.mkdtemp(prefix="gpumeter-am-")
+        self.config_path = os.path.join(self.dir, "alertmanager.yml")
+        with open(self.config_path, "w") as f:
+            f.write(config_text)
+        self.process = Process([ALERTMANAGER_BIN, "--config.file=" + self.config_path,
+                                "--storage.path=" + os.path.join(self.dir, "data"),
+                                "--web.listen-address=127.0.0.1:%d" % self.port,
+                                "--cluster.listen-address=", "--log.level=warn"] + list(flags),
+                               workdir=self.dir, name="alertmanager")
+
+        def ready():
+            if not self.process.alive():
+                raise AssertionError("alertmanager exited early:\n" + self.process.log())
+            return http_get(self.base + "/-/ready", timeout=2)[0] == 200
+        try:
+            wait_until(ready, 60, what="alertmanager ready")
+        except AssertionError:
+            self.process.stop()
+            raise
+
+    def post_alerts(self, alerts):
+        """POST /api/v2/alerts with a list of {labels, annotations, startsAt?, endsAt?}."""
+        req = urllib.request.Request(self.base + "/api/v2/alerts", data=json.dumps(alerts).encode(),
+                                     headers={"Content-Type": "application/json"}, method="POST")
+        with urllib.request.urlopen(req, timeout=10) as r:
+            if r.status != 200:
+                raise AssertionError("POST /api/v2/alerts: %d" % r.status)
+
+    def alerts(self, query=""):
+        """GET /api/v2/alerts[?query]: the alerts with their status (state, inhibitedBy, silencedBy)."""
+        status, _, body = http_get(self.base + "/api/v2/alerts" + ("?" + query if query else ""))
+        if status != 200:
+            raise AssertionError("GET /api/v2/alerts: %d %r" % (status, body[:300]))
+        return json.loads(body)
+
+    def stop(self):
+        return self.process.stop()
+
+
+class WebhookSink:
+    """An HTTP server in a thread of the test that records every JSON POST it receives, as
+    Alertmanager's webhook receiver would get them: payloads() returns [(path, document)].
+    It has a log (one line per POST), so AgentTestCase.track can print what arrived."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="gpumeter-sink-")
+        self.log_path = os.path.join(self.dir, "webhook.log")
+        self._received = []
+        self._lock = threading.Lock()
+        open(self.log_path, "w").close()
+        sink = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                try:
+                    doc = json.loads(body)
+                except ValueError:
+                    doc = None
+                with sink._lock:
+                    sink._received.append((self.path, doc))
+                    with open(sink.log_path, "ab") as f:
+                        f.write(self.path.encode() + b" " + body.strip() + b"\n")
+                self.send_response(200 if doc is not None else 400)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        self.base = "http://127.0.0.1:%d" % self.port
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self._thread.start()
+        self._stopped = False
+
+    def url(self, path="/"):
+        return self.base + path
+
+    def payloads(self):
+        with self._lock:
+            return list(self._received)
+
+    def log(self):
+        with open(self.log_path, "rb") as f:
+            return f.read().decode("utf-8", "replace")
+
+    def stop(self):
+        if not self._stopped:
+            self._stopped = True
+            self.server.shutdown()
+            self.server.server_close()
+        return 0
