@@ -1,0 +1,110 @@
+# Install rules and the Debian package (CPack). `scripts/package.sh` builds the package;
+# docs/packaging.md describes what it installs and why.
+#
+# The rules are written for the package, whose prefix is /usr: the binary and the simulator go
+# under the prefix (bin/, lib/gpumeter/, share/), while the configuration files and the systemd
+# unit go to the absolute paths Debian gives them (/etc, /lib/systemd/system), whatever the
+# prefix. Every rule belongs to the component `gpumeter`, and the package holds that component
+# only, so no other install() rule in the tree ends up in it by accident.
+
+set(GPUMETER_PACKAGE_COMPONENT gpumeter)
+
+# The binary, and the fleet simulator beside it: bin/gpumeter loads ../lib/gpumeter/libnvidia-ml.so.1
+# for --sim.scenario, in the build tree and when installed alike. Only the real file is installed,
+# not the libnvidia-ml.so development link, which would let a program linked with -lnvidia-ml pick
+# up the simulator.
+install(TARGETS gpumeter RUNTIME DESTINATION bin COMPONENT ${GPUMETER_PACKAGE_COMPONENT})
+install(TARGETS nvml_sim LIBRARY DESTINATION lib/gpumeter NAMELINK_SKIP COMPONENT ${GPUMETER_PACKAGE_COMPONENT})
+
+# The man page, compressed as Debian installs man pages (-n: no name or time stamp inside, so the
+# same source gives the same bytes).
+set(GPUMETER_MAN_SOURCE ${CMAKE_SOURCE_DIR}/docs/gpumeter.1)
+set(GPUMETER_MAN_GZ ${CMAKE_BINARY_DIR}/man/gpumeter.1.gz)
+add_custom_command(
+  OUTPUT ${GPUMETER_MAN_GZ}
+  COMMAND ${CMAKE_COMMAND} -E make_directory ${CMAKE_BINARY_DIR}/man
+  COMMAND sh -c "gzip -9n < \"$0\" > \"$1\"" ${GPUMETER_MAN_SOURCE} ${GPUMETER_MAN_GZ}
+  DEPENDS ${GPUMETER_MAN_SOURCE}
+  COMMENT "Compressing the man page gpumeter.1"
+  VERBATIM)
+add_custom_target(gpumeter_man ALL DEPENDS ${GPUMETER_MAN_GZ})
+install(FILES ${GPUMETER_MAN_GZ} DESTINATION share/man/man1 COMPONENT ${GPUMETER_PACKAGE_COMPONENT})
+
+# Configuration, all three conffiles (listed in the control file's conffiles below).
+install(FILES ${CMAKE_SOURCE_DIR}/deploy/config/gpumeter.yaml
+        DESTINATION /etc/gpumeter COMPONENT ${GPUMETER_PACKAGE_COMPONENT})
+install(FILES ${CMAKE_SOURCE_DIR}/deploy/pricing/list-prices.yaml
+        DESTINATION /etc/gpumeter RENAME pricing.yaml COMPONENT ${GPUMETER_PACKAGE_COMPONENT})
+install(FILES ${CMAKE_SOURCE_DIR}/deploy/systemd/gpumeter.default
+        DESTINATION /etc/default RENAME gpumeter COMPONENT ${GPUMETER_PACKAGE_COMPONENT})
+set(GPUMETER_CONFFILES /etc/gpumeter/gpumeter.yaml /etc/gpumeter/pricing.yaml /etc/default/gpumeter)
+
+# The systemd unit, where Debian 12 packages put units.
+install(FILES ${CMAKE_SOURCE_DIR}/deploy/systemd/gpumeter.service
+        DESTINATION /lib/systemd/system COMPONENT ${GPUMETER_PACKAGE_COMPONENT})
+
+# Samples for the rest of the stack, read-only under share/gpumeter: the Prometheus
+# configuration and rule files (their promtool tests stay in the sources), the Alertmanager
+# configuration, the Grafana dashboards, the pricing files and the simulator's scenarios.
+# Directories are read when the package is built; one that does not exist is left out.
+install(DIRECTORY ${CMAKE_SOURCE_DIR}/deploy/prometheus/
+        DESTINATION share/gpumeter/prometheus COMPONENT ${GPUMETER_PACKAGE_COMPONENT}
+        FILES_MATCHING PATTERN "*.yml" PATTERN "tests" EXCLUDE)
+foreach(dir alertmanager grafana pricing scenarios)
+  install(DIRECTORY ${CMAKE_SOURCE_DIR}/deploy/${dir}/ DESTINATION share/gpumeter/${dir}
+          COMPONENT ${GPUMETER_PACKAGE_COMPONENT} OPTIONAL)
+endforeach()
+
+install(FILES ${CMAKE_SOURCE_DIR}/deploy/debian/copyright
+        DESTINATION share/doc/gpumeter COMPONENT ${GPUMETER_PACKAGE_COMPONENT})
+
+# --- The Debian package -----------------------------------------------------------------------
+set(GPUMETER_DEBIAN_DIR ${CMAKE_BINARY_DIR}/debian)
+string(REPLACE ";" "\n" GPUMETER_CONFFILES_TEXT "${GPUMETER_CONFFILES}")
+file(WRITE ${GPUMETER_DEBIAN_DIR}/conffiles "${GPUMETER_CONFFILES_TEXT}\n")
+# Maintainer scripts are copied so that CPack finds them with the permissions dpkg needs.
+foreach(script postinst prerm postrm)
+  file(COPY ${CMAKE_SOURCE_DIR}/deploy/debian/${script} DESTINATION ${GPUMETER_DEBIAN_DIR}
+       FILE_PERMISSIONS OWNER_READ OWNER_WRITE OWNER_EXECUTE GROUP_READ GROUP_EXECUTE WORLD_READ WORLD_EXECUTE)
+endforeach()
+
+set(CPACK_GENERATOR DEB)
+set(CPACK_INSTALL_CMAKE_PROJECTS "${CMAKE_BINARY_DIR};${PROJECT_NAME};${GPUMETER_PACKAGE_COMPONENT};/")
+set(CPACK_PACKAGE_NAME gpumeter)
+set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
+set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
+set(CPACK_STRIP_FILES TRUE)  # debug information stays in the build tree
+set(CPACK_PACKAGE_CONTACT "gpumeter maintainers <gpumeter@localhost>"
+    CACHE STRING "Maintainer field of the Debian package (name <email>)")
+set(CPACK_DEBIAN_PACKAGE_NAME gpumeter)
+set(CPACK_DEBIAN_PACKAGE_RELEASE 1)
+set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)  # gpumeter_<version>-<release>_<arch>.deb
+set(CPACK_DEBIAN_PACKAGE_SECTION admin)
+set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
+set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)  # Depends computed by dpkg-shlibdeps from the ELF files
+set(CPACK_DEBIAN_PACKAGE_SUGGESTS "prometheus, prometheus-alertmanager")
+set(CPACK_DEBIAN_COMPRESSION_TYPE xz)
+set(CPACK_THREADS 0)  # xz on every core
+set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA
+    ${GPUMETER_DEBIAN_DIR}/conffiles ${GPUMETER_DEBIAN_DIR}/postinst
+    ${GPUMETER_DEBIAN_DIR}/prerm ${GPUMETER_DEBIAN_DIR}/postrm)
+set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION TRUE)
+set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "GPU monitoring and chargeback agent for Prometheus")
+# CPack puts the summary on the Description line and this text below it.
+set(CPACK_DEBIAN_PACKAGE_DESCRIPTION "gpumeter serve is a node agent that can replace dcgm-exporter in place (port
+9400). It loads NVIDIA NVML at run time, samples every GPU on its own
+schedule, names the owner of each GPU process (user, project, Kubernetes pod,
+Slurm job) and keeps an exact usage ledger that survives restarts. gpumeter
+report turns that ledger into chargeback for any period from Prometheus,
+VictoriaMetrics, Thanos or Mimir.
+.
+The package holds the binary, a hardened systemd unit (not enabled on
+installation), its configuration in /etc/gpumeter, and sample Prometheus,
+Alertmanager and Grafana files in /usr/share/gpumeter.
+.
+It also ships gpumeter's fleet simulator, a drop-in libnvidia-ml.so.1 that
+plays a scenario of simulated GPUs and jobs, for demos and tests on machines
+without GPUs. It lives in /usr/lib/gpumeter, off the dynamic linker's search
+path, and is used only when asked for (gpumeter serve --sim.scenario).")
+
+include(CPack)
