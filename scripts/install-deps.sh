@@ -7,8 +7,10 @@ build_pkgs=(cmake ninja-build g++ git pkg-config
   libcpp-httplib-dev libssl-dev zlib1g-dev libbrotli-dev
   libyaml-cpp-dev nlohmann-json3-dev libfmt-dev libcli11-dev
   libgtest-dev libgmock-dev
-  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc)
-test_pkgs=(prometheus prometheus-alertmanager victoria-metrics python3-pil python3 python3-yaml python3-prometheus-client curl chromium procps)
+  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
+  dpkg-dev file)  # the Debian package: cpack -G DEB computes Depends with dpkg-shlibdeps, which needs file
+test_pkgs=(prometheus prometheus-alertmanager victoria-metrics python3-pil python3 python3-yaml python3-prometheus-client curl chromium procps
+  systemd man-db)  # test_package: systemd-analyze verify, man --warnings
 bench_pkgs=(wrk nginx-light libbenchmark-dev procps curl)
 
 want=()
