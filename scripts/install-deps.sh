@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages gpumeter needs, skipping those already present.
-# Usage: scripts/install-deps.sh [build|test|bench]...   (default: build)
+# Usage: scripts/install-deps.sh [build|run|test|bench]...   (default: build)
 set -euo pipefail
 
 build_pkgs=(cmake ninja-build g++ git pkg-config
@@ -9,6 +9,7 @@ build_pkgs=(cmake ninja-build g++ git pkg-config
   libgtest-dev libgmock-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   dpkg-dev file)  # the Debian package: cpack -G DEB computes Depends with dpkg-shlibdeps, which needs file
+run_pkgs=(prometheus prometheus-alertmanager victoria-metrics util-linux)
 test_pkgs=(prometheus prometheus-alertmanager victoria-metrics python3-pil python3 python3-yaml python3-prometheus-client curl chromium procps
   systemd man-db)  # test_package: systemd-analyze verify, man --warnings
 bench_pkgs=(wrk nginx-light libbenchmark-dev procps curl)
@@ -17,9 +18,10 @@ want=()
 for group in "${@:-build}"; do
   case "$group" in
     build) want+=("${build_pkgs[@]}") ;;
+    run) want+=("${build_pkgs[@]}" "${run_pkgs[@]}") ;;
     test) want+=("${build_pkgs[@]}" "${test_pkgs[@]}") ;;
     bench) want+=("${build_pkgs[@]}" "${bench_pkgs[@]}") ;;
-    *) echo "install-deps: unknown group '$group' (expected build, test or bench)" >&2; exit 2 ;;
+    *) echo "install-deps: unknown group '$group' (expected build, run, test or bench)" >&2; exit 2 ;;
   esac
 done
 
