@@ -140,7 +140,9 @@ class PrivateRoot:
 class PackageTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
+        # Class cleanups run even when setUpClass fails part way.
         cls.tmp = tempfile.mkdtemp(prefix="gpumeter-package-")
+        cls.addClassCleanup(shutil.rmtree, cls.tmp, ignore_errors=True)
         config = os.path.join(BUILD_DIR, "CPackConfig.cmake")
         if not os.path.isfile(config):
             raise AssertionError("no %s: configure the build tree (cmake/Packaging.cmake makes it)" % config)
@@ -157,13 +159,8 @@ class PackageTest(unittest.TestCase):
         for name in ("Package", "Version", "Architecture", "Depends", "Maintainer", "Section", "Description"):
             cls.fields[name] = run(["dpkg-deb", "--field", cls.deb, name]).stdout.strip()
         cls.root = PrivateRoot(depends_packages(cls.fields["Depends"]))
+        cls.addClassCleanup(cls.root.remove)
         cls.install = cls.root.dpkg("--install", cls.deb)
-
-    @classmethod
-    def tearDownClass(cls):
-        if hasattr(cls, "root"):
-            cls.root.remove()
-        shutil.rmtree(cls.tmp, ignore_errors=True)
 
     # --- the unit ------------------------------------------------------------------------------
 
