@@ -177,20 +177,30 @@ def expected_owners(truth):
 class Prometheus:
     """A real Prometheus from Debian on a free port with its own data directory."""
 
-    def __init__(self, targets, scrape_interval="1s", extra_config="", job_config="", flags=()):
+    def __init__(self, targets=(), scrape_interval="1s", extra_config="", job_config="", flags=(), config=None):
+        """Scrapes `targets` as job gpumeter, or, given `config` (a dict), runs that whole
+        configuration instead."""
         self.port = free_port()
         self.base = "http://127.0.0.1:%d" % self.port
         self.dir = tempfile.mkdtemp(prefix="gpumeter-prom-")
         cfg = os.path.join(self.dir, "prometheus.yml")
         with open(cfg, "w") as f:
-            f.write("global:\n  scrape_interval: %s\n  evaluation_interval: %s\n" % (scrape_interval, scrape_interval))
-            f.write("scrape_configs:\n  - job_name: gpumeter\n%s    static_configs:\n      - targets: [%s]\n"
-                    % (job_config, ", ".join("'%s'" % t for t in targets)))
-            f.write(extra_config)
+            if config is not None:
+                json.dump(config, f)  # JSON is YAML
+            else:
+                f.write("global:\n  scrape_interval: %s\n  evaluation_interval: %s\n"
+                        % (scrape_interval, scrape_interval))
+                f.write("scrape_configs:\n  - job_name: gpumeter\n%s    static_configs:\n      - targets: [%s]\n"
+                        % (job_config, ", ".join("'%s'" % t for t in targets)))
+                f.write(extra_config)
         self.process = Process(["prometheus", "--config.file=" + cfg, "--storage.tsdb.path=" + self.dir + "/data",
                                 "--web.listen-address=127.0.0.1:%d" % self.port, "--log.level=warn"] + list(flags),
                                workdir=self.dir, name="prometheus")
-        wait_until(lambda: http_get(self.base + "/-/ready", timeout=2)[0] == 200, 60, what="prometheus ready")
+        try:
+            wait_until(lambda: http_get(self.base + "/-/ready", timeout=2)[0] == 200, 60, what="prometheus ready")
+        except AssertionError:
+            self.process.stop()
+            raise AssertionError("prometheus did not become ready:\n" + self.process.log()[-3000:])
 
     def query(self, expr, at=None):
         params = {"query": expr}

@@ -23,8 +23,8 @@ import unittest
 
 import yaml
 
-from harness import (SCENARIOS, SOURCE_DIR, Agent, AgentTestCase, Alertmanager, Process, Prometheus, WebhookSink,
-                     free_port, http_get, parse_text, wait_until)
+from harness import (SCENARIOS, SOURCE_DIR, Agent, AgentTestCase, Alertmanager, Prometheus, WebhookSink,
+                     http_get, parse_text, wait_until)
 
 AM_CONFIG = os.path.join(SOURCE_DIR, "deploy", "alertmanager", "alertmanager.yml")
 ALERTS = os.path.join(SOURCE_DIR, "deploy", "prometheus", "gpumeter-alerts.yml")
@@ -237,33 +237,15 @@ class Inhibition(AgentTestCase):
             self.assertEqual(doc["groupLabels"]["cluster"], CLUSTER)
 
 
-class AlertingPrometheus(Prometheus):
+def alerting_prometheus(targets, rule_file, alertmanager):
     """A real Prometheus scraping the agents as job gpumeter, with the cluster as an external
-    label, the given rule file, and an Alertmanager (the harness' Prometheus writes no
-    external_labels)."""
-
-    def __init__(self, targets, rule_file, alertmanager):
-        self.port = free_port()
-        self.base = "http://127.0.0.1:%d" % self.port
-        self.dir = tempfile.mkdtemp(prefix="gpumeter-prom-")
-        cfg = os.path.join(self.dir, "prometheus.yml")
-        with open(cfg, "w") as f:
-            yaml.safe_dump({
-                "global": {"scrape_interval": "1s", "evaluation_interval": "1s",
-                           "external_labels": {"cluster": CLUSTER}},
-                "rule_files": [rule_file],
-                "alerting": {"alertmanagers": [
-                    {"static_configs": [{"targets": ["127.0.0.1:%d" % alertmanager.port]}]}]},
-                "scrape_configs": [{"job_name": "gpumeter", "static_configs": [{"targets": list(targets)}]}],
-            }, f)
-        self.process = Process(["prometheus", "--config.file=" + cfg, "--storage.tsdb.path=" + self.dir + "/data",
-                                "--web.listen-address=127.0.0.1:%d" % self.port, "--log.level=warn"],
-                               workdir=self.dir, name="prometheus")
-        try:
-            wait_until(lambda: http_get(self.base + "/-/ready", timeout=2)[0] == 200, 60, what="prometheus ready")
-        except AssertionError:
-            self.process.stop()
-            raise AssertionError("prometheus did not become ready:\n" + self.process.log()[-3000:])
+    label, the given rule file, and an Alertmanager."""
+    return Prometheus(config={
+        "global": {"scrape_interval": "1s", "evaluation_interval": "1s", "external_labels": {"cluster": CLUSTER}},
+        "rule_files": [rule_file],
+        "alerting": {"alertmanagers": [{"static_configs": [{"targets": ["127.0.0.1:%d" % alertmanager.port]}]}]},
+        "scrape_configs": [{"job_name": "gpumeter", "static_configs": [{"targets": list(targets)}]}],
+    })
 
 
 LEAD = 3.0      # the agent starts 3 s of scenario time before the epoch
@@ -301,7 +283,7 @@ class EndToEnd(AgentTestCase):
         instance = "127.0.0.1:%d" % agent.port
         uuids = {dict(ls)["gpu"]: dict(ls)["uuid"] for (n, ls) in parse_text(agent.metrics()[1]) if n == "gpu_info"}
         self.assertEqual(set(uuids), {"0", "1"})
-        prom = self.track(AlertingPrometheus([instance], rules, am))
+        prom = self.track(alerting_prometheus([instance], rules, am))
         remove_after(self, prom.dir)
         wait_until(lambda: [t for t in prom.targets() if t["health"] == "up"], 15, what="the agent scraped")
         # Prometheus loaded the whole shipped rule file, and found the Alertmanager.

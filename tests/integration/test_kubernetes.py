@@ -31,11 +31,10 @@ import sys
 import tempfile
 import time
 import unittest
-import urllib.parse
 
 import yaml
 
-from harness import (BIN, DEPLOY_SCENARIOS, SIM_LIB, SOURCE_DIR, AgentTestCase, Process, SimNode, free_port,
+from harness import (BIN, DEPLOY_SCENARIOS, SIM_LIB, SOURCE_DIR, AgentTestCase, Process, Prometheus, SimNode, free_port,
                      http_get, wait_until)
 
 K8S_DIR = os.path.join(SOURCE_DIR, "deploy", "kubernetes")
@@ -722,29 +721,14 @@ class DeployedAgent(AgentTestCase):
                                  ("pod", "llm-pretrain-worker-0"), ("container", "trainer")}), owners)
 
         # prometheus-operator's scrape job for the ServiceMonitor, on a real Prometheus.
-        prom_dir = os.path.join(self.tmp, "prometheus")
-        os.makedirs(prom_dir)
-        prom_port = free_port()
         cfg = {"global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
                "scrape_configs": [operator_scrape_config(self.objs, "127.0.0.1:%d" % port)]}
-        with open(os.path.join(prom_dir, "prometheus.yml"), "w") as f:
-            yaml.safe_dump(cfg, f, sort_keys=False)
-        prom = self.track(Process(["prometheus", "--config.file=" + os.path.join(prom_dir, "prometheus.yml"),
-                                   "--storage.tsdb.path=" + os.path.join(prom_dir, "data"),
-                                   "--web.listen-address=127.0.0.1:%d" % prom_port, "--log.level=warn"],
-                                  workdir=prom_dir, name="prometheus"))
-        prom_base = "http://127.0.0.1:%d" % prom_port
-
-        def query(expr):
-            status, _, body = http_get(prom_base + "/api/v1/query?" + urllib.parse.urlencode({"query": expr}))
-            doc = json.loads(body)
-            if status != 200 or doc.get("status") != "success":
-                raise AssertionError("query %r: %s" % (expr, body[:300]))
-            return doc["data"]["result"]
+        prom = self.track(Prometheus(config=cfg))
+        query = prom.query
 
         def scraped():
-            if not prom.alive():
-                raise AssertionError("prometheus exited:\n" + prom.log())
+            if not prom.process.alive():
+                raise AssertionError("prometheus exited:\n" + prom.process.log())
             return len(query("gpu_up")) == 8 and len(query("gpu_allocated_seconds_total")) >= 8
         wait_until(scraped, 30, interval=0.5, what="prometheus scraping the agent")
 

@@ -4,7 +4,6 @@ that tile, prices that change mid-period, budgets, every output format, and coun
 from an agent restarted without its state file."""
 import csv
 import io
-import json
 import os
 import signal
 import tempfile

@@ -3,7 +3,6 @@ not the expected JSON, no data, bad dates, bad flags and a bad pricing file. Eac
 line and a non-zero exit code, and no output file is written: never a silently partial invoice."""
 import http.server
 import os
-import socket
 import tempfile
 import threading
 import time
