@@ -70,36 +70,33 @@ def du_bytes(path):
 def load_prometheus(fleet, workdir, blocks, gauges):
     """Generates the history window by window and converts each with promtool; returns
     (samples, files, generation seconds, wall seconds)."""
-    running = []
     gen_seconds = 0.0
-    samples = files = 0
+    files = 0
     t0 = time.monotonic()
 
-    def reap(limit):
-        while len(running) > limit:
-            p, path = running.pop(0)
-            _, err = p.communicate()
-            if p.returncode != 0:
-                raise SystemExit("report_bench: promtool failed on %s:\n%s" % (path, err[-2000:]))
-            os.unlink(path)
+    def generated():
+        """The history's files, timing how long each takes to write."""
+        nonlocal gen_seconds
+        it = backfill.iter_files(fleet, os.path.join(workdir, "om"), "openmetrics", gauges, backfill.ALIGN)
+        while True:
+            g0 = time.monotonic()
+            try:
+                item = next(it)
+            except StopIteration:
+                return
+            gen_seconds += time.monotonic() - g0
+            yield item
 
-    it = backfill.iter_files(fleet, os.path.join(workdir, "om"), "openmetrics", gauges, backfill.ALIGN)
-    while True:
-        g0 = time.monotonic()
-        try:
-            path, n = next(it)
-        except StopIteration:
-            break
-        gen_seconds += time.monotonic() - g0
-        samples += n
-        files += 1
-        reap(1)
-        running.append((subprocess.Popen(["promtool", "tsdb", "create-blocks-from", "openmetrics", "-q",
-                                          "--max-block-duration=18h", path, blocks],
-                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True), path))
-        sys.stderr.write("\rreport_bench: %d windows, %d samples, %.0f s" % (files, samples, time.monotonic() - t0))
+    def progress(count, samples):
+        nonlocal files
+        files = count
+        sys.stderr.write("\rreport_bench: %d windows, %d samples, %.0f s" % (count, samples, time.monotonic() - t0))
         sys.stderr.flush()
-    reap(0)
+
+    try:
+        samples = backfill.promtool_blocks(generated(), blocks, progress)
+    except RuntimeError as e:
+        raise SystemExit("report_bench: %s" % e)
     sys.stderr.write("\n")
     return samples, files, gen_seconds, time.monotonic() - t0
 

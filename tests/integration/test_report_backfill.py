@@ -86,25 +86,8 @@ class ReportBackfill(unittest.TestCase):
         # deleted once converted (the whole history is 1.3 GB of text).
         blocks = os.path.join(cls.tmp, "prometheus")
         os.makedirs(blocks)
-        running = []
-
-        def reap(limit):
-            while len(running) > limit:
-                p, path = running.pop(0)
-                _, err = p.communicate()
-                if p.returncode != 0:
-                    raise AssertionError("promtool failed on %s: %s" % (path, err[-2000:]))
-                os.unlink(path)
-
-        samples = 0
-        for path, n in backfill.iter_files(fleet, os.path.join(cls.tmp, "om"), "openmetrics", True, backfill.ALIGN):
-            samples += n
-            reap(1)
-            running.append((subprocess.Popen(["promtool", "tsdb", "create-blocks-from", "openmetrics", "-q",
-                                              "--max-block-duration=18h", path, blocks],
-                                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True), path))
-        reap(0)
-        cls.samples = samples
+        cls.samples = backfill.promtool_blocks(
+            backfill.iter_files(fleet, os.path.join(cls.tmp, "om"), "openmetrics", True, backfill.ALIGN), blocks)
         t_blocks = time.time() - t0
 
         cfg = os.path.join(cls.tmp, "prometheus.yml")
@@ -145,7 +128,7 @@ class ReportBackfill(unittest.TestCase):
         cls.whole = fleet.truth(cls.start, cls.end)
         print("\nbackfill: %d nodes x %d GPUs, %d days every %d s, %d samples, %d series lives; "
               "Prometheus blocks in %.1f s, all loaded in %.1f s; resets invisible in the samples: %d"
-              % (NODES, GPUS, DAYS, INTERVAL, samples, sum(len(g.lives) for g in fleet.gpus), t_blocks,
+              % (NODES, GPUS, DAYS, INTERVAL, cls.samples, sum(len(g.lives) for g in fleet.gpus), t_blocks,
                  time.time() - t0, len(fleet.ambiguous)))
         for e in fleet.event_log:
             print("event:", json.dumps(e, sort_keys=True))

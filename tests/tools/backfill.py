@@ -51,6 +51,7 @@ import json
 import math
 import os
 import random
+import subprocess
 import sys
 import time
 
@@ -829,6 +830,40 @@ def iter_files(fleet, out_dir, fmt, gauges, align):
         with open(path, "w", buffering=1 << 20) as f:
             n = writer.write_window(f, lo, hi)
         yield path, n
+
+
+def promtool_blocks(files, blocks, on_file=None):
+    """Converts each (path, samples) of `files` into TSDB blocks under `blocks` with
+    `promtool tsdb create-blocks-from openmetrics` (one block per 18 h file), two promtool runs
+    at a time, deleting each file once converted. Calls on_file(files, samples) as each starts;
+    returns the samples converted. Raises RuntimeError naming the file promtool failed on."""
+    running = []
+
+    def reap(limit):
+        while len(running) > limit:
+            p, path = running.pop(0)
+            _, err = p.communicate()
+            if p.returncode != 0:
+                raise RuntimeError("promtool failed on %s:\n%s" % (path, err[-2000:]))
+            os.unlink(path)
+
+    count = samples = 0
+    try:
+        for path, n in files:
+            reap(1)
+            running.append((subprocess.Popen(["promtool", "tsdb", "create-blocks-from", "openmetrics", "-q",
+                                              "--max-block-duration=18h", path, blocks],
+                                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True), path))
+            count += 1
+            samples += n
+            if on_file:
+                on_file(count, samples)
+        reap(0)
+    finally:
+        for p, _ in running:
+            p.kill()
+            p.wait()
+    return samples
 
 
 def default_end(now=None):
