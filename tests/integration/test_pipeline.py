@@ -105,12 +105,15 @@ class Pipeline(unittest.TestCase):
         def report_with_rows():
             if run.proc.poll() is not None:
                 raise AssertionError("pipeline exited early (%s):\n%s" % (run.proc.returncode, run.output()))
-            return re.search(r"^nlp-pretraining\s+\d", run.output(), re.M) and "reconciliation: owners" in run.output()
-        wait_until(report_with_rows, 120, interval=0.5, what="a chargeback table with the simulated projects")
+            out = run.output()
+            # The alerts follow each table: wait for both, else the output may end in between.
+            return (re.search(r"^nlp-pretraining\s+\d", out, re.M) and "reconciliation: owners" in out
+                    and "firing alerts (Alertmanager)" in out)
+        wait_until(report_with_rows, 120, interval=0.5,
+                   what="a chargeback table with the simulated projects, and the firing alerts")
         out = run.output()
         for name, port in ports.items():
             self.assertIn(":%d/" % port, out, "the %s URL is printed" % name)
-        self.assertIn("firing alerts (Alertmanager)", out)
         # Prometheus scrapes the agent, loaded the three rule files, and knows the Alertmanager.
         up = get_json(prom + "/api/v1/query?query=" + urllib.parse.quote('up{job="gpumeter"}'))["data"]["result"]
         self.assertEqual([r["value"][1] for r in up], ["1"])
