@@ -38,7 +38,7 @@ TEST(ParseQueryResponse, BadAnswers) {
             std::string::npos);
   EXPECT_NE(error_of(R"({"status":"success"})").find("no \"data\" field"), std::string::npos);
   EXPECT_NE(error_of(R"({"status":"success","data":{"result":[]}})").find("no resultType"), std::string::npos);
-  EXPECT_NE(error_of(R"({"status":"success","data":{"resultType":"scalar","result":[1,"2"]}})").find("a result has no \"metric\""),
+  EXPECT_NE(error_of(R"({"status":"success","data":{"resultType":"scalar","result":[1,"2"]}})").find("unexpected result type \"scalar\""),
             std::string::npos);
   EXPECT_NE(error_of(R"({"status":"success","data":{"resultType":"string","result":[{"metric":{}}]}})").find("unexpected result type \"string\""),
             std::string::npos);
@@ -52,11 +52,72 @@ TEST(ParseQueryResponse, BadAnswers) {
             std::string::npos);
 }
 
+TEST(ParseQueryResponse, MembersInAnyOrderAndUnknownMembersSkipped) {
+  // resultType after result, values before metric, and the extra members VictoriaMetrics
+  // (isPartial, stats) and Prometheus (warnings) add, with look-alike keys nested inside.
+  auto m = parse_query_response(
+      R"({"data":{"result":[{"values":[[1700000000,"1.5"],[1700000300.25,"-2"]],"extra":{"metric":{"x":1}},)"
+      R"("metric":{"__name__":"c","gpu":"0"}},{"metric":{"gpu":"1"},"values":[]}],"resultType":"matrix",)"
+      R"("stats":{"seriesFetched":"2","result":[1]}},"isPartial":false,"warnings":["w"],"status":"success"})",
+      "Q");
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  ASSERT_EQ(m->size(), 2u);
+  EXPECT_EQ((*m)[0].labels, (Labels{{"gpu", "0"}}));
+  ASSERT_EQ((*m)[0].samples.size(), 2u);
+  EXPECT_DOUBLE_EQ((*m)[0].samples[0].t, 1700000000);
+  EXPECT_DOUBLE_EQ((*m)[0].samples[1].t, 1700000300.25);
+  EXPECT_DOUBLE_EQ((*m)[0].samples[1].v, -2);
+  EXPECT_TRUE((*m)[1].samples.empty());
+  // A vector ignores a values list and takes its one value.
+  auto v = parse_query_response(
+      R"({"status":"success","data":{"result":[{"value":[5,"7"],"metric":{}}],"resultType":"vector"}})", "Q");
+  ASSERT_TRUE(v.ok()) << v.error().message;
+  ASSERT_EQ((*v)[0].samples.size(), 1u);
+  EXPECT_DOUBLE_EQ((*v)[0].samples[0].v, 7);
+}
+
+TEST(ParseQueryResponse, MalformedPartsAreNamed) {
+  const std::string head = R"({"status":"success","data":{"resultType":"matrix","result":[)";
+  auto err = [&](std::string_view results) { return error_of(head + std::string(results) + "]}}"); };
+  EXPECT_NE(err(R"({"metric":{},"values":[[1,"1","2"]]})").find("a sample is not [time, \"value\"]"), std::string::npos);
+  EXPECT_NE(err(R"({"metric":{},"values":[[1]]})").find("a sample is not [time, \"value\"]"), std::string::npos);
+  EXPECT_NE(err(R"({"metric":{},"values":[["1","1"]]})").find("a sample is not [time, \"value\"]"), std::string::npos);
+  EXPECT_NE(err(R"({"metric":{},"values":[1]})").find("a sample is not [time, \"value\"]"), std::string::npos);
+  EXPECT_NE(err(R"({"metric":{},"values":[[1,"1x"]]})").find("unexpected sample value \"1x\""), std::string::npos);
+  EXPECT_NE(err(R"({"metric":{},"values":[[1,"+Inf"]]})").find("unexpected sample value \"+Inf\""), std::string::npos);
+  EXPECT_NE(err(R"({"values":[]})").find("a result has no \"metric\""), std::string::npos);
+  EXPECT_NE(err(R"({"metric":[],"values":[]})").find("\"metric\" is not an object"), std::string::npos);
+  EXPECT_NE(err(R"({"metric":{"a":{"b":"c"}},"values":[]})").find("label a is not a string"), std::string::npos);
+  EXPECT_NE(err(R"({"metric":{},"values":{}})").find("no values"), std::string::npos);
+  EXPECT_NE(err(R"(7)").find("a result has no \"metric\""), std::string::npos);
+  // The first problem is named, with the request.
+  EXPECT_EQ(err(R"({"metric":{"a":1},"values":[[1,"x"]]})"), "Q: unexpected JSON: label a is not a string");
+  // A body cut short is not JSON, even after a malformed part.
+  EXPECT_NE(error_of(head + R"({"metric":{"a":1},"values":[[1,"1"],[2,)").find("the answer is not JSON"), std::string::npos);
+  EXPECT_NE(error_of(R"({"status":"success","data":{"resultType":"vector","result":[]}} x)").find("not JSON"),
+            std::string::npos);
+  // The envelope comes first: an error status wins over a malformed data member.
+  EXPECT_NE(error_of(R"({"data":7,"status":"error","error":"too many samples"})").find("status \"error\" (unknown): too many samples"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"status":{"s":"success"},"data":{}})").find("status \"?\""), std::string::npos);
+  EXPECT_NE(error_of(R"("success")").find("no \"status\" field"), std::string::npos);
+  EXPECT_NE(error_of(R"({"status":"success","data":[]})").find("no resultType"), std::string::npos);
+  EXPECT_NE(error_of(R"({"status":"success","data":{"resultType":"matrix","result":{}}})").find("no resultType"),
+            std::string::npos);
+}
+
 TEST(ParseSeriesResponse, KeepsNames) {
   auto r = parse_series_response(R"({"status":"success","data":[{"__name__":"gpu_info","uuid":"GPU-1","model":"H100"}]})", "S");
   ASSERT_TRUE(r.ok());
   EXPECT_EQ((*r)[0].at("__name__"), "gpu_info");
   EXPECT_FALSE(parse_series_response(R"({"status":"success","data":{}})", "S").ok());
+  auto bad = parse_series_response(R"({"status":"success","data":[{"a":"1"},"b"]})", "S");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("\"metric\" is not an object"), std::string::npos);
+  auto two = parse_series_response(R"({"data":[{"__name__":"a"},{"x":"1","y":"2"}],"status":"success"})", "S");
+  ASSERT_TRUE(two.ok());
+  ASSERT_EQ(two->size(), 2u);
+  EXPECT_EQ((*two)[1], (Labels{{"x", "1"}, {"y", "2"}}));
 }
 
 TEST(PromqlText, StringsAndAlternationsAreEscaped) {
