@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test. On a fresh Debian 12 machine: installs what is missing, then builds and runs
 # the whole suite twice: a normal build, and the same suite under AddressSanitizer and
-# UndefinedBehaviorSanitizer. Exits non-zero if anything fails.
+# UndefinedBehaviorSanitizer. Each run writes its temporary files under a TMPDIR of its own, and
+# fails if the tests leave anything there. Exits non-zero if anything fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,8 +14,23 @@ for preset in default asan; do
   cmake --preset "$preset" >/dev/null
   cmake --build --preset "$preset" -j "$jobs"
   echo "== [$preset] test"
-  if ! ctest --preset "$preset" -j "$jobs" --timeout 600; then
+  # The tests and everything they start write their temporary files under a TMPDIR of this run
+  # (kept short: unix socket paths are limited to 107 bytes), which must be empty afterwards.
+  # Mode 1777 as /tmp has: some tests read their fixtures as another user.
+  tmp=$(mktemp -d /tmp/gpumeter-ctest.XXXXXX)
+  chmod 1777 "$tmp"
+  if ! TMPDIR="$tmp" ctest --preset "$preset" -j "$jobs" --timeout 600; then
     status=1
+  fi
+  if [ "${GPUMETER_KEEP_TEST_DIRS:-}" = 1 ]; then
+    echo "== [$preset] test directories kept in $tmp"
+  elif [ -n "$(ls -A "$tmp")" ]; then
+    echo "== [$preset] FAILED: the tests left these in their temporary directory $tmp:" >&2
+    ls -A "$tmp" | head -40 >&2
+    status=1
+    rm -rf "$tmp"
+  else
+    rmdir "$tmp"
   fi
 done
 exit $status

@@ -2,19 +2,39 @@
 
 Paths come from the environment set by CTest (see CMakeLists.txt in this folder):
 GPUMETER_BIN, GPUMETER_SIM_LIB, GPUMETER_SOURCE_DIR.
+
+Every temporary file and directory of a test process, and of the processes it starts (TMPDIR),
+goes in one directory that is removed when the test process exits. GPUMETER_KEEP_TEST_DIRS=1
+keeps it, to read the logs of a failed run; its path is printed then.
 """
+import atexit
 import gzip
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import unittest
 import urllib.error
 import urllib.parse
 import urllib.request
+
+
+def _own_temporary_directory():
+    path = tempfile.mkdtemp(prefix="gpumeter-test-")
+    if os.environ.get("GPUMETER_KEEP_TEST_DIRS") == "1":
+        atexit.register(lambda: sys.stderr.write("harness: kept %s\n" % path))
+    else:
+        atexit.register(shutil.rmtree, path, True)
+    tempfile.tempdir = path
+    os.environ["TMPDIR"] = path
+
+
+_own_temporary_directory()
 
 BIN = os.environ.get("GPUMETER_BIN", "")
 SIM_LIB = os.environ.get("GPUMETER_SIM_LIB", "")
@@ -317,7 +337,6 @@ class SimNode:
 
 # ---- Alertmanager and a webhook sink (tests/integration/test_alertmanager.py) ----------------
 import http.server  # noqa: E402  (kept next to the classes that use them)
-import shutil  # noqa: E402
 import threading  # noqa: E402
 
 ALERTMANAGER_BIN = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager") or "prometheus-alertmanager"

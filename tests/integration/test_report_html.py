@@ -3,7 +3,8 @@ DOM, and a screenshot shows each of them drawn, in the palette's colours, inside
 
 The page comes from the report_html_fixture tool (a realistic synthetic report: 12 projects, 30 daily
 steps, an idle row, budgets and two warnings), which sits beside GPUMETER_BIN in the build's bin/.
-The screenshot is kept in a temporary folder whose path is printed, for a person to look at.
+The screenshot is written to a temporary folder whose path is printed; run with
+GPUMETER_KEEP_TEST_DIRS=1 (tests/integration/harness.py) to keep it for a person to look at.
 """
 import html.parser
 import json

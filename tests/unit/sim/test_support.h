@@ -14,10 +14,22 @@
 
 namespace gpumeter::sim::testing {
 
+// The test program's own directory under $TMPDIR, removed with its contents when the program
+// exits.
 inline std::filesystem::path temp_dir() {
-  auto dir = std::filesystem::temp_directory_path() / ("gpumeter-sim-test-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  return dir;
+  struct Owned {
+    std::filesystem::path path;
+    ~Owned() {
+      std::error_code ec;
+      std::filesystem::remove_all(path, ec);
+    }
+  };
+  static const Owned dir{[] {
+    auto path = std::filesystem::temp_directory_path() / ("gpumeter-sim-test-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(path);
+    return path;
+  }()};
+  return dir.path;
 }
 
 inline std::string write_file(const std::string& name, const std::string& text) {
