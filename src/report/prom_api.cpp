@@ -23,10 +23,10 @@ std::string excerpt(std::string_view body, std::size_t max = 160) {
 
 // Reads a query, query_range or series answer in one pass over the body with nlohmann's SAX
 // interface, straight into Series and Labels. A range answer of one counter over 30 days of a
-// 1000-GPU fleet is 25 MB holding 700,000 samples. Built as the library's DOM first, every sample
-// cost allocations for its pair, its value string and its number, and malloc was half of the
-// report's CPU; reading through SAX took that report from 20.6 s of user CPU to 4.9 s with the
-// same output (bench/report_bench.py, docs/report-accuracy.md#performance).
+// 1000-GPU fleet holds hundreds of thousands of samples. Built as the library's DOM first, every
+// sample cost allocations for its pair, its value string and its number; reading through SAX took
+// that report from 19.1 s of CPU to 6.3 s with the same output (bench/report_bench.py,
+// docs/report-accuracy.md#performance).
 // Problems are noted as they are met, and ordered at the end the way a reader would check them:
 // not JSON, no envelope, an error status, no data, the wrong data shape or result type, then the
 // first malformed result.
@@ -216,71 +216,33 @@ class AnswerReader {
   // The sample a pair being read fills.
   Sample& pair_target(Role role) { return role == Role::kInstant ? shapes_.back().instant : series_.back().samples.back(); }
 
+  // A string, number, boolean or null. Where only a container belongs, role_here() notes the
+  // same problem it notes for a container out of place.
   bool scalar(Scalar kind) {
     if (stack_.empty()) return true;  // a bare value: no envelope
     Frame& f = stack_.back();
-    switch (f.role) {
-      case Role::kTop:
-        if (f.key == "status") {
-          status_ = kind == Scalar::kString ? *text_ : std::string("?");
-        } else if (f.key == "errorType" && kind == Scalar::kString) {
-          error_type_ = *text_;
-        } else if (f.key == "error" && kind == Scalar::kString) {
-          error_ = *text_;
-        } else if (f.key == "data") {
-          data_ = true;
-        }
-        break;
-      case Role::kData:
-        if (f.key == "resultType") result_type_ = kind == Scalar::kString ? *text_ : std::string();
-        break;
-      case Role::kResults:
-        note("unexpected JSON: a result has no \"metric\"");
-        break;
-      case Role::kResult:
-        if (f.key == "metric") {
-          shapes_.back().metric = true;
-          note("unexpected JSON: \"metric\" is not an object");
-        } else if (f.key == "value") {
-          shapes_.back().value = true;
-          note("unexpected JSON: a sample is not [time, \"value\"]");
-        } else if (f.key == "values") {
-          shapes_.back().values = true;
-          note("unexpected JSON: a matrix result has no values");
-        }
-        break;
-      case Role::kMetric:
-        if (kind != Scalar::kString) {
-          note(fmt::format("unexpected JSON: label {} is not a string", f.key));
-        } else if (f.key != "__name__" || mode_ == Mode::kSeries) {
-          Labels& labels = mode_ == Mode::kSeries ? label_sets_.back() : series_.back().labels;
-          labels.insert_or_assign(std::move(f.key), std::move(*text_));
-        }
-        break;
-      case Role::kValues:
-        note("unexpected JSON: a sample is not [time, \"value\"]");
-        break;
-      case Role::kInstant:
-      case Role::kPair:
-        if (f.index == 0) {
-          if (kind == Scalar::kNumber) {
-            pair_target(f.role).t = number_;
-          } else {
-            note("unexpected JSON: a sample is not [time, \"value\"]");
-          }
-        } else if (f.index == 1) {
-          if (kind == Scalar::kString) {
-            sample_value(*text_, pair_target(f.role));
-          } else {
-            note("unexpected JSON: a sample value is not a string");
-          }
-        }
-        break;
-      case Role::kSeriesList:
-        note("unexpected JSON: \"metric\" is not an object");
-        break;
-      case Role::kSkip:
-        break;
+    const bool string = kind == Scalar::kString;
+    if (f.role == Role::kTop && f.key == "status") {
+      status_ = string ? *text_ : std::string("?");
+    } else if (f.role == Role::kTop && (f.key == "errorType" || f.key == "error")) {
+      if (string) (f.key == "error" ? error_ : error_type_) = *text_;
+    } else if (f.role == Role::kData && f.key == "resultType") {
+      result_type_ = string ? *text_ : std::string();
+    } else if (f.role == Role::kMetric && string) {
+      if (f.key != "__name__" || mode_ == Mode::kSeries) {
+        Labels& labels = mode_ == Mode::kSeries ? label_sets_.back() : series_.back().labels;
+        labels.insert_or_assign(std::move(f.key), std::move(*text_));
+      }
+    } else if ((f.role == Role::kPair || f.role == Role::kInstant) && f.index == 0 && kind == Scalar::kNumber) {
+      pair_target(f.role).t = number_;
+    } else if ((f.role == Role::kPair || f.role == Role::kInstant) && f.index == 1) {
+      if (string) {
+        sample_value(*text_, pair_target(f.role));
+      } else {
+        note("unexpected JSON: a sample value is not a string");
+      }
+    } else if ((f.role != Role::kPair && f.role != Role::kInstant) || f.index == 0) {
+      role_here(false, false);  // a third member of a pair is noted when the pair closes
     }
     ++f.index;
     return true;
