@@ -7,7 +7,7 @@
 #include "cli/serve.h"
 #include "cli/snapshot.h"
 #include "cli/version.h"
-#include "sim/sim_cli.h"
+#include "sim/cli/sim_cli.h"
 
 int main(int argc, char** argv) {
   CLI::App app{

@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "sim/sim_cli.h"
+#include "sim/cli/sim_cli.h"
 #include "test_support.h"
 
 namespace gpumeter::sim {

@@ -15,7 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "kubelet/pod_resources_client.h"
-#include "sim/sim_cli.h"
+#include "sim/cli/sim_cli.h"
 #include "test_support.h"
 
 namespace gpumeter::sim {

@@ -1,7 +1,7 @@
 // The per-GPU model at exact scenario times: readings, cumulative counters against the
 // ground truth, driver reloads, order independence, and the 200 ms sample buffer.
 
-#include "sim/gpu_sim.h"
+#include "sim/model/gpu_sim.h"
 
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 #include <numeric>
 #include <random>
 
-#include "sim/truth.h"
+#include "sim/model/truth.h"
 #include "test_support.h"
 
 namespace gpumeter::sim {

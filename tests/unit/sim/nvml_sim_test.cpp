@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "nvml/nvml_api.h"
-#include "sim/truth.h"
+#include "sim/model/truth.h"
 #include "test_support.h"
 
 namespace gpumeter::sim {

@@ -1,7 +1,7 @@
 // `gpumeter sim procfs`: the windows each pid's entry exists in, the content of every file as
 // an agent parses it, atomic updates of the tree, and the follow loop on an injected clock.
 
-#include "sim/procfs_writer.h"
+#include "sim/host/procfs_writer.h"
 
 #include <pthread.h>
 #include <signal.h>

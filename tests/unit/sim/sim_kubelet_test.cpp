@@ -1,7 +1,7 @@
 // The simulated kubelet's pod-resources List reply at scenario times: which pods, which
 // containers, which device ids, with time-sliced GPUs as device-plugin replicas.
 
-#include "sim/sim_kubelet.h"
+#include "sim/host/sim_kubelet.h"
 
 #include <gtest/gtest.h>
 

@@ -10,7 +10,7 @@
 
 #include <gtest/gtest.h>
 
-#include "sim/scenario_parse.h"
+#include "sim/model/scenario_parse.h"
 
 namespace gpumeter::sim::testing {
 

@@ -1,4 +1,4 @@
-#include "sim/units.h"
+#include "sim/model/units.h"
 
 #include <gtest/gtest.h>
 

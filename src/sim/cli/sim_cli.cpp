@@ -1,0 +1,323 @@
+#include "sim/cli/sim_cli.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "kubelet/pod_resources_server.h"
+#include "sim/host/procfs_writer.h"
+#include "sim/model/scenario_parse.h"
+#include "sim/host/sim_kubelet.h"
+#include "sim/model/truth.h"
+#include "sim/cli/truth_format.h"
+#include "sim/model/units.h"
+
+namespace gpumeter::sim {
+
+namespace {
+
+constexpr int kOk = 0;
+constexpr int kRuntimeError = 1;
+constexpr int kBadInput = 2;
+
+struct TruthArgs {
+  std::string scenario;
+  std::string from = "0";
+  std::string to;
+  std::string format = "table";
+};
+
+std::string describe_duration(Micros d) {
+  if (d == kForever) return "unbounded";
+  return fmt::format("{} s", to_seconds(d));
+}
+
+int run_truth(const TruthArgs& args, std::ostream& out, std::ostream& err) {
+  if (args.scenario.empty()) {
+    err << "gpumeter sim truth: --scenario is required\n";
+    return kBadInput;
+  }
+  if (args.format != "table" && args.format != "json") {
+    err << fmt::format("gpumeter sim truth: --format must be table or json, got '{}'\n", args.format);
+    return kBadInput;
+  }
+  auto from = parse_duration(args.from);
+  if (!from) {
+    err << fmt::format("gpumeter sim truth: --from: expected scenario seconds (or e.g. 1h30m), got '{}'\n",
+                       args.from);
+    return kBadInput;
+  }
+  auto scenario = load_scenario(args.scenario);
+  if (!scenario) {
+    err << "gpumeter sim truth: " << scenario.error().message << "\n";
+    return kBadInput;
+  }
+  std::optional<Micros> to;
+  if (!args.to.empty()) {
+    to = parse_duration(args.to);
+    if (!to) {
+      err << fmt::format("gpumeter sim truth: --to: expected scenario seconds (or e.g. 1h30m), got '{}'\n",
+                         args.to);
+      return kBadInput;
+    }
+  } else if (scenario->duration != kForever) {
+    to = scenario->duration;
+  } else {
+    err << "gpumeter sim truth: --to is required: the scenario has no duration\n";
+    return kBadInput;
+  }
+  if (*from >= *to) {
+    err << fmt::format("gpumeter sim truth: --from ({} s) must be earlier than --to ({} s)\n",
+                       to_seconds(*from), to_seconds(*to));
+    return kBadInput;
+  }
+  Truth truth = compute_truth(*scenario, *from, *to);
+  if (args.format == "json") {
+    out << truth_to_json(*scenario, truth).dump(2) << "\n";
+  } else {
+    out << truth_to_table(truth);
+  }
+  return kOk;
+}
+
+int run_check(const std::string& path, std::ostream& out, std::ostream& err) {
+  if (path.empty()) {
+    err << "gpumeter sim check: --scenario is required\n";
+    return kBadInput;
+  }
+  auto scenario = load_scenario(path);
+  if (!scenario) {
+    err << "gpumeter sim check: " << scenario.error().message << "\n";
+    return kBadInput;
+  }
+  std::map<std::string, unsigned> models;
+  for (unsigned g = 0; g < scenario->gpus.size(); ++g) ++models[scenario->model_of(g).name];
+  std::string model_list;
+  for (const auto& [name, count] : models)
+    model_list += fmt::format("{}{} x {}", model_list.empty() ? "" : ", ", count, name);
+  out << fmt::format("{}: ok: {} GPUs ({}), {} jobs, {} faults, duration {}\n", path, scenario->gpus.size(),
+                     model_list.empty() ? "none" : model_list, scenario->jobs.size(), scenario->fault_count(),
+                     describe_duration(scenario->duration));
+  return kOk;
+}
+
+struct HostArgs {
+  std::string scenario;
+  std::string out;     // procfs: the tree's root
+  std::string socket;  // kubelet: the socket path
+  std::string lead = "5s";
+  std::string at;
+  bool follow = false;
+};
+
+std::int64_t wall_now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+bool epoch_set(const EnvLookup& getenv) {
+  const char* e = getenv("GPUMETER_SIM_EPOCH");
+  return e != nullptr && *e != '\0';
+}
+
+// The scenario, lead and clock both host-side commands start from; nullopt after printing why.
+struct HostSetup {
+  Scenario scenario;
+  Micros lead = kDefaultHostLead;
+  std::unique_ptr<HostClock> clock;
+};
+
+std::optional<HostSetup> host_setup(const char* command, const HostArgs& args, bool live,
+                                    const EnvLookup& getenv, std::ostream& err) {
+  HostSetup h;
+  auto lead = parse_duration(args.lead);
+  if (!lead) {
+    err << fmt::format("gpumeter sim {}: --lead: expected a scenario duration such as 5s, got '{}'\n",
+                       command, args.lead);
+    return std::nullopt;
+  }
+  h.lead = *lead;
+  auto scenario = load_scenario(args.scenario);
+  if (!scenario) {
+    err << fmt::format("gpumeter sim {}: {}\n", command, scenario.error().message);
+    return std::nullopt;
+  }
+  h.scenario = std::move(scenario).value();
+  // Running live without an epoch: scenario time 0 is now. The agent's library must be given
+  // the same epoch, or it starts its own clock at its first nvmlInit.
+  std::optional<std::int64_t> fallback;
+  if (live && !epoch_set(getenv)) {
+    fallback = wall_now_ns();
+    err << fmt::format(
+        "gpumeter sim {}: GPUMETER_SIM_EPOCH is not set; scenario time 0 is now ({:.3f}); give the agent "
+        "GPUMETER_SIM_EPOCH={:.3f} so that both follow one clock\n",
+        command, static_cast<double>(*fallback) / 1e9, static_cast<double>(*fallback) / 1e9);
+  }
+  auto clock = make_scenario_clock(h.scenario, args.scenario, getenv, fallback);
+  if (!clock) {
+    err << fmt::format("gpumeter sim {}: {}\n", command, clock.error().message);
+    return std::nullopt;
+  }
+  h.clock = std::move(clock).value();
+  return h;
+}
+
+int run_procfs(const HostArgs& args, const EnvLookup& getenv, std::ostream& out, std::ostream& err) {
+  if (args.scenario.empty()) {
+    err << "gpumeter sim procfs: --scenario is required\n";
+    return kBadInput;
+  }
+  if (args.out.empty()) {
+    err << "gpumeter sim procfs: --out is required\n";
+    return kBadInput;
+  }
+  std::optional<Micros> at;
+  if (!args.at.empty()) {
+    if (args.follow) {
+      err << "gpumeter sim procfs: --at and --follow cannot be combined\n";
+      return kBadInput;
+    }
+    at = parse_duration(args.at);
+    if (!at) {
+      err << fmt::format("gpumeter sim procfs: --at: expected scenario seconds (or e.g. 1h30m), got '{}'\n",
+                         args.at);
+      return kBadInput;
+    }
+  }
+  // Before anything else, so that the stop signals are queued for the follow loop.
+  if (args.follow) block_stop_signals();
+  auto setup = host_setup("procfs", args, args.follow, getenv, err);
+  if (!setup) return kBadInput;
+  auto tree = ProcfsTree::open(args.out, setup->scenario, setup->lead);
+  if (!tree) {
+    err << "gpumeter sim procfs: " << tree.error().message << "\n";
+    return kRuntimeError;
+  }
+  if (!args.follow) {
+    const Micros t = at ? *at : setup->clock->now();
+    if (auto r = (*tree)->sync(t); !r) {
+      err << "gpumeter sim procfs: " << r.error().message << "\n";
+      return kRuntimeError;
+    }
+    out << fmt::format("{}/proc: {} processes at scenario time {} s\n", args.out, (*tree)->present().size(),
+                       to_seconds(std::max<Micros>(t, 0)));
+    return kOk;
+  }
+  err << fmt::format("gpumeter sim procfs: following {} in {}/proc (lead {} s); SIGINT or SIGTERM stops\n",
+                     args.scenario, args.out, to_seconds(setup->lead));
+  if (auto r = follow(**tree, *setup->clock); !r) {
+    err << "gpumeter sim procfs: " << r.error().message << "\n";
+    return kRuntimeError;
+  }
+  return kOk;
+}
+
+int run_kubelet(const HostArgs& args, const EnvLookup& getenv, std::ostream& err) {
+  if (args.scenario.empty()) {
+    err << "gpumeter sim kubelet: --scenario is required\n";
+    return kBadInput;
+  }
+  if (args.socket.empty()) {
+    err << "gpumeter sim kubelet: --socket is required\n";
+    return kBadInput;
+  }
+  // Before the server starts its threads, so that they inherit the mask and the stop signals
+  // reach the wait below.
+  block_stop_signals();
+  auto setup = host_setup("kubelet", args, true, getenv, err);
+  if (!setup) return kBadInput;
+  const SimKubelet kubelet(setup->scenario, setup->lead);
+  HostClock& clock = *setup->clock;
+  auto server = kubelet::PodResourcesServer::start(args.socket, [&] { return kubelet.pods_at(clock.now()); });
+  if (!server) {
+    err << "gpumeter sim kubelet: " << server.error().message << "\n";
+    return kRuntimeError;
+  }
+  err << fmt::format(
+      "gpumeter sim kubelet: serving pod-resources v1 List on unix:{} for {} (lead {} s); SIGINT or SIGTERM "
+      "stops\n",
+      args.socket, args.scenario, to_seconds(setup->lead));
+  wait_for_stop_signal(-1);
+  (*server)->stop();
+  return kOk;
+}
+
+const char* process_env(const char* name) { return std::getenv(name); }
+
+}  // namespace
+
+void setup_sim_command(CLI::App& sim, int& exit_code) {
+  sim.require_subcommand(1);
+
+  // Options are read as strings and checked in the callback, so every bad value exits 2
+  // with a message naming the flag, rather than through CLI11's own exit codes.
+  auto truth_args = std::make_shared<TruthArgs>();
+  CLI::App* truth = sim.add_subcommand("truth", "Print a scenario's exact ground truth over [from, to)");
+  truth->add_option("--scenario", truth_args->scenario, "Scenario YAML file");
+  truth->add_option("--from", truth_args->from,
+                    "Window start in scenario seconds, or e.g. 1h30m (default 0)");
+  truth->add_option("--to", truth_args->to,
+                    "Window end in scenario seconds (default: the scenario's duration)");
+  truth->add_option("--format", truth_args->format, "table or json (default table)");
+  truth->callback([truth_args, &exit_code] { exit_code = run_truth(*truth_args, std::cout, std::cerr); });
+
+  auto check_path = std::make_shared<std::string>();
+  CLI::App* check = sim.add_subcommand("check", "Validate a scenario file and summarize it");
+  check->add_option("--scenario", *check_path, "Scenario YAML file");
+  check->callback([check_path, &exit_code] { exit_code = run_check(*check_path, std::cout, std::cerr); });
+
+  auto procfs_args = std::make_shared<HostArgs>();
+  CLI::App* procfs = sim.add_subcommand(
+      "procfs",
+      "Write a fake procfs tree and /etc/passwd for the scenario's processes, so an agent run with "
+      "--path.procfs=DIR/proc can attribute simulated pids to owners");
+  procfs->footer(
+      "Writes DIR/proc/<pid>/{cgroup,stat,status,environ,comm,cmdline} for every process present at the\n"
+      "current scenario time, and DIR/etc/passwd (root and the scenario's users). Scenario time comes from\n"
+      "GPUMETER_SIM_EPOCH and GPUMETER_SIM_TIME_SCALE, as the simulator library computes it (0 when the\n"
+      "epoch is unset), or from --at. With --follow it keeps the tree in step with the scenario clock\n"
+      "until SIGINT or SIGTERM: each pid's entry appears --lead scenario time before its job starts and\n"
+      "goes --lead after it ends; every change is an atomic rename. With --follow and no\n"
+      "GPUMETER_SIM_EPOCH, scenario time 0 is the moment it starts.\n"
+      "Exit codes: 0 ok, 1 runtime error (e.g. DIR not writable), 2 bad input.");
+  procfs->add_option("--scenario", procfs_args->scenario, "Scenario YAML file");
+  procfs->add_option("--out", procfs_args->out, "Directory to write proc/ and etc/passwd into");
+  procfs->add_flag("--follow", procfs_args->follow, "Keep the tree in step with the scenario clock");
+  procfs->add_option("--lead", procfs_args->lead,
+                     "Scenario time an entry exists before its job starts and after it ends (default 5s)");
+  procfs->add_option("--at", procfs_args->at, "Write the tree at this scenario time instead of now");
+  procfs->callback(
+      [procfs_args, &exit_code] { exit_code = run_procfs(*procfs_args, process_env, std::cout, std::cerr); });
+
+  auto kubelet_args = std::make_shared<HostArgs>();
+  CLI::App* kubelet = sim.add_subcommand(
+      "kubelet",
+      "Serve the kubelet pod-resources v1 List for the scenario's Kubernetes jobs on a unix socket, "
+      "following the scenario clock");
+  kubelet->footer(
+      "Each job with a `kubernetes` reference is listed as its pod and container, holding resource\n"
+      "nvidia.com/gpu with the UUIDs of its GPUs as device ids, from --lead scenario time before it\n"
+      "starts until --lead after it ends (as `gpumeter sim procfs` keeps its pids). A GPU that two\n"
+      "containers hold at once somewhere in the scenario is time-sliced: its device ids are the NVIDIA\n"
+      "device plugin's replicas, <uuid>::<n>. Scenario time comes from GPUMETER_SIM_EPOCH and\n"
+      "GPUMETER_SIM_TIME_SCALE as the simulator library computes it; with no epoch, scenario time 0 is\n"
+      "the moment it starts. Runs until SIGINT or SIGTERM, then removes the socket.\n"
+      "Exit codes: 0 ok, 1 runtime error (e.g. the socket cannot be created), 2 bad input.");
+  kubelet->add_option("--scenario", kubelet_args->scenario, "Scenario YAML file");
+  kubelet->add_option("--socket", kubelet_args->socket,
+                      "Unix socket to serve on (the agent's kubelet socket, e.g. "
+                      "/var/lib/kubelet/pod-resources/kubelet.sock)");
+  kubelet->add_option("--lead", kubelet_args->lead,
+                      "Scenario time a pod is listed before its job starts and after it ends (default 5s)");
+  kubelet->callback(
+      [kubelet_args, &exit_code] { exit_code = run_kubelet(*kubelet_args, process_env, std::cerr); });
+}
+
+}  // namespace gpumeter::sim

@@ -1,0 +1,120 @@
+#pragma once
+// The simulated node's host side for `gpumeter sim procfs`: a fake procfs tree
+// (<dir>/proc/<pid>/{cgroup,stat,status,environ,comm,cmdline}) and <dir>/etc/passwd for the
+// scenario's processes, so an agent given --path.procfs=<dir>/proc can attribute simulated
+// pids to owners. The tree follows the scenario clock: a pid's entry exists from `lead`
+// scenario time before its job starts until `lead` after it ends, so an agent that sees a pid
+// in NVML always finds its entry, even when it reads /proc a little late.
+//
+// Every change is atomic for a reader: an entry is written into <dir>/proc/.<pid>.tmp/ and
+// renamed into place (or exchanged with the entry it replaces), and removed by renaming it
+// away first, so <dir>/proc/<pid> is always either absent or complete.
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sim/model/env_config.h"
+#include "sim/model/scenario.h"
+#include "util/result.h"
+
+namespace gpumeter::sim {
+
+inline constexpr Micros kDefaultHostLead = 5 * kMicrosPerSecond;
+
+// Clock ticks per second in /proc/<pid>/stat (USER_HZ on every Linux architecture).
+inline constexpr std::uint64_t kClockTicksPerSecond = 100;
+// The simulated node booted this long before scenario time 0, so start times are plausible.
+inline constexpr Micros kBootBeforeScenario = 86400 * kMicrosPerSecond;
+
+// One pid's entry, owned by one job during [from, to). Jobs that reuse a pid at different
+// times get disjoint windows: where their lead margins would overlap, the gap between the
+// first one's end and the next one's start is split at its midpoint.
+struct ProcessWindow {
+  unsigned pid = 0;
+  std::size_t job = 0;  // index into Scenario::jobs
+  Micros from = 0;
+  Micros to = kForever;
+  std::uint64_t start_ticks = 0;  // stat field 22: clock ticks after boot when the job started
+};
+
+// Every pid's windows, sorted by pid then time.
+std::vector<ProcessWindow> process_windows(const Scenario& scenario, Micros lead);
+
+// The file contents of one entry.
+std::string proc_comm(const Job& job);  // the job name cut to 15 bytes, as the kernel does
+std::string proc_cgroup(const Job& job);
+std::string proc_stat(const Job& job, const ProcessWindow& w);
+std::string proc_status(const Scenario& scenario, const Job& job, const ProcessWindow& w);
+std::string proc_environ(const Scenario& scenario, const Job& job);
+std::string proc_cmdline(const Job& job);
+std::string etc_passwd(const Scenario& scenario);
+std::string home_of(const Scenario& scenario, unsigned uid);
+
+// The procfs tree under one directory, kept in step with scenario time by sync().
+class ProcfsTree {
+ public:
+  // Creates <dir>/proc and <dir>/etc, writes <dir>/etc/passwd and takes over what an earlier
+  // writer left in <dir>/proc (its entries are replaced or removed by the first sync()).
+  static Result<std::unique_ptr<ProcfsTree>> open(const std::filesystem::path& dir, const Scenario& scenario,
+                                                  Micros lead);
+
+  // Makes <dir>/proc hold exactly the entries of the windows that contain t (t < 0 counts as 0,
+  // as the library reads time 0 before its epoch).
+  Result<void> sync(Micros t);
+
+  // The earliest window edge after t, when the next sync() may change something; kForever if none.
+  Micros next_change_after(Micros t) const;
+
+  // The pids present after the last sync(), with the job each belongs to.
+  const std::map<unsigned, std::size_t>& present() const { return present_; }
+
+ private:
+  ProcfsTree(std::filesystem::path dir, const Scenario& scenario, Micros lead);
+  Result<void> write_entry(const ProcessWindow& w, bool replace);
+  Result<void> remove_entry(unsigned pid);
+
+  static constexpr std::size_t kUnknownJob = static_cast<std::size_t>(-1);
+  std::filesystem::path proc_;
+  const Scenario& scenario_;
+  std::vector<ProcessWindow> windows_;
+  std::vector<Micros> edges_;                // every window's from and to, sorted, unique
+  std::map<unsigned, std::size_t> present_;  // pid -> job (kUnknownJob: left by an earlier run)
+};
+
+// Scenario time for the host-side commands, from the same settings the library reads.
+class HostClock {
+ public:
+  virtual ~HostClock() = default;
+  virtual Micros now() = 0;
+  // Waits until scenario time t has arrived; false when the command is asked to stop first.
+  virtual bool wait_until(Micros t) = 0;
+};
+
+// The wall clock as the library maps it: GPUMETER_SIM_EPOCH and GPUMETER_SIM_TIME_SCALE (the
+// scenario's time_scale otherwise), through the library's own environment parsing and
+// Session clock. With the epoch unset it is `fallback_epoch_ns` if given, else time stands at 0.
+// wait_until() returns false as soon as SIGINT or SIGTERM arrives; call block_stop_signals()
+// first, before any thread starts.
+Result<std::unique_ptr<HostClock>> make_scenario_clock(const Scenario& scenario,
+                                                       const std::string& scenario_path,
+                                                       const EnvLookup& getenv,
+                                                       std::optional<std::int64_t> fallback_epoch_ns);
+
+// Blocks SIGINT and SIGTERM in the calling thread (and the threads it starts later), so that
+// they are taken by wait_for_stop_signal() or a HostClock's wait_until() instead.
+void block_stop_signals();
+// Waits up to `timeout_ns` (forever when negative) for SIGINT or SIGTERM; true if one came.
+bool wait_for_stop_signal(std::int64_t timeout_ns);
+
+// Runs a tree until the clock says stop: sync, wait for the next change, repeat. `after_sync`
+// (optional) is called after every sync with the time it synced to.
+Result<void> follow(ProcfsTree& tree, HostClock& clock, const std::function<void(Micros)>& after_sync = {});
+
+}  // namespace gpumeter::sim

@@ -1,0 +1,45 @@
+#pragma once
+// What the simulated node's kubelet reports (`gpumeter sim kubelet`): the pod-resources v1
+// List reply at a scenario time. Pure logic, no gRPC: the subcommand serves it.
+//
+// Each job with a `kubernetes` reference is one container's allocation of `nvidia.com/gpu`
+// during [start - lead, end + lead), the same window `gpumeter sim procfs` gives its pids.
+// Its device ids are the UUIDs of its GPUs. A GPU that two different containers hold at the
+// same time somewhere in the scenario is time-sliced: as the NVIDIA device plugin does with a
+// sharing configuration, every allocation of it, for its whole window, is a replica
+// "<uuid>::<n>", n the lowest replica number not held by another container at the
+// allocation's start (a container keeps its replica while it holds the GPU).
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "kubelet/pod_resources.h"
+#include "sim/model/scenario.h"
+
+namespace gpumeter::sim {
+
+inline constexpr const char* kGpuResourceName = "nvidia.com/gpu";
+
+class SimKubelet {
+ public:
+  SimKubelet(const Scenario& scenario, Micros lead);
+
+  // Pods sorted by namespace and name, containers by name; t < 0 counts as 0.
+  std::vector<kubelet::PodResources> pods_at(Micros t) const;
+
+  // Whether a GPU's device ids carry replica suffixes.
+  bool time_sliced(unsigned gpu) const { return time_sliced_.at(gpu); }
+
+ private:
+  struct Allocation {
+    std::size_t job;
+    Micros from, to;
+    std::vector<std::string> device_ids;  // in the job's GPU order
+  };
+  const Scenario& scenario_;
+  std::vector<Allocation> allocations_;
+  std::vector<bool> time_sliced_;
+};
+
+}  // namespace gpumeter::sim

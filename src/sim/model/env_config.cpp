@@ -1,0 +1,87 @@
+#include "sim/model/env_config.h"
+
+#include <array>
+#include <string_view>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "nvml/nvml_api.h"
+#include "sim/model/units.h"
+
+namespace gpumeter::sim {
+
+namespace {
+
+constexpr std::array<std::pair<std::string_view, unsigned>, 4> kFields = {{
+    {"NVML_FI_DEV_MEMORY_TEMP", NVML_FI_DEV_MEMORY_TEMP},
+    {"NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION", NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION},
+    {"NVML_FI_DEV_PCIE_COUNT_TX_BYTES", NVML_FI_DEV_PCIE_COUNT_TX_BYTES},
+    {"NVML_FI_DEV_PCIE_COUNT_RX_BYTES", NVML_FI_DEV_PCIE_COUNT_RX_BYTES},
+}};
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+Result<void> parse_unsupported(std::string_view list, SimEnv& env) {
+  while (!list.empty()) {
+    std::size_t comma = list.find(',');
+    std::string_view name = trim(list.substr(0, comma));
+    list = comma == std::string_view::npos ? std::string_view{} : list.substr(comma + 1);
+    if (name.empty()) continue;
+    if (auto fn = nvml_function_from_name(name)) {
+      if (nvml_function_kind(*fn) == NvmlFunctionKind::lifecycle) {
+        return Error{0, fmt::format("GPUMETER_SIM_UNSUPPORTED: {} cannot be made unsupported", name)};
+      }
+      env.unsupported.set(static_cast<std::size_t>(*fn));
+      continue;
+    }
+    bool field = false;
+    for (const auto& [field_name, id] : kFields) {
+      if (field_name == name) {
+        env.unsupported_fields.push_back(id);
+        field = true;
+      }
+    }
+    if (!field) {
+      return Error{0, fmt::format("GPUMETER_SIM_UNSUPPORTED: '{}' is neither an NVML function the simulator "
+                                  "exports nor a field id it serves",
+                                  name)};
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<SimEnv> read_sim_env(const EnvLookup& getenv) {
+  SimEnv env;
+  const char* scenario = getenv("GPUMETER_SIM_SCENARIO");
+  if (scenario == nullptr || *scenario == '\0') {
+    return Error{0, "GPUMETER_SIM_SCENARIO is not set; point it at a scenario YAML file"};
+  }
+  env.scenario_path = scenario;
+  if (const char* epoch = getenv("GPUMETER_SIM_EPOCH"); epoch != nullptr && *epoch != '\0') {
+    env.epoch = parse_double(epoch);
+    if (!env.epoch || *env.epoch < 0) {
+      return Error{0, fmt::format("GPUMETER_SIM_EPOCH: expected unix time in seconds, got '{}'", epoch)};
+    }
+  }
+  if (const char* scale = getenv("GPUMETER_SIM_TIME_SCALE"); scale != nullptr && *scale != '\0') {
+    env.time_scale = parse_double(scale);
+    if (!env.time_scale || *env.time_scale <= 0 || *env.time_scale > 1e6) {
+      return Error{
+          0,
+          fmt::format("GPUMETER_SIM_TIME_SCALE: expected a number above 0 (at most 1e6), got '{}'", scale)};
+    }
+  }
+  if (const char* unsupported = getenv("GPUMETER_SIM_UNSUPPORTED"); unsupported != nullptr) {
+    if (auto r = parse_unsupported(unsupported, env); !r) return r.error();
+  }
+  return env;
+}
+
+}  // namespace gpumeter::sim

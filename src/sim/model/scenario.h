@@ -1,0 +1,124 @@
+#pragma once
+// A scenario as the simulator plays it: GPU models, GPUs, jobs and faults, already validated.
+// Scenario time is kept in whole microseconds so that pattern edges, fault windows and the
+// 200 ms sample grid land on exact instants and every integral is an exact sum of segments.
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "sim/model/identity.h"
+#include "sim/model/pattern.h"
+#include "sim/model/time.h"
+
+namespace gpumeter::sim {
+
+// Far more than any node holds; it bounds the C layer's table of device handles.
+inline constexpr unsigned kMaxGpus = 256;
+
+struct ClockRange {
+  unsigned idle_mhz = 0;
+  unsigned max_mhz = 0;
+};
+
+struct GpuModelSpec {
+  std::string id;    // the key under `models`
+  std::string name;  // what nvmlDeviceGetName reports
+  std::uint64_t memory_total_bytes = 0;
+  std::uint64_t memory_reserved_bytes = 0;  // counted in v1 "used" only, as real drivers do
+  std::int64_t power_limit_mw = 0;
+  std::int64_t idle_power_mw = 0;
+  std::int64_t max_power_mw = 0;
+  unsigned idle_temperature_c = 0;
+  unsigned max_temperature_c = 0;
+  unsigned memory_temperature_offset_c = 0;
+  ClockRange graphics_clock, sm_clock, memory_clock, video_clock;
+  bool fan = false;
+  unsigned fan_idle_percent = 30;
+  unsigned fan_max_percent = 80;
+  unsigned pcie_generation = 4;
+  unsigned pcie_width = 16;
+  double pcie_tx_bytes_per_second = 0;  // at 100% utilization
+  double pcie_rx_bytes_per_second = 0;
+  unsigned pci_device_id = 0;  // nvmlPciInfo_t::pciDeviceId: device id << 16 | 0x10DE
+  unsigned pci_subsystem_id = 0;
+  std::string vbios_version;
+  bool ecc = true;
+};
+
+struct GpuSpec {
+  std::size_t model = 0;  // index into Scenario::models
+  std::string uuid;
+  std::string serial;
+  PciAddress pci;
+};
+
+// Where a job's processes sit in Kubernetes, for the simulated kubelet (`gpumeter sim
+// kubelet`). Empty when the job is not a pod.
+struct KubernetesRef {
+  std::string namespace_;
+  std::string pod;
+  std::string container;
+  bool empty() const { return pod.empty(); }
+};
+
+struct Job {
+  std::string name;
+  Micros start = 0;
+  Micros end = kForever;
+  std::vector<unsigned> gpus;
+  std::vector<unsigned> pids;  // one per entry of `gpus`
+  unsigned uid = 0;
+  std::string cgroup;
+  int cgroup_version = 2;  // how `gpumeter sim procfs` writes /proc/<pid>/cgroup: 1 or 2
+  KubernetesRef kubernetes;
+  std::vector<std::pair<std::string, std::string>> env;  // in file order
+  std::uint64_t memory_bytes = 0;                        // on each of its GPUs
+  Pattern utilization;
+};
+
+struct WindowFault {  // `lost` and `unknown_errors`: [at, at + duration)
+  unsigned gpu = 0;
+  Micros at = 0;
+  Micros duration = 0;
+};
+
+struct HangFault {
+  unsigned gpu = 0;
+  Micros at = 0;
+  double wall_seconds = 0;
+  std::string call;  // empty: any call on the GPU
+};
+
+struct XidFault {
+  unsigned gpu = 0;
+  Micros at = 0;
+  unsigned code = 0;
+};
+
+struct Scenario {
+  std::string source;  // file name, for messages
+  std::string driver_version;
+  int cuda_driver_version = 0;  // e.g. 12040
+  double time_scale = 1;
+  Micros duration = kForever;  // jobs are cut here; GPUs idle afterwards
+  std::vector<GpuModelSpec> models;
+  std::vector<GpuSpec> gpus;
+  std::vector<Job> jobs;
+  std::vector<WindowFault> lost;
+  std::vector<WindowFault> unknown_errors;
+  std::vector<HangFault> hangs;
+  std::vector<XidFault> xids;          // sorted by time
+  std::vector<Micros> driver_reloads;  // sorted
+  // User names for uids (`users: {alice: 2050}`), written to the simulated /etc/passwd.
+  std::vector<std::pair<std::string, unsigned>> users;
+
+  const GpuModelSpec& model_of(unsigned gpu) const { return models[gpus[gpu].model]; }
+  std::size_t fault_count() const {
+    return lost.size() + unknown_errors.size() + hangs.size() + xids.size() + driver_reloads.size();
+  }
+};
+
+}  // namespace gpumeter::sim

@@ -1,0 +1,661 @@
+#include "sim/model/scenario_parse.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include "nvml/nvml_api.h"
+#include "sim/model/identity.h"
+#include "sim/model/nvml_functions.h"
+#include "sim/model/units.h"
+#include "sim/model/yaml_reader.h"
+
+namespace gpumeter::sim {
+
+namespace {
+
+constexpr std::uint64_t kMaxPid = 4194304;  // Linux pid_max limit
+// String lengths that fit NVML's buffers with the terminating NUL.
+constexpr std::size_t kMaxName = NVML_DEVICE_NAME_V2_BUFFER_SIZE - 1;
+constexpr std::size_t kMaxUuid = NVML_DEVICE_UUID_V2_BUFFER_SIZE - 1;
+constexpr std::size_t kMaxSerial = NVML_DEVICE_SERIAL_BUFFER_SIZE - 1;
+constexpr std::size_t kMaxVbios = NVML_DEVICE_VBIOS_VERSION_BUFFER_SIZE - 1;
+// The NVML version string is "<cuda major>." followed by the driver version.
+constexpr std::size_t kMaxDriverVersion = NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE - 4;
+
+std::string indexed(std::string_view path, std::size_t i) { return fmt::format("{}[{}]", path, i); }
+
+std::string read_bounded_string(const YAML::Node& node, std::string_view path, std::size_t max_len) {
+  std::string s = read_string(node, path);
+  if (s.empty()) fail_at(node, path, "must not be empty");
+  if (s.size() > max_len) fail_at(node, path, fmt::format("must be at most {} characters", max_len));
+  return s;
+}
+
+ClockRange parse_clock(const YAML::Node& node, const std::string& path) {
+  MapReader m(node, path, {"idle", "max"});
+  ClockRange c;
+  c.idle_mhz = static_cast<unsigned>(read_unsigned(m.require("idle"), m.path("idle"), 0, 100000));
+  c.max_mhz = static_cast<unsigned>(read_unsigned(m.require("max"), m.path("max"), 1, 100000));
+  if (c.idle_mhz > c.max_mhz) fail_at(m.get("idle"), m.path("idle"), "must not exceed max");
+  return c;
+}
+
+GpuModelSpec parse_model(const std::string& id, const YAML::Node& node, const std::string& path) {
+  MapReader m(node, path,
+              {"name", "memory", "memory_reserved", "power", "temperature", "clocks", "fan", "pcie",
+               "vbios_version", "ecc"});
+  GpuModelSpec g;
+  g.id = id;
+  g.name = read_bounded_string(m.require("name"), m.path("name"), kMaxName);
+  g.memory_total_bytes = read_bytes(m.require("memory"), m.path("memory"));
+  if (g.memory_total_bytes == 0) fail_at(m.get("memory"), m.path("memory"), "must be more than 0");
+  if (m.has("memory_reserved")) {
+    g.memory_reserved_bytes = read_bytes(m.get("memory_reserved"), m.path("memory_reserved"));
+    if (g.memory_reserved_bytes >= g.memory_total_bytes) {
+      fail_at(m.get("memory_reserved"), m.path("memory_reserved"), "must be less than memory");
+    }
+  }
+
+  MapReader power(m.require("power"), m.path("power"), {"limit", "idle", "max"});
+  g.power_limit_mw = read_milliwatts(power.require("limit"), power.path("limit"));
+  g.idle_power_mw = read_milliwatts(power.require("idle"), power.path("idle"));
+  g.max_power_mw = read_milliwatts(power.require("max"), power.path("max"));
+  if (g.power_limit_mw == 0) fail_at(power.get("limit"), power.path("limit"), "must be more than 0");
+  if (g.idle_power_mw > g.max_power_mw) fail_at(power.get("idle"), power.path("idle"), "must not exceed max");
+  if (g.max_power_mw > g.power_limit_mw)
+    fail_at(power.get("max"), power.path("max"), "must not exceed limit");
+
+  g.idle_temperature_c = 30;
+  g.max_temperature_c = 75;
+  g.memory_temperature_offset_c = 4;
+  if (m.has("temperature")) {
+    MapReader t(m.get("temperature"), m.path("temperature"), {"idle", "max", "memory_offset"});
+    if (t.has("idle"))
+      g.idle_temperature_c = static_cast<unsigned>(read_unsigned(t.get("idle"), t.path("idle"), 0, 150));
+    if (t.has("max"))
+      g.max_temperature_c = static_cast<unsigned>(read_unsigned(t.get("max"), t.path("max"), 0, 150));
+    if (t.has("memory_offset")) {
+      g.memory_temperature_offset_c =
+          static_cast<unsigned>(read_unsigned(t.get("memory_offset"), t.path("memory_offset"), 0, 50));
+    }
+    if (g.idle_temperature_c > g.max_temperature_c) t.fail("idle must not exceed max");
+  }
+
+  MapReader clocks(m.require("clocks"), m.path("clocks"), {"graphics", "sm", "memory", "video"});
+  g.graphics_clock = parse_clock(clocks.require("graphics"), clocks.path("graphics"));
+  g.sm_clock = parse_clock(clocks.require("sm"), clocks.path("sm"));
+  g.memory_clock = parse_clock(clocks.require("memory"), clocks.path("memory"));
+  g.video_clock = parse_clock(clocks.require("video"), clocks.path("video"));
+
+  if (m.has("fan")) {
+    YAML::Node fan = m.get("fan");
+    if (fan.IsMap()) {
+      MapReader f(fan, m.path("fan"), {"idle", "max"});
+      g.fan = true;
+      if (f.has("idle"))
+        g.fan_idle_percent = static_cast<unsigned>(read_ratio_percent(f.get("idle"), f.path("idle")));
+      if (f.has("max"))
+        g.fan_max_percent = static_cast<unsigned>(read_ratio_percent(f.get("max"), f.path("max")));
+      if (g.fan_idle_percent > g.fan_max_percent) f.fail("idle must not exceed max");
+    } else {
+      g.fan = read_bool(fan, m.path("fan"));
+    }
+  }
+
+  g.pcie_tx_bytes_per_second = 2e9;
+  g.pcie_rx_bytes_per_second = 4e9;
+  if (m.has("pcie")) {
+    MapReader p(
+        m.get("pcie"), m.path("pcie"),
+        {"generation", "width", "tx_bytes_per_second", "rx_bytes_per_second", "device_id", "subsystem_id"});
+    if (p.has("generation")) {
+      g.pcie_generation =
+          static_cast<unsigned>(read_unsigned(p.get("generation"), p.path("generation"), 1, 7));
+    }
+    if (p.has("width"))
+      g.pcie_width = static_cast<unsigned>(read_unsigned(p.get("width"), p.path("width"), 1, 32));
+    if (p.has("tx_bytes_per_second")) {
+      g.pcie_tx_bytes_per_second =
+          static_cast<double>(read_bytes(p.get("tx_bytes_per_second"), p.path("tx_bytes_per_second")));
+    }
+    if (p.has("rx_bytes_per_second")) {
+      g.pcie_rx_bytes_per_second =
+          static_cast<double>(read_bytes(p.get("rx_bytes_per_second"), p.path("rx_bytes_per_second")));
+    }
+    if (p.has("device_id")) {
+      auto dev = read_unsigned(p.get("device_id"), p.path("device_id"), 0, 0xFFFF);
+      g.pci_device_id = static_cast<unsigned>(dev << 16 | 0x10DE);
+    }
+    if (p.has("subsystem_id")) {
+      g.pci_subsystem_id =
+          static_cast<unsigned>(read_unsigned(p.get("subsystem_id"), p.path("subsystem_id"), 0, 0xFFFFFFFF));
+    }
+  }
+  g.vbios_version = "00.00.00.00.00";
+  if (m.has("vbios_version")) {
+    g.vbios_version = read_bounded_string(m.get("vbios_version"), m.path("vbios_version"), kMaxVbios);
+  }
+  if (m.has("ecc")) g.ecc = read_bool(m.get("ecc"), m.path("ecc"));
+  return g;
+}
+
+std::size_t model_index(const Scenario& s, const YAML::Node& node, const std::string& path) {
+  std::string id = read_string(node, path);
+  for (std::size_t i = 0; i < s.models.size(); ++i) {
+    if (s.models[i].id == id) return i;
+  }
+  std::string known;
+  for (const auto& m : s.models) known += fmt::format("{}{}", known.empty() ? "" : ", ", m.id);
+  fail_at(node, path, fmt::format("unknown model '{}' (models: {})", id, known));
+}
+
+void parse_gpus(Scenario& s, const YAML::Node& node, const std::string& uuid_seed) {
+  const std::string path = "gpus";
+  if (node.IsMap()) {
+    MapReader m(node, path, {"count", "model"});
+    auto count = read_unsigned(m.require("count"), m.path("count"), 0, kMaxGpus);
+    std::size_t model = model_index(s, m.require("model"), m.path("model"));
+    for (unsigned i = 0; i < count; ++i) s.gpus.push_back(GpuSpec{model, {}, {}, {}});
+  } else if (node.IsSequence()) {
+    if (node.size() > kMaxGpus) fail_at(node, path, fmt::format("at most {} GPUs are supported", kMaxGpus));
+    for (std::size_t i = 0; i < node.size(); ++i) {
+      MapReader m(node[i], indexed(path, i), {"model", "uuid", "serial", "pci_bus_id"});
+      GpuSpec g;
+      g.model = model_index(s, m.require("model"), m.path("model"));
+      if (m.has("uuid")) g.uuid = read_bounded_string(m.get("uuid"), m.path("uuid"), kMaxUuid);
+      if (m.has("serial")) g.serial = read_bounded_string(m.get("serial"), m.path("serial"), kMaxSerial);
+      if (m.has("pci_bus_id")) {
+        std::string text = read_string(m.get("pci_bus_id"), m.path("pci_bus_id"));
+        auto a = parse_pci_bus_id(text);
+        if (!a) {
+          fail_at(m.get("pci_bus_id"), m.path("pci_bus_id"),
+                  fmt::format("expected a PCI bus id such as 00000000:18:00.0, got '{}'", text));
+        }
+        g.pci = *a;
+      } else {
+        g.pci = default_pci_address(static_cast<unsigned>(i));
+      }
+      s.gpus.push_back(g);
+    }
+  } else {
+    fail_at(node, path, "expected a list of GPUs or a mapping {count, model}");
+  }
+
+  std::map<std::string, std::size_t> uuids, serials, buses;
+  for (std::size_t i = 0; i < s.gpus.size(); ++i) {
+    GpuSpec& g = s.gpus[i];
+    auto idx = static_cast<unsigned>(i);
+    if (g.uuid.empty()) g.uuid = default_uuid(uuid_seed, idx);
+    if (g.serial.empty()) g.serial = default_serial(uuid_seed, idx);
+    if (node.IsMap()) g.pci = default_pci_address(idx);
+    const YAML::Node where = node.IsSequence() ? node[i] : node;
+    if (!uuids.emplace(g.uuid, i).second) {
+      fail_at(where, indexed(path, i),
+              fmt::format("uuid {} is also used by gpus[{}]", g.uuid, uuids[g.uuid]));
+    }
+    if (!serials.emplace(g.serial, i).second) {
+      fail_at(where, indexed(path, i),
+              fmt::format("serial {} is also used by gpus[{}]", g.serial, serials[g.serial]));
+    }
+    std::string bus = format_pci_bus_id(g.pci);
+    if (!buses.emplace(bus, i).second) {
+      fail_at(where, indexed(path, i),
+              fmt::format("pci_bus_id {} is also used by gpus[{}]", bus, buses[bus]));
+    }
+  }
+}
+
+Pattern parse_pattern(const YAML::Node& node, const std::string& path) {
+  if (node.IsScalar()) return ConstantPattern{read_ratio_percent(node, path)};
+  if (!node.IsMap()) fail_at(node, path, "expected a ratio such as 0.9 or a mapping with 'pattern'");
+  const YAML::Node& cnode = node;
+  YAML::Node kind_node = cnode["pattern"];
+  if (!kind_node.IsDefined()) {
+    fail_at(node, path, "missing required key 'pattern' (one of: constant, square, ramp, trace)");
+  }
+  std::string kind = read_string(kind_node, path + ".pattern");
+  if (kind == "constant") {
+    MapReader m(node, path, {"pattern", "value"});
+    return ConstantPattern{read_ratio_percent(m.require("value"), m.path("value"))};
+  }
+  if (kind == "square") {
+    MapReader m(node, path, {"pattern", "high", "low", "period", "duty", "phase"});
+    SquarePattern sq;
+    sq.high = read_ratio_percent(m.require("high"), m.path("high"));
+    if (m.has("low")) sq.low = read_ratio_percent(m.get("low"), m.path("low"));
+    sq.period = read_duration(m.require("period"), m.path("period"));
+    if (sq.period <= 0) fail_at(m.get("period"), m.path("period"), "must be more than 0");
+    sq.high_time = sq.period / 2;
+    if (m.has("duty")) {
+      std::string text = read_string(m.get("duty"), m.path("duty"));
+      auto high_time = scale_decimal(text, static_cast<std::uint64_t>(sq.period));
+      if (!high_time || *high_time > static_cast<std::uint64_t>(sq.period)) {
+        fail_at(m.get("duty"), m.path("duty"),
+                fmt::format(
+                    "expected a ratio from 0 to 1 that splits the period into whole microseconds, got '{}'",
+                    text));
+      }
+      sq.high_time = static_cast<Micros>(*high_time);
+    }
+    if (m.has("phase")) sq.phase = read_duration(m.get("phase"), m.path("phase")) % sq.period;
+    return sq;
+  }
+  if (kind == "ramp") {
+    MapReader m(node, path, {"pattern", "from", "to", "over", "step"});
+    RampPattern r;
+    r.from = read_ratio_percent(m.require("from"), m.path("from"));
+    r.to = read_ratio_percent(m.require("to"), m.path("to"));
+    r.over = read_duration(m.require("over"), m.path("over"));
+    if (r.over <= 0) fail_at(m.get("over"), m.path("over"), "must be more than 0");
+    if (m.has("step")) {
+      r.step = read_duration(m.get("step"), m.path("step"));
+      if (r.step <= 0) fail_at(m.get("step"), m.path("step"), "must be more than 0");
+    }
+    return r;
+  }
+  if (kind == "trace") {
+    MapReader m(node, path, {"pattern", "points"});
+    YAML::Node points = m.require("points");
+    std::string ppath = m.path("points");
+    if (!points.IsSequence() || points.size() == 0)
+      fail_at(points, ppath, "expected a non-empty list of [time, ratio]");
+    TracePattern tr;
+    for (std::size_t i = 0; i < points.size(); ++i) {
+      const YAML::Node pt = points[i];
+      std::string ip = indexed(ppath, i);
+      if (!pt.IsSequence() || pt.size() != 2) fail_at(pt, ip, "expected a pair [time, ratio]");
+      Micros t = read_duration(pt[0], ip + "[0]");
+      int u = read_ratio_percent(pt[1], ip + "[1]");
+      if (!tr.points.empty() && t <= tr.points.back().first) {
+        fail_at(pt[0], ip + "[0]", "times must increase strictly from point to point");
+      }
+      tr.points.emplace_back(t, u);
+    }
+    return tr;
+  }
+  fail_at(kind_node, path + ".pattern",
+          fmt::format("unknown pattern '{}' (expected one of: constant, square, ramp, trace)", kind));
+}
+
+// Kubernetes object names, as the API server validates them: a DNS label (RFC 1123) for
+// namespaces and containers, a DNS subdomain for pods.
+bool dns_label(std::string_view s, std::size_t max_len) {
+  if (s.empty() || s.size() > max_len) return false;
+  for (char c : s) {
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-')) return false;
+  }
+  return s.front() != '-' && s.back() != '-';
+}
+
+bool dns_subdomain(std::string_view s) {
+  if (s.empty() || s.size() > 253) return false;
+  std::size_t start = 0;
+  while (start <= s.size()) {
+    std::size_t dot = s.find('.', start);
+    std::string_view label =
+        s.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start);
+    if (!dns_label(label, 63)) return false;
+    if (dot == std::string_view::npos) break;
+    start = dot + 1;
+  }
+  return true;
+}
+
+KubernetesRef parse_kubernetes(const YAML::Node& node, const std::string& path) {
+  MapReader m(node, path, {"namespace", "pod", "container"});
+  KubernetesRef k;
+  k.namespace_ = read_string(m.require("namespace"), m.path("namespace"));
+  k.pod = read_string(m.require("pod"), m.path("pod"));
+  k.container = read_string(m.require("container"), m.path("container"));
+  if (!dns_label(k.namespace_, 63)) {
+    fail_at(m.get("namespace"), m.path("namespace"),
+            fmt::format("'{}' is not a Kubernetes namespace name (lowercase letters, digits and '-', "
+                        "at most 63, starting and ending with a letter or digit)",
+                        k.namespace_));
+  }
+  if (!dns_subdomain(k.pod)) {
+    fail_at(m.get("pod"), m.path("pod"),
+            fmt::format("'{}' is not a Kubernetes pod name (lowercase letters, digits, '-' and '.', "
+                        "at most 253)",
+                        k.pod));
+  }
+  if (!dns_label(k.container, 63)) {
+    fail_at(m.get("container"), m.path("container"),
+            fmt::format("'{}' is not a Kubernetes container name (lowercase letters, digits and '-', "
+                        "at most 63, starting and ending with a letter or digit)",
+                        k.container));
+  }
+  return k;
+}
+
+// `users: {alice: 2050}`: user names as useradd accepts them, so each makes a valid
+// /etc/passwd line. root (uid 0) is always written and cannot be redefined.
+void parse_users(Scenario& s, const YAML::Node& node) {
+  const std::string path = "users";
+  if (!node.IsMap()) fail_at(node, path, "expected a mapping of user names to uids, e.g. {alice: 2050}");
+  std::map<std::string, std::string> names;  // name -> path, for messages
+  std::map<unsigned, std::string> uids;      // uid -> name
+  for (const auto& kv : node) {
+    const std::string name = read_string(kv.first, path);
+    const std::string npath = path + "." + name;
+    bool valid = !name.empty() && name.size() <= 32 && ((name[0] >= 'a' && name[0] <= 'z') || name[0] == '_');
+    for (char c : name) {
+      valid = valid && ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '.');
+    }
+    if (!valid) {
+      fail_at(kv.first, path,
+              fmt::format("'{}' is not a valid user name (a lowercase letter or '_', then lowercase letters, "
+                          "digits, '_', '-' or '.', at most 32 characters)",
+                          name));
+    }
+    if (name == "root") fail_at(kv.first, path, "'root' (uid 0) is always present and cannot be redefined");
+    if (!names.emplace(name, npath).second) fail_at(kv.first, path, fmt::format("duplicate user '{}'", name));
+    auto uid = static_cast<unsigned>(read_unsigned(kv.second, npath, 0, 4294967294U));
+    if (uid == 0) fail_at(kv.second, npath, "uid 0 is root's, which is always present");
+    if (auto it = uids.find(uid); it != uids.end()) {
+      fail_at(kv.second, npath, fmt::format("uid {} is also used by user '{}'", uid, it->second));
+    }
+    uids.emplace(uid, name);
+    s.users.emplace_back(name, uid);
+  }
+}
+
+Job parse_job(const YAML::Node& node, const std::string& path, std::size_t gpu_count) {
+  MapReader m(node, path,
+              {"name", "start", "end", "gpus", "pid", "pids", "uid", "cgroup", "cgroup_version", "kubernetes",
+               "env", "memory", "utilization"});
+  Job j;
+  j.name = read_bounded_string(m.require("name"), m.path("name"), 256);
+  if (m.has("start")) j.start = read_duration(m.get("start"), m.path("start"));
+  if (m.has("end")) {
+    j.end = read_duration(m.get("end"), m.path("end"));
+    if (j.end <= j.start) fail_at(m.get("end"), m.path("end"), "must be later than start");
+  }
+  YAML::Node gpus = m.require("gpus");
+  if (!gpus.IsSequence() || gpus.size() == 0)
+    fail_at(gpus, m.path("gpus"), "expected a non-empty list of GPU indices");
+  for (std::size_t i = 0; i < gpus.size(); ++i) {
+    std::string gp = indexed(m.path("gpus"), i);
+    if (gpu_count == 0) fail_at(gpus[i], gp, "the scenario has no GPUs");
+    auto g = static_cast<unsigned>(read_unsigned(gpus[i], gp, 0, gpu_count - 1));
+    if (std::find(j.gpus.begin(), j.gpus.end(), g) != j.gpus.end()) {
+      fail_at(gpus[i], gp, fmt::format("GPU {} is listed twice", g));
+    }
+    j.gpus.push_back(g);
+  }
+  if (m.has("pid") == m.has("pids"))
+    m.fail("needs exactly one of 'pid' (one process) or 'pids' (one per GPU)");
+  if (m.has("pid")) {
+    auto pid = static_cast<unsigned>(read_unsigned(m.get("pid"), m.path("pid"), 1, kMaxPid));
+    j.pids.assign(j.gpus.size(), pid);
+  } else {
+    YAML::Node pids = m.get("pids");
+    if (!pids.IsSequence() || pids.size() != j.gpus.size()) {
+      fail_at(pids, m.path("pids"),
+              fmt::format("expected a list of {} pids, one per entry of gpus", j.gpus.size()));
+    }
+    for (std::size_t i = 0; i < pids.size(); ++i) {
+      j.pids.push_back(static_cast<unsigned>(read_unsigned(pids[i], indexed(m.path("pids"), i), 1, kMaxPid)));
+    }
+  }
+  if (m.has("uid")) j.uid = static_cast<unsigned>(read_unsigned(m.get("uid"), m.path("uid"), 0, 4294967294U));
+  if (m.has("cgroup")) {
+    j.cgroup = read_string(m.get("cgroup"), m.path("cgroup"));
+    if (!j.cgroup.empty() && j.cgroup.front() != '/')
+      fail_at(m.get("cgroup"), m.path("cgroup"), "must start with '/'");
+  }
+  if (m.has("cgroup_version")) {
+    j.cgroup_version =
+        static_cast<int>(read_unsigned(m.get("cgroup_version"), m.path("cgroup_version"), 1, 2));
+  }
+  if (m.has("kubernetes")) j.kubernetes = parse_kubernetes(m.get("kubernetes"), m.path("kubernetes"));
+  if (m.has("env")) {
+    YAML::Node env = m.get("env");
+    if (!env.IsMap()) fail_at(env, m.path("env"), "expected a mapping of variable names to values");
+    for (const auto& kv : env) {
+      std::string key = read_string(kv.first, m.path("env"));
+      if (key.empty() || key.find('=') != std::string::npos || key.find('\0') != std::string::npos) {
+        fail_at(kv.first, m.path("env"), fmt::format("'{}' is not a valid variable name", key));
+      }
+      for (const auto& [seen, value] : j.env) {
+        if (seen == key) fail_at(kv.first, m.path("env"), fmt::format("duplicate key '{}'", key));
+      }
+      std::string value = read_string(kv.second, m.path("env") + "." + key);
+      if (value.find('\0') != std::string::npos)
+        fail_at(kv.second, m.path("env") + "." + key, "must not contain a NUL character");
+      j.env.emplace_back(key, std::move(value));
+    }
+  }
+  if (m.has("memory")) j.memory_bytes = read_bytes(m.get("memory"), m.path("memory"));
+  j.utilization = parse_pattern(m.require("utilization"), m.path("utilization"));
+  return j;
+}
+
+void parse_fault(Scenario& s, const YAML::Node& node, const std::string& path) {
+  if (!node.IsMap()) fail_at(node, path, "expected a mapping with 'kind'");
+  const YAML::Node& cnode = node;
+  YAML::Node kind_node = cnode["kind"];
+  if (!kind_node.IsDefined()) {
+    fail_at(node, path,
+            "missing required key 'kind' (one of: lost, hang, xid, unknown_errors, driver_reload)");
+  }
+  std::string kind = read_string(kind_node, path + ".kind");
+  auto gpu_of = [&](const MapReader& m) {
+    if (s.gpus.empty()) fail_at(m.node(), path, "the scenario has no GPUs");
+    return static_cast<unsigned>(read_unsigned(m.require("gpu"), m.path("gpu"), 0, s.gpus.size() - 1));
+  };
+  if (kind == "lost" || kind == "unknown_errors") {
+    MapReader m(node, path, {"kind", "gpu", "at", "duration"});
+    WindowFault f{gpu_of(m), read_duration(m.require("at"), m.path("at")),
+                  read_duration(m.require("duration"), m.path("duration"))};
+    if (f.duration <= 0) fail_at(m.get("duration"), m.path("duration"), "must be more than 0");
+    (kind == "lost" ? s.lost : s.unknown_errors).push_back(f);
+  } else if (kind == "hang") {
+    MapReader m(node, path, {"kind", "gpu", "at", "seconds", "call"});
+    HangFault f;
+    f.gpu = gpu_of(m);
+    f.at = read_duration(m.require("at"), m.path("at"));
+    f.wall_seconds = read_double(m.require("seconds"), m.path("seconds"), 0.001, 3600);
+    if (m.has("call")) {
+      f.call = read_string(m.get("call"), m.path("call"));
+      auto fn = nvml_function_from_name(f.call);
+      if (!fn || nvml_function_kind(*fn) != NvmlFunctionKind::device) {
+        fail_at(m.get("call"), m.path("call"),
+                fmt::format("'{}' is not an NVML device function the simulator exports", f.call));
+      }
+    }
+    s.hangs.push_back(f);
+  } else if (kind == "xid") {
+    MapReader m(node, path, {"kind", "gpu", "at", "code"});
+    XidFault f;
+    f.gpu = gpu_of(m);
+    f.at = read_duration(m.require("at"), m.path("at"));
+    f.code = static_cast<unsigned>(read_unsigned(m.require("code"), m.path("code"), 1, 65535));
+    s.xids.push_back(f);
+  } else if (kind == "driver_reload") {
+    MapReader m(node, path, {"kind", "at"});
+    s.driver_reloads.push_back(read_duration(m.require("at"), m.path("at")));
+  } else {
+    fail_at(kind_node, path + ".kind",
+            fmt::format(
+                "unknown fault kind '{}' (expected one of: lost, hang, xid, unknown_errors, driver_reload)",
+                kind));
+  }
+}
+
+int parse_cuda_version(const YAML::Node& node, const std::string& path) {
+  std::string text = read_string(node, path);
+  std::size_t dot = text.find('.');
+  if (dot == std::string::npos) {
+    auto v = parse_unsigned(text);
+    if (v && *v >= 1000 && *v < 1000000) return static_cast<int>(*v);
+  } else {
+    auto major = parse_unsigned(text.substr(0, dot));
+    auto minor = parse_unsigned(text.substr(dot + 1));
+    if (major && minor && *major < 1000 && *minor < 100) return static_cast<int>(*major * 1000 + *minor * 10);
+  }
+  fail_at(node, path, fmt::format("expected a CUDA version such as 12.4 or 12040, got '{}'", text));
+}
+
+Micros job_end(const Scenario& s, const Job& j) { return std::min(j.end, s.duration); }
+
+// Memory that the jobs present at once hold on a GPU must fit in it, or readings go negative.
+void check_memory(const Scenario& s, const std::vector<YAML::Node>& job_nodes) {
+  for (unsigned g = 0; g < s.gpus.size(); ++g) {
+    const GpuModelSpec& model = s.model_of(g);
+    std::uint64_t capacity = model.memory_total_bytes - model.memory_reserved_bytes;
+    struct Edge {
+      Micros t;
+      int delta;  // -1 end, +1 start: ends sort first at equal times
+      std::size_t job;
+    };
+    std::vector<Edge> edges;
+    for (std::size_t j = 0; j < s.jobs.size(); ++j) {
+      const Job& job = s.jobs[j];
+      if (std::find(job.gpus.begin(), job.gpus.end(), g) == job.gpus.end()) continue;
+      if (job.start >= job_end(s, job)) continue;
+      edges.push_back({job.start, +1, j});
+      edges.push_back({job_end(s, job), -1, j});
+    }
+    std::sort(edges.begin(), edges.end(),
+              [](const Edge& a, const Edge& b) { return a.t != b.t ? a.t < b.t : a.delta < b.delta; });
+    std::uint64_t used = 0;
+    for (const Edge& e : edges) {
+      std::uint64_t mem = s.jobs[e.job].memory_bytes;
+      if (e.delta < 0) {
+        used -= mem;
+        continue;
+      }
+      used += mem;
+      if (used > capacity) {
+        fail_at(job_nodes[e.job], indexed("jobs", e.job),
+                fmt::format("jobs on GPU {} would hold {} bytes at {} s, more than its {} bytes", g, used,
+                            to_seconds(e.t), capacity));
+      }
+    }
+  }
+}
+
+// Two jobs that run at once must not share a pid: the agent would see one process.
+void check_pids(const Scenario& s, const std::vector<YAML::Node>& job_nodes) {
+  for (std::size_t b = 0; b < s.jobs.size(); ++b) {
+    for (std::size_t a = 0; a < b; ++a) {
+      const Job& ja = s.jobs[a];
+      const Job& jb = s.jobs[b];
+      if (std::max(ja.start, jb.start) >= std::min(job_end(s, ja), job_end(s, jb))) continue;
+      for (unsigned pid : jb.pids) {
+        if (std::find(ja.pids.begin(), ja.pids.end(), pid) != ja.pids.end()) {
+          fail_at(
+              job_nodes[b], indexed("jobs", b),
+              fmt::format("pid {} is also used by job '{}' (jobs[{}]) at the same time", pid, ja.name, a));
+        }
+      }
+    }
+  }
+}
+
+Scenario parse_root(const YAML::Node& root, const std::string& source) {
+  if (!root.IsDefined() || root.IsNull()) {
+    throw ScenarioError(YAML::Mark(), "the scenario is empty; expected a mapping with models and gpus");
+  }
+  MapReader m(root, "",
+              {"description", "driver_version", "cuda_driver_version", "time_scale", "duration", "uuid_seed",
+               "models", "gpus", "users", "jobs", "faults"});
+  Scenario s;
+  s.source = source;
+  s.driver_version = "550.90.07";
+  s.cuda_driver_version = 12040;
+  if (m.has("description")) (void)read_string(m.get("description"), "description");
+  if (m.has("driver_version"))
+    s.driver_version = read_bounded_string(m.get("driver_version"), "driver_version", kMaxDriverVersion);
+  if (m.has("cuda_driver_version"))
+    s.cuda_driver_version = parse_cuda_version(m.get("cuda_driver_version"), "cuda_driver_version");
+  if (m.has("time_scale")) s.time_scale = read_double(m.get("time_scale"), "time_scale", 1e-6, 1e6);
+  if (m.has("duration")) {
+    s.duration = read_duration(m.get("duration"), "duration");
+    if (s.duration <= 0) fail_at(m.get("duration"), "duration", "must be more than 0");
+  }
+  std::string uuid_seed;
+  if (m.has("uuid_seed")) uuid_seed = read_string(m.get("uuid_seed"), "uuid_seed");
+
+  YAML::Node models = m.require("models");
+  if (!models.IsMap() || models.size() == 0)
+    fail_at(models, "models", "expected a mapping of model ids to models");
+  for (const auto& kv : models) {
+    std::string id = read_string(kv.first, "models");
+    s.models.push_back(parse_model(id, kv.second, "models." + id));
+  }
+  parse_gpus(s, m.require("gpus"), uuid_seed);
+  if (m.has("users")) parse_users(s, m.get("users"));
+
+  std::vector<YAML::Node> job_nodes;
+  if (m.has("jobs")) {
+    YAML::Node jobs = m.get("jobs");
+    if (!jobs.IsSequence()) fail_at(jobs, "jobs", "expected a list of jobs");
+    std::set<std::string> names;
+    for (std::size_t i = 0; i < jobs.size(); ++i) {
+      s.jobs.push_back(parse_job(jobs[i], indexed("jobs", i), s.gpus.size()));
+      job_nodes.push_back(jobs[i]);
+      if (!names.insert(s.jobs.back().name).second) {
+        fail_at(jobs[i]["name"], indexed("jobs", i) + ".name",
+                fmt::format("job name '{}' is used twice", s.jobs.back().name));
+      }
+    }
+  }
+  if (m.has("faults")) {
+    YAML::Node faults = m.get("faults");
+    if (!faults.IsSequence()) fail_at(faults, "faults", "expected a list of faults");
+    for (std::size_t i = 0; i < faults.size(); ++i) parse_fault(s, faults[i], indexed("faults", i));
+  }
+  std::stable_sort(s.xids.begin(), s.xids.end(),
+                   [](const XidFault& a, const XidFault& b) { return a.at < b.at; });
+  std::sort(s.driver_reloads.begin(), s.driver_reloads.end());
+  s.driver_reloads.erase(std::unique(s.driver_reloads.begin(), s.driver_reloads.end()),
+                         s.driver_reloads.end());
+
+  check_memory(s, job_nodes);
+  check_pids(s, job_nodes);
+  return s;
+}
+
+std::string located(const std::string& source, int line, int column, const std::string& message) {
+  if (line < 0) return fmt::format("{}: {}", source, message);
+  return fmt::format("{}:{}:{}: {}", source, line + 1, column + 1, message);
+}
+
+}  // namespace
+
+Result<Scenario> parse_scenario(std::string_view yaml_text, const std::string& source_name) {
+  try {
+    YAML::Node root = YAML::Load(std::string(yaml_text));
+    return parse_root(root, source_name);
+  } catch (const ScenarioError& e) {
+    return Error{0, located(source_name, e.line, e.column, e.what())};
+  } catch (const YAML::Exception& e) {
+    return Error{0, located(source_name, e.mark.line, e.mark.column, e.msg)};
+  }
+}
+
+Result<Scenario> load_scenario(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return Error{ENOENT, fmt::format("{}: no such file", path)};
+  if (!std::filesystem::is_regular_file(path, ec))
+    return Error{EINVAL, fmt::format("{}: not a regular file", path)};
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Error{errno, fmt::format("{}: cannot open: {}", path, std::strerror(errno))};
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) return Error{EIO, fmt::format("{}: cannot read", path)};
+  return parse_scenario(text.str(), path);
+}
+
+}  // namespace gpumeter::sim

@@ -1,0 +1,64 @@
+#pragma once
+// One GPU's composite state over scenario time: which jobs are present and how busy it is.
+// The state is piecewise constant; segment_at() returns the piece containing t together with
+// the instant it ends, so callers walk whole segments and integrate exactly.
+
+#include <cstdint>
+#include <vector>
+
+#include "sim/model/pattern.h"
+#include "sim/model/scenario.h"
+#include "sim/model/time.h"
+
+namespace gpumeter::sim {
+
+struct JobShare {
+  std::uint32_t job = 0;  // index into Scenario::jobs
+  std::uint32_t pid = 0;  // the job's process on this GPU
+  int percent = 0;        // the job's own utilization u_j
+  std::uint64_t memory_bytes = 0;
+};
+
+struct Segment {
+  Micros start = 0;
+  Micros end = kForever;           // exclusive
+  int util_percent = 0;            // min(100, sum_percent)
+  int sum_percent = 0;             // sum of u_j over present jobs
+  std::uint64_t memory_bytes = 0;  // sum of present jobs' memory
+  bool driver_reload = false;      // a driver reload happens at `start`
+  std::vector<JobShare> jobs;      // present jobs, in scenario order
+};
+
+class GpuTimeline {
+ public:
+  GpuTimeline(const Scenario& scenario, unsigned gpu);
+
+  // The state at t (t >= 0), valid on [t, end).
+  Segment segment_at(Micros t) const;
+
+  // Calls f(segment) for each segment overlapping [from, to), clipped to the window.
+  template <typename F>
+  void for_each_segment(Micros from, Micros to, F&& f) const {
+    Micros t = from;
+    while (t < to) {
+      Segment s = segment_at(t);
+      if (s.end > to) s.end = to;
+      t = s.end;
+      f(static_cast<const Segment&>(s));
+    }
+  }
+
+ private:
+  struct Entry {
+    std::uint32_t job;
+    std::uint32_t pid;
+    Micros start;
+    Micros end;
+    std::uint64_t memory_bytes;
+    Pattern pattern;
+  };
+  std::vector<Entry> entries_;
+  std::vector<Micros> reloads_;
+};
+
+}  // namespace gpumeter::sim

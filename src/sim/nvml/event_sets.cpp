@@ -1,0 +1,53 @@
+#include "sim/nvml/event_sets.h"
+
+#include <algorithm>
+
+namespace gpumeter::sim {
+
+unsigned long long supported_event_types(const GpuModelSpec& model) {
+  unsigned long long types = nvmlEventTypeXidCriticalError;
+  if (model.ecc) types |= nvmlEventTypeSingleBitEccError | nvmlEventTypeDoubleBitEccError;
+  return types;
+}
+
+void register_events(nvmlEventSet_st& set, const Session& session, unsigned gpu, unsigned long long mask,
+                     Micros t) {
+  std::lock_guard lock(set.mu);
+  for (auto& r : set.registrations) {
+    if (r.gpu == gpu) {
+      r.mask |= mask;
+      return;
+    }
+  }
+  const auto& xids = session.xids(gpu);
+  auto first =
+      std::lower_bound(xids.begin(), xids.end(), t, [](const XidFault& x, Micros v) { return x.at < v; });
+  set.registrations.push_back({gpu, mask, static_cast<std::size_t>(first - xids.begin())});
+}
+
+std::optional<DueEvent> take_due_event(nvmlEventSet_st& set, const Session& session, Micros t) {
+  std::lock_guard lock(set.mu);
+  nvmlEventSet_st::Registration* best = nullptr;
+  for (auto& r : set.registrations) {
+    if ((r.mask & nvmlEventTypeXidCriticalError) == 0) continue;
+    const auto& xids = session.xids(r.gpu);
+    if (r.next >= xids.size() || xids[r.next].at > t) continue;
+    if (best == nullptr || xids[r.next].at < session.xids(best->gpu)[best->next].at) best = &r;
+  }
+  if (best == nullptr) return std::nullopt;
+  const XidFault& x = session.xids(best->gpu)[best->next++];
+  return DueEvent{x.gpu, x.code};
+}
+
+Micros next_event_time(nvmlEventSet_st& set, const Session& session) {
+  std::lock_guard lock(set.mu);
+  Micros next = kForever;
+  for (const auto& r : set.registrations) {
+    if ((r.mask & nvmlEventTypeXidCriticalError) == 0) continue;
+    const auto& xids = session.xids(r.gpu);
+    if (r.next < xids.size()) next = std::min(next, xids[r.next].at);
+  }
+  return next;
+}
+
+}  // namespace gpumeter::sim

@@ -1,0 +1,45 @@
+#pragma once
+// NVML event sets. Each set remembers, per registered GPU, which of that GPU's scheduled Xid
+// events it has delivered, so every set sees every event once, and only events scheduled at
+// or after its registration.
+
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "nvml/nvml_api.h"
+#include "sim/nvml/session.h"
+
+// The opaque handle type of nvml_api.h, defined here: a handle is a pointer to one of these.
+struct nvmlEventSet_st {
+  struct Registration {
+    unsigned gpu = 0;
+    unsigned long long mask = 0;
+    std::size_t next = 0;  // index of the first undelivered event in Session::xids(gpu)
+  };
+  std::mutex mu;
+  std::vector<Registration> registrations;
+};
+
+namespace gpumeter::sim {
+
+unsigned long long supported_event_types(const GpuModelSpec& model);
+
+// Adds (or widens) the registration of `gpu`, counting only events at or after time t.
+void register_events(nvmlEventSet_st& set, const Session& session, unsigned gpu, unsigned long long mask,
+                     Micros t);
+
+struct DueEvent {
+  unsigned gpu = 0;
+  unsigned code = 0;
+};
+
+// Takes the earliest event due by time t that the set has not delivered yet.
+std::optional<DueEvent> take_due_event(nvmlEventSet_st& set, const Session& session, Micros t);
+
+// The scenario time of the next event the set will deliver, or kForever.
+Micros next_event_time(nvmlEventSet_st& set, const Session& session);
+
+}  // namespace gpumeter::sim

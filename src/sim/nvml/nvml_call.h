@@ -1,0 +1,54 @@
+#pragma once
+// The frame every exported NVML function runs in: look up the session and the device, pass
+// the fault gate, then run the body under the device's lock. No C++ exception may cross the
+// C boundary, so anything thrown becomes NVML_ERROR_UNKNOWN.
+
+#include <cstring>
+#include <string_view>
+
+#include "nvml/nvml_api.h"
+#include "sim/nvml/runtime.h"
+#include "sim/nvml/session.h"
+
+#define GPUMETER_NVML_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace gpumeter::sim {
+
+template <typename Body>
+nvmlReturn_t system_call(NvmlFunction fn, Body&& body) noexcept {
+  try {
+    auto session = Runtime::instance().session();
+    if (!session) return NVML_ERROR_UNINITIALIZED;
+    if (session->unsupported(fn)) return NVML_ERROR_NOT_SUPPORTED;
+    return body(*session);
+  } catch (...) {
+    return NVML_ERROR_UNKNOWN;
+  }
+}
+
+// Body: nvmlReturn_t(Session&, DeviceState&, Micros now), run with the device locked.
+template <typename Body>
+nvmlReturn_t device_call(NvmlFunction fn, nvmlDevice_t device, Body&& body) noexcept {
+  try {
+    auto session = Runtime::instance().session();
+    if (!session) return NVML_ERROR_UNINITIALIZED;
+    auto index = Runtime::instance().index_of(device);
+    if (!index || *index >= session->device_count()) return NVML_ERROR_INVALID_ARGUMENT;
+    if (nvmlReturn_t r = session->enter(fn, *index); r != NVML_SUCCESS) return r;
+    DeviceState& d = session->device(*index);
+    std::lock_guard lock(d.mu);
+    return body(*session, d, session->now());
+  } catch (...) {
+    return NVML_ERROR_UNKNOWN;
+  }
+}
+
+inline nvmlReturn_t copy_string(std::string_view value, char* out, unsigned length) {
+  if (out == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (length < value.size() + 1) return NVML_ERROR_INSUFFICIENT_SIZE;
+  std::memcpy(out, value.data(), value.size());
+  out[value.size()] = '\0';
+  return NVML_SUCCESS;
+}
+
+}  // namespace gpumeter::sim

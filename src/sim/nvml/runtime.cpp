@@ -1,0 +1,92 @@
+#include "sim/nvml/runtime.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
+#include "sim/model/scenario_parse.h"
+
+namespace gpumeter::sim {
+
+Runtime& Runtime::instance() {
+  // Never destroyed: a thread still inside an NVML call (a hang, an event wait) at process
+  // exit must not find the state gone.
+  static Runtime* runtime = new Runtime();
+  return *runtime;
+}
+
+Runtime::Runtime() {
+  for (unsigned i = 0; i < handles_.size(); ++i) handles_[i].index = i;
+}
+
+nvmlReturn_t Runtime::init() {
+  std::lock_guard lock(mu_);
+  const std::int64_t now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                  std::chrono::system_clock::now().time_since_epoch())
+                                  .count();
+  if (refcount_ > 0) {
+    ++refcount_;
+    return NVML_SUCCESS;
+  }
+  auto env = read_sim_env([](const char* name) { return std::getenv(name); });
+  if (!env) {
+    std::fprintf(stderr, "gpumeter-sim: %s\n", env.error().message.c_str());
+    return NVML_ERROR_DRIVER_NOT_LOADED;
+  }
+  auto scenario = load_scenario(env->scenario_path);
+  if (!scenario) {
+    std::fprintf(stderr, "gpumeter-sim: invalid scenario: %s\n", scenario.error().message.c_str());
+    return NVML_ERROR_DRIVER_NOT_LOADED;
+  }
+  if (!first_init_ns_) first_init_ns_ = now_ns;
+  const std::int64_t epoch_ns =
+      env->epoch ? static_cast<std::int64_t>(std::llround(*env->epoch * 1e9)) : *first_init_ns_;
+  session_ = std::make_shared<Session>(std::move(scenario).value(), *env, epoch_ns);
+  refcount_ = 1;
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t Runtime::shutdown() {
+  std::lock_guard lock(mu_);
+  if (refcount_ == 0) return NVML_ERROR_UNINITIALIZED;
+  if (--refcount_ == 0) {
+    session_.reset();
+    event_sets_.clear();
+  }
+  return NVML_SUCCESS;
+}
+
+std::shared_ptr<Session> Runtime::session() const {
+  std::lock_guard lock(mu_);
+  return session_;
+}
+
+std::optional<unsigned> Runtime::index_of(nvmlDevice_t device) const {
+  // Compared as integers: the pointer may be garbage from the caller.
+  const auto p = reinterpret_cast<std::uintptr_t>(device);
+  const auto base = reinterpret_cast<std::uintptr_t>(handles_.data());
+  if (p < base || p >= base + sizeof(handles_) || (p - base) % sizeof(nvmlDevice_st) != 0)
+    return std::nullopt;
+  return static_cast<unsigned>((p - base) / sizeof(nvmlDevice_st));
+}
+
+nvmlEventSet_t Runtime::create_event_set() {
+  auto set = std::make_shared<nvmlEventSet_st>();
+  std::lock_guard lock(mu_);
+  event_sets_.emplace(reinterpret_cast<std::uintptr_t>(set.get()), set);
+  return set.get();
+}
+
+std::shared_ptr<nvmlEventSet_st> Runtime::event_set(nvmlEventSet_t set) const {
+  std::lock_guard lock(mu_);
+  auto it = event_sets_.find(reinterpret_cast<std::uintptr_t>(set));
+  return it == event_sets_.end() ? nullptr : it->second;
+}
+
+bool Runtime::free_event_set(nvmlEventSet_t set) {
+  std::lock_guard lock(mu_);
+  return event_sets_.erase(reinterpret_cast<std::uintptr_t>(set)) > 0;
+}
+
+}  // namespace gpumeter::sim

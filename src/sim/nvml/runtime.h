@@ -1,0 +1,55 @@
+#pragma once
+// The process-wide state behind the NVML C API, kept in this one place: the init reference
+// count, the loaded session, the device handle table and the live event sets. An NVML
+// library is process-global by contract, so this is the one global the simulator has.
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+
+#include "nvml/nvml_api.h"
+#include "sim/nvml/event_sets.h"
+#include "sim/nvml/session.h"
+
+// The opaque handle type of nvml_api.h, defined here: handles point into a table that lives
+// as long as the process, so a stale handle can never dangle, and a handle taken before a
+// lost-GPU window works again after it.
+struct nvmlDevice_st {
+  unsigned index = 0;
+};
+
+namespace gpumeter::sim {
+
+class Runtime {
+ public:
+  static Runtime& instance();
+
+  nvmlReturn_t init();
+  nvmlReturn_t shutdown();
+
+  // The current session, or null before init; holding it keeps the session alive through a
+  // concurrent shutdown.
+  std::shared_ptr<Session> session() const;
+
+  nvmlDevice_t handle(unsigned index) { return &handles_[index]; }
+  std::optional<unsigned> index_of(nvmlDevice_t device) const;
+
+  nvmlEventSet_t create_event_set();
+  std::shared_ptr<nvmlEventSet_st> event_set(nvmlEventSet_t set) const;
+  bool free_event_set(nvmlEventSet_t set);
+
+ private:
+  Runtime();
+
+  mutable std::mutex mu_;
+  int refcount_ = 0;
+  std::shared_ptr<Session> session_;
+  std::optional<std::int64_t> first_init_ns_;  // the default epoch
+  std::array<nvmlDevice_st, kMaxGpus> handles_;
+  std::map<std::uintptr_t, std::shared_ptr<nvmlEventSet_st>> event_sets_;
+};
+
+}  // namespace gpumeter::sim

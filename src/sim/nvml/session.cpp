@@ -1,0 +1,54 @@
+#include "sim/nvml/session.h"
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+namespace gpumeter::sim {
+
+namespace {
+
+bool in_window(const WindowFault& f, unsigned gpu, Micros t) {
+  return f.gpu == gpu && t >= f.at && t - f.at < f.duration;
+}
+
+}  // namespace
+
+Session::Session(Scenario scenario, const SimEnv& env, std::int64_t epoch_ns)
+    : scenario_(std::move(scenario)),
+      clock_(env.time_scale.value_or(scenario_.time_scale), epoch_ns),
+      unsupported_(env.unsupported),
+      unsupported_fields_(env.unsupported_fields),
+      xids_(scenario_.gpus.size()),
+      hang_fired_(std::make_unique<std::atomic<bool>[]>(scenario_.hangs.size())) {
+  for (unsigned i = 0; i < scenario_.gpus.size(); ++i)
+    devices_.push_back(std::make_unique<DeviceState>(scenario_, i));
+  for (const XidFault& x : scenario_.xids) xids_[x.gpu].push_back(x);
+}
+
+bool Session::field_unsupported(unsigned field_id) const {
+  return std::find(unsupported_fields_.begin(), unsupported_fields_.end(), field_id) !=
+         unsupported_fields_.end();
+}
+
+nvmlReturn_t Session::enter(NvmlFunction f, unsigned gpu) {
+  const std::string_view name = nvml_function_name(f);
+  for (std::size_t i = 0; i < scenario_.hangs.size(); ++i) {
+    const HangFault& h = scenario_.hangs[i];
+    if (h.gpu != gpu || (!h.call.empty() && h.call != name)) continue;
+    if (now() < h.at || hang_fired_[i].load(std::memory_order_relaxed)) continue;
+    if (hang_fired_[i].exchange(true)) continue;  // another thread took this hang
+    std::this_thread::sleep_for(std::chrono::duration<double>(h.wall_seconds));
+  }
+  const Micros t = now();
+  for (const WindowFault& w : scenario_.lost) {
+    if (in_window(w, gpu, t)) return NVML_ERROR_GPU_IS_LOST;
+  }
+  for (const WindowFault& w : scenario_.unknown_errors) {
+    if (in_window(w, gpu, t)) return NVML_ERROR_UNKNOWN;
+  }
+  if (unsupported(f)) return NVML_ERROR_NOT_SUPPORTED;
+  return NVML_SUCCESS;
+}
+
+}  // namespace gpumeter::sim

@@ -1,0 +1,62 @@
+#pragma once
+// One loaded scenario, from nvmlInit to the matching nvmlShutdown: the simulated GPUs, the
+// clock that maps wall time to scenario time, and the fault schedule. Calls on different
+// GPUs never share a lock; a hang sleeps before any lock is taken, so it stalls only the
+// calling thread.
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "nvml/nvml_api.h"
+#include "sim/model/clock.h"
+#include "sim/model/env_config.h"
+#include "sim/model/gpu_sim.h"
+#include "sim/model/nvml_functions.h"
+#include "sim/model/scenario.h"
+
+namespace gpumeter::sim {
+
+struct DeviceState {
+  DeviceState(const Scenario& s, unsigned index) : gpu(s, index) {}
+  std::mutex mu;  // guards gpu's caches
+  SimGpu gpu;
+};
+
+class Session {
+ public:
+  // epoch_ns: the unix time, in nanoseconds, at which scenario time is 0.
+  Session(Scenario scenario, const SimEnv& env, std::int64_t epoch_ns);
+
+  const Scenario& scenario() const { return scenario_; }
+  unsigned device_count() const { return static_cast<unsigned>(devices_.size()); }
+  DeviceState& device(unsigned i) { return *devices_[i]; }
+  const ScenarioClock& clock() const { return clock_; }
+  double time_scale() const { return clock_.scale(); }
+  Micros now() const { return clock_.now(); }
+  std::int64_t unix_micros(Micros t) const { return clock_.unix_micros(t); }
+  std::int64_t wall_ns_at(Micros t) const { return clock_.wall_ns_at(t); }
+
+  bool unsupported(NvmlFunction f) const { return unsupported_.test(static_cast<std::size_t>(f)); }
+  bool field_unsupported(unsigned field_id) const;
+
+  // The fault gate every device call passes: blocks for a due hang, then reports a lost GPU
+  // or an unknown-error burst, then an unsupported function.
+  nvmlReturn_t enter(NvmlFunction f, unsigned gpu);
+
+  // Xid events of one GPU, by time.
+  const std::vector<XidFault>& xids(unsigned gpu) const { return xids_[gpu]; }
+
+ private:
+  Scenario scenario_;
+  ScenarioClock clock_;
+  std::bitset<kNvmlFunctionCount> unsupported_;
+  std::vector<unsigned> unsupported_fields_;
+  std::vector<std::unique_ptr<DeviceState>> devices_;
+  std::vector<std::vector<XidFault>> xids_;
+  std::unique_ptr<std::atomic<bool>[]> hang_fired_;  // one per scenario_.hangs entry
+};
+
+}  // namespace gpumeter::sim
