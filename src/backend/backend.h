@@ -5,9 +5,11 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "util/result.h"
@@ -51,11 +53,15 @@ struct TimedSample {
   bool operator==(const TimedSample&) const = default;
 };
 
+// One per-process utilization record: the process's average over (covers_from_us,
+// timestamp_us], where covers_from_us is the lastSeenTimeStamp the query passed (0 when the
+// query had none) and timestamp_us the process's own last sample time.
 struct ProcessSample {
   unsigned pid = 0;
   std::int64_t timestamp_us = 0;
   double sm_ratio = 0;      // 0..1
   double memory_ratio = 0;  // 0..1
+  std::int64_t covers_from_us = 0;
   bool operator==(const ProcessSample&) const = default;
 };
 
@@ -107,6 +113,22 @@ struct DeviceEvent {
   uint64_t code = 0;  // the Xid number for kXid
 };
 
+// What a collection reads. kUsage is the part the usage ledger needs (process lists, sample
+// buffers, per-process utilization, polled utilization, power and the energy counter); the
+// collector asks for it between full collections so that no --collect.interval lets a
+// driver sample buffer overflow.
+enum class CollectScope { kFull, kUsage };
+
+// Counters a backend keeps about its own calls, exported as gpumeter_ self-metrics.
+struct BackendCounters {
+  // (gpu, call, error) -> optional queries that failed and left a value out, the GPU still up
+  std::map<std::tuple<unsigned, std::string, std::string>, std::uint64_t> call_errors;
+  // (gpu, reason) -> per-process records dropped because they cannot be true
+  std::map<std::pair<unsigned, std::string>, std::uint64_t> dropped_records;
+  std::uint64_t reinitializations = 0;  // successful re-initializations of the vendor library
+  bool operator==(const BackendCounters&) const = default;
+};
+
 struct BackendStatus {
   std::string backend;  // "nvml"
   bool up = false;
@@ -114,17 +136,19 @@ struct BackendStatus {
   std::string library;  // the path that was loaded, when up
   std::string driver_version;
   std::string vendor;  // DeviceIdentity::vendor of its GPUs, known even before a GPU is identified
+  BackendCounters counters;
 };
 
 // Thread-safety contract: collect()/identify() may run concurrently for different devices,
 // never twice at once for the same device. wait_event() runs on a thread of its own.
+// status() may be called from any thread at any time: it returns a copy.
 class Backend {
  public:
   virtual ~Backend() = default;
-  virtual const BackendStatus& status() const = 0;
+  virtual BackendStatus status() const = 0;
   virtual unsigned device_count() const = 0;
   virtual Result<DeviceIdentity> identify(unsigned device) = 0;
-  virtual Result<DeviceReading> collect(unsigned device) = 0;
+  virtual Result<DeviceReading> collect(unsigned device, CollectScope scope = CollectScope::kFull) = 0;
   // True when wait_event can deliver events at all.
   virtual bool supports_events() const = 0;
   // Blocks up to `timeout`; returns nullopt when nothing happened.

@@ -256,7 +256,7 @@ Result<DeviceIdentity> NvmlBackend::identify(unsigned index) {
   return id;
 }
 
-Result<DeviceReading> NvmlBackend::collect(unsigned index) {
+Result<DeviceReading> NvmlBackend::collect(unsigned index, CollectScope /*scope*/) {
   if (index >= devices_.size()) return Error{NVML_ERROR_INVALID_ARGUMENT, "no such GPU"};
   Device& d = *devices_[index];
   auto handle = acquire(index);

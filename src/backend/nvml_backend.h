@@ -28,10 +28,10 @@ class NvmlBackend final : public Backend {
   static std::unique_ptr<NvmlBackend> create(const NvmlBackendOptions& options, Logger& log);
   ~NvmlBackend() override;
 
-  const BackendStatus& status() const override { return status_; }
+  BackendStatus status() const override { return status_; }
   unsigned device_count() const override { return static_cast<unsigned>(devices_.size()); }
   Result<DeviceIdentity> identify(unsigned device) override;
-  Result<DeviceReading> collect(unsigned device) override;
+  Result<DeviceReading> collect(unsigned device, CollectScope scope = CollectScope::kFull) override;
   bool supports_events() const override;
   Result<std::optional<DeviceEvent>> wait_event(std::chrono::milliseconds timeout) override;
 

@@ -39,6 +39,10 @@ enum : nvmlReturn_t {
   NVML_ERROR_MEMORY = 20,
   NVML_ERROR_NO_DATA = 21,
   NVML_ERROR_ARGUMENT_VERSION_MISMATCH = 25,
+  NVML_ERROR_DEPRECATED = 26,
+  NVML_ERROR_NOT_READY = 27,
+  NVML_ERROR_GPU_NOT_FOUND = 28,
+  NVML_ERROR_INVALID_STATE = 29,
   NVML_ERROR_UNKNOWN = 999,
 };
 
@@ -69,6 +73,7 @@ enum : unsigned int {
   NVML_VALUE_TYPE_SIGNED_INT = 5,
   NVML_VALUE_TYPE_UNSIGNED_SHORT = 6,
 };
+enum : unsigned int { NVML_PCIE_UTIL_TX_BYTES = 0, NVML_PCIE_UTIL_RX_BYTES = 1 };
 enum : unsigned int {
   NVML_TOTAL_POWER_SAMPLES = 0,
   NVML_GPU_UTILIZATION_SAMPLES = 1,
@@ -100,6 +105,8 @@ enum : unsigned long long {
 enum : unsigned int {
   NVML_FI_DEV_MEMORY_TEMP = 82,
   NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION = 83,
+  NVML_FI_DEV_POWER_AVERAGE = 185,  // R535+: the 1 s average, whatever the architecture
+  NVML_FI_DEV_POWER_INSTANT = 186,  // R535+
   NVML_FI_DEV_PCIE_COUNT_TX_BYTES = 197,
   NVML_FI_DEV_PCIE_COUNT_RX_BYTES = 198,
 };
@@ -156,6 +163,29 @@ typedef struct nvmlProcessUtilizationSample_st {
   unsigned int decUtil;
 } nvmlProcessUtilizationSample_t;
 
+// nvmlDeviceGetProcessesUtilizationInfo (R550+): the caller sets version, processSamplesCount
+// (the capacity of procUtilArray) and lastSeenTimeStamp.
+typedef struct nvmlProcessUtilizationInfo_v1_st {
+  unsigned long long timeStamp;
+  unsigned int pid;
+  unsigned int smUtil;
+  unsigned int memUtil;
+  unsigned int encUtil;
+  unsigned int decUtil;
+  unsigned int jpgUtil;
+  unsigned int ofaUtil;
+} nvmlProcessUtilizationInfo_v1_t;
+
+typedef struct nvmlProcessesUtilizationInfo_v1_st {
+  unsigned int version;
+  unsigned int processSamplesCount;
+  unsigned long long lastSeenTimeStamp;
+  nvmlProcessUtilizationInfo_v1_t* procUtilArray;
+} nvmlProcessesUtilizationInfo_v1_t;
+typedef nvmlProcessesUtilizationInfo_v1_t nvmlProcessesUtilizationInfo_t;
+#define nvmlProcessesUtilizationInfo_v1 \
+  GPUMETER_NVML_STRUCT_VERSION(sizeof(nvmlProcessesUtilizationInfo_v1_t), 1)
+
 typedef union nvmlValue_st {
   double dVal;
   int siVal;
@@ -201,6 +231,11 @@ static_assert(sizeof(nvmlProcessInfo_v1_t) == 16);
 static_assert(sizeof(nvmlProcessInfo_t) == 24);
 static_assert(sizeof(nvmlProcessUtilizationSample_t) == 32);
 static_assert(offsetof(nvmlProcessUtilizationSample_t, smUtil) == 16);
+static_assert(sizeof(nvmlProcessUtilizationInfo_v1_t) == 40);
+static_assert(offsetof(nvmlProcessUtilizationInfo_v1_t, smUtil) == 12);
+static_assert(sizeof(nvmlProcessesUtilizationInfo_v1_t) == 24);
+static_assert(offsetof(nvmlProcessesUtilizationInfo_v1_t, procUtilArray) == 16);
+static_assert(nvmlProcessesUtilizationInfo_v1 == 0x01000018u);
 static_assert(sizeof(nvmlValue_t) == 8);
 static_assert(sizeof(nvmlSample_t) == 16);
 static_assert(sizeof(nvmlFieldValue_t) == 40);
@@ -235,6 +270,8 @@ typedef nvmlReturn_t (*nvmlDeviceGetProcesses_v3_fn)(nvmlDevice_t, unsigned int*
 typedef nvmlReturn_t (*nvmlDeviceGetProcessesRaw_fn)(nvmlDevice_t, unsigned int*, void*);
 typedef nvmlReturn_t (*nvmlDeviceGetProcessUtilization_fn)(nvmlDevice_t, nvmlProcessUtilizationSample_t*, unsigned int*,
                                                            unsigned long long);
+typedef nvmlReturn_t (*nvmlDeviceGetProcessesUtilizationInfo_fn)(nvmlDevice_t, nvmlProcessesUtilizationInfo_t*);
+typedef nvmlReturn_t (*nvmlDeviceGetPcieThroughput_fn)(nvmlDevice_t, unsigned int, unsigned int*);  // KB/s over 20 ms
 typedef nvmlReturn_t (*nvmlDeviceGetSamples_fn)(nvmlDevice_t, unsigned int, unsigned long long, unsigned int*,
                                                 unsigned int*, nvmlSample_t*);
 typedef nvmlReturn_t (*nvmlEventSetCreate_fn)(nvmlEventSet_t*);

@@ -62,6 +62,8 @@ namespace gpumeter::sim {
   X(nvmlDeviceGetGraphicsRunningProcesses_v3, device)    \
   X(nvmlDeviceGetMPSComputeRunningProcesses_v3, device)  \
   X(nvmlDeviceGetProcessUtilization, device)             \
+  X(nvmlDeviceGetProcessesUtilizationInfo, device)       \
+  X(nvmlDeviceGetPcieThroughput, device)                 \
   X(nvmlDeviceGetSamples, device)                        \
   X(nvmlEventSetCreate, system)                          \
   X(nvmlDeviceGetSupportedEventTypes, device)            \

@@ -18,7 +18,7 @@ class FakeBackend : public Backend {
     status_.up = true;
     status_.vendor = "nvidia";
   }
-  const BackendStatus& status() const override { return status_; }
+  BackendStatus status() const override { return status_; }
   unsigned device_count() const override { return static_cast<unsigned>(devices_.size()); }
 
   Result<DeviceIdentity> identify(unsigned d) override {
@@ -30,7 +30,7 @@ class FakeBackend : public Backend {
     return id;
   }
 
-  Result<DeviceReading> collect(unsigned d) override {
+  Result<DeviceReading> collect(unsigned d, CollectScope = CollectScope::kFull) override {
     Device& dev = devices_[d];
     dev.calls++;
     std::unique_lock lock(mu_);
