@@ -46,6 +46,12 @@ struct GpuModelSpec {
   unsigned pci_subsystem_id = 0;
   std::string vbios_version;
   bool ecc = true;
+  // The product line, which decides what the driver supports: "datacenter" or "geforce".
+  std::string profile = "datacenter";
+  // The GPU architecture ("volta", "turing", "ampere", "ga100", "ada", "hopper",
+  // "blackwell"), which decides documented per-architecture behaviour (e.g. whether
+  // nvmlDeviceGetPowerUsage is a 1 s average or instantaneous).
+  std::string architecture = "hopper";
 };
 
 struct GpuSpec {
