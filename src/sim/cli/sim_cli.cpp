@@ -195,7 +195,7 @@ int run_procfs(const HostArgs& args, const EnvLookup& getenv, std::ostream& out,
   if (args.follow) block_stop_signals();
   auto setup = host_setup("procfs", args, args.follow, getenv, err);
   if (!setup) return kBadInput;
-  auto tree = ProcfsTree::open(args.out, setup->scenario, setup->lead);
+  auto tree = ProcfsTree::open(args.out, setup->scenario, setup->lead, boot_for_epoch(setup->clock->epoch_unix_us()));
   if (!tree) {
     err << "gpumeter sim procfs: " << tree.error().message << "\n";
     return kRuntimeError;

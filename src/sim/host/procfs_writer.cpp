@@ -89,6 +89,10 @@ class ScenarioHostClock final : public HostClock {
       : clock_(env.time_scale.value_or(scenario.time_scale), epoch_ns.value_or(0)), frozen_(!epoch_ns) {}
 
   Micros now() override { return frozen_ ? 0 : clock_.now(); }
+  std::optional<std::int64_t> epoch_unix_us() const override {
+    if (frozen_) return std::nullopt;
+    return clock_.unix_micros(0);
+  }
 
   bool wait_until(Micros t) override {
     if (frozen_ || t == kForever) {
@@ -111,7 +115,25 @@ class ScenarioHostClock final : public HostClock {
 
 }  // namespace
 
-std::vector<ProcessWindow> process_windows(const Scenario& scenario, Micros lead) {
+SimulatedBoot boot_for_epoch(std::optional<std::int64_t> epoch_unix_us) {
+  SimulatedBoot b;
+  if (!epoch_unix_us) return b;
+  constexpr std::int64_t kSecond = kMicrosPerSecond;
+  const std::int64_t epoch_s = *epoch_unix_us >= 0 ? *epoch_unix_us / kSecond : -((-*epoch_unix_us + kSecond - 1) / kSecond);
+  b.btime = epoch_s - kBootBeforeScenario / kSecond;
+  b.before_scenario = *epoch_unix_us - *b.btime * kSecond;
+  return b;
+}
+
+std::string proc_stat_file(std::int64_t btime) {
+  // proc(5). Readers of a process's start time need btime; the rest is plausible filler.
+  return fmt::format(
+      "cpu  0 0 0 0 0 0 0 0 0 0\ncpu0 0 0 0 0 0 0 0 0 0 0\nintr 0\nctxt 0\nbtime {}\nprocesses 0\n"
+      "procs_running 1\nprocs_blocked 0\nsoftirq 0 0 0 0 0 0 0 0 0 0 0\n",
+      btime);
+}
+
+std::vector<ProcessWindow> process_windows(const Scenario& scenario, Micros lead, Micros boot_before_scenario) {
   struct Run {
     unsigned pid;
     std::size_t job;
@@ -136,7 +158,7 @@ std::vector<ProcessWindow> process_windows(const Scenario& scenario, Micros lead
     w.job = r.job;
     w.from = r.start - lead;
     w.to = r.end == kForever ? kForever : saturating_add(r.end, lead);
-    w.start_ticks = static_cast<std::uint64_t>(kBootBeforeScenario + r.start) * kClockTicksPerSecond /
+    w.start_ticks = static_cast<std::uint64_t>(boot_before_scenario + r.start) * kClockTicksPerSecond /
                     static_cast<std::uint64_t>(kMicrosPerSecond);
     if (!out.empty() && out.back().pid == r.pid) {
       // Runs of one pid never overlap (the parser checks it); split a gap narrower than two leads.
@@ -279,8 +301,8 @@ std::string etc_passwd(const Scenario& scenario) {
   return out;
 }
 
-ProcfsTree::ProcfsTree(fs::path dir, const Scenario& scenario, Micros lead)
-    : proc_(dir / "proc"), scenario_(scenario), windows_(process_windows(scenario, lead)) {
+ProcfsTree::ProcfsTree(fs::path dir, const Scenario& scenario, Micros lead, Micros boot_before_scenario)
+    : proc_(dir / "proc"), scenario_(scenario), windows_(process_windows(scenario, lead, boot_before_scenario)) {
   for (const ProcessWindow& w : windows_) {
     edges_.push_back(w.from);
     if (w.to != kForever) edges_.push_back(w.to);
@@ -290,14 +312,17 @@ ProcfsTree::ProcfsTree(fs::path dir, const Scenario& scenario, Micros lead)
 }
 
 Result<std::unique_ptr<ProcfsTree>> ProcfsTree::open(const fs::path& dir, const Scenario& scenario,
-                                                     Micros lead) {
-  std::unique_ptr<ProcfsTree> tree(new ProcfsTree(dir, scenario, lead));
+                                                     Micros lead, SimulatedBoot boot) {
+  std::unique_ptr<ProcfsTree> tree(new ProcfsTree(dir, scenario, lead, boot.before_scenario));
   std::error_code ec;
   for (const fs::path& d : {dir / "proc", dir / "etc"}) {
     fs::create_directories(d, ec);
     if (ec) return fs_error("cannot create", d, ec);
   }
   if (auto r = write_file_atomic(dir / "etc" / "passwd", etc_passwd(scenario)); !r) return r.error();
+  if (boot.btime) {
+    if (auto r = write_file_atomic(dir / "proc" / "stat", proc_stat_file(*boot.btime)); !r) return r.error();
+  }
   // Take over what an earlier run left: its entries are replaced or removed by the first sync,
   // its unfinished temporary directories go now.
   for (auto it = fs::directory_iterator(tree->proc_, ec); !ec && it != fs::directory_iterator();

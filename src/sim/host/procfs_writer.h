@@ -30,8 +30,17 @@ inline constexpr Micros kDefaultHostLead = 5 * kMicrosPerSecond;
 
 // Clock ticks per second in /proc/<pid>/stat (USER_HZ on every Linux architecture).
 inline constexpr std::uint64_t kClockTicksPerSecond = 100;
-// The simulated node booted this long before scenario time 0, so start times are plausible.
+// The simulated node booted about a day before scenario time 0, so start times are plausible.
+// With a known epoch the boot is put on the whole simulated unix second a day before it, so
+// that `btime` in /proc/stat (whole seconds, as the kernel writes it) plus a process's start
+// ticks gives the simulated unix time of the job's start to the tick.
 inline constexpr Micros kBootBeforeScenario = 86400 * kMicrosPerSecond;
+struct SimulatedBoot {
+  std::optional<std::int64_t> btime;     // simulated unix seconds; unset: no /proc/stat written
+  Micros before_scenario = kBootBeforeScenario;  // from the boot to scenario time 0
+};
+// The boot of a node whose scenario time 0 is at simulated unix time epoch_unix_us.
+SimulatedBoot boot_for_epoch(std::optional<std::int64_t> epoch_unix_us);
 
 // One pid's entry, owned by one job during [from, to). Jobs that reuse a pid at different
 // times get disjoint windows: where their lead margins would overlap, the gap between the
@@ -45,7 +54,8 @@ struct ProcessWindow {
 };
 
 // Every pid's windows, sorted by pid then time.
-std::vector<ProcessWindow> process_windows(const Scenario& scenario, Micros lead);
+std::vector<ProcessWindow> process_windows(const Scenario& scenario, Micros lead,
+                                           Micros boot_before_scenario = kBootBeforeScenario);
 
 // The file contents of one entry.
 std::string proc_comm(const Job& job);  // the job name cut to 15 bytes, as the kernel does
@@ -55,15 +65,17 @@ std::string proc_status(const Scenario& scenario, const Job& job, const ProcessW
 std::string proc_environ(const Scenario& scenario, const Job& job);
 std::string proc_cmdline(const Job& job);
 std::string etc_passwd(const Scenario& scenario);
+std::string proc_stat_file(std::int64_t btime);  // /proc/stat: its btime line is what readers need
 std::string home_of(const Scenario& scenario, unsigned uid);
 
 // The procfs tree under one directory, kept in step with scenario time by sync().
 class ProcfsTree {
  public:
-  // Creates <dir>/proc and <dir>/etc, writes <dir>/etc/passwd and takes over what an earlier
-  // writer left in <dir>/proc (its entries are replaced or removed by the first sync()).
+  // Creates <dir>/proc and <dir>/etc, writes <dir>/etc/passwd (and <dir>/proc/stat when the
+  // boot time is known) and takes over what an earlier writer left in <dir>/proc (its entries
+  // are replaced or removed by the first sync()).
   static Result<std::unique_ptr<ProcfsTree>> open(const std::filesystem::path& dir, const Scenario& scenario,
-                                                  Micros lead);
+                                                  Micros lead, SimulatedBoot boot = {});
 
   // Makes <dir>/proc hold exactly the entries of the windows that contain t (t < 0 counts as 0,
   // as the library reads time 0 before its epoch).
@@ -76,7 +88,7 @@ class ProcfsTree {
   const std::map<unsigned, std::size_t>& present() const { return present_; }
 
  private:
-  ProcfsTree(std::filesystem::path dir, const Scenario& scenario, Micros lead);
+  ProcfsTree(std::filesystem::path dir, const Scenario& scenario, Micros lead, Micros boot_before_scenario);
   Result<void> write_entry(const ProcessWindow& w, bool replace);
   Result<void> remove_entry(unsigned pid);
 
@@ -93,6 +105,8 @@ class HostClock {
  public:
   virtual ~HostClock() = default;
   virtual Micros now() = 0;
+  // The simulated unix time (µs) of scenario time 0, unset when time stands still at 0.
+  virtual std::optional<std::int64_t> epoch_unix_us() const = 0;
   // Waits until scenario time t has arrived; false when the command is asked to stop first.
   virtual bool wait_until(Micros t) = 0;
 };

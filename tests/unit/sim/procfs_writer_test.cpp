@@ -140,6 +140,18 @@ TEST(ProcfsWindows, LeadAroundEachRunAndPidReuseSplitAtTheMidpoint) {
   EXPECT_EQ(w[6].to, w[7].from);
   EXPECT_EQ(w[7].start_ticks, w[6].start_ticks + 1);
 
+  // With an epoch, the boot sits on the whole second a day before it, and btime plus the start
+  // ticks gives the simulated unix time of the job's start to the tick.
+  const std::int64_t epoch_us = 1'790'000'000'250'000;  // .25 s past a whole second
+  const SimulatedBoot boot = boot_for_epoch(epoch_us);
+  ASSERT_TRUE(boot.btime.has_value());
+  EXPECT_EQ(*boot.btime, 1'790'000'000 - 86400);
+  EXPECT_EQ(boot.before_scenario, 86400 * S + 250'000);
+  auto booted = process_windows(s, 5 * S, boot.before_scenario);
+  EXPECT_EQ(static_cast<std::int64_t>(booted[0].start_ticks) * 10'000 + *boot.btime * S, epoch_us + 10 * S);
+  EXPECT_FALSE(boot_for_epoch(std::nullopt).btime.has_value());
+  EXPECT_NE(proc_stat_file(12345).find("\nbtime 12345\n"), std::string::npos);
+
   auto none = process_windows(s, 0);
   EXPECT_EQ(none[0].from, 10 * S);
   EXPECT_EQ(none[0].to, 60 * S);
@@ -317,6 +329,7 @@ class SteppingClock : public HostClock {
  public:
   explicit SteppingClock(Micros start, Micros stop_after) : t_(start), stop_after_(stop_after) {}
   Micros now() override { return t_; }
+  std::optional<std::int64_t> epoch_unix_us() const override { return std::nullopt; }
   bool wait_until(Micros t) override {
     waits.push_back(t);
     if (t > stop_after_) return false;
