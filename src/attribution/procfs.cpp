@@ -195,6 +195,19 @@ Result<unsigned> parse_status_uid(std::string_view text) {
   return Error{EINVAL, "no Uid: line"};
 }
 
+Result<std::int64_t> parse_boot_time(std::string_view text) {
+  while (!text.empty()) {
+    std::size_t nl = text.find('\n');
+    std::string_view line = text.substr(0, nl);
+    text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
+    if (!line.starts_with("btime ")) continue;
+    auto v = parse_number<std::int64_t>(line.substr(6));
+    if (!v || *v <= 0) return Error{EINVAL, "the btime line does not hold a positive number"};
+    return *v;
+  }
+  return Error{EINVAL, "no btime line"};
+}
+
 // ---- EnvironFilter ----
 
 EnvironFilter::EnvironFilter(const std::vector<std::string>& allow) : allow_(allow), found_(allow.size()) {
@@ -261,7 +274,8 @@ ProcfsReader::ProcfsReader(std::string procfs_root, std::string rootfs_root,
                            std::vector<std::string> env_allow_list)
     : procfs_(std::move(procfs_root)),
       allow_(std::move(env_allow_list)),
-      passwd_(std::make_unique<PasswdDb>(std::move(rootfs_root))) {
+      passwd_(std::make_unique<PasswdDb>(std::move(rootfs_root))),
+      boot_(std::make_unique<BootTime>()) {
   // Duplicates would only waste comparisons; drop them keeping the first.
   std::unordered_set<std::string> seen;
   allow_.erase(std::remove_if(allow_.begin(), allow_.end(),
@@ -282,6 +296,26 @@ Result<std::uint64_t> ProcfsReader::start_time(unsigned pid) const {
   return f->start_time;
 }
 
+std::optional<std::int64_t> ProcfsReader::boot_time() const {
+  std::call_once(boot_->once, [this] {
+    // The interrupt line before btime grows with the machine; a megabyte covers any host.
+    constexpr std::size_t kMaxProcStat = 1 << 20;
+    const std::string p = join_path(procfs_, "stat");
+    Fd fd(::open(p.c_str(), O_RDONLY | O_CLOEXEC));
+    if (fd.get() < 0) return;
+    std::string text;
+    char buf[16384];
+    while (text.size() < kMaxProcStat) {
+      ssize_t n = ::read(fd.get(), buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      text.append(buf, static_cast<std::size_t>(n));
+    }
+    if (auto b = parse_boot_time(text)) boot_->btime = *b;
+  });
+  return boot_->btime;
+}
+
 Result<ProcessInfo> ProcfsReader::read_once(unsigned pid) const {
   ProcessInfo info;
   info.pid = pid;
@@ -293,6 +327,13 @@ Result<ProcessInfo> ProcfsReader::read_once(unsigned pid) const {
   if (!stat) return Error{stat.error().code, fmt::format("parsing {}: {}", stat_path, stat.error().message)};
   info.comm = std::move(stat->comm);
   info.start_time = stat->start_time;
+  if (auto btime = boot_time()) {
+    static const long ticks = ::sysconf(_SC_CLK_TCK);
+    if (ticks > 0) {
+      info.start_unix_us = *btime * 1'000'000 +
+                           static_cast<std::int64_t>(stat->start_time * 1'000'000 / static_cast<std::uint64_t>(ticks));
+    }
+  }
 
   std::string status_path = path(pid, "status");
   auto status_text = read_small_file(status_path);

@@ -23,6 +23,10 @@ namespace gpumeter {
 struct ProcessInfo {
   unsigned pid = 0;
   std::uint64_t start_time = 0;  // clock ticks after boot, field 22 of /proc/<pid>/stat
+  // When the process started, on the system clock (µs since the Unix epoch): btime from
+  // /proc/stat plus start_time. Unset when /proc/stat gives no btime. btime is whole seconds,
+  // so on a real host this can be off by up to a second, the same for every process.
+  std::optional<std::int64_t> start_unix_us;
   std::string comm;
   unsigned uid = 0;  // real uid
   std::string user;  // passwd name, or the decimal uid
@@ -75,6 +79,8 @@ class ProcfsReader {
 
   Result<ProcessInfo> read(unsigned pid) const;
   Result<std::uint64_t> start_time(unsigned pid) const;
+  // btime from <procfs>/stat, read once and kept (it is fixed for a boot); unset if absent.
+  std::optional<std::int64_t> boot_time() const;
 
   const std::vector<std::string>& env_allow_list() const { return allow_; }
 
@@ -85,6 +91,11 @@ class ProcfsReader {
   std::string procfs_;
   std::vector<std::string> allow_;
   std::unique_ptr<PasswdDb> passwd_;
+  struct BootTime {
+    std::once_flag once;
+    std::optional<std::int64_t> btime;
+  };
+  std::unique_ptr<BootTime> boot_;
 };
 
 // Parsers of single procfs files, exposed for tests. Their errors never quote the input.
@@ -94,6 +105,8 @@ struct StatFields {
 };
 Result<StatFields> parse_proc_stat(std::string_view text);
 Result<unsigned> parse_status_uid(std::string_view text);
+// The `btime` line of /proc/stat: the boot time in seconds since the Unix epoch.
+Result<std::int64_t> parse_boot_time(std::string_view proc_stat_text);
 
 // Reads NUL-separated NAME=value entries fed in arbitrary pieces and keeps only the names
 // in `allow`. A value is copied only after its name has been matched, so the bytes of other

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <thread>
 
 #include "test_support.h"
@@ -278,6 +279,32 @@ TEST(attribution_procfs, ParseStat) {
   EXPECT_FALSE(parse_proc_stat("").ok());
 }
 
+TEST(attribution_procfs, ParseBootTime) {
+  auto b = parse_boot_time("cpu  1 2 3\nintr 5 6 7\nctxt 9\nbtime 1790000000\nprocesses 4\n");
+  ASSERT_TRUE(b.ok()) << b.error().message;
+  EXPECT_EQ(*b, 1790000000);
+  EXPECT_FALSE(parse_boot_time("cpu 1 2 3\n").ok());
+  EXPECT_FALSE(parse_boot_time("btime x\n").ok());
+  EXPECT_FALSE(parse_boot_time("btime -4\n").ok());
+  EXPECT_FALSE(parse_boot_time("nobtime 5\n").ok());
+}
+
+TEST(attribution_procfs, StartTimeOnTheSystemClockFromBtime) {
+  TempDir tmp;
+  std::string root = tmp.copy_layout("docker-v1");
+  auto without = reader_for(root).read(4242);
+  ASSERT_TRUE(without.ok()) << without.error().message;
+  EXPECT_FALSE(without->start_unix_us.has_value()) << "no /proc/stat, so no btime";
+  // A long interrupt line before btime, as on a large host, is read through.
+  write_file(root + "/proc/stat", "cpu  1 2 3\nintr " + std::string(200000, '7') + "\nbtime 1700000000\n");
+  auto with = reader_for(root).read(4242);
+  ASSERT_TRUE(with.ok()) << with.error().message;
+  ASSERT_TRUE(with->start_unix_us.has_value());
+  const auto ticks = static_cast<std::uint64_t>(::sysconf(_SC_CLK_TCK));
+  EXPECT_EQ(*with->start_unix_us,
+            1700000000LL * 1000000 + static_cast<std::int64_t>(with->start_time * 1000000 / ticks));
+}
+
 TEST(attribution_procfs, ParseStatusUid) {
   auto uid = parse_status_uid("Name:\tx\nUid:\t1000\t0\t0\t0\nGid:\t5\t5\t5\t5\n");
   ASSERT_TRUE(uid.ok());
@@ -297,6 +324,12 @@ TEST(attribution_procfs, RealProcSelf) {
   struct passwd* pw = ::getpwuid(::getuid());
   EXPECT_EQ(info->user, pw != nullptr ? std::string(pw->pw_name) : std::to_string(::getuid()));
   EXPECT_GT(info->start_time, 0u);
+  // This test process started before now and after the host booted.
+  ASSERT_TRUE(info->start_unix_us.has_value());
+  const auto now_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                          std::chrono::system_clock::now().time_since_epoch()).count();
+  EXPECT_LE(*info->start_unix_us, now_us + 1'000'000);
+  EXPECT_GT(*info->start_unix_us, now_us - 3600LL * 1'000'000);
   EXPECT_NE(info->cgroup.version, CgroupVersion::kUnknown);
   const char* path = ::getenv("PATH");
   if (path != nullptr) {
