@@ -6,10 +6,6 @@
 
 #include "attribution/procfs.h"
 
-// std::regex, not a faster engine: rules run once per new owner, never on a hot path, and
-// it is the one regex library in the toolchain (Debian has RE2, but not worth a dependency
-// for this).
-
 namespace gpumeter {
 
 namespace {
@@ -71,13 +67,13 @@ Result<ProjectRule> ProjectRule::compile(ProjectRuleSpec spec) {
 
   unsigned groups = 0;
   if (spec.match) {
-    try {
-      rule.regex_.emplace(*spec.match, std::regex::ECMAScript);
-    } catch (const std::regex_error& e) {
+    auto re = FullMatchRegex::compile(*spec.match);
+    if (!re) {
       return field_error(RuleField::kMatch,
-                         fmt::format("invalid regular expression '{}': {}", *spec.match, e.what()));
+                         fmt::format("invalid regular expression '{}': {}", *spec.match, re.error().message));
     }
-    groups = static_cast<unsigned>(rule.regex_->mark_count());
+    rule.regex_ = std::move(re).value();
+    groups = rule.regex_->groups();
   }
 
   std::string_view t = spec.project ? std::string_view(*spec.project) : std::string_view("$0");
@@ -136,10 +132,10 @@ Result<ProjectRule> ProjectRule::compile(ProjectRuleSpec spec) {
 std::optional<std::string> ProjectRule::apply(const Attributes& attributes) const {
   std::string_view value = attributes.get(spec_.source);
   if (value.empty()) return std::nullopt;
-  std::match_results<std::string_view::const_iterator> m;
+  std::vector<std::optional<std::string_view>> m;
   if (regex_) {
     if (value.size() > kMaxMatchedValueBytes) return std::nullopt;
-    if (!std::regex_match(value.begin(), value.end(), m, *regex_)) return std::nullopt;
+    if (!regex_->match(value, m)) return std::nullopt;
   }
   std::string out;
   for (const Piece& p : pieces_) {
@@ -149,8 +145,8 @@ std::optional<std::string> ProjectRule::apply(const Attributes& attributes) cons
       unsigned g = std::get<unsigned>(p);
       if (g == 0) {
         out += value;
-      } else if (m[g].matched) {
-        out.append(m[g].first, m[g].second);
+      } else if (g < m.size() && m[g]) {  // an optional group that did not take part adds nothing
+        out += *m[g];
       }
     }
   }

@@ -8,12 +8,12 @@
 #include <functional>
 #include <map>
 #include <optional>
-#include <regex>
 #include <string>
 #include <string_view>
 #include <variant>
 #include <vector>
 
+#include "util/regex.h"
 #include "util/result.h"
 
 namespace gpumeter {
@@ -45,7 +45,7 @@ class Attributes {
 
 struct ProjectRuleSpec {
   std::string source;                  // an attribute name
-  std::optional<std::string> match;    // ECMAScript regex that must match the whole value
+  std::optional<std::string> match;    // RE2 regex (Prometheus' dialect) that must match the whole value
   std::optional<std::string> project;  // template with $0 (the whole value), $1.., ${N}, $$; default "$0"
   std::optional<std::map<std::string, std::string>> map;  // exact lookup of the templated value
 };
@@ -53,7 +53,8 @@ struct ProjectRuleSpec {
 // Which part of a rule an error is about; carried in Error::code by ProjectRule::compile.
 enum class RuleField { kSource = 1, kMatch = 2, kProject = 3, kMap = 4 };
 
-// Values longer than this never match a rule's regex (std::regex recurses per character).
+// Values longer than this never match a rule's regex. RE2 is linear in the value, so this is a
+// bound on the work one process's environment can cause, not a guard against backtracking.
 inline constexpr std::size_t kMaxMatchedValueBytes = 1024;
 
 class ProjectRule {
@@ -75,7 +76,7 @@ class ProjectRule {
   ProjectRule() = default;
 
   ProjectRuleSpec spec_;
-  std::optional<std::regex> regex_;
+  std::optional<FullMatchRegex> regex_;
   std::vector<Piece> pieces_;
 };
 

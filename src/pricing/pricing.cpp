@@ -202,12 +202,12 @@ IdlePolicy read_idle_policy(const YAML::Node& node, const std::string& path) {
 Pool read_pool(const MapEntry& e, const std::string& pools_path) {
   if (e.key.empty()) fail_at(e.key_node, pools_path, "a pool name must not be empty");
   Pool pool{e.key, read_string(e.value, e.path), {}};
-  try {
-    pool.node_pattern = std::regex(pool.node_regex, std::regex::ECMAScript);
-  } catch (const std::regex_error& ex) {
+  auto re = FullMatchRegex::compile(pool.node_regex);
+  if (!re) {
     fail_at(e.value, e.path,
-            fmt::format("pool '{}' has an invalid node regex '{}': {}", pool.name, pool.node_regex, ex.what()));
+            fmt::format("pool '{}' has an invalid node regex '{}': {}", pool.name, pool.node_regex, re.error().message));
   }
+  pool.node_pattern = std::move(re).value();
   return pool;
 }
 
@@ -357,9 +357,8 @@ std::vector<double> Pricing::change_points(double from, double to) const {
 }
 
 std::optional<std::string> Pricing::pool_for(std::string_view node) const {
-  std::string name(node);
   for (const Pool& pool : pools) {
-    if (std::regex_match(name, pool.node_pattern)) return pool.name;
+    if (pool.node_pattern && pool.node_pattern->matches(node)) return pool.name;
   }
   return std::nullopt;
 }

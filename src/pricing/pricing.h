@@ -8,11 +8,11 @@
 #include <cstdint>
 #include <map>
 #include <optional>
-#include <regex>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "util/regex.h"
 #include "util/result.h"
 
 namespace gpumeter::pricing {
@@ -48,8 +48,8 @@ enum class IdlePolicy {
 
 struct Pool {
   std::string name;
-  std::string node_regex;  // as written; matched against the whole node name
-  std::regex node_pattern;
+  std::string node_regex;  // as written; matched against the whole node name, in RE2 as PromQL does
+  std::optional<FullMatchRegex> node_pattern;
 };
 
 struct Pricing {

@@ -62,6 +62,20 @@ TEST(attribution_rules, RegexGroupsAndFullMatch) {
   EXPECT_EQ(r.resolve(attrs({{"namespace", long_value.c_str()}})), "");
 }
 
+// The common rule `([a-z0-9]+-?)+` against a value the GPU's user controls: a backtracking engine
+// takes exponential time on a near-miss (35 characters pinned a worker at 100 % CPU). RE2 answers
+// in linear time, so every near-miss up to the length cap is decided; this test would not finish
+// with std::regex.
+TEST(attribution_rules, UserControlledValuesCostLinearTime) {
+  ProjectResolver r = make({{"env.TEAM", "(([a-z0-9]+-?)+)", "$1", {}}});
+  for (std::size_t n : {std::size_t{35}, std::size_t{200}, kMaxMatchedValueBytes - 1}) {
+    std::string near_miss = std::string(n, 'a') + "!";
+    EXPECT_EQ(r.resolve(attrs({{"env.TEAM", near_miss.c_str()}})), "") << n;
+    std::string hit(n, 'a');
+    EXPECT_EQ(r.resolve(attrs({{"env.TEAM", hit.c_str()}})), hit) << n;
+  }
+}
+
 TEST(attribution_rules, MapLookupAndFallThrough) {
   ProjectResolver r =
       make({{"user", {}, {}, std::map<std::string, std::string>{{"alice", "climate"}, {"bob", "nlp"}}},
@@ -89,6 +103,9 @@ TEST(attribution_rules, ValidationNamesTheField) {
       {{"env.BAD-NAME", {}, {}, {}}, RuleField::kSource, "unknown attribute 'env.BAD-NAME'"},
       {{"user", "team-(", {}, {}}, RuleField::kMatch, "invalid regular expression 'team-(':"},
       {{"user", "[z-a]", {}, {}}, RuleField::kMatch, "invalid regular expression"},
+      // What Prometheus (RE2) rejects is rejected here too: back-references and look-arounds.
+      {{"user", "(a)\\1", {}, {}}, RuleField::kMatch, "invalid regular expression '(a)\\1'"},
+      {{"user", "(?=a)a", {}, {}}, RuleField::kMatch, "invalid regular expression '(?=a)a'"},
       {{"user", "team-(.*)", "$2", {}}, RuleField::kProject, "refers to group $2 but the match has 1 group"},
       {{"user", {}, "$1", {}}, RuleField::kProject, "the rule has no match"},
       {{"user", {}, "cost-$x", {}},

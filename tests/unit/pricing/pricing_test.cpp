@@ -269,10 +269,20 @@ TEST(pricing_errors, Idle) {
 TEST(pricing_errors, BadRegexNamesThePool) {
   std::string e = error_of(std::string(kModels) +
                            "idle:\n  policy: spread-by-pool\n  pools:\n    ok: \"n.*\"\n    h100: \"h100-(\"\n");
-  // The rest is the standard library's own description of the fault.
+  // The rest is RE2's own description of the fault.
   const std::string expected = "p.yaml:6:11: idle.pools.h100: pool 'h100' has an invalid node regex 'h100-(': ";
   EXPECT_EQ(e.substr(0, expected.size()), expected);
   EXPECT_GT(e.size(), expected.size());
+}
+
+// Pools become `=~` matchers in the generated recording rules, which promtool checks with RE2:
+// what RE2 rejects (back-references, look-arounds) is rejected here, naming the pool.
+TEST(pricing_errors, RegexesPrometheusRejectsAreRejected) {
+  for (const char* bad : {"(a)\\\\1", "(?=a)a", "(?<!x)y"}) {
+    SCOPED_TRACE(bad);
+    std::string e = error_of(std::string(kModels) + "idle:\n  policy: spread-by-pool\n  pools:\n    p: \"" + bad + "\"\n");
+    EXPECT_NE(e.find("idle.pools.p: pool 'p' has an invalid node regex"), std::string::npos) << e;
+  }
 }
 
 TEST(pricing_errors, Budgets) {
