@@ -15,6 +15,7 @@
 
 #include "attribution/owner.h"
 #include "attribution/procfs.h"
+#include "util/duration.h"
 #include "util/yaml_reader.h"
 
 namespace gpumeter {
@@ -58,10 +59,16 @@ std::string format_ms(milliseconds d) {
   return fmt::format("{}ms", ms);
 }
 
+// The flags' syntax (util/duration.h), so that one duration means the same wherever it is written.
 milliseconds read_ms(const YAML::Node& node, std::string_view path, milliseconds min, milliseconds max) {
-  std::int64_t us = read_duration(node, path);
-  if (us % 1000 != 0) fail_at(node, path, "must be a whole number of milliseconds");
-  milliseconds v(us / 1000);
+  const std::string& text = read_scalar(node, path, "a duration");
+  auto parsed = parse_duration(text);
+  if (!parsed) {
+    fail_at(node, path,
+            fmt::format("expected a duration such as 500ms, 10s, 1m30s or 1d (units ms, s, m, h, d, w, y), got '{}'",
+                        text));
+  }
+  milliseconds v = *parsed;
   if (v < min || v > max) {
     fail_at(
         node, path,

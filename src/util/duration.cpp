@@ -8,9 +8,10 @@ namespace gpumeter {
 Result<std::chrono::milliseconds> parse_duration(std::string_view text) {
   auto bad = [&](const std::string& why) {
     return Error{0, "invalid duration \"" + std::string(text) + "\": " + why +
-                        " (expected e.g. 500ms, 1s, 1m30s; units ms, s, m, h, d, w)"};
+                        " (expected e.g. 500ms, 1s, 1m30s; units ms, s, m, h, d, w, y)"};
   };
   if (text.empty()) return bad("empty");
+  if (text == "0") return std::chrono::milliseconds(0);
   long long total_ms = 0;
   size_t i = 0;
   while (i < text.size()) {
@@ -31,6 +32,7 @@ Result<std::chrono::milliseconds> parse_duration(std::string_view text) {
     else if (unit == "h") scale = 3'600'000;
     else if (unit == "d") scale = 86'400'000;
     else if (unit == "w") scale = 7 * 86'400'000LL;
+    else if (unit == "y") scale = 365 * 86'400'000LL;
     else if (unit.empty()) return bad("missing unit");
     else return bad("unknown unit \"" + std::string(unit) + "\"");
     total_ms += n * scale;

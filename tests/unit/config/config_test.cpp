@@ -186,11 +186,14 @@ TEST(config_parse, ErrorsNameFileLineColumnAndField) {
        "test.yaml:2:21: attribution.kubelet.socket: expected auto, off or an absolute path, got "
        "'kubelet.sock'"},
       {"bad duration", "attribution:\n  kubelet:\n    refresh_interval: 10 seconds\n",
-       "test.yaml:3:23: attribution.kubelet.refresh_interval: expected a non-negative duration..."},
+       "test.yaml:3:23: attribution.kubelet.refresh_interval: expected a duration such as 500ms..."},
+      {"plain number duration", "attribution:\n  kubelet:\n    refresh_interval: 90\n",
+       "test.yaml:3:23: attribution.kubelet.refresh_interval: expected a duration such as 500ms, 10s, 1m30s or 1d "
+       "(units ms, s, m, h, d, w, y), got '90'"},
       {"duration too short", "attribution:\n  kubelet:\n    refresh_interval: 500ms\n",
        "test.yaml:3:23: attribution.kubelet.refresh_interval: must be between 1s and 1h, got '500ms'"},
-      {"sub-millisecond duration", "attribution:\n  kubelet:\n    timeout: 1500us\n",
-       "test.yaml:3:14: attribution.kubelet.timeout: must be a whole number of milliseconds"},
+      {"microseconds", "attribution:\n  kubelet:\n    timeout: 1500us\n",
+       "test.yaml:3:14: attribution.kubelet.timeout: expected a duration such as 500ms..."},
       {"timeout too long", "attribution:\n  kubelet:\n    timeout: 2m\n",
        "test.yaml:3:14: attribution.kubelet.timeout: must be between 100ms and 1m, got '2m'"},
       {"bad byte size", "attribution:\n  kubelet:\n    max_message_size: 16 megs\n",

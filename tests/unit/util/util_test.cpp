@@ -12,15 +12,19 @@ TEST(Duration, ParsesPrometheusStyle) {
   EXPECT_EQ(parse_duration("1m30s").value().count(), 90'000);
   EXPECT_EQ(parse_duration("2h").value().count(), 7'200'000);
   EXPECT_EQ(parse_duration("1d").value().count(), 86'400'000);
+  EXPECT_EQ(parse_duration("1w").value().count(), 7 * 86'400'000LL);
+  EXPECT_EQ(parse_duration("1y").value().count(), 365 * 86'400'000LL);
+  EXPECT_EQ(parse_duration("0").value().count(), 0);
 }
 
 TEST(Duration, RejectsBadInputWithAReason) {
-  for (const char* bad : {"", "1", "s", "1x", "-1s", "1.5s", "10000000000s"}) {
+  for (const char* bad : {"", "1", "90", "s", "1x", "-1s", "1.5s", "10000000000s", "1500us", "00x"}) {
     auto r = parse_duration(bad);
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_NE(r.error().message.find("invalid duration"), std::string::npos) << r.error().message;
   }
   EXPECT_NE(parse_duration("1x").error().message.find("unknown unit \"x\""), std::string::npos);
+  EXPECT_NE(parse_duration("90").error().message.find("missing unit"), std::string::npos);
 }
 
 TEST(Log, ParsesLevelsAndFormats) {
