@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include "sim/model/scenario_parse.h"
 
 namespace gpumeter::cli {
 
@@ -20,6 +21,12 @@ std::string bundled_simulator_library() {
 }
 
 }  // namespace
+
+Result<void> check_sim_scenario(const std::string& path) {
+  auto scenario = sim::load_scenario(path);
+  if (!scenario) return scenario.error();
+  return {};
+}
 
 std::unique_ptr<NvmlBackend> create_nvml_backend(const NvmlSelection& selection, Logger& log) {
   NvmlBackendOptions nvml_options;

@@ -27,6 +27,11 @@ struct NvmlSelection {
 // says why in status().detail, and the caller decides how to report it.
 std::unique_ptr<NvmlBackend> create_nvml_backend(const NvmlSelection& selection, Logger& log);
 
+// A --sim.scenario file, read and validated as the simulator will read it, so that a bad
+// scenario is a bad flag at start (exit 2) rather than an agent serving no GPU. Errors read
+// "file:line:col: ...".
+Result<void> check_sim_scenario(const std::string& path);
+
 // The config file, or the defaults when `path` is empty. Errors read "file:line:col: ...".
 Result<Config> load_agent_config(const std::string& path);
 

@@ -2,12 +2,38 @@
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
+#include <string>
+#include <vector>
+
 #include "cli/report_command.h"
 #include "cli/rules_command.h"
 #include "cli/serve.h"
 #include "cli/snapshot.h"
 #include "cli/version.h"
 #include "sim/cli/sim_cli.h"
+
+namespace {
+
+// `--flag=` with nothing after the `=` (how the man page writes `--ledger.state-file=""` once the
+// shell has removed the quotes) is an empty value; CLI11 reads it as a missing one. Splitting it
+// into `--flag ""` gives every flag the same meaning in both forms.
+std::vector<std::string> normalized_arguments(int argc, char** argv) {
+  std::vector<std::string> args;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a.size() > 3 && a.rfind("--", 0) == 0 && a.back() == '=' && a.find('=') == a.size() - 1) {
+      args.push_back(a.substr(0, a.size() - 1));
+      args.emplace_back();
+    } else {
+      args.push_back(std::move(a));
+    }
+  }
+  std::reverse(args.begin(), args.end());  // CLI11's parse(vector) takes the arguments last first
+  return args;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{
@@ -41,11 +67,13 @@ int main(int argc, char** argv) {
   gpumeter::sim::setup_sim_command(*sim, exit_code);
 
   try {
-    app.parse(argc, argv);
+    auto args = normalized_arguments(argc, argv);
+    app.parse(args);
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);
-    // snapshot, report and rules document exit code 2 for every bad flag.
-    return (snapshot->parsed() || report->parsed() || rules->parsed()) && code != 0 ? 2 : code;
+    // Every command documents exit code 2 for a bad flag (CLI11's own codes, such as 105 for a
+    // file that does not exist, mean nothing to a caller); --help and --version exit 0.
+    return code != 0 ? 2 : code;
   }
   return exit_code;
 }

@@ -96,6 +96,12 @@ int run_serve(const ServeOptions& o) {
     log.error("bad flag --config.file", {{"err", loaded_config.error().message}});
     return 2;
   }
+  if (!o.sim_scenario.empty()) {
+    if (auto ok = check_sim_scenario(o.sim_scenario); !ok) {
+      log.error("bad flag --sim.scenario", {{"err", ok.error().message}});
+      return 2;
+    }
+  }
   const Config config = std::move(loaded_config).value();
 
   HttpServerOptions http_options;

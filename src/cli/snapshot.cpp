@@ -630,6 +630,9 @@ int run_snapshot(const SnapshotOptions& o) {
   if (!o.sim_scenario.empty() && !std::filesystem::is_regular_file(o.sim_scenario, ec)) {
     return bad_flag("--sim.scenario", "no such file: " + o.sim_scenario);
   }
+  if (!o.sim_scenario.empty()) {
+    if (auto ok = check_sim_scenario(o.sim_scenario); !ok) return bad_flag("--sim.scenario", ok.error().message);
+  }
 
   Report report;
   report.interval = *interval;

@@ -45,8 +45,28 @@ class Cli(unittest.TestCase):
         ]
         for args, needle in cases:
             r = run(*args)
-            self.assertNotEqual(r.returncode, 0, args)
+            self.assertEqual(r.returncode, 2, args)  # what the man page promises for any bad flag
             self.assertIn(needle, r.stdout + r.stderr, args)
+
+    def test_missing_config_file_and_invalid_scenario_exit_2(self):
+        r = run("serve", "--config.file", "/nonexistent/gpumeter.yaml")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("/nonexistent/gpumeter.yaml", r.stdout + r.stderr)
+        with tempfile.TemporaryDirectory() as d:
+            bad = os.path.join(d, "bad.yaml")
+            with open(bad, "w") as f:
+                f.write("models: {h100: 1\n")
+            for args in (["serve", "--web.listen-address", "127.0.0.1:0"], ["snapshot"]):
+                r = run(*args, "--sim.scenario", bad)
+                self.assertEqual(r.returncode, 2, args)
+                self.assertIn(bad + ":2:1:", r.stdout + r.stderr, args)
+
+    def test_equals_form_takes_an_empty_value(self):
+        # `--ledger.state-file=""` as the man page writes it: the shell leaves `--ledger.state-file=`.
+        scenario = os.path.join(DEPLOY_SCENARIOS, "faults-demo.yaml")
+        r = run("snapshot", "--sim.scenario=" + scenario, "--ledger.state-file=", "--interval=200ms")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertNotIn("required", r.stderr)
 
     def test_busy_port_fails_cleanly(self):
         import socket
