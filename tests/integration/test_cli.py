@@ -68,6 +68,24 @@ class Cli(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertNotIn("required", r.stderr)
 
+    def test_every_config_example_in_the_docs_loads_on_its_own(self):
+        # A reader copies an example whole; each ```yaml block of docs/configuration.md must be a
+        # config file the agent accepts, with nothing from elsewhere on the page.
+        from harness import SOURCE_DIR
+        import re
+        with open(os.path.join(SOURCE_DIR, "docs", "configuration.md")) as f:
+            blocks = re.findall(r"```yaml\n(.*?)```", f.read(), re.S)
+        self.assertGreaterEqual(len(blocks), 1)
+        scenario = os.path.join(DEPLOY_SCENARIOS, "faults-demo.yaml")
+        with tempfile.TemporaryDirectory() as d:
+            for i, block in enumerate(blocks):
+                path = os.path.join(d, "example-%d.yaml" % i)
+                with open(path, "w") as f:
+                    f.write(block)
+                r = run("snapshot", "--sim.scenario", scenario, "--config.file", path, "--ledger.state-file", "",
+                        "--interval", "200ms")
+                self.assertEqual(r.returncode, 0, "example %d:\n%s\n%s" % (i, block, r.stderr))
+
     def test_busy_port_fails_cleanly(self):
         import socket
         with socket.socket() as s:
