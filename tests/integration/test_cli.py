@@ -86,6 +86,63 @@ class Cli(unittest.TestCase):
                         "--interval", "200ms")
                 self.assertEqual(r.returncode, 0, "example %d:\n%s\n%s" % (i, block, r.stderr))
 
+    def test_man_page_documents_every_command_flag_and_default(self):
+        # Every command and every flag the binary documents in --help is in the page, in that
+        # command's part, with its default, so the two cannot drift apart.
+        import re
+        from harness import SOURCE_DIR
+        page = os.path.join(SOURCE_DIR, "docs", "gpumeter.1")
+        env = dict(os.environ, MANWIDTH="200", LC_ALL="C.UTF-8", MAN_KEEP_FORMATTING="", MANPAGER="cat",
+                   PAGER="cat")
+        p = subprocess.run(["man", "--warnings", "-l", page], capture_output=True, text=True, env=env, timeout=60)
+        self.assertEqual(p.stderr, "")
+        text = p.stdout
+        commands = [["serve"], ["snapshot"], ["report"], ["rules"], ["sim", "truth"], ["sim", "check"],
+                    ["sim", "procfs"], ["sim", "kubelet"]]
+        listed = re.findall(r"^  ([a-z]+) {2,}", run("--help").stdout.split("Subcommands:")[1], re.M)
+        self.assertEqual(sorted(listed), sorted({c[0] for c in commands}))
+        listed = re.findall(r"^  ([a-z]+) {2,}", run("sim", "--help").stdout.split("Subcommands:")[1], re.M)
+        self.assertEqual(sorted(listed), sorted(c[1] for c in commands if c[0] == "sim"))
+        # Each command's flags are in its own part of the page: its subsection, or for a sim
+        # command, its paragraph in the sim subsection.
+        parts = dict(re.findall(r"(?ms)^   gpumeter ([a-z]+)\n(.*?)(?=^   gpumeter |^[A-Z])", text))
+        self.assertEqual(sorted(parts), sorted({c[0] for c in commands}))
+
+        def flag_paragraph(part, flag):
+            """From the line that defines the flag to the line that defines the next one."""
+            define = re.search(r"(?m)^[ \t]+%s(?:[= ]|$)" % re.escape(flag), part)
+            if not define:
+                return None
+            rest = part[define.start():]
+            first_line = rest.find("\n") + 1
+            nxt = re.search(r"(?m)^[ \t]+--[a-z]", rest[first_line:])
+            return rest[:first_line + nxt.start()] if nxt else rest
+
+        missing = []
+        for command in commands:
+            part = parts[command[0]]
+            if len(command) == 2:
+                m = re.search(r"(?ms)^       gpumeter sim %s\b(.*?)(?=^       gpumeter sim |\Z)" % command[1], part)
+                self.assertIsNotNone(m, "no paragraph for gpumeter sim %s" % command[1])
+                part = m.group(1)
+            help_text = run(*command, "--help").stdout
+            options = re.findall(r"^  (?:-\w,)?(--[a-z][a-z0-9.-]*)(?: (\S+))?", help_text.split("Options:")[1], re.M)
+            self.assertGreater(len(options), 1, command)
+            for flag, spec in options:
+                if flag == "--help":
+                    continue
+                where = re.search(r"(?<![\w-])%s(?![\w-])" % re.escape(flag), part)
+                self.assertTrue(where, "gpumeter %s %s is not in its part of the man page" % (" ".join(command), flag))
+                default = spec.split("=", 1)[1].strip("[]") if "=" in spec else ""  # CLI11 shows lists in []
+                if not default:
+                    continue
+                paragraph = flag_paragraph(part, flag)
+                if paragraph is not None and "As for serve" in paragraph:
+                    paragraph = flag_paragraph(parts["serve"], flag)
+                if paragraph is None or default not in paragraph:
+                    missing.append("gpumeter %s %s: default %s" % (" ".join(command), flag, default))
+        self.assertEqual(missing, [], "defaults missing from their flag's man page paragraph")
+
     def test_busy_port_fails_cleanly(self):
         import socket
         with socket.socket() as s:
