@@ -1,0 +1,76 @@
+"""docs/metrics.md and the binary cannot drift apart: every family a live agent exports (on a
+simulated node with owners, the kubelet and a state file) is documented with its type, and every
+documented family is exported, save the few that need a condition this node does not have."""
+import os
+import re
+import tempfile
+import time
+
+from harness import AgentTestCase, Agent, SCENARIOS, SOURCE_DIR, SimNode, wait_until
+
+SCENARIO = os.path.join(SCENARIOS, "ledger-mixed.yaml")
+# Documented families that need what this node lacks, and why.
+CONDITIONAL = {
+    "gpu_fan_speed_ratio": "the simulated H100s are fanless",
+    "gpu_xid_errors_total": "no Xid event in the scenario",
+}
+
+
+def documented_families():
+    """{name: type} from the first column of every table in docs/metrics.md; a cell may list
+    several names, and `_used_bytes` after `gpu_memory_total_bytes` is short for its full name."""
+    out = {}
+    with open(os.path.join(SOURCE_DIR, "docs", "metrics.md")) as f:
+        for line in f:
+            cells = [c.strip() for c in line.split("|")]
+            if len(cells) < 4 or not cells[1].startswith("`"):
+                continue
+            kind = cells[2].split()[0] if cells[2] else ""
+            if kind not in ("gauge", "counter", "histogram", "summary", "info"):
+                continue
+            names = re.findall(r"`([a-z_:][a-z0-9_:]*)`", cells[1])
+            first = names[0] if names else ""
+            for n in names:
+                if n.startswith("_") and first:
+                    n = first[:first.rindex("_", 0, first.rindex("_"))] + n  # gpu_memory_total_bytes -> gpu_memory
+                out[n] = kind
+    return out
+
+
+def exported_families(body):
+    """{name: type} from the # TYPE lines of a text exposition; counters by their sample name."""
+    out = {}
+    for m in re.finditer(r"^# TYPE (\S+) (\S+)$", body, re.M):
+        out[m.group(1)] = m.group(2)
+    return out
+
+
+class MetricsDoc(AgentTestCase):
+    def test_every_family_is_documented_and_every_documented_family_exported(self):
+        epoch = time.time() + 1.0
+        node = self.track(SimNode(SCENARIO, epoch))
+        state = os.path.join(tempfile.mkdtemp(prefix="gpumeter-doc-"), "ledger.json")
+        agent = self.track(Agent(scenario=SCENARIO, env={"GPUMETER_SIM_EPOCH": repr(epoch)},
+                                 extra_args=node.agent_args(node.config("ledger:\n  checkpoint_interval: 1s\n"),
+                                                            state)))
+        agent.wait_ready()
+        # Processes on every busy GPU, and a checkpoint written.
+        wait_until(lambda: time.time() > epoch + 12 and "gpu_process_utilization_ratio{" in agent.metrics()[1]
+                   and "gpumeter_ledger_checkpoint_success 1" in agent.metrics()[1], 40, what="a busy node")
+        exported = exported_families(agent.metrics()[1])
+        documented = documented_families()
+        self.assertGreater(len(documented), 30)
+        undocumented = sorted(set(exported) - set(documented))
+        self.assertEqual(undocumented, [], "exported but not in docs/metrics.md")
+        wrong_type = sorted("%s: exported %s, documented %s" % (n, t, documented[n])
+                            for n, t in exported.items() if documented[n] != t)
+        self.assertEqual(wrong_type, [])
+        missing = sorted(set(documented) - set(exported) - set(CONDITIONAL))
+        self.assertEqual(missing, [], "documented but not exported")
+        for name in CONDITIONAL:
+            self.assertIn(name, documented, "a conditional family that is not documented: drop it from the list")
+
+
+if __name__ == "__main__":
+    import unittest
+    unittest.main()
