@@ -16,6 +16,7 @@
 #include "report/time_spec.h"
 #include "util/atomic_file.h"
 #include "util/duration.h"
+#include "util/yaml_reader.h"
 
 namespace gpumeter::cli {
 namespace {
@@ -79,7 +80,12 @@ void setup_report_command(CLI::App& cmd, ReportOptions& o, int& exit_code) {
   cmd.add_option("--lookback", o.lookback,
                  "How far before --from a series' previous sample is searched (agent down across the start)")
       ->capture_default_str();
-  cmd.add_option("--timeout", o.timeout, "Timeout of each API request")->capture_default_str();
+  cmd.add_option("--timeout", o.timeout,
+                 "Deadline of each API request, from connecting to the last byte of the answer")
+      ->capture_default_str();
+  cmd.add_option("--max-answer-size", o.max_answer_size,
+                 "Largest API answer accepted (e.g. 256MiB, 1GiB); a larger one fails the report")
+      ->capture_default_str();
   cmd.add_option("--progress", o.progress, "Progress on stderr: auto (when it is a terminal), always, never")
       ->capture_default_str();
   cmd.add_flag("--no-color", o.no_color, "No colours in the table");
@@ -141,8 +147,13 @@ int run_report(const ReportOptions& o) {
     req.pricing = &prices;
   }
 
-  auto api = report::PromApi::connect(
-      {o.url, std::chrono::milliseconds(static_cast<long long>(*timeout * 1000))});
+  const auto max_answer = units::parse_byte_size(o.max_answer_size);
+  if (!max_answer || *max_answer < (std::uint64_t{1} << 20)) {
+    return input_error(fmt::format("--max-answer-size: expected a byte size of at least 1MiB such as 256MiB, got '{}'",
+                                   o.max_answer_size));
+  }
+  auto api = report::PromApi::connect({o.url, std::chrono::milliseconds(static_cast<long long>(*timeout * 1000)),
+                                       static_cast<std::size_t>(*max_answer)});
   if (!api) return input_error(api.error().message);
   const bool progress = o.progress == "always" || (o.progress == "auto" && isatty(STDERR_FILENO));
   const auto started = std::chrono::steady_clock::now();

@@ -19,7 +19,8 @@ struct ReportOptions {
   std::string step;             // "" chooses one from the period's length
   std::string node_label = "instance";
   std::string lookback = "31d";  // how far before --from a series' previous sample is searched
-  std::string timeout = "2m";    // per HTTP request
+  std::string timeout = "2m";    // for the whole of each HTTP request
+  std::string max_answer_size = "256MiB";
   std::string progress = "auto";  // auto (when stderr is a terminal), always, never
   bool no_color = false;
 };

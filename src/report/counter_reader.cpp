@@ -11,6 +11,17 @@ namespace gpumeter::report {
 namespace {
 
 constexpr double kMissing = std::numeric_limits<double>::quiet_NaN();
+
+// Ledger counters start at 0 and only grow: a negative or non-finite sample is corrupt data
+// (a bad write, a foreign series), and an exact report refuses it rather than adding it up.
+std::optional<Error> bad_sample(std::string_view selector, const Labels& labels, const Sample& x) {
+  if (std::isfinite(x.v) && x.v >= 0) return std::nullopt;
+  std::string shown;
+  for (const auto& [k, v] : labels) shown += fmt::format("{}{}=\"{}\"", shown.empty() ? "" : ",", k, v);
+  return Error{0, fmt::format("{}{{{}}} has the sample {} at {:.3f}; a counter of the ledger is never negative or "
+                              "infinite, so the data cannot be billed",
+                              selector, shown, x.v, x.t)};
+}
 // Two times closer than this are the same point (the API rounds to milliseconds).
 constexpr double kSameTime = 1e-3;
 // Uuids per regex in one request, so URLs and regexes stay small.
@@ -92,6 +103,7 @@ Result<void> CounterReader::read_points(std::string_view selector, std::vector<s
         values.emplace_back(points, kMissing);
       }
       for (const auto& sample : s.samples) {
+        if (auto e = bad_sample(selector, labels[it->second], sample)) return *e;
         auto p = point_of(sample.t);
         if (!p) {
           return Error{0, fmt::format("{}: the API answered for time {:.3f}, which is not a point that was asked for",
@@ -159,7 +171,10 @@ Result<void> CounterReader::find_predecessors(std::string_view selector, const s
     if (!last) return last.error();
     for (const auto& s : *last) {
       auto it = wanted.find(labels_key(s.labels));
-      if (it != wanted.end() && !s.samples.empty()) previous[it->second] = s.samples.back().v;
+      if (it != wanted.end() && !s.samples.empty()) {
+        if (auto e = bad_sample(selector, s.labels, s.samples.back())) return *e;
+        previous[it->second] = s.samples.back().v;
+      }
     }
   }
   return {};
@@ -255,6 +270,7 @@ Result<CounterData> CounterReader::read(std::string_view selector, const StepFla
           if (!wanted.count(key)) continue;
           auto& samples = raw[{key, i}];
           for (const auto& sample : series.samples) {
+            if (auto e = bad_sample(selector, series.labels, sample)) return *e;
             // A closed range also returns the sample on the step's left edge: it belongs to the step before.
             if (sample.t > timeline_[i - 1] + kSameTime / 2 && sample.t <= timeline_[i] + kSameTime / 2) {
               samples.push_back(sample);

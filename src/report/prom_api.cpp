@@ -3,13 +3,53 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include <cctype>
 #include <charconv>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 #include <cmath>
 #include <optional>
+#include <set>
 #include <fmt/format.h>
 
 namespace gpumeter::report {
 namespace {
+
+std::string format_labels(const Labels& labels) {
+  std::string out = "{";
+  for (const auto& [k, v] : labels) out += fmt::format("{}{}=\"{}\"", out.size() > 1 ? "," : "", k, v);
+  return out + "}";
+}
+
+std::optional<std::string> check_series(std::vector<Series>& series) {
+  // A series is one label set: two answers for it would be counted twice.
+  std::set<Labels> seen;
+  for (auto& s : series) {
+    if (!seen.insert(s.labels).second) {
+      return fmt::format("the answer holds the series {} twice", format_labels(s.labels));
+    }
+    // Samples in time order, one per instant. The same sample twice is harmless and dropped;
+    // two values at one instant, or time going back, mean the data cannot be trusted.
+    std::vector<Sample> kept;
+    kept.reserve(s.samples.size());
+    for (const Sample& x : s.samples) {
+      if (!kept.empty() && x.t <= kept.back().t) {
+        if (x.t == kept.back().t && (x.v == kept.back().v || (std::isnan(x.v) && std::isnan(kept.back().v)))) continue;
+        if (x.t == kept.back().t) {
+          return fmt::format("the series {} has two values at {:.3f} ({} and {})", format_labels(s.labels), x.t,
+                             kept.back().v, x.v);
+        }
+        return fmt::format("the samples of {} go back in time ({:.3f} after {:.3f})", format_labels(s.labels), x.t,
+                           kept.back().t);
+      }
+      kept.push_back(x);
+    }
+    s.samples = std::move(kept);
+  }
+  return std::nullopt;
+}
+
 
 using nlohmann::json;
 
@@ -78,6 +118,7 @@ class AnswerReader {
         return fail("unexpected JSON: a matrix result has no values");
       }
     }
+    if (auto bad = check_series(series_)) return fail(*bad);
     return std::move(series_);
   }
 
@@ -348,10 +389,104 @@ Result<ParsedUrl> parse_url(const std::string& url) {
   return out;
 }
 
+// Ends a request that is still running at its deadline. cpp-httplib's timeouts apply to each
+// read, so a server sending one byte at a time would otherwise renew them for ever;
+// Client::stop() is its thread-safe way to abort the request in flight.
+class Watchdog {
+ public:
+  explicit Watchdog(httplib::Client& client) : client_(client), thread_([this] { run(); }) {}
+  ~Watchdog() {
+    {
+      std::lock_guard lock(mu_);
+      stopping_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  void arm(std::chrono::steady_clock::time_point deadline) {
+    {
+      std::lock_guard lock(mu_);
+      deadline_ = deadline;
+      armed_ = true;
+      fired_ = false;
+    }
+    cv_.notify_all();
+  }
+  // True when the deadline passed and the request was stopped.
+  bool disarm() {
+    std::lock_guard lock(mu_);
+    armed_ = false;
+    return fired_;
+  }
+
+ private:
+  void run() {
+    std::unique_lock lock(mu_);
+    while (!stopping_) {
+      if (!armed_) {
+        cv_.wait(lock);
+      } else if (std::chrono::steady_clock::now() >= deadline_) {
+        client_.stop();
+        fired_ = true;
+        armed_ = false;
+      } else {
+        cv_.wait_until(lock, deadline_);
+      }
+    }
+  }
+
+  httplib::Client& client_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  bool armed_ = false;
+  bool fired_ = false;
+  std::chrono::steady_clock::time_point deadline_;
+  std::thread thread_;
+};
+
+std::string form_encode(const httplib::Params& params) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (const auto& [k, v] : params) {
+    if (!out.empty()) out += '&';
+    for (const std::string* part : {&k, &v}) {
+      for (unsigned char c : *part) {
+        if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+          out += static_cast<char>(c);
+        } else {
+          out += '%';
+          out += kHex[c >> 4];
+          out += kHex[c & 15];
+        }
+      }
+      if (part == &k) out += '=';
+    }
+  }
+  return out;
+}
+
+std::string describe_failure(httplib::Error e) {
+  switch (e) {
+    case httplib::Error::Connection: return "cannot connect";
+    case httplib::Error::ConnectionTimeout: return "no connection within the timeout";
+    case httplib::Error::Read: return "the connection failed while reading the answer";
+    case httplib::Error::Write: return "the connection failed while sending the query";
+    case httplib::Error::SSLConnection: return "the TLS handshake failed";
+    case httplib::Error::SSLServerVerification: return "the server's TLS certificate was not accepted";
+    default: return httplib::to_string(e);
+  }
+}
+
 class HttpPromApi final : public PromApi {
  public:
-  HttpPromApi(ParsedUrl url, std::string display, std::chrono::milliseconds timeout)
-      : url_(std::move(url)), display_(std::move(display)), timeout_(timeout), client_(url_.scheme_host_port) {
+  HttpPromApi(ParsedUrl url, std::string display, std::chrono::milliseconds timeout, std::size_t max_answer_bytes)
+      : url_(std::move(url)),
+        display_(std::move(display)),
+        timeout_(timeout),
+        max_answer_bytes_(max_answer_bytes),
+        client_(url_.scheme_host_port),
+        watchdog_(client_) {
     client_.set_connection_timeout(std::chrono::duration_cast<std::chrono::seconds>(timeout).count() > 10
                                        ? std::chrono::seconds(10)
                                        : std::chrono::duration_cast<std::chrono::seconds>(timeout));
@@ -387,14 +522,16 @@ class HttpPromApi final : public PromApi {
   }
 
   std::unique_ptr<PromApi> another() override {
-    auto other = std::make_unique<HttpPromApi>(url_, display_, timeout_);
+    auto other = std::make_unique<HttpPromApi>(url_, display_, timeout_, max_answer_bytes_);
     other->requests_ = requests_;
     other->on_request_ = on_request_;
     return other;
   }
 
   std::string backend() override {
+    watchdog_.arm(std::chrono::steady_clock::now() + timeout_);
     auto res = client_.Get(url_.prefix + "/api/v1/status/buildinfo");
+    watchdog_.disarm();
     count_request();
     if (!res) return "unknown";
     json doc = json::parse(res->body, nullptr, false);
@@ -416,30 +553,56 @@ class HttpPromApi final : public PromApi {
 
   Result<std::string> post(const std::string& path, const httplib::Params& params, std::string what) {
     const auto started = std::chrono::steady_clock::now();
-    auto res = client_.Post(url_.prefix + path, params);
+    httplib::Request req;
+    req.method = "POST";
+    req.path = url_.prefix + path;
+    req.headers.emplace("Content-Type", "application/x-www-form-urlencoded");
+    req.body = form_encode(params);
+    std::string body;
+    bool too_big = false;
+    req.content_receiver = [&](const char* data, std::size_t n, std::uint64_t, std::uint64_t) {
+      if (body.size() + n > max_answer_bytes_) {
+        too_big = true;
+        return false;
+      }
+      body.append(data, n);
+      return true;
+    };
+    watchdog_.arm(started + timeout_);
+    auto res = client_.send(req);
+    const bool late = watchdog_.disarm();
     count_request();
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     if (on_request_) on_request_(RequestInfo{std::move(what), seconds});
     const std::string where = display_ + path;
-    if (!res) {
-      return Error{0, fmt::format("cannot reach {}: {}", where, httplib::to_string(res.error()))};
+    if (late) {
+      return Error{0, fmt::format("{}: no complete answer within the timeout of {:.0f} s (--timeout)", where,
+                                  std::chrono::duration<double>(timeout_).count())};
     }
+    if (too_big) {
+      return Error{0, fmt::format("{}: the answer is larger than {} MiB (--max-answer-size); query a shorter "
+                                  "period or a longer --step",
+                                  where, max_answer_bytes_ >> 20)};
+    }
+    if (!res) return Error{0, fmt::format("cannot reach {}: {}", where, describe_failure(res.error()))};
     if (res->status != 200) {
       // Prometheus and VictoriaMetrics put the reason in a JSON envelope; proxies send HTML.
-      json doc = json::parse(res->body, nullptr, false);
+      json doc = json::parse(body, nullptr, false);
       if (doc.is_object() && doc.contains("error") && doc["error"].is_string()) {
         return Error{0, fmt::format("{} answered HTTP {} ({}): {}", where, res->status,
                                     doc.value("errorType", std::string("error")), doc["error"].get<std::string>())};
       }
-      return Error{0, fmt::format("{} answered HTTP {}: \"{}\"", where, res->status, excerpt(res->body))};
+      return Error{0, fmt::format("{} answered HTTP {}: \"{}\"", where, res->status, excerpt(body))};
     }
-    return std::move(res->body);
+    return body;
   }
 
   ParsedUrl url_;
   std::string display_;
   std::chrono::milliseconds timeout_;
+  std::size_t max_answer_bytes_;
   httplib::Client client_;
+  Watchdog watchdog_;  // after client_: stopped before the client goes
 };
 
 }  // namespace
@@ -449,7 +612,8 @@ Result<std::unique_ptr<PromApi>> PromApi::connect(const ApiOptions& options) {
   if (!url) return url.error();
   // The URL as shown in messages and reports: without the password.
   std::string display = url->scheme_host_port + url->prefix;
-  std::unique_ptr<PromApi> api = std::make_unique<HttpPromApi>(std::move(*url), std::move(display), options.timeout);
+  std::unique_ptr<PromApi> api =
+      std::make_unique<HttpPromApi>(std::move(*url), std::move(display), options.timeout, options.max_answer_bytes);
   return api;
 }
 

@@ -31,7 +31,11 @@ struct Series {
 
 struct ApiOptions {
   std::string url;  // scheme://host[:port][/path prefix], e.g. http://vm:8428/prometheus
+  // For the whole of one request, from connecting to the last byte of the answer: a server that
+  // trickles its answer cannot hold the report for ever.
   std::chrono::milliseconds timeout{120'000};
+  // Larger answers are refused, so a broken or hostile server cannot exhaust memory.
+  std::size_t max_answer_bytes = std::size_t{256} << 20;
 };
 
 // One request as it went out, for progress output.

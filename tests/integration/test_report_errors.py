@@ -50,6 +50,44 @@ class StubApi:
         self.server.server_close()
 
 
+class TrickleApi:
+    """Answers every request with headers at once, then its body one byte every 0.2 s: each
+    byte renews a per-read timeout. Stops by itself after 30 s."""
+
+    def __init__(self):
+        import socket
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.url = "http://127.0.0.1:%d" % self.sock.getsockname()[1]
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self.serve, daemon=True)
+        self.thread.start()
+
+    def serve(self):
+        deadline = time.time() + 30
+        self.sock.settimeout(0.5)
+        while not self.done.is_set() and time.time() < deadline:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            with conn:
+                try:
+                    conn.recv(65536)
+                    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n")
+                    while not self.done.is_set() and time.time() < deadline:
+                        conn.sendall(b" ")
+                        time.sleep(0.2)
+                except OSError:
+                    pass
+
+    def stop(self):
+        self.done.set()
+        self.thread.join()
+        self.sock.close()
+
+
 class ReportErrors(unittest.TestCase):
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="gpumeter-report-errors-")
@@ -103,10 +141,29 @@ class ReportErrors(unittest.TestCase):
         stub = StubApi(200, '{"status":"success","data":{"resultType":"vector","result":[]}}', delay=3)
         try:
             started = time.time()
-            self.fails(1, "cannot reach", "--timeout", "1s", url=stub.url)
+            self.fails(1, "no complete answer within the timeout of 1 s (--timeout)", "--timeout", "1s", url=stub.url)
             self.assertLess(time.time() - started, 3)
         finally:
             stub.stop()
+
+    def test_timeout_covers_the_whole_request_not_each_read(self):
+        # A byte every 0.2 s renews a per-read timeout for ever; the deadline is for the whole request.
+        stub = TrickleApi()
+        try:
+            started = time.time()
+            self.fails(1, "no complete answer within the timeout of 2 s (--timeout)", "--timeout", "2s", url=stub.url)
+            self.assertLess(time.time() - started, 15)
+        finally:
+            stub.stop()
+
+    def test_answer_larger_than_the_limit(self):
+        big = '{"status":"success","data":{"resultType":"vector","result":[]},"pad":"%s"}' % ("x" * (3 << 20))
+        self.with_stub(200, big, "the answer is larger than 2 MiB (--max-answer-size)", args=("--max-answer-size", "2MiB"))
+
+    def test_connection_refused_reads_as_such(self):
+        port = free_port()
+        err = self.fails(1, "cannot reach", url="http://127.0.0.1:%d" % port)
+        self.assertIn("cannot connect", err)
 
     def test_bad_dates(self):
         self.fails(2, '--from "yesterday": not a time', "--from", "yesterday")
@@ -120,6 +177,7 @@ class ReportErrors(unittest.TestCase):
         self.fails(2, '--url "localhost:9090": no scheme', url="localhost:9090")
         self.fails(2, "--step 1s: more than 10,000 steps", "--step", "1s")
         self.fails(2, "--lookback: invalid duration", "--lookback", "forever")
+        self.fails(2, "--max-answer-size: expected a byte size of at least 1MiB", "--max-answer-size", "10kB")
 
     def test_bad_pricing_file(self):
         path = os.path.join(self.dir, "pricing.yaml")

@@ -30,6 +30,26 @@ TEST(ParseQueryResponse, VectorAndMatrix) {
   EXPECT_TRUE(empty->empty());
 }
 
+// A duplicated timestamp with another value multiplied every total by 2.2 with no warning: two
+// values at one instant, time going back, or one series twice in an answer are refused, naming
+// the series; the same sample repeated is harmless and dropped.
+TEST(ParseQueryResponse, SamplesMustBeOnePerInstantInTimeOrder) {
+  auto twice = parse_query_response(
+      R"({"status":"success","data":{"resultType":"matrix","result":[{"metric":{"a":"1"},"values":[[1,"1"],[2,"3"],[2,"3"],[3,"4"]]}]}})",
+      "Q");
+  ASSERT_TRUE(twice.ok()) << twice.error().message;
+  EXPECT_EQ((*twice)[0].samples.size(), 3u);
+  EXPECT_NE(error_of(R"({"status":"success","data":{"resultType":"matrix","result":[{"metric":{"a":"1"},"values":[[1,"1"],[2,"3"],[2,"9"]]}]}})")
+                .find("Q: the series {a=\"1\"} has two values at 2.000 (3 and 9)"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"status":"success","data":{"resultType":"matrix","result":[{"metric":{"a":"1"},"values":[[2,"1"],[1,"3"]]}]}})")
+                .find("go back in time"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"status":"success","data":{"resultType":"vector","result":[{"metric":{"a":"1"},"value":[1,"2"]},{"metric":{"a":"1"},"value":[1,"5"]}]}})")
+                .find("holds the series {a=\"1\"} twice"),
+            std::string::npos);
+}
+
 TEST(ParseQueryResponse, BadAnswers) {
   EXPECT_NE(error_of("<html>502 Bad Gateway</html>").find("Q: the answer is not JSON: \"<html>502"), std::string::npos);
   EXPECT_NE(error_of(R"([1,2])").find("no \"status\" field"), std::string::npos);

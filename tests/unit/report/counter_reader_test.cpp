@@ -154,5 +154,20 @@ TEST(CounterReader, UnexpectedTimestampsFromTheApiAreAnError) {
   EXPECT_NE(data.error().message.find("not a point that was asked for"), std::string::npos);
 }
 
+// One corrupt sample of −1000 turned 135 s into 1294 s with exit 0: a negative counter sample
+// is refused, wherever it is read (a grid point, a raw sample where a reset could hide).
+TEST(CounterReader, NegativeSamplesAreAnErrorNotABill) {
+  for (double bad_t : {300.0, 250.0}) {
+    FakePromApi api;
+    api.data.push_back(counter("GPU-a", "p", {{100, 10}, {200, 20}, {bad_t, -1000}, {400, 40}}));
+    CounterReader reader(api, make_timeline(0, 500, 100, {}), 100, kHuge);
+    auto flags = reader.reset_steps("m_total");
+    auto data = flags.ok() ? reader.read("m_total", *flags) : Result<CounterData>(flags.error());
+    ASSERT_FALSE(data.ok()) << bad_t;
+    EXPECT_NE(data.error().message.find("has the sample -1000"), std::string::npos) << data.error().message;
+    EXPECT_NE(data.error().message.find("uuid=\"GPU-a\""), std::string::npos) << data.error().message;
+  }
+}
+
 }  // namespace
 }  // namespace gpumeter::report
