@@ -8,6 +8,8 @@
 
 namespace gpumeter {
 
+using namespace std::chrono_literals;
+
 bool is_fatal(nvmlReturn_t rc) {
   switch (rc) {
     case NVML_ERROR_UNINITIALIZED:
@@ -178,6 +180,7 @@ void NvmlBackend::start(std::unique_ptr<SymbolSource> library) {
     d->index = i;
     devices_.push_back(std::move(d));
   }
+  loaded_ = true;
   status_.up = true;
   status_.detail = loaded_detail(status_, count);
 }
@@ -199,6 +202,10 @@ std::int64_t NvmlBackend::wall_now_us() const {
   if (options_.wall_clock_us) return options_.wall_clock_us();
   return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
+}
+
+std::chrono::steady_clock::time_point NvmlBackend::steady_now() const {
+  return options_.steady_clock ? options_.steady_clock() : std::chrono::steady_clock::now();
 }
 
 std::string NvmlBackend::error_text(nvmlReturn_t rc) const {
@@ -231,6 +238,10 @@ Result<nvmlDevice_t> NvmlBackend::acquire(unsigned index) {
   std::lock_guard lock(events_mu_);
   d.handle = h;
   d.events_registered = false;
+  if (d.events_excluded) {
+    d.events_excluded = false;
+    log_.info("GPU rejoins the event set", {{"gpu", std::to_string(index)}});
+  }
   if (event_set_ != nullptr) register_events_locked(index, h);
   return h;
 }
@@ -242,9 +253,15 @@ void NvmlBackend::drop_handle(unsigned index) {
 
 Result<DeviceIdentity> NvmlBackend::identify(unsigned index) {
   if (index >= devices_.size()) return Error{NVML_ERROR_INVALID_ARGUMENT, "no such GPU"};
+  maybe_reinitialize();
+  std::shared_lock calls(calls_mu_);
+  if (reinit_needed_) return Error{NVML_ERROR_LIB_RM_VERSION_MISMATCH, status().detail};
   Device& d = *devices_[index];
   auto h = acquire(index);
-  if (!h) return h.error();
+  if (!h) {
+    if (h.error().code == NVML_ERROR_LIB_RM_VERSION_MISMATCH) request_reinit(h.error().message);
+    return h.error();
+  }
   DeviceIdentity id;
   id.index = index;
   id.vendor = "nvidia";
@@ -259,6 +276,7 @@ Result<DeviceIdentity> NvmlBackend::identify(unsigned index) {
   nvmlReturn_t rc = read_string(symbols_.uuid, NVML_DEVICE_UUID_V2_BUFFER_SIZE, id.uuid);
   if (is_fatal(rc)) {
     if (invalidates_handle(rc)) drop_handle(index);
+    if (rc == NVML_ERROR_LIB_RM_VERSION_MISMATCH) request_reinit("nvmlDeviceGetUUID: " + error_text(rc));
     return Error{rc, "nvmlDeviceGetUUID: " + error_text(rc)};
   }
   read_string(symbols_.name, NVML_DEVICE_NAME_V2_BUFFER_SIZE, id.model);
@@ -274,9 +292,15 @@ Result<DeviceIdentity> NvmlBackend::identify(unsigned index) {
 
 Result<DeviceReading> NvmlBackend::collect(unsigned index, CollectScope scope) {
   if (index >= devices_.size()) return Error{NVML_ERROR_INVALID_ARGUMENT, "no such GPU"};
+  maybe_reinitialize();
+  std::shared_lock calls(calls_mu_);
+  if (reinit_needed_) return Error{NVML_ERROR_LIB_RM_VERSION_MISMATCH, status().detail};
   Device& d = *devices_[index];
   auto handle = acquire(index);
-  if (!handle) return handle.error();
+  if (!handle) {
+    if (handle.error().code == NVML_ERROR_LIB_RM_VERSION_MISMATCH) request_reinit(handle.error().message);
+    return handle.error();
+  }
   NvmlCollection c(d.unsupported, [this](nvmlReturn_t rc) { return error_text(rc); });
   DeviceReading r;
   collect_device(*handle, scope, c, r);
@@ -284,6 +308,7 @@ Result<DeviceReading> NvmlBackend::collect(unsigned index, CollectScope scope) {
   merge_counters(index, c);
   if (auto failure = c.failure()) {
     if (invalidates_handle(failure->code)) drop_handle(index);
+    if (failure->code == NVML_ERROR_LIB_RM_VERSION_MISMATCH) request_reinit(failure->message);
     return *failure;
   }
   return r;
@@ -435,6 +460,79 @@ void NvmlBackend::collect_device(nvmlDevice_t h, CollectScope /*scope*/, NvmlCol
                          {"failure", static_cast<double>(failure)}};
     }
   }
+}
+
+void NvmlBackend::request_reinit(const std::string& reason) {
+  const bool already = reinit_needed_.exchange(true);
+  {
+    std::lock_guard lock(status_mu_);
+    status_.up = false;
+    status_.detail = "NVML must be initialised again: " + reason;
+  }
+  if (!already) log_.warn("NVML library and driver versions differ; re-initializing NVML", {{"err", reason}});
+}
+
+// Runs on whichever worker or event thread gets here first once an attempt is due; the others
+// go on failing their collections meanwhile.
+void NvmlBackend::maybe_reinitialize() {
+  if (!reinit_needed_) return;
+  std::unique_lock one(reinit_mu_, std::try_to_lock);
+  if (!one.owns_lock() || !reinit_needed_) return;
+  const auto now = steady_now();
+  if (now < next_reinit_) return;
+  auto retry_later = [&](const std::string& why) {
+    reinit_backoff_ = reinit_backoff_ == 0ms ? 1000ms : std::min<std::chrono::milliseconds>(2 * reinit_backoff_, 30s);
+    next_reinit_ = now + reinit_backoff_;
+    std::lock_guard lock(status_mu_);
+    status_.detail = why + "; next attempt in " + std::to_string(reinit_backoff_.count() / 1000) + " s";
+  };
+  std::unique_lock calls(calls_mu_, std::defer_lock);
+  if (!calls.try_lock_for(options_.reinit_lock_timeout)) {
+    retry_later("NVML must be initialised again, but a driver call is still in progress");
+    return;
+  }
+  {
+    std::lock_guard lock(events_mu_);
+    free_event_set_locked();
+    for (auto& d : devices_) {
+      d->handle = nullptr;
+      d->events_registered = false;
+      d->events_excluded = false;
+    }
+  }
+  for (auto& d : devices_) d->unsupported.reset();
+  if (initialized_) symbols_.shutdown();
+  initialized_ = false;
+  nvmlReturn_t rc = symbols_.init();
+  if (rc != NVML_SUCCESS) {
+    log_.warn("NVML re-initialization failed", {{"err", error_text(rc)}});
+    retry_later("NVML re-initialization failed: nvmlInit_v2: " + error_text(rc));
+    return;
+  }
+  initialized_ = true;
+  std::string driver;
+  if (symbols_.driver_version != nullptr) {
+    char buf[NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE] = {};
+    if (symbols_.driver_version(buf, sizeof buf) == NVML_SUCCESS) driver = c_string(buf, sizeof buf);
+  }
+  unsigned count = 0;
+  if (symbols_.device_count(&count) == NVML_SUCCESS && count != devices_.size()) {
+    // The collector's slots are fixed at start-up: keep them; a slot whose GPU is gone fails
+    // its collections, and a new GPU waits for a restart.
+    log_.warn("GPU count changed across NVML re-initialization",
+              {{"before", std::to_string(devices_.size())}, {"after", std::to_string(count)}});
+  }
+  reinit_backoff_ = 0ms;
+  next_reinit_ = {};
+  reinit_needed_ = false;
+  {
+    std::lock_guard lock(status_mu_);
+    status_.up = true;
+    if (!driver.empty()) status_.driver_version = driver;
+    status_.detail = loaded_detail(status_, static_cast<unsigned>(devices_.size())) + ", re-initialized";
+    ++status_.counters.reinitializations;
+  }
+  log_.info("NVML re-initialized", {{"driver", driver}});
 }
 
 }  // namespace gpumeter

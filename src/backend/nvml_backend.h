@@ -2,11 +2,13 @@
 // The NVIDIA backend: NVML loaded at run time with dlopen, so the agent needs no SDK to build
 // and still starts (reporting itself down) where no driver is installed.
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <string>
 #include <vector>
 
@@ -23,7 +25,11 @@ struct NvmlBackendOptions {
   // Symbols to treat as absent: lets tests run the real library with parts of the API missing.
   std::vector<std::string> hidden_symbols;
   // Clocks, replaceable so tests can script time. Unset means the system clocks.
-  std::function<std::int64_t()> wall_clock_us;  // microseconds since the epoch
+  std::function<std::int64_t()> wall_clock_us;                          // microseconds since the epoch
+  std::function<std::chrono::steady_clock::time_point()> steady_clock;  // re-initialization backoff
+  // How long a re-initialization waits for the workers to leave the driver before it retries
+  // later (a worker stuck in a hung call must not stall it for good).
+  std::chrono::milliseconds reinit_lock_timeout{1000};
 };
 
 class NvmlBackend final : public Backend {
@@ -52,6 +58,7 @@ class NvmlBackend final : public Backend {
   void start(std::unique_ptr<SymbolSource> library);
   std::string error_text(nvmlReturn_t rc) const;
   std::int64_t wall_now_us() const;
+  std::chrono::steady_clock::time_point steady_now() const;
 
   Result<nvmlDevice_t> acquire(unsigned device);
   void drop_handle(unsigned device);
@@ -59,19 +66,33 @@ class NvmlBackend final : public Backend {
   void collect_usage(Device& d, nvmlDevice_t h, class NvmlCollection& c, UsageReading& out);
   void merge_counters(unsigned device, const class NvmlCollection& c);
 
+  // Re-initialization after LIB_RM_VERSION_MISMATCH (nvml_backend.cpp).
+  void request_reinit(const std::string& reason);
+  void maybe_reinitialize();
+
   // Events (nvml_events.cpp). Callers hold events_mu_.
   nvmlReturn_t register_events_locked(unsigned device, nvmlDevice_t handle);
+  Result<std::optional<DeviceEvent>> rebuild_event_set_locked();
   void free_event_set_locked();
 
   NvmlBackendOptions options_;
   Logger& log_;
   std::unique_ptr<SymbolSource> library_;  // declared first among the NVML state: closed last
   NvmlSymbols symbols_;
-  bool initialized_ = false;
+  bool initialized_ = false;  // nvmlInit succeeded and no shutdown since
+  bool loaded_ = false;       // the library initialised at start-up: events can be watched
   std::vector<std::unique_ptr<Device>> devices_;
 
   mutable std::mutex status_mu_;  // guards status_
   BackendStatus status_;
+
+  // Every driver call holds this shared; a re-initialization holds it exclusively, so
+  // nvmlShutdown never runs under a call in flight.
+  std::shared_timed_mutex calls_mu_;
+  std::atomic<bool> reinit_needed_{false};
+  std::mutex reinit_mu_;  // one re-initialization at a time; guards the fields below
+  std::chrono::steady_clock::time_point next_reinit_{};
+  std::chrono::milliseconds reinit_backoff_{0};
 
   // Guards handles as seen by the event thread, the event set and its registrations.
   std::mutex events_mu_;

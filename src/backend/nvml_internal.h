@@ -42,10 +42,13 @@ std::string error_name(nvmlReturn_t rc);
 
 struct NvmlBackend::Device {
   unsigned index = 0;
-  // Written by this device's worker; read by the event thread under events_mu_.
+  // Written by this device's worker (or a re-initialization); read by the event thread, all
+  // under events_mu_.
   nvmlDevice_t handle = nullptr;
   bool events_registered = false;
-  // Only this device's worker touches the fields below.
+  bool events_excluded = false;  // left out of the event set as lost, until a new handle
+  // Only this device's worker touches the fields below (or a re-initialization, which holds
+  // calls_mu_ exclusively).
   std::string uuid;
   std::bitset<kCallCount> unsupported;
   // Sample-buffer cursors: the newest timestamp already returned, per buffer.

@@ -1,6 +1,6 @@
 // The NVML backend against a scripted NVML: the answers real drivers give that the simulator
 // does not (yet) produce: errors from single calls, garbage per-process records, other record
-// strides.
+// strides, a driver upgraded under the agent, a GPU lost from the event set.
 
 #include <gtest/gtest.h>
 
@@ -25,6 +25,8 @@ class DriverBehaviourTest : public ::testing::Test {
   std::unique_ptr<NvmlBackend> make(std::set<std::string> hidden = {}) {
     NvmlBackendOptions o;
     o.wall_clock_us = [] { return kNow; };
+    o.steady_clock = [this] { return steady_; };
+    o.reinit_lock_timeout = 50ms;
     auto b = NvmlBackend::create(std::make_unique<fake::FakeSymbols>(std::move(hidden)), o, log_);
     EXPECT_TRUE(b->status().up) << b->status().detail;
     return b;
@@ -39,6 +41,7 @@ class DriverBehaviourTest : public ::testing::Test {
     auto it = counters.dropped_records.find({gpu, reason});
     return it == counters.dropped_records.end() ? 0 : it->second;
   }
+  std::chrono::steady_clock::time_point steady_{};
   Logger log_{LogLevel::kError};
 };
 
@@ -270,6 +273,190 @@ TEST(RecordStrideTest, TheNarrowestLayoutThatReachesTheLastWrittenByte) {
   // Written beyond `count` records: no layout explains it, the nominal one stays.
   std::fill(buf.begin(), buf.end(), 0);
   EXPECT_EQ(detect_record_stride(buf.data(), buf.size(), 2, 24), 24u);
+}
+
+// ---- 5. a driver upgraded under the agent ----
+
+TEST_F(DriverBehaviourTest, AVersionMismatchReinitializesNvmlWithoutARestart) {
+  auto b = make();
+  script().rc["nvmlDeviceGetFanSpeed"] = NVML_ERROR_NOT_SUPPORTED;
+  ASSERT_TRUE(b->collect(0).ok());
+  ASSERT_TRUE(b->collect(1).ok());
+  EXPECT_EQ(script().calls["nvmlDeviceGetHandleByIndex_v2"], 2);
+
+  script().all_rc = NVML_ERROR_LIB_RM_VERSION_MISMATCH;
+  script().init_rc = NVML_ERROR_LIB_RM_VERSION_MISMATCH;
+  auto failed = b->collect(0);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.error().code, NVML_ERROR_LIB_RM_VERSION_MISMATCH);
+  EXPECT_FALSE(b->status().up);
+  EXPECT_NE(b->status().detail.find("version mismatch"), std::string::npos) << b->status().detail;
+  // The other GPU fails too, with the same reason, while the driver still mismatches.
+  auto other = b->collect(1);
+  ASSERT_FALSE(other.ok());
+  EXPECT_EQ(other.error().code, NVML_ERROR_LIB_RM_VERSION_MISMATCH);
+  EXPECT_EQ(script().shutdowns, 1);  // one attempt, right away
+  EXPECT_EQ(script().inits, 2);
+  EXPECT_FALSE(b->collect(1).ok());
+  EXPECT_EQ(script().inits, 2);  // the next attempt waits for its backoff
+
+  // The new kernel module is loaded.
+  script().all_rc.reset();
+  script().init_rc.reset();
+  script().driver = "560.35.03";
+  steady_ += 1100ms;
+  auto r = b->collect(0);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(script().inits, 3);
+  const BackendStatus st = b->status();
+  EXPECT_TRUE(st.up);
+  EXPECT_EQ(st.driver_version, "560.35.03");
+  EXPECT_EQ(st.counters.reinitializations, 1u);
+  // Handles are acquired anew, and NOT_SUPPORTED is asked again.
+  EXPECT_EQ(script().calls["nvmlDeviceGetHandleByIndex_v2"], 3);
+  EXPECT_EQ(script().calls["nvmlDeviceGetFanSpeed"], 3);  // once per GPU before, GPU 0 again now
+  EXPECT_TRUE(b->collect(1).ok());
+  EXPECT_EQ(b->identify(1)->driver_version, "560.35.03");
+}
+
+TEST_F(DriverBehaviourTest, ReinitializationBacksOffFromOneSecondToThirty) {
+  auto b = make();
+  ASSERT_TRUE(b->collect(0).ok());
+  script().all_rc = NVML_ERROR_LIB_RM_VERSION_MISMATCH;
+  script().init_rc = NVML_ERROR_LIB_RM_VERSION_MISMATCH;
+  ASSERT_FALSE(b->collect(0).ok());
+  ASSERT_FALSE(b->collect(0).ok());  // first attempt
+  ASSERT_EQ(script().inits, 2);
+  std::vector<int> waits;
+  int waited_ms = 0;
+  while (waits.size() < 7) {
+    steady_ += 100ms;
+    waited_ms += 100;
+    int before = script().inits;
+    ASSERT_FALSE(b->collect(0).ok());
+    if (script().inits != before) {
+      waits.push_back(waited_ms);
+      waited_ms = 0;
+    }
+  }
+  EXPECT_EQ(waits, (std::vector<int>{1000, 2000, 4000, 8000, 16000, 30000, 30000}));
+  EXPECT_NE(b->status().detail.find("next attempt in 30 s"), std::string::npos) << b->status().detail;
+}
+
+TEST_F(DriverBehaviourTest, AHungCallDelaysReinitializationButDoesNotBlockIt) {
+  auto b = make();
+  ASSERT_TRUE(b->collect(0).ok());
+  ASSERT_TRUE(b->collect(1).ok());
+  script().block_call = "nvmlDeviceGetFanSpeed";
+  std::thread hung([&] { (void)b->collect(1); });
+  {
+    std::unique_lock lock(script().block_mu);
+    script().block_cv.wait(lock, [] { return script().blocked; });
+  }
+  script().block_call.clear();
+  script().rc["nvmlDeviceGetUtilizationRates"] = NVML_ERROR_LIB_RM_VERSION_MISMATCH;
+  ASSERT_FALSE(b->collect(0).ok());
+  auto start = std::chrono::steady_clock::now();
+  auto r = b->collect(0);  // the attempt gives up after the lock timeout
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(script().inits, 1);
+  EXPECT_NE(b->status().detail.find("driver call is still in progress"), std::string::npos) << b->status().detail;
+  {
+    std::lock_guard lock(script().block_mu);
+    script().release = true;
+  }
+  script().block_cv.notify_all();
+  hung.join();
+  script().rc.clear();
+  steady_ += 1100ms;
+  EXPECT_TRUE(b->collect(0).ok());
+  EXPECT_EQ(script().inits, 2);
+  EXPECT_EQ(b->status().counters.reinitializations, 1u);
+}
+
+TEST_F(DriverBehaviourTest, AGpuGoneAcrossReinitializationKeepsItsSlotAndFails) {
+  auto b = make();
+  ASSERT_TRUE(b->collect(1).ok());
+  script().all_rc = NVML_ERROR_LIB_RM_VERSION_MISMATCH;
+  ASSERT_FALSE(b->collect(1).ok());
+  script().all_rc.reset();
+  script().device_count = 1;
+  ASSERT_TRUE(b->collect(0).ok());  // re-initializes
+  EXPECT_EQ(b->status().counters.reinitializations, 1u);
+  EXPECT_EQ(b->device_count(), 2u);
+  auto gone = b->collect(1);
+  ASSERT_FALSE(gone.ok());
+  EXPECT_NE(gone.error().message.find("nvmlDeviceGetHandleByIndex_v2"), std::string::npos) << gone.error().message;
+  EXPECT_TRUE(b->status().up);
+}
+
+TEST_F(DriverBehaviourTest, TheEventSetIsRecreatedAfterReinitialization) {
+  auto b = make();
+  ASSERT_TRUE(b->collect(0).ok());
+  ASSERT_TRUE(b->wait_event(10ms).ok());
+  EXPECT_EQ(script().sets_created, 1);
+  script().wait_answers.push_back({NVML_ERROR_LIB_RM_VERSION_MISMATCH, {}});
+  auto e = b->wait_event(10ms);
+  ASSERT_FALSE(e.ok());
+  EXPECT_FALSE(b->status().up);
+  EXPECT_TRUE(b->supports_events());  // the event thread must keep going
+  ASSERT_TRUE(b->wait_event(10ms).ok());  // re-initializes, then waits on a new set
+  EXPECT_EQ(script().sets_freed, 1);
+  EXPECT_EQ(script().sets_created, 2);
+  EXPECT_TRUE(b->status().up);
+  ASSERT_TRUE(b->collect(0).ok());  // the handle comes back and joins the new set
+  EXPECT_EQ(script().registered[fake::current_set()], (std::set<unsigned>{0}));
+}
+
+// ---- 6. events while a GPU is lost ----
+
+TEST_F(DriverBehaviourTest, ALostGpuLeavesTheEventSetAndRejoinsWithANewHandle) {
+  auto b = make();
+  ASSERT_TRUE(b->collect(0).ok());
+  ASSERT_TRUE(b->collect(1).ok());
+  ASSERT_TRUE(b->wait_event(10ms).ok());
+  EXPECT_EQ(script().registered[fake::current_set()], (std::set<unsigned>{0, 1}));
+
+  script().lost = {1};
+  script().wait_answers.push_back({NVML_ERROR_GPU_IS_LOST, {}});
+  nvmlEventData_t xid{};
+  xid.device = fake::handle(0);
+  xid.eventType = nvmlEventTypeXidCriticalError;
+  xid.eventData = 79;
+  script().wait_answers.push_back({NVML_SUCCESS, xid});
+  auto rebuilt = b->wait_event(10ms);
+  ASSERT_TRUE(rebuilt.ok()) << rebuilt.error().message;
+  EXPECT_FALSE(rebuilt->has_value());
+  EXPECT_EQ(script().sets_created, 2);
+  EXPECT_EQ(script().sets_freed, 1);
+  EXPECT_EQ(script().registered[fake::current_set()], (std::set<unsigned>{0}));
+  // The healthy GPU's Xid still arrives.
+  auto e = b->wait_event(10ms);
+  ASSERT_TRUE(e.ok());
+  ASSERT_TRUE(e->has_value());
+  EXPECT_EQ((*e)->device, 0u);
+  EXPECT_EQ((*e)->code, 79u);
+  // Later waits do not try the lost GPU again.
+  ASSERT_TRUE(b->wait_event(10ms).ok());
+  EXPECT_EQ(script().registered[fake::current_set()], (std::set<unsigned>{0}));
+
+  // The GPU's worker sees it lost, then finds it again after a reset.
+  script().gpu_rc[{"nvmlDeviceGetUtilizationRates", 1}] = NVML_ERROR_GPU_IS_LOST;
+  ASSERT_FALSE(b->collect(1).ok());
+  script().gpu_rc.clear();
+  script().lost.clear();
+  ASSERT_TRUE(b->collect(1).ok());
+  EXPECT_EQ(script().registered[fake::current_set()], (std::set<unsigned>{0, 1}));
+}
+
+TEST_F(DriverBehaviourTest, GpuIsLostWithNoGpuToLeaveOutIsAnError) {
+  auto b = make();
+  ASSERT_TRUE(b->collect(0).ok());
+  script().wait_answers.push_back({NVML_ERROR_GPU_IS_LOST, {}});
+  auto e = b->wait_event(10ms);
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.error().code, NVML_ERROR_GPU_IS_LOST);
 }
 
 }  // namespace
