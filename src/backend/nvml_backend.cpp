@@ -235,6 +235,8 @@ Result<nvmlDevice_t> NvmlBackend::acquire(unsigned index) {
     how = "nvmlDeviceGetHandleByIndex_v2";
   }
   if (rc != NVML_SUCCESS) return Error{rc, std::string(how) + ": " + error_text(rc)};
+  // A reset or a MIG change can change what the GPU supports: ask again.
+  d.unsupported.reset();
   std::lock_guard lock(events_mu_);
   d.handle = h;
   d.events_registered = false;
@@ -321,8 +323,9 @@ void NvmlBackend::merge_counters(unsigned index, const NvmlCollection& c) {
   for (const auto& [reason, n] : c.dropped_records()) status_.counters.dropped_records[{index, reason}] += n;
 }
 
-void NvmlBackend::collect_device(nvmlDevice_t h, CollectScope /*scope*/, NvmlCollection& c, DeviceReading& r) {
+void NvmlBackend::collect_device(nvmlDevice_t h, CollectScope scope, NvmlCollection& c, DeviceReading& r) {
   const NvmlSymbols& s = symbols_;
+  // What the usage ledger reads comes first; a kUsage collection stops after it.
   if (c.wanted(s.utilization, kUtilization)) {
     nvmlUtilization_t u{};
     if (c.ok(kUtilization, s.utilization(h, &u), "nvmlDeviceGetUtilizationRates")) {
@@ -340,6 +343,7 @@ void NvmlBackend::collect_device(nvmlDevice_t h, CollectScope /*scope*/, NvmlCol
       r.energy_joules = static_cast<double>(mj) / 1000.0;
     }
   }
+  if (scope == CollectScope::kUsage) return;
 
   // v2 first: its "used" excludes driver-reserved memory and matches nvidia-smi.
   auto set_memory = [&r](unsigned long long total, unsigned long long used, unsigned long long free) {

@@ -16,7 +16,7 @@
 namespace gpumeter {
 
 // Calls whose NOT_SUPPORTED answer is remembered per device, so an unsupported query costs
-// one call at start-up and nothing afterwards.
+// one call per handle and nothing afterwards.
 enum Call : size_t {
   kUtilization, kMemoryV2, kMemoryV1, kTemperature, kPowerUsage, kPowerLimit, kEnergy,
   kClockGraphics, kClockSm, kClockMemory, kClockVideo, kPerformanceState, kFanSpeed,

@@ -459,5 +459,55 @@ TEST_F(DriverBehaviourTest, GpuIsLostWithNoGpuToLeaveOutIsAnError) {
   EXPECT_EQ(e.error().code, NVML_ERROR_GPU_IS_LOST);
 }
 
+// ---- 2. support is asked again with a new handle ----
+
+TEST_F(DriverBehaviourTest, NotSupportedIsForgottenWhenTheHandleIsAcquiredAgain) {
+  auto b = make();
+  script().rc["nvmlDeviceGetFanSpeed"] = NVML_ERROR_NOT_SUPPORTED;
+  ASSERT_TRUE(b->collect(0).ok());
+  ASSERT_TRUE(b->collect(0).ok());
+  EXPECT_EQ(script().calls["nvmlDeviceGetFanSpeed"], 1);
+  // A reset: the GPU is lost for a round, then comes back, now with a fan that answers.
+  script().rc["nvmlDeviceGetUtilizationRates"] = NVML_ERROR_RESET_REQUIRED;
+  ASSERT_FALSE(b->collect(0).ok());
+  script().rc.clear();
+  auto r = b->collect(0);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(script().calls["nvmlDeviceGetFanSpeed"], 2);
+  EXPECT_EQ(r->fan_speed_ratio, 0.3);
+}
+
+// ---- 7. the usage scope ----
+
+TEST_F(DriverBehaviourTest, AUsageCollectionReadsOnlyWhatTheLedgerNeeds) {
+  script().has_processes_utilization_info = true;
+  auto b = make();
+  script().processes[0] = {{100, 1 << 20}};
+  script().process_samples[0] = {rec(100, kNow - 100'000, 20)};
+  nvmlSample_t s{};
+  s.timeStamp = kNow - 50'000;
+  s.sampleValue.uiVal = 70;
+  script().utilization_samples[0] = {s};
+  auto r = b->collect(0, CollectScope::kUsage);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->utilization_ratio, 0.4);
+  EXPECT_EQ(r->power_watts, 120.0);
+  EXPECT_EQ(r->energy_joules, 5.0);
+  ASSERT_TRUE(r->usage.processes.has_value());
+  EXPECT_EQ(r->usage.processes->size(), 1u);
+  EXPECT_EQ(r->usage.utilization_samples.size(), 1u);
+  EXPECT_EQ(r->usage.process_samples.size(), 1u);
+  EXPECT_FALSE(r->memory_total_bytes.has_value());
+  EXPECT_TRUE(r->clock_hertz.empty());
+  for (const char* skipped : {"nvmlDeviceGetMemoryInfo_v2", "nvmlDeviceGetTemperature", "nvmlDeviceGetClockInfo",
+                              "nvmlDeviceGetFanSpeed", "nvmlDeviceGetEnforcedPowerLimit"}) {
+    EXPECT_EQ(script().calls[skipped], 0) << skipped;
+  }
+  auto full = b->collect(0, CollectScope::kFull);
+  ASSERT_TRUE(full.ok());
+  EXPECT_TRUE(full->memory_total_bytes.has_value());
+  EXPECT_EQ(script().calls["nvmlDeviceGetFanSpeed"], 1);
+}
+
 }  // namespace
 }  // namespace gpumeter
