@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <thread>
 
@@ -70,6 +71,25 @@ TEST_F(DriverBehaviourTest, AnErrorFromOneQueryLeavesOnlyThatValueOutAndIsCounte
   ASSERT_TRUE(r1.ok());
   EXPECT_EQ(r1->power_watts, 120.0);  // the NO_PERMISSION was GPU 0's only
   EXPECT_EQ(call_errors(*b, 1, "nvmlDeviceGetFanSpeed", "unknown"), 1u);
+}
+
+TEST_F(DriverBehaviourTest, StatusIsACopySafeToTakeWhileCollectionsCount) {
+  auto b = make();
+  script().rc["nvmlDeviceGetFanSpeed"] = NVML_ERROR_UNKNOWN;
+  constexpr int kRounds = 300;
+  std::atomic<bool> done{false};
+  std::thread worker([&] {
+    for (int i = 0; i < kRounds; ++i) EXPECT_TRUE(b->collect(0).ok());
+    done = true;
+  });
+  std::uint64_t last = 0;
+  while (!done) {
+    const std::uint64_t now = call_errors(*b, 0, "nvmlDeviceGetFanSpeed", "unknown");
+    EXPECT_GE(now, last);  // a copy is never torn or stale behind an earlier one
+    last = now;
+  }
+  worker.join();
+  EXPECT_EQ(call_errors(*b, 0, "nvmlDeviceGetFanSpeed", "unknown"), static_cast<std::uint64_t>(kRounds));
 }
 
 TEST_F(DriverBehaviourTest, NotSupportedIsRememberedAndNotCounted) {
