@@ -307,8 +307,10 @@ Result<DeviceReading> NvmlBackend::collect(unsigned index, CollectScope scope) {
   DeviceReading r;
   collect_device(*handle, scope, c, r);
   collect_usage(d, *handle, c, r.usage);
-  merge_counters(index, c);
-  if (auto failure = c.failure()) {
+  const auto failure = c.failure();
+  // A failed collection's errors are not counted: gpu_up and its reason tell of them already.
+  merge_counters(index, c, /*with_call_errors=*/!failure);
+  if (failure) {
     if (invalidates_handle(failure->code)) drop_handle(index);
     if (failure->code == NVML_ERROR_LIB_RM_VERSION_MISMATCH) request_reinit(failure->message);
     return *failure;
@@ -316,10 +318,12 @@ Result<DeviceReading> NvmlBackend::collect(unsigned index, CollectScope scope) {
   return r;
 }
 
-void NvmlBackend::merge_counters(unsigned index, const NvmlCollection& c) {
-  if (c.call_errors().empty() && c.dropped_records().empty()) return;
+void NvmlBackend::merge_counters(unsigned index, const NvmlCollection& c, bool with_call_errors) {
+  if ((!with_call_errors || c.call_errors().empty()) && c.dropped_records().empty()) return;
   std::lock_guard lock(status_mu_);
-  for (const auto& [call, rc] : c.call_errors()) ++status_.counters.call_errors[{index, call, error_name(rc)}];
+  if (with_call_errors) {
+    for (const auto& [call, rc] : c.call_errors()) ++status_.counters.call_errors[{index, call, error_name(rc)}];
+  }
   for (const auto& [reason, n] : c.dropped_records()) status_.counters.dropped_records[{index, reason}] += n;
 }
 

@@ -64,7 +64,7 @@ class NvmlBackend final : public Backend {
   void drop_handle(unsigned device);
   void collect_device(nvmlDevice_t h, CollectScope scope, class NvmlCollection& c, DeviceReading& r);
   void collect_usage(Device& d, nvmlDevice_t h, class NvmlCollection& c, UsageReading& out);
-  void merge_counters(unsigned device, const class NvmlCollection& c);
+  void merge_counters(unsigned device, const class NvmlCollection& c, bool with_call_errors);
 
   // Re-initialization after LIB_RM_VERSION_MISMATCH (nvml_backend.cpp).
   void request_reinit(const std::string& reason);
