@@ -2,48 +2,86 @@
 
 #include <algorithm>
 #include <array>
-#include <cstddef>
-#include <bitset>
 #include <cstring>
-#include <functional>
+
+#include "backend/nvml_internal.h"
 
 namespace gpumeter {
 
-namespace {
+using namespace std::chrono_literals;
 
-// Calls whose NOT_SUPPORTED answer is remembered per device, so an unsupported query costs
-// one call at start-up and nothing afterwards.
-enum Call : size_t {
-  kUtilization, kMemoryV2, kMemoryV1, kTemperature, kPowerUsage, kPowerLimit, kEnergy,
-  kClockGraphics, kClockSm, kClockMemory, kClockVideo, kPerformanceState, kFanSpeed,
-  kPcieGeneration, kPcieWidth, kPcieReplay, kFieldValues, kClockEvents, kSupportedClockEvents,
-  kEccCorrected, kEccUncorrected, kRemappedRows,
-  kComputeProcesses, kGraphicsProcesses, kMpsProcesses, kProcessUtilization, kUtilizationSamples, kPowerSamples,
-  kCallCount
-};
-
-// Errors after which the device (or the whole driver) cannot answer: the collection fails and
-// the GPU is reported down. Anything else only leaves the one value out.
 bool is_fatal(nvmlReturn_t rc) {
   switch (rc) {
     case NVML_ERROR_UNINITIALIZED:
     case NVML_ERROR_DRIVER_NOT_LOADED:
     case NVML_ERROR_GPU_IS_LOST:
+    case NVML_ERROR_GPU_NOT_FOUND:
     case NVML_ERROR_RESET_REQUIRED:
     case NVML_ERROR_LIB_RM_VERSION_MISMATCH:
     case NVML_ERROR_IRQ_ISSUE:
-    case NVML_ERROR_TIMEOUT:
-    case NVML_ERROR_UNKNOWN:
       return true;
     default:
       return false;
   }
 }
 
-// A handle needs re-acquiring after these: the GPU fell off the bus or was reset.
-bool invalidates_handle(nvmlReturn_t rc) {
-  return rc == NVML_ERROR_GPU_IS_LOST || rc == NVML_ERROR_RESET_REQUIRED;
+std::string error_name(nvmlReturn_t rc) {
+  switch (rc) {
+    case NVML_ERROR_UNINITIALIZED: return "uninitialized";
+    case NVML_ERROR_INVALID_ARGUMENT: return "invalid_argument";
+    case NVML_ERROR_NOT_SUPPORTED: return "not_supported";
+    case NVML_ERROR_NO_PERMISSION: return "no_permission";
+    case NVML_ERROR_ALREADY_INITIALIZED: return "already_initialized";
+    case NVML_ERROR_NOT_FOUND: return "not_found";
+    case NVML_ERROR_INSUFFICIENT_SIZE: return "insufficient_size";
+    case NVML_ERROR_INSUFFICIENT_POWER: return "insufficient_power";
+    case NVML_ERROR_DRIVER_NOT_LOADED: return "driver_not_loaded";
+    case NVML_ERROR_TIMEOUT: return "timeout";
+    case NVML_ERROR_IRQ_ISSUE: return "irq_issue";
+    case NVML_ERROR_LIBRARY_NOT_FOUND: return "library_not_found";
+    case NVML_ERROR_FUNCTION_NOT_FOUND: return "function_not_found";
+    case NVML_ERROR_CORRUPTED_INFOROM: return "corrupted_inforom";
+    case NVML_ERROR_GPU_IS_LOST: return "gpu_is_lost";
+    case NVML_ERROR_RESET_REQUIRED: return "reset_required";
+    case NVML_ERROR_OPERATING_SYSTEM: return "operating_system";
+    case NVML_ERROR_LIB_RM_VERSION_MISMATCH: return "lib_rm_version_mismatch";
+    case NVML_ERROR_IN_USE: return "in_use";
+    case NVML_ERROR_MEMORY: return "memory";
+    case NVML_ERROR_NO_DATA: return "no_data";
+    case NVML_ERROR_ARGUMENT_VERSION_MISMATCH: return "argument_version_mismatch";
+    case NVML_ERROR_DEPRECATED: return "deprecated";
+    case NVML_ERROR_NOT_READY: return "not_ready";
+    case NVML_ERROR_GPU_NOT_FOUND: return "gpu_not_found";
+    case NVML_ERROR_INVALID_STATE: return "invalid_state";
+    case NVML_ERROR_UNKNOWN: return "unknown";
+    default: return "error_" + std::to_string(rc);
+  }
 }
+
+bool NvmlCollection::ok(Call c, nvmlReturn_t rc, const char* fn_name) {
+  if (rc == NVML_SUCCESS) {
+    answered_ = true;
+    return true;
+  }
+  if (rc == NVML_ERROR_NOT_SUPPORTED || rc == NVML_ERROR_FUNCTION_NOT_FOUND) {
+    unsupported_.set(c);
+    answered_ = true;
+  } else if (is_fatal(rc)) {
+    if (!fatal_) fatal_ = Error{rc, std::string(fn_name) + ": " + text_(rc)};
+  } else {
+    call_errors_.emplace_back(fn_name, rc);
+    if (!first_error_) first_error_ = Error{rc, std::string(fn_name) + ": " + text_(rc)};
+  }
+  return false;
+}
+
+std::optional<Error> NvmlCollection::failure() const {
+  if (fatal_) return fatal_;
+  if (!answered_ && first_error_) return first_error_;
+  return std::nullopt;
+}
+
+namespace {
 
 struct ClockEventReason {
   unsigned long long bit;
@@ -77,112 +115,97 @@ std::optional<double> field_as_double(const nvmlFieldValue_t& f) {
   }
 }
 
+std::string loaded_detail(const BackendStatus& s, unsigned count) {
+  return "loaded " + s.library + ", driver " + (s.driver_version.empty() ? "unknown" : s.driver_version) + ", " +
+         std::to_string(count) + " GPU(s)";
+}
+
 }  // namespace
 
-struct NvmlBackend::Device {
-  unsigned index = 0;
-  // Written by this device's worker; read by the event thread under events_mu_.
-  nvmlDevice_t handle = nullptr;
-  bool events_registered = false;
-  // Only this device's worker touches the fields below.
-  std::string uuid;
-  std::bitset<kCallCount> unsupported;
-  // Sample-buffer cursors: the newest timestamp already returned, per buffer.
-  unsigned long long utilization_seen_us = 0;
-  unsigned long long power_seen_us = 0;
-  unsigned long long process_seen_us = 0;
-  std::vector<unsigned> previous_pids;  // sorted; process samples of these are still valid
-};
-
-// One collection of one device: stops calling into the driver after the first fatal error
-// (a lost GPU answers every call slowly) and remembers NOT_SUPPORTED answers.
-class NvmlCollection {
- public:
-  NvmlCollection(std::bitset<kCallCount>& unsupported, std::function<std::string(nvmlReturn_t)> text)
-      : unsupported_(unsupported), text_(std::move(text)) {}
-
-  // True when `fn` exists and the call should be made.
-  template <typename Fn>
-  bool wanted(Fn fn, Call c) const {
-    return fn != nullptr && !fatal_ && !unsupported_[c];
-  }
-
-  // Classifies a return code; true when the value is usable.
-  bool ok(Call c, nvmlReturn_t rc, const char* fn_name) {
-    if (rc == NVML_SUCCESS) return true;
-    if (rc == NVML_ERROR_NOT_SUPPORTED || rc == NVML_ERROR_FUNCTION_NOT_FOUND) {
-      unsupported_.set(c);
-    } else if (is_fatal(rc) && !fatal_) {
-      fatal_ = Error{rc, std::string(fn_name) + ": " + text_(rc)};
-    }
-    return false;
-  }
-  const std::optional<Error>& fatal() const { return fatal_; }
-
- private:
-  std::bitset<kCallCount>& unsupported_;
-  std::function<std::string(nvmlReturn_t)> text_;
-  std::optional<Error> fatal_;
-};
-
 std::unique_ptr<NvmlBackend> NvmlBackend::create(const NvmlBackendOptions& options, Logger& log) {
-  std::unique_ptr<NvmlBackend> b(new NvmlBackend(log));
-  b->status_.backend = "nvml";
-  b->status_.vendor = "nvidia";
   auto lib = DynamicLibrary::open_first(options.library_candidates);
   if (!lib) {
+    std::unique_ptr<NvmlBackend> b(new NvmlBackend(options, log));
     b->status_.detail = "NVML library not found (" + lib.error().message + ")";
     return b;
   }
-  if (options.hidden_symbols.empty()) {
-    b->library_ = std::move(lib).value();
-  } else {
-    b->library_ = std::make_unique<FilteredSymbolSource>(std::move(lib).value(), options.hidden_symbols);
+  std::unique_ptr<SymbolSource> source = std::move(lib).value();
+  if (!options.hidden_symbols.empty()) {
+    source = std::make_unique<FilteredSymbolSource>(std::move(source), options.hidden_symbols);
   }
-  auto syms = NvmlSymbols::resolve(*b->library_);
+  return create(std::move(source), options, log);
+}
+
+std::unique_ptr<NvmlBackend> NvmlBackend::create(std::unique_ptr<SymbolSource> library,
+                                                 const NvmlBackendOptions& options, Logger& log) {
+  std::unique_ptr<NvmlBackend> b(new NvmlBackend(options, log));
+  b->start(std::move(library));
+  return b;
+}
+
+NvmlBackend::NvmlBackend(const NvmlBackendOptions& options, Logger& log) : options_(options), log_(log) {
+  status_.backend = "nvml";
+  status_.vendor = "nvidia";
+}
+
+void NvmlBackend::start(std::unique_ptr<SymbolSource> library) {
+  library_ = std::move(library);
+  auto syms = NvmlSymbols::resolve(*library_);
   if (!syms) {
-    b->status_.detail = syms.error().message;
-    return b;
+    status_.detail = syms.error().message;
+    return;
   }
-  b->symbols_ = std::move(syms).value();
-  b->status_.library = b->library_->path();
+  symbols_ = std::move(syms).value();
+  status_.library = library_->path();
 
-  nvmlReturn_t rc = b->symbols_.init();
+  nvmlReturn_t rc = symbols_.init();
   if (rc != NVML_SUCCESS) {
-    b->status_.detail = "nvmlInit_v2 failed: " + b->error_text(rc);
-    return b;
+    status_.detail = "nvmlInit_v2 failed: " + error_text(rc);
+    return;
   }
-  b->initialized_ = true;
+  initialized_ = true;
 
-  if (b->symbols_.driver_version != nullptr) {
+  if (symbols_.driver_version != nullptr) {
     char buf[NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE] = {};
-    if (b->symbols_.driver_version(buf, sizeof buf) == NVML_SUCCESS) {
-      b->status_.driver_version = c_string(buf, sizeof buf);
-    }
+    if (symbols_.driver_version(buf, sizeof buf) == NVML_SUCCESS) status_.driver_version = c_string(buf, sizeof buf);
   }
   unsigned count = 0;
-  rc = b->symbols_.device_count(&count);
+  rc = symbols_.device_count(&count);
   if (rc != NVML_SUCCESS) {
-    b->status_.detail = "nvmlDeviceGetCount_v2 failed: " + b->error_text(rc);
-    return b;
+    status_.detail = "nvmlDeviceGetCount_v2 failed: " + error_text(rc);
+    return;
   }
   for (unsigned i = 0; i < count; ++i) {
     auto d = std::make_unique<Device>();
     d->index = i;
-    b->devices_.push_back(std::move(d));
+    devices_.push_back(std::move(d));
   }
-  b->status_.up = true;
-  b->status_.detail = "loaded " + b->status_.library + ", driver " +
-                      (b->status_.driver_version.empty() ? "unknown" : b->status_.driver_version) + ", " +
-                      std::to_string(count) + " GPU(s)";
-  return b;
+  loaded_ = true;
+  status_.up = true;
+  status_.detail = loaded_detail(status_, count);
 }
 
-NvmlBackend::NvmlBackend(Logger& log) : log_(log) {}
-
 NvmlBackend::~NvmlBackend() {
-  if (event_set_ != nullptr && symbols_.event_set_free != nullptr) symbols_.event_set_free(event_set_);
+  {
+    std::lock_guard lock(events_mu_);
+    free_event_set_locked();
+  }
   if (initialized_) symbols_.shutdown();
+}
+
+BackendStatus NvmlBackend::status() const {
+  std::lock_guard lock(status_mu_);
+  return status_;
+}
+
+std::int64_t NvmlBackend::wall_now_us() const {
+  if (options_.wall_clock_us) return options_.wall_clock_us();
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::chrono::steady_clock::time_point NvmlBackend::steady_now() const {
+  return options_.steady_clock ? options_.steady_clock() : std::chrono::steady_clock::now();
 }
 
 std::string NvmlBackend::error_text(nvmlReturn_t rc) const {
@@ -212,9 +235,15 @@ Result<nvmlDevice_t> NvmlBackend::acquire(unsigned index) {
     how = "nvmlDeviceGetHandleByIndex_v2";
   }
   if (rc != NVML_SUCCESS) return Error{rc, std::string(how) + ": " + error_text(rc)};
+  // A reset or a MIG change can change what the GPU supports: ask again.
+  d.unsupported.reset();
   std::lock_guard lock(events_mu_);
   d.handle = h;
   d.events_registered = false;
+  if (d.events_excluded) {
+    d.events_excluded = false;
+    log_.info("GPU rejoins the event set", {{"gpu", std::to_string(index)}});
+  }
   if (event_set_ != nullptr) register_events_locked(index, h);
   return h;
 }
@@ -226,13 +255,19 @@ void NvmlBackend::drop_handle(unsigned index) {
 
 Result<DeviceIdentity> NvmlBackend::identify(unsigned index) {
   if (index >= devices_.size()) return Error{NVML_ERROR_INVALID_ARGUMENT, "no such GPU"};
+  maybe_reinitialize();
+  std::shared_lock calls(calls_mu_);
+  if (reinit_needed_) return Error{NVML_ERROR_LIB_RM_VERSION_MISMATCH, status().detail};
   Device& d = *devices_[index];
   auto h = acquire(index);
-  if (!h) return h.error();
+  if (!h) {
+    if (h.error().code == NVML_ERROR_LIB_RM_VERSION_MISMATCH) request_reinit(h.error().message);
+    return h.error();
+  }
   DeviceIdentity id;
   id.index = index;
-  id.vendor = status_.vendor;
-  id.driver_version = status_.driver_version;
+  id.vendor = "nvidia";
+  id.driver_version = status().driver_version;
   auto read_string = [&](nvmlDeviceGetString_fn fn, unsigned size, std::string& out) -> nvmlReturn_t {
     if (fn == nullptr) return NVML_ERROR_FUNCTION_NOT_FOUND;
     std::vector<char> buf(size, '\0');
@@ -243,6 +278,7 @@ Result<DeviceIdentity> NvmlBackend::identify(unsigned index) {
   nvmlReturn_t rc = read_string(symbols_.uuid, NVML_DEVICE_UUID_V2_BUFFER_SIZE, id.uuid);
   if (is_fatal(rc)) {
     if (invalidates_handle(rc)) drop_handle(index);
+    if (rc == NVML_ERROR_LIB_RM_VERSION_MISMATCH) request_reinit("nvmlDeviceGetUUID: " + error_text(rc));
     return Error{rc, "nvmlDeviceGetUUID: " + error_text(rc)};
   }
   read_string(symbols_.name, NVML_DEVICE_NAME_V2_BUFFER_SIZE, id.model);
@@ -256,18 +292,44 @@ Result<DeviceIdentity> NvmlBackend::identify(unsigned index) {
   return id;
 }
 
-Result<DeviceReading> NvmlBackend::collect(unsigned index, CollectScope /*scope*/) {
+Result<DeviceReading> NvmlBackend::collect(unsigned index, CollectScope scope) {
   if (index >= devices_.size()) return Error{NVML_ERROR_INVALID_ARGUMENT, "no such GPU"};
+  maybe_reinitialize();
+  std::shared_lock calls(calls_mu_);
+  if (reinit_needed_) return Error{NVML_ERROR_LIB_RM_VERSION_MISMATCH, status().detail};
   Device& d = *devices_[index];
   auto handle = acquire(index);
   if (!handle) {
+    if (handle.error().code == NVML_ERROR_LIB_RM_VERSION_MISMATCH) request_reinit(handle.error().message);
     return handle.error();
   }
-  nvmlDevice_t h = *handle;
-  const NvmlSymbols& s = symbols_;
   NvmlCollection c(d.unsupported, [this](nvmlReturn_t rc) { return error_text(rc); });
   DeviceReading r;
+  collect_device(*handle, scope, c, r);
+  collect_usage(d, *handle, c, r.usage);
+  const auto failure = c.failure();
+  // A failed collection's errors are not counted: gpu_up and its reason tell of them already.
+  merge_counters(index, c, /*with_call_errors=*/!failure);
+  if (failure) {
+    if (invalidates_handle(failure->code)) drop_handle(index);
+    if (failure->code == NVML_ERROR_LIB_RM_VERSION_MISMATCH) request_reinit(failure->message);
+    return *failure;
+  }
+  return r;
+}
 
+void NvmlBackend::merge_counters(unsigned index, const NvmlCollection& c, bool with_call_errors) {
+  if ((!with_call_errors || c.call_errors().empty()) && c.dropped_records().empty()) return;
+  std::lock_guard lock(status_mu_);
+  if (with_call_errors) {
+    for (const auto& [call, rc] : c.call_errors()) ++status_.counters.call_errors[{index, call, error_name(rc)}];
+  }
+  for (const auto& [reason, n] : c.dropped_records()) status_.counters.dropped_records[{index, reason}] += n;
+}
+
+void NvmlBackend::collect_device(nvmlDevice_t h, CollectScope scope, NvmlCollection& c, DeviceReading& r) {
+  const NvmlSymbols& s = symbols_;
+  // What the usage ledger reads comes first; a kUsage collection stops after it.
   if (c.wanted(s.utilization, kUtilization)) {
     nvmlUtilization_t u{};
     if (c.ok(kUtilization, s.utilization(h, &u), "nvmlDeviceGetUtilizationRates")) {
@@ -275,6 +337,18 @@ Result<DeviceReading> NvmlBackend::collect(unsigned index, CollectScope /*scope*
       r.memory_utilization_ratio = u.memory / 100.0;
     }
   }
+  if (c.wanted(s.power_usage, kPowerUsage)) {
+    unsigned mw = 0;
+    if (c.ok(kPowerUsage, s.power_usage(h, &mw), "nvmlDeviceGetPowerUsage")) r.power_watts = mw / 1000.0;
+  }
+  if (c.wanted(s.total_energy, kEnergy)) {
+    unsigned long long mj = 0;
+    if (c.ok(kEnergy, s.total_energy(h, &mj), "nvmlDeviceGetTotalEnergyConsumption")) {
+      r.energy_joules = static_cast<double>(mj) / 1000.0;
+    }
+  }
+  if (scope == CollectScope::kUsage) return;
+
   // v2 first: its "used" excludes driver-reserved memory and matches nvidia-smi.
   auto set_memory = [&r](unsigned long long total, unsigned long long used, unsigned long long free) {
     r.memory_total_bytes = static_cast<double>(total);
@@ -296,20 +370,10 @@ Result<DeviceReading> NvmlBackend::collect(unsigned index, CollectScope /*scope*
       r.temperature_celsius.push_back({"gpu", static_cast<double>(t)});
     }
   }
-  if (c.wanted(s.power_usage, kPowerUsage)) {
-    unsigned mw = 0;
-    if (c.ok(kPowerUsage, s.power_usage(h, &mw), "nvmlDeviceGetPowerUsage")) r.power_watts = mw / 1000.0;
-  }
   if (c.wanted(s.power_limit, kPowerLimit)) {
     unsigned mw = 0;
     if (c.ok(kPowerLimit, s.power_limit(h, &mw), "nvmlDeviceGetEnforcedPowerLimit")) {
       r.power_limit_watts = mw / 1000.0;
-    }
-  }
-  if (c.wanted(s.total_energy, kEnergy)) {
-    unsigned long long mj = 0;
-    if (c.ok(kEnergy, s.total_energy(h, &mj), "nvmlDeviceGetTotalEnergyConsumption")) {
-      r.energy_joules = static_cast<double>(mj) / 1000.0;
     }
   }
   struct ClockQuery {
@@ -404,223 +468,79 @@ Result<DeviceReading> NvmlBackend::collect(unsigned index, CollectScope /*scope*
                          {"failure", static_cast<double>(failure)}};
     }
   }
-
-  collect_usage(d, h, c, r.usage);
-
-  if (c.fatal()) {
-    if (invalidates_handle(c.fatal()->code)) drop_handle(index);
-    return *c.fatal();
-  }
-  return r;
 }
 
-namespace {
-
-// Reads one process list: size query, then a call with headroom, growing while the list grows
-// between calls. Walks the records with the stride of the generation that answered.
-nvmlReturn_t read_process_list(const nvmlDeviceGetProcessesRaw_fn (&fns)[3], unsigned v3_record_size,
-                               nvmlDevice_t h, unsigned type_bit, std::vector<GpuProcess>& out) {
-  int generation = -1;
-  for (int i = 0; i < 3; ++i) {
-    if (fns[i] != nullptr) {
-      generation = i;
-      break;
-    }
+void NvmlBackend::request_reinit(const std::string& reason) {
+  const bool already = reinit_needed_.exchange(true);
+  {
+    std::lock_guard lock(status_mu_);
+    status_.up = false;
+    status_.detail = "NVML must be initialised again: " + reason;
   }
-  if (generation < 0) return NVML_ERROR_FUNCTION_NOT_FOUND;
-  const unsigned record = generation == 0 ? v3_record_size : generation == 1 ? 24 : 16;
-  unsigned count = 0;
-  nvmlReturn_t rc = fns[generation](h, &count, nullptr);
-  if (rc == NVML_SUCCESS) return rc;  // nothing running
-  std::vector<unsigned char> buf;
-  for (int attempt = 0; attempt < 4 && rc == NVML_ERROR_INSUFFICIENT_SIZE; ++attempt) {
-    count += 8 + count / 4;
-    buf.assign(static_cast<size_t>(count) * record, 0);
-    rc = fns[generation](h, &count, buf.data());
-  }
-  if (rc != NVML_SUCCESS) return rc;
-  for (unsigned i = 0; i < count; ++i) {
-    const unsigned char* rec = buf.data() + static_cast<size_t>(i) * record;
-    unsigned pid;
-    unsigned long long mem;
-    std::memcpy(&pid, rec + offsetof(nvmlProcessInfo_t, pid), sizeof pid);
-    std::memcpy(&mem, rec + offsetof(nvmlProcessInfo_t, usedGpuMemory), sizeof mem);
-    auto it = std::find_if(out.begin(), out.end(), [pid](const GpuProcess& p) { return p.pid == pid; });
-    if (it == out.end()) it = out.insert(out.end(), GpuProcess{pid, std::nullopt, 0});
-    it->types |= type_bit;
-    // ~0 is NVML_VALUE_NOT_AVAILABLE; a pid in two lists reports the same allocation twice.
-    if (mem != ~0ULL) it->memory_bytes = std::max(it->memory_bytes.value_or(0), static_cast<double>(mem));
-  }
-  return NVML_SUCCESS;
+  if (!already) log_.warn("NVML library and driver versions differ; re-initializing NVML", {{"err", reason}});
 }
 
-double sample_as_double(unsigned type, const nvmlValue_t& v) {
-  switch (type) {
-    case NVML_VALUE_TYPE_DOUBLE: return v.dVal;
-    case NVML_VALUE_TYPE_UNSIGNED_LONG: return static_cast<double>(v.ulVal);
-    case NVML_VALUE_TYPE_UNSIGNED_LONG_LONG: return static_cast<double>(v.ullVal);
-    case NVML_VALUE_TYPE_SIGNED_LONG_LONG: return static_cast<double>(v.sllVal);
-    case NVML_VALUE_TYPE_SIGNED_INT: return v.siVal;
-    case NVML_VALUE_TYPE_UNSIGNED_SHORT: return v.usVal;
-    default: return v.uiVal;
-  }
-}
-
-}  // namespace
-
-void NvmlBackend::collect_usage(Device& d, nvmlDevice_t h, NvmlCollection& c, UsageReading& u) {
-  const NvmlSymbols& s = symbols_;
-  // Processes: compute, graphics and MPS lists merged by pid.
-  std::vector<GpuProcess> procs;
-  bool any_list = false;
-  struct List {
-    const nvmlDeviceGetProcessesRaw_fn (&fns)[3];
-    Call call;
-    unsigned bit;
-    const char* name;
+// Runs on whichever worker or event thread gets here first once an attempt is due; the others
+// go on failing their collections meanwhile.
+void NvmlBackend::maybe_reinitialize() {
+  if (!reinit_needed_) return;
+  std::unique_lock one(reinit_mu_, std::try_to_lock);
+  if (!one.owns_lock() || !reinit_needed_) return;
+  const auto now = steady_now();
+  if (now < next_reinit_) return;
+  auto retry_later = [&](const std::string& why) {
+    reinit_backoff_ = reinit_backoff_ == 0ms ? 1000ms : std::min<std::chrono::milliseconds>(2 * reinit_backoff_, 30s);
+    next_reinit_ = now + reinit_backoff_;
+    std::lock_guard lock(status_mu_);
+    status_.detail = why + "; next attempt in " + std::to_string(reinit_backoff_.count() / 1000) + " s";
   };
-  for (const List& l : {List{s.compute_processes, kComputeProcesses, kProcessCompute,
-                             "nvmlDeviceGetComputeRunningProcesses_v3"},
-                        List{s.graphics_processes, kGraphicsProcesses, kProcessGraphics,
-                             "nvmlDeviceGetGraphicsRunningProcesses_v3"},
-                        List{s.mps_processes, kMpsProcesses, kProcessMps, "nvmlDeviceGetMPSComputeRunningProcesses_v3"}}) {
-    if (c.fatal() || d.unsupported[l.call]) continue;
-    if (c.ok(l.call, read_process_list(l.fns, s.v3_process_record_size, h, l.bit, procs), l.name)) any_list = true;
+  std::unique_lock calls(calls_mu_, std::defer_lock);
+  if (!calls.try_lock_for(options_.reinit_lock_timeout)) {
+    retry_later("NVML must be initialised again, but a driver call is still in progress");
+    return;
   }
-  std::vector<unsigned> pids;
-  if (any_list) {
-    for (const auto& p : procs) pids.push_back(p.pid);
-    std::sort(pids.begin(), pids.end());
-    u.processes = std::move(procs);
-  }
-
-  // Device sample buffers: utilization and power, only what is newer than last time.
-  auto read_samples = [&](Call call, unsigned type, unsigned long long& seen, double scale, bool& supported,
-                          std::vector<TimedSample>& out) {
-    if (!c.wanted(s.samples, call)) return;
-    unsigned value_type = 0;
-    unsigned count = 0;
-    nvmlReturn_t rc = s.samples(h, type, seen, &value_type, &count, nullptr);
-    if (rc == NVML_ERROR_NOT_FOUND) {
-      supported = true;  // no new samples yet
-      return;
-    }
-    if ((rc != NVML_SUCCESS && rc != NVML_ERROR_INSUFFICIENT_SIZE) || count == 0) {
-      c.ok(call, rc, "nvmlDeviceGetSamples");
-      if (rc == NVML_SUCCESS) supported = true;
-      return;
-    }
-    std::vector<nvmlSample_t> buf(count + 8);
-    count = static_cast<unsigned>(buf.size());
-    rc = s.samples(h, type, seen, &value_type, &count, buf.data());
-    if (rc == NVML_ERROR_NOT_FOUND) {
-      supported = true;
-      return;
-    }
-    if (!c.ok(call, rc, "nvmlDeviceGetSamples")) return;
-    supported = true;
-    for (unsigned i = 0; i < count && i < buf.size(); ++i) {
-      const auto ts = buf[i].timeStamp;
-      if (ts <= seen) continue;  // drivers have been seen to repeat old samples
-      out.push_back({static_cast<std::int64_t>(ts), sample_as_double(value_type, buf[i].sampleValue) * scale});
-    }
-    std::sort(out.begin(), out.end(), [](const TimedSample& a, const TimedSample& b) {
-      return a.timestamp_us < b.timestamp_us;
-    });
-    if (!out.empty()) seen = static_cast<unsigned long long>(out.back().timestamp_us);
-  };
-  read_samples(kUtilizationSamples, NVML_GPU_UTILIZATION_SAMPLES, d.utilization_seen_us, 0.01,
-               u.utilization_samples_supported, u.utilization_samples);
-  read_samples(kPowerSamples, NVML_TOTAL_POWER_SAMPLES, d.power_seen_us, 0.001, u.power_samples_supported,
-               u.power_samples);
-
-  // Per-process utilization, windowed by the newest timestamp seen on this GPU (not per pid),
-  // keeping only sane samples of processes that are (or just were) on the GPU.
-  if (c.wanted(s.process_utilization, kProcessUtilization)) {
-    unsigned count = 0;
-    nvmlReturn_t rc = s.process_utilization(h, nullptr, &count, d.process_seen_us);
-    std::vector<nvmlProcessUtilizationSample_t> buf;
-    if (rc == NVML_ERROR_INSUFFICIENT_SIZE || (rc == NVML_SUCCESS && count > 0)) {
-      buf.resize(count + 8);
-      count = static_cast<unsigned>(buf.size());
-      rc = s.process_utilization(h, buf.data(), &count, d.process_seen_us);
-    }
-    if (rc == NVML_ERROR_NOT_FOUND || rc == NVML_SUCCESS) {
-      u.process_samples_supported = true;
-      if (rc == NVML_ERROR_NOT_FOUND) count = 0;
-      unsigned long long newest = d.process_seen_us;
-      for (unsigned i = 0; i < count && i < buf.size(); ++i) {
-        const auto& smp = buf[i];
-        if (smp.timeStamp <= d.process_seen_us || smp.smUtil > 100 || smp.memUtil > 100) continue;
-        bool known = std::binary_search(pids.begin(), pids.end(), smp.pid) ||
-                     std::binary_search(d.previous_pids.begin(), d.previous_pids.end(), smp.pid);
-        if (!known) continue;
-        u.process_samples.push_back({smp.pid, static_cast<std::int64_t>(smp.timeStamp), smp.smUtil / 100.0,
-                                     smp.memUtil / 100.0});
-        newest = std::max(newest, smp.timeStamp);
-      }
-      d.process_seen_us = newest;
-      std::sort(u.process_samples.begin(), u.process_samples.end(),
-                [](const ProcessSample& a, const ProcessSample& b) { return a.timestamp_us < b.timestamp_us; });
-    } else {
-      c.ok(kProcessUtilization, rc, "nvmlDeviceGetProcessUtilization");
-    }
-  }
-  if (any_list) d.previous_pids = std::move(pids);
-}
-
-bool NvmlBackend::supports_events() const {
-  return status_.up && symbols_.event_set_create != nullptr && symbols_.register_events != nullptr &&
-         symbols_.event_set_wait != nullptr && symbols_.event_set_free != nullptr;
-}
-
-void NvmlBackend::register_events_locked(unsigned index, nvmlDevice_t handle) {
-  Device& d = *devices_[index];
-  if (d.events_registered) return;
-  unsigned long long mask = nvmlEventTypeXidCriticalError;
-  if (symbols_.supported_event_types != nullptr) {
-    unsigned long long supported = 0;
-    if (symbols_.supported_event_types(handle, &supported) == NVML_SUCCESS) mask &= supported;
-  }
-  if (mask == 0) return;
-  nvmlReturn_t rc = symbols_.register_events(handle, mask, event_set_);
-  if (rc == NVML_SUCCESS) {
-    d.events_registered = true;
-  } else {
-    log_.warn("cannot watch Xid events", {{"gpu", std::to_string(index)}, {"err", error_text(rc)}});
-  }
-}
-
-Result<std::optional<DeviceEvent>> NvmlBackend::wait_event(std::chrono::milliseconds timeout) {
-  if (!supports_events()) return Error{NVML_ERROR_NOT_SUPPORTED, "NVML events are not available"};
-  nvmlEventSet_t set;
   {
     std::lock_guard lock(events_mu_);
-    if (event_set_ == nullptr) {
-      nvmlReturn_t rc = symbols_.event_set_create(&event_set_);
-      if (rc != NVML_SUCCESS) {
-        event_set_ = nullptr;
-        return Error{rc, "nvmlEventSetCreate: " + error_text(rc)};
-      }
-    }
+    free_event_set_locked();
     for (auto& d : devices_) {
-      if (d->handle != nullptr) register_events_locked(d->index, d->handle);
-    }
-    set = event_set_;
-  }
-  nvmlEventData_t data{};
-  nvmlReturn_t rc = symbols_.event_set_wait(set, &data, static_cast<unsigned>(timeout.count()));
-  if (rc == NVML_ERROR_TIMEOUT) return std::optional<DeviceEvent>{};
-  if (rc != NVML_SUCCESS) return Error{rc, "nvmlEventSetWait_v2: " + error_text(rc)};
-  if ((data.eventType & nvmlEventTypeXidCriticalError) == 0) return std::optional<DeviceEvent>{};
-  std::lock_guard lock(events_mu_);
-  for (auto& d : devices_) {
-    if (d->handle == data.device) {
-      return std::optional<DeviceEvent>{DeviceEvent{d->index, DeviceEventKind::kXid, data.eventData}};
+      d->handle = nullptr;
+      d->events_registered = false;
+      d->events_excluded = false;
     }
   }
-  log_.warn("Xid event for an unknown device", {{"xid", std::to_string(data.eventData)}});
-  return std::optional<DeviceEvent>{};
+  for (auto& d : devices_) d->unsupported.reset();
+  if (initialized_) symbols_.shutdown();
+  initialized_ = false;
+  nvmlReturn_t rc = symbols_.init();
+  if (rc != NVML_SUCCESS) {
+    log_.warn("NVML re-initialization failed", {{"err", error_text(rc)}});
+    retry_later("NVML re-initialization failed: nvmlInit_v2: " + error_text(rc));
+    return;
+  }
+  initialized_ = true;
+  std::string driver;
+  if (symbols_.driver_version != nullptr) {
+    char buf[NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE] = {};
+    if (symbols_.driver_version(buf, sizeof buf) == NVML_SUCCESS) driver = c_string(buf, sizeof buf);
+  }
+  unsigned count = 0;
+  if (symbols_.device_count(&count) == NVML_SUCCESS && count != devices_.size()) {
+    // The collector's slots are fixed at start-up: keep them; a slot whose GPU is gone fails
+    // its collections, and a new GPU waits for a restart.
+    log_.warn("GPU count changed across NVML re-initialization",
+              {{"before", std::to_string(devices_.size())}, {"after", std::to_string(count)}});
+  }
+  reinit_backoff_ = 0ms;
+  next_reinit_ = {};
+  reinit_needed_ = false;
+  {
+    std::lock_guard lock(status_mu_);
+    status_.up = true;
+    if (!driver.empty()) status_.driver_version = driver;
+    status_.detail = loaded_detail(status_, static_cast<unsigned>(devices_.size())) + ", re-initialized";
+    ++status_.counters.reinitializations;
+  }
+  log_.info("NVML re-initialized", {{"driver", driver}});
 }
 
 }  // namespace gpumeter

@@ -2,8 +2,13 @@
 // The NVIDIA backend: NVML loaded at run time with dlopen, so the agent needs no SDK to build
 // and still starts (reporting itself down) where no driver is installed.
 
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <string>
 #include <vector>
 
@@ -19,6 +24,12 @@ struct NvmlBackendOptions {
   std::vector<std::string> library_candidates = {"libnvidia-ml.so.1", "libnvidia-ml.so"};
   // Symbols to treat as absent: lets tests run the real library with parts of the API missing.
   std::vector<std::string> hidden_symbols;
+  // Clocks, replaceable so tests can script time. Unset means the system clocks.
+  std::function<std::int64_t()> wall_clock_us;                          // microseconds since the epoch
+  std::function<std::chrono::steady_clock::time_point()> steady_clock;  // re-initialization backoff
+  // How long a re-initialization waits for the workers to leave the driver before it retries
+  // later (a worker stuck in a hung call must not stall it for good).
+  std::chrono::milliseconds reinit_lock_timeout{1000};
 };
 
 class NvmlBackend final : public Backend {
@@ -26,9 +37,12 @@ class NvmlBackend final : public Backend {
   // Never fails: without a usable library the backend exists with status().up == false and no
   // devices, and status().detail says why.
   static std::unique_ptr<NvmlBackend> create(const NvmlBackendOptions& options, Logger& log);
+  // The same with the symbols taken from `library` (tests hand in a scripted NVML).
+  static std::unique_ptr<NvmlBackend> create(std::unique_ptr<SymbolSource> library, const NvmlBackendOptions& options,
+                                             Logger& log);
   ~NvmlBackend() override;
 
-  BackendStatus status() const override { return status_; }
+  BackendStatus status() const override;
   unsigned device_count() const override { return static_cast<unsigned>(devices_.size()); }
   Result<DeviceIdentity> identify(unsigned device) override;
   Result<DeviceReading> collect(unsigned device, CollectScope scope = CollectScope::kFull) override;
@@ -40,19 +54,45 @@ class NvmlBackend final : public Backend {
 
  private:
   struct Device;
-  explicit NvmlBackend(Logger& log);  // out of line: Device is incomplete here
+  NvmlBackend(const NvmlBackendOptions& options, Logger& log);  // out of line: Device is incomplete here
+  void start(std::unique_ptr<SymbolSource> library);
   std::string error_text(nvmlReturn_t rc) const;
+  std::int64_t wall_now_us() const;
+  std::chrono::steady_clock::time_point steady_now() const;
+
   Result<nvmlDevice_t> acquire(unsigned device);
   void drop_handle(unsigned device);
-  void register_events_locked(unsigned device, nvmlDevice_t handle);
+  void collect_device(nvmlDevice_t h, CollectScope scope, class NvmlCollection& c, DeviceReading& r);
   void collect_usage(Device& d, nvmlDevice_t h, class NvmlCollection& c, UsageReading& out);
+  void merge_counters(unsigned device, const class NvmlCollection& c, bool with_call_errors);
 
+  // Re-initialization after LIB_RM_VERSION_MISMATCH (nvml_backend.cpp).
+  void request_reinit(const std::string& reason);
+  void maybe_reinitialize();
+
+  // Events (nvml_events.cpp). Callers hold events_mu_.
+  nvmlReturn_t register_events_locked(unsigned device, nvmlDevice_t handle);
+  Result<std::optional<DeviceEvent>> rebuild_event_set_locked();
+  void free_event_set_locked();
+
+  NvmlBackendOptions options_;
   Logger& log_;
-  std::unique_ptr<SymbolSource> library_;  // declared first: closed after everything else
+  std::unique_ptr<SymbolSource> library_;  // declared first among the NVML state: closed last
   NvmlSymbols symbols_;
-  bool initialized_ = false;
-  BackendStatus status_;
+  bool initialized_ = false;  // nvmlInit succeeded and no shutdown since
+  bool loaded_ = false;       // the library initialised at start-up: events can be watched
   std::vector<std::unique_ptr<Device>> devices_;
+
+  mutable std::mutex status_mu_;  // guards status_
+  BackendStatus status_;
+
+  // Every driver call holds this shared; a re-initialization holds it exclusively, so
+  // nvmlShutdown never runs under a call in flight.
+  std::shared_timed_mutex calls_mu_;
+  std::atomic<bool> reinit_needed_{false};
+  std::mutex reinit_mu_;  // one re-initialization at a time; guards the fields below
+  std::chrono::steady_clock::time_point next_reinit_{};
+  std::chrono::milliseconds reinit_backoff_{0};
 
   // Guards handles as seen by the event thread, the event set and its registrations.
   std::mutex events_mu_;

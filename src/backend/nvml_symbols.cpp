@@ -81,11 +81,9 @@ Result<NvmlSymbols> NvmlSymbols::resolve(const SymbolSource& lib) {
   processes(s.compute_processes, "nvmlDeviceGetComputeRunningProcesses");
   processes(s.graphics_processes, "nvmlDeviceGetGraphicsRunningProcesses");
   processes(s.mps_processes, "nvmlDeviceGetMPSComputeRunningProcesses");
-  // The ABI detection nvitop uses for the drivers whose _v3 wrote 32-byte records.
-  if (lib.symbol("nvmlDeviceGetConfComputeMemSizeInfo") != nullptr &&
-      lib.symbol("nvmlDeviceGetRunningProcessDetailList") == nullptr) {
-    s.v3_process_record_size = 32;
-  }
+  // Not listed as missing when absent: drivers before R550 have only the legacy call.
+  s.processes_utilization_info = first_of<nvmlDeviceGetProcessesUtilizationInfo_fn>(
+      lib, {"nvmlDeviceGetProcessesUtilizationInfo"}, nullptr);
   s.process_utilization =
       first_of<nvmlDeviceGetProcessUtilization_fn>(lib, {"nvmlDeviceGetProcessUtilization"}, miss);
   s.samples = first_of<nvmlDeviceGetSamples_fn>(lib, {"nvmlDeviceGetSamples"}, miss);

@@ -47,9 +47,7 @@ struct NvmlSymbols {
   nvmlDeviceGetProcessesRaw_fn compute_processes[3] = {};
   nvmlDeviceGetProcessesRaw_fn graphics_processes[3] = {};
   nvmlDeviceGetProcessesRaw_fn mps_processes[3] = {};
-  // Record size the _v3 calls write: 24, or 32 for the early R535 drivers that export
-  // nvmlDeviceGetConfComputeMemSizeInfo but not nvmlDeviceGetRunningProcessDetailList.
-  unsigned v3_process_record_size = 24;
+  nvmlDeviceGetProcessesUtilizationInfo_fn processes_utilization_info = nullptr;  // R550+
   nvmlDeviceGetProcessUtilization_fn process_utilization = nullptr;
   nvmlDeviceGetSamples_fn samples = nullptr;
   nvmlEventSetCreate_fn event_set_create = nullptr;

@@ -223,6 +223,29 @@ std::vector<MetricFamily> build_families(const Snapshot& snap) {
   auto& backend = fams.add("gpumeter_backend_up", kGauge,
                            "1 if the GPU backend's vendor library is loaded and initialized, 0 otherwise.");
   for (const auto& b : snap.backends) add_sample(backend, {{"backend", b.backend}}, b.up ? 1 : 0);
+  auto& call_errors = fams.add("gpumeter_backend_call_errors_total", kCounter,
+                               "Driver queries that failed and left one value out while the GPU stayed up, by "
+                               "call and error.");
+  auto& dropped_records = fams.add("gpumeter_backend_dropped_records_total", kCounter,
+                                   "Per-process utilization records dropped because they cannot be true, by "
+                                   "reason.");
+  auto& reinits = fams.add("gpumeter_backend_reinitializations_total", kCounter,
+                           "Times the vendor library was initialized again without a restart (e.g. after a "
+                           "driver upgrade).");
+  for (const auto& b : snap.backends) {
+    for (const auto& [key, n] : b.counters.call_errors) {
+      const auto& [gpu, call, error] = key;
+      add_sample(call_errors, {{"backend", b.backend}, {"gpu", std::to_string(gpu)}, {"call", call}, {"error", error}},
+                 static_cast<double>(n));
+    }
+    for (const auto& [key, n] : b.counters.dropped_records) {
+      add_sample(dropped_records, {{"backend", b.backend}, {"gpu", std::to_string(key.first)}, {"reason", key.second}},
+                 static_cast<double>(n));
+    }
+    if (b.up || b.counters.reinitializations > 0) {
+      add_sample(reinits, {{"backend", b.backend}}, static_cast<double>(b.counters.reinitializations));
+    }
+  }
 
   // Device collectors carry gpu/uuid; the others carry them empty so the family keeps one label set.
   auto& success = fams.add("gpumeter_collector_success", kGauge,

@@ -314,25 +314,18 @@ class NamedSymbols final : public SymbolSource {
   std::string path_ = "fake";
 };
 
-TEST(NvmlSymbolsTest, R535RecordSizeDetection) {
+TEST(NvmlSymbolsTest, TheR550ProcessUtilizationCallIsOptionalAndNotReportedMissing) {
   std::set<std::string> base = {"nvmlInit_v2", "nvmlShutdown", "nvmlDeviceGetCount_v2", "nvmlDeviceGetHandleByIndex_v2",
-                                "nvmlDeviceGetComputeRunningProcesses_v3"};
-  auto plain = NvmlSymbols::resolve(NamedSymbols(base));
-  ASSERT_TRUE(plain.ok());
-  EXPECT_EQ(plain->v3_process_record_size, 24u);
-  EXPECT_NE(plain->compute_processes[0], nullptr);
-  EXPECT_EQ(plain->compute_processes[1], nullptr);
-  // Exports the confidential-computing query but not the detail list: the early R535 drivers
-  // whose _v3 wrote 32-byte records.
-  auto r535 = base;
-  r535.insert("nvmlDeviceGetConfComputeMemSizeInfo");
-  auto early = NvmlSymbols::resolve(NamedSymbols(r535));
-  ASSERT_TRUE(early.ok());
-  EXPECT_EQ(early->v3_process_record_size, 32u);
-  r535.insert("nvmlDeviceGetRunningProcessDetailList");
-  auto fixed = NvmlSymbols::resolve(NamedSymbols(r535));
-  ASSERT_TRUE(fixed.ok());
-  EXPECT_EQ(fixed->v3_process_record_size, 24u);
+                                "nvmlDeviceGetProcessUtilization"};
+  auto legacy = NvmlSymbols::resolve(NamedSymbols(base));
+  ASSERT_TRUE(legacy.ok());
+  EXPECT_EQ(legacy->processes_utilization_info, nullptr);
+  EXPECT_NE(legacy->process_utilization, nullptr);
+  for (const auto& m : legacy->missing) EXPECT_NE(m, "nvmlDeviceGetProcessesUtilizationInfo");
+  base.insert("nvmlDeviceGetProcessesUtilizationInfo");
+  auto r550 = NvmlSymbols::resolve(NamedSymbols(base));
+  ASSERT_TRUE(r550.ok());
+  EXPECT_NE(r550->processes_utilization_info, nullptr);
 }
 
 }  // namespace

@@ -54,7 +54,9 @@ TEST(BuildFamilies, FixedOrderOfAllFamilies) {
                  "gpu_pcie_link_generation", "gpu_pcie_link_width", "gpu_pcie_replay_errors_total",
                  "gpu_pcie_transmit_bytes_total", "gpu_pcie_receive_bytes_total", "gpu_clock_event_active",
                  "gpu_ecc_errors_total", "gpu_remapped_rows", "gpu_xid_errors_total", "gpumeter_build_info",
-                 "gpumeter_backend_up", "gpumeter_collector_success", "gpumeter_collector_duration_seconds"));
+                 "gpumeter_backend_up", "gpumeter_backend_call_errors_total", "gpumeter_backend_dropped_records_total",
+                 "gpumeter_backend_reinitializations_total", "gpumeter_collector_success",
+                 "gpumeter_collector_duration_seconds"));
 }
 
 TEST(BuildFamilies, EveryFieldOfAnUpGpu) {
@@ -193,6 +195,25 @@ TEST(BuildFamilies, SelfMetrics) {
   EXPECT_THAT(backend->samples[0].labels, ElementsAre(Pair("backend", "nvml")));
   EXPECT_EQ(backend->samples[0].value, 1);
   EXPECT_EQ(backend->samples[1].value, 0);
+
+  const auto* call_errors = find(fams, "gpumeter_backend_call_errors_total");
+  ASSERT_NE(call_errors, nullptr);
+  ASSERT_EQ(call_errors->samples.size(), 2u);
+  EXPECT_THAT(call_errors->samples[1].labels,
+              ElementsAre(Pair("backend", "nvml"), Pair("gpu", "1"), Pair("call", "nvmlDeviceGetFanSpeed"),
+                          Pair("error", "unknown")));
+  EXPECT_EQ(call_errors->samples[1].value, 3);
+  const auto* dropped = find(fams, "gpumeter_backend_dropped_records_total");
+  ASSERT_NE(dropped, nullptr);
+  ASSERT_EQ(dropped->samples.size(), 1u);
+  EXPECT_THAT(dropped->samples[0].labels, ElementsAre(Pair("backend", "nvml"), Pair("gpu", "0"), Pair("reason", "pid_zero")));
+  EXPECT_EQ(dropped->samples[0].value, 12);
+  // Only for a backend that is loaded (or was): a library that never loaded has nothing to count.
+  const auto* reinits = find(fams, "gpumeter_backend_reinitializations_total");
+  ASSERT_NE(reinits, nullptr);
+  ASSERT_EQ(reinits->samples.size(), 1u);
+  EXPECT_THAT(reinits->samples[0].labels, ElementsAre(Pair("backend", "nvml")));
+  EXPECT_EQ(reinits->samples[0].value, 1);
 
   const auto* success = find(fams, "gpumeter_collector_success");
   const auto* duration = find(fams, "gpumeter_collector_duration_seconds");

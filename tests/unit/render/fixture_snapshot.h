@@ -19,6 +19,11 @@ inline Snapshot fixture_snapshot() {
   s.build = {"0.1.0", "abc1234"};
   s.backends = {{"nvml", true, "loaded", "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1", "550.54.15"},
                 {"rocm_smi", false, "librocm_smi64.so: cannot open shared object file", "", ""}};
+  // GPU 1's fan query answers UNKNOWN now and then; GPU 0's driver handed back garbage records.
+  s.backends[0].counters.call_errors[{1, "nvmlDeviceGetFanSpeed", "unknown"}] = 3;
+  s.backends[0].counters.call_errors[{1, "nvmlDeviceGetFanSpeed", "timeout"}] = 1;
+  s.backends[0].counters.dropped_records[{0, "pid_zero"}] = 12;
+  s.backends[0].counters.reinitializations = 1;
 
   GpuSnapshot g0;
   g0.identity = {0,

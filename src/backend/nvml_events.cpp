@@ -1,0 +1,105 @@
+// Xid events: one NVML event set for every GPU, watched by the collector's event thread.
+// nvmlEventSetWait_v2 answers GPU_IS_LOST while any GPU in the set is off the bus, so a lost
+// GPU is left out of a rebuilt set until its handle is acquired again; the others' events
+// keep arriving.
+
+#include "backend/nvml_internal.h"
+
+namespace gpumeter {
+
+bool NvmlBackend::supports_events() const {
+  return loaded_ && symbols_.event_set_create != nullptr && symbols_.register_events != nullptr &&
+         symbols_.event_set_wait != nullptr && symbols_.event_set_free != nullptr;
+}
+
+nvmlReturn_t NvmlBackend::register_events_locked(unsigned index, nvmlDevice_t handle) {
+  Device& d = *devices_[index];
+  if (d.events_registered) return NVML_SUCCESS;
+  unsigned long long mask = nvmlEventTypeXidCriticalError;
+  if (symbols_.supported_event_types != nullptr) {
+    unsigned long long supported = 0;
+    nvmlReturn_t rc = symbols_.supported_event_types(handle, &supported);
+    if (invalidates_handle(rc)) return rc;
+    if (rc == NVML_SUCCESS) mask &= supported;
+  }
+  if (mask == 0) return NVML_ERROR_NOT_SUPPORTED;
+  nvmlReturn_t rc = symbols_.register_events(handle, mask, event_set_);
+  if (rc == NVML_SUCCESS) {
+    d.events_registered = true;
+  } else if (!invalidates_handle(rc)) {
+    log_.warn("cannot watch Xid events", {{"gpu", std::to_string(index)}, {"err", error_text(rc)}});
+  }
+  return rc;
+}
+
+void NvmlBackend::free_event_set_locked() {
+  if (event_set_ != nullptr && symbols_.event_set_free != nullptr) symbols_.event_set_free(event_set_);
+  event_set_ = nullptr;
+  for (auto& d : devices_) d->events_registered = false;
+}
+
+Result<std::optional<DeviceEvent>> NvmlBackend::rebuild_event_set_locked() {
+  std::vector<bool> was_registered;
+  for (const auto& d : devices_) was_registered.push_back(d->events_registered);
+  free_event_set_locked();
+  nvmlReturn_t rc = symbols_.event_set_create(&event_set_);
+  if (rc != NVML_SUCCESS) {
+    event_set_ = nullptr;
+    return Error{rc, "nvmlEventSetCreate: " + error_text(rc)};
+  }
+  bool left_out = false;
+  for (auto& d : devices_) {
+    if (d->events_excluded) continue;
+    const bool lost = d->handle == nullptr || invalidates_handle(register_events_locked(d->index, d->handle));
+    if (!lost) continue;
+    if (d->handle == nullptr && !was_registered[d->index]) continue;  // never was in the set
+    d->events_excluded = true;
+    left_out = true;
+    log_.warn("GPU is lost: left out of the event set until it is found again", {{"gpu", std::to_string(d->index)}});
+  }
+  // Nothing to leave out: the set would answer GPU_IS_LOST again at once.
+  if (!left_out) return Error{NVML_ERROR_GPU_IS_LOST, "nvmlEventSetWait_v2: " + error_text(NVML_ERROR_GPU_IS_LOST)};
+  return std::optional<DeviceEvent>{};
+}
+
+Result<std::optional<DeviceEvent>> NvmlBackend::wait_event(std::chrono::milliseconds timeout) {
+  if (!supports_events()) return Error{NVML_ERROR_NOT_SUPPORTED, "NVML events are not available"};
+  maybe_reinitialize();
+  std::shared_lock calls(calls_mu_);
+  if (reinit_needed_) return Error{NVML_ERROR_LIB_RM_VERSION_MISMATCH, status().detail};
+  nvmlEventSet_t set;
+  {
+    std::lock_guard lock(events_mu_);
+    if (event_set_ == nullptr) {
+      nvmlReturn_t rc = symbols_.event_set_create(&event_set_);
+      if (rc != NVML_SUCCESS) {
+        event_set_ = nullptr;
+        return Error{rc, "nvmlEventSetCreate: " + error_text(rc)};
+      }
+    }
+    for (auto& d : devices_) {
+      if (d->handle != nullptr && !d->events_excluded) register_events_locked(d->index, d->handle);
+    }
+    set = event_set_;
+  }
+  nvmlEventData_t data{};
+  nvmlReturn_t rc = symbols_.event_set_wait(set, &data, static_cast<unsigned>(timeout.count()));
+  if (rc == NVML_ERROR_TIMEOUT) return std::optional<DeviceEvent>{};
+  if (rc == NVML_ERROR_GPU_IS_LOST) {
+    std::lock_guard lock(events_mu_);
+    return rebuild_event_set_locked();
+  }
+  if (rc == NVML_ERROR_LIB_RM_VERSION_MISMATCH) request_reinit("nvmlEventSetWait_v2: " + error_text(rc));
+  if (rc != NVML_SUCCESS) return Error{rc, "nvmlEventSetWait_v2: " + error_text(rc)};
+  if ((data.eventType & nvmlEventTypeXidCriticalError) == 0) return std::optional<DeviceEvent>{};
+  std::lock_guard lock(events_mu_);
+  for (auto& d : devices_) {
+    if (d->handle == data.device) {
+      return std::optional<DeviceEvent>{DeviceEvent{d->index, DeviceEventKind::kXid, data.eventData}};
+    }
+  }
+  log_.warn("Xid event for an unknown device", {{"xid", std::to_string(data.eventData)}});
+  return std::optional<DeviceEvent>{};
+}
+
+}  // namespace gpumeter

@@ -1,0 +1,103 @@
+#pragma once
+// What the NVML backend's source files share: the per-device state, the classification of
+// return codes and the bookkeeping of one collection. Not part of the backend's interface.
+
+#include <bitset>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "backend/nvml_backend.h"
+
+namespace gpumeter {
+
+// Calls whose NOT_SUPPORTED answer is remembered per device, so an unsupported query costs
+// one call per handle and nothing afterwards.
+enum Call : size_t {
+  kUtilization, kMemoryV2, kMemoryV1, kTemperature, kPowerUsage, kPowerLimit, kEnergy,
+  kClockGraphics, kClockSm, kClockMemory, kClockVideo, kPerformanceState, kFanSpeed,
+  kPcieGeneration, kPcieWidth, kPcieReplay, kFieldValues, kClockEvents, kSupportedClockEvents,
+  kEccCorrected, kEccUncorrected, kRemappedRows,
+  kComputeProcesses, kGraphicsProcesses, kMpsProcesses, kProcessesUtilizationInfo, kProcessUtilization,
+  kUtilizationSamples, kPowerSamples,
+  kCallCount
+};
+
+// Errors after which the device (or the whole driver) cannot answer: the collection fails and
+// the GPU is reported down. Anything else (UNKNOWN, TIMEOUT, NO_PERMISSION, ...) is what real
+// drivers answer for single queries on healthy GPUs, and only leaves that one value out.
+bool is_fatal(nvmlReturn_t rc);
+
+// A handle needs re-acquiring after these: the GPU fell off the bus or was reset.
+inline bool invalidates_handle(nvmlReturn_t rc) {
+  return rc == NVML_ERROR_GPU_IS_LOST || rc == NVML_ERROR_RESET_REQUIRED || rc == NVML_ERROR_GPU_NOT_FOUND;
+}
+
+// A label value for an NVML error: "unknown", "timeout", "no_permission", ...
+std::string error_name(nvmlReturn_t rc);
+
+struct NvmlBackend::Device {
+  unsigned index = 0;
+  // Written by this device's worker (or a re-initialization); read by the event thread, all
+  // under events_mu_.
+  nvmlDevice_t handle = nullptr;
+  bool events_registered = false;
+  bool events_excluded = false;  // left out of the event set as lost, until a new handle
+  // Only this device's worker touches the fields below (or a re-initialization, which holds
+  // calls_mu_ exclusively).
+  std::string uuid;
+  std::bitset<kCallCount> unsupported;
+  // Sample-buffer cursors: the newest timestamp already returned, per buffer.
+  unsigned long long utilization_seen_us = 0;
+  unsigned long long power_seen_us = 0;
+  unsigned long long process_seen_us = 0;
+  std::vector<unsigned> previous_pids;  // sorted; process samples of these are still valid
+};
+
+// One collection of one device: stops calling into the driver after the first fatal error
+// (a lost GPU answers every call slowly), remembers NOT_SUPPORTED answers, and keeps the
+// errors and dropped records to count once the collection ends.
+class NvmlCollection {
+ public:
+  NvmlCollection(std::bitset<kCallCount>& unsupported, std::function<std::string(nvmlReturn_t)> text)
+      : unsupported_(unsupported), text_(std::move(text)) {}
+
+  // True when `fn` exists and the call should be made.
+  template <typename Fn>
+  bool wanted(Fn fn, Call c) const {
+    return fn != nullptr && !fatal_ && !unsupported_[c];
+  }
+  bool unsupported(Call c) const { return unsupported_[c]; }
+
+  // Classifies a return code; true when the value is usable.
+  bool ok(Call c, nvmlReturn_t rc, const char* fn_name);
+  // The driver answered without a value that is an error (NOT_FOUND: supported, nothing new).
+  void answered() { answered_ = true; }
+  void drop_record(const char* reason) { ++dropped_[reason]; }
+
+  const std::optional<Error>& fatal() const { return fatal_; }
+  // Why the collection fails: a fatal error, or the first error when no query answered at all.
+  std::optional<Error> failure() const;
+  const std::vector<std::pair<std::string, nvmlReturn_t>>& call_errors() const { return call_errors_; }
+  const std::map<std::string, std::uint64_t>& dropped_records() const { return dropped_; }
+
+ private:
+  std::bitset<kCallCount>& unsupported_;
+  std::function<std::string(nvmlReturn_t)> text_;
+  std::optional<Error> fatal_;
+  std::optional<Error> first_error_;
+  bool answered_ = false;
+  std::vector<std::pair<std::string, nvmlReturn_t>> call_errors_;
+  std::map<std::string, std::uint64_t> dropped_;
+};
+
+// How many bytes apart the driver wrote `count` records into a buffer that was filled with
+// kRecordSentinel before the call: 16, 24 or 32, or `nominal` when the buffer does not tell.
+constexpr unsigned char kRecordSentinel = 0xA5;
+unsigned detect_record_stride(const unsigned char* buf, size_t size, unsigned count, unsigned nominal);
+
+}  // namespace gpumeter

@@ -1,0 +1,264 @@
+// What the usage ledger reads from a GPU: process lists, the device sample buffers and
+// per-process utilization, with the checks real drivers need (record strides that differ from
+// nvml.h, garbage records, a capacity answered instead of a count).
+
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
+
+#include "backend/nvml_internal.h"
+
+namespace gpumeter {
+
+unsigned detect_record_stride(const unsigned char* buf, size_t size, unsigned count, unsigned nominal) {
+  if (count == 0) return nominal;
+  size_t end = size;
+  while (end > 0 && buf[end - 1] == kRecordSentinel) --end;
+  if (end == 0) return nominal;
+  // The narrowest layout whose `count` records reach as far as the driver wrote. A wider
+  // stride would need the last record's tail to equal the sentinel over 8 bytes per record.
+  for (unsigned stride : {16u, 24u, 32u}) {
+    if (static_cast<size_t>(count) * stride >= end) return stride;
+  }
+  return nominal;  // written past `count` records: the buffer says nothing reliable
+}
+
+namespace {
+
+constexpr unsigned kWidestProcessRecord = 32;
+
+// Reads one process list: size query, then a call with headroom, growing while the list grows
+// between calls. The buffer is pre-filled with a sentinel so the stride the driver used can be
+// seen: some R535 drivers write 32-byte records from the _v3 calls, one R550 report 16.
+nvmlReturn_t read_process_list(const nvmlDeviceGetProcessesRaw_fn (&fns)[3], nvmlDevice_t h, unsigned type_bit,
+                               std::vector<GpuProcess>& out) {
+  int generation = -1;
+  for (int i = 0; i < 3; ++i) {
+    if (fns[i] != nullptr) {
+      generation = i;
+      break;
+    }
+  }
+  if (generation < 0) return NVML_ERROR_FUNCTION_NOT_FOUND;
+  const unsigned nominal = generation == 2 ? sizeof(nvmlProcessInfo_v1_t) : sizeof(nvmlProcessInfo_t);
+  unsigned count = 0;
+  nvmlReturn_t rc = fns[generation](h, &count, nullptr);
+  if (rc == NVML_SUCCESS) return rc;  // nothing running
+  std::vector<unsigned char> buf;
+  for (int attempt = 0; attempt < 4 && rc == NVML_ERROR_INSUFFICIENT_SIZE; ++attempt) {
+    count += 8 + count / 4;
+    buf.assign(static_cast<size_t>(count) * kWidestProcessRecord, kRecordSentinel);
+    rc = fns[generation](h, &count, buf.data());
+  }
+  if (rc != NVML_SUCCESS) return rc;
+  const unsigned stride = detect_record_stride(buf.data(), buf.size(), count, nominal);
+  count = std::min<unsigned>(count, static_cast<unsigned>(buf.size() / stride));
+  for (unsigned i = 0; i < count; ++i) {
+    const unsigned char* rec = buf.data() + static_cast<size_t>(i) * stride;
+    unsigned pid;
+    unsigned long long mem;
+    // pid and usedGpuMemory sit at the same offsets in every layout.
+    std::memcpy(&pid, rec + offsetof(nvmlProcessInfo_t, pid), sizeof pid);
+    std::memcpy(&mem, rec + offsetof(nvmlProcessInfo_t, usedGpuMemory), sizeof mem);
+    auto it = std::find_if(out.begin(), out.end(), [pid](const GpuProcess& p) { return p.pid == pid; });
+    if (it == out.end()) it = out.insert(out.end(), GpuProcess{pid, std::nullopt, 0});
+    it->types |= type_bit;
+    // ~0 is NVML_VALUE_NOT_AVAILABLE; a pid in two lists reports the same allocation twice.
+    if (mem != ~0ULL) it->memory_bytes = std::max(it->memory_bytes.value_or(0), static_cast<double>(mem));
+  }
+  return NVML_SUCCESS;
+}
+
+double sample_as_double(unsigned type, const nvmlValue_t& v) {
+  switch (type) {
+    case NVML_VALUE_TYPE_DOUBLE: return v.dVal;
+    case NVML_VALUE_TYPE_UNSIGNED_LONG: return static_cast<double>(v.ulVal);
+    case NVML_VALUE_TYPE_UNSIGNED_LONG_LONG: return static_cast<double>(v.ullVal);
+    case NVML_VALUE_TYPE_SIGNED_LONG_LONG: return static_cast<double>(v.sllVal);
+    case NVML_VALUE_TYPE_SIGNED_INT: return v.siVal;
+    case NVML_VALUE_TYPE_UNSIGNED_SHORT: return v.usVal;
+    default: return v.uiVal;
+  }
+}
+
+struct RawProcessSample {
+  unsigned pid;
+  unsigned long long timestamp;
+  unsigned sm;
+  unsigned memory;
+};
+
+// Both per-process calls answer the size query with a capacity (100 on the drivers seen), and
+// NOT_FOUND when no process has a sample newer than `since`.
+nvmlReturn_t read_processes_utilization_info(nvmlDeviceGetProcessesUtilizationInfo_fn fn, nvmlDevice_t h,
+                                             unsigned long long since, std::vector<RawProcessSample>& out) {
+  nvmlProcessesUtilizationInfo_t info{};
+  info.version = nvmlProcessesUtilizationInfo_v1;
+  info.lastSeenTimeStamp = since;
+  nvmlReturn_t rc = fn(h, &info);
+  if (rc == NVML_SUCCESS && info.processSamplesCount == 0) return rc;
+  std::vector<nvmlProcessUtilizationInfo_v1_t> buf;
+  for (int attempt = 0; attempt < 3 && (rc == NVML_ERROR_INSUFFICIENT_SIZE || (rc == NVML_SUCCESS && buf.empty()));
+       ++attempt) {
+    buf.assign(static_cast<size_t>(info.processSamplesCount) + 8, nvmlProcessUtilizationInfo_v1_t{});
+    info.version = nvmlProcessesUtilizationInfo_v1;
+    info.processSamplesCount = static_cast<unsigned>(buf.size());
+    info.lastSeenTimeStamp = since;
+    info.procUtilArray = buf.data();
+    rc = fn(h, &info);
+  }
+  if (rc != NVML_SUCCESS) return rc;
+  for (size_t i = 0; i < std::min<size_t>(info.processSamplesCount, buf.size()); ++i) {
+    out.push_back({buf[i].pid, buf[i].timeStamp, buf[i].smUtil, buf[i].memUtil});
+  }
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t read_process_utilization(nvmlDeviceGetProcessUtilization_fn fn, nvmlDevice_t h,
+                                      unsigned long long since, std::vector<RawProcessSample>& out) {
+  unsigned count = 0;
+  nvmlReturn_t rc = fn(h, nullptr, &count, since);
+  if (rc == NVML_SUCCESS && count == 0) return rc;
+  std::vector<nvmlProcessUtilizationSample_t> buf;
+  for (int attempt = 0; attempt < 3 && (rc == NVML_ERROR_INSUFFICIENT_SIZE || (rc == NVML_SUCCESS && buf.empty()));
+       ++attempt) {
+    buf.assign(static_cast<size_t>(count) + 8, nvmlProcessUtilizationSample_t{});
+    count = static_cast<unsigned>(buf.size());
+    rc = fn(h, buf.data(), &count, since);
+  }
+  if (rc != NVML_SUCCESS) return rc;
+  for (size_t i = 0; i < std::min<size_t>(count, buf.size()); ++i) {
+    out.push_back({buf[i].pid, buf[i].timeStamp, buf[i].smUtil, buf[i].memUtil});
+  }
+  return NVML_SUCCESS;
+}
+
+}  // namespace
+
+void NvmlBackend::collect_usage(Device& d, nvmlDevice_t h, NvmlCollection& c, UsageReading& u) {
+  const NvmlSymbols& s = symbols_;
+  // Processes: compute, graphics and MPS lists merged by pid.
+  std::vector<GpuProcess> procs;
+  bool any_list = false;
+  struct List {
+    const nvmlDeviceGetProcessesRaw_fn (&fns)[3];
+    Call call;
+    unsigned bit;
+    const char* name;
+  };
+  for (const List& l : {List{s.compute_processes, kComputeProcesses, kProcessCompute,
+                             "nvmlDeviceGetComputeRunningProcesses_v3"},
+                        List{s.graphics_processes, kGraphicsProcesses, kProcessGraphics,
+                             "nvmlDeviceGetGraphicsRunningProcesses_v3"},
+                        List{s.mps_processes, kMpsProcesses, kProcessMps, "nvmlDeviceGetMPSComputeRunningProcesses_v3"}}) {
+    if (c.fatal() || c.unsupported(l.call)) continue;
+    if (c.ok(l.call, read_process_list(l.fns, h, l.bit, procs), l.name)) any_list = true;
+  }
+  std::vector<unsigned> pids;
+  if (any_list) {
+    for (const auto& p : procs) pids.push_back(p.pid);
+    std::sort(pids.begin(), pids.end());
+    u.processes = std::move(procs);
+  }
+
+  // Device sample buffers: utilization and power, only what is newer than last time.
+  auto read_samples = [&](Call call, unsigned type, unsigned long long& seen, double scale, bool& supported,
+                          std::vector<TimedSample>& out) {
+    if (!c.wanted(s.samples, call)) return;
+    unsigned value_type = 0;
+    unsigned count = 0;
+    nvmlReturn_t rc = s.samples(h, type, seen, &value_type, &count, nullptr);
+    if (rc == NVML_ERROR_NOT_FOUND) {
+      c.answered();
+      supported = true;  // no new samples yet
+      return;
+    }
+    if ((rc != NVML_SUCCESS && rc != NVML_ERROR_INSUFFICIENT_SIZE) || count == 0) {
+      if (c.ok(call, rc, "nvmlDeviceGetSamples")) supported = true;
+      return;
+    }
+    std::vector<nvmlSample_t> buf(count + 8);
+    count = static_cast<unsigned>(buf.size());
+    rc = s.samples(h, type, seen, &value_type, &count, buf.data());
+    if (rc == NVML_ERROR_NOT_FOUND) {
+      c.answered();
+      supported = true;
+      return;
+    }
+    if (!c.ok(call, rc, "nvmlDeviceGetSamples")) return;
+    supported = true;
+    for (unsigned i = 0; i < count && i < buf.size(); ++i) {
+      const auto ts = buf[i].timeStamp;
+      if (ts <= seen) continue;  // drivers have been seen to repeat old samples
+      out.push_back({static_cast<std::int64_t>(ts), sample_as_double(value_type, buf[i].sampleValue) * scale});
+    }
+    std::sort(out.begin(), out.end(), [](const TimedSample& a, const TimedSample& b) {
+      return a.timestamp_us < b.timestamp_us;
+    });
+    if (!out.empty()) seen = static_cast<unsigned long long>(out.back().timestamp_us);
+  };
+  read_samples(kUtilizationSamples, NVML_GPU_UTILIZATION_SAMPLES, d.utilization_seen_us, 0.01,
+               u.utilization_samples_supported, u.utilization_samples);
+  read_samples(kPowerSamples, NVML_TOTAL_POWER_SAMPLES, d.power_seen_us, 0.001, u.power_samples_supported,
+               u.power_samples);
+
+  // Per-process utilization: the R550 call where the driver has it (the legacy one reads zeros
+  // on some newer GPUs), else the legacy one. Both are windowed by this GPU's cursor.
+  const unsigned long long cursor = d.process_seen_us;
+  std::vector<RawProcessSample> raw;
+  std::optional<std::pair<Call, nvmlReturn_t>> answer;
+  const char* answer_name = nullptr;
+  if (c.wanted(s.processes_utilization_info, kProcessesUtilizationInfo)) {
+    answer_name = "nvmlDeviceGetProcessesUtilizationInfo";
+    nvmlReturn_t rc = read_processes_utilization_info(s.processes_utilization_info, h, cursor, raw);
+    if (rc == NVML_ERROR_NOT_SUPPORTED || rc == NVML_ERROR_FUNCTION_NOT_FOUND) {
+      c.ok(kProcessesUtilizationInfo, rc, answer_name);  // remembered: the legacy call from now on
+    } else {
+      answer = {kProcessesUtilizationInfo, rc};
+    }
+  }
+  if (!answer && c.wanted(s.process_utilization, kProcessUtilization)) {
+    answer_name = "nvmlDeviceGetProcessUtilization";
+    answer = {kProcessUtilization, read_process_utilization(s.process_utilization, h, cursor, raw)};
+  }
+  if (answer && answer->second == NVML_ERROR_NOT_FOUND) {
+    c.answered();
+    u.process_samples_supported = true;
+  } else if (answer && c.ok(answer->first, answer->second, answer_name)) {
+    u.process_samples_supported = true;
+    // Real drivers hand back unused entries and garbage: a record is taken only when it can be
+    // true. The driver's clock can run ahead of ours, so "the future" is measured against the
+    // newest device sample as well as the wall clock.
+    const auto wall = static_cast<unsigned long long>(std::max<std::int64_t>(wall_now_us(), 0));
+    const unsigned long long horizon = std::max(d.utilization_seen_us, wall) + 1'000'000;
+    unsigned long long newest = cursor;
+    for (const RawProcessSample& r : raw) {
+      const char* drop = nullptr;
+      if (r.pid == 0) {
+        drop = "pid_zero";
+      } else if (r.sm > 100 || r.memory > 100) {
+        drop = "over_100_percent";
+      } else if (r.timestamp <= cursor) {
+        drop = "stale_timestamp";
+      } else if (r.timestamp > horizon) {
+        drop = "future_timestamp";
+      } else if (!std::binary_search(pids.begin(), pids.end(), r.pid) &&
+                 !std::binary_search(d.previous_pids.begin(), d.previous_pids.end(), r.pid)) {
+        drop = "unknown_pid";
+      }
+      if (drop != nullptr) {
+        c.drop_record(drop);
+        continue;
+      }
+      u.process_samples.push_back({r.pid, static_cast<std::int64_t>(r.timestamp), r.sm / 100.0, r.memory / 100.0,
+                                   static_cast<std::int64_t>(cursor)});
+      newest = std::max(newest, r.timestamp);
+    }
+    d.process_seen_us = newest;
+    std::sort(u.process_samples.begin(), u.process_samples.end(),
+              [](const ProcessSample& a, const ProcessSample& b) { return a.timestamp_us < b.timestamp_us; });
+  }
+  if (any_list) d.previous_pids = std::move(pids);
+}
+
+}  // namespace gpumeter
