@@ -39,6 +39,19 @@ std::optional<DueEvent> take_due_event(nvmlEventSet_st& set, const Session& sess
   return DueEvent{x.gpu, x.code};
 }
 
+bool any_registered_gpu_lost(nvmlEventSet_st& set, const Session& session, Micros t) {
+  std::lock_guard lock(set.mu);
+  return std::any_of(set.registrations.begin(), set.registrations.end(),
+                     [&](const auto& r) { return session.lost(r.gpu, t); });
+}
+
+Micros next_lost_start(nvmlEventSet_st& set, const Session& session, Micros t) {
+  std::lock_guard lock(set.mu);
+  Micros next = kForever;
+  for (const auto& r : set.registrations) next = std::min(next, session.next_lost_start(r.gpu, t));
+  return next;
+}
+
 Micros next_event_time(nvmlEventSet_st& set, const Session& session) {
   std::lock_guard lock(set.mu);
   Micros next = kForever;

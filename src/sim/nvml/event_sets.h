@@ -39,6 +39,12 @@ struct DueEvent {
 // Takes the earliest event due by time t that the set has not delivered yet.
 std::optional<DueEvent> take_due_event(nvmlEventSet_st& set, const Session& session, Micros t);
 
+// Whether any GPU registered in the set is in a lost window at t.
+bool any_registered_gpu_lost(nvmlEventSet_st& set, const Session& session, Micros t);
+
+// When the next lost window of a registered GPU starts after t, or kForever.
+Micros next_lost_start(nvmlEventSet_st& set, const Session& session, Micros t);
+
 // The scenario time of the next event the set will deliver, or kForever.
 Micros next_event_time(nvmlEventSet_st& set, const Session& session);
 

@@ -248,7 +248,7 @@ TEST(SimCli, CheckSummarizesTheScenario) {
   std::string path = testing::write_file("cli.yaml", kScenario);
   CliRun r = run({"check", "--scenario", path});
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(r.out, path + ": ok: 2 GPUs (2 x Test GPU 16GB), 2 jobs, 1 faults, duration 100 s\n");
+  EXPECT_EQ(r.out, path + ": ok: 2 GPUs (2 x Test GPU 16GB), 2 jobs, 1 faults, 0 quirks, duration 100 s\n");
 }
 
 }  // namespace
