@@ -132,6 +132,22 @@ quirks:
   EXPECT_TRUE(s.quirks[2].applies(0, 60 * S));
 }
 
+TEST(ScenarioQuirks, DeployDemoHasOneQuirkPerGpuAndAnUpgrade) {
+  auto s = load_scenario(std::string(GPUMETER_SOURCE_DIR) + "/deploy/scenarios/quirks-demo.yaml");
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  EXPECT_EQ(s->models[0].architecture, "ada");
+  EXPECT_TRUE(s->models[0].fan);
+  ASSERT_EQ(s->driver_upgrades.size(), 1u);
+  EXPECT_EQ(s->driver_upgrades[0].at, 300 * S);
+  EXPECT_EQ(driver_major(s->driver_upgrades[0].to), 555u);
+  ASSERT_EQ(s->quirks.size(), 3u);
+  for (unsigned g = 0; g < 4; ++g) {
+    unsigned n = 0;
+    for (const Quirk& q : s->quirks) n += q.gpu == g ? 1 : 0;
+    EXPECT_EQ(n, g == 0 ? 0u : 1u) << g;
+  }
+}
+
 struct BadCase {
   const char* what;
   std::string yaml;
