@@ -1,6 +1,6 @@
 // NVML entry points: init and shutdown, system queries, enumeration, identity and events.
 // Device metrics are in nvml_exports_device.cpp, processes and samples in
-// nvml_exports_process.cpp.
+// nvml_exports_process.cpp, per-process utilization in nvml_exports_process_util.cpp.
 
 #include <algorithm>
 #include <chrono>
