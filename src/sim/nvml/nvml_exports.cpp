@@ -244,9 +244,9 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device,
   });
 }
 
-// Waits as the kernel does: one timed sleep until the next instant anything can change (the
-// next scheduled event or lost window of a registered GPU, on the wall clock) or the
-// timeout, whichever is first. The simulator's CPU is billed to the process that loads it,
+// Waits as the kernel does: one timed wait until the next instant anything can change (the
+// next scheduled event or lost window of a registered GPU, on the wall clock, or a new
+// registration in the set) or the timeout, whichever is first. The simulator's CPU is billed to the process that loads it,
 // so it never wakes just to look.
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t* data,
                                                       unsigned int timeoutms) {
@@ -256,6 +256,7 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEv
     auto es = Runtime::instance().event_set(set);
     if (!es || data == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
     while (true) {
+      const unsigned long long generation = gpumeter::sim::registration_generation(*es);
       const Micros t = s.now();
       if (s.stale(t)) return NVML_ERROR_LIB_RM_VERSION_MISMATCH;
       // nvml.h: GPU_IS_LOST "if any GPU in the set fell off the bus".
@@ -280,7 +281,7 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEv
         // A due time already past (rounding between the clocks) waits a microsecond, not a spin.
         wake = std::min(wake, now + std::max<Clock::duration>(until_due, std::chrono::microseconds(1)));
       }
-      std::this_thread::sleep_until(wake);
+      gpumeter::sim::wait_for_change(*es, generation, wake);
     }
   });
 }

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "nvml_sim_fixture.h"
@@ -337,6 +338,32 @@ faults:
   EXPECT_LT(scenario_now(), 10'800'000);
   EXPECT_LT(thread_cpu_seconds() - cpu0, 0.005);
   EXPECT_EQ(api().set_free(set), NVML_SUCCESS);
+}
+
+// A GPU registered while another thread waits on the set counts at once: the wait learns of
+// its next event without polling.
+TEST_F(Quirks, EventWaitLearnsOfARegistrationMeanwhile) {
+  ASSERT_EQ(start(with("", R"(
+faults:
+  - {kind: xid, gpu: 1, at: 10.3, code: 31}
+)"),
+                  10, 1),
+            NVML_SUCCESS);
+  nvmlDevice_t h0 = handle(0), h1 = handle(1);
+  nvmlEventSet_t set = nullptr;
+  ASSERT_EQ(api().set_create(&set), NVML_SUCCESS);
+  ASSERT_EQ(api().register_events(h0, nvmlEventTypeXidCriticalError, set), NVML_SUCCESS);
+  std::thread late([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    EXPECT_EQ(api().register_events(h1, nvmlEventTypeXidCriticalError, set), NVML_SUCCESS);
+  });
+  nvmlEventData_t data{};
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(api().set_wait(set, &data, 3000), NVML_SUCCESS);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(1500));
+  EXPECT_EQ(data.eventData, 31u);
+  EXPECT_EQ(data.device, h1);
+  late.join();
 }
 
 TEST_F(Quirks, EventWaitReportsALostGpuInTheSet) {
