@@ -88,10 +88,14 @@ int run_truth(const TruthArgs& args, std::ostream& out, std::ostream& err) {
 
 std::string_view call_error_name(CallErrorCode e) {
   switch (e) {
-    case CallErrorCode::unknown: return "unknown";
-    case CallErrorCode::not_supported: return "not_supported";
-    case CallErrorCode::no_permission: return "no_permission";
-    case CallErrorCode::timeout: return "timeout";
+    case CallErrorCode::unknown:
+      return "unknown";
+    case CallErrorCode::not_supported:
+      return "not_supported";
+    case CallErrorCode::no_permission:
+      return "no_permission";
+    case CallErrorCode::timeout:
+      return "timeout";
   }
   return "unknown";
 }
@@ -99,14 +103,19 @@ std::string_view call_error_name(CallErrorCode e) {
 std::string describe_quirk(const Quirk& q) {
   std::string what;
   switch (q.kind) {
-    case QuirkKind::call_error: what = fmt::format("call_error: {} fails with {}", q.call, call_error_name(q.error)); break;
+    case QuirkKind::call_error:
+      what = fmt::format("call_error: {} fails with {}", q.call, call_error_name(q.error));
+      break;
     case QuirkKind::process_record_layout:
       what = fmt::format("process_record_layout: _v3 process records of {} bytes", q.record_bytes);
       break;
-    case QuirkKind::garbage_process_records: what = "garbage_process_records"; break;
+    case QuirkKind::garbage_process_records:
+      what = "garbage_process_records";
+      break;
   }
   const std::string gpus = q.gpu ? fmt::format("GPU {}", *q.gpu) : std::string("every GPU");
-  const std::string until = q.duration == kForever ? std::string("on") : fmt::format("to {} s", to_seconds(q.at + q.duration));
+  const std::string until =
+      q.duration == kForever ? std::string("on") : fmt::format("to {} s", to_seconds(q.at + q.duration));
   return fmt::format("{} on {}, from {} s {}", what, gpus, to_seconds(q.at), until);
 }
 

@@ -35,7 +35,8 @@ std::vector<std::string> tokens_of(std::string_view name) {
 bool starts_with(const std::string& s, std::string_view p) { return s.rfind(p, 0) == 0; }
 
 bool all_digits(std::string_view s) {
-  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
+  return !s.empty() &&
+         std::all_of(s.begin(), s.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
 }
 
 std::optional<std::string> architecture_of_token(const std::string& t, const std::string& previous) {
@@ -44,7 +45,8 @@ std::optional<std::string> architecture_of_token(const std::string& t, const std
   if (t == "B100" || t == "B200" || t == "GB200" || t == "B300" || t == "GB300") return "blackwell";
   if (t == "L4" || starts_with(t, "L40") || t == "L20" || t == "ADA") return "ada";
   if (t == "A10" || t == "A10G" || t == "A30" || t == "A40" || t == "A16" || t == "A2") return "ampere";
-  if (t.size() == 5 && t[0] == 'A' && all_digits(t.substr(1)) && t.substr(2) == "000") return "ampere";  // RTX A6000
+  if (t.size() == 5 && t[0] == 'A' && all_digits(t.substr(1)) && t.substr(2) == "000")
+    return "ampere";  // RTX A6000
   if (t == "V100") return "volta";
   if (t == "T4") return "turing";
   if (previous == "RTX" && t.size() == 4 && all_digits(t)) {

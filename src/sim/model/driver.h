@@ -15,7 +15,7 @@ inline constexpr unsigned kBranchPowerFields = 535;        // NVML_FI_DEV_POWER_
 inline constexpr unsigned kBranchProcessesUtilInfo = 550;  // nvmlDeviceGetProcessesUtilizationInfo
 inline constexpr unsigned kBranchPcieByteFields = 555;     // NVML_FI_DEV_PCIE_COUNT_TX/RX_BYTES
 
-inline constexpr std::string_view kArchitectures[] = {"volta", "turing", "ampere", "ga100",
+inline constexpr std::string_view kArchitectures[] = {"volta", "turing", "ampere",   "ga100",
                                                       "ada",   "hopper", "blackwell"};
 
 // The architecture a product name plainly belongs to ("NVIDIA A100-SXM4-80GB" is ga100),

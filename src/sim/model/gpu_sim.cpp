@@ -17,7 +17,8 @@ SimGpu::SimGpu(const Scenario& scenario, unsigned index)
       model_(scenario.model_of(index)),
       timeline_(scenario, index),
       counters_(timeline_, model_),
-      utilization_samples_(timeline_, model_, model_.samples.utilization_period, model_.samples.utilization_depth),
+      utilization_samples_(timeline_, model_, model_.samples.utilization_period,
+                           model_.samples.utilization_depth),
       power_samples_(timeline_, model_, model_.samples.power_period, model_.samples.power_depth) {}
 
 Reading SimGpu::reading(Micros t) { return reading_for(model_, counters_.segment(std::max<Micros>(t, 0))); }
@@ -66,8 +67,9 @@ double average_util(const GpuTimeline& timeline, Micros t, Micros window) {
 
 unsigned SimGpu::average_power_mw(Micros t, Micros window) {
   const double u = average_util(timeline_, t, window);
-  return static_cast<unsigned>(std::llround(static_cast<double>(model_.idle_power_mw) +
-                                            static_cast<double>(model_.max_power_mw - model_.idle_power_mw) * u));
+  return static_cast<unsigned>(
+      std::llround(static_cast<double>(model_.idle_power_mw) +
+                   static_cast<double>(model_.max_power_mw - model_.idle_power_mw) * u));
 }
 
 double SimGpu::pcie_tx_rate(Micros t, Micros window) {

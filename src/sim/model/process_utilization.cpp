@@ -34,8 +34,8 @@ Micros process_phase(std::uint32_t pid, Micros period) {
   return static_cast<Micros>(x % static_cast<std::uint64_t>(period));
 }
 
-std::vector<ProcessRecord> process_records(const GpuTimeline& timeline, Micros now, Micros since, Micros oldest,
-                                           Micros period) {
+std::vector<ProcessRecord> process_records(const GpuTimeline& timeline, Micros now, Micros since,
+                                           Micros oldest, Micros period) {
   const Micros from = std::max({since, oldest, Micros{0}});
   std::vector<Accumulator> seen;
   if (now <= from) return {};
@@ -61,7 +61,8 @@ std::vector<ProcessRecord> process_records(const GpuTimeline& timeline, Micros n
   for (const Accumulator& a : seen) {
     if (a.sample_time <= from) continue;
     const auto window = static_cast<double>(a.sample_time - from);
-    records.push_back(ProcessRecord{a.pid, a.sample_time, from, static_cast<unsigned>(std::lround(a.sm / window)),
+    records.push_back(ProcessRecord{a.pid, a.sample_time, from,
+                                    static_cast<unsigned>(std::lround(a.sm / window)),
                                     static_cast<unsigned>(std::lround(a.mem / window))});
   }
   return records;

@@ -1,5 +1,8 @@
 #include "sim/model/scenario_parse.h"
 
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -9,12 +12,9 @@
 #include <set>
 #include <sstream>
 
-#include <fmt/format.h>
-#include <yaml-cpp/yaml.h>
-
 #include "nvml/nvml_api.h"
-#include "sim/model/identity.h"
 #include "sim/model/driver.h"
+#include "sim/model/identity.h"
 #include "sim/model/scenario_parse_parts.h"
 #include "sim/model/units.h"
 #include "sim/model/yaml_reader.h"

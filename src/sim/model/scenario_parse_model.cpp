@@ -42,9 +42,11 @@ void parse_product(GpuModelSpec& g, const MapReader& m) {
   }
   if (m.has("architecture")) {
     g.architecture = read_string(m.get("architecture"), m.path("architecture"));
-    if (std::find(std::begin(kArchitectures), std::end(kArchitectures), g.architecture) == std::end(kArchitectures)) {
+    if (std::find(std::begin(kArchitectures), std::end(kArchitectures), g.architecture) ==
+        std::end(kArchitectures)) {
       fail_at(m.get("architecture"), m.path("architecture"),
-              fmt::format("unknown architecture '{}' (expected one of: {})", g.architecture, architecture_list()));
+              fmt::format("unknown architecture '{}' (expected one of: {})", g.architecture,
+                          architecture_list()));
     }
   } else if (auto a = architecture_from_name(g.name)) {
     g.architecture = *a;
@@ -75,7 +77,8 @@ SampleSpec parse_samples(const YAML::Node& node, const std::string& path) {
   if (m.has("utilization_depth")) {
     s.utilization_depth = read_unsigned(m.get("utilization_depth"), m.path("utilization_depth"), 1, 10000);
   }
-  if (m.has("power_depth")) s.power_depth = read_unsigned(m.get("power_depth"), m.path("power_depth"), 1, 10000);
+  if (m.has("power_depth"))
+    s.power_depth = read_unsigned(m.get("power_depth"), m.path("power_depth"), 1, 10000);
   return s;
 }
 
@@ -189,6 +192,5 @@ GpuModelSpec parse_model(const std::string& id, const YAML::Node& node, const st
   if (m.has("samples")) g.samples = parse_samples(m.get("samples"), m.path("samples"));
   return g;
 }
-
 
 }  // namespace gpumeter::sim::parse

@@ -3,11 +3,11 @@
 // scenario_parse.cpp, GPU models in scenario_parse_model.cpp, faults and quirks in
 // scenario_parse_faults.cpp. Every function throws ScenarioError (see yaml_reader.h).
 
+#include <yaml-cpp/yaml.h>
+
 #include <cstddef>
 #include <string>
 #include <string_view>
-
-#include <yaml-cpp/yaml.h>
 
 #include "sim/model/scenario.h"
 

@@ -34,7 +34,8 @@ unsigned long long registration_generation(nvmlEventSet_st& set) {
   return set.generation;
 }
 
-void wait_for_change(nvmlEventSet_st& set, unsigned long long seen, std::chrono::steady_clock::time_point until) {
+void wait_for_change(nvmlEventSet_st& set, unsigned long long seen,
+                     std::chrono::steady_clock::time_point until) {
   std::unique_lock lock(set.mu);
   set.changed.wait_until(lock, until, [&] { return set.generation != seen; });
 }

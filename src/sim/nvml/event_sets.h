@@ -48,7 +48,8 @@ std::optional<DueEvent> take_due_event(nvmlEventSet_st& set, const Session& sess
 unsigned long long registration_generation(nvmlEventSet_st& set);
 
 // Blocks until `until` or until the set's registrations change from generation `seen`.
-void wait_for_change(nvmlEventSet_st& set, unsigned long long seen, std::chrono::steady_clock::time_point until);
+void wait_for_change(nvmlEventSet_st& set, unsigned long long seen,
+                     std::chrono::steady_clock::time_point until);
 
 // Whether any GPU registered in the set is in a lost window at t.
 bool any_registered_gpu_lost(nvmlEventSet_st& set, const Session& session, Micros t);

@@ -169,7 +169,10 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char* n
 
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetSerial(nvmlDevice_t device, char* serial,
                                                       unsigned int length) {
-  return device_call(Fn::nvmlDeviceGetSerial, device, [&](Session&, DeviceState& d, Micros) {
+  return device_call(Fn::nvmlDeviceGetSerial, device, [&](Session&, DeviceState& d, Micros) -> nvmlReturn_t {
+    // GeForce boards have no board serial: nvidia-smi prints "Serial Number: N/A" for them
+    // (netdata/netdata#4892, TheTumultuousUnicornOfDarkness/CPU-X#115).
+    if (d.gpu.model().profile == "geforce") return NVML_ERROR_NOT_SUPPORTED;
     return copy_string(d.gpu.spec().serial, serial, length);
   });
 }
@@ -246,8 +249,8 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device,
 
 // Waits as the kernel does: one timed wait until the next instant anything can change (the
 // next scheduled event or lost window of a registered GPU, on the wall clock, or a new
-// registration in the set) or the timeout, whichever is first. The simulator's CPU is billed to the process that loads it,
-// so it never wakes just to look.
+// registration in the set) or the timeout, whichever is first. The simulator's CPU is billed
+// to the process that loads it, so it never wakes just to look.
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t* data,
                                                       unsigned int timeoutms) {
   using Clock = std::chrono::steady_clock;
@@ -273,8 +276,8 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEv
       const auto now = Clock::now();
       if (now >= deadline) return NVML_ERROR_TIMEOUT;
       auto wake = deadline;
-      const Micros next = std::min({gpumeter::sim::next_event_time(*es, s), gpumeter::sim::next_lost_start(*es, s, t),
-                                    s.stale_from()});
+      const Micros next = std::min({gpumeter::sim::next_event_time(*es, s),
+                                    gpumeter::sim::next_lost_start(*es, s, t), s.stale_from()});
       if (next != gpumeter::sim::kForever) {
         const auto wall_now = std::chrono::system_clock::now().time_since_epoch();
         const auto until_due = std::chrono::nanoseconds(s.wall_ns_at(next)) - wall_now;

@@ -6,9 +6,9 @@
 #include <thread>
 #include <type_traits>
 
-#include "sim/nvml/nvml_call.h"
 #include "sim/model/driver.h"
 #include "sim/model/readings.h"
+#include "sim/nvml/nvml_call.h"
 
 using gpumeter::sim::device_call;
 using gpumeter::sim::DeviceState;
@@ -35,13 +35,17 @@ constexpr Micros kPowerAverageWindow = gpumeter::sim::kMicrosPerSecond;
 bool field_exists(const Session& s, const DeviceState& d, unsigned field_id) {
   switch (field_id) {
     case NVML_FI_DEV_PCIE_COUNT_TX_BYTES:
-    case NVML_FI_DEV_PCIE_COUNT_RX_BYTES: return s.driver_major() >= gpumeter::sim::kBranchPcieByteFields;
+    case NVML_FI_DEV_PCIE_COUNT_RX_BYTES:
+      return s.driver_major() >= gpumeter::sim::kBranchPcieByteFields;
     case NVML_FI_DEV_POWER_AVERAGE:
-    case NVML_FI_DEV_POWER_INSTANT: return s.driver_major() >= gpumeter::sim::kBranchPowerFields;
-    // GeForce boards have GDDR without a memory temperature sensor NVML reads (an assumption
-    // from nvidia-smi output, which prints N/A there).
-    case NVML_FI_DEV_MEMORY_TEMP: return d.gpu.model().profile != "geforce";
-    default: return true;
+    case NVML_FI_DEV_POWER_INSTANT:
+      return s.driver_major() >= gpumeter::sim::kBranchPowerFields;
+    // NVML reports no memory temperature for GeForce boards (jelmd/nvmex#1: exposed on V100
+    // and A100, not on RTX 2080 Ti; TheTumultuousUnicornOfDarkness/CPU-X#259: not on RTX 30).
+    case NVML_FI_DEV_MEMORY_TEMP:
+      return d.gpu.model().profile != "geforce";
+    default:
+      return true;
   }
 }
 

@@ -6,8 +6,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "sim/nvml/nvml_call.h"
 #include "sim/model/periods.h"
+#include "sim/nvml/nvml_call.h"
 
 using gpumeter::sim::device_call;
 using gpumeter::sim::DeviceState;

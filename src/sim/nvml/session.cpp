@@ -84,10 +84,14 @@ nvmlReturn_t Session::enter(NvmlFunction f, unsigned gpu) {
   for (const Quirk& q : scenario_.quirks) {
     if (q.kind != QuirkKind::call_error || q.call != name || !q.applies(gpu, t)) continue;
     switch (q.error) {
-      case CallErrorCode::unknown: return NVML_ERROR_UNKNOWN;
-      case CallErrorCode::not_supported: return NVML_ERROR_NOT_SUPPORTED;
-      case CallErrorCode::no_permission: return NVML_ERROR_NO_PERMISSION;
-      case CallErrorCode::timeout: return NVML_ERROR_TIMEOUT;
+      case CallErrorCode::unknown:
+        return NVML_ERROR_UNKNOWN;
+      case CallErrorCode::not_supported:
+        return NVML_ERROR_NOT_SUPPORTED;
+      case CallErrorCode::no_permission:
+        return NVML_ERROR_NO_PERMISSION;
+      case CallErrorCode::timeout:
+        return NVML_ERROR_TIMEOUT;
     }
   }
   if (unsupported(f)) return NVML_ERROR_NOT_SUPPORTED;

@@ -260,11 +260,12 @@ quirks:
 )");
   CliRun r = run({"check", "--scenario", path});
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(r.out, path +
-                       ": ok: 2 GPUs (2 x Test GPU 16GB), 2 jobs, 1 faults, 3 quirks, duration 100 s\n"
-                       "  quirk: call_error: nvmlDeviceGetFanSpeed fails with unknown on GPU 1, from 5 s to 15 s\n"
-                       "  quirk: process_record_layout: _v3 process records of 32 bytes on every GPU, from 0 s on\n"
-                       "  quirk: garbage_process_records on GPU 0, from 60 s on\n");
+  EXPECT_EQ(r.out,
+            path +
+                ": ok: 2 GPUs (2 x Test GPU 16GB), 2 jobs, 1 faults, 3 quirks, duration 100 s\n"
+                "  quirk: call_error: nvmlDeviceGetFanSpeed fails with unknown on GPU 1, from 5 s to 15 s\n"
+                "  quirk: process_record_layout: _v3 process records of 32 bytes on every GPU, from 0 s on\n"
+                "  quirk: garbage_process_records on GPU 0, from 60 s on\n");
 }
 
 }  // namespace

@@ -200,7 +200,7 @@ TEST(Model, ProcessSharesSplitTheGpuByUtilization) {
   EXPECT_EQ(records[0].pid, 100u);
   EXPECT_EQ(records[0].sm_percent, 38u);  // 100 * 50 / 130
   EXPECT_EQ(records[1].pid, 200u);
-  EXPECT_EQ(records[1].sm_percent, 62u);  // 100 * 80 / 130
+  EXPECT_EQ(records[1].sm_percent, 62u);      // 100 * 80 / 130
   EXPECT_EQ(records[1].memory_percent, 37u);  // 60% memory utilization split 50:80
   for (const auto& r : records) {
     EXPECT_EQ(r.window_start, 61 * S);

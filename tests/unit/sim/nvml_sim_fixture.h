@@ -129,7 +129,8 @@ struct Api {
     mps_v3 = get<nvmlDeviceGetProcesses_v3_fn>("nvmlDeviceGetMPSComputeRunningProcesses_v3");
     process_util = get<nvmlDeviceGetProcessUtilization_fn>("nvmlDeviceGetProcessUtilization");
     samples = get<nvmlDeviceGetSamples_fn>("nvmlDeviceGetSamples");
-    processes_util_info = get<nvmlDeviceGetProcessesUtilizationInfo_fn>("nvmlDeviceGetProcessesUtilizationInfo");
+    processes_util_info =
+        get<nvmlDeviceGetProcessesUtilizationInfo_fn>("nvmlDeviceGetProcessesUtilizationInfo");
     pcie_throughput = get<nvmlDeviceGetPcieThroughput_fn>("nvmlDeviceGetPcieThroughput");
     set_create = get<nvmlEventSetCreate_fn>("nvmlEventSetCreate");
     register_events = get<nvmlDeviceRegisterEvents_fn>("nvmlDeviceRegisterEvents");

@@ -89,7 +89,8 @@ TEST_F(ProcessUtil, OneRecordPerProcessOnItsOwnGrid) {
   ASSERT_EQ(api().process_util(handle(3), ps.data(), &n, 0), NVML_SUCCESS);
   ASSERT_EQ(n, 1u);
   EXPECT_EQ(ps[0].pid, 7001u);
-  const double window_s = static_cast<double>(ps[0].timeStamp - static_cast<unsigned long long>(epoch_us)) / 1e6;
+  const double window_s =
+      static_cast<double>(ps[0].timeStamp - static_cast<unsigned long long>(epoch_us)) / 1e6;
   EXPECT_EQ(ps[0].smUtil, static_cast<unsigned>(std::lround(40.0 * 2.0 / window_s)));
   EXPECT_EQ(api().process_util(h1, ps.data(), nullptr, 0), NVML_ERROR_INVALID_ARGUMENT);
 }
@@ -150,7 +151,8 @@ TEST_F(ProcessUtil, ProcessesUtilizationInfoNeedsR550) {
   info.version = nvmlProcessesUtilizationInfo_v1;
   EXPECT_EQ(api().processes_util_info(handle(1), &info), NVML_ERROR_FUNCTION_NOT_FOUND);
   unsigned n = 0;
-  EXPECT_EQ(api().process_util(handle(1), nullptr, &n, 0), NVML_ERROR_INSUFFICIENT_SIZE);  // the old call works
+  EXPECT_EQ(api().process_util(handle(1), nullptr, &n, 0),
+            NVML_ERROR_INSUFFICIENT_SIZE);  // the old call works
 }
 
 // A caller that pages with the newest timestamp it saw and counts each record as
@@ -205,9 +207,10 @@ jobs:
   for (const JobTruth& j : truth.jobs) {
     const double got = busy[j.pid];
     const double rel = std::abs(got - j.busy_seconds) / j.busy_seconds;
-    std::printf("job %s (pid %u, GPU %u): truth %.3f s, from records %.3f s, error %.2f%%\n", j.name.c_str(), j.pid,
-                j.gpu, j.busy_seconds, got, 100 * rel);
-    (j.gpu == 0 ? worst_dedicated : worst_shared) = std::max(j.gpu == 0 ? worst_dedicated : worst_shared, rel);
+    std::printf("job %s (pid %u, GPU %u): truth %.3f s, from records %.3f s, error %.2f%%\n", j.name.c_str(),
+                j.pid, j.gpu, j.busy_seconds, got, 100 * rel);
+    (j.gpu == 0 ? worst_dedicated : worst_shared) =
+        std::max(j.gpu == 0 ? worst_dedicated : worst_shared, rel);
   }
   EXPECT_LT(worst_dedicated, 0.01);
   EXPECT_LT(worst_shared, 0.05);

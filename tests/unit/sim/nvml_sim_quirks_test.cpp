@@ -143,7 +143,9 @@ quirks:
   EXPECT_TRUE(has([](const auto& r) { return r.pid == 0; }));
   EXPECT_TRUE(has([](const auto& r) { return r.smUtil > 100; }));
   EXPECT_TRUE(has([&](const auto& r) { return r.timeStamp > now_us + 3'000'000'000ULL; }));
-  EXPECT_TRUE(has([](const auto& r) { return r.pid != 0 && r.pid != 5001 && r.pid != 5002 && r.pid != 4242 && r.pid != 6001; }));
+  EXPECT_TRUE(has([](const auto& r) {
+    return r.pid != 0 && r.pid != 5001 && r.pid != 5002 && r.pid != 4242 && r.pid != 6001;
+  }));
 
   nvmlProcessesUtilizationInfo_t info{};
   info.version = nvmlProcessesUtilizationInfo_v1;
@@ -226,8 +228,10 @@ jobs:
   ASSERT_EQ(start(yaml, 10, 0.01), NVML_SUCCESS);
   nvmlDevice_t h = handle(0);
   unsigned v = 0;
+  char serial[NVML_DEVICE_SERIAL_BUFFER_SIZE];
+  EXPECT_EQ(api().serial(h, serial, sizeof serial), NVML_ERROR_NOT_SUPPORTED);
   ASSERT_EQ(api().fan(h, &v), NVML_SUCCESS);  // a fan by default
-  EXPECT_EQ(v, 60u);                           // 30% + 50% * 0.6
+  EXPECT_EQ(v, 60u);                          // 30% + 50% * 0.6
   unsigned long long c = 0;
   EXPECT_EQ(api().ecc(h, NVML_MEMORY_ERROR_TYPE_CORRECTED, NVML_VOLATILE_ECC, &c), NVML_ERROR_NOT_SUPPORTED);
   unsigned a, b, d, e;
@@ -378,7 +382,8 @@ faults:
   nvmlEventSet_t both = nullptr, healthy = nullptr;
   ASSERT_EQ(api().set_create(&both), NVML_SUCCESS);
   ASSERT_EQ(api().set_create(&healthy), NVML_SUCCESS);
-  for (nvmlDevice_t d : h) ASSERT_EQ(api().register_events(d, nvmlEventTypeXidCriticalError, both), NVML_SUCCESS);
+  for (nvmlDevice_t d : h)
+    ASSERT_EQ(api().register_events(d, nvmlEventTypeXidCriticalError, both), NVML_SUCCESS);
   ASSERT_EQ(api().register_events(h[0], nvmlEventTypeXidCriticalError, healthy), NVML_SUCCESS);
   nvmlEventData_t data{};
   ASSERT_EQ(api().set_wait(both, &data, 1000), NVML_SUCCESS);  // GPU 0's Xid at 10.1 s

@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "nvml/nvml_api.h"
-#include "sim/model/truth.h"
 #include "nvml_sim_fixture.h"
+#include "sim/model/truth.h"
 #include "test_support.h"
 
 namespace gpumeter::sim {

@@ -89,7 +89,8 @@ TEST(ProcessUtilization, AProcessThatStartsAfterItsSampleHasNothingYet) {
   ASSERT_EQ(after.size(), 2u);
   EXPECT_EQ(after[1].time, next_sample);
   const double busy = 0.4 * to_seconds(next_sample - start);
-  EXPECT_EQ(after[1].sm_percent, static_cast<unsigned>(std::lround(100 * busy / to_seconds(next_sample - 2 * S))));
+  EXPECT_EQ(after[1].sm_percent,
+            static_cast<unsigned>(std::lround(100 * busy / to_seconds(next_sample - 2 * S))));
 }
 
 TEST(ProcessUtilization, HistoryEndsWithTheUtilizationBuffer) {

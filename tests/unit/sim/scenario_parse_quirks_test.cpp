@@ -47,16 +47,25 @@ TEST(ScenarioQuirks, DriverMajor) {
 
 TEST(ScenarioQuirks, ArchitectureFromName) {
   const std::pair<const char*, const char*> cases[] = {
-      {"NVIDIA A100-SXM4-80GB", "ga100"},     {"NVIDIA A100 80GB PCIe", "ga100"},
-      {"NVIDIA H100 80GB HBM3", "hopper"},    {"NVIDIA H200", "hopper"},
-      {"NVIDIA B200", "blackwell"},           {"NVIDIA L4", "ada"},
-      {"NVIDIA L40S", "ada"},                 {"NVIDIA GeForce RTX 4090", "ada"},
-      {"NVIDIA A10", "ampere"},               {"NVIDIA A30", "ampere"},
-      {"NVIDIA A40", "ampere"},               {"NVIDIA GeForce RTX 3090", "ampere"},
-      {"NVIDIA RTX A6000", "ampere"},         {"Tesla V100-SXM2-32GB", "volta"},
-      {"Tesla T4", "turing"},                 {"NVIDIA GeForce RTX 2080 Ti", "turing"},
+      {"NVIDIA A100-SXM4-80GB", "ga100"},
+      {"NVIDIA A100 80GB PCIe", "ga100"},
+      {"NVIDIA H100 80GB HBM3", "hopper"},
+      {"NVIDIA H200", "hopper"},
+      {"NVIDIA B200", "blackwell"},
+      {"NVIDIA L4", "ada"},
+      {"NVIDIA L40S", "ada"},
+      {"NVIDIA GeForce RTX 4090", "ada"},
+      {"NVIDIA A10", "ampere"},
+      {"NVIDIA A30", "ampere"},
+      {"NVIDIA A40", "ampere"},
+      {"NVIDIA GeForce RTX 3090", "ampere"},
+      {"NVIDIA RTX A6000", "ampere"},
+      {"Tesla V100-SXM2-32GB", "volta"},
+      {"Tesla T4", "turing"},
+      {"NVIDIA GeForce RTX 2080 Ti", "turing"},
   };
-  for (const auto& [name, arch] : cases) EXPECT_EQ(architecture_from_name(name).value_or("none"), arch) << name;
+  for (const auto& [name, arch] : cases)
+    EXPECT_EQ(architecture_from_name(name).value_or("none"), arch) << name;
   EXPECT_FALSE(architecture_from_name("Test GPU 16GB"));
   EXPECT_FALSE(architecture_from_name("NVIDIA A1000X"));
   EXPECT_TRUE(power_usage_is_averaged("ampere"));
@@ -170,7 +179,8 @@ TEST(ScenarioQuirks, ErrorsNameFileLineColumnAndField) {
        "test.yaml:15:42: quirks[0].gpu: must be between 0 and 2"},
       {"call_error without call", q + "  - {kind: call_error, error: unknown}\n",
        "test.yaml:15:5: quirks[0]: missing required key 'call'"},
-      {"call_error on a system call", q + "  - {kind: call_error, call: nvmlSystemGetDriverVersion, error: unknown}\n",
+      {"call_error on a system call",
+       q + "  - {kind: call_error, call: nvmlSystemGetDriverVersion, error: unknown}\n",
        "test.yaml:15:30: quirks[0].call: 'nvmlSystemGetDriverVersion' is not an NVML device function"},
       {"call_error unknown error", q + "  - {kind: call_error, call: nvmlDeviceGetFanSpeed, error: lost}\n",
        "test.yaml:15:60: quirks[0].error: unknown error 'lost' (expected one of: unknown, not_supported, "
@@ -178,19 +188,23 @@ TEST(ScenarioQuirks, ErrorsNameFileLineColumnAndField) {
       {"quirk zero duration", q + "  - {kind: garbage_process_records, duration: 0}\n",
        "test.yaml:15:47: quirks[0].duration: must be more than 0"},
       {"record_bytes", q + "  - {kind: process_record_layout, record_bytes: 24}\n",
-       "test.yaml:15:49: quirks[0].record_bytes: expected 32 (R535 records with usedGpuCcProtectedMemory) or 16"},
+       "test.yaml:15:49: quirks[0].record_bytes: expected 32 (R535 records with usedGpuCcProtectedMemory) or "
+       "16"},
       {"driver_upgrade without to", kPlain + gpus + "faults:\n  - {kind: driver_upgrade, at: 5}\n",
        "test.yaml:15:5: faults[0]: missing required key 'to'"},
-      {"driver_upgrade bad version", kPlain + gpus + "faults:\n  - {kind: driver_upgrade, at: 5, to: latest}\n",
+      {"driver_upgrade bad version",
+       kPlain + gpus + "faults:\n  - {kind: driver_upgrade, at: 5, to: latest}\n",
        "test.yaml:15:39: faults[0].to: expected a driver version such as 555.42.06, got 'latest'"},
       {"two upgrades at once",
-       kPlain + gpus + "faults:\n  - {kind: driver_upgrade, at: 5, to: 555.42.06}\n"
-                       "  - {kind: driver_upgrade, at: 5, to: 560.28.03}\n",
+       kPlain + gpus +
+           "faults:\n  - {kind: driver_upgrade, at: 5, to: 555.42.06}\n"
+           "  - {kind: driver_upgrade, at: 5, to: 560.28.03}\n",
        "test.yaml:16:32: faults[1].at: another driver_upgrade happens at the same time"},
       {"bad driver_version", "driver_version: latest\n" + kPlain + gpus,
        "test.yaml:1:17: driver_version: expected a driver version such as 550.90.07, got 'latest'"},
       {"unknown architecture", model_named("Plain", "    architecture: kepler\n"),
-       "test.yaml:4:19: models.x.architecture: unknown architecture 'kepler' (expected one of: volta, turing, "
+       "test.yaml:4:19: models.x.architecture: unknown architecture 'kepler' (expected one of: volta, "
+       "turing, "
        "ampere, ga100, ada, hopper, blackwell)"},
       {"architecture needed", model_named("Plain"),
        "test.yaml:3:5: models.x.architecture: cannot tell the architecture of 'Plain' from its name; add "
