@@ -357,6 +357,12 @@ TEST_F(NvmlSim, SampleBuffers) {
   EXPECT_EQ(buf[0].sampleValue.uiVal, 0u);
   ASSERT_EQ(api().samples(h2, NVML_TOTAL_POWER_SAMPLES, 0, &type, &n, buf.data()), NVML_SUCCESS);
   EXPECT_EQ(buf[0].sampleValue.uiVal, 20000u);  // idle
+  // Memory utilization comes from the utilization buffer: 60% of GPU 1's 30% + 20%.
+  n = 100;
+  ASSERT_EQ(api().samples(h1, NVML_MEMORY_UTILIZATION_SAMPLES, 0, &type, &n, buf.data()), NVML_SUCCESS);
+  EXPECT_EQ(n, 50u);
+  EXPECT_EQ(buf[0].sampleValue.uiVal, 30u);
+  EXPECT_EQ(static_cast<std::int64_t>(buf[0].timeStamp), epoch_us + 200'000LL);
   // 100 ms power periods: 100 of them by 10 s, at most the 120 buffered.
   ASSERT_EQ(api().samples(h2, NVML_TOTAL_POWER_SAMPLES, 0, &type, &n, nullptr), NVML_SUCCESS);
   EXPECT_GE(n, 100u);
