@@ -358,7 +358,7 @@ TEST_F(NvmlSim, SampleBuffers) {
   ASSERT_EQ(api().samples(h2, NVML_TOTAL_POWER_SAMPLES, 0, &type, &n, buf.data()), NVML_SUCCESS);
   EXPECT_EQ(buf[0].sampleValue.uiVal, 20000u);  // idle
   // Memory utilization comes from the utilization buffer: 60% of GPU 1's 30% + 20%.
-  n = 100;
+  n = static_cast<unsigned>(buf.size());
   ASSERT_EQ(api().samples(h1, NVML_MEMORY_UTILIZATION_SAMPLES, 0, &type, &n, buf.data()), NVML_SUCCESS);
   EXPECT_EQ(n, 50u);
   EXPECT_EQ(buf[0].sampleValue.uiVal, 30u);
