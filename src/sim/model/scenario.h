@@ -1,5 +1,6 @@
 #pragma once
-// A scenario as the simulator plays it: GPU models, GPUs, jobs and faults, already validated.
+// A scenario as the simulator plays it: GPU models, GPUs, jobs, faults and quirks, already
+// validated.
 // Scenario time is kept in whole microseconds so that pattern edges, fault windows and the
 // sample grids land on exact instants and every integral is an exact sum of segments.
 

@@ -1,6 +1,9 @@
 // Parsing `models.<id>`: a GPU model's physics, its product line and architecture, and its
 // sample buffers.
 
+#include <algorithm>
+#include <iterator>
+
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
