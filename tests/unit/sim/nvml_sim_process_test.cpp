@@ -174,7 +174,7 @@ jobs:
 )";
   auto scenario = parse_scenario(yaml, "paging.yaml");
   ASSERT_TRUE(scenario.ok()) << scenario.error().message;
-  constexpr double kScale = 200;  // 400 scenario seconds in 2 s; the 20 s buffer is 100 ms of wall time
+  constexpr double kScale = 100;  // 400 scenario seconds in 4 s; the 20 s buffer is 200 ms of wall time
   ASSERT_EQ(start(yaml, 0, kScale), NVML_SUCCESS);
   const auto epoch_us = static_cast<unsigned long long>(epoch_ns_ / 1000);
 
@@ -203,17 +203,20 @@ jobs:
   ASSERT_GT(static_cast<Micros>(last_seen[1] - epoch_us), 390 * kMicrosPerSecond);
 
   const Truth truth = compute_truth(*scenario, 0, 400 * kMicrosPerSecond);
-  double worst_dedicated = 0, worst_shared = 0;
   for (const JobTruth& j : truth.jobs) {
     const double got = busy[j.pid];
     const double rel = std::abs(got - j.busy_seconds) / j.busy_seconds;
     std::printf("job %s (pid %u, GPU %u): truth %.3f s, from records %.3f s, error %.2f%%\n", j.name.c_str(),
                 j.pid, j.gpu, j.busy_seconds, got, 100 * rel);
-    (j.gpu == 0 ? worst_dedicated : worst_shared) =
-        std::max(j.gpu == 0 ? worst_dedicated : worst_shared, rel);
+    if (j.gpu == 0) {
+      // The windows tile the job's life and one query more; each record is off by at most
+      // half a percentage point of its window.
+      const Job& job = scenario->jobs[j.job];
+      EXPECT_LE(std::abs(got - j.busy_seconds), 0.005 * (to_seconds(job.end - job.start) + 10)) << j.name;
+    } else {
+      EXPECT_LT(rel, 0.05) << j.name;  // measured 1.7-1.9% for the process that loses the gaps
+    }
   }
-  EXPECT_LT(worst_dedicated, 0.01);
-  EXPECT_LT(worst_shared, 0.05);
 }
 
 }  // namespace
