@@ -86,6 +86,39 @@ int run_truth(const TruthArgs& args, std::ostream& out, std::ostream& err) {
   return kOk;
 }
 
+std::string_view call_error_name(CallErrorCode e) {
+  switch (e) {
+    case CallErrorCode::unknown:
+      return "unknown";
+    case CallErrorCode::not_supported:
+      return "not_supported";
+    case CallErrorCode::no_permission:
+      return "no_permission";
+    case CallErrorCode::timeout:
+      return "timeout";
+  }
+  return "unknown";
+}
+
+std::string describe_quirk(const Quirk& q) {
+  std::string what;
+  switch (q.kind) {
+    case QuirkKind::call_error:
+      what = fmt::format("call_error: {} fails with {}", q.call, call_error_name(q.error));
+      break;
+    case QuirkKind::process_record_layout:
+      what = fmt::format("process_record_layout: _v3 process records of {} bytes", q.record_bytes);
+      break;
+    case QuirkKind::garbage_process_records:
+      what = "garbage_process_records";
+      break;
+  }
+  const std::string gpus = q.gpu ? fmt::format("GPU {}", *q.gpu) : std::string("every GPU");
+  const std::string until =
+      q.duration == kForever ? std::string("on") : fmt::format("to {} s", to_seconds(q.at + q.duration));
+  return fmt::format("{} on {}, from {} s {}", what, gpus, to_seconds(q.at), until);
+}
+
 int run_check(const std::string& path, std::ostream& out, std::ostream& err) {
   if (path.empty()) {
     err << "gpumeter sim check: --scenario is required\n";
@@ -101,9 +134,10 @@ int run_check(const std::string& path, std::ostream& out, std::ostream& err) {
   std::string model_list;
   for (const auto& [name, count] : models)
     model_list += fmt::format("{}{} x {}", model_list.empty() ? "" : ", ", count, name);
-  out << fmt::format("{}: ok: {} GPUs ({}), {} jobs, {} faults, duration {}\n", path, scenario->gpus.size(),
-                     model_list.empty() ? "none" : model_list, scenario->jobs.size(), scenario->fault_count(),
-                     describe_duration(scenario->duration));
+  out << fmt::format("{}: ok: {} GPUs ({}), {} jobs, {} faults, {} quirks, duration {}\n", path,
+                     scenario->gpus.size(), model_list.empty() ? "none" : model_list, scenario->jobs.size(),
+                     scenario->fault_count(), scenario->quirks.size(), describe_duration(scenario->duration));
+  for (const Quirk& q : scenario->quirks) out << "  quirk: " << describe_quirk(q) << "\n";
   return kOk;
 }
 

@@ -13,11 +13,13 @@ namespace gpumeter::sim {
 
 namespace {
 
-constexpr std::array<std::pair<std::string_view, unsigned>, 4> kFields = {{
+constexpr std::array<std::pair<std::string_view, unsigned>, 6> kFields = {{
     {"NVML_FI_DEV_MEMORY_TEMP", NVML_FI_DEV_MEMORY_TEMP},
     {"NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION", NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION},
     {"NVML_FI_DEV_PCIE_COUNT_TX_BYTES", NVML_FI_DEV_PCIE_COUNT_TX_BYTES},
     {"NVML_FI_DEV_PCIE_COUNT_RX_BYTES", NVML_FI_DEV_PCIE_COUNT_RX_BYTES},
+    {"NVML_FI_DEV_POWER_AVERAGE", NVML_FI_DEV_POWER_AVERAGE},
+    {"NVML_FI_DEV_POWER_INSTANT", NVML_FI_DEV_POWER_INSTANT},
 }};
 
 std::string_view trim(std::string_view s) {

@@ -17,7 +17,9 @@ SimGpu::SimGpu(const Scenario& scenario, unsigned index)
       model_(scenario.model_of(index)),
       timeline_(scenario, index),
       counters_(timeline_, model_),
-      periods_(timeline_, model_) {}
+      utilization_samples_(timeline_, model_, model_.samples.utilization_period,
+                           model_.samples.utilization_depth),
+      power_samples_(timeline_, model_, model_.samples.power_period, model_.samples.power_depth) {}
 
 Reading SimGpu::reading(Micros t) { return reading_for(model_, counters_.segment(std::max<Micros>(t, 0))); }
 
@@ -40,6 +42,42 @@ unsigned long long SimGpu::pcie_rx_bytes(Micros t) {
 
 const std::vector<JobShare>& SimGpu::processes(Micros t) {
   return counters_.segment(std::max<Micros>(t, 0)).jobs;
+}
+
+std::vector<ProcessRecord> SimGpu::process_records(Micros now, Micros since) const {
+  const PeriodHistory& u = utilization_samples_;
+  return gpumeter::sim::process_records(timeline_, now, since, u.oldest_instant(now), u.period());
+}
+
+namespace {
+
+// The average utilization (ratio) over (t - window, t], clipped at time 0; empty: at t.
+double average_util(const GpuTimeline& timeline, Micros t, Micros window) {
+  t = std::max<Micros>(t, 0);
+  const Micros from = std::max<Micros>(0, t - window);
+  if (from >= t) return timeline.segment_at(t).util_percent / 100.0;
+  double busy = 0;
+  timeline.for_each_segment(from, t, [&](const Segment& s) {
+    busy += s.util_percent / 100.0 * static_cast<double>(s.end - s.start);
+  });
+  return busy / static_cast<double>(t - from);
+}
+
+}  // namespace
+
+unsigned SimGpu::average_power_mw(Micros t, Micros window) {
+  const double u = average_util(timeline_, t, window);
+  return static_cast<unsigned>(
+      std::llround(static_cast<double>(model_.idle_power_mw) +
+                   static_cast<double>(model_.max_power_mw - model_.idle_power_mw) * u));
+}
+
+double SimGpu::pcie_tx_rate(Micros t, Micros window) {
+  return average_util(timeline_, t, window) * model_.pcie_tx_bytes_per_second;
+}
+
+double SimGpu::pcie_rx_rate(Micros t, Micros window) {
+  return average_util(timeline_, t, window) * model_.pcie_rx_bytes_per_second;
 }
 
 }  // namespace gpumeter::sim

@@ -9,6 +9,7 @@
 
 #include "sim/model/counters.h"
 #include "sim/model/periods.h"
+#include "sim/model/process_utilization.h"
 #include "sim/model/readings.h"
 #include "sim/model/scenario.h"
 #include "sim/model/timeline.h"
@@ -34,7 +35,20 @@ class SimGpu {
   // The jobs present at t, one entry per process on this GPU.
   const std::vector<JobShare>& processes(Micros t);
 
-  const std::deque<Period>& periods(Micros t) { return periods_.complete_until(t); }
+  // The sample buffers: utilization (GPU and memory) and power, each with its own period.
+  PeriodHistory& utilization_samples() { return utilization_samples_; }
+  PeriodHistory& power_samples() { return power_samples_; }
+
+  // Per-process records at `now` since scenario time `since`, within the utilization buffer.
+  std::vector<ProcessRecord> process_records(Micros now, Micros since) const;
+
+  // Average power over (t - window, t] (clipped at time 0), in mW, rounded; the
+  // instantaneous power when the window is empty.
+  unsigned average_power_mw(Micros t, Micros window);
+
+  // Average PCIe rates over (t - window, t] in bytes per second.
+  double pcie_tx_rate(Micros t, Micros window);
+  double pcie_rx_rate(Micros t, Micros window);
 
  private:
   unsigned index_;
@@ -42,7 +56,8 @@ class SimGpu {
   GpuModelSpec model_;
   GpuTimeline timeline_;
   CounterIntegrator counters_;
-  PeriodHistory periods_;
+  PeriodHistory utilization_samples_;
+  PeriodHistory power_samples_;
 };
 
 }  // namespace gpumeter::sim

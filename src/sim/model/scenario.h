@@ -1,10 +1,12 @@
 #pragma once
-// A scenario as the simulator plays it: GPU models, GPUs, jobs and faults, already validated.
+// A scenario as the simulator plays it: GPU models, GPUs, jobs, faults and quirks, already
+// validated.
 // Scenario time is kept in whole microseconds so that pattern edges, fault windows and the
-// 200 ms sample grid land on exact instants and every integral is an exact sum of segments.
+// sample grids land on exact instants and every integral is an exact sum of segments.
 
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -21,6 +23,15 @@ inline constexpr unsigned kMaxGpus = 256;
 struct ClockRange {
   unsigned idle_mhz = 0;
   unsigned max_mhz = 0;
+};
+
+// The driver's sample buffers (nvmlDeviceGetSamples, nvmlDeviceGetProcessUtilization): each
+// keeps one exact period average per period, at most `depth` of them.
+struct SampleSpec {
+  Micros utilization_period = 200'000;
+  std::size_t utilization_depth = 100;
+  Micros power_period = 100'000;
+  std::size_t power_depth = 120;
 };
 
 struct GpuModelSpec {
@@ -52,6 +63,7 @@ struct GpuModelSpec {
   // "blackwell"), which decides documented per-architecture behaviour (e.g. whether
   // nvmlDeviceGetPowerUsage is a 1 s average or instantaneous).
   std::string architecture = "hopper";
+  SampleSpec samples;
 };
 
 struct GpuSpec {
@@ -104,6 +116,31 @@ struct XidFault {
   unsigned code = 0;
 };
 
+// A driver upgraded under running processes (`faults: [{kind: driver_upgrade}]`).
+struct DriverUpgrade {
+  Micros at = 0;
+  std::string to;  // the new driver version
+};
+
+// A documented or reported driver oddity a scenario switches on (`quirks:`), on one GPU or all
+// of them, during [at, at + duration).
+enum class QuirkKind { call_error, process_record_layout, garbage_process_records };
+enum class CallErrorCode { unknown, not_supported, no_permission, timeout };
+
+struct Quirk {
+  QuirkKind kind = QuirkKind::call_error;
+  std::optional<unsigned> gpu;  // none: every GPU
+  Micros at = 0;
+  Micros duration = kForever;
+  std::string call;  // call_error: the device function that fails
+  CallErrorCode error = CallErrorCode::unknown;
+  unsigned record_bytes = 24;  // process_record_layout: the _v3 record stride
+
+  bool applies(unsigned g, Micros t) const {
+    return (!gpu || *gpu == g) && t >= at && (duration == kForever || t - at < duration);
+  }
+};
+
 struct Scenario {
   std::string source;  // file name, for messages
   std::string driver_version;
@@ -118,12 +155,15 @@ struct Scenario {
   std::vector<HangFault> hangs;
   std::vector<XidFault> xids;          // sorted by time
   std::vector<Micros> driver_reloads;  // sorted
+  std::vector<DriverUpgrade> driver_upgrades;  // sorted by time
+  std::vector<Quirk> quirks;                   // in file order
   // User names for uids (`users: {alice: 2050}`), written to the simulated /etc/passwd.
   std::vector<std::pair<std::string, unsigned>> users;
 
   const GpuModelSpec& model_of(unsigned gpu) const { return models[gpus[gpu].model]; }
   std::size_t fault_count() const {
-    return lost.size() + unknown_errors.size() + hangs.size() + xids.size() + driver_reloads.size();
+    return lost.size() + unknown_errors.size() + hangs.size() + xids.size() + driver_reloads.size() +
+           driver_upgrades.size();
   }
 };
 

@@ -1,5 +1,8 @@
 #include "sim/model/scenario_parse.h"
 
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -9,144 +12,32 @@
 #include <set>
 #include <sstream>
 
-#include <fmt/format.h>
-#include <yaml-cpp/yaml.h>
-
 #include "nvml/nvml_api.h"
+#include "sim/model/driver.h"
 #include "sim/model/identity.h"
-#include "sim/model/nvml_functions.h"
+#include "sim/model/scenario_parse_parts.h"
 #include "sim/model/units.h"
 #include "sim/model/yaml_reader.h"
 
 namespace gpumeter::sim {
 
-namespace {
-
-constexpr std::uint64_t kMaxPid = 4194304;  // Linux pid_max limit
-// String lengths that fit NVML's buffers with the terminating NUL.
-constexpr std::size_t kMaxName = NVML_DEVICE_NAME_V2_BUFFER_SIZE - 1;
-constexpr std::size_t kMaxUuid = NVML_DEVICE_UUID_V2_BUFFER_SIZE - 1;
-constexpr std::size_t kMaxSerial = NVML_DEVICE_SERIAL_BUFFER_SIZE - 1;
-constexpr std::size_t kMaxVbios = NVML_DEVICE_VBIOS_VERSION_BUFFER_SIZE - 1;
-// The NVML version string is "<cuda major>." followed by the driver version.
-constexpr std::size_t kMaxDriverVersion = NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE - 4;
-
-std::string indexed(std::string_view path, std::size_t i) { return fmt::format("{}[{}]", path, i); }
-
-std::string read_bounded_string(const YAML::Node& node, std::string_view path, std::size_t max_len) {
+std::string parse::read_bounded_string(const YAML::Node& node, std::string_view path, std::size_t max_len) {
   std::string s = read_string(node, path);
   if (s.empty()) fail_at(node, path, "must not be empty");
   if (s.size() > max_len) fail_at(node, path, fmt::format("must be at most {} characters", max_len));
   return s;
 }
 
-ClockRange parse_clock(const YAML::Node& node, const std::string& path) {
-  MapReader m(node, path, {"idle", "max"});
-  ClockRange c;
-  c.idle_mhz = static_cast<unsigned>(read_unsigned(m.require("idle"), m.path("idle"), 0, 100000));
-  c.max_mhz = static_cast<unsigned>(read_unsigned(m.require("max"), m.path("max"), 1, 100000));
-  if (c.idle_mhz > c.max_mhz) fail_at(m.get("idle"), m.path("idle"), "must not exceed max");
-  return c;
-}
+namespace {
 
-GpuModelSpec parse_model(const std::string& id, const YAML::Node& node, const std::string& path) {
-  MapReader m(node, path,
-              {"name", "memory", "memory_reserved", "power", "temperature", "clocks", "fan", "pcie",
-               "vbios_version", "ecc"});
-  GpuModelSpec g;
-  g.id = id;
-  g.name = read_bounded_string(m.require("name"), m.path("name"), kMaxName);
-  g.memory_total_bytes = read_bytes(m.require("memory"), m.path("memory"));
-  if (g.memory_total_bytes == 0) fail_at(m.get("memory"), m.path("memory"), "must be more than 0");
-  if (m.has("memory_reserved")) {
-    g.memory_reserved_bytes = read_bytes(m.get("memory_reserved"), m.path("memory_reserved"));
-    if (g.memory_reserved_bytes >= g.memory_total_bytes) {
-      fail_at(m.get("memory_reserved"), m.path("memory_reserved"), "must be less than memory");
-    }
-  }
+using parse::read_bounded_string;
 
-  MapReader power(m.require("power"), m.path("power"), {"limit", "idle", "max"});
-  g.power_limit_mw = read_milliwatts(power.require("limit"), power.path("limit"));
-  g.idle_power_mw = read_milliwatts(power.require("idle"), power.path("idle"));
-  g.max_power_mw = read_milliwatts(power.require("max"), power.path("max"));
-  if (g.power_limit_mw == 0) fail_at(power.get("limit"), power.path("limit"), "must be more than 0");
-  if (g.idle_power_mw > g.max_power_mw) fail_at(power.get("idle"), power.path("idle"), "must not exceed max");
-  if (g.max_power_mw > g.power_limit_mw)
-    fail_at(power.get("max"), power.path("max"), "must not exceed limit");
-
-  g.idle_temperature_c = 30;
-  g.max_temperature_c = 75;
-  g.memory_temperature_offset_c = 4;
-  if (m.has("temperature")) {
-    MapReader t(m.get("temperature"), m.path("temperature"), {"idle", "max", "memory_offset"});
-    if (t.has("idle"))
-      g.idle_temperature_c = static_cast<unsigned>(read_unsigned(t.get("idle"), t.path("idle"), 0, 150));
-    if (t.has("max"))
-      g.max_temperature_c = static_cast<unsigned>(read_unsigned(t.get("max"), t.path("max"), 0, 150));
-    if (t.has("memory_offset")) {
-      g.memory_temperature_offset_c =
-          static_cast<unsigned>(read_unsigned(t.get("memory_offset"), t.path("memory_offset"), 0, 50));
-    }
-    if (g.idle_temperature_c > g.max_temperature_c) t.fail("idle must not exceed max");
-  }
-
-  MapReader clocks(m.require("clocks"), m.path("clocks"), {"graphics", "sm", "memory", "video"});
-  g.graphics_clock = parse_clock(clocks.require("graphics"), clocks.path("graphics"));
-  g.sm_clock = parse_clock(clocks.require("sm"), clocks.path("sm"));
-  g.memory_clock = parse_clock(clocks.require("memory"), clocks.path("memory"));
-  g.video_clock = parse_clock(clocks.require("video"), clocks.path("video"));
-
-  if (m.has("fan")) {
-    YAML::Node fan = m.get("fan");
-    if (fan.IsMap()) {
-      MapReader f(fan, m.path("fan"), {"idle", "max"});
-      g.fan = true;
-      if (f.has("idle"))
-        g.fan_idle_percent = static_cast<unsigned>(read_ratio_percent(f.get("idle"), f.path("idle")));
-      if (f.has("max"))
-        g.fan_max_percent = static_cast<unsigned>(read_ratio_percent(f.get("max"), f.path("max")));
-      if (g.fan_idle_percent > g.fan_max_percent) f.fail("idle must not exceed max");
-    } else {
-      g.fan = read_bool(fan, m.path("fan"));
-    }
-  }
-
-  g.pcie_tx_bytes_per_second = 2e9;
-  g.pcie_rx_bytes_per_second = 4e9;
-  if (m.has("pcie")) {
-    MapReader p(
-        m.get("pcie"), m.path("pcie"),
-        {"generation", "width", "tx_bytes_per_second", "rx_bytes_per_second", "device_id", "subsystem_id"});
-    if (p.has("generation")) {
-      g.pcie_generation =
-          static_cast<unsigned>(read_unsigned(p.get("generation"), p.path("generation"), 1, 7));
-    }
-    if (p.has("width"))
-      g.pcie_width = static_cast<unsigned>(read_unsigned(p.get("width"), p.path("width"), 1, 32));
-    if (p.has("tx_bytes_per_second")) {
-      g.pcie_tx_bytes_per_second =
-          static_cast<double>(read_bytes(p.get("tx_bytes_per_second"), p.path("tx_bytes_per_second")));
-    }
-    if (p.has("rx_bytes_per_second")) {
-      g.pcie_rx_bytes_per_second =
-          static_cast<double>(read_bytes(p.get("rx_bytes_per_second"), p.path("rx_bytes_per_second")));
-    }
-    if (p.has("device_id")) {
-      auto dev = read_unsigned(p.get("device_id"), p.path("device_id"), 0, 0xFFFF);
-      g.pci_device_id = static_cast<unsigned>(dev << 16 | 0x10DE);
-    }
-    if (p.has("subsystem_id")) {
-      g.pci_subsystem_id =
-          static_cast<unsigned>(read_unsigned(p.get("subsystem_id"), p.path("subsystem_id"), 0, 0xFFFFFFFF));
-    }
-  }
-  g.vbios_version = "00.00.00.00.00";
-  if (m.has("vbios_version")) {
-    g.vbios_version = read_bounded_string(m.get("vbios_version"), m.path("vbios_version"), kMaxVbios);
-  }
-  if (m.has("ecc")) g.ecc = read_bool(m.get("ecc"), m.path("ecc"));
-  return g;
-}
+constexpr std::uint64_t kMaxPid = 4194304;  // Linux pid_max limit
+// String lengths that fit NVML's buffers with the terminating NUL.
+constexpr std::size_t kMaxUuid = NVML_DEVICE_UUID_V2_BUFFER_SIZE - 1;
+constexpr std::size_t kMaxSerial = NVML_DEVICE_SERIAL_BUFFER_SIZE - 1;
+// The NVML version string is "<cuda major>." followed by the driver version.
+constexpr std::size_t kMaxDriverVersion = NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE - 4;
 
 std::size_t model_index(const Scenario& s, const YAML::Node& node, const std::string& path) {
   std::string id = read_string(node, path);
@@ -440,58 +331,6 @@ Job parse_job(const YAML::Node& node, const std::string& path, std::size_t gpu_c
   return j;
 }
 
-void parse_fault(Scenario& s, const YAML::Node& node, const std::string& path) {
-  if (!node.IsMap()) fail_at(node, path, "expected a mapping with 'kind'");
-  const YAML::Node& cnode = node;
-  YAML::Node kind_node = cnode["kind"];
-  if (!kind_node.IsDefined()) {
-    fail_at(node, path,
-            "missing required key 'kind' (one of: lost, hang, xid, unknown_errors, driver_reload)");
-  }
-  std::string kind = read_string(kind_node, path + ".kind");
-  auto gpu_of = [&](const MapReader& m) {
-    if (s.gpus.empty()) fail_at(m.node(), path, "the scenario has no GPUs");
-    return static_cast<unsigned>(read_unsigned(m.require("gpu"), m.path("gpu"), 0, s.gpus.size() - 1));
-  };
-  if (kind == "lost" || kind == "unknown_errors") {
-    MapReader m(node, path, {"kind", "gpu", "at", "duration"});
-    WindowFault f{gpu_of(m), read_duration(m.require("at"), m.path("at")),
-                  read_duration(m.require("duration"), m.path("duration"))};
-    if (f.duration <= 0) fail_at(m.get("duration"), m.path("duration"), "must be more than 0");
-    (kind == "lost" ? s.lost : s.unknown_errors).push_back(f);
-  } else if (kind == "hang") {
-    MapReader m(node, path, {"kind", "gpu", "at", "seconds", "call"});
-    HangFault f;
-    f.gpu = gpu_of(m);
-    f.at = read_duration(m.require("at"), m.path("at"));
-    f.wall_seconds = read_double(m.require("seconds"), m.path("seconds"), 0.001, 3600);
-    if (m.has("call")) {
-      f.call = read_string(m.get("call"), m.path("call"));
-      auto fn = nvml_function_from_name(f.call);
-      if (!fn || nvml_function_kind(*fn) != NvmlFunctionKind::device) {
-        fail_at(m.get("call"), m.path("call"),
-                fmt::format("'{}' is not an NVML device function the simulator exports", f.call));
-      }
-    }
-    s.hangs.push_back(f);
-  } else if (kind == "xid") {
-    MapReader m(node, path, {"kind", "gpu", "at", "code"});
-    XidFault f;
-    f.gpu = gpu_of(m);
-    f.at = read_duration(m.require("at"), m.path("at"));
-    f.code = static_cast<unsigned>(read_unsigned(m.require("code"), m.path("code"), 1, 65535));
-    s.xids.push_back(f);
-  } else if (kind == "driver_reload") {
-    MapReader m(node, path, {"kind", "at"});
-    s.driver_reloads.push_back(read_duration(m.require("at"), m.path("at")));
-  } else {
-    fail_at(kind_node, path + ".kind",
-            fmt::format(
-                "unknown fault kind '{}' (expected one of: lost, hang, xid, unknown_errors, driver_reload)",
-                kind));
-  }
-}
-
 int parse_cuda_version(const YAML::Node& node, const std::string& path) {
   std::string text = read_string(node, path);
   std::size_t dot = text.find('.');
@@ -569,14 +408,19 @@ Scenario parse_root(const YAML::Node& root, const std::string& source) {
   }
   MapReader m(root, "",
               {"description", "driver_version", "cuda_driver_version", "time_scale", "duration", "uuid_seed",
-               "models", "gpus", "users", "jobs", "faults"});
+               "models", "gpus", "users", "jobs", "faults", "quirks"});
   Scenario s;
   s.source = source;
   s.driver_version = "550.90.07";
   s.cuda_driver_version = 12040;
   if (m.has("description")) (void)read_string(m.get("description"), "description");
-  if (m.has("driver_version"))
+  if (m.has("driver_version")) {
     s.driver_version = read_bounded_string(m.get("driver_version"), "driver_version", kMaxDriverVersion);
+    if (!driver_major(s.driver_version)) {
+      fail_at(m.get("driver_version"), "driver_version",
+              fmt::format("expected a driver version such as 550.90.07, got '{}'", s.driver_version));
+    }
+  }
   if (m.has("cuda_driver_version"))
     s.cuda_driver_version = parse_cuda_version(m.get("cuda_driver_version"), "cuda_driver_version");
   if (m.has("time_scale")) s.time_scale = read_double(m.get("time_scale"), "time_scale", 1e-6, 1e6);
@@ -592,7 +436,7 @@ Scenario parse_root(const YAML::Node& root, const std::string& source) {
     fail_at(models, "models", "expected a mapping of model ids to models");
   for (const auto& kv : models) {
     std::string id = read_string(kv.first, "models");
-    s.models.push_back(parse_model(id, kv.second, "models." + id));
+    s.models.push_back(parse::parse_model(id, kv.second, "models." + id));
   }
   parse_gpus(s, m.require("gpus"), uuid_seed);
   if (m.has("users")) parse_users(s, m.get("users"));
@@ -614,10 +458,13 @@ Scenario parse_root(const YAML::Node& root, const std::string& source) {
   if (m.has("faults")) {
     YAML::Node faults = m.get("faults");
     if (!faults.IsSequence()) fail_at(faults, "faults", "expected a list of faults");
-    for (std::size_t i = 0; i < faults.size(); ++i) parse_fault(s, faults[i], indexed("faults", i));
+    for (std::size_t i = 0; i < faults.size(); ++i) parse::parse_fault(s, faults[i], indexed("faults", i));
   }
+  if (m.has("quirks")) parse::parse_quirks(s, m.get("quirks"));
   std::stable_sort(s.xids.begin(), s.xids.end(),
                    [](const XidFault& a, const XidFault& b) { return a.at < b.at; });
+  std::stable_sort(s.driver_upgrades.begin(), s.driver_upgrades.end(),
+                   [](const DriverUpgrade& a, const DriverUpgrade& b) { return a.at < b.at; });
   std::sort(s.driver_reloads.begin(), s.driver_reloads.end());
   s.driver_reloads.erase(std::unique(s.driver_reloads.begin(), s.driver_reloads.end()),
                          s.driver_reloads.end());

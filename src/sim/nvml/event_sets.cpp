@@ -12,17 +12,32 @@ unsigned long long supported_event_types(const GpuModelSpec& model) {
 
 void register_events(nvmlEventSet_st& set, const Session& session, unsigned gpu, unsigned long long mask,
                      Micros t) {
-  std::lock_guard lock(set.mu);
-  for (auto& r : set.registrations) {
-    if (r.gpu == gpu) {
-      r.mask |= mask;
-      return;
+  {
+    std::lock_guard lock(set.mu);
+    ++set.generation;
+    auto it = std::find_if(set.registrations.begin(), set.registrations.end(),
+                           [&](const auto& r) { return r.gpu == gpu; });
+    if (it != set.registrations.end()) {
+      it->mask |= mask;
+    } else {
+      const auto& xids = session.xids(gpu);
+      auto first =
+          std::lower_bound(xids.begin(), xids.end(), t, [](const XidFault& x, Micros v) { return x.at < v; });
+      set.registrations.push_back({gpu, mask, static_cast<std::size_t>(first - xids.begin())});
     }
   }
-  const auto& xids = session.xids(gpu);
-  auto first =
-      std::lower_bound(xids.begin(), xids.end(), t, [](const XidFault& x, Micros v) { return x.at < v; });
-  set.registrations.push_back({gpu, mask, static_cast<std::size_t>(first - xids.begin())});
+  set.changed.notify_all();
+}
+
+unsigned long long registration_generation(nvmlEventSet_st& set) {
+  std::lock_guard lock(set.mu);
+  return set.generation;
+}
+
+void wait_for_change(nvmlEventSet_st& set, unsigned long long seen,
+                     std::chrono::steady_clock::time_point until) {
+  std::unique_lock lock(set.mu);
+  set.changed.wait_until(lock, until, [&] { return set.generation != seen; });
 }
 
 std::optional<DueEvent> take_due_event(nvmlEventSet_st& set, const Session& session, Micros t) {
@@ -37,6 +52,19 @@ std::optional<DueEvent> take_due_event(nvmlEventSet_st& set, const Session& sess
   if (best == nullptr) return std::nullopt;
   const XidFault& x = session.xids(best->gpu)[best->next++];
   return DueEvent{x.gpu, x.code};
+}
+
+bool any_registered_gpu_lost(nvmlEventSet_st& set, const Session& session, Micros t) {
+  std::lock_guard lock(set.mu);
+  return std::any_of(set.registrations.begin(), set.registrations.end(),
+                     [&](const auto& r) { return session.lost(r.gpu, t); });
+}
+
+Micros next_lost_start(nvmlEventSet_st& set, const Session& session, Micros t) {
+  std::lock_guard lock(set.mu);
+  Micros next = kForever;
+  for (const auto& r : set.registrations) next = std::min(next, session.next_lost_start(r.gpu, t));
+  return next;
 }
 
 Micros next_event_time(nvmlEventSet_st& set, const Session& session) {

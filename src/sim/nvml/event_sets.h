@@ -3,6 +3,8 @@
 // events it has delivered, so every set sees every event once, and only events scheduled at
 // or after its registration.
 
+#include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
@@ -21,6 +23,10 @@ struct nvmlEventSet_st {
   };
   std::mutex mu;
   std::vector<Registration> registrations;
+  // Bumped and signalled on every registration, so a waiter learns of a GPU added meanwhile
+  // (whose events may be due sooner) without polling.
+  unsigned long long generation = 0;
+  std::condition_variable changed;
 };
 
 namespace gpumeter::sim {
@@ -38,6 +44,18 @@ struct DueEvent {
 
 // Takes the earliest event due by time t that the set has not delivered yet.
 std::optional<DueEvent> take_due_event(nvmlEventSet_st& set, const Session& session, Micros t);
+
+unsigned long long registration_generation(nvmlEventSet_st& set);
+
+// Blocks until `until` or until the set's registrations change from generation `seen`.
+void wait_for_change(nvmlEventSet_st& set, unsigned long long seen,
+                     std::chrono::steady_clock::time_point until);
+
+// Whether any GPU registered in the set is in a lost window at t.
+bool any_registered_gpu_lost(nvmlEventSet_st& set, const Session& session, Micros t);
+
+// When the next lost window of a registered GPU starts after t, or kForever.
+Micros next_lost_start(nvmlEventSet_st& set, const Session& session, Micros t);
 
 // The scenario time of the next event the set will deliver, or kForever.
 Micros next_event_time(nvmlEventSet_st& set, const Session& session);

@@ -19,6 +19,7 @@ nvmlReturn_t system_call(NvmlFunction fn, Body&& body) noexcept {
   try {
     auto session = Runtime::instance().session();
     if (!session) return NVML_ERROR_UNINITIALIZED;
+    if (session->stale(session->now())) return NVML_ERROR_LIB_RM_VERSION_MISMATCH;
     if (session->unsupported(fn)) return NVML_ERROR_NOT_SUPPORTED;
     return body(*session);
   } catch (...) {

@@ -1,6 +1,6 @@
 // NVML entry points: init and shutdown, system queries, enumeration, identity and events.
 // Device metrics are in nvml_exports_device.cpp, processes and samples in
-// nvml_exports_process.cpp.
+// nvml_exports_process.cpp, per-process utilization in nvml_exports_process_util.cpp.
 
 #include <algorithm>
 #include <chrono>
@@ -66,14 +66,14 @@ GPUMETER_NVML_EXPORT const char* nvmlErrorString(nvmlReturn_t result) {
 
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlSystemGetDriverVersion(char* version, unsigned int length) {
   return system_call(Fn::nvmlSystemGetDriverVersion,
-                     [&](Session& s) { return copy_string(s.scenario().driver_version, version, length); });
+                     [&](Session& s) { return copy_string(s.driver_version(), version, length); });
 }
 
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlSystemGetNVMLVersion(char* version, unsigned int length) {
   return system_call(Fn::nvmlSystemGetNVMLVersion, [&](Session& s) {
     // NVML's own version is the CUDA major version followed by the driver version.
     const auto& sc = s.scenario();
-    return copy_string(fmt::format("{}.{}", sc.cuda_driver_version / 1000, sc.driver_version), version,
+    return copy_string(fmt::format("{}.{}", sc.cuda_driver_version / 1000, s.driver_version()), version,
                        length);
   });
 }
@@ -131,6 +131,7 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetHandleByUUID(const char* uuid, nv
   try {
     auto session = Runtime::instance().session();
     if (!session) return NVML_ERROR_UNINITIALIZED;
+    if (session->stale(session->now())) return NVML_ERROR_LIB_RM_VERSION_MISMATCH;
     if (uuid == nullptr || device == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
     const auto& gpus = session->scenario().gpus;
     auto it = std::find_if(gpus.begin(), gpus.end(), [&](const auto& g) { return g.uuid == uuid; });
@@ -168,7 +169,10 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char* n
 
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetSerial(nvmlDevice_t device, char* serial,
                                                       unsigned int length) {
-  return device_call(Fn::nvmlDeviceGetSerial, device, [&](Session&, DeviceState& d, Micros) {
+  return device_call(Fn::nvmlDeviceGetSerial, device, [&](Session&, DeviceState& d, Micros) -> nvmlReturn_t {
+    // GeForce boards have no board serial: nvidia-smi prints "Serial Number: N/A" for them
+    // (netdata/netdata#4892, TheTumultuousUnicornOfDarkness/CPU-X#115).
+    if (d.gpu.model().profile == "geforce") return NVML_ERROR_NOT_SUPPORTED;
     return copy_string(d.gpu.spec().serial, serial, length);
   });
 }
@@ -243,6 +247,10 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device,
   });
 }
 
+// Waits as the kernel does: one timed wait until the next instant anything can change (the
+// next scheduled event or lost window of a registered GPU, on the wall clock, or a new
+// registration in the set) or the timeout, whichever is first. The simulator's CPU is billed
+// to the process that loads it, so it never wakes just to look.
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t* data,
                                                       unsigned int timeoutms) {
   using Clock = std::chrono::steady_clock;
@@ -251,7 +259,12 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEv
     auto es = Runtime::instance().event_set(set);
     if (!es || data == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
     while (true) {
-      if (auto e = gpumeter::sim::take_due_event(*es, s, s.now())) {
+      const unsigned long long generation = gpumeter::sim::registration_generation(*es);
+      const Micros t = s.now();
+      if (s.stale(t)) return NVML_ERROR_LIB_RM_VERSION_MISMATCH;
+      // nvml.h: GPU_IS_LOST "if any GPU in the set fell off the bus".
+      if (gpumeter::sim::any_registered_gpu_lost(*es, s, t)) return NVML_ERROR_GPU_IS_LOST;
+      if (auto e = gpumeter::sim::take_due_event(*es, s, t)) {
         *data = nvmlEventData_t{};
         data->device = Runtime::instance().handle(e->gpu);
         data->eventType = nvmlEventTypeXidCriticalError;
@@ -262,15 +275,16 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEv
       }
       const auto now = Clock::now();
       if (now >= deadline) return NVML_ERROR_TIMEOUT;
-      // Sleep in short slices, and no later than the next event's due time on the wall clock.
-      auto nap = std::min<Clock::duration>(deadline - now, std::chrono::milliseconds(50));
-      Micros next = gpumeter::sim::next_event_time(*es, s);
+      auto wake = deadline;
+      const Micros next = std::min({gpumeter::sim::next_event_time(*es, s),
+                                    gpumeter::sim::next_lost_start(*es, s, t), s.stale_from()});
       if (next != gpumeter::sim::kForever) {
         const auto wall_now = std::chrono::system_clock::now().time_since_epoch();
         const auto until_due = std::chrono::nanoseconds(s.wall_ns_at(next)) - wall_now;
-        nap = std::min<Clock::duration>(nap, until_due);
+        // A due time already past (rounding between the clocks) waits a microsecond, not a spin.
+        wake = std::min(wake, now + std::max<Clock::duration>(until_due, std::chrono::microseconds(1)));
       }
-      std::this_thread::sleep_for(std::max<Clock::duration>(nap, std::chrono::microseconds(100)));
+      gpumeter::sim::wait_for_change(*es, generation, wake);
     }
   });
 }

@@ -1,10 +1,14 @@
 // NVML entry points for device metrics: utilization, memory, temperature, power and energy,
 // clocks, fan, PCIe, clocks-event reasons, ECC and field values.
 
+#include <chrono>
+#include <cmath>
+#include <thread>
 #include <type_traits>
 
-#include "sim/nvml/nvml_call.h"
+#include "sim/model/driver.h"
 #include "sim/model/readings.h"
+#include "sim/nvml/nvml_call.h"
 
 using gpumeter::sim::device_call;
 using gpumeter::sim::DeviceState;
@@ -23,6 +27,26 @@ nvmlReturn_t get_value(Fn fn, nvmlDevice_t device, T* out, Get&& get) {
     *out = static_cast<T>(get(d, now));
     return NVML_SUCCESS;
   });
+}
+
+constexpr Micros kPowerAverageWindow = gpumeter::sim::kMicrosPerSecond;
+
+// A field the driver branch does not have answers NOT_SUPPORTED in its own nvmlReturn.
+bool field_exists(const Session& s, const DeviceState& d, unsigned field_id) {
+  switch (field_id) {
+    case NVML_FI_DEV_PCIE_COUNT_TX_BYTES:
+    case NVML_FI_DEV_PCIE_COUNT_RX_BYTES:
+      return s.driver_major() >= gpumeter::sim::kBranchPcieByteFields;
+    case NVML_FI_DEV_POWER_AVERAGE:
+    case NVML_FI_DEV_POWER_INSTANT:
+      return s.driver_major() >= gpumeter::sim::kBranchPowerFields;
+    // NVML reports no memory temperature for GeForce boards (jelmd/nvmex#1: exposed on V100
+    // and A100, not on RTX 2080 Ti; TheTumultuousUnicornOfDarkness/CPU-X#259: not on RTX 30).
+    case NVML_FI_DEV_MEMORY_TEMP:
+      return d.gpu.model().profile != "geforce";
+    default:
+      return true;
+  }
 }
 
 unsigned clock_of(const Reading& r, unsigned type) {
@@ -92,9 +116,14 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device, 
   });
 }
 
+// nvml.h: "On Ampere (except GA100) or newer GPUs, the API returns power averaged over 1 sec
+// interval. On GA100 and older architectures, instantaneous power is returned."
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t device, unsigned int* power) {
-  return get_value(Fn::nvmlDeviceGetPowerUsage, device, power,
-                   [](DeviceState& d, Micros now) { return d.gpu.reading(now).power_mw; });
+  return get_value(Fn::nvmlDeviceGetPowerUsage, device, power, [](DeviceState& d, Micros now) {
+    return gpumeter::sim::power_usage_is_averaged(d.gpu.model().architecture)
+               ? d.gpu.average_power_mw(now, kPowerAverageWindow)
+               : d.gpu.reading(now).power_mw;
+  });
 }
 
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t device, unsigned int* limit) {
@@ -182,7 +211,7 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, 
       v.latencyUsec = 0;
       v.value.ullVal = 0;
       v.nvmlReturn = NVML_SUCCESS;
-      if (s.field_unsupported(v.fieldId)) {
+      if (s.field_unsupported(v.fieldId) || !field_exists(s, d, v.fieldId)) {
         v.nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
         continue;
       }
@@ -202,6 +231,14 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, 
         case NVML_FI_DEV_PCIE_COUNT_RX_BYTES:
           v.valueType = NVML_VALUE_TYPE_UNSIGNED_LONG_LONG;
           v.value.ullVal = d.gpu.pcie_rx_bytes(now);
+          break;
+        case NVML_FI_DEV_POWER_AVERAGE:
+          v.valueType = NVML_VALUE_TYPE_UNSIGNED_INT;
+          v.value.uiVal = d.gpu.average_power_mw(now, kPowerAverageWindow);
+          break;
+        case NVML_FI_DEV_POWER_INSTANT:
+          v.valueType = NVML_VALUE_TYPE_UNSIGNED_INT;
+          v.value.uiVal = d.gpu.reading(now).power_mw;
           break;
         default: v.nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
       }
@@ -261,6 +298,35 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t device,
   });
 }
 
+// nvml.h: "a byte counter over a 20ms interval", in KB/s. The call takes that long on a real
+// driver, so it sleeps 20 ms of wall time (outside the device lock: other calls on the GPU go
+// on meanwhile), then reports the average rate over the last 20 ms of scenario time. A KB is
+// taken as 1024 bytes (an assumption: the header does not say).
+GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetPcieThroughput(nvmlDevice_t device, unsigned int counter,
+                                                              unsigned int* value) {
+  constexpr Micros kWindow = 20'000;
+  try {
+    auto session = gpumeter::sim::Runtime::instance().session();
+    if (!session) return NVML_ERROR_UNINITIALIZED;
+    auto index = gpumeter::sim::Runtime::instance().index_of(device);
+    if (!index || *index >= session->device_count()) return NVML_ERROR_INVALID_ARGUMENT;
+    if (nvmlReturn_t r = session->enter(Fn::nvmlDeviceGetPcieThroughput, *index); r != NVML_SUCCESS) return r;
+    if (value == nullptr || (counter != NVML_PCIE_UTIL_TX_BYTES && counter != NVML_PCIE_UTIL_RX_BYTES))
+      return NVML_ERROR_INVALID_ARGUMENT;
+    std::this_thread::sleep_for(std::chrono::microseconds(kWindow));
+    DeviceState& d = session->device(*index);
+    std::lock_guard lock(d.mu);
+    const Micros now = session->now();
+    const double rate = counter == NVML_PCIE_UTIL_TX_BYTES ? d.gpu.pcie_tx_rate(now, kWindow)
+                                                           : d.gpu.pcie_rx_rate(now, kWindow);
+    *value = static_cast<unsigned>(std::llround(rate / 1024.0));
+    return NVML_SUCCESS;
+  } catch (...) {
+    return NVML_ERROR_UNKNOWN;
+  }
+}
+
+static_assert(std::is_same_v<decltype(&nvmlDeviceGetPcieThroughput), nvmlDeviceGetPcieThroughput_fn>);
 static_assert(std::is_same_v<decltype(&nvmlDeviceGetUtilizationRates), nvmlDeviceGetUtilizationRates_fn>);
 static_assert(std::is_same_v<decltype(&nvmlDeviceGetMemoryInfo), nvmlDeviceGetMemoryInfo_fn>);
 static_assert(std::is_same_v<decltype(&nvmlDeviceGetMemoryInfo_v2), nvmlDeviceGetMemoryInfo_v2_fn>);

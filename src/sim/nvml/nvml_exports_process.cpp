@@ -1,11 +1,13 @@
-// NVML entry points for running processes, per-process utilization and the sample buffer,
-// with NVML's size-query protocols.
+// NVML entry points for running processes and the sample buffers, with NVML's size-query
+// protocols. Per-process utilization is in nvml_exports_process_util.cpp.
 
+#include <cstdint>
+#include <cstring>
 #include <type_traits>
 #include <vector>
 
-#include "sim/nvml/nvml_call.h"
 #include "sim/model/periods.h"
+#include "sim/nvml/nvml_call.h"
 
 using gpumeter::sim::device_call;
 using gpumeter::sim::DeviceState;
@@ -43,9 +45,35 @@ void fill_v2(nvmlProcessInfo_t& info, const JobShare& j) {
   info.computeInstanceId = 0xFFFFFFFFU;
 }
 
+// Records in another stride than nvmlProcessInfo_t's 24 bytes, as some drivers wrote them
+// for the _v3 calls: 32 bytes (the v2 fields, then an 8-byte usedGpuCcProtectedMemory; R535,
+// pynvml PR#48, nvitop PR#79) or 16 bytes (pid and usedGpuMemory, nvitop PR#226). The driver
+// writes n records of its own stride, whatever the caller allocated, as those drivers did.
+void write_record(unsigned char* base, unsigned stride, unsigned i, const JobShare& j) {
+  unsigned char* r = base + static_cast<std::size_t>(stride) * i;
+  std::memset(r, 0, stride);
+  const std::uint32_t pid = j.pid;
+  const std::uint64_t used = j.memory_bytes;
+  std::memcpy(r, &pid, sizeof pid);
+  std::memcpy(r + 8, &used, sizeof used);
+  if (stride == 32) {
+    const std::uint32_t no_instance = 0xFFFFFFFFU;
+    std::memcpy(r + 16, &no_instance, sizeof no_instance);
+    std::memcpy(r + 20, &no_instance, sizeof no_instance);
+  }
+}
+
 nvmlReturn_t compute_processes(Fn fn, nvmlDevice_t device, unsigned int* count, nvmlProcessInfo_t* infos) {
-  return device_call(fn, device, [&](Session&, DeviceState& d, Micros now) {
-    return list_processes(d.gpu.processes(now), count, infos, fill_v2);
+  return device_call(fn, device, [&](Session& s, DeviceState& d, Micros now) {
+    const auto& jobs = d.gpu.processes(now);
+    const gpumeter::sim::Quirk* layout =
+        fn == Fn::nvmlDeviceGetComputeRunningProcesses_v3
+            ? s.quirk(gpumeter::sim::QuirkKind::process_record_layout, d.gpu.index(), now)
+            : nullptr;
+    if (layout == nullptr) return list_processes(jobs, count, infos, fill_v2);
+    return list_processes(jobs, count, infos, [&, i = 0U](nvmlProcessInfo_t&, const JobShare& j) mutable {
+      write_record(reinterpret_cast<unsigned char*>(infos), layout->record_bytes, i++, j);
+    });
   });
 }
 
@@ -98,47 +126,8 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v3(nvm
   return no_processes(Fn::nvmlDeviceGetMPSComputeRunningProcesses_v3, device, info_count);
 }
 
-// One sample per process and 200 ms period in the buffer that is newer than lastSeenTimeStamp.
-GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
-                                                                  nvmlProcessUtilizationSample_t* utilization,
-                                                                  unsigned int* process_samples_count,
-                                                                  unsigned long long last_seen_time_stamp) {
-  return device_call(
-      Fn::nvmlDeviceGetProcessUtilization, device, [&](Session& s, DeviceState& d, Micros now) {
-        if (process_samples_count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-        unsigned n = 0;
-        const auto& periods = d.gpu.periods(now);
-        for (const Period& p : periods) {
-          const auto ts = static_cast<unsigned long long>(s.unix_micros(PeriodHistory::end_of(p)));
-          if (ts > last_seen_time_stamp) n += static_cast<unsigned>(p.processes.size());
-        }
-        if (n == 0) {
-          *process_samples_count = 0;
-          return NVML_ERROR_NOT_FOUND;
-        }
-        if (utilization == nullptr || *process_samples_count < n) {
-          *process_samples_count = n;
-          return NVML_ERROR_INSUFFICIENT_SIZE;
-        }
-        unsigned i = 0;
-        for (const Period& p : periods) {
-          const auto ts = static_cast<unsigned long long>(s.unix_micros(PeriodHistory::end_of(p)));
-          if (ts <= last_seen_time_stamp) continue;
-          for (const auto& share : p.processes) {
-            utilization[i] = nvmlProcessUtilizationSample_t{};
-            utilization[i].pid = share.pid;
-            utilization[i].timeStamp = ts;
-            utilization[i].smUtil = share.sm_percent;
-            utilization[i].memUtil = share.memory_percent;
-            ++i;
-          }
-        }
-        *process_samples_count = n;
-        return NVML_SUCCESS;
-      });
-}
-
-// Samples are stamped with the end of their 200 ms period. A short buffer gets the oldest
+// Utilization and memory utilization come from the utilization buffer, power from the power
+// buffer; samples are stamped with the end of their period. A short buffer gets the oldest
 // samples first, so a caller that passes the last timestamp it saw pages through them all.
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t device, unsigned int type,
                                                        unsigned long long last_seen_time_stamp,
@@ -152,10 +141,12 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t device, unsi
     }
     if (samples != nullptr && *sample_count == 0) return NVML_ERROR_INVALID_ARGUMENT;
     *sample_val_type = NVML_VALUE_TYPE_UNSIGNED_INT;
-    const auto& periods = d.gpu.periods(now);
+    PeriodHistory& buffer =
+        type == NVML_TOTAL_POWER_SAMPLES ? d.gpu.power_samples() : d.gpu.utilization_samples();
+    const auto& periods = buffer.complete_until(now);
     unsigned available = 0;
     for (const Period& p : periods) {
-      if (static_cast<unsigned long long>(s.unix_micros(PeriodHistory::end_of(p))) > last_seen_time_stamp) {
+      if (static_cast<unsigned long long>(s.unix_micros(buffer.end_of(p))) > last_seen_time_stamp) {
         ++available;
       }
     }
@@ -169,7 +160,7 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t device, unsi
     }
     unsigned written = 0;
     for (const Period& p : periods) {
-      const auto ts = static_cast<unsigned long long>(s.unix_micros(PeriodHistory::end_of(p)));
+      const auto ts = static_cast<unsigned long long>(s.unix_micros(buffer.end_of(p)));
       if (ts <= last_seen_time_stamp) continue;
       if (written == *sample_count) break;
       nvmlSample_t& out = samples[written++];
@@ -190,5 +181,4 @@ static_assert(
     std::is_same_v<decltype(&nvmlDeviceGetGraphicsRunningProcesses_v3), nvmlDeviceGetProcesses_v3_fn>);
 static_assert(
     std::is_same_v<decltype(&nvmlDeviceGetMPSComputeRunningProcesses_v3), nvmlDeviceGetProcesses_v3_fn>);
-static_assert(std::is_same_v<decltype(&nvmlDeviceGetProcessUtilization), nvmlDeviceGetProcessUtilization_fn>);
 static_assert(std::is_same_v<decltype(&nvmlDeviceGetSamples), nvmlDeviceGetSamples_fn>);

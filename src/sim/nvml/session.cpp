@@ -4,6 +4,8 @@
 #include <chrono>
 #include <thread>
 
+#include "sim/model/driver.h"
+
 namespace gpumeter::sim {
 
 namespace {
@@ -21,6 +23,19 @@ Session::Session(Scenario scenario, const SimEnv& env, std::int64_t epoch_ns)
       unsupported_fields_(env.unsupported_fields),
       xids_(scenario_.gpus.size()),
       hang_fired_(std::make_unique<std::atomic<bool>[]>(scenario_.hangs.size())) {
+  // A driver upgraded before this session began is the driver it runs on; the first one due
+  // later pulls the driver from under it.
+  driver_version_ = scenario_.driver_version;
+  const Micros begin = clock_.now();
+  for (const DriverUpgrade& u : scenario_.driver_upgrades) {
+    if (u.at <= begin) {
+      driver_version_ = u.to;
+    } else {
+      stale_from_ = u.at;
+      break;
+    }
+  }
+  driver_major_ = gpumeter::sim::driver_major(driver_version_).value_or(0);
   for (unsigned i = 0; i < scenario_.gpus.size(); ++i)
     devices_.push_back(std::make_unique<DeviceState>(scenario_, i));
   for (const XidFault& x : scenario_.xids) xids_[x.gpu].push_back(x);
@@ -29,6 +44,26 @@ Session::Session(Scenario scenario, const SimEnv& env, std::int64_t epoch_ns)
 bool Session::field_unsupported(unsigned field_id) const {
   return std::find(unsupported_fields_.begin(), unsupported_fields_.end(), field_id) !=
          unsupported_fields_.end();
+}
+
+const Quirk* Session::quirk(QuirkKind kind, unsigned gpu, Micros t) const {
+  for (const Quirk& q : scenario_.quirks) {
+    if (q.kind == kind && q.applies(gpu, t)) return &q;
+  }
+  return nullptr;
+}
+
+bool Session::lost(unsigned gpu, Micros t) const {
+  return std::any_of(scenario_.lost.begin(), scenario_.lost.end(),
+                     [&](const WindowFault& w) { return in_window(w, gpu, t); });
+}
+
+Micros Session::next_lost_start(unsigned gpu, Micros t) const {
+  Micros next = kForever;
+  for (const WindowFault& w : scenario_.lost) {
+    if (w.gpu == gpu && w.at > t) next = std::min(next, w.at);
+  }
+  return next;
 }
 
 nvmlReturn_t Session::enter(NvmlFunction f, unsigned gpu) {
@@ -41,11 +76,23 @@ nvmlReturn_t Session::enter(NvmlFunction f, unsigned gpu) {
     std::this_thread::sleep_for(std::chrono::duration<double>(h.wall_seconds));
   }
   const Micros t = now();
-  for (const WindowFault& w : scenario_.lost) {
-    if (in_window(w, gpu, t)) return NVML_ERROR_GPU_IS_LOST;
-  }
+  if (stale(t)) return NVML_ERROR_LIB_RM_VERSION_MISMATCH;
+  if (lost(gpu, t)) return NVML_ERROR_GPU_IS_LOST;
   for (const WindowFault& w : scenario_.unknown_errors) {
     if (in_window(w, gpu, t)) return NVML_ERROR_UNKNOWN;
+  }
+  for (const Quirk& q : scenario_.quirks) {
+    if (q.kind != QuirkKind::call_error || q.call != name || !q.applies(gpu, t)) continue;
+    switch (q.error) {
+      case CallErrorCode::unknown:
+        return NVML_ERROR_UNKNOWN;
+      case CallErrorCode::not_supported:
+        return NVML_ERROR_NOT_SUPPORTED;
+      case CallErrorCode::no_permission:
+        return NVML_ERROR_NO_PERMISSION;
+      case CallErrorCode::timeout:
+        return NVML_ERROR_TIMEOUT;
+    }
   }
   if (unsupported(f)) return NVML_ERROR_NOT_SUPPORTED;
   return NVML_SUCCESS;

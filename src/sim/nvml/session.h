@@ -31,6 +31,14 @@ class Session {
   Session(Scenario scenario, const SimEnv& env, std::int64_t epoch_ns);
 
   const Scenario& scenario() const { return scenario_; }
+  // The driver this session runs on: the scenario's, or that of the last driver_upgrade due
+  // when the session began.
+  const std::string& driver_version() const { return driver_version_; }
+  unsigned driver_major() const { return driver_major_; }
+  // From this scenario time on, the driver was upgraded under the session: every call fails
+  // with LIB_RM_VERSION_MISMATCH until NVML is initialized again.
+  Micros stale_from() const { return stale_from_; }
+  bool stale(Micros t) const { return t >= stale_from_; }
   unsigned device_count() const { return static_cast<unsigned>(devices_.size()); }
   DeviceState& device(unsigned i) { return *devices_[i]; }
   const ScenarioClock& clock() const { return clock_; }
@@ -42,9 +50,17 @@ class Session {
   bool unsupported(NvmlFunction f) const { return unsupported_.test(static_cast<std::size_t>(f)); }
   bool field_unsupported(unsigned field_id) const;
 
-  // The fault gate every device call passes: blocks for a due hang, then reports a lost GPU
-  // or an unknown-error burst, then an unsupported function.
+  // The fault gate every device call passes: blocks for a due hang, then reports a driver
+  // upgraded under the session, a lost GPU, an unknown-error burst, a call_error quirk, then
+  // an unsupported function.
   nvmlReturn_t enter(NvmlFunction f, unsigned gpu);
+
+  // The first quirk of `kind` in force on `gpu` at t, or null.
+  const Quirk* quirk(QuirkKind kind, unsigned gpu, Micros t) const;
+
+  // Whether `gpu` is in a lost window at t, and when its next lost window starts after t.
+  bool lost(unsigned gpu, Micros t) const;
+  Micros next_lost_start(unsigned gpu, Micros t) const;
 
   // Xid events of one GPU, by time.
   const std::vector<XidFault>& xids(unsigned gpu) const { return xids_[gpu]; }
@@ -52,6 +68,9 @@ class Session {
  private:
   Scenario scenario_;
   ScenarioClock clock_;
+  std::string driver_version_;
+  unsigned driver_major_ = 0;
+  Micros stale_from_ = kForever;
   std::bitset<kNvmlFunctionCount> unsupported_;
   std::vector<unsigned> unsupported_fields_;
   std::vector<std::unique_ptr<DeviceState>> devices_;

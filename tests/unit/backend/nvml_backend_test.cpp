@@ -19,10 +19,11 @@ namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
 constexpr const char* kScenario = R"(
-driver_version: "550.90.07"
+driver_version: "555.42.06"  # R555+: the PCIe byte-count fields exist
 models:
   test:
     name: Test GPU 24GB
+    architecture: hopper
     memory: 24GiB
     memory_reserved: 512MiB
     power: {limit: 300, idle: 50, max: 250}
@@ -104,7 +105,7 @@ TEST_F(NvmlBackendTest, MissingLibraryLeavesTheBackendDownWithTheReason) {
 TEST_F(NvmlBackendTest, IdentifiesAndReadsEveryGpu) {
   auto b = make();
   ASSERT_TRUE(b->status().up) << b->status().detail;
-  EXPECT_EQ(b->status().driver_version, "550.90.07");
+  EXPECT_EQ(b->status().driver_version, "555.42.06");
   EXPECT_EQ(b->status().library, GPUMETER_SIM_LIBRARY);
   ASSERT_EQ(b->device_count(), 2u);
   EXPECT_TRUE(b->missing_symbols().empty());

@@ -248,7 +248,24 @@ TEST(SimCli, CheckSummarizesTheScenario) {
   std::string path = testing::write_file("cli.yaml", kScenario);
   CliRun r = run({"check", "--scenario", path});
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(r.out, path + ": ok: 2 GPUs (2 x Test GPU 16GB), 2 jobs, 1 faults, duration 100 s\n");
+  EXPECT_EQ(r.out, path + ": ok: 2 GPUs (2 x Test GPU 16GB), 2 jobs, 1 faults, 0 quirks, duration 100 s\n");
+}
+
+TEST(SimCli, CheckListsQuirks) {
+  std::string path = testing::write_file("quirks.yaml", kScenario + R"(
+quirks:
+  - {kind: call_error, gpu: 1, call: nvmlDeviceGetFanSpeed, error: unknown, at: 5, duration: 10}
+  - {kind: process_record_layout, record_bytes: 32}
+  - {kind: garbage_process_records, gpu: 0, at: 60}
+)");
+  CliRun r = run({"check", "--scenario", path});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out,
+            path +
+                ": ok: 2 GPUs (2 x Test GPU 16GB), 2 jobs, 1 faults, 3 quirks, duration 100 s\n"
+                "  quirk: call_error: nvmlDeviceGetFanSpeed fails with unknown on GPU 1, from 5 s to 15 s\n"
+                "  quirk: process_record_layout: _v3 process records of 32 bytes on every GPU, from 0 s on\n"
+                "  quirk: garbage_process_records on GPU 0, from 60 s on\n");
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // The per-GPU model at exact scenario times: readings, cumulative counters against the
-// ground truth, driver reloads, order independence, and the 200 ms sample buffer.
+// ground truth, driver reloads, order independence, and the sample buffers.
 
 #include "sim/model/gpu_sim.h"
 
@@ -127,51 +127,88 @@ jobs:
 }
 
 TEST(Model, SamplesAreExactPeriodAverages) {
-  // 50% for the first 100 ms of every second, 70% for the rest: the period [0, 200 ms)
-  // averages 60%, the next four 70%.
+  // 50% for the first 100 ms of every second, 70% for the rest: the utilization period
+  // [0, 200 ms) averages 60%, the next four 70%; the power period [0, 100 ms) is all 50%.
   Scenario s = testing::parse_ok(std::string(testing::kModel) + R"(
 gpus: {count: 1, model: m}
 jobs:
   - {name: w, gpus: [0], pid: 9, utilization: {pattern: square, high: 0.5, low: 0.7, period: 1, duty: 0.1}}
 )");
   SimGpu gpu(s, 0);
-  EXPECT_TRUE(gpu.periods(199'999).empty());
-  const auto& first = gpu.periods(S);
+  PeriodHistory& util = gpu.utilization_samples();
+  PeriodHistory& power = gpu.power_samples();
+  EXPECT_TRUE(util.complete_until(199'999).empty());
+  const auto& first = util.complete_until(S);
   ASSERT_EQ(first.size(), 5u);
   EXPECT_EQ(first[0].index, 0);
   EXPECT_EQ(first[0].util_percent, 60u);
-  EXPECT_EQ(first[0].power_mw, 170000u);  // 50 W + 200 W * 0.6
+  EXPECT_EQ(first[0].memory_util_percent, 36u);
+  EXPECT_EQ(util.end_of(first[0]), 200'000);
   EXPECT_EQ(first[1].util_percent, 70u);
-  ASSERT_EQ(first[0].processes.size(), 1u);
-  EXPECT_EQ(first[0].processes[0].pid, 9u);
-  EXPECT_EQ(first[0].processes[0].sm_percent, 60u);
-  EXPECT_EQ(first[0].processes[0].memory_percent, 36u);
+  const auto& first_power = power.complete_until(S);
+  ASSERT_EQ(first_power.size(), 10u);
+  EXPECT_EQ(power.end_of(first_power[0]), 100'000);
+  EXPECT_EQ(first_power[0].power_mw, 150000u);  // 50 W + 200 W * 0.5
+  EXPECT_EQ(first_power[1].power_mw, 190000u);  // 50 W + 200 W * 0.7
 
-  // The buffer keeps the last 100 periods, and sum(sample * 0.2 s) is the integral.
-  const auto& later = gpu.periods(60 * S + 50'000);
-  ASSERT_EQ(later.size(), PeriodHistory::kDepth);
+  // The utilization buffer keeps the last 100 periods, the power buffer 120, and
+  // sum(sample * period) is the integral.
+  const auto& later = util.complete_until(60 * S + 50'000);
+  ASSERT_EQ(later.size(), 100u);
   EXPECT_EQ(later.back().index, 299);
+  EXPECT_EQ(util.oldest_instant(60 * S + 50'000), 40 * S);
   double sum = 0;
   for (const Period& p : later) sum += p.util_percent / 100.0 * 0.2;
   double truth = compute_truth(s, 40 * S, 60 * S).gpus[0].busy_seconds;
   EXPECT_NEAR(sum, truth, 1e-9);
+  const auto& later_power = power.complete_until(60 * S + 50'000);
+  ASSERT_EQ(later_power.size(), 120u);
+  EXPECT_EQ(power.end_of(later_power.back()), 60 * S);
+  double joules = 0;
+  for (const Period& p : later_power) joules += p.power_mw / 1000.0 * 0.1;
+  EXPECT_NEAR(joules, compute_truth(s, 48 * S, 60 * S).gpus[0].energy_joules, 1e-6);
 
   // Going back in time rebuilds the buffer with the same values.
-  const auto& again = gpu.periods(S);
+  const auto& again = util.complete_until(S);
   ASSERT_EQ(again.size(), 5u);
   EXPECT_EQ(again[0].util_percent, 60u);
+}
+
+TEST(Model, SampleBuffersFollowTheModel) {
+  Scenario s = testing::parse_ok(std::string(testing::kModel) + R"(
+    samples: {utilization_period: 500ms, utilization_depth: 10, power_period: 250ms, power_depth: 4}
+gpus: {count: 1, model: m}
+jobs:
+  - {name: w, gpus: [0], pid: 9, utilization: 0.4}
+)");
+  SimGpu gpu(s, 0);
+  const auto& u = gpu.utilization_samples().complete_until(60 * S);
+  ASSERT_EQ(u.size(), 10u);
+  EXPECT_EQ(gpu.utilization_samples().end_of(u.front()), 55 * S + 500'000);
+  const auto& p = gpu.power_samples().complete_until(60 * S);
+  ASSERT_EQ(p.size(), 4u);
+  EXPECT_EQ(gpu.power_samples().end_of(p.front()), 59 * S + 250'000);
+  EXPECT_EQ(p.front().power_mw, 130000u);
 }
 
 TEST(Model, ProcessSharesSplitTheGpuByUtilization) {
   Scenario s = testing::parse_ok(kScenario);
   SimGpu gpu(s, 0);
   // In [60, 65) job a asks 50% and job b 80%: the GPU is 100% busy, split 50:80.
-  const auto& periods = gpu.periods(61 * S);
-  const Period& p = periods.back();
-  EXPECT_EQ(p.index, 304);
-  ASSERT_EQ(p.processes.size(), 2u);
-  EXPECT_EQ(p.processes[0].sm_percent, 38u);  // 100 * 50 / 130
-  EXPECT_EQ(p.processes[1].sm_percent, 62u);  // 100 * 80 / 130
+  const auto records = gpu.process_records(64 * S, 61 * S);
+  ASSERT_EQ(records.size(), 2u);
+  EXPECT_EQ(records[0].pid, 100u);
+  EXPECT_EQ(records[0].sm_percent, 38u);  // 100 * 50 / 130
+  EXPECT_EQ(records[1].pid, 200u);
+  EXPECT_EQ(records[1].sm_percent, 62u);      // 100 * 80 / 130
+  EXPECT_EQ(records[1].memory_percent, 37u);  // 60% memory utilization split 50:80
+  for (const auto& r : records) {
+    EXPECT_EQ(r.window_start, 61 * S);
+    EXPECT_LE(r.time, 64 * S);
+    EXPECT_GT(r.time, 64 * S - 200'000);
+    EXPECT_EQ((r.time - process_phase(r.pid, 200'000)) % 200'000, 0);
+  }
+  EXPECT_NE(records[0].time, records[1].time);  // each process on its own grid
 }
 
 }  // namespace

@@ -18,144 +18,19 @@
 #include <vector>
 
 #include "nvml/nvml_api.h"
+#include "nvml_sim_fixture.h"
 #include "sim/model/truth.h"
 #include "test_support.h"
 
 namespace gpumeter::sim {
 namespace {
 
-using namespace std::chrono_literals;
-using Clock = std::chrono::steady_clock;
-
-// Signatures nvml_api.h has no pointer type for.
-using InitWithFlagsFn = nvmlReturn_t (*)(unsigned int);
-using CudaVersionFn = nvmlReturn_t (*)(int*);
-using ProcessesV1Fn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int*, nvmlProcessInfo_v1_t*);
-
-struct Api {
-  void* lib = nullptr;
-  template <typename F>
-  F get(const char* name) {
-    void* p = dlsym(lib, name);
-    if (p == nullptr) ADD_FAILURE() << "missing symbol " << name;
-    return reinterpret_cast<F>(p);
-  }
-
-  nvmlInit_fn init, init_v1;
-  InitWithFlagsFn init_with_flags;
-  nvmlShutdown_fn shutdown;
-  nvmlErrorString_fn error_string;
-  nvmlSystemGetDriverVersion_fn driver_version, nvml_version;
-  CudaVersionFn cuda_version;
-  nvmlDeviceGetCount_fn count, count_v1;
-  nvmlDeviceGetHandleByIndex_fn by_index, by_index_v1;
-  nvmlDeviceGetHandleByUUID_fn by_uuid;
-  nvmlDeviceGetUInt_fn index;
-  nvmlDeviceGetString_fn uuid, name, serial, vbios;
-  nvmlDeviceGetPciInfo_fn pci_v3, pci_v2;
-  nvmlDeviceGetUtilizationRates_fn utilization;
-  nvmlDeviceGetMemoryInfo_fn memory;
-  nvmlDeviceGetMemoryInfo_v2_fn memory_v2;
-  nvmlDeviceGetTemperature_fn temperature;
-  nvmlDeviceGetUInt_fn power, enforced_limit, management_limit, pstate, fan, pcie_gen, pcie_width,
-      pcie_max_gen, pcie_max_width, replay;
-  nvmlDeviceGetULongLong_fn energy, reasons, throttle_reasons, supported_reasons, supported_throttle,
-      supported_events;
-  nvmlDeviceGetClockInfo_fn clock, max_clock;
-  nvmlDeviceGetTotalEccErrors_fn ecc;
-  nvmlDeviceGetRemappedRows_fn remapped;
-  nvmlDeviceGetFieldValues_fn fields;
-  nvmlDeviceGetProcesses_v3_fn compute_v3, compute_v2, graphics_v3, mps_v3;
-  ProcessesV1Fn compute_v1;
-  nvmlDeviceGetProcessUtilization_fn process_util;
-  nvmlDeviceGetSamples_fn samples;
-  nvmlEventSetCreate_fn set_create;
-  nvmlDeviceRegisterEvents_fn register_events;
-  nvmlEventSetWait_fn set_wait;
-  nvmlEventSetFree_fn set_free;
-
-  Api() {
-    lib = dlopen(GPUMETER_SIM_LIBRARY, RTLD_NOW | RTLD_LOCAL);
-    if (lib == nullptr) {
-      ADD_FAILURE() << "dlopen " << GPUMETER_SIM_LIBRARY << ": " << dlerror();
-      return;
-    }
-    init = get<nvmlInit_fn>("nvmlInit_v2");
-    init_v1 = get<nvmlInit_fn>("nvmlInit");
-    init_with_flags = get<InitWithFlagsFn>("nvmlInitWithFlags");
-    shutdown = get<nvmlShutdown_fn>("nvmlShutdown");
-    error_string = get<nvmlErrorString_fn>("nvmlErrorString");
-    driver_version = get<nvmlSystemGetDriverVersion_fn>("nvmlSystemGetDriverVersion");
-    nvml_version = get<nvmlSystemGetDriverVersion_fn>("nvmlSystemGetNVMLVersion");
-    cuda_version = get<CudaVersionFn>("nvmlSystemGetCudaDriverVersion");
-    count = get<nvmlDeviceGetCount_fn>("nvmlDeviceGetCount_v2");
-    count_v1 = get<nvmlDeviceGetCount_fn>("nvmlDeviceGetCount");
-    by_index = get<nvmlDeviceGetHandleByIndex_fn>("nvmlDeviceGetHandleByIndex_v2");
-    by_index_v1 = get<nvmlDeviceGetHandleByIndex_fn>("nvmlDeviceGetHandleByIndex");
-    by_uuid = get<nvmlDeviceGetHandleByUUID_fn>("nvmlDeviceGetHandleByUUID");
-    index = get<nvmlDeviceGetUInt_fn>("nvmlDeviceGetIndex");
-    uuid = get<nvmlDeviceGetString_fn>("nvmlDeviceGetUUID");
-    name = get<nvmlDeviceGetString_fn>("nvmlDeviceGetName");
-    serial = get<nvmlDeviceGetString_fn>("nvmlDeviceGetSerial");
-    vbios = get<nvmlDeviceGetString_fn>("nvmlDeviceGetVbiosVersion");
-    pci_v3 = get<nvmlDeviceGetPciInfo_fn>("nvmlDeviceGetPciInfo_v3");
-    pci_v2 = get<nvmlDeviceGetPciInfo_fn>("nvmlDeviceGetPciInfo_v2");
-    utilization = get<nvmlDeviceGetUtilizationRates_fn>("nvmlDeviceGetUtilizationRates");
-    memory = get<nvmlDeviceGetMemoryInfo_fn>("nvmlDeviceGetMemoryInfo");
-    memory_v2 = get<nvmlDeviceGetMemoryInfo_v2_fn>("nvmlDeviceGetMemoryInfo_v2");
-    temperature = get<nvmlDeviceGetTemperature_fn>("nvmlDeviceGetTemperature");
-    power = get<nvmlDeviceGetUInt_fn>("nvmlDeviceGetPowerUsage");
-    enforced_limit = get<nvmlDeviceGetUInt_fn>("nvmlDeviceGetEnforcedPowerLimit");
-    management_limit = get<nvmlDeviceGetUInt_fn>("nvmlDeviceGetPowerManagementLimit");
-    pstate = get<nvmlDeviceGetUInt_fn>("nvmlDeviceGetPerformanceState");
-    fan = get<nvmlDeviceGetUInt_fn>("nvmlDeviceGetFanSpeed");
-    pcie_gen = get<nvmlDeviceGetUInt_fn>("nvmlDeviceGetCurrPcieLinkGeneration");
-    pcie_width = get<nvmlDeviceGetUInt_fn>("nvmlDeviceGetCurrPcieLinkWidth");
-    pcie_max_gen = get<nvmlDeviceGetUInt_fn>("nvmlDeviceGetMaxPcieLinkGeneration");
-    pcie_max_width = get<nvmlDeviceGetUInt_fn>("nvmlDeviceGetMaxPcieLinkWidth");
-    replay = get<nvmlDeviceGetUInt_fn>("nvmlDeviceGetPcieReplayCounter");
-    energy = get<nvmlDeviceGetULongLong_fn>("nvmlDeviceGetTotalEnergyConsumption");
-    reasons = get<nvmlDeviceGetULongLong_fn>("nvmlDeviceGetCurrentClocksEventReasons");
-    throttle_reasons = get<nvmlDeviceGetULongLong_fn>("nvmlDeviceGetCurrentClocksThrottleReasons");
-    supported_reasons = get<nvmlDeviceGetULongLong_fn>("nvmlDeviceGetSupportedClocksEventReasons");
-    supported_throttle = get<nvmlDeviceGetULongLong_fn>("nvmlDeviceGetSupportedClocksThrottleReasons");
-    supported_events = get<nvmlDeviceGetULongLong_fn>("nvmlDeviceGetSupportedEventTypes");
-    clock = get<nvmlDeviceGetClockInfo_fn>("nvmlDeviceGetClockInfo");
-    max_clock = get<nvmlDeviceGetClockInfo_fn>("nvmlDeviceGetMaxClockInfo");
-    ecc = get<nvmlDeviceGetTotalEccErrors_fn>("nvmlDeviceGetTotalEccErrors");
-    remapped = get<nvmlDeviceGetRemappedRows_fn>("nvmlDeviceGetRemappedRows");
-    fields = get<nvmlDeviceGetFieldValues_fn>("nvmlDeviceGetFieldValues");
-    compute_v3 = get<nvmlDeviceGetProcesses_v3_fn>("nvmlDeviceGetComputeRunningProcesses_v3");
-    compute_v2 = get<nvmlDeviceGetProcesses_v3_fn>("nvmlDeviceGetComputeRunningProcesses_v2");
-    compute_v1 = get<ProcessesV1Fn>("nvmlDeviceGetComputeRunningProcesses");
-    graphics_v3 = get<nvmlDeviceGetProcesses_v3_fn>("nvmlDeviceGetGraphicsRunningProcesses_v3");
-    mps_v3 = get<nvmlDeviceGetProcesses_v3_fn>("nvmlDeviceGetMPSComputeRunningProcesses_v3");
-    process_util = get<nvmlDeviceGetProcessUtilization_fn>("nvmlDeviceGetProcessUtilization");
-    samples = get<nvmlDeviceGetSamples_fn>("nvmlDeviceGetSamples");
-    set_create = get<nvmlEventSetCreate_fn>("nvmlEventSetCreate");
-    register_events = get<nvmlDeviceRegisterEvents_fn>("nvmlDeviceRegisterEvents");
-    set_wait = get<nvmlEventSetWait_fn>("nvmlEventSetWait_v2");
-    set_free = get<nvmlEventSetFree_fn>("nvmlEventSetFree");
-  }
-};
-
-// One dlopen for the whole binary; the library is never closed.
-Api& api() {
-  static Api* a = new Api();
-  return *a;
-}
-
-std::int64_t wall_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 // GPU 0: "a" at 50% with 4 GiB the whole time. GPU 1: "b" 30% and "c" 20%, time-sliced.
 // GPU 2: idle, a model with a fan and without ECC. Faults are appended per test.
 const std::string kBase = std::string(testing::kModel) + R"(
   fan-model:
     name: Test GPU With Fan
+    architecture: ampere
     memory: 8GiB
     memory_reserved: 256MiB
     power: {limit: 200, idle: 20, max: 180}
@@ -176,61 +51,6 @@ jobs:
   - {name: b, gpus: [1], pid: 5001, memory: 1GiB, utilization: 0.3}
   - {name: c, gpus: [1], pid: 5002, memory: 2GiB, utilization: 0.2}
 )";
-
-class NvmlSim : public ::testing::Test {
- protected:
-  void SetUp() override {
-    ASSERT_NE(api().lib, nullptr);
-    for (const char* v : {"GPUMETER_SIM_SCENARIO", "GPUMETER_SIM_EPOCH", "GPUMETER_SIM_TIME_SCALE",
-                          "GPUMETER_SIM_UNSUPPORTED"}) {
-      unsetenv(v);
-    }
-  }
-  void TearDown() override {
-    while (api().shutdown() == NVML_SUCCESS) {
-    }
-  }
-
-  // Loads `yaml` so that scenario time `now` (seconds) is now, running `scale` times real time.
-  nvmlReturn_t start(const std::string& yaml, double now, double scale = 1) {
-    setenv("GPUMETER_SIM_SCENARIO", testing::write_file("nvml.yaml", yaml).c_str(), 1);
-    set_epoch_ns(wall_ns() - static_cast<std::int64_t>(now / scale * 1e9), scale);
-    return api().init();
-  }
-
-  void set_epoch_ns(std::int64_t ns, double scale) {
-    epoch_text_ = std::to_string(ns / 1'000'000'000) + "." + [&] {
-      std::string frac = std::to_string(ns % 1'000'000'000);
-      return std::string(9 - frac.size(), '0') + frac;
-    }();
-    setenv("GPUMETER_SIM_EPOCH", epoch_text_.c_str(), 1);
-    setenv("GPUMETER_SIM_TIME_SCALE", std::to_string(scale).c_str(), 1);
-    // The library reads the epoch back as a double; do the same to predict its clock.
-    epoch_ns_ = static_cast<std::int64_t>(std::llround(std::strtod(epoch_text_.c_str(), nullptr) * 1e9));
-    scale_ = std::strtod(std::getenv("GPUMETER_SIM_TIME_SCALE"), nullptr);
-  }
-
-  // Scenario time now, as the library computes it.
-  Micros scenario_now() const {
-    return static_cast<Micros>(std::floor(static_cast<double>(wall_ns() - epoch_ns_) * scale_ / 1000.0));
-  }
-
-  void sleep_until_scenario(double seconds) {
-    auto target_ns = epoch_ns_ + static_cast<std::int64_t>(seconds / scale_ * 1e9);
-    auto left = target_ns - wall_ns();
-    if (left > 0) std::this_thread::sleep_for(std::chrono::nanoseconds(left));
-  }
-
-  nvmlDevice_t handle(unsigned i) {
-    nvmlDevice_t h = nullptr;
-    EXPECT_EQ(api().by_index(i, &h), NVML_SUCCESS) << i;
-    return h;
-  }
-
-  std::string epoch_text_;
-  std::int64_t epoch_ns_ = 0;
-  double scale_ = 1;
-};
 
 // Runs f with fd 2 redirected to a file and returns what was written there.
 template <typename F>
@@ -260,7 +80,7 @@ TEST_F(NvmlSim, InitFailsWithOneLineNamingTheProblem) {
   setenv("GPUMETER_SIM_SCENARIO", bad.c_str(), 1);
   out = capture_stderr([] { EXPECT_EQ(api().init(), NVML_ERROR_DRIVER_NOT_LOADED); });
   EXPECT_EQ(out,
-            "gpumeter-sim: invalid scenario: " + bad + ":13:25: gpus.model: unknown model 'x' (models: m)\n");
+            "gpumeter-sim: invalid scenario: " + bad + ":14:25: gpus.model: unknown model 'x' (models: m)\n");
 
   setenv("GPUMETER_SIM_SCENARIO", testing::write_file("ok.yaml", kBase).c_str(), 1);
   setenv("GPUMETER_SIM_UNSUPPORTED", "nvmlDeviceGetPowerUsage,nvmlDeviceGetBogus", 1);
@@ -442,15 +262,17 @@ TEST_F(NvmlSim, DeviceMetrics) {
   fv[1].fieldId = NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION;
   fv[2].fieldId = NVML_FI_DEV_PCIE_COUNT_TX_BYTES;
   fv[3].fieldId = NVML_FI_DEV_PCIE_COUNT_RX_BYTES;
-  fv[4].fieldId = 185;  // power average: not served
+  fv[4].fieldId = 999;  // not a field the simulator serves
   ASSERT_EQ(api().fields(h0, 5, fv), NVML_SUCCESS);
   EXPECT_EQ(fv[0].nvmlReturn, NVML_SUCCESS);
   EXPECT_EQ(fv[0].valueType, NVML_VALUE_TYPE_UNSIGNED_INT);
   EXPECT_EQ(fv[0].value.uiVal, 60u);  // GPU 55 °C + 5
   EXPECT_EQ(fv[1].nvmlReturn, NVML_SUCCESS);
   EXPECT_GT(fv[1].value.ullVal, 0u);
-  EXPECT_EQ(fv[2].valueType, NVML_VALUE_TYPE_UNSIGNED_LONG_LONG);
-  EXPECT_GT(fv[3].value.ullVal, fv[2].value.ullVal);  // rx at twice the tx rate
+  // The PCIe byte counters came with R555; this is R550 (the R555 values are checked with
+  // the driver upgrade).
+  EXPECT_EQ(fv[2].nvmlReturn, NVML_ERROR_NOT_SUPPORTED);
+  EXPECT_EQ(fv[3].nvmlReturn, NVML_ERROR_NOT_SUPPORTED);
   EXPECT_EQ(fv[4].nvmlReturn, NVML_ERROR_NOT_SUPPORTED);
   EXPECT_GT(fv[0].timestamp, 1'600'000'000'000'000LL);
   EXPECT_EQ(api().fields(h0, 0, fv), NVML_ERROR_INVALID_ARGUMENT);
@@ -496,7 +318,7 @@ TEST_F(NvmlSim, RunningProcessesFollowTheSizeQueryProtocol) {
   }
 }
 
-TEST_F(NvmlSim, SamplesAndProcessUtilization) {
+TEST_F(NvmlSim, SampleBuffers) {
   // 100x slower than real time, so no new 200 ms period completes while the test runs.
   ASSERT_EQ(start(kBase, 10.1, 0.01), NVML_SUCCESS);
   nvmlDevice_t h0 = handle(0), h1 = handle(1), h2 = handle(2);
@@ -517,11 +339,13 @@ TEST_F(NvmlSim, SamplesAndProcessUtilization) {
   EXPECT_EQ(api().samples(h0, NVML_GPU_UTILIZATION_SAMPLES, last, &type, &n, buf.data()),
             NVML_ERROR_NOT_FOUND);
   // A short buffer gets the oldest samples first; the caller pages on with their timestamp.
+  // Power samples have their own buffer: 100 ms periods.
   n = 10;
   ASSERT_EQ(api().samples(h0, NVML_TOTAL_POWER_SAMPLES, buf[19].timeStamp, &type, &n, buf.data()),
             NVML_SUCCESS);
   ASSERT_EQ(n, 10u);
-  EXPECT_EQ(static_cast<std::int64_t>(buf[0].timeStamp), epoch_us + 21 * 200'000LL);
+  EXPECT_EQ(static_cast<std::int64_t>(buf[0].timeStamp), epoch_us + 41 * 100'000LL);
+  EXPECT_EQ(static_cast<std::int64_t>(buf[9].timeStamp), epoch_us + 50 * 100'000LL);
   EXPECT_EQ(buf[0].sampleValue.uiVal, 150000u);
   n = 0;
   EXPECT_EQ(api().samples(h0, NVML_GPU_UTILIZATION_SAMPLES, 0, &type, &n, buf.data()),
@@ -531,28 +355,18 @@ TEST_F(NvmlSim, SamplesAndProcessUtilization) {
   n = 1;
   ASSERT_EQ(api().samples(h2, NVML_GPU_UTILIZATION_SAMPLES, 0, &type, &n, buf.data()), NVML_SUCCESS);
   EXPECT_EQ(buf[0].sampleValue.uiVal, 0u);
-
-  // Per-process utilization: 2 processes x 50 periods on GPU 1, split 30:20.
-  n = 0;
-  ASSERT_EQ(api().process_util(h1, nullptr, &n, 0), NVML_ERROR_INSUFFICIENT_SIZE);
-  ASSERT_EQ(n, 100u);
-  std::vector<nvmlProcessUtilizationSample_t> ps(n);
-  ASSERT_EQ(api().process_util(h1, ps.data(), &n, 0), NVML_SUCCESS);
-  ASSERT_EQ(n, 100u);
-  EXPECT_EQ(ps[0].pid, 5001u);
-  EXPECT_EQ(ps[0].smUtil, 30u);
-  EXPECT_EQ(ps[0].memUtil, 18u);  // memory utilization 30% split 30:20
-  EXPECT_EQ(ps[1].pid, 5002u);
-  EXPECT_EQ(ps[1].smUtil, 20u);
-  EXPECT_EQ(static_cast<std::int64_t>(ps[99].timeStamp), epoch_us + 50 * 200'000LL);
-  n = 2;
-  EXPECT_EQ(api().process_util(h1, ps.data(), &n, ps[97].timeStamp), NVML_SUCCESS);
-  EXPECT_EQ(n, 2u);
-  n = 100;
-  EXPECT_EQ(api().process_util(h1, ps.data(), &n, ps[99].timeStamp), NVML_ERROR_NOT_FOUND);
-  n = 100;
-  EXPECT_EQ(api().process_util(h2, ps.data(), &n, 0), NVML_ERROR_NOT_FOUND);  // nothing ran there
-  EXPECT_EQ(api().process_util(h1, ps.data(), nullptr, 0), NVML_ERROR_INVALID_ARGUMENT);
+  ASSERT_EQ(api().samples(h2, NVML_TOTAL_POWER_SAMPLES, 0, &type, &n, buf.data()), NVML_SUCCESS);
+  EXPECT_EQ(buf[0].sampleValue.uiVal, 20000u);  // idle
+  // Memory utilization comes from the utilization buffer: 60% of GPU 1's 30% + 20%.
+  n = static_cast<unsigned>(buf.size());
+  ASSERT_EQ(api().samples(h1, NVML_MEMORY_UTILIZATION_SAMPLES, 0, &type, &n, buf.data()), NVML_SUCCESS);
+  EXPECT_EQ(n, 50u);
+  EXPECT_EQ(buf[0].sampleValue.uiVal, 30u);
+  EXPECT_EQ(static_cast<std::int64_t>(buf[0].timeStamp), epoch_us + 200'000LL);
+  // 100 ms power periods: 100 of them by 10 s, at most the 120 buffered.
+  ASSERT_EQ(api().samples(h2, NVML_TOTAL_POWER_SAMPLES, 0, &type, &n, nullptr), NVML_SUCCESS);
+  EXPECT_GE(n, 100u);
+  EXPECT_LE(n, 101u);
 }
 
 TEST_F(NvmlSim, NoSampleBeforeTheFirstPeriodEnds) {

@@ -43,6 +43,7 @@ inline const char* kModel = R"(
 models:
   m:
     name: Test GPU 16GB
+    architecture: hopper
     memory: 16GiB
     power: {limit: 300, idle: 50, max: 250}
     temperature: {idle: 30, max: 80, memory_offset: 5}

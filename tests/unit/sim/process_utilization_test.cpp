@@ -1,0 +1,108 @@
+// Per-process records of the model at exact scenario times: the per-process grid, the window
+// each record averages over, and which processes get one.
+
+#include "sim/model/process_utilization.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "sim/model/gpu_sim.h"
+#include "test_support.h"
+
+namespace gpumeter::sim {
+namespace {
+
+constexpr Micros S = kMicrosPerSecond;
+constexpr Micros P = 200'000;
+
+// GPU 0: "x" at 60% on [1, 3), "y" at 40% from 2.5 s; "z" present at 0% throughout.
+const std::string kScenario = std::string(testing::kModel) + R"(
+gpus: {count: 1, model: m}
+jobs:
+  - {name: x, gpus: [0], pid: 11, start: 1, end: 3, utilization: 0.6}
+  - {name: y, gpus: [0], pid: 12, start: 2.5, utilization: 0.4}
+  - {name: z, gpus: [0], pid: 13, utilization: 0}
+)";
+
+TEST(ProcessUtilization, PhaseIsAFixedWholeMicrosecondOffset) {
+  for (std::uint32_t pid : {1U, 2U, 4242U, 4194304U}) {
+    const Micros phase = process_phase(pid, P);
+    EXPECT_GE(phase, 0);
+    EXPECT_LT(phase, P);
+    EXPECT_EQ(phase, process_phase(pid, P));
+  }
+  EXPECT_NE(process_phase(1, P), process_phase(2, P));
+}
+
+TEST(ProcessUtilization, RecordsAverageOverTheirWindowWithAbsenceAsZero) {
+  Scenario s = testing::parse_ok(kScenario);
+  SimGpu gpu(s, 0);
+  const Micros now = 5 * S + 123'457;
+  const auto records = gpu.process_records(now, 0);
+  ASSERT_EQ(records.size(), 2u);  // z never had a share
+  for (const ProcessRecord& r : records) {
+    EXPECT_EQ(r.window_start, 0);
+    EXPECT_LE(r.time, now);
+    EXPECT_GT(r.time, now - P);
+    EXPECT_EQ((r.time - process_phase(r.pid, P)) % P, 0);
+  }
+  // x: alone at 60% on [1, 2.5), then 60:40 of 100% on [2.5, 3).
+  const ProcessRecord& x = records[0];
+  EXPECT_EQ(x.pid, 11u);
+  const double x_busy = 0.6 * 1.5 + 0.6 * 0.5;
+  EXPECT_EQ(x.sm_percent, static_cast<unsigned>(std::lround(100 * x_busy / to_seconds(x.time))));
+  // y: 40:60 of 100% on [2.5, 3), then 40% alone until its sample time.
+  const ProcessRecord& y = records[1];
+  EXPECT_EQ(y.pid, 12u);
+  const double y_busy = 0.4 * 0.5 + 0.4 * (to_seconds(y.time) - 3);
+  EXPECT_EQ(y.sm_percent, static_cast<unsigned>(std::lround(100 * y_busy / to_seconds(y.time))));
+
+  // Since 4 s: x did not run, y did at 40% all along.
+  const auto later = gpu.process_records(now, 4 * S);
+  ASSERT_EQ(later.size(), 1u);
+  EXPECT_EQ(later[0].pid, 12u);
+  EXPECT_EQ(later[0].window_start, 4 * S);
+  EXPECT_EQ(later[0].sm_percent, 40u);
+  EXPECT_EQ(later[0].memory_percent, 24u);
+  // Since its own sample time: nothing new.
+  EXPECT_TRUE(gpu.process_records(now, y.time).empty());
+}
+
+TEST(ProcessUtilization, AProcessThatStartsAfterItsSampleHasNothingYet) {
+  Scenario s = testing::parse_ok(kScenario);
+  SimGpu gpu(s, 0);
+  // Just before y's first sample after its start at 2.5 s, y has run but its last sample
+  // predates that: its record says 0%.
+  const Micros start = 2 * S + 500'000;
+  Micros next_sample = process_phase(12, P);
+  while (next_sample <= start + 1) next_sample += P;
+  const auto records = gpu.process_records(next_sample - 1, 2 * S);
+  ASSERT_EQ(records.size(), 2u);
+  EXPECT_EQ(records[0].pid, 11u);
+  EXPECT_EQ(records[0].sm_percent, 60u);
+  EXPECT_EQ(records[1].pid, 12u);
+  EXPECT_EQ(records[1].time, next_sample - P);
+  EXPECT_EQ(records[1].sm_percent, 0u);
+  // At its next sample the record holds its share since 2 s.
+  const auto after = gpu.process_records(next_sample, 2 * S);
+  ASSERT_EQ(after.size(), 2u);
+  EXPECT_EQ(after[1].time, next_sample);
+  const double busy = 0.4 * to_seconds(next_sample - start);
+  EXPECT_EQ(after[1].sm_percent,
+            static_cast<unsigned>(std::lround(100 * busy / to_seconds(next_sample - 2 * S))));
+}
+
+TEST(ProcessUtilization, HistoryEndsWithTheUtilizationBuffer) {
+  Scenario s = testing::parse_ok(kScenario);
+  SimGpu gpu(s, 0);
+  // At 23.3 s the buffer covers [3.2 s, ...): x ended at 3 s.
+  const auto records = gpu.process_records(23 * S + 300'000, 0);
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0].pid, 12u);
+  EXPECT_EQ(records[0].window_start, 3 * S + 200'000);
+  EXPECT_EQ(records[0].sm_percent, 40u);
+}
+
+}  // namespace
+}  // namespace gpumeter::sim
