@@ -163,6 +163,16 @@ enum : unsigned int {  // nvmlPageRetirementCause_t
   NVML_PAGE_RETIREMENT_CAUSE_COUNT = 2,
 };
 enum : unsigned int { NVML_BRIDGE_CHIP_PLX = 0, NVML_BRIDGE_CHIP_BRO4 = 1, NVML_MAX_PHYSICAL_BRIDGE = 128 };
+enum : unsigned int {  // nvmlDeviceArchitecture_t
+  NVML_DEVICE_ARCH_VOLTA = 5,
+  NVML_DEVICE_ARCH_TURING = 6,
+  NVML_DEVICE_ARCH_AMPERE = 7,
+  NVML_DEVICE_ARCH_ADA = 8,
+  NVML_DEVICE_ARCH_HOPPER = 9,
+  NVML_DEVICE_ARCH_BLACKWELL = 10,
+  NVML_DEVICE_ARCH_UNKNOWN = 0xffffffffU,
+};
+enum : unsigned int { NVML_DEVICE_MIG_DISABLE = 0, NVML_DEVICE_MIG_ENABLE = 1 };
 
 // ---- structs ----
 typedef struct nvmlPciInfo_st {
@@ -384,5 +394,6 @@ typedef nvmlReturn_t (*nvmlDeviceGetSupportedGraphicsClocks_fn)(nvmlDevice_t, un
 typedef nvmlReturn_t (*nvmlDeviceGetAccountingPids_fn)(nvmlDevice_t, unsigned int*, unsigned int*);
 typedef nvmlReturn_t (*nvmlDeviceGetAccountingStats_fn)(nvmlDevice_t, unsigned int, nvmlAccountingStats_t*);
 typedef nvmlReturn_t (*nvmlSystemGetProcessName_fn)(unsigned int, char*, unsigned int);
+typedef nvmlReturn_t (*nvmlDeviceGetCudaComputeCapability_fn)(nvmlDevice_t, int*, int*);
 
 }  // extern "C"

@@ -27,6 +27,7 @@ CORRECTED, UNCORRECTED = 0, 1
 LOCATION_L1, LOCATION_L2, LOCATION_DEVICE_MEMORY, LOCATION_REGISTER_FILE, LOCATION_TEXTURE = 0, 1, 2, 3, 4
 RETIREMENT_CAUSES = (0, 1)
 BRAND_GEFORCE, BRAND_NVIDIA = 5, 14
+ARCH_HOPPER = 9
 SIZE_QUERIES = ("nvmlDeviceGetRetiredPages", "nvmlDeviceGetSupportedMemoryClocks",
                 "nvmlDeviceGetSupportedGraphicsClocks", "nvmlDeviceGetComputeRunningProcesses_v3")
 
@@ -410,6 +411,18 @@ class PynvmlClient(unittest.TestCase):
         self.assertEqual(ret, SUCCESS)
         self.assertEqual([(pid, used, ret, name) for pid, used, ret, name in named],
                          [(pid, used, SUCCESS, name) for pid, used, name in want["processes"]])
+
+    def test_architecture_compute_capability_and_mig_mode(self):
+        # Not in DeviceQuery, but what most other clients ask first. GEFORCE: with `profile:
+        # geforce` and `architecture: ada`, GPU 2 becomes Ada (8), compute capability 8.9, and
+        # MIG mode NOT_SUPPORTED.
+        for handle in self.handles():
+            self.assertEqual(self.nvml.uint("nvmlDeviceGetArchitecture", handle), (SUCCESS, ARCH_HOPPER))
+            major, minor = ctypes.c_int(0), ctypes.c_int(-1)
+            self.assertEqual(self.nvml("nvmlDeviceGetCudaComputeCapability", handle, byref(major), byref(minor)),
+                             SUCCESS)
+            self.assertEqual((major.value, minor.value), (9, 0))
+            self.assertEqual(self.nvml.pair("nvmlDeviceGetMigMode", handle), (SUCCESS, (0, 0)))
 
     def test_unknown_pid_has_no_name(self):
         ret, _ = self.nvml.text("nvmlSystemGetProcessName", c_uint(1), size=1024)

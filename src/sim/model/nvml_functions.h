@@ -106,7 +106,10 @@ namespace gpumeter::sim {
   X(nvmlDeviceGetAutoBoostedClocksEnabled, device)        \
   X(nvmlDeviceGetSupportedMemoryClocks, device)           \
   X(nvmlDeviceGetSupportedGraphicsClocks, device)         \
-  X(nvmlSystemGetProcessName, system)
+  X(nvmlSystemGetProcessName, system)                     \
+  X(nvmlDeviceGetArchitecture, device)                    \
+  X(nvmlDeviceGetCudaComputeCapability, device)           \
+  X(nvmlDeviceGetMigMode, device)
 
 enum class NvmlFunction : unsigned {
 #define GPUMETER_SIM_X(name, kind) name,

@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "sim/nvml/nvml_call.h"
@@ -31,13 +32,6 @@ bool geforce(const GpuModelSpec& m) { return m.profile == "geforce"; }
 
 // Volta and Turing retire pages; Ampere and newer remap rows instead.
 bool pre_ampere(const GpuModelSpec& m) { return m.architecture == "volta" || m.architecture == "turing"; }
-
-// HBM boards report a memory temperature threshold; GDDR boards do not.
-bool hbm(const GpuModelSpec& m) {
-  if (geforce(m)) return false;
-  return m.architecture == "volta" || m.architecture == "ga100" || m.architecture == "hopper" ||
-         m.architecture == "blackwell";
-}
 
 // A product with ECC memory: GeForce boards have none unless the model says so.
 bool has_ecc_memory(const GpuModelSpec& m) { return m.ecc || !geforce(m); }
@@ -65,24 +59,16 @@ unsigned long long bar1_total(const GpuModelSpec& m) {
 }
 
 struct Thresholds {
-  unsigned shutdown, slowdown, gpu_max, mem_max;  // mem_max 0: no memory sensor threshold
+  unsigned shutdown, slowdown, gpu_max, mem_max;  // mem_max 0: no memory threshold (GDDR boards)
 };
 
 Thresholds thresholds_of(const GpuModelSpec& m) {
-  Thresholds t{};
   const std::string& a = m.architecture;
-  if (geforce(m)) {
-    t = {98, 95, 90, 0};
-  } else if (a == "volta") {
-    t = {90, 87, 83, 85};
-  } else if (a == "ga100") {
-    t = {92, 89, 85, 95};
-  } else if (a == "hopper" || a == "blackwell") {
-    t = {92, 89, 87, 95};
-  } else {  // turing, ampere (GA10x), ada: GDDR datacenter boards
-    t = {98, 95, 88, 0};
-  }
-  if (!hbm(m)) t.mem_max = 0;
+  Thresholds t = geforce(m)                         ? Thresholds{98, 95, 90, 0}
+                 : a == "volta"                     ? Thresholds{90, 87, 83, 85}
+                 : a == "ga100"                     ? Thresholds{92, 89, 85, 95}
+                 : a == "hopper" || a == "blackwell" ? Thresholds{92, 89, 87, 95}
+                                                     : Thresholds{98, 95, 88, 0};  // GDDR: Turing, GA10x, Ada
   // A model whose own maximum reaches the table's limits would be throttling at full load;
   // keep the thresholds above what the model ever reports.
   if (t.gpu_max <= m.max_temperature_c) {
@@ -120,6 +106,35 @@ const char* inforom_ecc_object_of(const GpuModelSpec& m) {
   if (pre_ampere(m)) return "5.0";
   if (m.architecture == "hopper" || m.architecture == "blackwell") return "7.16";
   return "6.16";
+}
+
+unsigned architecture_of(const GpuModelSpec& m) {
+  const std::string& a = m.architecture;
+  if (a == "volta") return NVML_DEVICE_ARCH_VOLTA;
+  if (a == "turing") return NVML_DEVICE_ARCH_TURING;
+  if (a == "ampere" || a == "ga100") return NVML_DEVICE_ARCH_AMPERE;
+  if (a == "ada") return NVML_DEVICE_ARCH_ADA;
+  if (a == "hopper") return NVML_DEVICE_ARCH_HOPPER;
+  if (a == "blackwell") return NVML_DEVICE_ARCH_BLACKWELL;
+  return NVML_DEVICE_ARCH_UNKNOWN;
+}
+
+// CUDA's compute capability by chip: GA100 is 8.0 and the other Ampere chips 8.6; datacenter
+// Blackwell (B100/B200) is 10.0 and GeForce Blackwell 12.0.
+std::pair<int, int> compute_capability_of(const GpuModelSpec& m) {
+  const std::string& a = m.architecture;
+  if (a == "volta") return {7, 0};
+  if (a == "turing") return {7, 5};
+  if (a == "ga100") return {8, 0};
+  if (a == "ampere") return {8, 6};
+  if (a == "ada") return {8, 9};
+  if (a == "blackwell") return geforce(m) ? std::pair{12, 0} : std::pair{10, 0};
+  return {9, 0};
+}
+
+// MIG exists on GA100, Hopper and Blackwell datacenter boards; no scenario enables it.
+bool mig_capable(const GpuModelSpec& m) {
+  return !geforce(m) && (m.architecture == "ga100" || m.architecture == "hopper" || m.architecture == "blackwell");
 }
 
 unsigned clock_max(const GpuModelSpec& m, unsigned type) {
@@ -201,11 +216,6 @@ nvmlReturn_t media_utilization(Fn fn, nvmlDevice_t device, unsigned int* utiliza
   });
 }
 
-nvmlReturn_t driver_model(Fn fn, nvmlDevice_t device) {
-  // "For windows only": every Linux driver answers NOT_SUPPORTED.
-  return not_supported(fn, device);
-}
-
 }  // namespace
 
 // ---- identity and modes ----
@@ -259,14 +269,15 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetBoardId(nvmlDevice_t device, unsi
   });
 }
 
+// "For windows only": every Linux driver answers NOT_SUPPORTED.
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetDriverModel(nvmlDevice_t device, unsigned int* /*current*/,
                                                            unsigned int* /*pending*/) {
-  return driver_model(Fn::nvmlDeviceGetDriverModel, device);
+  return not_supported(Fn::nvmlDeviceGetDriverModel, device);
 }
 
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetDriverModel_v2(nvmlDevice_t device, unsigned int* /*current*/,
                                                               unsigned int* /*pending*/) {
-  return driver_model(Fn::nvmlDeviceGetDriverModel_v2, device);
+  return not_supported(Fn::nvmlDeviceGetDriverModel_v2, device);
 }
 
 // GPU operation modes exist on Kepler Tesla boards only.
@@ -497,6 +508,31 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetSupportedGraphicsClocks(nvmlDevic
   });
 }
 
+// ---- architecture and MIG ----
+
+GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetArchitecture(nvmlDevice_t device, unsigned int* arch) {
+  return get_uint(Fn::nvmlDeviceGetArchitecture, device, arch,
+                  [](DeviceState& d, Micros, unsigned& out) { return value(architecture_of(d.gpu.model()), out); });
+}
+
+GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t device, int* major, int* minor) {
+  return device_call(Fn::nvmlDeviceGetCudaComputeCapability, device, [&](Session&, DeviceState& d, Micros) {
+    if (major == nullptr || minor == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    std::tie(*major, *minor) = compute_capability_of(d.gpu.model());
+    return NVML_SUCCESS;
+  });
+}
+
+GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int* current,
+                                                       unsigned int* pending) {
+  return device_call(Fn::nvmlDeviceGetMigMode, device, [&](Session&, DeviceState& d, Micros) {
+    if (!mig_capable(d.gpu.model())) return NVML_ERROR_NOT_SUPPORTED;
+    if (current == nullptr || pending == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    *current = *pending = NVML_DEVICE_MIG_DISABLE;
+    return NVML_SUCCESS;
+  });
+}
+
 // ---- accounting ----
 
 // Accounting is off unless an administrator turns it on (nvidia-smi -am 1); no scenario does.
@@ -548,8 +584,6 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlSystemGetProcessName(unsigned int pid, cha
 }
 
 static_assert(std::is_same_v<decltype(&nvmlDeviceGetBrand), nvmlDeviceGetEnum_fn>);
-static_assert(std::is_same_v<decltype(&nvmlDeviceGetDisplayMode), nvmlDeviceGetEnum_fn>);
-static_assert(std::is_same_v<decltype(&nvmlDeviceGetPersistenceMode), nvmlDeviceGetEnum_fn>);
 static_assert(std::is_same_v<decltype(&nvmlDeviceGetMinorNumber), nvmlDeviceGetUInt_fn>);
 static_assert(std::is_same_v<decltype(&nvmlDeviceGetBoardId), nvmlDeviceGetUInt_fn>);
 static_assert(std::is_same_v<decltype(&nvmlDeviceGetDriverModel_v2), nvmlDeviceGetEnumPair_fn>);
@@ -570,3 +604,6 @@ static_assert(
 static_assert(std::is_same_v<decltype(&nvmlDeviceGetAccountingPids), nvmlDeviceGetAccountingPids_fn>);
 static_assert(std::is_same_v<decltype(&nvmlDeviceGetAccountingStats), nvmlDeviceGetAccountingStats_fn>);
 static_assert(std::is_same_v<decltype(&nvmlSystemGetProcessName), nvmlSystemGetProcessName_fn>);
+static_assert(std::is_same_v<decltype(&nvmlDeviceGetArchitecture), nvmlDeviceGetEnum_fn>);
+static_assert(std::is_same_v<decltype(&nvmlDeviceGetCudaComputeCapability), nvmlDeviceGetCudaComputeCapability_fn>);
+static_assert(std::is_same_v<decltype(&nvmlDeviceGetMigMode), nvmlDeviceGetEnumPair_fn>);

@@ -47,6 +47,8 @@ const char* const kInfoSymbols[] = {
     "nvmlDeviceGetPowerManagementLimitConstraints", "nvmlDeviceGetApplicationsClock",
     "nvmlDeviceGetDefaultApplicationsClock", "nvmlDeviceGetAutoBoostedClocksEnabled",
     "nvmlDeviceGetSupportedMemoryClocks", "nvmlDeviceGetSupportedGraphicsClocks", "nvmlSystemGetProcessName",
+    // Not in DeviceQuery, but asked by most other clients (nvitop, dcgm-exporter).
+    "nvmlDeviceGetArchitecture", "nvmlDeviceGetCudaComputeCapability", "nvmlDeviceGetMigMode",
 };
 
 // GPU 0 ("m", ECC on, 16 GiB) runs job "a"; GPU 1 is a datacenter model with ECC turned off and
@@ -308,6 +310,24 @@ TEST_F(NvmlSimInfo, ApplicationAndSupportedClocks) {
   EXPECT_EQ(clocks.front(), 1800U);
   EXPECT_EQ(clocks.back(), 300U);
   EXPECT_EQ(graphics(gpu(0), 5000, &count, clocks.data()), NVML_ERROR_NOT_FOUND);
+}
+
+TEST_F(NvmlSimInfo, ArchitectureComputeCapabilityAndMigMode) {
+  start();  // models default to Hopper datacenter boards
+  EXPECT_EQ(get("nvmlDeviceGetArchitecture", gpu(0)), NVML_DEVICE_ARCH_HOPPER);
+  auto cc = sym<nvmlDeviceGetCudaComputeCapability_fn>("nvmlDeviceGetCudaComputeCapability");
+  int major = 0, minor = -1;
+  ASSERT_EQ(cc(gpu(0), &major, &minor), NVML_SUCCESS);
+  EXPECT_EQ(major, 9);
+  EXPECT_EQ(minor, 0);
+  EXPECT_EQ(cc(gpu(0), &major, nullptr), NVML_ERROR_INVALID_ARGUMENT);
+  // MIG-capable, and no scenario turns MIG on.
+  auto mig = sym<nvmlDeviceGetEnumPair_fn>("nvmlDeviceGetMigMode");
+  unsigned current = 9, pending = 9;
+  ASSERT_EQ(mig(gpu(0), &current, &pending), NVML_SUCCESS);
+  EXPECT_EQ(current, NVML_DEVICE_MIG_DISABLE);
+  EXPECT_EQ(pending, NVML_DEVICE_MIG_DISABLE);
+  EXPECT_EQ(mig(gpu(0), nullptr, &pending), NVML_ERROR_INVALID_ARGUMENT);
 }
 
 TEST_F(NvmlSimInfo, AccountingIsOffSoItsRecordsAreNotSupported) {
