@@ -196,6 +196,11 @@ nvmlReturn_t value(unsigned v, unsigned& out) {
   return NVML_SUCCESS;
 }
 
+// A device call that answers the same value for every GPU.
+nvmlReturn_t constant(Fn fn, nvmlDevice_t device, unsigned int* out, unsigned v) {
+  return get_uint(fn, device, out, [v](DeviceState&, Micros, unsigned& o) { return value(v, o); });
+}
+
 nvmlReturn_t application_clock(Fn fn, nvmlDevice_t device, unsigned int type, unsigned int* mhz) {
   return device_call(fn, device, [&](Session&, DeviceState& d, Micros) -> nvmlReturn_t {
     const auto& m = d.gpu.model();
@@ -228,13 +233,11 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetBrand(nvmlDevice_t device, unsign
 // Real boards report display mode enabled whether or not a monitor is attached (Tesla V100 and
 // GeForce outputs of nvidia-smi -q alike); no simulated node runs an X server on its GPUs.
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetDisplayMode(nvmlDevice_t device, unsigned int* display) {
-  return get_uint(Fn::nvmlDeviceGetDisplayMode, device, display,
-                  [](DeviceState&, Micros, unsigned& out) { return value(NVML_FEATURE_ENABLED, out); });
+  return constant(Fn::nvmlDeviceGetDisplayMode, device, display, NVML_FEATURE_ENABLED);
 }
 
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetDisplayActive(nvmlDevice_t device, unsigned int* is_active) {
-  return get_uint(Fn::nvmlDeviceGetDisplayActive, device, is_active,
-                  [](DeviceState&, Micros, unsigned& out) { return value(NVML_FEATURE_DISABLED, out); });
+  return constant(Fn::nvmlDeviceGetDisplayActive, device, is_active, NVML_FEATURE_DISABLED);
 }
 
 // Datacenter nodes run nvidia-persistenced; a GeForce box keeps the driver's default (off).
@@ -245,8 +248,7 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetPersistenceMode(nvmlDevice_t devi
 }
 
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetComputeMode(nvmlDevice_t device, unsigned int* mode) {
-  return get_uint(Fn::nvmlDeviceGetComputeMode, device, mode,
-                  [](DeviceState&, Micros, unsigned& out) { return value(NVML_COMPUTEMODE_DEFAULT, out); });
+  return constant(Fn::nvmlDeviceGetComputeMode, device, mode, NVML_COMPUTEMODE_DEFAULT);
 }
 
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t device, unsigned int* minor_number) {
@@ -255,8 +257,7 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t device, 
 }
 
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMultiGpuBoard(nvmlDevice_t device, unsigned int* multi_gpu) {
-  return get_uint(Fn::nvmlDeviceGetMultiGpuBoard, device, multi_gpu,
-                  [](DeviceState&, Micros, unsigned& out) { return value(0, out); });
+  return constant(Fn::nvmlDeviceGetMultiGpuBoard, device, multi_gpu, 0);
 }
 
 // Unique per GPU of the node and stable: real boards report bus << 8 | device (0x600 for
@@ -441,8 +442,7 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetPowerState(nvmlDevice_t device, u
 }
 
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetPowerManagementMode(nvmlDevice_t device, unsigned int* mode) {
-  return get_uint(Fn::nvmlDeviceGetPowerManagementMode, device, mode,
-                  [](DeviceState&, Micros, unsigned& out) { return value(NVML_FEATURE_ENABLED, out); });
+  return constant(Fn::nvmlDeviceGetPowerManagementMode, device, mode, NVML_FEATURE_ENABLED);
 }
 
 // The scenario's limit is the one the board booted with: nobody in a scenario changes it.
@@ -537,16 +537,14 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsi
 
 // Accounting is off unless an administrator turns it on (nvidia-smi -am 1); no scenario does.
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetAccountingMode(nvmlDevice_t device, unsigned int* mode) {
-  return get_uint(Fn::nvmlDeviceGetAccountingMode, device, mode,
-                  [](DeviceState&, Micros, unsigned& out) { return value(NVML_FEATURE_DISABLED, out); });
+  return constant(Fn::nvmlDeviceGetAccountingMode, device, mode, NVML_FEATURE_DISABLED);
 }
 
 // nvml.h says NOT_SUPPORTED "if ... accounting mode is disabled", but real drivers answer the
 // buffer's size with accounting off (nvidia-smi -q prints 4000 next to "Accounting Mode:
 // Disabled" on Tesla and GeForce boards alike).
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetAccountingBufferSize(nvmlDevice_t device, unsigned int* buffer_size) {
-  return get_uint(Fn::nvmlDeviceGetAccountingBufferSize, device, buffer_size,
-                  [](DeviceState&, Micros, unsigned& out) { return value(4000, out); });
+  return constant(Fn::nvmlDeviceGetAccountingBufferSize, device, buffer_size, 4000);
 }
 
 // Pids and stats need accounting on: "NOT_SUPPORTED if ... accounting mode is disabled".
