@@ -111,6 +111,69 @@ enum : unsigned int {
   NVML_FI_DEV_PCIE_COUNT_RX_BYTES = 198,
 };
 
+// ---- informational queries (nvidia-smi -q and clients modelled on it) ----
+enum : unsigned int { NVML_DEVICE_INFOROM_VERSION_BUFFER_SIZE = 16 };
+enum : unsigned int {  // nvmlBrandType_t
+  NVML_BRAND_UNKNOWN = 0,
+  NVML_BRAND_QUADRO = 1,
+  NVML_BRAND_TESLA = 2,
+  NVML_BRAND_NVS = 3,
+  NVML_BRAND_GEFORCE = 5,
+  NVML_BRAND_TITAN = 6,
+  NVML_BRAND_QUADRO_RTX = 12,
+  NVML_BRAND_NVIDIA_RTX = 13,
+  NVML_BRAND_NVIDIA = 14,
+};
+enum : unsigned int {  // nvmlTemperatureThresholds_t
+  NVML_TEMPERATURE_THRESHOLD_SHUTDOWN = 0,
+  NVML_TEMPERATURE_THRESHOLD_SLOWDOWN = 1,
+  NVML_TEMPERATURE_THRESHOLD_MEM_MAX = 2,
+  NVML_TEMPERATURE_THRESHOLD_GPU_MAX = 3,
+  NVML_TEMPERATURE_THRESHOLD_ACOUSTIC_MIN = 4,
+  NVML_TEMPERATURE_THRESHOLD_ACOUSTIC_CURR = 5,
+  NVML_TEMPERATURE_THRESHOLD_ACOUSTIC_MAX = 6,
+  NVML_TEMPERATURE_THRESHOLD_GPS_CURR = 7,
+  NVML_TEMPERATURE_THRESHOLD_COUNT = 8,
+};
+enum : unsigned int { NVML_INFOROM_OEM = 0, NVML_INFOROM_ECC = 1, NVML_INFOROM_POWER = 2, NVML_INFOROM_DEN = 3,
+                      NVML_INFOROM_COUNT = 4 };
+enum : unsigned int {  // nvmlComputeMode_t
+  NVML_COMPUTEMODE_DEFAULT = 0,
+  NVML_COMPUTEMODE_EXCLUSIVE_THREAD = 1,
+  NVML_COMPUTEMODE_PROHIBITED = 2,
+  NVML_COMPUTEMODE_EXCLUSIVE_PROCESS = 3,
+};
+enum : unsigned int { NVML_GOM_ALL_ON = 0, NVML_GOM_COMPUTE = 1, NVML_GOM_LOW_DP = 2 };
+enum : unsigned int { NVML_DRIVER_WDDM = 0, NVML_DRIVER_WDM = 1, NVML_DRIVER_MCDM = 2 };
+enum : unsigned int {  // nvmlMemoryLocation_t
+  NVML_MEMORY_LOCATION_L1_CACHE = 0,
+  NVML_MEMORY_LOCATION_L2_CACHE = 1,
+  NVML_MEMORY_LOCATION_DRAM = 2,
+  NVML_MEMORY_LOCATION_DEVICE_MEMORY = 2,
+  NVML_MEMORY_LOCATION_REGISTER_FILE = 3,
+  NVML_MEMORY_LOCATION_TEXTURE_MEMORY = 4,
+  NVML_MEMORY_LOCATION_TEXTURE_SHM = 5,
+  NVML_MEMORY_LOCATION_CBU = 6,
+  NVML_MEMORY_LOCATION_SRAM = 7,
+  NVML_MEMORY_LOCATION_COUNT = 8,
+};
+enum : unsigned int {  // nvmlPageRetirementCause_t
+  NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS = 0,
+  NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR = 1,
+  NVML_PAGE_RETIREMENT_CAUSE_COUNT = 2,
+};
+enum : unsigned int { NVML_BRIDGE_CHIP_PLX = 0, NVML_BRIDGE_CHIP_BRO4 = 1, NVML_MAX_PHYSICAL_BRIDGE = 128 };
+enum : unsigned int {  // nvmlDeviceArchitecture_t
+  NVML_DEVICE_ARCH_VOLTA = 5,
+  NVML_DEVICE_ARCH_TURING = 6,
+  NVML_DEVICE_ARCH_AMPERE = 7,
+  NVML_DEVICE_ARCH_ADA = 8,
+  NVML_DEVICE_ARCH_HOPPER = 9,
+  NVML_DEVICE_ARCH_BLACKWELL = 10,
+  NVML_DEVICE_ARCH_UNKNOWN = 0xffffffffU,
+};
+enum : unsigned int { NVML_DEVICE_MIG_DISABLE = 0, NVML_DEVICE_MIG_ENABLE = 1 };
+
 // ---- structs ----
 typedef struct nvmlPciInfo_st {
   char busIdLegacy[16];
@@ -242,6 +305,40 @@ static_assert(sizeof(nvmlFieldValue_t) == 40);
 static_assert(offsetof(nvmlFieldValue_t, nvmlReturn) == 28);
 static_assert(sizeof(nvmlEventData_t) == 32);
 
+// ---- structs of the informational queries ----
+typedef struct nvmlBAR1Memory_st {
+  unsigned long long bar1Total;
+  unsigned long long bar1Free;
+  unsigned long long bar1Used;
+} nvmlBAR1Memory_t;
+
+typedef struct nvmlBridgeChipInfo_st {
+  unsigned int type;  // nvmlBridgeChipType_t
+  unsigned int fwVersion;
+} nvmlBridgeChipInfo_t;
+
+typedef struct nvmlBridgeChipHierarchy_st {
+  unsigned char bridgeCount;
+  nvmlBridgeChipInfo_t bridgeChipInfo[NVML_MAX_PHYSICAL_BRIDGE];
+} nvmlBridgeChipHierarchy_t;
+
+typedef struct nvmlAccountingStats_st {
+  unsigned int gpuUtilization;
+  unsigned int memoryUtilization;
+  unsigned long long maxMemoryUsage;
+  unsigned long long time;
+  unsigned long long startTime;
+  unsigned int isRunning;
+  unsigned int reserved[5];
+} nvmlAccountingStats_t;
+
+static_assert(sizeof(nvmlBAR1Memory_t) == 24);
+static_assert(sizeof(nvmlBridgeChipInfo_t) == 8);
+static_assert(sizeof(nvmlBridgeChipHierarchy_t) == 1028);
+static_assert(offsetof(nvmlBridgeChipHierarchy_t, bridgeChipInfo) == 4);
+static_assert(sizeof(nvmlAccountingStats_t) == 56);
+static_assert(offsetof(nvmlAccountingStats_t, isRunning) == 32);
+
 // ---- function signatures, as pointer types for dlsym() ----
 // The symbol name passed to dlsym is the versioned one where NVML has versions
 // (nvmlInit_v2, nvmlDeviceGetCount_v2, ...); see NvmlSymbols in nvml_backend.cpp.
@@ -278,5 +375,25 @@ typedef nvmlReturn_t (*nvmlEventSetCreate_fn)(nvmlEventSet_t*);
 typedef nvmlReturn_t (*nvmlDeviceRegisterEvents_fn)(nvmlDevice_t, unsigned long long, nvmlEventSet_t);
 typedef nvmlReturn_t (*nvmlEventSetWait_fn)(nvmlEventSet_t, nvmlEventData_t*, unsigned int);
 typedef nvmlReturn_t (*nvmlEventSetFree_fn)(nvmlEventSet_t);
+
+// ---- signatures of the informational queries ----
+// Brand, display mode/active, persistence, accounting mode, compute mode, power management mode,
+// retired-pages pending status, power state: one 4-byte enum or unsigned out-parameter.
+typedef nvmlReturn_t (*nvmlDeviceGetEnum_fn)(nvmlDevice_t, unsigned int*);
+// ECC mode, driver model, GPU operation mode, auto boost: current and pending (or default).
+typedef nvmlReturn_t (*nvmlDeviceGetEnumPair_fn)(nvmlDevice_t, unsigned int*, unsigned int*);
+typedef nvmlReturn_t (*nvmlDeviceGetBAR1MemoryInfo_fn)(nvmlDevice_t, nvmlBAR1Memory_t*);
+typedef nvmlReturn_t (*nvmlDeviceGetBridgeChipInfo_fn)(nvmlDevice_t, nvmlBridgeChipHierarchy_t*);
+typedef nvmlReturn_t (*nvmlDeviceGetInforomVersion_fn)(nvmlDevice_t, unsigned int, char*, unsigned int);
+typedef nvmlReturn_t (*nvmlDeviceGetMemoryErrorCounter_fn)(nvmlDevice_t, unsigned int, unsigned int, unsigned int,
+                                                           unsigned long long*);
+typedef nvmlReturn_t (*nvmlDeviceGetRetiredPages_fn)(nvmlDevice_t, unsigned int, unsigned int*, unsigned long long*);
+typedef nvmlReturn_t (*nvmlDeviceGetSupportedMemoryClocks_fn)(nvmlDevice_t, unsigned int*, unsigned int*);
+typedef nvmlReturn_t (*nvmlDeviceGetSupportedGraphicsClocks_fn)(nvmlDevice_t, unsigned int, unsigned int*,
+                                                                unsigned int*);
+typedef nvmlReturn_t (*nvmlDeviceGetAccountingPids_fn)(nvmlDevice_t, unsigned int*, unsigned int*);
+typedef nvmlReturn_t (*nvmlDeviceGetAccountingStats_fn)(nvmlDevice_t, unsigned int, nvmlAccountingStats_t*);
+typedef nvmlReturn_t (*nvmlSystemGetProcessName_fn)(unsigned int, char*, unsigned int);
+typedef nvmlReturn_t (*nvmlDeviceGetCudaComputeCapability_fn)(nvmlDevice_t, int*, int*);
 
 }  // extern "C"

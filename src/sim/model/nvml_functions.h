@@ -69,7 +69,47 @@ namespace gpumeter::sim {
   X(nvmlDeviceGetSupportedEventTypes, device)            \
   X(nvmlDeviceRegisterEvents, device)                    \
   X(nvmlEventSetWait_v2, system)                         \
-  X(nvmlEventSetFree, system)
+  X(nvmlEventSetFree, system)                             \
+  /* informational queries: nvml_exports_info.cpp */      \
+  X(nvmlDeviceGetBrand, device)                           \
+  X(nvmlDeviceGetDisplayMode, device)                     \
+  X(nvmlDeviceGetDisplayActive, device)                   \
+  X(nvmlDeviceGetPersistenceMode, device)                 \
+  X(nvmlDeviceGetAccountingMode, device)                  \
+  X(nvmlDeviceGetAccountingBufferSize, device)            \
+  X(nvmlDeviceGetAccountingPids, device)                  \
+  X(nvmlDeviceGetAccountingStats, device)                 \
+  X(nvmlDeviceGetDriverModel, device)                     \
+  X(nvmlDeviceGetDriverModel_v2, device)                  \
+  X(nvmlDeviceGetMinorNumber, device)                     \
+  X(nvmlDeviceGetMultiGpuBoard, device)                   \
+  X(nvmlDeviceGetBoardId, device)                         \
+  X(nvmlDeviceGetInforomImageVersion, device)             \
+  X(nvmlDeviceGetInforomVersion, device)                  \
+  X(nvmlDeviceGetGpuOperationMode, device)                \
+  X(nvmlDeviceGetBridgeChipInfo, device)                  \
+  X(nvmlDeviceGetPowerState, device)                      \
+  X(nvmlDeviceGetBAR1MemoryInfo, device)                  \
+  X(nvmlDeviceGetComputeMode, device)                     \
+  X(nvmlDeviceGetEncoderUtilization, device)              \
+  X(nvmlDeviceGetDecoderUtilization, device)              \
+  X(nvmlDeviceGetEccMode, device)                         \
+  X(nvmlDeviceGetMemoryErrorCounter, device)              \
+  X(nvmlDeviceGetRetiredPages, device)                    \
+  X(nvmlDeviceGetRetiredPagesPendingStatus, device)       \
+  X(nvmlDeviceGetTemperatureThreshold, device)            \
+  X(nvmlDeviceGetPowerManagementMode, device)             \
+  X(nvmlDeviceGetPowerManagementDefaultLimit, device)     \
+  X(nvmlDeviceGetPowerManagementLimitConstraints, device) \
+  X(nvmlDeviceGetApplicationsClock, device)               \
+  X(nvmlDeviceGetDefaultApplicationsClock, device)        \
+  X(nvmlDeviceGetAutoBoostedClocksEnabled, device)        \
+  X(nvmlDeviceGetSupportedMemoryClocks, device)           \
+  X(nvmlDeviceGetSupportedGraphicsClocks, device)         \
+  X(nvmlSystemGetProcessName, system)                     \
+  X(nvmlDeviceGetArchitecture, device)                    \
+  X(nvmlDeviceGetCudaComputeCapability, device)           \
+  X(nvmlDeviceGetMigMode, device)
 
 enum class NvmlFunction : unsigned {
 #define GPUMETER_SIM_X(name, kind) name,
