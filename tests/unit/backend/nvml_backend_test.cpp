@@ -277,7 +277,8 @@ TEST_F(NvmlBackendTest, ProcessListFallsBackToOlderGenerations) {
 }
 
 TEST_F(NvmlBackendTest, UnsupportedUsageCallsAreLeftOut) {
-  setenv("GPUMETER_SIM_UNSUPPORTED", "nvmlDeviceGetSamples,nvmlDeviceGetProcessUtilization", 1);
+  setenv("GPUMETER_SIM_UNSUPPORTED",
+         "nvmlDeviceGetSamples,nvmlDeviceGetProcessUtilization,nvmlDeviceGetProcessesUtilizationInfo", 1);
   auto b = make();
   auto r = b->collect(0);
   ASSERT_TRUE(r.ok()) << r.error().message;

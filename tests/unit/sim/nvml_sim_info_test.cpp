@@ -56,6 +56,7 @@ const char* const kInfoSymbols[] = {
 const std::string kScenario = std::string(testing::kModel) + R"(
   noecc:
     name: Test GPU 40GB
+    architecture: ampere
     memory: 40GiB
     power: {limit: 400, idle: 60, max: 380}
     clocks:
