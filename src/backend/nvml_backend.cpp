@@ -220,7 +220,7 @@ std::string NvmlBackend::error_text(nvmlReturn_t rc) const {
 Result<nvmlDevice_t> NvmlBackend::acquire(unsigned index) {
   Device& d = *devices_.at(index);
   {
-    std::lock_guard lock(events_mu_);
+    std::lock_guard lock(handles_mu_);
     if (d.handle != nullptr) return d.handle;
   }
   nvmlDevice_t h = nullptr;
@@ -237,19 +237,21 @@ Result<nvmlDevice_t> NvmlBackend::acquire(unsigned index) {
   if (rc != NVML_SUCCESS) return Error{rc, std::string(how) + ": " + error_text(rc)};
   // A reset or a MIG change can change what the GPU supports: ask again.
   d.unsupported.reset();
-  std::lock_guard lock(events_mu_);
-  d.handle = h;
-  d.events_registered = false;
-  if (d.events_excluded) {
+  bool rejoins = false;
+  {
+    // The event thread registers the new handle before its next wait.
+    std::lock_guard lock(handles_mu_);
+    d.handle = h;
+    d.events_registered = false;
+    rejoins = d.events_excluded;
     d.events_excluded = false;
-    log_.info("GPU rejoins the event set", {{"gpu", std::to_string(index)}});
   }
-  if (event_set_ != nullptr) register_events_locked(index, h);
+  if (rejoins) log_.info("GPU rejoins the event set", {{"gpu", std::to_string(index)}});
   return h;
 }
 
 void NvmlBackend::drop_handle(unsigned index) {
-  std::lock_guard lock(events_mu_);
+  std::lock_guard lock(handles_mu_);
   devices_.at(index)->handle = nullptr;
 }
 
@@ -502,6 +504,7 @@ void NvmlBackend::maybe_reinitialize() {
   {
     std::lock_guard lock(events_mu_);
     free_event_set_locked();
+    std::lock_guard handles(handles_mu_);
     for (auto& d : devices_) {
       d->handle = nullptr;
       d->events_registered = false;

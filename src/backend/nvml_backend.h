@@ -70,8 +70,15 @@ class NvmlBackend final : public Backend {
   void request_reinit(const std::string& reason);
   void maybe_reinitialize();
 
-  // Events (nvml_events.cpp). Callers hold events_mu_.
+  // Events (nvml_events.cpp). Callers hold events_mu_, not handles_mu_.
   nvmlReturn_t register_events_locked(unsigned device, nvmlDevice_t handle);
+  struct EventDevice {
+    unsigned index;
+    nvmlDevice_t handle;
+    bool registered;
+    bool excluded;
+  };
+  std::vector<EventDevice> event_devices();  // a copy, taken under handles_mu_
   Result<std::optional<DeviceEvent>> rebuild_event_set_locked();
   void free_event_set_locked();
 
@@ -94,7 +101,12 @@ class NvmlBackend final : public Backend {
   std::chrono::steady_clock::time_point next_reinit_{};
   std::chrono::milliseconds reinit_backoff_{0};
 
-  // Guards handles as seen by the event thread, the event set and its registrations.
+  // Each device's handle and event-set flags, shared by its worker and the event thread. Held
+  // only to read or write them, never across a driver call: a call hung on one GPU must not
+  // stall another GPU's worker.
+  std::mutex handles_mu_;
+  // The event set, owned by the event thread (and by a re-initialization or the destructor).
+  // Registrations are driver calls made under it, so only the event thread can wait on them.
   std::mutex events_mu_;
   nvmlEventSet_t event_set_ = nullptr;
 };

@@ -14,7 +14,10 @@ bool NvmlBackend::supports_events() const {
 
 nvmlReturn_t NvmlBackend::register_events_locked(unsigned index, nvmlDevice_t handle) {
   Device& d = *devices_[index];
-  if (d.events_registered) return NVML_SUCCESS;
+  {
+    std::lock_guard lock(handles_mu_);
+    if (d.events_registered || d.handle != handle) return NVML_SUCCESS;
+  }
   unsigned long long mask = nvmlEventTypeXidCriticalError;
   if (symbols_.supported_event_types != nullptr) {
     unsigned long long supported = 0;
@@ -25,7 +28,8 @@ nvmlReturn_t NvmlBackend::register_events_locked(unsigned index, nvmlDevice_t ha
   if (mask == 0) return NVML_ERROR_NOT_SUPPORTED;
   nvmlReturn_t rc = symbols_.register_events(handle, mask, event_set_);
   if (rc == NVML_SUCCESS) {
-    d.events_registered = true;
+    std::lock_guard lock(handles_mu_);
+    if (d.handle == handle) d.events_registered = true;  // not replaced meanwhile
   } else if (!invalidates_handle(rc)) {
     log_.warn("cannot watch Xid events", {{"gpu", std::to_string(index)}, {"err", error_text(rc)}});
   }
@@ -35,12 +39,19 @@ nvmlReturn_t NvmlBackend::register_events_locked(unsigned index, nvmlDevice_t ha
 void NvmlBackend::free_event_set_locked() {
   if (event_set_ != nullptr && symbols_.event_set_free != nullptr) symbols_.event_set_free(event_set_);
   event_set_ = nullptr;
+  std::lock_guard lock(handles_mu_);
   for (auto& d : devices_) d->events_registered = false;
 }
 
+std::vector<NvmlBackend::EventDevice> NvmlBackend::event_devices() {
+  std::vector<EventDevice> out;
+  std::lock_guard lock(handles_mu_);
+  for (const auto& d : devices_) out.push_back({d->index, d->handle, d->events_registered, d->events_excluded});
+  return out;
+}
+
 Result<std::optional<DeviceEvent>> NvmlBackend::rebuild_event_set_locked() {
-  std::vector<bool> was_registered;
-  for (const auto& d : devices_) was_registered.push_back(d->events_registered);
+  const std::vector<EventDevice> before = event_devices();
   free_event_set_locked();
   nvmlReturn_t rc = symbols_.event_set_create(&event_set_);
   if (rc != NVML_SUCCESS) {
@@ -48,14 +59,19 @@ Result<std::optional<DeviceEvent>> NvmlBackend::rebuild_event_set_locked() {
     return Error{rc, "nvmlEventSetCreate: " + error_text(rc)};
   }
   bool left_out = false;
-  for (auto& d : devices_) {
-    if (d->events_excluded) continue;
-    const bool lost = d->handle == nullptr || invalidates_handle(register_events_locked(d->index, d->handle));
+  for (const EventDevice& d : before) {
+    if (d.excluded) continue;
+    const bool lost = d.handle == nullptr || invalidates_handle(register_events_locked(d.index, d.handle));
     if (!lost) continue;
-    if (d->handle == nullptr && !was_registered[d->index]) continue;  // never was in the set
-    d->events_excluded = true;
+    if (d.handle == nullptr && !d.registered) continue;  // never was in the set
+    {
+      std::lock_guard lock(handles_mu_);
+      // A worker that found the GPU again meanwhile brings it back in itself.
+      if (devices_[d.index]->handle != d.handle) continue;
+      devices_[d.index]->events_excluded = true;
+    }
     left_out = true;
-    log_.warn("GPU is lost: left out of the event set until it is found again", {{"gpu", std::to_string(d->index)}});
+    log_.warn("GPU is lost: left out of the event set until it is found again", {{"gpu", std::to_string(d.index)}});
   }
   // Nothing to leave out: the set would answer GPU_IS_LOST again at once.
   if (!left_out) return Error{NVML_ERROR_GPU_IS_LOST, "nvmlEventSetWait_v2: " + error_text(NVML_ERROR_GPU_IS_LOST)};
@@ -77,8 +93,8 @@ Result<std::optional<DeviceEvent>> NvmlBackend::wait_event(std::chrono::millisec
         return Error{rc, "nvmlEventSetCreate: " + error_text(rc)};
       }
     }
-    for (auto& d : devices_) {
-      if (d->handle != nullptr && !d->events_excluded) register_events_locked(d->index, d->handle);
+    for (const EventDevice& d : event_devices()) {
+      if (d.handle != nullptr && !d.excluded && !d.registered) register_events_locked(d.index, d.handle);
     }
     set = event_set_;
   }
@@ -92,10 +108,9 @@ Result<std::optional<DeviceEvent>> NvmlBackend::wait_event(std::chrono::millisec
   if (rc == NVML_ERROR_LIB_RM_VERSION_MISMATCH) request_reinit("nvmlEventSetWait_v2: " + error_text(rc));
   if (rc != NVML_SUCCESS) return Error{rc, "nvmlEventSetWait_v2: " + error_text(rc)};
   if ((data.eventType & nvmlEventTypeXidCriticalError) == 0) return std::optional<DeviceEvent>{};
-  std::lock_guard lock(events_mu_);
-  for (auto& d : devices_) {
-    if (d->handle == data.device) {
-      return std::optional<DeviceEvent>{DeviceEvent{d->index, DeviceEventKind::kXid, data.eventData}};
+  for (const EventDevice& d : event_devices()) {
+    if (d.handle == data.device) {
+      return std::optional<DeviceEvent>{DeviceEvent{d.index, DeviceEventKind::kXid, data.eventData}};
     }
   }
   log_.warn("Xid event for an unknown device", {{"xid", std::to_string(data.eventData)}});

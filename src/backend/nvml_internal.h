@@ -43,7 +43,7 @@ std::string error_name(nvmlReturn_t rc);
 struct NvmlBackend::Device {
   unsigned index = 0;
   // Written by this device's worker (or a re-initialization); read by the event thread, all
-  // under events_mu_.
+  // under handles_mu_.
   nvmlDevice_t handle = nullptr;
   bool events_registered = false;
   bool events_excluded = false;  // left out of the event set as lost, until a new handle

@@ -426,7 +426,9 @@ TEST_F(DriverBehaviourTest, TheEventSetIsRecreatedAfterReinitialization) {
   EXPECT_EQ(script().sets_freed, 1);
   EXPECT_EQ(script().sets_created, 2);
   EXPECT_TRUE(b->status().up);
-  ASSERT_TRUE(b->collect(0).ok());  // the handle comes back and joins the new set
+  ASSERT_TRUE(b->collect(0).ok());  // the handle comes back
+  EXPECT_TRUE(script().registered[fake::current_set()].empty()) << "workers never make event calls";
+  ASSERT_TRUE(b->wait_event(10ms).ok());  // and the event thread puts it in the new set
   EXPECT_EQ(script().registered[fake::current_set()], (std::set<unsigned>{0}));
 }
 
@@ -468,6 +470,7 @@ TEST_F(DriverBehaviourTest, ALostGpuLeavesTheEventSetAndRejoinsWithANewHandle) {
   script().gpu_rc.clear();
   script().lost.clear();
   ASSERT_TRUE(b->collect(1).ok());
+  ASSERT_TRUE(b->wait_event(10ms).ok());  // the event thread registers the new handle
   EXPECT_EQ(script().registered[fake::current_set()], (std::set<unsigned>{0, 1}));
 }
 
