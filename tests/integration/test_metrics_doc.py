@@ -13,6 +13,10 @@ SCENARIO = os.path.join(SCENARIOS, "ledger-mixed.yaml")
 CONDITIONAL = {
     "gpu_fan_speed_ratio": "the simulated H100s are fanless",
     "gpu_xid_errors_total": "no Xid event in the scenario",
+    "gpu_pcie_transmit_bytes_total": "the byte-count fields exist from R555; this node runs R550",
+    "gpu_pcie_receive_bytes_total": "the byte-count fields exist from R555; this node runs R550",
+    "gpumeter_backend_call_errors_total": "no call fails on these GPUs",
+    "gpumeter_backend_dropped_records_total": "no per-process record is insane",
 }
 
 
