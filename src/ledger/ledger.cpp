@@ -198,7 +198,10 @@ void GpuLedger::advance(const LedgerTick& tick) {
       return;
     }
     const std::int64_t d = tick.wall_us - cursor_us_;
-    if (d <= 0) return;
+    if (d <= 0) {
+      interrupted_ = interrupted;  // still owed to the next tick that moves time
+      return;
+    }
     if (d > options_.max_gap_us || interrupted) {
       note_gap(d);
       cursor_us_ = tick.wall_us;
