@@ -166,9 +166,20 @@ void Collector::run_worker(Slot& slot, size_t index) {
     const auto full_at = t0 + round * interval;
     if (next_usage < full_at) {
       if (!wait_until(next_usage)) return;
+      {
+        // Counted in the last full collection's round: if it hangs, the publisher sees this GPU
+        // stuck and does not hold the other GPUs' snapshot back for it.
+        std::lock_guard lock(slot.mu);
+        slot.busy = true;
+        slot.busy_round = round - 1;
+      }
       // Only the ledger sees it: the snapshot keeps the full collection's reading, and whether
       // the GPU is up is for the next full collection to say.
       observe(slot, index, slot.backend->collect(slot.device, CollectScope::kUsage));
+      {
+        std::lock_guard lock(slot.mu);
+        slot.busy = false;
+      }
       next_usage += drain;
       // After a stall, drain once now rather than replay every missed drain.
       while (next_usage <= clock().now()) next_usage += drain;

@@ -141,8 +141,9 @@ class GpuLedger {
     unsigned pid = 0;
     std::int64_t from_us = 0, to_us = 0;
     double sm = 0;
-    // A record of a query window (covers_from_us known): its share is carried over the hole
-    // between the process's own last sample and the next query's window start.
+    // A record of a known query window (covers_from_us set): its share is carried over the
+    // hole between the process's own last sample and the next query's window start. A record
+    // without one is carried only up to a known window start.
     bool carries = false;
   };
   void add_process_records(const std::vector<ProcessSample>& records);

@@ -233,6 +233,30 @@ TEST(Collector, UsageReadingsDoNotReplaceTheSnapshotReadingAndTheirFailuresLeave
   EXPECT_EQ(c.stop(), 0u);
 }
 
+TEST(Collector, AUsageReadThatHangsDoesNotHoldBackTheOtherGpusSnapshots) {
+  FakeBackend backend(2);
+  FakeClock clock;
+  SinkRecorder rec;
+  CollectorOptions o = fast_options();
+  o.interval = 30s;
+  o.clock = &clock;
+  Collector c({&backend}, o, rec.sink(), quiet_logger());
+  c.start();
+  ASSERT_TRUE(clock.settle(3));  // two workers and the publisher
+  ASSERT_EQ(rec.count(), 1);
+  backend.set_hang(1, true);  // its usage read at 5 s never returns
+  for (int s = 0; s < 30; ++s) {
+    clock.advance(1s);
+    ASSERT_TRUE(clock.settle(s < 4 ? 3 : 2)) << "at " << s + 1 << " s";
+  }
+  // Published at 30 s without waiting half an interval for GPU 1's full collection.
+  EXPECT_EQ(rec.count(), 2);
+  EXPECT_EQ(backend.scopes(0).back(), F);
+  EXPECT_TRUE(backend.hanging(1));
+  backend.set_hang(1, false);
+  EXPECT_EQ(c.stop(), 0u);
+}
+
 TEST(Collector, TheFirstSuccessAfterAFailureIdentifiesTheGpuAgain) {
   FakeBackend backend(1);
   FakeClock clock;
