@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <map>
+#include <random>
 
 #include "ledger/ledger.h"
 
@@ -269,6 +270,51 @@ TEST(GpuLedgerWindows, EdgesInsideAWindowStayWithinOneWindow) {
     }
     EXPECT_NEAR(alloc, r.ledger.covered_seconds(), 1e-9);
     EXPECT_NEAR(busy, r.ledger.busy_seconds(), 1e-9);
+  }
+}
+
+TEST(GpuLedgerWindows, InvariantsHoldForRandomLoadsAndIrregularQueries) {
+  // Processes that come and go with random shares and sample offsets, read at irregular
+  // spacings: whatever the split, owners add up to the device's integrals exactly.
+  for (unsigned seed : {1u, 2u, 3u, 4u, 5u}) {
+    std::mt19937 rng(seed);
+    auto uniform = [&](std::int64_t lo, std::int64_t hi) {
+      return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng);
+    };
+    std::vector<SyntheticProcess> procs;
+    for (unsigned i = 0; i < 6; ++i) {
+      const std::int64_t start = uniform(-10'000'000, 50'000'000);
+      procs.push_back({100 + i, "p" + std::to_string(i % 4), static_cast<int>(uniform(0, 60)), uniform(1, kPeriod - 1),
+                       start, start + uniform(1'000'000, 60'000'000), 1e9 * static_cast<double>(i + 1)});
+    }
+    SyntheticDriver driver(procs);
+    GpuLedger l(GpuLedgerOptions{kIdleW, 10'000'000});
+    std::int64_t t = kT0 + 37'000;
+    l.advance(driver.query(t));
+    const std::int64_t from = l.cursor_us();
+    while (t < kT0 + 90'000'000) {
+      t += uniform(300'000, 7'000'000);
+      l.advance(driver.query(t));
+    }
+    double busy = 0, energy = 0;
+    for (std::int64_t k = (from - kT0) / kPeriod + 1; kT0 + k * kPeriod <= l.cursor_us(); ++k) {
+      busy += utilization(k) * 0.2;
+      energy += power(k) * 0.2;
+    }
+    double alloc_sum = 0, busy_sum = 0, energy_sum = 0;
+    for (const auto& [o, tot] : l.owners()) {
+      alloc_sum += tot.allocated_seconds;
+      busy_sum += tot.busy_seconds;
+      energy_sum += tot.energy_joules;
+      EXPECT_GE(tot.busy_seconds, 0) << seed;
+      EXPECT_GE(tot.energy_joules, 0) << seed;
+    }
+    const double covered = static_cast<double>(l.cursor_us() - from) / 1e6;
+    EXPECT_EQ(l.gaps(), 0u) << seed;
+    EXPECT_NEAR(l.covered_seconds(), covered, 1e-9 * covered) << seed;
+    EXPECT_NEAR(alloc_sum, covered, 1e-9 * covered) << seed;
+    EXPECT_NEAR(busy_sum, busy, 1e-9 * busy) << seed;
+    EXPECT_NEAR(energy_sum, energy, 1e-9 * energy) << seed;
   }
 }
 
