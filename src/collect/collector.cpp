@@ -29,11 +29,25 @@ struct Collector::Slot {
   uint64_t completed_round = 0;
   bool busy = false;
   uint64_t busy_round = 0;
+  bool reidentify = false;  // a collection failed since the GPU was last identified
   std::map<uint64_t, uint64_t> xids;
 };
 
+const CollectorClock& steady_collector_clock() {
+  struct Steady final : CollectorClock {
+    time_point now() const override { return std::chrono::steady_clock::now(); }
+    bool wait_until(std::condition_variable& cv, std::unique_lock<std::mutex>& lock, time_point deadline,
+                    const std::function<bool()>& done) const override {
+      return cv.wait_until(lock, deadline, done);
+    }
+  };
+  static const Steady clock;
+  return clock;
+}
+
 Collector::Collector(std::vector<Backend*> backends, CollectorOptions options, SnapshotSink sink, Logger& log)
     : backends_(std::move(backends)), options_(std::move(options)), sink_(std::move(sink)), log_(log) {
+  if (options_.clock == nullptr) options_.clock = &steady_collector_clock();
   for (Backend* b : backends_) {
     for (unsigned i = 0; i < b->device_count(); ++i) {
       auto s = std::make_shared<Slot>();
@@ -98,19 +112,80 @@ size_t Collector::stop(std::chrono::milliseconds grace) {
 
 bool Collector::wait_until(std::chrono::steady_clock::time_point t) {
   std::unique_lock lock(stop_mu_);
-  stop_cv_.wait_until(lock, t, [this] { return stopping_; });
-  return !stopping_;
+  return !clock().wait_until(stop_cv_, lock, t, [this] { return stopping_; });
+}
+
+void Collector::reidentify(Slot& slot) {
+  auto id = slot.backend->identify(slot.device);
+  if (!id) return;  // tried again after the next success
+  std::lock_guard lock(slot.mu);
+  if (id->uuid != slot.identity.uuid || id->driver_version != slot.identity.driver_version) {
+    log_.info("GPU identified again", {{"gpu", std::to_string(slot.device)},
+                                       {"uuid", id->uuid},
+                                       {"driver_version", id->driver_version}});
+  }
+  slot.identity = std::move(id).value();
+  slot.identified = true;
+  slot.reidentify = false;
+}
+
+void Collector::observe(Slot& slot, size_t index, const Result<DeviceReading>& result) {
+  bool reidentify;
+  {
+    std::lock_guard lock(slot.mu);
+    if (!result.ok()) slot.reidentify = true;
+    reidentify = result.ok() && slot.reidentify;
+  }
+  // Only on the first success after a failure: a driver upgrade (the backend initialises the
+  // library again by itself) or a replaced board changes the identity.
+  if (reidentify) this->reidentify(slot);
+  if (options_.observer == nullptr) return;
+  DeviceIdentity identity;
+  {
+    std::lock_guard lock(slot.mu);
+    identity = slot.identity;
+  }
+  identity.index = slot.device;
+  if (result.ok()) {
+    options_.observer->on_reading(index, identity, *result);
+  } else {
+    options_.observer->on_failure(index, identity);
+  }
 }
 
 void Collector::run_worker(Slot& slot, size_t index) {
   const auto interval = options_.interval;
-  const auto t0 = std::chrono::steady_clock::now();
+  const auto drain = std::min(interval, options_.usage_interval);
+  const auto t0 = clock().now();
   const std::string gpu = std::to_string(slot.device);
   uint64_t round = 0;
+  auto next_usage = t0 + interval;  // none before the first full collection
   bool was_ok = true;
   std::string last_error;
   for (;;) {
-    if (!wait_until(t0 + round * interval)) return;
+    const auto full_at = t0 + round * interval;
+    if (next_usage < full_at) {
+      if (!wait_until(next_usage)) return;
+      {
+        // Counted in the last full collection's round: if it hangs, the publisher sees this GPU
+        // stuck and does not hold the other GPUs' snapshot back for it.
+        std::lock_guard lock(slot.mu);
+        slot.busy = true;
+        slot.busy_round = round - 1;
+      }
+      // Only the ledger sees it: the snapshot keeps the full collection's reading, and whether
+      // the GPU is up is for the next full collection to say.
+      observe(slot, index, slot.backend->collect(slot.device, CollectScope::kUsage));
+      {
+        std::lock_guard lock(slot.mu);
+        slot.busy = false;
+      }
+      next_usage += drain;
+      // After a stall, drain once now rather than replay every missed drain.
+      while (next_usage <= clock().now()) next_usage += drain;
+      continue;
+    }
+    if (!wait_until(full_at)) return;
     bool need_identity;
     {
       std::lock_guard lock(slot.mu);
@@ -124,25 +199,18 @@ void Collector::run_worker(Slot& slot, size_t index) {
         std::lock_guard lock(slot.mu);
         slot.identity = std::move(id).value();
         slot.identified = true;
+        slot.reidentify = false;
       }
     }
     auto begin = std::chrono::steady_clock::now();
-    auto result = slot.backend->collect(slot.device);
+    auto result = slot.backend->collect(slot.device, CollectScope::kFull);
     auto end = std::chrono::steady_clock::now();
-    if (result.ok() && options_.observer != nullptr) {
-      DeviceIdentity identity;
-      {
-        std::lock_guard lock(slot.mu);
-        identity = slot.identity;
-      }
-      identity.index = slot.device;
-      options_.observer->on_reading(index, identity, *result);
-    }
+    observe(slot, index, result);
     {
       std::lock_guard lock(slot.mu);
       slot.busy = false;
       slot.attempted = true;
-      slot.last_end = end;
+      slot.last_end = clock().now();
       slot.duration = seconds(end - begin);
       slot.completed_round = round;
       if (result.ok()) {
@@ -167,9 +235,11 @@ void Collector::run_worker(Slot& slot, size_t index) {
     }
     was_ok = result.ok();
     // Rounds missed while a call hung are skipped, not replayed.
-    auto elapsed = std::chrono::steady_clock::now() - t0;
-    uint64_t due = static_cast<uint64_t>(elapsed / interval) + 1;
+    const auto now = clock().now();
+    uint64_t due = static_cast<uint64_t>((now - t0) / interval) + 1;
     round = std::max(round + 1, due);
+    next_usage = full_at + drain;
+    while (next_usage <= now) next_usage += drain;
   }
 }
 
@@ -187,7 +257,7 @@ void Collector::run_events(Backend& backend, size_t first_slot) {
         log_.warn("device event wait failed", {{"backend", backend.status().backend}, {"err", ev.error().message}});
         last_error = ev.error().message;
       }
-      if (!wait_until(std::chrono::steady_clock::now() + options_.interval)) return;
+      if (!wait_until(clock().now() + options_.interval)) return;
       continue;
     }
     last_error.clear();
@@ -208,7 +278,7 @@ std::shared_ptr<const Snapshot> Collector::assemble() const {
   snap->taken_unix = unix_now();
   snap->build = options_.build;
   for (Backend* b : backends_) snap->backends.push_back(b->status());
-  const auto now = std::chrono::steady_clock::now();
+  const auto now = clock().now();
   const auto overdue_after = 2 * options_.interval;
   for (const auto& sp : slots_) {
     const Slot& s = *sp;
@@ -241,7 +311,7 @@ std::shared_ptr<const Snapshot> Collector::assemble() const {
 
 void Collector::run_publisher() {
   const auto interval = options_.interval;
-  const auto t0 = std::chrono::steady_clock::now();
+  const auto t0 = clock().now();
   for (uint64_t round = 0;; ++round) {
     const auto tick = t0 + round * interval;
     if (!wait_until(tick)) return;
@@ -249,7 +319,7 @@ void Collector::run_publisher() {
     // one, and at the latest half an interval after the tick.
     {
       std::unique_lock lock(round_mu_);
-      round_cv_.wait_until(lock, tick + interval / 2, [&] {
+      clock().wait_until(round_cv_, lock, tick + interval / 2, [&] {
         {
           std::lock_guard stop_lock(stop_mu_);
           if (stopping_) return true;
@@ -269,7 +339,7 @@ void Collector::run_publisher() {
     }
     sink_(assemble());
     // After a long stall, resume at the next tick rather than publishing a burst.
-    auto elapsed = std::chrono::steady_clock::now() - t0;
+    auto elapsed = clock().now() - t0;
     round = std::max<uint64_t>(round, static_cast<uint64_t>(elapsed / interval));
   }
 }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "collect/clock.h"
 #include "model/snapshot.h"
 #include "util/log.h"
 
@@ -25,14 +26,27 @@ class ReadingObserver {
   virtual ~ReadingObserver() = default;
   // `slot` is the GPU's position in the snapshot; the identity may still be partial.
   virtual void on_reading(size_t slot, const DeviceIdentity& identity, const DeviceReading& reading) = 0;
+  // A collection of this GPU failed (full or usage-only): what was integrated up to the last
+  // reading must not be stretched over the failure.
+  virtual void on_failure(size_t /*slot*/, const DeviceIdentity& /*identity*/) {}
   // Called while a snapshot is assembled, after the GPUs are filled in.
   virtual void contribute(Snapshot& snapshot) const = 0;
 };
+
+// Driver sample buffers hold about 100 samples: 20 s at the simulator's 200 ms period, as
+// little as ~17 s on a real driver. Between full collections the worker reads the usage part
+// (CollectScope::kUsage) at least this often, so no --collect.interval lets a buffer overflow
+// and the ledger's totals do not depend on the interval.
+inline constexpr std::chrono::milliseconds kUsageDrainInterval{5000};
 
 struct CollectorOptions {
   std::chrono::milliseconds interval{1000};
   BuildInfo build;
   ReadingObserver* observer = nullptr;  // must outlive the collector
+  // Usage-only collections come every min(interval, usage_interval); none at all when the
+  // interval is no longer than this.
+  std::chrono::milliseconds usage_interval = kUsageDrainInterval;
+  const CollectorClock* clock = nullptr;  // the steady clock when unset; must outlive the collector
 };
 
 using SnapshotSink = std::function<void(std::shared_ptr<const Snapshot>)>;
@@ -58,6 +72,11 @@ class Collector {
  private:
   struct Slot;
   void run_worker(Slot& slot, size_t index);
+  // Hands a collection's outcome to the observer (identifying the GPU again first if due).
+  void observe(Slot& slot, size_t index, const Result<DeviceReading>& result);
+  // Identifies the GPU again after a failure (a driver upgrade changes what gpu_info says).
+  void reidentify(Slot& slot);
+  const CollectorClock& clock() const { return *options_.clock; }
   void run_events(Backend& backend, size_t first_slot);
   void run_publisher();
   bool wait_until(std::chrono::steady_clock::time_point t);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -67,30 +68,88 @@ void GpuLedger::note_gap(std::int64_t us) {
   ++gaps_;
 }
 
+void GpuLedger::add_process_records(const std::vector<ProcessSample>& records) {
+  std::vector<ProcessSample> sorted = records;
+  std::stable_sort(sorted.begin(), sorted.end(),
+                   [](const ProcessSample& x, const ProcessSample& y) { return x.timestamp_us < y.timestamp_us; });
+  for (const auto& s : sorted) {
+    auto prev = last_process_sample_us_.find(s.pid);
+    const bool seen = prev != last_process_sample_us_.end();
+    if (seen && s.timestamp_us <= prev->second) continue;  // repeated or out of order
+    ProcessWindow w{s.pid, 0, s.timestamp_us, std::clamp(s.sm_ratio, 0.0, 1.0), false};
+    if (s.covers_from_us > 0) {
+      // The driver's average since the query's lastSeenTimeStamp. Windows of one process
+      // never overlap, so a share is never counted twice.
+      w.from_us = seen ? std::max(s.covers_from_us, prev->second) : s.covers_from_us;
+      w.carries = true;
+    } else {
+      // Unknown window: back to the same process's previous record, or one device period for
+      // its first, never more than kMaxProcessSampleSpan, so a long silence is not spread over.
+      w.from_us = seen ? prev->second : s.timestamp_us - period_or_default();
+      w.from_us = std::max(w.from_us, s.timestamp_us - kMaxProcessSampleSpanUs);
+    }
+    if (w.from_us >= w.to_us) continue;
+    last_process_sample_us_[s.pid] = s.timestamp_us;
+    pending_process_.push_back(w);
+  }
+}
+
+std::int64_t GpuLedger::carry_end(const ProcessWindow& w) const {
+  // Up to the next query's window start: the earliest query window starting at or after this
+  // record's end (one query's records share their start, whichever process they are of), or
+  // this process's own next record; bounded, since a process that stopped gets no more records.
+  // A record whose window is unknown (no covers_from_us) is carried only up to a known start.
+  std::optional<std::int64_t> next;
+  for (const auto& v : pending_process_) {
+    if ((v.carries || v.pid == w.pid) && v.from_us >= w.to_us && (!next || v.from_us < *next)) next = v.from_us;
+  }
+  if (!w.carries && !next) return w.to_us;
+  const auto bound = static_cast<std::int64_t>(kCarryDevicePeriods * static_cast<double>(period_or_default()));
+  return std::min(w.to_us + bound, next.value_or(w.to_us + bound));
+}
+
+double GpuLedger::share_seconds(const ProcessWindow& w, std::int64_t start_us, std::int64_t end_us) const {
+  auto overlap = [&](std::int64_t from, std::int64_t to) {
+    return static_cast<double>(std::max<std::int64_t>(0, std::min(to, end_us) - std::max(from, start_us)));
+  };
+  double us = overlap(w.from_us, w.to_us);
+  if (w.to_us < end_us) us += overlap(w.to_us, carry_end(w));
+  return w.sm * us / 1e6;
+}
+
+void GpuLedger::learn_device_period(const std::vector<TimedSample>& fresh) {
+  // The median spacing: one lost sample, or one late by a driver's jitter, must not change it.
+  // A single spacing teaches it only when nothing better is known.
+  std::vector<std::int64_t> spacings;
+  for (size_t i = 1; i < fresh.size(); ++i) {
+    const std::int64_t d = fresh[i].timestamp_us - fresh[i - 1].timestamp_us;
+    if (d > 0) spacings.push_back(d);
+  }
+  if (spacings.empty() || (spacings.size() < 2 && device_period_us_ > 0)) return;
+  auto mid = spacings.begin() + static_cast<std::ptrdiff_t>(spacings.size() / 2);
+  std::nth_element(spacings.begin(), mid, spacings.end());
+  device_period_us_ = *mid;
+}
+
 void GpuLedger::advance(const LedgerTick& tick) {
   // Pending samples: a buffer read can run ahead of another by one period; keep what is not
   // used yet for the next tick instead of losing it.
   for (const auto& s : tick.power_samples) pending_power_.push_back(s);
-  for (const auto& s : tick.process_samples) {
-    // What a process sample covers: back to the same process's previous sample, or one device
-    // period for its first, never more than kMaxProcessSampleSpan (NVML sends nothing for an
-    // idle process, so a long silence is not spread over).
-    auto prev = last_process_sample_us_.find(s.pid);
-    std::int64_t from = prev != last_process_sample_us_.end() ? prev->second : s.timestamp_us - device_period_us_;
-    if (from >= s.timestamp_us) continue;  // repeated or out of order
-    from = std::max(from, s.timestamp_us - kMaxProcessSampleSpanUs);
-    last_process_sample_us_[s.pid] = s.timestamp_us;
-    pending_process_.push_back({s, from});
-  }
+  add_process_records(tick.process_samples);
   if (tick.power_watts) last_power_w_ = tick.power_watts;
+  const bool interrupted = std::exchange(interrupted_, false);
 
-  std::vector<Period> periods;
+  std::vector<std::vector<Period>> runs(1);  // integrable stretches, split by gaps
   std::optional<double> energy_total;
+  std::int64_t new_cursor = tick.wall_us;
   if (tick.utilization_samples_supported) {
     std::vector<TimedSample> fresh;
     for (const auto& s : tick.utilization_samples) {
       if (s.timestamp_us > cursor_us_ || mode_ != Mode::kSamples) fresh.push_back(s);
     }
+    std::stable_sort(fresh.begin(), fresh.end(),
+                     [](const TimedSample& x, const TimedSample& y) { return x.timestamp_us < y.timestamp_us; });
+    learn_device_period(fresh);
     if (mode_ != Mode::kSamples) {
       // First tick (or a switch from polling): start at the newest sample; history from
       // before the agent ran is not charged.
@@ -103,22 +162,28 @@ void GpuLedger::advance(const LedgerTick& tick) {
       return;
     }
     if (fresh.empty()) return;  // nothing new yet; the next tick picks it up
-    if (fresh.front().timestamp_us - cursor_us_ > options_.max_gap_us) {
-      note_gap(fresh.front().timestamp_us - cursor_us_);
-      cursor_us_ = fresh.front().timestamp_us;
-      fresh.erase(fresh.begin());
-      previous_.clear();  // who was present across the gap is unknown
-    }
+    // Each sample is the average over its own period, so consecutive samples tile time. A
+    // longer hole means samples fell out of the buffer: count it as gap and start again after
+    // it rather than stretch one sample over it.
+    const std::int64_t hole_us =
+        device_period_us_ > 0 ? static_cast<std::int64_t>(kHoleDevicePeriods * static_cast<double>(device_period_us_))
+                              : options_.max_gap_us;
     std::int64_t start = cursor_us_;
-    if (fresh.size() >= 2) device_period_us_ = fresh.back().timestamp_us - fresh[fresh.size() - 2].timestamp_us;
     for (const auto& s : fresh) {
-      Period p{start, s.timestamp_us, std::clamp(s.value, 0.0, 1.0), std::nullopt};
-      p.power_w = average_in(pending_power_, start, s.timestamp_us, [](const TimedSample& x) { return x.value; });
-      periods.push_back(p);
+      if (s.timestamp_us - start > hole_us) {
+        note_gap(s.timestamp_us - start);
+        runs.emplace_back();
+      } else {
+        Period p{start, s.timestamp_us, std::clamp(s.value, 0.0, 1.0), std::nullopt};
+        p.power_w = average_in(pending_power_, start, s.timestamp_us, [](const TimedSample& x) { return x.value; });
+        runs.back().push_back(p);
+      }
       start = s.timestamp_us;
     }
-    if (!tick.power_samples_supported && tick.energy_joules) {
-      // No power buffer: spread the energy counter's increase over the periods.
+    new_cursor = start;  // after a gap at the newest sample, coverage starts there
+    if (!tick.power_samples_supported && tick.energy_joules && runs.size() == 1) {
+      // No power buffer: spread the energy counter's increase over the periods (not when part
+      // of the time since the last reading is a gap: the increase covers the gap too).
       if (energy_counter_ && *tick.energy_joules >= *energy_counter_) {
         energy_total = *tick.energy_joules - *energy_counter_;
       }
@@ -133,27 +198,35 @@ void GpuLedger::advance(const LedgerTick& tick) {
       return;
     }
     const std::int64_t d = tick.wall_us - cursor_us_;
-    if (d <= 0) return;
-    if (d > options_.max_gap_us) {
+    if (d <= 0) {
+      interrupted_ = interrupted;  // still owed to the next tick that moves time
+      return;
+    }
+    if (d > options_.max_gap_us || interrupted) {
       note_gap(d);
       cursor_us_ = tick.wall_us;
       previous_ = tick.processes;
       energy_counter_ = tick.energy_joules;
       return;
     }
-    periods.push_back({cursor_us_, tick.wall_us, std::clamp(tick.utilization_ratio.value_or(0.0), 0.0, 1.0),
-                       tick.power_watts});
+    runs.back().push_back({cursor_us_, tick.wall_us, std::clamp(tick.utilization_ratio.value_or(0.0), 0.0, 1.0),
+                           tick.power_watts});
     // A counter that went backwards was reset (driver reload): fall back to power × time.
     if (tick.energy_joules && energy_counter_ && *tick.energy_joules >= *energy_counter_) {
       energy_total = *tick.energy_joules - *energy_counter_;
     }
   }
-  integrate(periods, tick, energy_total);
-  cursor_us_ = periods.back().end_us;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    if (i > 0) previous_.clear();  // who was present across a gap is unknown
+    if (!runs[i].empty()) integrate(runs[i], tick, energy_total);
+  }
+  cursor_us_ = new_cursor;
   previous_ = tick.processes;
   energy_counter_ = tick.energy_joules;
   std::erase_if(pending_power_, [&](const TimedSample& s) { return s.timestamp_us <= cursor_us_; });
-  std::erase_if(pending_process_, [&](const CoveringSample& s) { return s.sample.timestamp_us <= cursor_us_; });
+  // A window is kept while its carry may still reach past the cursor.
+  const auto carry_us = static_cast<std::int64_t>(kCarryDevicePeriods * static_cast<double>(period_or_default()));
+  std::erase_if(pending_process_, [&](const ProcessWindow& w) { return w.to_us + carry_us <= cursor_us_; });
   // Processes silent for a long time start afresh.
   std::erase_if(last_process_sample_us_,
                 [&](const auto& kv) { return kv.second < cursor_us_ - 10 * kMaxProcessSampleSpanUs; });
@@ -170,33 +243,33 @@ void GpuLedger::integrate(const std::vector<Period>& periods, const LedgerTick& 
     const double power = p.power_w.value_or(last_power_w_.value_or(0.0));
     if (p.power_w) last_power_w_ = p.power_w;
 
-    // Members: processes whose utilization samples cover part of the period, and processes
-    // listed at both ends of the collection interval. A process sample covers the time since
-    // that process's previous sample (at most kMaxProcessSampleSpan), so process and device
-    // samples need not share a grid; a process's SM share is the time-weighted average of the
-    // samples covering the period.
+    // Members: processes with a record whose window covers part of the period, and processes
+    // listed at both ends of the collection interval (an idle process has no records). A
+    // process's SM share is the time-weighted average of its record windows over the period,
+    // with its last share carried over the hole before the next query's window.
     struct Member {
       const LedgerProcess* proc;
       unsigned pid;
-      double sm;
+      double sm_seconds;
     };
     std::vector<Member> members;
-    for (const auto& s : pending_process_) {
-      const std::int64_t overlap =
-          std::min(s.sample.timestamp_us, p.end_us) - std::max(s.covers_from_us, p.start_us);
-      if (overlap <= 0) continue;
-      auto it = std::find_if(members.begin(), members.end(), [&](const Member& m) { return m.pid == s.sample.pid; });
-      if (it == members.end()) {
-        const LedgerProcess* lp = find_pid(tick.processes, s.sample.pid);
-        if (lp == nullptr) lp = find_pid(previous_, s.sample.pid);
-        it = members.insert(members.end(), Member{lp, s.sample.pid, 0.0});
-      }
-      it->sm += s.sample.sm_ratio * static_cast<double>(overlap) / static_cast<double>(p.end_us - p.start_us);
+    auto member = [&](unsigned pid) {
+      return std::find_if(members.begin(), members.end(), [&](const Member& m) { return m.pid == pid; });
+    };
+    for (const auto& w : pending_process_) {
+      if (std::min(w.to_us, p.end_us) <= std::max(w.from_us, p.start_us)) continue;
+      if (member(w.pid) != members.end()) continue;
+      const LedgerProcess* lp = find_pid(tick.processes, w.pid);
+      if (lp == nullptr) lp = find_pid(previous_, w.pid);
+      members.push_back(Member{lp, w.pid, 0.0});
     }
     for (const auto& now : tick.processes) {
-      if (find_pid(previous_, now.pid) == nullptr) continue;
-      if (std::any_of(members.begin(), members.end(), [&](const Member& m) { return m.pid == now.pid; })) continue;
+      if (find_pid(previous_, now.pid) == nullptr || member(now.pid) != members.end()) continue;
       members.push_back({&now, now.pid, 0.0});
+    }
+    for (const auto& w : pending_process_) {
+      auto it = member(w.pid);
+      if (it != members.end()) it->sm_seconds += share_seconds(w, p.start_us, p.end_us);
     }
 
     const double busy = p.utilization * d;
@@ -212,34 +285,34 @@ void GpuLedger::integrate(const std::vector<Period>& periods, const LedgerTick& 
       continue;
     }
     const double n = static_cast<double>(members.size());
-    if (!tick.process_samples_supported && members.size() == 1) members[0].sm = p.utilization;
+    if (!tick.process_samples_supported && members.size() == 1) members[0].sm_seconds = busy;
     double sm_sum = 0;
-    for (const auto& m : members) sm_sum += m.sm;
-    const double attributed = std::min(p.utilization, sm_sum);
+    for (const auto& m : members) sm_sum += m.sm_seconds;
+    // The driver rounds every record to a whole percent, so the shares rarely add up to U:
+    // splitting U·d in proportion keeps that rounding inside the members instead of sending
+    // it to __unattributed__.
     const double idle_part = std::min(power, idle_w) * d;
     const double dynamic = energy - idle_part;
-    double unattributed_busy = busy;
+    const bool split = sm_sum > 0 && busy > 0;
     for (const auto& m : members) {
       const OwnerLabels& owner = m.proc != nullptr ? m.proc->owner : unattributed_owner();
       auto& t = delta[owner];
       t.allocated_seconds += d / n;
       if (m.proc != nullptr) t.memory_byte_seconds += m.proc->memory_bytes * d;
       t.energy_joules += idle_part / n;
-      if (sm_sum > 0) {
-        const double b = attributed * d * (m.sm / sm_sum);
-        t.busy_seconds += b;
-        unattributed_busy -= b;
-        if (busy > 0) t.energy_joules += dynamic * (b / busy);
+      if (split) {
+        const double share = m.sm_seconds / sm_sum;
+        t.busy_seconds += busy * share;
+        t.energy_joules += dynamic * share;
       } else if (busy <= 0) {
         t.energy_joules += dynamic / n;  // power above idle with no utilization: shared
       }
     }
-    if (busy > 0 && unattributed_busy > busy * 1e-9) {
-      // What the process shares do not cover: its busy time and the matching energy.
-      const double rest = unattributed_busy;
+    if (busy > 0 && !split) {
+      // Busy time no process claims any share of: it and its energy are unattributed.
       auto& u = delta[unattributed_owner()];
-      u.busy_seconds += rest;
-      u.energy_joules += dynamic * (rest / busy);
+      u.busy_seconds += busy;
+      u.energy_joules += dynamic;
     }
   }
   const double scale = energy_total && tick_energy > 0 ? *energy_total / tick_energy : 1.0;
@@ -273,6 +346,7 @@ nlohmann::json GpuLedger::to_json() const {
   nlohmann::json j;
   j["mode"] = mode_ == Mode::kSamples ? "samples" : mode_ == Mode::kPolled ? "polled" : "none";
   j["cursor_us"] = cursor_us_;
+  if (device_period_us_ > 0) j["device_period_us"] = device_period_us_;
   if (energy_counter_) j["energy_counter_joules"] = *energy_counter_;
   j["covered_seconds"] = covered_seconds_;
   j["busy_seconds"] = busy_seconds_;
@@ -308,6 +382,8 @@ Result<GpuLedger> GpuLedger::from_json(const nlohmann::json& j, GpuLedgerOptions
     }
     l.started_ = l.mode_ != Mode::kNone;
     l.cursor_us_ = j.at("cursor_us").get<std::int64_t>();
+    // Older state files lack it; the next batch of samples teaches it again.
+    if (j.contains("device_period_us")) l.device_period_us_ = std::max<std::int64_t>(0, j.at("device_period_us").get<std::int64_t>());
     if (j.contains("energy_counter_joules")) l.energy_counter_ = j.at("energy_counter_joules").get<double>();
     l.covered_seconds_ = j.at("covered_seconds").get<double>();
     l.busy_seconds_ = j.at("busy_seconds").get<double>();

@@ -10,13 +10,17 @@
 // For each period of length d with the set M of members present (processes, each owned by
 // one OwnerLabels), device utilization U, power P and idle power I:
 //   allocated:  d / |M| to each member's owner; d to __idle__ when M is empty
-//   busy:       U·d split by the members' SM shares; what the shares do not cover goes to
-//               __unattributed__ (a lone member takes it all where the GPU has no
-//               per-process utilization at all)
+//   busy:       U·d split in proportion to the members' SM shares; only busy time with no
+//               share at all (or no member) goes to __unattributed__ (a lone member takes it
+//               all where the GPU has no per-process utilization at all)
 //   memory:     each member's memory · d
-//   energy:     min(P, I)·d / |M| to each member, the rest (P − I)·d by busy share (the part of
-//               it not covered by shares to __unattributed__); P·d to __idle__ when M is empty
+//   energy:     min(P, I)·d / |M| to each member, the rest (P − I)·d by busy share; P·d to
+//               __idle__ when M is empty
 // so per GPU, Σ allocated = covered seconds, Σ busy = ∫U, Σ energy = ∫P, exactly.
+//
+// A per-process record is the process's average since the previous query (the window the
+// driver was asked about), so SM shares come from record windows, not from device periods;
+// docs/ledger.md gives the rules and what they leave approximate.
 
 #include <cstdint>
 #include <map>
@@ -62,10 +66,20 @@ struct LedgerTick {
   std::optional<double> energy_joules;      // the device's energy counter
 };
 
+// A hole between consecutive utilization samples longer than this many device periods means
+// samples were lost (the buffer overflowed while the agent was down or the GPU hung): it is a
+// gap, not one sample stretched over it. One and a half tolerates a driver's timing jitter.
+inline constexpr double kHoleDevicePeriods = 1.5;
+// The longest a process's SM share is carried past its last record, in device periods: the
+// driver stamps each record with the process's own last sample time, so the next query's
+// window starts up to one device period later.
+inline constexpr double kCarryDevicePeriods = 1.5;
+
 struct GpuLedgerOptions {
   double idle_power_watts = 0;
-  // Longer stretches without data (agent down, GPU hung or lost beyond the sample buffer) are
-  // not integrated: nobody knows who used the GPU then. They are counted as gap seconds.
+  // Polled mode (no sample buffers): longer stretches between collections are not integrated,
+  // nobody knows who used the GPU then; they are counted as gap seconds. With sample buffers
+  // the samples themselves say what is missing (a hole of more than kHoleDevicePeriods).
   std::int64_t max_gap_us = 10'000'000;
 };
 
@@ -78,6 +92,10 @@ class GpuLedger {
   explicit GpuLedger(GpuLedgerOptions options = {}) : options_(options) {}
 
   void advance(const LedgerTick& tick);
+  // A collection failed. Polled values are not stretched over it: the next tick restarts the
+  // integration and counts the time since the last one as gap. (Sample buffers cover a
+  // failure by themselves; what they lost shows as a hole in the samples.)
+  void interrupt() { interrupted_ = true; }
 
   const std::map<OwnerLabels, LedgerTotals>& owners() const { return owners_; }
   // Device-level integrals over the covered time: the invariants' right-hand sides.
@@ -88,6 +106,8 @@ class GpuLedger {
   std::uint64_t gaps() const { return gaps_; }
   // End of the covered time (sample clock, µs), 0 before the first tick.
   std::int64_t cursor_us() const { return cursor_us_; }
+  // Spacing of the device's utilization samples, 0 until two have been seen.
+  std::int64_t device_period_us() const { return device_period_us_; }
   bool started() const { return started_; }
 
   // Drops owners not charged since `before_wall_us` (retention). Returns how many.
@@ -116,14 +136,30 @@ class GpuLedger {
   std::vector<LedgerProcess> previous_;   // the process list of the previous tick
   std::optional<double> last_power_w_;
   std::vector<TimedSample> pending_power_;      // not yet matched to a utilization period
-  struct CoveringSample {
-    ProcessSample sample;
-    std::int64_t covers_from_us;  // the sample covers (covers_from_us, sample.timestamp_us]
+  // What one per-process record says: the process's SM share over (from_us, to_us].
+  struct ProcessWindow {
+    unsigned pid = 0;
+    std::int64_t from_us = 0, to_us = 0;
+    double sm = 0;
+    // A record of a known query window (covers_from_us set): its share is carried over the
+    // hole between the process's own last sample and the next query's window start. A record
+    // without one is carried only up to a known window start.
+    bool carries = false;
   };
+  void add_process_records(const std::vector<ProcessSample>& records);
+  double share_seconds(const ProcessWindow& w, std::int64_t start_us, std::int64_t end_us) const;
+  std::int64_t carry_end(const ProcessWindow& w) const;
+  void learn_device_period(const std::vector<TimedSample>& fresh);
+  std::int64_t period_or_default() const { return device_period_us_ > 0 ? device_period_us_ : kDefaultPeriodUs; }
+
+  // Without covers_from_us, a record covers the time since the same process's previous
+  // record, at most this long (NVML sends nothing for an idle process).
   static constexpr std::int64_t kMaxProcessSampleSpanUs = 1'000'000;
-  std::vector<CoveringSample> pending_process_;  // not yet fully used
+  static constexpr std::int64_t kDefaultPeriodUs = 200'000;
+  std::vector<ProcessWindow> pending_process_;  // not yet fully used (carry included)
   std::map<unsigned, std::int64_t> last_process_sample_us_;
-  std::int64_t device_period_us_ = 200'000;  // spacing of the device's utilization samples
+  std::int64_t device_period_us_ = 0;  // spacing of the device's utilization samples; 0: not seen yet
+  bool interrupted_ = false;            // a collection failed since the last tick
   std::map<OwnerLabels, LedgerTotals> owners_;
   double covered_seconds_ = 0;
   double busy_seconds_ = 0;

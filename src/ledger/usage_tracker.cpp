@@ -184,6 +184,12 @@ void UsageTracker::on_reading(size_t slot, const DeviceIdentity& id, const Devic
   }
 }
 
+void UsageTracker::on_failure(size_t slot, const DeviceIdentity& id) {
+  Gpu& g = gpu(slot);
+  std::lock_guard lock(g.mu);
+  if (!g.uuid.empty() && g.uuid == id.uuid) g.ledger.interrupt();
+}
+
 void UsageTracker::contribute(Snapshot& snap) const {
   struct Candidate {
     size_t slot;

@@ -59,6 +59,7 @@ class UsageTracker final : public ReadingObserver {
   Result<std::size_t> checkpoint();
 
   void on_reading(size_t slot, const DeviceIdentity& identity, const DeviceReading& reading) override;
+  void on_failure(size_t slot, const DeviceIdentity& identity) override;
   void contribute(Snapshot& snapshot) const override;
 
   OwnerLabels reduce(const OwnerLabels& owner) const;

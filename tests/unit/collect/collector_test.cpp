@@ -6,12 +6,14 @@
 #include <thread>
 
 #include "fake_backend.h"
+#include "fake_clock.h"
 
 namespace gpumeter {
 namespace {
 
 using namespace std::chrono_literals;
 using testing::FakeBackend;
+using testing::FakeClock;
 
 // Collects published snapshots; wait_for polls until a predicate over the latest holds.
 class SinkRecorder {
@@ -133,6 +135,162 @@ TEST(Collector, CountsXidEventsPerGpuAndCode) {
   ASSERT_NE(snap, nullptr);
   EXPECT_EQ(snap->gpus[0].xid_counts.at(13), 1u);
   EXPECT_EQ(snap->gpus[0].xid_counts.size(), 1u);
+  EXPECT_EQ(c.stop(), 0u);
+}
+
+// Counts what the ledger would see: readings by kind (a usage-only reading says 0.25) and
+// failures.
+class RecordingObserver : public ReadingObserver {
+ public:
+  void on_reading(size_t, const DeviceIdentity& id, const DeviceReading& r) override {
+    std::lock_guard lock(mu_);
+    ++(r.utilization_ratio == 0.25 ? usage : full);
+    last_identity = id;
+  }
+  void on_failure(size_t, const DeviceIdentity&) override {
+    std::lock_guard lock(mu_);
+    ++failures;
+  }
+  void contribute(Snapshot&) const override {}
+  std::mutex mu_;
+  int full = 0, usage = 0, failures = 0;
+  DeviceIdentity last_identity;
+};
+
+constexpr CollectScope F = CollectScope::kFull;
+constexpr CollectScope U = CollectScope::kUsage;
+
+// Runs one GPU on a fake clock for `seconds`, one second at a time, each step once the worker
+// and the publisher wait for a time still ahead; returns the scopes collected, in order.
+std::vector<CollectScope> schedule(std::chrono::milliseconds interval, int seconds,
+                                   RecordingObserver* observer = nullptr) {
+  FakeBackend backend(1);
+  FakeClock clock;
+  SinkRecorder rec;
+  CollectorOptions o = fast_options();
+  o.interval = interval;
+  o.clock = &clock;
+  o.observer = observer;
+  Collector c({&backend}, o, rec.sink(), quiet_logger());
+  c.start();
+  for (int s = 0; s < seconds; ++s) {
+    EXPECT_TRUE(clock.settle(2)) << "at " << s << " s";
+    clock.advance(1s);
+  }
+  EXPECT_TRUE(clock.settle(2));
+  EXPECT_EQ(c.stop(), 0u);
+  return backend.scopes(0);
+}
+
+TEST(Collector, DrainsTheSampleBuffersEveryFiveSecondsBetweenFullCollections) {
+  RecordingObserver observer;
+  auto got = schedule(30s, 60, &observer);
+  std::vector<CollectScope> want = {F, U, U, U, U, U, F, U, U, U, U, U, F};
+  EXPECT_EQ(got, want);
+  // Usage readings reach the ledger too.
+  EXPECT_EQ(observer.full, 3);
+  EXPECT_EQ(observer.usage, 10);
+}
+
+TEST(Collector, AnIntervalNotAMultipleOfTheDrainKeepsBothSchedules) {
+  std::vector<CollectScope> want = {F, U, U, F, U, U, F};  // 0 5 10 | 12 17 22 | 24
+  EXPECT_EQ(schedule(12s, 24), want);
+}
+
+TEST(Collector, ShortIntervalsCollectOnlyInFull) {
+  EXPECT_EQ(schedule(1s, 10), std::vector<CollectScope>(11, F));
+  EXPECT_EQ(schedule(5s, 20), std::vector<CollectScope>(5, F));
+}
+
+TEST(Collector, UsageReadingsDoNotReplaceTheSnapshotReadingAndTheirFailuresLeaveTheGpuUp) {
+  FakeBackend backend(1);
+  FakeClock clock;
+  SinkRecorder rec;
+  RecordingObserver observer;
+  CollectorOptions o = fast_options();
+  o.interval = 30s;
+  o.clock = &clock;
+  o.observer = &observer;
+  Collector c({&backend}, o, rec.sink(), quiet_logger());
+  c.start();
+  for (int s = 0; s < 7; ++s) {
+    ASSERT_TRUE(clock.settle(2));
+    if (s == 6) backend.set_fail_usage(0, true);
+    clock.advance(1s);
+  }
+  ASSERT_TRUE(clock.settle(2));  // full at 0, usage at 5 (good), at 10 not yet
+  for (int s = 7; s < 11; ++s) {
+    clock.advance(1s);
+    ASSERT_TRUE(clock.settle(2));
+  }
+  EXPECT_EQ((std::vector<CollectScope>{F, U, U}), backend.scopes(0));
+  auto snap = c.assemble();
+  ASSERT_TRUE(snap->gpus[0].up) << snap->gpus[0].down_reason;
+  ASSERT_NE(snap->gpus[0].reading, nullptr);
+  EXPECT_EQ(snap->gpus[0].reading->utilization_ratio, 0.5);  // the full collection's
+  EXPECT_EQ(observer.usage, 1);
+  EXPECT_EQ(observer.failures, 1);  // the ledger is told, so it does not stretch over it
+  EXPECT_EQ(c.stop(), 0u);
+}
+
+TEST(Collector, AUsageReadThatHangsDoesNotHoldBackTheOtherGpusSnapshots) {
+  FakeBackend backend(2);
+  FakeClock clock;
+  SinkRecorder rec;
+  CollectorOptions o = fast_options();
+  o.interval = 30s;
+  o.clock = &clock;
+  Collector c({&backend}, o, rec.sink(), quiet_logger());
+  c.start();
+  ASSERT_TRUE(clock.settle(3));  // two workers and the publisher
+  ASSERT_EQ(rec.count(), 1);
+  backend.set_hang(1, true);  // its usage read at 5 s never returns
+  for (int s = 0; s < 30; ++s) {
+    clock.advance(1s);
+    ASSERT_TRUE(clock.settle(s < 4 ? 3 : 2)) << "at " << s + 1 << " s";
+  }
+  // Published at 30 s without waiting half an interval for GPU 1's full collection.
+  EXPECT_EQ(rec.count(), 2);
+  EXPECT_EQ(backend.scopes(0).back(), F);
+  EXPECT_TRUE(backend.hanging(1));
+  backend.set_hang(1, false);
+  EXPECT_EQ(c.stop(), 0u);
+}
+
+TEST(Collector, TheFirstSuccessAfterAFailureIdentifiesTheGpuAgain) {
+  FakeBackend backend(1);
+  FakeClock clock;
+  SinkRecorder rec;
+  RecordingObserver observer;
+  CollectorOptions o = fast_options();
+  o.interval = 1s;
+  o.clock = &clock;
+  o.observer = &observer;
+  Collector c({&backend}, o, rec.sink(), quiet_logger());
+  c.start();
+  auto step = [&] {
+    clock.advance(1s);
+    ASSERT_TRUE(clock.settle(2));
+  };
+  ASSERT_TRUE(clock.settle(2));
+  EXPECT_EQ(c.assemble()->gpus[0].identity.driver_version, "550.54.15");
+  step();
+  step();
+  EXPECT_EQ(backend.identifies(0), 1);  // not on every collection
+  backend.set_fail(0, true);
+  step();
+  step();
+  EXPECT_FALSE(c.assemble()->gpus[0].up);
+  backend.set_driver_version("560.35.03");  // upgraded while the GPU was failing
+  backend.set_fail(0, false);
+  step();
+  step();
+  step();
+  auto snap = c.assemble();
+  EXPECT_TRUE(snap->gpus[0].up);
+  EXPECT_EQ(snap->gpus[0].identity.driver_version, "560.35.03");
+  EXPECT_EQ(observer.last_identity.driver_version, "560.35.03");  // the ledger sees it too
+  EXPECT_EQ(backend.identifies(0), 2);
   EXPECT_EQ(c.stop(), 0u);
 }
 

@@ -6,6 +6,8 @@
 #include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <string>
+#include <vector>
 
 #include "backend/backend.h"
 
@@ -22,7 +24,12 @@ class FakeBackend : public Backend {
   unsigned device_count() const override { return static_cast<unsigned>(devices_.size()); }
 
   Result<DeviceIdentity> identify(unsigned d) override {
+    devices_[d].identifies++;
     DeviceIdentity id;
+    {
+      std::lock_guard lock(mu_);
+      id.driver_version = driver_version_;
+    }
     id.index = d;
     id.uuid = "GPU-fake-" + std::to_string(d);
     id.vendor = "nvidia";
@@ -30,18 +37,21 @@ class FakeBackend : public Backend {
     return id;
   }
 
-  Result<DeviceReading> collect(unsigned d, CollectScope = CollectScope::kFull) override {
+  Result<DeviceReading> collect(unsigned d, CollectScope scope = CollectScope::kFull) override {
     Device& dev = devices_[d];
-    dev.calls++;
     std::unique_lock lock(mu_);
+    dev.scopes.push_back(scope);
+    dev.calls++;
     if (dev.hang) {
       dev.hanging = true;
       cv_.wait(lock, [&] { return !dev.hang; });
       dev.hanging = false;
     }
-    if (dev.fail) return Error{15, "GPU is lost"};
+    if (dev.fail || (scope == CollectScope::kUsage && dev.fail_usage)) return Error{15, "GPU is lost"};
     DeviceReading r;
-    r.utilization_ratio = 0.5;
+    // A usage-only reading has what the ledger needs and nothing else.
+    r.utilization_ratio = scope == CollectScope::kUsage ? 0.25 : 0.5;
+    if (scope == CollectScope::kUsage) return r;
     r.power_watts = 100.0 + d;
     return r;
   }
@@ -67,6 +77,19 @@ class FakeBackend : public Backend {
     std::lock_guard lock(mu_);
     devices_[d].fail = fail;
   }
+  void set_fail_usage(unsigned d, bool fail) {
+    std::lock_guard lock(mu_);
+    devices_[d].fail_usage = fail;
+  }
+  void set_driver_version(std::string v) {
+    std::lock_guard lock(mu_);
+    driver_version_ = std::move(v);
+  }
+  std::vector<CollectScope> scopes(unsigned d) {
+    std::lock_guard lock(mu_);
+    return devices_[d].scopes;
+  }
+  int identifies(unsigned d) const { return devices_[d].identifies.load(); }
   void push_event(DeviceEvent e) {
     {
       std::lock_guard lock(mu_);
@@ -83,11 +106,15 @@ class FakeBackend : public Backend {
  private:
   struct Device {
     std::atomic<int> calls{0};
+    std::atomic<int> identifies{0};
+    std::vector<CollectScope> scopes;  // every collect() call, in order
+    bool fail_usage = false;
     bool hang = false;
     bool hanging = false;
     bool fail = false;
   };
   BackendStatus status_;
+  std::string driver_version_ = "550.54.15";
   std::deque<Device> devices_;
   std::mutex mu_;
   std::condition_variable cv_;

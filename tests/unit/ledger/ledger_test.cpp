@@ -96,15 +96,27 @@ TEST(GpuLedger, NobodyPresentIsIdleAndUnplacedBusyIsUnattributed) {
   EXPECT_NEAR(l.owners().at(unattributed_owner()).busy_seconds, 0.2, 1e-12);
 }
 
-TEST(GpuLedger, BusyTheSharesDoNotCoverIsUnattributed) {
+TEST(GpuLedger, ALoneShareTakesAllTheBusyTimeItsRecordRoundsDown) {
   GpuLedger l = started_ledger(100);
   TickBuilder t{kT0, 5, 0.8, 300, {{1, owner("a"), 0}}, {{1, 0.5}}};
   l.advance(t.build());
-  EXPECT_NEAR(l.owners().at(owner("a")).busy_seconds, 0.5, 1e-12);
-  EXPECT_NEAR(l.owners().at(unattributed_owner()).busy_seconds, 0.3, 1e-12);
-  // energy: idle 100 J to a; 200 J dynamic split 5/8 and 3/8
-  EXPECT_NEAR(l.owners().at(owner("a")).energy_joules, 100 + 125, 1e-9);
-  EXPECT_NEAR(l.owners().at(unattributed_owner()).energy_joules, 75, 1e-9);
+  EXPECT_NEAR(l.owners().at(owner("a")).busy_seconds, 0.8, 1e-12);
+  EXPECT_NEAR(l.owners().at(owner("a")).energy_joules, 300, 1e-9);
+  EXPECT_FALSE(l.owners().count(unattributed_owner()));
+}
+
+TEST(GpuLedger, BusyTimeNoMemberHasAShareOfIsUnattributed) {
+  GpuLedger l = started_ledger(100);
+  TickBuilder first{kT0, 1, 0.0, 100, {{1, owner("a"), 0}}};
+  l.advance(first.build());
+  TickBuilder t{kT0 + kPeriod, 5, 0.8, 300, {{1, owner("a"), 0}}};  // listed, no record
+  l.advance(t.build());
+  EXPECT_NEAR(l.owners().at(owner("a")).busy_seconds, 0, 1e-12);
+  EXPECT_NEAR(l.owners().at(owner("a")).allocated_seconds, 1.0, 1e-12);
+  EXPECT_NEAR(l.owners().at(unattributed_owner()).busy_seconds, 0.8, 1e-12);
+  // idle power to the member, the 200 W above idle with the unattributed busy time
+  EXPECT_NEAR(l.owners().at(owner("a")).energy_joules, 100, 1e-9);
+  EXPECT_NEAR(l.owners().at(unattributed_owner()).energy_joules, 200, 1e-9);
 }
 
 TEST(GpuLedger, ProcessSamplesOnACoarserGridCoverTheTimeSinceTheirLastSample) {
@@ -185,6 +197,89 @@ TEST(GpuLedger, AGapLongerThanTheLimitIsNotIntegrated) {
   EXPECT_NEAR(l.gap_seconds(), 60.2, 1e-9);
   EXPECT_NEAR(l.covered_seconds(), 0.8, 1e-9);  // the first sample after the gap starts coverage
   EXPECT_NEAR(l.owners().at(owner("a")).allocated_seconds, 0.8, 1e-9);
+}
+
+// Samples with their own timestamps, oldest first.
+LedgerTick samples_at(const std::vector<std::int64_t>& ts, double util = 0.5) {
+  LedgerTick t;
+  t.wall_us = ts.empty() ? kT0 : ts.back();
+  t.processes = {{1, owner("a"), 0}};
+  t.utilization_samples_supported = t.power_samples_supported = t.process_samples_supported = true;
+  for (auto x : ts) {
+    t.utilization_samples.push_back({x, util});
+    t.power_samples.push_back({x, 100});
+  }
+  return t;
+}
+
+TEST(GpuLedger, SamplesLostFromTheBufferAreAGapEvenWhenShorterThanMaxGap) {
+  GpuLedger l = started_ledger();
+  l.advance(samples_at({kT0 + kPeriod, kT0 + 2 * kPeriod}));
+  // The agent (or the GPU) stalled: the buffer now starts 10 periods after the cursor.
+  std::vector<std::int64_t> ts;
+  for (int i = 12; i <= 16; ++i) ts.push_back(kT0 + i * kPeriod);
+  l.advance(samples_at(ts));
+  EXPECT_EQ(l.gaps(), 1u);
+  EXPECT_NEAR(l.gap_seconds(), 2.0, 1e-9);
+  EXPECT_NEAR(l.covered_seconds(), 0.4 + 0.8, 1e-9);  // not stretched: coverage restarts at the first
+  EXPECT_NEAR(l.busy_seconds(), 0.5 * 1.2, 1e-9);
+  EXPECT_EQ(l.cursor_us(), kT0 + 16 * kPeriod);
+}
+
+TEST(GpuLedger, AHoleInsideOneReadIsAGapToo) {
+  GpuLedger l = started_ledger();
+  l.advance(samples_at({kT0 + kPeriod, kT0 + 2 * kPeriod, kT0 + 6 * kPeriod, kT0 + 7 * kPeriod}));
+  EXPECT_EQ(l.gaps(), 1u);
+  EXPECT_NEAR(l.gap_seconds(), 0.8, 1e-9);
+  EXPECT_NEAR(l.covered_seconds(), 0.6, 1e-9);
+  double alloc = 0;
+  for (const auto& [o, t] : l.owners()) alloc += t.allocated_seconds;
+  EXPECT_NEAR(alloc, l.covered_seconds(), 1e-12);
+}
+
+TEST(GpuLedger, JitterWithinHalfAPeriodIsNoGap) {
+  GpuLedger l = started_ledger();
+  l.advance(samples_at({kT0 + kPeriod, kT0 + 2 * kPeriod}));
+  l.advance(samples_at({kT0 + 3 * kPeriod + kPeriod / 3, kT0 + 4 * kPeriod, kT0 + 5 * kPeriod, kT0 + 6 * kPeriod}));
+  EXPECT_EQ(l.gaps(), 0u);
+  EXPECT_EQ(l.device_period_us(), kPeriod);
+  EXPECT_NEAR(l.covered_seconds(), 1.2, 1e-9);
+}
+
+TEST(GpuLedger, ARestartShorterThanTheBufferLosesNothing) {
+  GpuLedger l = started_ledger();
+  l.advance(samples_at({kT0 + kPeriod, kT0 + 2 * kPeriod}));
+  auto saved = l.to_json();
+  auto restored = GpuLedger::from_json(nlohmann::json::parse(saved.dump()), GpuLedgerOptions{70});
+  ASSERT_TRUE(restored.ok()) << restored.error().message;
+  EXPECT_EQ(restored->device_period_us(), kPeriod);
+  // The restarted backend hands the whole buffer again, old samples included.
+  std::vector<std::int64_t> ts;
+  for (int i = -20; i <= 40; ++i) ts.push_back(kT0 + i * kPeriod);
+  restored->advance(samples_at(ts));
+  EXPECT_EQ(restored->gaps(), 0u);
+  EXPECT_NEAR(restored->covered_seconds(), 8.0, 1e-9);
+}
+
+TEST(GpuLedger, AFailedCollectionInPolledModeIsAGapNotStretchedOver) {
+  GpuLedger l(GpuLedgerOptions{0, 10'000'000});
+  LedgerTick t;
+  t.wall_us = kT0;
+  t.processes = {{1, owner("a"), 0}};
+  t.utilization_ratio = 0.5;
+  t.power_watts = 100;
+  l.advance(t);
+  t.wall_us += 1'000'000;
+  l.advance(t);
+  l.interrupt();
+  t.wall_us += 3'000'000;
+  l.advance(t);
+  EXPECT_EQ(l.gaps(), 1u);
+  EXPECT_NEAR(l.gap_seconds(), 3.0, 1e-9);
+  EXPECT_NEAR(l.covered_seconds(), 1.0, 1e-9);
+  t.wall_us += 1'000'000;
+  l.advance(t);
+  EXPECT_NEAR(l.covered_seconds(), 2.0, 1e-9);
 }
 
 TEST(GpuLedger, PolledModeUsesTheEnergyCounterAndSurvivesItsReset) {

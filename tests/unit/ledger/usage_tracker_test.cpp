@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 namespace gpumeter {
 namespace {
@@ -131,6 +132,38 @@ TEST(UsageTracker, ANewUuidInASlotStartsANewLedger) {
   t.contribute(s);
   ASSERT_TRUE(s.gpus[0].ledger);
   EXPECT_DOUBLE_EQ(s.gpus[0].ledger->covered_seconds, 0.0);  // its first tick only starts it
+}
+
+TEST(UsageTracker, AFailedCollectionIsNotStretchedOverWithoutSampleBuffers) {
+  FakeResolver res;
+  Logger log(LogLevel::kError);
+  UsageTracker t({}, res, log);
+  auto id = gpu(0, "GPU-a");
+  DeviceReading polled;  // no sample buffers (MIG, old drivers): integrated over wall time
+  polled.utilization_ratio = 0.5;
+  polled.power_watts = 100;
+  polled.usage.processes.emplace();
+  polled.usage.processes->push_back({1, 1e9, kProcessCompute});
+  auto covered = [&] {
+    Snapshot s = snapshot_for({id});
+    t.contribute(s);
+    return std::pair(s.gpus[0].ledger->covered_seconds, s.gpus[0].ledger->gap_seconds);
+  };
+  // Wall time must move between readings for anything to be integrated.
+  auto later = [] { std::this_thread::sleep_for(std::chrono::milliseconds(2)); };
+  t.on_reading(0, id, polled);
+  later();
+  t.on_reading(0, id, polled);
+  const auto [before, no_gap] = covered();
+  EXPECT_GT(before, 0);
+  EXPECT_EQ(no_gap, 0);
+  later();
+  t.on_failure(0, id);
+  later();
+  t.on_reading(0, id, polled);
+  const auto [after, gap] = covered();
+  EXPECT_EQ(after, before);  // the reading after the failure restarts the integration
+  EXPECT_GT(gap, 0);
 }
 
 // A tracker's surroundings with a state file in a directory of its own.
