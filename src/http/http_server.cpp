@@ -67,6 +67,7 @@ const char* reason_phrase(int status) {
     case 413: return "Payload Too Large";
     case 414: return "URI Too Long";
     case 416: return "Range Not Satisfiable";
+    case 429: return "Too Many Requests";
     case 500: return "Internal Server Error";
     case 503: return "Service Unavailable";
     default: return status < 500 ? "Client Error" : "Server Error";
@@ -220,7 +221,14 @@ void HttpServer::Impl::configure() {
 httplib::Server::HandlerResponse HttpServer::Impl::pre_route(const httplib::Request& req,
                                                              httplib::Response& res) {
   using HR = httplib::Server::HandlerResponse;
-  if (auth && !auth->check(req.get_header_value("Authorization"))) {
+  const AuthVerdict verdict = auth ? auth->check(req.get_header_value("Authorization")) : AuthVerdict::kGranted;
+  if (verdict == AuthVerdict::kBusy) {
+    res.status = 429;
+    res.set_header("Retry-After", "1");
+    set_body(res, "429 Too Many Requests: too many password checks at once\n", kTextPlain);
+    return HR::Handled;
+  }
+  if (verdict == AuthVerdict::kDenied) {
     res.status = 401;
     res.set_header("WWW-Authenticate", "Basic");
     set_body(res, "401 Unauthorized\n", kTextPlain);
