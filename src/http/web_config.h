@@ -50,7 +50,7 @@ struct WebConfig {
   std::optional<TlsServerConfig> tls;                        // absent: plain HTTP
   std::map<std::string, std::string> basic_auth_users;       // user -> bcrypt hash; empty: no auth
   std::vector<std::pair<std::string, std::string>> headers;  // added to every response
-  bool http2 = true;  // accepted for compatibility; cpp-httplib serves HTTP/1.1 only
+  bool http2 = true;  // accepted for compatibility; the server speaks HTTP/1.1 only
 };
 
 // Far above any real config (a few hundred users); anything larger is a mistake.
