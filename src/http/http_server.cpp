@@ -210,7 +210,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void wait_for_request() {
-    if (s_.stopping || served_ >= std::max<size_t>(1, s_.opt.keep_alive_max_count)) return close();
+    if (s_.stopping) return close();
     if (buffer_.size() > 0) return read_request();  // a pipelined request is already here
     state_ = State::kIdle;
     list(s_.idle);
@@ -320,9 +320,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   void respond(Response res) {
     if (state_ == State::kClosed) return;
-    if (s_.stopping) keep_alive_ = false;
     state_ = State::kWriting;
-    ++served_;
+    // The last response a connection gets says so, or the client's next request would meet a close.
+    if (s_.stopping || ++served_ >= std::max<size_t>(1, s_.opt.keep_alive_max_count)) keep_alive_ = false;
     res_ = std::move(res);
     head_text_ = "HTTP/1.1 " + std::to_string(res_.status) + " " + reason_phrase(res_.status) + "\r\n";
     if (!res_.content_type.empty()) head_text_ += "Content-Type: " + res_.content_type + "\r\n";

@@ -203,6 +203,25 @@ TEST_F(HttpHardeningTest, PipelinedRequestsAreAnsweredInOrder) {
   EXPECT_TRUE(all.ends_with("Ready\n"));
 }
 
+TEST_F(HttpHardeningTest, TheLastResponseOnAConnectionAnnouncesTheClose) {
+  auto o = options();
+  o.keep_alive_max_count = 3;
+  start(o);
+  testing::RawConnection c(server_->port());
+  ASSERT_TRUE(c.connected());
+  const std::string req = "GET /-/healthy HTTP/1.1\r\nHost: x\r\n\r\n";
+  c.send(req + req + req + req);
+  const std::string all = c.read_until_close();
+  size_t responses = 0;
+  for (size_t at = all.find("HTTP/1.1 200"); at != std::string::npos; at = all.find("HTTP/1.1 200", at + 1)) {
+    ++responses;
+  }
+  EXPECT_EQ(responses, 3u) << all;
+  const size_t close = all.find("Connection: close");
+  EXPECT_NE(close, std::string::npos);
+  EXPECT_GT(close, all.rfind("HTTP/1.1 200")) << "only the third response says close";
+}
+
 TEST_F(HttpHardeningTest, WrongPasswordsDoNotQueueScrapes) {
   auto web = std::make_shared<WebConfig>();
   web->basic_auth_users = {{"alice", testing::bcrypt_hash("secret", "$2b$", 12)}};
