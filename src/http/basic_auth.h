@@ -39,6 +39,8 @@ class BasicAuth {
 
   uint64_t bcrypt_runs() const { return bcrypt_runs_.load(); }  // for tests of the cache
   size_t bcrypt_in_flight() const { return bcrypt_in_flight_.load(); }
+  // A hint: check() may still find every slot taken by the time it runs.
+  bool bcrypt_slot_free() const { return bcrypt_in_flight_.load() < max_bcrypt_; }
 
  private:
   struct Parsed {

@@ -284,7 +284,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
     parser_.reset();
 
     std::optional<AuthVerdict> verdict = AuthVerdict::kGranted;
-    if (s_.auth) verdict = s_.auth->check_without_bcrypt(req->authorization);
+    if (s_.auth) {
+      verdict = s_.auth->check_without_bcrypt(req->authorization);
+      // Refused here, without a trip through the handler pool, so that guesses cannot fill the pool.
+      if (!verdict && !s_.auth->bcrypt_slot_free()) verdict = AuthVerdict::kBusy;
+    }
     state_ = State::kHandling;
     unlist();
     timer_.cancel();

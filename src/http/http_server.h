@@ -42,7 +42,7 @@ struct HttpServerOptions {
   std::string telemetry_path = "/metrics";
   // Handlers that run off the event loop at once (bcrypt, readiness, landing page); beyond, 503.
   size_t max_threads = 16;
-  size_t max_connections = 512;      // open at once; 1000 idle ones cost about 40 MiB
+  size_t max_connections = 512;      // open at once; an idle plain one costs about 6 KiB
   size_t max_concurrent_bcrypt = 2;  // password checks at once; beyond, 429
   int listen_backlog = 128;
   size_t max_header_bytes = 16384;  // request line and all header fields together; beyond, 431
