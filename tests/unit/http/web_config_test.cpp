@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -173,13 +174,19 @@ TEST_F(WebConfigTest, FailsClosedOnAnythingButABoundedRegularFile) {
   std::filesystem::create_symlink(certs_->path("real.yml"), certs_->dir() / "link.yml");
   EXPECT_TRUE(load_web_config(certs_->path("link.yml")).ok());
 
-  if (::geteuid() != 0) {  // root reads a mode-000 file anyway
-    certs_->write("secret.yml", "");
-    std::filesystem::permissions(certs_->path("secret.yml"), std::filesystem::perms::none);
-    auto unreadable = load_web_config(certs_->path("secret.yml"));
-    ASSERT_FALSE(unreadable.ok());
-    EXPECT_NE(unreadable.error().message.find("Permission denied"), std::string::npos);
-  }
+  // A FIFO would block the start until someone writes to it.
+  const std::string fifo = certs_->path("web.fifo");
+  std::filesystem::remove(fifo);
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  auto as_fifo = load_web_config(fifo);
+  ASSERT_FALSE(as_fifo.ok());
+  EXPECT_NE(as_fifo.error().message.find("not a regular file"), std::string::npos) << as_fifo.error().message;
+
+  // Unreadable even for root: a path through a regular file.
+  auto through_file = load_web_config(certs_->path("real.yml") + "/web.yml");
+  ASSERT_FALSE(through_file.ok());
+  EXPECT_NE(through_file.error().message.find("Not a directory"), std::string::npos)
+      << through_file.error().message;
 }
 
 TEST_F(WebConfigTest, ControlCharactersInHeaderValuesAreRejectedWithLineAndColumn) {
