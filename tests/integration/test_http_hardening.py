@@ -134,27 +134,31 @@ class HttpHardening(AgentTestCase):
         sent = 0
         refused = 0
 
-        def flood_once():
-            """One connection sending header lines until the agent stops taking them."""
+        def flood_once(limit):
+            """One connection sending header lines until the agent stops taking them or `sent`
+            reaches `limit`."""
             nonlocal sent, refused
             try:
                 with socket.create_connection(("127.0.0.1", agent.port), timeout=2) as s:
                     s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
-                    while sent < total_limit:
+                    while sent < limit:
                         s.sendall(block)
                         sent += len(block)
             except OSError:
                 refused += 1
 
         for _ in range(3):  # warm up allocations that are made once
-            flood_once()
+            sent = 0
+            flood_once(4 << 20)
         for _ in range(20):
             raw_request(agent.port, b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
         before = rss_kib(pid)
         sent = 0
         deadline = time.monotonic() + 20
+        refused = 0
         while sent < total_limit and time.monotonic() < deadline:
-            flood_once()
+            flood_once(total_limit)
+        self.assertTrue(agent.process.alive(), "the agent died:\n" + agent.process.log()[-2000:])
         after = rss_kib(pid)
         print("header flood: %d MiB sent over %d connections; RSS %d -> %d KiB"
               % (sent >> 20, refused, before, after))
