@@ -83,8 +83,8 @@ Result<void> validate_options(const HttpServerOptions& o) {
 }
 
 // Everything below runs on the one event-loop thread, except the jobs given to `handlers`: those
-// only compute a Response and post it back. So the connection lists need no lock.
-class Connection;
+// only compute an HttpResponse and post it back. So the connection lists need no lock.
+class HttpConnection;
 
 struct HttpServer::Impl {
   Impl(const ExpositionStore& s, HttpServerOptions o, Logger* l)
@@ -98,7 +98,7 @@ struct HttpServer::Impl {
   const ExpositionStore& store;
   const HttpServerOptions opt;
   Logger* const log;
-  const Router router;
+  const HttpRouter router;
   std::unique_ptr<BasicAuth> auth;
   std::optional<asio::ssl::context> tls;
   std::string extra_headers;  // from the web config, ready to append to every response head
@@ -106,9 +106,9 @@ struct HttpServer::Impl {
   // Eviction order when the connection limit is reached: idle keep-alive connections first, oldest
   // first; then connections still sending their request, the slowest first. Declared before the
   // io_context so that connections it still holds when destroyed find them.
-  std::list<Connection*> idle;
-  std::list<Connection*> reading;
-  std::unordered_set<Connection*> open;
+  std::list<HttpConnection*> idle;
+  std::list<HttpConnection*> reading;
+  std::unordered_set<HttpConnection*> open;
   size_t live = 0;  // open connections not yet closed
 
   asio::io_context ioc{1};
@@ -128,11 +128,11 @@ struct HttpServer::Impl {
 // One client connection, plain or TLS. It waits for a request without any deadline but the
 // keep-alive one, reads it under one deadline for the whole request, answers it, and repeats;
 // bytes already read past one request are the start of the next (pipelining).
-class Connection : public std::enable_shared_from_this<Connection> {
+class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
  public:
   enum class State { kHandshake, kIdle, kReading, kHandling, kWriting, kClosed };
 
-  Connection(HttpServer::Impl& server, tcp::socket socket)
+  HttpConnection(HttpServer::Impl& server, tcp::socket socket)
       : s_(server), timer_(server.ioc), buffer_(server.opt.max_header_bytes + 4096) {
     if (server.tls) {
       tls_.emplace(std::move(socket), *server.tls);
@@ -142,7 +142,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     s_.open.insert(this);
     ++s_.live;
   }
-  ~Connection() {
+  ~HttpConnection() {
     unlist();
     s_.open.erase(this);
     if (state_ != State::kClosed) --s_.live;
@@ -189,7 +189,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
   }
 
-  void list(std::list<Connection*>& where) {
+  void list(std::list<HttpConnection*>& where) {
     unlist();
     where.push_back(this);
     listed_in_ = &where;
@@ -275,7 +275,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     const auto& msg = parser_->get();
     keep_alive_ = msg.keep_alive() && !s_.stopping;
     head_ = msg.method_string() == "HEAD";
-    auto req = std::make_shared<Request>();
+    auto req = std::make_shared<HttpRequest>();
     req->method = std::string(sv(msg.method_string()));
     req->target = std::string(sv(msg.target()));
     req->accept = joined(msg, http::field::accept);
@@ -300,14 +300,14 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
     if (s_.handlers_busy.fetch_add(1) >= s_.opt.max_threads) {
       s_.handlers_busy.fetch_sub(1);
-      Response busy = error_response(503, "every request handler is busy");
+      HttpResponse busy = error_response(503, "every request handler is busy");
       busy.headers.emplace_back("Retry-After", "1");
       return respond(std::move(busy));
     }
     asio::post(*s_.handlers, [self = shared_from_this(), req, verdict,
                               work = asio::make_work_guard(s_.ioc)] {
       const AuthVerdict v = verdict ? *verdict : self->s_.auth->check(req->authorization);
-      Response res = self->s_.router.handle(*req, v);
+      HttpResponse res = self->s_.router.handle(*req, v);
       self->s_.handlers_busy.fetch_sub(1);
       asio::post(self->s_.ioc, [self, res = std::move(res)]() mutable { self->respond(std::move(res)); });
     });
@@ -322,7 +322,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     respond(error_response(status, detail));
   }
 
-  void respond(Response res) {
+  void respond(HttpResponse res) {
     if (state_ == State::kClosed) return;
     state_ = State::kWriting;
     // The last response a connection gets says so, or the client's next request would meet a close.
@@ -348,7 +348,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     with_stream([&](auto& stream) {
       asio::async_write(stream, out, [self = shared_from_this()](error_code ec, size_t) {
         if (self->state_ == State::kClosed) return;
-        self->res_ = Response{};
+        self->res_ = HttpResponse{};
         if (ec) return self->close();
         if (self->linger_) return self->linger();
         if (!self->keep_alive_) return self->close();
@@ -384,7 +384,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   asio::steady_timer timer_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
-  Response res_;
+  HttpResponse res_;
   std::string head_text_;
   State state_ = State::kIdle;
   bool keep_alive_ = true;
@@ -392,13 +392,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool linger_ = false;
   size_t lingered_ = 0;
   size_t served_ = 0;
-  std::list<Connection*>* listed_in_ = nullptr;
-  std::list<Connection*>::iterator listed_at_;
+  std::list<HttpConnection*>* listed_in_ = nullptr;
+  std::list<HttpConnection*>::iterator listed_at_;
 };
 
 void HttpServer::Impl::make_room() {
   while (live >= opt.max_connections) {
-    std::list<Connection*>& victims = !idle.empty() ? idle : reading;
+    std::list<HttpConnection*>& victims = !idle.empty() ? idle : reading;
     if (victims.empty()) return;  // every connection is being answered; they finish quickly
     victims.front()->close();     // unlists itself
   }
@@ -410,7 +410,7 @@ void HttpServer::Impl::admit(tcp::socket socket) {
   socket.set_option(tcp::no_delay(true), ignored);
   make_room();
   if (live >= opt.max_connections) return;  // the socket closes as it goes out of scope
-  std::make_shared<Connection>(*this, std::move(socket))->start();
+  std::make_shared<HttpConnection>(*this, std::move(socket))->start();
 }
 
 void HttpServer::Impl::accept() {
@@ -524,8 +524,8 @@ void HttpServer::stop() {
     error_code ignored;
     m.acceptor.close(ignored);
     m.accept_retry.cancel();
-    std::vector<Connection*> all(m.open.begin(), m.open.end());
-    for (Connection* c : all) c->close_if_waiting();
+    std::vector<HttpConnection*> all(m.open.begin(), m.open.end());
+    for (HttpConnection* c : all) c->close_if_waiting();
   });
   // The loop ends once the connections still being answered have written their responses.
   if (m.loop.joinable()) m.loop.join();

@@ -14,8 +14,8 @@ constexpr const char* kTextPlain = "text/plain; charset=utf-8";
 constexpr const char* kHealthyPath = "/-/healthy";
 constexpr const char* kReadyPath = "/-/ready";
 
-Response text(int status, std::string body) {
-  Response r;
+HttpResponse text(int status, std::string body) {
+  HttpResponse r;
   r.status = status;
   r.content_type = kTextPlain;
   r.owned = std::move(body);
@@ -42,47 +42,47 @@ const char* reason_phrase(int status) {
   }
 }
 
-Response error_response(int status, std::string_view detail) {
+HttpResponse error_response(int status, std::string_view detail) {
   std::string body = std::to_string(status) + " " + reason_phrase(status);
   if (!detail.empty()) body += ": " + std::string(detail);
   return text(status, body + "\n");
 }
 
-double Router::now() const {
+double HttpRouter::now() const {
   if (opt_.clock) return opt_.clock();
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-Readiness Router::readiness() const {
+Readiness HttpRouter::readiness() const {
   if (opt_.readiness) return opt_.readiness();
   if (store_.latest()) return {true, ""};
   return {false, "no snapshot has been collected yet"};
 }
 
-bool Router::known_path(std::string_view path) const {
+bool HttpRouter::known_path(std::string_view path) const {
   return path == opt_.telemetry_path || path == "/" || path == kHealthyPath || path == kReadyPath;
 }
 
-Response Router::handle(const Request& req, AuthVerdict verdict) const {
+HttpResponse HttpRouter::handle(const HttpRequest& req, AuthVerdict verdict) const {
   if (verdict == AuthVerdict::kBusy) {
-    Response r = error_response(429, "too many password checks at once");
+    HttpResponse r = error_response(429, "too many password checks at once");
     r.headers.emplace_back("Retry-After", "1");
     return r;
   }
   if (verdict == AuthVerdict::kDenied) {
-    Response r = error_response(401);
+    HttpResponse r = error_response(401);
     r.headers.emplace_back("WWW-Authenticate", "Basic");
     return r;
   }
   if (!valid_request_target(req.target)) return error_response(400, "invalid request target");
   if (req.method == "GET" || req.method == "HEAD") return serve_get(req);
   if (!known_path(req.path())) return error_response(404);
-  Response r = error_response(405, "only GET and HEAD are served");
+  HttpResponse r = error_response(405, "only GET and HEAD are served");
   r.headers.emplace_back("Allow", "GET, HEAD");
   return r;
 }
 
-Response Router::serve_get(const Request& req) const {
+HttpResponse HttpRouter::serve_get(const HttpRequest& req) const {
   const std::string_view path = req.path();
   if (path == opt_.telemetry_path) return serve_metrics(req);
   if (path == "/") return serve_landing();
@@ -94,10 +94,10 @@ Response Router::serve_get(const Request& req) const {
   return error_response(404);
 }
 
-Response Router::serve_metrics(const Request& req) const {
+HttpResponse HttpRouter::serve_metrics(const HttpRequest& req) const {
   std::shared_ptr<const Published> published = store_.latest();
   if (!published) {
-    Response r = error_response(503, "no metrics snapshot has been collected yet");
+    HttpResponse r = error_response(503, "no metrics snapshot has been collected yet");
     r.headers.emplace_back("Retry-After", "1");
     return r;
   }
@@ -110,7 +110,7 @@ Response Router::serve_metrics(const Request& req) const {
   };
   auto scrape = std::make_shared<const Scrape>(
       Scrape{published, make_scrape_body(published->exposition, format, gzip, now())});
-  Response r;
+  HttpResponse r;
   r.content_type = std::string(content_type(format));
   r.headers.emplace_back("Vary", "Accept, Accept-Encoding");
   if (gzip) r.headers.emplace_back("Content-Encoding", "gzip");
@@ -119,7 +119,7 @@ Response Router::serve_metrics(const Request& req) const {
   return r;
 }
 
-Response Router::serve_landing() const {
+HttpResponse HttpRouter::serve_landing() const {
   std::shared_ptr<const Published> published = store_.latest();
   LandingPageOptions page;
   page.telemetry_path = opt_.telemetry_path;
@@ -130,7 +130,7 @@ Response Router::serve_landing() const {
     page.notice = "Not ready: " + r.reason;
   }
   static const Snapshot kEmpty;
-  Response r;
+  HttpResponse r;
   r.content_type = "text/html; charset=utf-8";
   r.owned = render_landing_page(published ? *published->snapshot : kEmpty, page);
   return r;

@@ -1,7 +1,7 @@
 #pragma once
 // What the agent answers to one parsed request, apart from the transport: the routes, the status
 // codes, the bodies. The connection layer (http_server.cpp) reads the request, decides on
-// authentication and writes the Response out.
+// authentication and writes the HttpResponse out.
 
 #include <array>
 #include <functional>
@@ -17,7 +17,7 @@
 
 namespace gpumeter {
 
-struct Request {
+struct HttpRequest {
   std::string method;
   std::string target;
   std::string accept;           // every Accept field, joined with ','
@@ -27,7 +27,7 @@ struct Request {
   std::string_view path() const { return std::string_view(target).substr(0, target.find('?')); }
 };
 
-struct Response {
+struct HttpResponse {
   int status = 200;
   std::string content_type;
   std::vector<std::pair<std::string, std::string>> headers;  // besides Content-Type and -Length
@@ -39,22 +39,22 @@ struct Response {
 };
 
 // A short text body for an error status.
-Response error_response(int status, std::string_view detail = {});
+HttpResponse error_response(int status, std::string_view detail = {});
 const char* reason_phrase(int status);
 
-class Router {
+class HttpRouter {
  public:
-  Router(const ExpositionStore& store, const HttpServerOptions& options) : store_(store), opt_(options) {}
+  HttpRouter(const ExpositionStore& store, const HttpServerOptions& options) : store_(store), opt_(options) {}
 
   // The answer to `req` once authentication has given `verdict`.
-  Response handle(const Request& req, AuthVerdict verdict) const;
+  HttpResponse handle(const HttpRequest& req, AuthVerdict verdict) const;
   // Paths whose handler calls out to user code or renders: run off the event loop.
   bool is_slow(std::string_view path) const { return path == "/" || path == "/-/ready"; }
 
  private:
-  Response serve_get(const Request& req) const;
-  Response serve_metrics(const Request& req) const;
-  Response serve_landing() const;
+  HttpResponse serve_get(const HttpRequest& req) const;
+  HttpResponse serve_metrics(const HttpRequest& req) const;
+  HttpResponse serve_landing() const;
   bool known_path(std::string_view path) const;
   double now() const;
   Readiness readiness() const;
