@@ -4,6 +4,13 @@
 
 #include <algorithm>
 #include <atomic>
+#include <list>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <unordered_set>
+#include <vector>
+
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -14,15 +21,8 @@
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
-#include <boost/beast/http/empty_body.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
-#include <list>
-#include <mutex>
-#include <optional>
-#include <thread>
-#include <unordered_set>
-#include <vector>
 
 #include "http/basic_auth.h"
 #include "http/listen_address.h"
