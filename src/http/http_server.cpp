@@ -305,11 +305,14 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
       return respond(std::move(busy));
     }
     asio::post(*s_.handlers, [self = shared_from_this(), req, verdict,
-                              work = asio::make_work_guard(s_.ioc)] {
+                              work = asio::make_work_guard(s_.ioc)]() mutable {
       const AuthVerdict v = verdict ? *verdict : self->s_.auth->check(req->authorization);
       HttpResponse res = self->s_.router.handle(*req, v);
       self->s_.handlers_busy.fetch_sub(1);
-      asio::post(self->s_.ioc, [self, res = std::move(res)]() mutable { self->respond(std::move(res)); });
+      // The reference moves to the loop: the connection must never be destroyed on this thread,
+      // since its destructor edits the loop's connection lists.
+      asio::io_context& loop = self->s_.ioc;
+      asio::post(loop, [self = std::move(self), res = std::move(res)]() mutable { self->respond(std::move(res)); });
     });
   }
 
