@@ -4,7 +4,7 @@
 set -euo pipefail
 
 build_pkgs=(cmake ninja-build g++ git pkg-config
-  libcpp-httplib-dev libssl-dev zlib1g-dev libbrotli-dev
+  libcpp-httplib-dev libboost-dev libssl-dev zlib1g-dev libbrotli-dev
   libyaml-cpp-dev nlohmann-json3-dev libfmt-dev libcli11-dev libre2-dev
   libgtest-dev libgmock-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc

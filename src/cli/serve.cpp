@@ -30,7 +30,8 @@ void setup_serve_command(CLI::App& cmd, ServeOptions& o, int& exit_code) {
                  "Web configuration file in the Prometheus exporter-toolkit format: TLS (cert_file, key_file, "
                  "client_auth_type, client_ca_file, min/max_version), basic_auth_users (bcrypt), response headers");
   cmd.add_option("--web.max-requests", o.max_requests,
-                 "Maximum number of requests served in parallel (the HTTP worker thread pool)")
+                 "Requests handled off the HTTP event loop at once (password checks, /-/ready, the landing page); "
+                 "beyond this they get 503 at once. Scrapes of the telemetry path do not count")
       ->capture_default_str()
       ->check(CLI::Range(1u, 1024u));
   cmd.add_option("--collect.interval", o.collect_interval,

@@ -3,6 +3,7 @@
 #include <crypt.h>
 #include <openssl/evp.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstring>
 #include <memory>
@@ -77,10 +78,10 @@ bool decode_base64(std::string_view in, std::string& out) {
   return true;
 }
 
-BasicAuth::BasicAuth(std::map<std::string, std::string> users) : users_(std::move(users)) {}
+BasicAuth::BasicAuth(std::map<std::string, std::string> users, size_t max_concurrent_bcrypt)
+    : users_(std::move(users)), max_bcrypt_(std::max<size_t>(1, max_concurrent_bcrypt)) {}
 
 bool BasicAuth::verify(const std::string& password, const std::string& hash) {
-  std::lock_guard lock(bcrypt_mu_);  // bcrypt is CPU-bound by design; never run several at once
   ++bcrypt_runs_;
   auto data = std::make_unique<crypt_data>();  // about 32 KiB: too large for a worker's stack
   std::memset(data.get(), 0, sizeof *data);
@@ -91,32 +92,52 @@ bool BasicAuth::verify(const std::string& password, const std::string& hash) {
   return diff == 0;
 }
 
-bool BasicAuth::check(std::string_view authorization) {
+std::optional<BasicAuth::Parsed> BasicAuth::parse(std::string_view authorization) const {
+  static const std::string kDummy = kDummyHash;
   constexpr std::string_view kScheme = "Basic ";
-  if (!iequals_prefix(authorization, kScheme)) return false;
+  if (!iequals_prefix(authorization, kScheme)) return std::nullopt;
   std::string_view encoded = authorization.substr(kScheme.size());
   while (!encoded.empty() && encoded.front() == ' ') encoded.remove_prefix(1);
   std::string decoded;
-  if (!decode_base64(encoded, decoded)) return false;
+  if (!decode_base64(encoded, decoded)) return std::nullopt;
   const size_t colon = decoded.find(':');
-  if (colon == std::string::npos) return false;
-  const std::string user = decoded.substr(0, colon), password = decoded.substr(colon + 1);
+  if (colon == std::string::npos) return std::nullopt;
+  Parsed p;
+  p.user = decoded.substr(0, colon);
+  p.password = decoded.substr(colon + 1);
+  auto it = users_.find(p.user);
+  p.known = it != users_.end();
+  p.hash = p.known ? &it->second : &kDummy;
+  p.cache_key = sha256(p.user, *p.hash, p.password);
+  return p;
+}
 
-  auto it = users_.find(user);
-  const bool known = it != users_.end();
-  const std::string& hash = known ? it->second : std::string(kDummyHash);
-  const std::string key = sha256(user, hash, password);
+std::optional<AuthVerdict> BasicAuth::check_without_bcrypt(std::string_view authorization) {
+  auto parsed = parse(authorization);
+  if (!parsed) return AuthVerdict::kDenied;
+  std::lock_guard lock(cache_mu_);
+  if (cache_.count(parsed->cache_key)) return AuthVerdict::kGranted;
+  return std::nullopt;
+}
+
+AuthVerdict BasicAuth::check(std::string_view authorization) {
+  auto parsed = parse(authorization);
+  if (!parsed) return AuthVerdict::kDenied;
   {
     std::lock_guard lock(cache_mu_);
-    if (cache_.count(key)) return true;
+    if (cache_.count(parsed->cache_key)) return AuthVerdict::kGranted;
   }
-  const bool ok = verify(password, hash) && known;
-  if (ok) {
-    std::lock_guard lock(cache_mu_);
-    if (cache_.size() >= kMaxCached) cache_.clear();  // bounded; a miss only costs one bcrypt
-    cache_.insert(key);
+  if (bcrypt_in_flight_.fetch_add(1) >= max_bcrypt_) {
+    bcrypt_in_flight_.fetch_sub(1);
+    return AuthVerdict::kBusy;
   }
-  return ok;
+  const bool ok = verify(parsed->password, *parsed->hash) && parsed->known;
+  bcrypt_in_flight_.fetch_sub(1);
+  if (!ok) return AuthVerdict::kDenied;
+  std::lock_guard lock(cache_mu_);
+  if (cache_.size() >= kMaxCached) cache_.clear();  // bounded; a miss only costs one bcrypt
+  cache_.insert(parsed->cache_key);
+  return AuthVerdict::kGranted;
 }
 
 }  // namespace gpumeter

@@ -1,101 +1,62 @@
 #include "http/http_server.h"
 
-#include <httplib.h>
-#include <netdb.h>
-#include <sys/socket.h>
-#include <unistd.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
-#include <cstring>
+#include <list>
 #include <mutex>
+#include <optional>
 #include <thread>
+#include <unordered_set>
 #include <vector>
 
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ip/v6_only.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/string_body.hpp>
+
 #include "http/basic_auth.h"
-#include "http/bounded_pool.h"
 #include "http/listen_address.h"
-#include "http/negotiation.h"
-#include "http/request_target.h"
+#include "http/router.h"
 #include "http/tls_context.h"
-#include "render/landing_page.h"
 
 namespace gpumeter {
 
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = boost::beast::http;
+using tcp = asio::ip::tcp;
+using error_code = boost::system::error_code;
+
 namespace {
 
-constexpr const char* kTextPlain = "text/plain; charset=utf-8";
-constexpr const char* kHealthyPath = "/-/healthy";
-constexpr const char* kReadyPath = "/-/ready";
+constexpr size_t kMaxTargetBytes = 8192;
+// After an error response the client may still be sending (a huge header block): reading and
+// dropping a little of it, briefly, lets the client see the response instead of a reset.
+constexpr size_t kLingerBytes = 64 * 1024;
+constexpr auto kLingerTime = std::chrono::milliseconds(500);
 
-// Two protected members of httplib::Server that its public API handles badly, reachable for both
-// the plain and the TLS server.
-class ListenerControl {
- public:
-  virtual ~ListenerControl() = default;
-  virtual httplib::Server& server() = 0;
-  virtual void widen_backlog(int backlog) = 0;
-  virtual void close_listener() = 0;
-};
+std::string_view sv(beast::string_view s) { return {s.data(), s.size()}; }
 
-template <class Base>
-class Listening final : public Base, public ListenerControl {
- public:
-  using Base::Base;
-  httplib::Server& server() override { return *this; }
-
-  // httplib listens with a backlog of 5; Linux lets listen() be called again to enlarge it.
-  void widen_backlog(int backlog) override { ::listen(this->svr_sock_, backlog); }
-
-  // httplib's stop() does nothing until the accept loop has started, so a stop() right after
-  // start() would be lost and the join would hang. Taking the socket away works in every state.
-  void close_listener() override {
-    const socket_t s = this->svr_sock_.exchange(INVALID_SOCKET);
-    if (s != INVALID_SOCKET) {
-      ::shutdown(s, SHUT_RDWR);
-      ::close(s);
-    }
-  }
-};
-
-const char* reason_phrase(int status) {
-  switch (status) {
-    case 400: return "Bad Request";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 413: return "Payload Too Large";
-    case 414: return "URI Too Long";
-    case 416: return "Range Not Satisfiable";
-    case 500: return "Internal Server Error";
-    case 503: return "Service Unavailable";
-    default: return status < 500 ? "Client Error" : "Server Error";
-  }
+bool served_method(std::string_view m) {
+  return m == "GET" || m == "HEAD" || m == "POST" || m == "PUT" || m == "PATCH" || m == "DELETE" ||
+         m == "OPTIONS";
 }
 
-// Every body goes out through a content provider with a known length: on that path httplib neither
-// copies nor compresses. Its own compression of set_content() bodies ignores q-values, so a client
-// sending "gzip;q=0" would still get gzip.
-void set_body(httplib::Response& res, std::string body, const char* content_type) {
-  if (body.empty()) {  // a zero-length provider would leave out Content-Length
-    res.set_content("", content_type);
-    return;
-  }
-  auto owned = std::make_shared<const std::string>(std::move(body));
-  res.set_content_provider(
-      owned->size(), content_type, [owned](size_t offset, size_t length, httplib::DataSink& sink) {
-        if (offset >= owned->size()) return false;
-        return sink.write(owned->data() + offset, std::min(length, owned->size() - offset));
-      });
-}
-
-// Header values of a field that may be repeated, joined as RFC 9110 5.3 allows.
-std::string joined_header(const httplib::Request& req, const char* name) {
-  const size_t n = req.get_header_value_count(name);
+std::string joined(const http::fields& fields, http::field name) {
   std::string out;
-  for (size_t i = 0; i < n; ++i) {
-    if (i > 0) out.push_back(',');
-    out += req.get_header_value(name, i);
+  for (auto [it, end] = fields.equal_range(name); it != end; ++it) {
+    if (!out.empty()) out.push_back(',');
+    out += sv(it->value());
   }
   return out;
 }
@@ -112,242 +73,396 @@ Result<void> validate_options(const HttpServerOptions& o) {
       return Error{0, "--web.telemetry-path has a character not allowed in a URL path: \"" + p + "\""};
     }
   }
-  if (p == "/" || p == kHealthyPath || p == kReadyPath) {
+  if (p == "/" || p == "/-/healthy" || p == "/-/ready") {
     return Error{0, "--web.telemetry-path \"" + p + "\" collides with a built-in endpoint"};
   }
   if (o.max_threads == 0) return Error{0, "HTTP worker thread count must be at least 1"};
+  if (o.max_connections == 0) return Error{0, "HTTP connection limit must be at least 1"};
   if (auto addr = parse_listen_address(o.listen_address); !addr) return addr.error();
   return {};
 }
 
+// Everything below runs on the one event-loop thread, except the jobs given to `handlers`: those
+// only compute an HttpResponse and post it back. So the connection lists need no lock.
+class HttpConnection;
+
 struct HttpServer::Impl {
-  Impl(const ExpositionStore& s, HttpServerOptions o, Logger* l) : store(s), opt(std::move(o)), log(l) {}
+  Impl(const ExpositionStore& s, HttpServerOptions o, Logger* l)
+      : store(s), opt(std::move(o)), log(l), router(store, opt) {}
 
-  double now() const {
-    if (opt.clock) return opt.clock();
-    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-  }
-
-  Readiness readiness() const {
-    if (opt.readiness) return opt.readiness();
-    if (store.latest()) return {true, ""};
-    return {false, "no snapshot has been collected yet"};
-  }
-
-  bool known_path(const std::string& path) const {
-    return path == opt.telemetry_path || path == "/" || path == kHealthyPath || path == kReadyPath;
-  }
-
-  Result<void> create_server();
-  void configure();
   Result<int> bind(const ListenAddress& addr);
-  httplib::Server::HandlerResponse pre_route(const httplib::Request& req, httplib::Response& res);
-  void serve_get(const httplib::Request& req, httplib::Response& res);
-  void serve_metrics(const httplib::Request& req, httplib::Response& res);
-  void serve_landing(httplib::Response& res);
-  void reject_method(const httplib::Request& req, httplib::Response& res);
+  void accept();
+  void admit(tcp::socket socket);
+  void make_room();
 
   const ExpositionStore& store;
   const HttpServerOptions opt;
   Logger* const log;
-  std::unique_ptr<ListenerControl> control;  // created by start(): plain or TLS
-  std::unique_ptr<BasicAuth> auth;           // set when the web config lists users
-  std::mutex lifecycle;                      // serializes start() and stop()
-  std::thread listener;
+  const HttpRouter router;
+  std::unique_ptr<BasicAuth> auth;
+  std::optional<asio::ssl::context> tls;
+  std::string extra_headers;  // from the web config, ready to append to every response head
+
+  // Eviction order when the connection limit is reached: idle keep-alive connections first, oldest
+  // first; then connections still sending their request, the slowest first. Declared before the
+  // io_context so that connections it still holds when destroyed find them.
+  std::list<HttpConnection*> idle;
+  std::list<HttpConnection*> reading;
+  std::unordered_set<HttpConnection*> open;
+  size_t live = 0;  // open connections not yet closed
+
+  asio::io_context ioc{1};
+  tcp::acceptor acceptor{ioc};
+  asio::steady_timer accept_retry{ioc};
+  std::optional<asio::thread_pool> handlers;
+  std::atomic<size_t> handlers_busy{0};
+  bool stopping = false;
+
+  std::mutex lifecycle;
+  std::thread loop;
   bool started = false;
+  bool stopped = false;
   std::atomic<int> port{0};
 };
 
-Result<void> HttpServer::Impl::create_server() {
-  const WebConfig* web = opt.web_config.get();
-  if (web && !web->basic_auth_users.empty()) auth = std::make_unique<BasicAuth>(web->basic_auth_users);
-  if (!web || !web->tls) {
-    control = std::make_unique<Listening<httplib::Server>>();
-    return {};
-  }
-  Result<void> tls_result;
-  auto tls = std::make_unique<Listening<httplib::SSLServer>>([&](SSL_CTX& ctx) {
-    tls_result = configure_tls_context(&ctx, *web->tls);
-    return tls_result.ok();
-  });
-  if (!tls_result) return Error{0, web->path + ": " + tls_result.error().message};
-  if (!tls->is_valid()) return Error{0, web->path + ": cannot create the TLS context"};
-  control = std::move(tls);
-  return {};
-}
+// One client connection, plain or TLS. It waits for a request without any deadline but the
+// keep-alive one, reads it under one deadline for the whole request, answers it, and repeats;
+// bytes already read past one request are the start of the next (pipelining).
+class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
+ public:
+  enum class State { kHandshake, kIdle, kReading, kHandling, kWriting, kClosed };
 
-void HttpServer::Impl::configure() {
-  httplib::Server& server = control->server();
-  if (opt.web_config) {
-    httplib::Headers headers;
-    for (const auto& [k, v] : opt.web_config->headers) headers.emplace(k, v);
-    server.set_default_headers(std::move(headers));
-  }
-  const size_t threads = opt.max_threads, pending = opt.max_pending_connections;
-  server.new_task_queue = [threads, pending] { return new BoundedPool(threads, pending); };
-  // Without TCP_NODELAY the small trailer write waits for the body's ACK (Nagle + delayed ACK):
-  // measured p50 of 44 ms per scrape. Accepted sockets inherit the option from the listener.
-  server.set_tcp_nodelay(true);
-  // httplib's default sets SO_REUSEPORT, which lets a second agent bind the same port silently and
-  // steal half the scrapes. SO_REUSEADDR alone allows quick restarts and still reports a conflict.
-  server.set_socket_options([](socket_t s) {
-    int yes = 1;
-    ::setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-  });
-  server.set_read_timeout(opt.read_timeout.count(), 0);
-  server.set_write_timeout(opt.write_timeout.count(), 0);
-  server.set_keep_alive_max_count(std::max<size_t>(1, opt.keep_alive_max_count));
-  server.set_keep_alive_timeout(opt.keep_alive_timeout.count());
-  server.set_payload_max_length(opt.max_payload_bytes);
-
-  server.set_pre_routing_handler(
-      [this](const httplib::Request& req, httplib::Response& res) { return pre_route(req, res); });
-  // Reached only for requests with a declared body, after httplib has read it within the payload limit.
-  auto reject = [this](const httplib::Request& req, httplib::Response& res) { reject_method(req, res); };
-  server.Post(".*", reject);
-  server.Put(".*", reject);
-  server.Patch(".*", reject);
-  server.Delete(".*", reject);
-  server.Options(".*", reject);
-  // Gives every error a short text body; httplib's own errors (400, 414, ...) have none.
-  server.set_error_handler([](const httplib::Request&, httplib::Response& res) {
-    if (res.body.empty() && !res.content_provider_) {
-      set_body(res, std::to_string(res.status) + " " + reason_phrase(res.status) + "\n", kTextPlain);
-    }
-  });
-}
-
-httplib::Server::HandlerResponse HttpServer::Impl::pre_route(const httplib::Request& req,
-                                                             httplib::Response& res) {
-  using HR = httplib::Server::HandlerResponse;
-  if (auth && !auth->check(req.get_header_value("Authorization"))) {
-    res.status = 401;
-    res.set_header("WWW-Authenticate", "Basic");
-    set_body(res, "401 Unauthorized\n", kTextPlain);
-    return HR::Handled;
-  }
-  if (!valid_request_target(req.target)) {
-    res.status = 400;
-    set_body(res, "400 Bad Request: invalid request target\n", kTextPlain);
-    return HR::Handled;
-  }
-  // httplib reads chunked request bodies without any size limit; nothing here takes a body anyway.
-  if (req.has_header("Transfer-Encoding")) {
-    res.status = 400;
-    set_body(res, "400 Bad Request: chunked request bodies are not accepted\n", kTextPlain);
-    return HR::Handled;
-  }
-  if (req.method == "GET" || req.method == "HEAD") {
-    serve_get(req, res);
-    return HR::Handled;
-  }
-  // A declared body must be consumed (or refused with 413) by httplib first, or its bytes would be
-  // read as the next request on this connection. Without one we answer right away: httplib would
-  // otherwise wait for the client to close the connection to find the end of the body.
-  const std::string length = req.get_header_value("Content-Length");
-  if (!length.empty() && length != "0") return HR::Unhandled;
-  reject_method(req, res);
-  return HR::Handled;
-}
-
-void HttpServer::Impl::serve_get(const httplib::Request& req, httplib::Response& res) {
-  const std::string& path = req.path;
-  if (path == opt.telemetry_path) {
-    serve_metrics(req, res);
-  } else if (path == "/") {
-    serve_landing(res);
-  } else if (path == kHealthyPath) {
-    set_body(res, "Healthy\n", kTextPlain);
-  } else if (path == kReadyPath) {
-    Readiness r = readiness();
-    if (r.ready) {
-      set_body(res, "Ready\n", kTextPlain);
+  HttpConnection(HttpServer::Impl& server, tcp::socket socket)
+      : s_(server), timer_(server.ioc), buffer_(server.opt.max_header_bytes + 4096) {
+    if (server.tls) {
+      tls_.emplace(std::move(socket), *server.tls);
     } else {
-      res.status = 503;
-      set_body(res, "Not ready: " + r.reason + "\n", kTextPlain);
+      plain_.emplace(std::move(socket));
     }
-  } else {
-    res.status = 404;
+    s_.open.insert(this);
+    ++s_.live;
+  }
+  ~HttpConnection() {
+    unlist();
+    s_.open.erase(this);
+    if (state_ != State::kClosed) --s_.live;
+  }
+
+  tcp::socket& socket() { return tls_ ? tls_->next_layer() : *plain_; }
+
+  void start() {
+    if (!tls_) return wait_for_request();
+    state_ = State::kHandshake;
+    list(s_.reading);
+    arm(s_.opt.read_timeout);
+    tls_->async_handshake(asio::ssl::stream_base::server, [self = shared_from_this()](error_code ec) {
+      if (ec) return self->close();
+      self->wait_for_request();
+    });
+  }
+
+  // Closes at once; pending operations end with operation_aborted and drop their reference.
+  void close() {
+    if (state_ == State::kClosed) return;
+    state_ = State::kClosed;
+    --s_.live;
+    unlist();
+    timer_.cancel();
+    error_code ignored;
+    socket().shutdown(tcp::socket::shutdown_both, ignored);
+    socket().close(ignored);
+  }
+
+  // Called by the server when stopping: an idle or unfinished request is dropped, a request being
+  // answered still gets its response.
+  void close_if_waiting() {
+    if (state_ == State::kIdle || state_ == State::kReading || state_ == State::kHandshake) close();
+  }
+
+ private:
+  template <class Fn>
+  void with_stream(Fn&& fn) {
+    if (tls_) {
+      fn(*tls_);
+    } else {
+      fn(*plain_);
+    }
+  }
+
+  void list(std::list<HttpConnection*>& where) {
+    unlist();
+    where.push_back(this);
+    listed_in_ = &where;
+    listed_at_ = std::prev(where.end());
+  }
+  void unlist() {
+    if (listed_in_) listed_in_->erase(listed_at_);
+    listed_in_ = nullptr;
+  }
+
+  // One deadline for the whole of what follows; bytes arriving do not renew it.
+  void arm(std::chrono::steady_clock::duration d) {
+    timer_.expires_after(d);
+    timer_.async_wait([weak = weak_from_this()](error_code ec) {
+      if (ec) return;  // cancelled or re-armed
+      if (auto self = weak.lock()) self->close();
+    });
+  }
+
+  void wait_for_request() {
+    if (s_.stopping) return close();
+    if (buffer_.size() > 0) return read_request();  // a pipelined request is already here
+    state_ = State::kIdle;
+    list(s_.idle);
+    arm(s_.opt.keep_alive_timeout);
+    // An idle connection costs one pending read and no thread, however many there are.
+    with_stream([&](auto& stream) {
+      stream.async_read_some(buffer_.prepare(4096), [self = shared_from_this()](error_code ec, size_t n) {
+        if (ec) return self->close();
+        self->buffer_.commit(n);
+        self->read_request();
+      });
+    });
+  }
+
+  void read_request() {
+    state_ = State::kReading;
+    list(s_.reading);
+    arm(s_.opt.read_timeout);
+    parser_.emplace();
+    parser_->header_limit(static_cast<uint32_t>(s_.opt.max_header_bytes));
+    parser_->body_limit(s_.opt.max_payload_bytes);
+    with_stream([&](auto& stream) {
+      http::async_read_header(stream, buffer_, *parser_, [self = shared_from_this()](error_code ec, size_t) {
+        self->on_header(ec);
+      });
+    });
+  }
+
+  void on_header(error_code ec) {
+    if (state_ == State::kClosed) return;
+    if (ec) return fail_read(ec);
+    const auto& req = parser_->get();
+    if (req.version() != 11 && req.version() != 10) return reject(400, "unsupported HTTP version");
+    if (!served_method(sv(req.method_string()))) return reject(400, "method not served");
+    if (req.target().size() > kMaxTargetBytes) return reject(414);
+    if (parser_->chunked()) return reject(400, "chunked request bodies are not accepted");
+    if (parser_->is_done()) return dispatch();
+    // A declared body is read (within max_payload_bytes) so that its bytes are not taken for the
+    // next request on this connection.
+    with_stream([&](auto& stream) {
+      http::async_read(stream, buffer_, *parser_, [self = shared_from_this()](error_code ec, size_t) {
+        if (self->state_ == State::kClosed) return;
+        if (ec) return self->fail_read(ec);
+        self->dispatch();
+      });
+    });
+  }
+
+  void fail_read(error_code ec) {
+    if (ec == http::error::header_limit) return reject(431);
+    if (ec == http::error::body_limit) return reject(413);
+    if (ec == http::error::buffer_overflow) return reject(431);
+    if (ec == http::error::end_of_stream || ec == asio::error::eof || ec == asio::error::operation_aborted ||
+        ec == asio::error::connection_reset || ec == http::error::partial_message) {
+      return close();
+    }
+    if (ec.category() == http::make_error_code(http::error::bad_target).category()) return reject(400);
+    close();
+  }
+
+  void dispatch() {
+    const auto& msg = parser_->get();
+    keep_alive_ = msg.keep_alive() && !s_.stopping;
+    head_ = msg.method_string() == "HEAD";
+    auto req = std::make_shared<HttpRequest>();
+    req->method = std::string(sv(msg.method_string()));
+    req->target = std::string(sv(msg.target()));
+    req->accept = joined(msg, http::field::accept);
+    req->accept_encoding = joined(msg, http::field::accept_encoding);
+    req->authorization = std::string(sv(msg[http::field::authorization]));
+    parser_.reset();
+
+    std::optional<AuthVerdict> verdict = AuthVerdict::kGranted;
+    if (s_.auth) {
+      verdict = s_.auth->check_without_bcrypt(req->authorization);
+      // Refused here, without a trip through the handler pool, so that guesses cannot fill the pool.
+      if (!verdict && !s_.auth->bcrypt_slot_free()) verdict = AuthVerdict::kBusy;
+    }
+    state_ = State::kHandling;
+    unlist();
+    timer_.cancel();
+    // The scrape path (cached or no credentials, the telemetry and health endpoints) is answered on
+    // the event loop: it only takes the latest snapshot. bcrypt, readiness callbacks and the landing
+    // page go to the bounded handler pool.
+    if (verdict && (*verdict != AuthVerdict::kGranted || !s_.router.is_slow(req->path()))) {
+      return respond(s_.router.handle(*req, *verdict));
+    }
+    if (s_.handlers_busy.fetch_add(1) >= s_.opt.max_threads) {
+      s_.handlers_busy.fetch_sub(1);
+      HttpResponse busy = error_response(503, "every request handler is busy");
+      busy.headers.emplace_back("Retry-After", "1");
+      return respond(std::move(busy));
+    }
+    asio::post(*s_.handlers, [self = shared_from_this(), req, verdict,
+                              work = asio::make_work_guard(s_.ioc)]() mutable {
+      const AuthVerdict v = verdict ? *verdict : self->s_.auth->check(req->authorization);
+      HttpResponse res = self->s_.router.handle(*req, v);
+      self->s_.handlers_busy.fetch_sub(1);
+      // The reference moves to the loop: the connection must never be destroyed on this thread,
+      // since its destructor edits the loop's connection lists.
+      asio::io_context& loop = self->s_.ioc;
+      asio::post(loop, [self = std::move(self), res = std::move(res)]() mutable { self->respond(std::move(res)); });
+    });
+  }
+
+  void reject(int status, std::string_view detail = {}) {
+    keep_alive_ = false;
+    head_ = false;
+    linger_ = true;
+    parser_.reset();
+    unlist();
+    respond(error_response(status, detail));
+  }
+
+  void respond(HttpResponse res) {
+    if (state_ == State::kClosed) return;
+    state_ = State::kWriting;
+    // The last response a connection gets says so, or the client's next request would meet a close.
+    if (s_.stopping || ++served_ >= std::max<size_t>(1, s_.opt.keep_alive_max_count)) keep_alive_ = false;
+    res_ = std::move(res);
+    head_text_ = "HTTP/1.1 " + std::to_string(res_.status) + " " + reason_phrase(res_.status) + "\r\n";
+    if (!res_.content_type.empty()) head_text_ += "Content-Type: " + res_.content_type + "\r\n";
+    head_text_ += "Content-Length: " + std::to_string(res_.body_size()) + "\r\n";
+    for (const auto& [k, v] : res_.headers) head_text_ += k + ": " + v + "\r\n";
+    head_text_ += s_.extra_headers;
+    if (!keep_alive_) head_text_ += "Connection: close\r\n";
+    head_text_ += "\r\n";
+    std::array<asio::const_buffer, 3> out{asio::buffer(head_text_)};
+    if (!head_) {
+      if (res_.keep) {
+        out[1] = asio::buffer(res_.pieces[0].data(), res_.pieces[0].size());
+        out[2] = asio::buffer(res_.pieces[1].data(), res_.pieces[1].size());
+      } else {
+        out[1] = asio::buffer(res_.owned);
+      }
+    }
+    arm(s_.opt.write_timeout);
+    with_stream([&](auto& stream) {
+      asio::async_write(stream, out, [self = shared_from_this()](error_code ec, size_t) {
+        if (self->state_ == State::kClosed) return;
+        self->res_ = HttpResponse{};
+        if (ec) return self->close();
+        if (self->linger_) return self->linger();
+        if (!self->keep_alive_) return self->close();
+        self->wait_for_request();
+      });
+    });
+  }
+
+  void linger() {
+    if (tls_) return close();
+    error_code ignored;
+    socket().shutdown(tcp::socket::shutdown_send, ignored);
+    arm(kLingerTime);
+    buffer_.clear();
+    socket().async_read_some(buffer_.prepare(4096), [self = shared_from_this()](error_code ec, size_t n) {
+      self->lingered_ += n;
+      if (ec || self->lingered_ >= kLingerBytes) return self->close();
+      self->linger_read();
+    });
+  }
+  void linger_read() {
+    if (state_ == State::kClosed) return;
+    socket().async_read_some(buffer_.prepare(4096), [self = shared_from_this()](error_code ec, size_t n) {
+      self->lingered_ += n;
+      if (ec || self->lingered_ >= kLingerBytes) return self->close();
+      self->linger_read();
+    });
+  }
+
+  HttpServer::Impl& s_;
+  std::optional<tcp::socket> plain_;
+  std::optional<asio::ssl::stream<tcp::socket>> tls_;
+  asio::steady_timer timer_;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  HttpResponse res_;
+  std::string head_text_;
+  State state_ = State::kIdle;
+  bool keep_alive_ = true;
+  bool head_ = false;
+  bool linger_ = false;
+  size_t lingered_ = 0;
+  size_t served_ = 0;
+  std::list<HttpConnection*>* listed_in_ = nullptr;
+  std::list<HttpConnection*>::iterator listed_at_;
+};
+
+void HttpServer::Impl::make_room() {
+  while (live >= opt.max_connections) {
+    std::list<HttpConnection*>& victims = !idle.empty() ? idle : reading;
+    if (victims.empty()) return;  // every connection is being answered; they finish quickly
+    victims.front()->close();     // unlists itself
   }
 }
 
-void HttpServer::Impl::serve_metrics(const httplib::Request& req, httplib::Response& res) {
-  std::shared_ptr<const Published> published = store.latest();
-  if (!published) {
-    res.status = 503;
-    res.set_header("Retry-After", "1");
-    set_body(res, "503 Service Unavailable: no metrics snapshot has been collected yet\n", kTextPlain);
-    return;
-  }
-  const ExpositionFormat format = negotiate_format(joined_header(req, "Accept"));
-  const bool gzip = accepts_gzip(joined_header(req, "Accept-Encoding"));
-
-  // The body is a view into `published`; the provider keeps it alive until the response is sent.
-  struct Scrape {
-    std::shared_ptr<const Published> published;
-    ScrapeBody body;
-  };
-  auto scrape = std::make_shared<const Scrape>(
-      Scrape{published, make_scrape_body(published->exposition, format, gzip, now())});
-
-  res.set_header("Vary", "Accept, Accept-Encoding");
-  // A content provider with a known length is the one path on which httplib neither copies the body
-  // nor compresses it again (it gzips any text/* body itself when the client accepts gzip).
-  if (gzip) res.set_header("Content-Encoding", "gzip");
-  res.set_content_provider(scrape->body.size(), std::string(content_type(format)),
-                           [scrape](size_t offset, size_t length, httplib::DataSink& sink) {
-                             bool ok = true;
-                             scrape->body.for_range(offset, length, [&](const char* data, size_t n) {
-                               if (ok) ok = sink.write(data, n);
-                             });
-                             return ok;
-                           });
+void HttpServer::Impl::admit(tcp::socket socket) {
+  error_code ignored;
+  // Without TCP_NODELAY the small trailer write waits for the body's ACK (Nagle + delayed ACK).
+  socket.set_option(tcp::no_delay(true), ignored);
+  make_room();
+  if (live >= opt.max_connections) return;  // the socket closes as it goes out of scope
+  std::make_shared<HttpConnection>(*this, std::move(socket))->start();
 }
 
-void HttpServer::Impl::serve_landing(httplib::Response& res) {
-  std::shared_ptr<const Published> published = store.latest();
-  LandingPageOptions page;
-  page.telemetry_path = opt.telemetry_path;
-  page.now_unix = now();
-  if (!published) {
-    page.notice = "No snapshot has been collected yet.";
-  } else if (Readiness r = readiness(); !r.ready) {
-    page.notice = "Not ready: " + r.reason;
-  }
-  static const Snapshot kEmpty;
-  set_body(res, render_landing_page(published ? *published->snapshot : kEmpty, page),
-           "text/html; charset=utf-8");
-}
-
-void HttpServer::Impl::reject_method(const httplib::Request& req, httplib::Response& res) {
-  if (!known_path(req.path)) {
-    res.status = 404;
-    return;
-  }
-  res.status = 405;
-  res.set_header("Allow", "GET, HEAD");
-  set_body(res, "405 Method Not Allowed: only GET and HEAD are served\n", kTextPlain);
+void HttpServer::Impl::accept() {
+  acceptor.async_accept([this](error_code ec, tcp::socket socket) {
+    if (ec == asio::error::operation_aborted || !acceptor.is_open()) return;
+    if (ec) {
+      // Out of file descriptors: accepting again at once would spin; try a little later.
+      accept_retry.expires_after(std::chrono::milliseconds(50));
+      accept_retry.async_wait([this](error_code e) {
+        if (!e) accept();
+      });
+      return;
+    }
+    admit(std::move(socket));
+    accept();
+  });
 }
 
 Result<int> HttpServer::Impl::bind(const ListenAddress& addr) {
-  // ":port" means every interface: "::" with IPV6_V6ONLY off (httplib clears it) takes IPv4 too;
-  // hosts without IPv6 fall back to 0.0.0.0.
+  // ":port" means every interface: "::" with IPV6_V6ONLY off takes IPv4 too; hosts without IPv6
+  // fall back to 0.0.0.0.
   std::vector<std::string> hosts =
       addr.all_interfaces() ? std::vector<std::string>{"::", "0.0.0.0"} : std::vector<std::string>{addr.host};
-  int last_errno = 0;
+  error_code last;
   for (const std::string& host : hosts) {
-    errno = 0;
-    int bound = -1;
-    if (addr.port == 0) {
-      bound = control->server().bind_to_any_port(host, AI_PASSIVE);
-    } else if (control->server().bind_to_port(host, addr.port, AI_PASSIVE)) {
-      bound = addr.port;
+    tcp::resolver resolver(ioc);
+    auto endpoints = resolver.resolve(host, std::to_string(addr.port), tcp::resolver::passive |
+                                                                          tcp::resolver::numeric_service, last);
+    if (last) continue;
+    for (const auto& entry : endpoints) {
+      error_code ec;
+      tcp::acceptor a(ioc);
+      a.open(entry.endpoint().protocol(), ec);
+      if (!ec && entry.endpoint().address().is_v6()) a.set_option(asio::ip::v6_only(false), ec);
+      // SO_REUSEADDR allows quick restarts; unlike SO_REUSEPORT it still reports a second agent.
+      if (!ec) a.set_option(tcp::acceptor::reuse_address(true), ec);
+      if (!ec) a.bind(entry.endpoint(), ec);
+      if (!ec) a.listen(opt.listen_backlog, ec);
+      if (ec) {
+        last = ec;
+        continue;
+      }
+      const int bound = a.local_endpoint().port();
+      acceptor = std::move(a);
+      return bound;
     }
-    if (bound > 0) return bound;
-    last_errno = errno;
   }
-  std::string why = last_errno != 0 ? std::strerror(last_errno) : "cannot resolve or bind";
-  return Error{last_errno, "cannot listen on " + opt.listen_address + ": " + why};
+  const std::string why = last ? last.message() : "cannot resolve or bind";
+  return Error{last.value(), "cannot listen on " + opt.listen_address + ": " + why};
 }
 
 HttpServer::HttpServer(const ExpositionStore& store, HttpServerOptions options, Logger* logger)
@@ -365,22 +480,38 @@ Result<void> HttpServer::start() {
   auto addr = parse_listen_address(m.opt.listen_address);
   if (!addr) return addr.error();
 
-  if (auto created = m.create_server(); !created) return created.error();
-  m.configure();
+  if (const WebConfig* web = m.opt.web_config.get()) {
+    if (!web->basic_auth_users.empty()) {
+      m.auth = std::make_unique<BasicAuth>(web->basic_auth_users, m.opt.max_concurrent_bcrypt);
+    }
+    for (const auto& [k, v] : web->headers) m.extra_headers += k + ": " + v + "\r\n";
+    if (web->tls) {
+      m.tls.emplace(asio::ssl::context::tls_server);
+      if (auto r = configure_tls_context(m.tls->native_handle(), *web->tls); !r) {
+        return Error{0, web->path + ": " + r.error().message};
+      }
+    }
+  }
+  // Each connection is a file descriptor; the usual soft limit of 1024 would end accepting long
+  // before max_connections. The hard limit is the operator's to set.
+  rlimit nofile{};
+  if (::getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+    nofile.rlim_cur = nofile.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &nofile);
+  }
   auto port = m.bind(*addr);
   if (!port) return port.error();
-  m.control->widen_backlog(m.opt.listen_backlog);
   m.port = *port;
   m.started = true;
-  m.listener = std::thread([&m] {
-    if (!m.control->server().listen_after_bind() && m.log) m.log->error("HTTP accept loop failed");
-  });
+  m.handlers.emplace(m.opt.max_threads);
+  asio::post(m.ioc, [&m] { m.accept(); });
+  m.loop = std::thread([&m] { m.ioc.run(); });
   if (m.log) {
     // The one start-up line that says where the agent serves; with port 0 it names the bound port.
     m.log->info("listening", {{"address", m.opt.listen_address},
                               {"port", std::to_string(*port)},
                               {"telemetry_path", m.opt.telemetry_path},
-                              {"tls", m.opt.web_config && m.opt.web_config->tls ? "true" : "false"},
+                              {"tls", m.tls ? "true" : "false"},
                               {"basic_auth", m.auth ? "true" : "false"}});
   }
   return {};
@@ -389,8 +520,19 @@ Result<void> HttpServer::start() {
 void HttpServer::stop() {
   Impl& m = *impl_;
   std::lock_guard lock(m.lifecycle);
-  if (m.control) m.control->close_listener();
-  if (m.listener.joinable()) m.listener.join();
+  if (!m.started || m.stopped) return;
+  m.stopped = true;
+  asio::post(m.ioc, [&m] {
+    m.stopping = true;
+    error_code ignored;
+    m.acceptor.close(ignored);
+    m.accept_retry.cancel();
+    std::vector<HttpConnection*> all(m.open.begin(), m.open.end());
+    for (HttpConnection* c : all) c->close_if_waiting();
+  });
+  // The loop ends once the connections still being answered have written their responses.
+  if (m.loop.joinable()) m.loop.join();
+  m.handlers->join();
 }
 
 }  // namespace gpumeter

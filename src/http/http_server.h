@@ -3,13 +3,21 @@
 // "/-/healthy" and "/-/ready". The telemetry handler only reads the latest PreparedExposition from
 // the ExpositionStore and appends the per-scrape trailer; it never renders or compresses the body.
 //
+// One event-loop thread (Boost.Beast on Asio) owns every connection, so an idle keep-alive
+// connection or a client sending slowly costs a pending read, not a thread. Each limit a client
+// could push on is bounded (see docs/security.md): open connections (the oldest idle, then the
+// slowest unfinished request, are closed to make room), total request-header bytes (431), one
+// deadline for a whole request that arriving bytes do not renew, concurrent bcrypt checks (429),
+// and the handlers that run off the loop (503 when all are busy). Pipelined requests are answered
+// in order.
+//
 // Status codes: unknown paths 404; POST/PUT/PATCH/DELETE/OPTIONS on a known path 405 with
-// "Allow: GET, HEAD"; CONNECT/TRACE/PRI and unknown methods get cpp-httplib's 400; malformed
-// request lines, oversized header lines (cpp-httplib's compiled-in limit is 8192 bytes), invalid
-// percent-encoding and chunked request bodies 400; request targets over 8192 bytes 414; declared
-// bodies over max_payload_bytes 413. With basic_auth_users configured, every request without valid
-// credentials gets 401 with "WWW-Authenticate: Basic" first. A plain-HTTP request to a TLS listener
-// fails the handshake and is closed without a response (Go answers it with a 400).
+// "Allow: GET, HEAD"; other methods, malformed request lines, HTTP versions other than 1.0 and 1.1,
+// invalid percent-encoding and chunked request bodies 400; request targets over 8192 bytes 414;
+// declared bodies over max_payload_bytes 413; header blocks over max_header_bytes 431. With
+// basic_auth_users configured, every request without valid credentials gets 401 with
+// "WWW-Authenticate: Basic". A plain-HTTP request to a TLS listener fails the handshake and is
+// closed without a response (Go answers it with a 400).
 
 #include <chrono>
 #include <cstddef>
@@ -32,13 +40,16 @@ struct Readiness {
 struct HttpServerOptions {
   std::string listen_address = ":9400";  // Prometheus style; see listen_address.h
   std::string telemetry_path = "/metrics";
-  size_t max_threads = 16;              // workers serving connections
-  size_t max_pending_connections = 64;  // accepted, waiting for a worker; beyond this accept() waits
-  int listen_backlog = 128;             // cpp-httplib hard-codes 5, too few for bursts of scrapes
-  std::chrono::seconds read_timeout{10};
-  std::chrono::seconds write_timeout{10};
+  // Handlers that run off the event loop at once (bcrypt, readiness, landing page); beyond, 503.
+  size_t max_threads = 16;
+  size_t max_connections = 512;      // open at once; an idle plain one costs about 6 KiB
+  size_t max_concurrent_bcrypt = 2;  // password checks at once; beyond, 429
+  int listen_backlog = 128;
+  size_t max_header_bytes = 16384;  // request line and all header fields together; beyond, 431
+  std::chrono::milliseconds read_timeout{10000};  // for a whole request, from its first byte
+  std::chrono::milliseconds write_timeout{10000};  // for a whole response
   size_t keep_alive_max_count = 100;
-  std::chrono::seconds keep_alive_timeout{5};
+  std::chrono::milliseconds keep_alive_timeout{5000};  // idle between requests
   size_t max_payload_bytes = 4096;  // only GET/HEAD are served; any body is unexpected
   // Answers /-/ready. Unset: ready once the first snapshot is published.
   std::function<Readiness()> readiness;
@@ -66,13 +77,13 @@ class HttpServer {
   Result<void> start();
   // The bound port, useful with port 0; 0 before start().
   int port() const;
-  // Stops accepting, lets in-flight requests finish and joins every thread. Safe from any thread
-  // other than a request handler, and more than once. Idle keep-alive connections can hold it up to
-  // keep_alive_timeout.
+  // Stops accepting, closes idle connections, lets responses being written finish and joins every
+  // thread. Safe from any thread other than a request handler, and more than once.
   void stop();
 
+  struct Impl;  // opaque; named here so that the connections in the .cpp can refer to it
+
  private:
-  struct Impl;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -7,7 +7,14 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
-#include <sstream>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 
 namespace gpumeter {
 
@@ -34,6 +41,16 @@ class Parser {
     std::string where = path_;
     if (!m.is_null()) where += ":" + std::to_string(m.line + 1);
     return Error{0, where + ": " + what};
+  }
+
+  // With the column of the byte at `offset` inside a plain or quoted scalar: for values whose fault
+  // is one character among many. Escapes in quoted scalars make the column approximate.
+  Error error_at_char(const YAML::Node& node, size_t offset, const std::string& what) const {
+    const YAML::Mark m = node.Mark();
+    if (m.is_null()) return Error{0, path_ + ": " + what};
+    const size_t quote = node.Tag() == "!" ? 1 : 0;  // yaml-cpp tags quoted scalars "!"
+    return Error{0, path_ + ":" + std::to_string(m.line + 1) + ":" +
+                        std::to_string(m.column + 1 + quote + offset) + ": " + what};
   }
 
   // Calls fn(key, value) for each entry; rejects non-maps, duplicate keys and keys not in `known`.
@@ -227,6 +244,16 @@ Result<void> parse_http(const Parser& p, const YAML::Node& node, WebConfig& out)
             [&](const YAML::Node& k, const std::string& name, const YAML::Node& value) -> Result<void> {
               auto s = p.scalar(value, name);
               if (!s) return s.error();
+              // A NUL or control byte would split or truncate the response header on the wire.
+              for (size_t i = 0; i < s->size(); ++i) {
+                const unsigned char c = static_cast<unsigned char>((*s)[i]);
+                if ((c < 0x20 && c != '\t') || c == 0x7f) {
+                  char hex[8];
+                  std::snprintf(hex, sizeof hex, "0x%02x", c);
+                  return p.error_at_char(value, i, "control character " + std::string(hex) +
+                                                       " in the value of header " + name);
+                }
+              }
               auto it = allowed_headers().find(name);
               if (it == allowed_headers().end()) {
                 return p.error_at(k, "HTTP header \"" + name + "\" can not be configured");
@@ -291,11 +318,37 @@ Result<WebConfig> parse_web_config(std::string_view yaml, const std::string& pat
 }
 
 Result<WebConfig> load_web_config(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Error{0, "cannot read web config " + path};
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_web_config(ss.str(), path);
+  // Fails closed: a directory (a ConfigMap mounted at the wrong level), a device or a FIFO must stop
+  // the agent rather than leave it serving plain HTTP without auth, or reading /dev/zero forever.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+  if (fd < 0) return Error{errno, "cannot read web config " + path + ": " + std::strerror(errno)};
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return Error{errno, "cannot read web config " + path + ": " + std::strerror(errno)};
+  if (S_ISDIR(st.st_mode)) return Error{EISDIR, "web config " + path + " is a directory, not a file"};
+  if (!S_ISREG(st.st_mode)) return Error{EINVAL, "web config " + path + " is not a regular file"};
+  if (static_cast<uint64_t>(st.st_size) > kMaxWebConfigBytes) {
+    return Error{EFBIG, "web config " + path + " is " + std::to_string(st.st_size) + " bytes, over the limit of " +
+                            std::to_string(kMaxWebConfigBytes)};
+  }
+  // Read up to one byte past the limit: the size from fstat may change, or be wrong for odd files.
+  std::string text;
+  char buf[16384];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Error{errno, "cannot read web config " + path + ": " + std::strerror(errno)};
+    if (n == 0) break;
+    text.append(buf, static_cast<size_t>(n));
+    if (text.size() > kMaxWebConfigBytes) {
+      return Error{EFBIG, "web config " + path + " is over the limit of " + std::to_string(kMaxWebConfigBytes) +
+                              " bytes"};
+    }
+  }
+  return parse_web_config(text, path);
 }
 
 }  // namespace gpumeter

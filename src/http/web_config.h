@@ -11,6 +11,7 @@
 // that min_version above max_version is refused here instead of failing every handshake later.
 // The file is read once at start; a changed file takes effect on restart.
 
+#include <cstddef>
 #include <map>
 #include <optional>
 #include <string>
@@ -49,11 +50,15 @@ struct WebConfig {
   std::optional<TlsServerConfig> tls;                        // absent: plain HTTP
   std::map<std::string, std::string> basic_auth_users;       // user -> bcrypt hash; empty: no auth
   std::vector<std::pair<std::string, std::string>> headers;  // added to every response
-  bool http2 = true;  // accepted for compatibility; cpp-httplib serves HTTP/1.1 only
+  bool http2 = true;  // accepted for compatibility; the server speaks HTTP/1.1 only
 };
+
+// Far above any real config (a few hundred users); anything larger is a mistake.
+inline constexpr size_t kMaxWebConfigBytes = 1 << 20;
 
 // `path` names the file in messages ("web.yml:7: ...") and anchors relative paths.
 Result<WebConfig> parse_web_config(std::string_view yaml, const std::string& path);
+// Fails on anything but a readable regular file (after symlinks) of at most kMaxWebConfigBytes.
 Result<WebConfig> load_web_config(const std::string& path);
 
 // A bcrypt hash that crypt_r can verify: $2a$, $2b$, $2x$ or $2y$, cost 04..31, 53 more characters.

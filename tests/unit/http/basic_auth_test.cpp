@@ -2,6 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <vector>
+
 #include "test_certs.h"
 
 namespace gpumeter {
@@ -53,36 +58,71 @@ class BasicAuthTest : public ::testing::Test {
 
 TEST_F(BasicAuthTest, AcceptsRightPasswordsForBothHashPrefixes) {
   BasicAuth auth({{"alice", alice_}, {"bob", bob_}});
-  EXPECT_TRUE(auth.check(header("alice:secret")));
-  EXPECT_TRUE(auth.check(header("bob:hunter2")));
-  EXPECT_TRUE(auth.check("basic " + header("alice:secret").substr(6))) << "the scheme is case-insensitive";
+  EXPECT_EQ(auth.check(header("alice:secret")), AuthVerdict::kGranted);
+  EXPECT_EQ(auth.check(header("bob:hunter2")), AuthVerdict::kGranted);
+  EXPECT_EQ(auth.check("basic " + header("alice:secret").substr(6)), AuthVerdict::kGranted) << "the scheme is case-insensitive";
 }
 
 TEST_F(BasicAuthTest, RejectsEverythingElse) {
   BasicAuth auth({{"alice", alice_}});
-  EXPECT_FALSE(auth.check(header("alice:wrong")));
-  EXPECT_FALSE(auth.check(header("alice:")));
-  EXPECT_FALSE(auth.check(header("alice:secret ")));
-  EXPECT_FALSE(auth.check(header("mallory:secret")));
-  EXPECT_FALSE(auth.check(header("bob:hunter2")));
-  EXPECT_FALSE(auth.check(""));
-  EXPECT_FALSE(auth.check("Bearer abc"));
-  EXPECT_FALSE(auth.check("Basic not-base64!"));
-  EXPECT_FALSE(auth.check(header("alicesecret"))) << "no colon";
+  EXPECT_EQ(auth.check(header("alice:wrong")), AuthVerdict::kDenied);
+  EXPECT_EQ(auth.check(header("alice:")), AuthVerdict::kDenied);
+  EXPECT_EQ(auth.check(header("alice:secret ")), AuthVerdict::kDenied);
+  EXPECT_EQ(auth.check(header("mallory:secret")), AuthVerdict::kDenied);
+  EXPECT_EQ(auth.check(header("bob:hunter2")), AuthVerdict::kDenied);
+  EXPECT_EQ(auth.check(""), AuthVerdict::kDenied);
+  EXPECT_EQ(auth.check("Bearer abc"), AuthVerdict::kDenied);
+  EXPECT_EQ(auth.check("Basic not-base64!"), AuthVerdict::kDenied);
+  EXPECT_EQ(auth.check(header("alicesecret")), AuthVerdict::kDenied) << "no colon";
 }
 
 TEST_F(BasicAuthTest, CachesSuccessesButNotFailures) {
   BasicAuth auth({{"alice", alice_}});
-  ASSERT_TRUE(auth.check(header("alice:secret")));
+  ASSERT_EQ(auth.check(header("alice:secret")), AuthVerdict::kGranted);
   const auto after_first = auth.bcrypt_runs();
   EXPECT_EQ(after_first, 1u);
-  ASSERT_TRUE(auth.check(header("alice:secret")));
+  ASSERT_EQ(auth.check(header("alice:secret")), AuthVerdict::kGranted);
   EXPECT_EQ(auth.bcrypt_runs(), after_first) << "a repeated success must come from the cache";
-  EXPECT_FALSE(auth.check(header("alice:wrong")));
-  EXPECT_FALSE(auth.check(header("alice:wrong")));
+  EXPECT_EQ(auth.check(header("alice:wrong")), AuthVerdict::kDenied);
+  EXPECT_EQ(auth.check(header("alice:wrong")), AuthVerdict::kDenied);
   EXPECT_EQ(auth.bcrypt_runs(), after_first + 2) << "every failed guess pays for bcrypt";
-  EXPECT_FALSE(auth.check(header("nobody:x")));
+  EXPECT_EQ(auth.check(header("nobody:x")), AuthVerdict::kDenied);
   EXPECT_EQ(auth.bcrypt_runs(), after_first + 3) << "unknown users cost the same as known ones";
+}
+
+TEST_F(BasicAuthTest, CachedAndMalformedNeedNoBcrypt) {
+  BasicAuth auth({{"alice", alice_}});
+  EXPECT_EQ(auth.check_without_bcrypt("Bearer abc"), AuthVerdict::kDenied);
+  EXPECT_EQ(auth.check_without_bcrypt(header("alice:secret")), std::nullopt);
+  ASSERT_EQ(auth.check(header("alice:secret")), AuthVerdict::kGranted);
+  EXPECT_EQ(auth.check_without_bcrypt(header("alice:secret")), AuthVerdict::kGranted);
+  EXPECT_EQ(auth.check_without_bcrypt(header("alice:wrong")), std::nullopt);
+  EXPECT_EQ(auth.bcrypt_runs(), 1u);
+}
+
+// Wrong passwords used to be checked one at a time under a lock, so a flood of them queued every
+// other check behind it. Now they run side by side up to the limit, and beyond it are refused at once.
+TEST_F(BasicAuthTest, BcryptRunsConcurrentlyUpToTheLimitAndIsBusyBeyond) {
+  const std::string slow = testing::bcrypt_hash("secret", "$2b$", 13);  // most of a second per check
+  ASSERT_EQ(slow.size(), 60u);
+  BasicAuth auth({{"alice", slow}, {"bob", bob_}}, 2);
+  std::vector<std::thread> guessers;
+  std::atomic<int> denied{0};
+  for (int i = 0; i < 2; ++i) {
+    guessers.emplace_back([&] {
+      if (auth.check(header("alice:wrong")) == AuthVerdict::kDenied) ++denied;
+    });
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (auth.bcrypt_in_flight() < 2 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+  EXPECT_EQ(auth.bcrypt_in_flight(), 2u) << "two bcrypts must be able to run at the same time";
+  // A third would wait for a slot under a lock; it must be turned away instead.
+  const bool overlapping = auth.bcrypt_in_flight() == 2;
+  const AuthVerdict third = auth.check(header("bob:hunter2"));
+  for (auto& t : guessers) t.join();
+  if (overlapping) EXPECT_EQ(third, AuthVerdict::kBusy);
+  EXPECT_EQ(denied.load(), 2);
+  EXPECT_EQ(auth.check(header("bob:hunter2")), AuthVerdict::kGranted) << "slots are given back";
 }
 
 }  // namespace

@@ -53,10 +53,10 @@ class TestCerts {
   bool ok_ = false;
 };
 
-// A bcrypt hash of `password` with the given prefix ("$2b$", "$2y$", ...) at the cheapest cost, so
-// that tests stay fast; the cost does not change what is verified.
-inline std::string bcrypt_hash(const std::string& password, const char* prefix = "$2b$") {
-  std::unique_ptr<char, decltype(&std::free)> salt(crypt_gensalt_ra(prefix, 4, nullptr, 0), &std::free);
+// A bcrypt hash of `password` with the given prefix ("$2b$", "$2y$", ...), by default at the cheapest
+// cost, so that tests stay fast; the cost does not change what is verified.
+inline std::string bcrypt_hash(const std::string& password, const char* prefix = "$2b$", int cost = 4) {
+  std::unique_ptr<char, decltype(&std::free)> salt(crypt_gensalt_ra(prefix, cost, nullptr, 0), &std::free);
   if (!salt) return "";
   auto data = std::make_unique<crypt_data>();
   std::memset(data.get(), 0, sizeof *data);

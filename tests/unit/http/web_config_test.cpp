@@ -2,7 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstdio>
+#include <filesystem>
 
 #include "test_certs.h"
 
@@ -142,6 +146,61 @@ TEST_F(WebConfigTest, MissingFile) {
   auto r = load_web_config(certs_->path("does-not-exist.yml"));
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.error().message.find("does-not-exist.yml"), std::string::npos);
+}
+
+// A mis-mounted ConfigMap or a wrong path must stop the agent, never leave it serving without TLS and auth.
+TEST_F(WebConfigTest, FailsClosedOnAnythingButABoundedRegularFile) {
+  const std::filesystem::path dir = certs_->dir() / "web.d";
+  std::filesystem::create_directories(dir);
+  auto as_dir = load_web_config(dir.string());
+  ASSERT_FALSE(as_dir.ok());
+  EXPECT_NE(as_dir.error().message.find("is a directory"), std::string::npos) << as_dir.error().message;
+
+  // Reading /dev/zero to the end grew the agent to gigabytes; it must be refused without reading.
+  for (const char* device : {"/dev/zero", "/dev/null"}) {
+    auto r = load_web_config(device);
+    ASSERT_FALSE(r.ok()) << device;
+    EXPECT_NE(r.error().message.find("not a regular file"), std::string::npos) << r.error().message;
+  }
+
+  certs_->write("huge.yml", "# " + std::string(kMaxWebConfigBytes, 'x') + "\n");
+  auto huge = load_web_config(certs_->path("huge.yml"));
+  ASSERT_FALSE(huge.ok());
+  EXPECT_NE(huge.error().message.find("over the limit"), std::string::npos) << huge.error().message;
+
+  // A symlink to a regular file is how Kubernetes mounts a ConfigMap key: still accepted.
+  certs_->write("real.yml", "http_server_config:\n  http2: false\n");
+  std::filesystem::remove(certs_->dir() / "link.yml");
+  std::filesystem::create_symlink(certs_->path("real.yml"), certs_->dir() / "link.yml");
+  EXPECT_TRUE(load_web_config(certs_->path("link.yml")).ok());
+
+  // A FIFO would block the start until someone writes to it.
+  const std::string fifo = certs_->path("web.fifo");
+  std::filesystem::remove(fifo);
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  auto as_fifo = load_web_config(fifo);
+  ASSERT_FALSE(as_fifo.ok());
+  EXPECT_NE(as_fifo.error().message.find("not a regular file"), std::string::npos) << as_fifo.error().message;
+
+  // Unreadable even for root: a path through a regular file.
+  auto through_file = load_web_config(certs_->path("real.yml") + "/web.yml");
+  ASSERT_FALSE(through_file.ok());
+  EXPECT_NE(through_file.error().message.find("Not a directory"), std::string::npos)
+      << through_file.error().message;
+}
+
+TEST_F(WebConfigTest, ControlCharactersInHeaderValuesAreRejectedWithLineAndColumn) {
+  // Column 29 is the escaped byte: the quote is at column 23, the value starts at 24.
+  expect_error("http_server_config:\n  headers:\n    X-XSS-Protection: \"1; mo\\x01de=block\"\n", ":3:29:",
+               "control character 0x01 in the value of header X-XSS-Protection");
+  expect_error("http_server_config:\n  headers:\n    Content-Security-Policy: \"a\\0b\"\n", ":3:",
+               "control character 0x00");
+  expect_error("http_server_config:\n  headers:\n    Content-Security-Policy: \"a\\r\\nSet-Cookie: x\"\n",
+               ":3:", "control character 0x0d");
+  expect_error("http_server_config:\n  headers:\n    Content-Security-Policy: \"a\\x7f\"\n", ":3:",
+               "control character 0x7f");
+  auto tab = load("http_server_config:\n  headers:\n    Content-Security-Policy: \"default-src\\t'self'\"\n");
+  EXPECT_TRUE(tab.ok()) << tab.error().message;
 }
 
 TEST_F(WebConfigTest, BcryptHashShape) {

@@ -5,8 +5,10 @@
 #include <httplib.h>
 #include <openssl/ssl.h>
 
+#include <chrono>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include "../render/fixture_snapshot.h"
 #include "http/http_server.h"
@@ -98,6 +100,24 @@ TEST_F(WebServerTest, PlainHttpToTheTlsPortIsRefusedAndTheServerKeepsServing) {
   auto r = tls_client()->Get("/-/healthy");
   ASSERT_TRUE(r) << httplib::to_string(r.error());
   EXPECT_EQ(r->status, 200);
+}
+
+// A TLS handshake that never completes holds no thread: the handshake runs on the event loop, under
+// the request deadline.
+TEST_F(WebServerTest, StalledHandshakesDoNotBlockTlsScrapes) {
+  ASSERT_TRUE(start(tls_yaml()).ok());
+  std::vector<std::unique_ptr<testing::RawConnection>> stalled;
+  for (int i = 0; i < 40; ++i) {
+    stalled.push_back(std::make_unique<testing::RawConnection>(server_->port()));
+    ASSERT_TRUE(stalled.back()->connected());
+    if (i % 2 == 0) stalled.back()->send(std::string("\x16\x03\x01", 3));  // a ClientHello's first bytes
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = tls_client()->Get("/metrics");
+  const auto took = std::chrono::steady_clock::now() - t0;
+  ASSERT_TRUE(r) << httplib::to_string(r.error());
+  EXPECT_EQ(r->status, 200);
+  EXPECT_LT(took, std::chrono::seconds(2));
 }
 
 TEST_F(WebServerTest, ClientThatDoesNotTrustTheServerFails) {

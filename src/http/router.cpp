@@ -1,0 +1,139 @@
+#include "http/router.h"
+
+#include <chrono>
+
+#include "http/negotiation.h"
+#include "http/request_target.h"
+#include "render/landing_page.h"
+
+namespace gpumeter {
+
+namespace {
+
+constexpr const char* kTextPlain = "text/plain; charset=utf-8";
+constexpr const char* kHealthyPath = "/-/healthy";
+constexpr const char* kReadyPath = "/-/ready";
+
+HttpResponse text(int status, std::string body) {
+  HttpResponse r;
+  r.status = status;
+  r.content_type = kTextPlain;
+  r.owned = std::move(body);
+  return r;
+}
+
+}  // namespace
+
+const char* reason_phrase(int status) {
+  switch (status) {
+    case 200: return "OK";
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 408: return "Request Timeout";
+    case 413: return "Payload Too Large";
+    case 414: return "URI Too Long";
+    case 429: return "Too Many Requests";
+    case 431: return "Request Header Fields Too Large";
+    case 500: return "Internal Server Error";
+    case 503: return "Service Unavailable";
+    default: return status < 500 ? "Client Error" : "Server Error";
+  }
+}
+
+HttpResponse error_response(int status, std::string_view detail) {
+  std::string body = std::to_string(status) + " " + reason_phrase(status);
+  if (!detail.empty()) body += ": " + std::string(detail);
+  return text(status, body + "\n");
+}
+
+double HttpRouter::now() const {
+  if (opt_.clock) return opt_.clock();
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+Readiness HttpRouter::readiness() const {
+  if (opt_.readiness) return opt_.readiness();
+  if (store_.latest()) return {true, ""};
+  return {false, "no snapshot has been collected yet"};
+}
+
+bool HttpRouter::known_path(std::string_view path) const {
+  return path == opt_.telemetry_path || path == "/" || path == kHealthyPath || path == kReadyPath;
+}
+
+HttpResponse HttpRouter::handle(const HttpRequest& req, AuthVerdict verdict) const {
+  if (verdict == AuthVerdict::kBusy) {
+    HttpResponse r = error_response(429, "too many password checks at once");
+    r.headers.emplace_back("Retry-After", "1");
+    return r;
+  }
+  if (verdict == AuthVerdict::kDenied) {
+    HttpResponse r = error_response(401);
+    r.headers.emplace_back("WWW-Authenticate", "Basic");
+    return r;
+  }
+  if (!valid_request_target(req.target)) return error_response(400, "invalid request target");
+  if (req.method == "GET" || req.method == "HEAD") return serve_get(req);
+  if (!known_path(req.path())) return error_response(404);
+  HttpResponse r = error_response(405, "only GET and HEAD are served");
+  r.headers.emplace_back("Allow", "GET, HEAD");
+  return r;
+}
+
+HttpResponse HttpRouter::serve_get(const HttpRequest& req) const {
+  const std::string_view path = req.path();
+  if (path == opt_.telemetry_path) return serve_metrics(req);
+  if (path == "/") return serve_landing();
+  if (path == kHealthyPath) return text(200, "Healthy\n");
+  if (path == kReadyPath) {
+    Readiness r = readiness();
+    return r.ready ? text(200, "Ready\n") : text(503, "Not ready: " + r.reason + "\n");
+  }
+  return error_response(404);
+}
+
+HttpResponse HttpRouter::serve_metrics(const HttpRequest& req) const {
+  std::shared_ptr<const Published> published = store_.latest();
+  if (!published) {
+    HttpResponse r = error_response(503, "no metrics snapshot has been collected yet");
+    r.headers.emplace_back("Retry-After", "1");
+    return r;
+  }
+  const ExpositionFormat format = negotiate_format(req.accept);
+  const bool gzip = accepts_gzip(req.accept_encoding);
+  // The body is a view into `published`; `keep` holds both until the response is written.
+  struct Scrape {
+    std::shared_ptr<const Published> published;
+    ScrapeBody body;
+  };
+  auto scrape = std::make_shared<const Scrape>(
+      Scrape{published, make_scrape_body(published->exposition, format, gzip, now())});
+  HttpResponse r;
+  r.content_type = std::string(content_type(format));
+  r.headers.emplace_back("Vary", "Accept, Accept-Encoding");
+  if (gzip) r.headers.emplace_back("Content-Encoding", "gzip");
+  r.pieces = scrape->body.pieces();
+  r.keep = scrape;
+  return r;
+}
+
+HttpResponse HttpRouter::serve_landing() const {
+  std::shared_ptr<const Published> published = store_.latest();
+  LandingPageOptions page;
+  page.telemetry_path = opt_.telemetry_path;
+  page.now_unix = now();
+  if (!published) {
+    page.notice = "No snapshot has been collected yet.";
+  } else if (Readiness r = readiness(); !r.ready) {
+    page.notice = "Not ready: " + r.reason;
+  }
+  static const Snapshot kEmpty;
+  HttpResponse r;
+  r.content_type = "text/html; charset=utf-8";
+  r.owned = render_landing_page(published ? *published->snapshot : kEmpty, page);
+  return r;
+}
+
+}  // namespace gpumeter
