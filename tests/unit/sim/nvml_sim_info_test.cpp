@@ -1,6 +1,7 @@
-// The informational NVML queries (nvml_exports_info.cpp) through dlopen(), as pynvml's
-// nvidia_smi.DeviceQuery makes them: values derived from the scenario's model, NOT_SUPPORTED
-// where nvml.h says the product lacks the feature, NVML's argument checks, and the fault gate.
+// The informational NVML queries (nvml_exports_info.cpp, nvml_exports_limits.cpp) through
+// dlopen(), as pynvml's nvidia_smi.DeviceQuery makes them: values derived from the scenario's
+// model, NOT_SUPPORTED where nvml.h says the product lacks the feature, NVML's argument checks,
+// and the fault gate.
 
 #include <dlfcn.h>
 #include <gtest/gtest.h>
@@ -32,7 +33,7 @@ F sym(const char* name) {
 }
 
 // Every call pynvml 11.5.3's nvidia_smi.DeviceQuery() makes that nvml_exports_info.cpp
-// provides, by the symbol pynvml looks up.
+// and nvml_exports_limits.cpp provide, by the symbol pynvml looks up.
 const char* const kInfoSymbols[] = {
     "nvmlDeviceGetBrand", "nvmlDeviceGetDisplayMode", "nvmlDeviceGetDisplayActive",
     "nvmlDeviceGetPersistenceMode", "nvmlDeviceGetAccountingMode", "nvmlDeviceGetAccountingBufferSize",
