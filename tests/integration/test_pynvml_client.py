@@ -15,7 +15,7 @@ from ctypes import byref, c_uint, c_ulonglong, c_void_p, create_string_buffer
 import harness
 
 SUCCESS, INVALID_ARGUMENT, NOT_SUPPORTED, NOT_FOUND, INSUFFICIENT_SIZE = 0, 2, 3, 6, 7
-FUNCTION_NOT_FOUND = 13
+FUNCTION_NOT_FOUND, ARGUMENT_VERSION_MISMATCH = 13, 25
 
 CLOCK_GRAPHICS, CLOCK_SM, CLOCK_MEM = 0, 1, 2
 TEMPERATURE_GPU = 0
@@ -27,7 +27,7 @@ CORRECTED, UNCORRECTED = 0, 1
 LOCATION_L1, LOCATION_L2, LOCATION_DEVICE_MEMORY, LOCATION_REGISTER_FILE, LOCATION_TEXTURE = 0, 1, 2, 3, 4
 RETIREMENT_CAUSES = (0, 1)
 BRAND_GEFORCE, BRAND_NVIDIA = 5, 14
-ARCH_HOPPER = 9
+ARCH_ADA, ARCH_HOPPER = 8, 9
 SIZE_QUERIES = ("nvmlDeviceGetRetiredPages", "nvmlDeviceGetSupportedMemoryClocks",
                 "nvmlDeviceGetSupportedGraphicsClocks", "nvmlDeviceGetComputeRunningProcesses_v3")
 
@@ -54,6 +54,24 @@ class ProcessInfo(ctypes.Structure):  # nvmlProcessInfo_v2_t, what pynvml passes
                 ("computeInstanceId", c_uint)]
 
 
+class ProcessUtilizationSample(ctypes.Structure):  # nvmlProcessUtilizationSample_t
+    _fields_ = [("pid", c_uint), ("timeStamp", c_ulonglong), ("smUtil", c_uint), ("memUtil", c_uint),
+                ("encUtil", c_uint), ("decUtil", c_uint)]
+
+
+class ProcessUtilizationInfo(ctypes.Structure):  # nvmlProcessUtilizationInfo_v1_t
+    _fields_ = [("timeStamp", c_ulonglong), ("pid", c_uint), ("smUtil", c_uint), ("memUtil", c_uint),
+                ("encUtil", c_uint), ("decUtil", c_uint), ("jpgUtil", c_uint), ("ofaUtil", c_uint)]
+
+
+class ProcessesUtilizationInfo(ctypes.Structure):  # nvmlProcessesUtilizationInfo_v1_t
+    _fields_ = [("version", c_uint), ("processSamplesCount", c_uint), ("lastSeenTimeStamp", c_ulonglong),
+                ("procUtilArray", ctypes.POINTER(ProcessUtilizationInfo))]
+
+
+PROCESSES_UTILIZATION_INFO_V1 = ctypes.sizeof(ProcessesUtilizationInfo) | 1 << 24  # nvml.h's NVML_STRUCT_VERSION
+
+
 class BridgeChipInfo(ctypes.Structure):
     _fields_ = [("type", c_uint), ("fwVersion", c_uint)]
 
@@ -64,13 +82,13 @@ class BridgeChipHierarchy(ctypes.Structure):
 
 assert ctypes.sizeof(PciInfo) == 68 and ctypes.sizeof(ProcessInfo) == 24
 assert ctypes.sizeof(BridgeChipHierarchy) == 1028
+assert ctypes.sizeof(ProcessUtilizationSample) == 32 and ctypes.sizeof(ProcessUtilizationInfo) == 40
+assert PROCESSES_UTILIZATION_INFO_V1 == 0x01000018
 
 MiB = 1 << 20
 
-# GPU 0 and 1: an H100 running a job each. GPU 2: the GeForce board, idle.
-# TODO(sim-core): GPU 2 should be `profile: geforce` once the scenario parser reads `profile`
-# (sim-core's branch). Until then it is a datacenter model with ECC off and a fan, which is what
-# the GeForce profile changes most visibly; the checks marked GEFORCE below then tighten.
+# GPU 0 and 1: an H100 running a job each. GPU 2: a GeForce RTX 4090 (Ada), idle. The GeForce
+# profile brings its defaults: a fan and no ECC memory.
 SCENARIO = """
 driver_version: "550.90.07"
 models:
@@ -89,14 +107,14 @@ models:
   rtx:
     name: NVIDIA GeForce RTX 4090
     memory: 24564MiB
+    profile: geforce
+    architecture: ada
     power: {limit: 450, idle: 20, max: 440}
     clocks:
       graphics: {idle: 210, max: 3120}
       sm: {idle: 210, max: 3120}
       memory: {idle: 405, max: 10501}
       video: {idle: 1185, max: 2415}
-    fan: true
-    ecc: false
     pcie: {generation: 4, width: 16, device_id: 0x2684}
 gpus:
   - {model: h100, uuid: GPU-6f1c2a7e-3b9d-4c8e-9a41-2d7f5e8b0c13, serial: "1654922006394",
@@ -111,13 +129,13 @@ jobs:
 EXPECTED = [  # per GPU: what the scenario says
     dict(name=b"NVIDIA H100 80GB HBM3", bus_id=b"00000000:18:00.0", memory=81559 * MiB, limit=700000,
          clocks=(1980, 1980, 2619), vbios=b"96.00.74.00.0D", device_id=0x233010DE, ecc=True, fan=False,
-         processes=[(7001, 20 << 30, b"train")]),
+         geforce=False, processes=[(7001, 20 << 30, b"train")], utilization=80),
     dict(name=b"NVIDIA H100 80GB HBM3", bus_id=b"00000000:2A:00.0", memory=81559 * MiB, limit=700000,
          clocks=(1980, 1980, 2619), vbios=b"96.00.74.00.0D", device_id=0x233010DE, ecc=True, fan=False,
-         processes=[(7002, 2 << 30, b"notebook-of-a-user")]),
+         geforce=False, processes=[(7002, 2 << 30, b"notebook-of-a-user")], utilization=10),
     dict(name=b"NVIDIA GeForce RTX 4090", bus_id=b"00000000:5D:00.0", memory=24564 * MiB, limit=450000,
-         clocks=(3120, 3120, 10501), vbios=b"00.00.00.00.00", device_id=0x268410DE, ecc=False, fan=True,
-         processes=[]),
+         clocks=(3120, 3120, 10501), idle_memory_clock=405, vbios=b"00.00.00.00.00", device_id=0x268410DE,
+         ecc=False, fan=True, geforce=True, processes=[], utilization=0),
 ]
 
 
@@ -325,8 +343,15 @@ class PynvmlClient(unittest.TestCase):
             self.assertEqual(r["serial"], (SUCCESS, b"1654922006394"))
         # The brand follows the product name.
         self.assertEqual(r["brand"], (SUCCESS, BRAND_GEFORCE if b"GeForce" in want["name"] else BRAND_NVIDIA))
-        # GEFORCE: with `profile: geforce`, GPU 2's persistence mode becomes disabled.
-        self.assertEqual(r["persistence"], (SUCCESS, 1))
+        if want["geforce"]:
+            # nvidia-smi -q on GeForce boards: "Serial Number: N/A", "Persistence Mode: Disabled"
+            # (no nvidia-persistenced), infoROM image G001.0000.02.04.
+            self.assertEqual(r["serial"][0], NOT_SUPPORTED)
+            self.assertEqual(r["persistence"], (SUCCESS, 0))
+            self.assertEqual(r["inforom_image"], (SUCCESS, b"G001.0000.02.04"))
+        else:
+            self.assertEqual(r["serial"][0], SUCCESS)
+            self.assertEqual(r["persistence"], (SUCCESS, 1))
         self.assertEqual(r["display_mode"], (SUCCESS, 1))
         self.assertEqual(r["display_active"], (SUCCESS, 0))
         self.assertEqual(r["compute_mode"], (SUCCESS, 0))
@@ -355,7 +380,10 @@ class PynvmlClient(unittest.TestCase):
         self.assertEqual(mem.free + mem.used, mem.total)
         ret, bar1 = r["bar1"]
         self.assertEqual(ret, SUCCESS)
-        self.assertGreaterEqual(bar1.bar1Total, 256 * MiB)
+        if want["geforce"]:
+            self.assertEqual(bar1.bar1Total, 256 * MiB)  # the legacy window, as on GeForce boards
+        else:
+            self.assertGreaterEqual(bar1.bar1Total, want["memory"])  # the whole framebuffer
         self.assertEqual(bar1.bar1Free + bar1.bar1Used, bar1.bar1Total)
         self.assertEqual(r["fan"][0], SUCCESS if want["fan"] else NOT_SUPPORTED)
         ret, power = r["power"]
@@ -366,7 +394,8 @@ class PynvmlClient(unittest.TestCase):
         ret, (lo, hi) = r["limit_constraints"]
         self.assertEqual(ret, SUCCESS)
         self.assertLess(lo, want["limit"])
-        self.assertGreaterEqual(hi, want["limit"])
+        # GeForce boards may be raised above their default limit; datacenter boards may not.
+        self.assertEqual(hi, want["limit"] * 4 // 3 if want["geforce"] else want["limit"])
         self.assertEqual(r["power_management"], (SUCCESS, 1))
         self.assertEqual(r["power_state"][0], SUCCESS)
         self.assertEqual(r["power_state"], r["power_state_2"])
@@ -378,33 +407,43 @@ class PynvmlClient(unittest.TestCase):
         self.assertGreater(r["shutdown_temp"][1], slowdown)
         self.assertEqual([v for _, v in r["max_clock"]], list(want["clocks"]))
         self.assertTrue(all(ret == SUCCESS for ret, _ in r["clock"]))
-        # GEFORCE: application clocks become NOT_SUPPORTED on GPU 2 with `profile: geforce`.
         graphics_max, _, memory_max = want["clocks"]
-        self.assertEqual(r["app_clock"], [(SUCCESS, graphics_max), (SUCCESS, memory_max)])
-        self.assertEqual(r["default_app_clock"], r["app_clock"])
-        self.assertEqual(r["memory_clocks"], (SUCCESS, [memory_max]))
-        ((ret, graphics),) = r["graphics_clocks"]
-        self.assertEqual(ret, SUCCESS)
-        self.assertEqual(graphics[0], graphics_max)
-        self.assertEqual(graphics, sorted(graphics, reverse=True))
+        if want["geforce"]:
+            # GeForce boards have no application clocks (nvidia-smi -q: "Applications Clocks: N/A")
+            # and list their idle memory clock beside the maximum.
+            self.assertEqual(r["app_clock"], [(NOT_SUPPORTED, 0xDEAD)] * 2)
+            self.assertEqual(r["default_app_clock"], r["app_clock"])
+            self.assertEqual(r["memory_clocks"], (SUCCESS, [memory_max, want["idle_memory_clock"]]))
+        else:
+            self.assertEqual(r["app_clock"], [(SUCCESS, graphics_max), (SUCCESS, memory_max)])
+            self.assertEqual(r["default_app_clock"], r["app_clock"])
+            self.assertEqual(r["memory_clocks"], (SUCCESS, [memory_max]))
+        self.assertEqual(len(r["graphics_clocks"]), len(r["memory_clocks"][1]))
+        for ret, graphics in r["graphics_clocks"]:
+            self.assertEqual(ret, SUCCESS)
+            self.assertEqual(graphics[0], graphics_max)
+            self.assertEqual(graphics, sorted(graphics, reverse=True))
         self.assertEqual(r["encoder"][0], SUCCESS)
         self.assertEqual(r["encoder"][1][0], 0)
         self.assertEqual(r["decoder"][1][0], 0)
         self.assertEqual(r["utilization"][0], SUCCESS)
 
     def check_ecc(self, r, want):
-        ret, (current, pending) = r["ecc_mode"]
-        self.assertEqual(ret, SUCCESS)  # GEFORCE: NOT_SUPPORTED on a GeForce board without ECC
-        self.assertEqual((current, pending), (1, 1) if want["ecc"] else (0, 0))
+        if want["geforce"]:
+            # No ECC memory: "Ecc Mode: N/A" in nvidia-smi -q, and no ECC infoROM object.
+            self.assertEqual(r["ecc_mode"], (NOT_SUPPORTED, (0xDEAD, 0xDEAD)))
+            self.assertEqual(r["inforom_ecc"][0], NOT_SUPPORTED)
+        else:
+            self.assertEqual(r["ecc_mode"], (SUCCESS, (1, 1) if want["ecc"] else (0, 0)))
+            self.assertEqual(r["inforom_ecc"][0], SUCCESS)
         for (counter, error, location), (ret, n) in r["ecc"].items():
             if not want["ecc"] or location == LOCATION_TEXTURE:
                 self.assertEqual(ret, NOT_SUPPORTED, (counter, error, location))
             else:
                 self.assertEqual((ret, n), (SUCCESS, 0), (counter, error, location))
-        # Hopper remaps rows instead of retiring pages.
+        # Hopper and Ada remap rows (if they have ECC) instead of retiring pages.
         self.assertEqual(r["retired"], [(NOT_SUPPORTED, None)] * 2)
         self.assertEqual(r["retired_pending"][0], NOT_SUPPORTED)
-        self.assertEqual(r["inforom_ecc"][0], SUCCESS)  # GEFORCE: NOT_SUPPORTED without ECC memory
 
     def check_processes(self, r, want):
         ret, named = r["processes"]
@@ -413,29 +452,96 @@ class PynvmlClient(unittest.TestCase):
                          [(pid, used, SUCCESS, name) for pid, used, name in want["processes"]])
 
     def test_architecture_compute_capability_and_mig_mode(self):
-        # Not in DeviceQuery, but what most other clients ask first. GEFORCE: with `profile:
-        # geforce` and `architecture: ada`, GPU 2 becomes Ada (8), compute capability 8.9, and
-        # MIG mode NOT_SUPPORTED.
-        for handle in self.handles():
-            self.assertEqual(self.nvml.uint("nvmlDeviceGetArchitecture", handle), (SUCCESS, ARCH_HOPPER))
+        # Not in DeviceQuery, but what most other clients ask first. The H100s are Hopper (9),
+        # compute capability 9.0, with MIG present and off; the RTX 4090 is Ada (8), 8.9, and
+        # has no MIG at all ("For Ampere or newer fully supported devices", which GeForce are not).
+        for handle, want in zip(self.handles(), EXPECTED):
+            arch, capability, mig = ((ARCH_ADA, (8, 9), (NOT_SUPPORTED, (0xDEAD, 0xDEAD))) if want["geforce"]
+                                     else (ARCH_HOPPER, (9, 0), (SUCCESS, (0, 0))))
+            self.assertEqual(self.nvml.uint("nvmlDeviceGetArchitecture", handle), (SUCCESS, arch))
             major, minor = ctypes.c_int(0), ctypes.c_int(-1)
             self.assertEqual(self.nvml("nvmlDeviceGetCudaComputeCapability", handle, byref(major), byref(minor)),
                              SUCCESS)
-            self.assertEqual((major.value, minor.value), (9, 0))
-            self.assertEqual(self.nvml.pair("nvmlDeviceGetMigMode", handle), (SUCCESS, (0, 0)))
+            self.assertEqual((major.value, minor.value), capability)
+            self.assertEqual(self.nvml.pair("nvmlDeviceGetMigMode", handle), mig)
 
     def test_unknown_pid_has_no_name(self):
         ret, _ = self.nvml.text("nvmlSystemGetProcessName", c_uint(1), size=1024)
         self.assertEqual(ret, NOT_FOUND)
 
     def test_pcie_throughput(self):
-        # The one call of DeviceQuery that nvml_exports_info.cpp does not provide: the simulator's
-        # core exports it (KB/s over 20 ms).
-        for handle in self.handles():
-            for counter in (PCIE_UTIL_TX_BYTES, PCIE_UTIL_RX_BYTES):
-                ret, kbps = self.nvml.uint("nvmlDeviceGetPcieThroughput", handle, c_uint(counter))
+        # The call of DeviceQuery after the replay counter: "a byte counter over a 20ms interval",
+        # in KB/s, so it blocks about 20 ms. The model moves 2 GB/s out and 4 GB/s in at full
+        # load (docs/simulator.md, `pcie`), in proportion to utilization; a KB is 1024 bytes.
+        for handle, want in zip(self.handles(), EXPECTED):
+            for counter, full_load in ((PCIE_UTIL_TX_BYTES, 2e9), (PCIE_UTIL_RX_BYTES, 4e9)):
+                with self.subTest(gpu=want["bus_id"], counter=counter):
+                    started = time.monotonic()
+                    ret, kbps = self.nvml.uint("nvmlDeviceGetPcieThroughput", handle, c_uint(counter))
+                    self.assertGreaterEqual(time.monotonic() - started, 0.019)
+                    self.assertEqual(ret, SUCCESS)
+                    self.assertAlmostEqual(kbps, want["utilization"] / 100 * full_load / 1024, delta=1)
+        h = self.handles()[0]
+        self.assertEqual(self.nvml.uint("nvmlDeviceGetPcieThroughput", h, c_uint(2))[0], INVALID_ARGUMENT)
+
+    def process_utilization(self, handle, last_seen=0):
+        """The legacy call as pynvml's nvmlDeviceGetProcessUtilization makes it: the size query
+        first, then a buffer of that size."""
+        count = c_uint(0)
+        ret = self.nvml("nvmlDeviceGetProcessUtilization", handle, None, byref(count), c_ulonglong(last_seen))
+        if ret != INSUFFICIENT_SIZE:
+            return ret, count.value, None, None
+        size = count.value
+        samples = (ProcessUtilizationSample * size)()
+        ret = self.nvml("nvmlDeviceGetProcessUtilization", handle, samples, byref(count), c_ulonglong(last_seen))
+        return ret, size, count.value, list(samples[:count.value]) if ret == SUCCESS else None
+
+    def test_legacy_process_utilization(self):
+        for handle, want in zip(self.handles(), EXPECTED):
+            with self.subTest(gpu=want["bus_id"]):
+                ret, size, _, samples = self.process_utilization(handle)
+                if want["geforce"]:
+                    # GeForce boards are not "fully supported devices" (docs/simulator.md).
+                    self.assertEqual(ret, NOT_SUPPORTED)
+                    continue
+                self.assertEqual(size, 100)  # the fixed capacity drivers answer a size query with
                 self.assertEqual(ret, SUCCESS)
-                self.assertLess(kbps, 64 << 20)  # under PCIe 5 x16's 64 GB/s
+                # One record per running process, averaging its share over the 20 s the buffer
+                # holds: each job has been running alone at its utilization for 60 s.
+                ((pid, _, _),) = want["processes"]
+                self.assertEqual([(s.pid, s.smUtil, s.encUtil, s.decUtil) for s in samples],
+                                 [(pid, want["utilization"], 0, 0)])
+                now_us = time.time() * 1e6
+                self.assertLess(abs(samples[0].timeStamp - now_us), 5e6)
+                # Nothing is newer than a timestamp in the future.
+                ret, _, count, _ = self.process_utilization(handle, samples[0].timeStamp + 10 ** 7)
+                self.assertEqual((ret, count), (NOT_FOUND, 0))
+
+    def test_processes_utilization_info(self):
+        # R550's call (the scenario's driver is 550.90.07): a versioned struct, with the size
+        # handshake on procUtilArray.
+        for handle, want in zip(self.handles(), EXPECTED):
+            with self.subTest(gpu=want["bus_id"]):
+                info = ProcessesUtilizationInfo(version=2)
+                self.assertEqual(self.nvml("nvmlDeviceGetProcessesUtilizationInfo", handle, byref(info)),
+                                 ARGUMENT_VERSION_MISMATCH)
+                info = ProcessesUtilizationInfo(version=PROCESSES_UTILIZATION_INFO_V1)
+                ret = self.nvml("nvmlDeviceGetProcessesUtilizationInfo", handle, byref(info))
+                if want["geforce"]:
+                    self.assertEqual(ret, NOT_SUPPORTED)
+                    continue
+                self.assertEqual((ret, info.processSamplesCount), (INSUFFICIENT_SIZE, 1))
+                array = (ProcessUtilizationInfo * info.processSamplesCount)()
+                info.procUtilArray = array
+                self.assertEqual(self.nvml("nvmlDeviceGetProcessesUtilizationInfo", handle, byref(info)), SUCCESS)
+                ((pid, _, _),) = want["processes"]
+                self.assertEqual(info.processSamplesCount, 1)
+                a = array[0]
+                self.assertEqual((a.pid, a.smUtil, a.encUtil, a.decUtil, a.jpgUtil, a.ofaUtil),
+                                 (pid, want["utilization"], 0, 0, 0, 0))
+                info.lastSeenTimeStamp = a.timeStamp + 10 ** 7
+                self.assertEqual(self.nvml("nvmlDeviceGetProcessesUtilizationInfo", handle, byref(info)), NOT_FOUND)
+                self.assertEqual(info.processSamplesCount, 0)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <string>
 #include <thread>
 #include <type_traits>
 
@@ -289,6 +290,10 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t device,
                                                             unsigned int* unc_rows, unsigned int* is_pending,
                                                             unsigned int* failure_occurred) {
   return device_call(Fn::nvmlDeviceGetRemappedRows, device, [&](Session&, DeviceState& d, Micros) {
+    // nvml.h: "For Ampere or newer fully supported devices"; Volta and Turing retire pages
+    // instead (nvmlDeviceGetRetiredPages).
+    const std::string& arch = d.gpu.model().architecture;
+    if (arch == "volta" || arch == "turing") return NVML_ERROR_NOT_SUPPORTED;
     if (!d.gpu.model().ecc) return NVML_ERROR_NOT_SUPPORTED;
     if (corr_rows == nullptr || unc_rows == nullptr || is_pending == nullptr || failure_occurred == nullptr) {
       return NVML_ERROR_INVALID_ARGUMENT;

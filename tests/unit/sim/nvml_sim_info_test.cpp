@@ -1,6 +1,7 @@
-// The informational NVML queries (nvml_exports_info.cpp) through dlopen(), as pynvml's
-// nvidia_smi.DeviceQuery makes them: values derived from the scenario's model, NOT_SUPPORTED
-// where nvml.h says the product lacks the feature, NVML's argument checks, and the fault gate.
+// The informational NVML queries (nvml_exports_info.cpp, nvml_exports_limits.cpp) through
+// dlopen(), as pynvml's nvidia_smi.DeviceQuery makes them: values derived from the scenario's
+// model, NOT_SUPPORTED where nvml.h says the product lacks the feature, NVML's argument checks,
+// and the fault gate.
 
 #include <dlfcn.h>
 #include <gtest/gtest.h>
@@ -32,7 +33,7 @@ F sym(const char* name) {
 }
 
 // Every call pynvml 11.5.3's nvidia_smi.DeviceQuery() makes that nvml_exports_info.cpp
-// provides, by the symbol pynvml looks up.
+// and nvml_exports_limits.cpp provide, by the symbol pynvml looks up.
 const char* const kInfoSymbols[] = {
     "nvmlDeviceGetBrand", "nvmlDeviceGetDisplayMode", "nvmlDeviceGetDisplayActive",
     "nvmlDeviceGetPersistenceMode", "nvmlDeviceGetAccountingMode", "nvmlDeviceGetAccountingBufferSize",
@@ -237,6 +238,94 @@ TEST_F(NvmlSimInfo, PagesAreNotRetiredWhereRowsAreRemapped) {
   EXPECT_EQ(pages(gpu(0), NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR, &count, nullptr),
             NVML_ERROR_NOT_SUPPORTED);
   EXPECT_EQ(get("nvmlDeviceGetRetiredPagesPendingStatus", gpu(0), NVML_ERROR_NOT_SUPPORTED), ~0U);
+}
+
+// nvml.h on nvmlDeviceGetRemappedRows: "For Ampere or newer fully supported devices". Volta and
+// Turing boards retire pages instead, so the two calls answer on disjoint architectures.
+TEST_F(NvmlSimInfo, RowsAreRemappedFromAmpereOnAndPagesRetiredBefore) {
+  std::string yaml = kScenario;
+  yaml.replace(yaml.find("gpus:\n"), std::strlen("gpus:\n"), R"(  volta:
+    name: Tesla V100-SXM2-16GB
+    memory: 16GiB
+    power: {limit: 300, idle: 40, max: 290}
+    clocks:
+      graphics: {idle: 135, max: 1530}
+      sm: {idle: 135, max: 1530}
+      memory: {idle: 877, max: 877}
+      video: {idle: 555, max: 1372}
+  turing:
+    name: Tesla T4
+    memory: 15GiB
+    power: {limit: 70, idle: 10, max: 70}
+    clocks:
+      graphics: {idle: 300, max: 1590}
+      sm: {idle: 300, max: 1590}
+      memory: {idle: 5000, max: 5001}
+      video: {idle: 540, max: 1470}
+gpus:
+  - {model: volta, pci_bus_id: "00000000:C1:00.0"}
+  - {model: turing, pci_bus_id: "00000000:C2:00.0"}
+)");
+  start(yaml);  // GPUs 0 and 1 as above, then the three of kScenario: 2 Hopper, 3 ECC off
+  auto rows = sym<nvmlDeviceGetRemappedRows_fn>("nvmlDeviceGetRemappedRows");
+  auto pages = sym<nvmlDeviceGetRetiredPages_fn>("nvmlDeviceGetRetiredPages");
+  unsigned corr = 9, unc = 9, pending = 9, failed = 9, count = 0;
+  EXPECT_EQ(get("nvmlDeviceGetArchitecture", gpu(0)), NVML_DEVICE_ARCH_VOLTA);
+  EXPECT_EQ(get("nvmlDeviceGetArchitecture", gpu(1)), NVML_DEVICE_ARCH_TURING);
+  for (unsigned i : {0U, 1U}) {
+    EXPECT_EQ(rows(gpu(i), &corr, &unc, &pending, &failed), NVML_ERROR_NOT_SUPPORTED) << i;
+    EXPECT_EQ(pages(gpu(i), NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS, &count, nullptr),
+              NVML_SUCCESS)
+        << i;
+    EXPECT_EQ(count, 0U);
+  }
+  EXPECT_EQ(corr, 9U);  // a refused call writes nothing
+  ASSERT_EQ(rows(gpu(2), &corr, &unc, &pending, &failed), NVML_SUCCESS);
+  EXPECT_EQ(corr + unc + pending + failed, 0U);
+  EXPECT_EQ(pages(gpu(2), NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS, &count, nullptr),
+            NVML_ERROR_NOT_SUPPORTED);
+  EXPECT_EQ(rows(gpu(3), &corr, &unc, &pending, &failed), NVML_ERROR_NOT_SUPPORTED);  // Ampere, ECC off
+}
+
+// A GeForce Ada board (RTX 4090): nvidia-smi -q shows "Serial Number: N/A", "Persistence Mode:
+// Disabled", "Ecc Mode: N/A" and "Applications Clocks: N/A" on such boards; no MIG, no remapped rows.
+TEST_F(NvmlSimInfo, AGeForceAdaBoardLacksTheDatacenterFeatures) {
+  std::string yaml = kScenario;
+  yaml.replace(yaml.find("gpus:\n"), std::strlen("gpus:\n"), R"(  rtx:
+    name: NVIDIA GeForce RTX 4090
+    profile: geforce
+    architecture: ada
+    memory: 24564MiB
+    power: {limit: 450, idle: 20, max: 440}
+    clocks:
+      graphics: {idle: 210, max: 3120}
+      sm: {idle: 210, max: 3120}
+      memory: {idle: 405, max: 10501}
+      video: {idle: 1185, max: 2415}
+gpus:
+  - {model: rtx, serial: "1650000000001", pci_bus_id: "00000000:C3:00.0"}
+)");
+  start(yaml);
+  char text[NVML_DEVICE_SERIAL_BUFFER_SIZE] = "unchanged";
+  EXPECT_EQ(sym<nvmlDeviceGetString_fn>("nvmlDeviceGetSerial")(gpu(0), text, sizeof text),
+            NVML_ERROR_NOT_SUPPORTED);  // even with a serial in the scenario
+  EXPECT_STREQ(text, "unchanged");
+  EXPECT_EQ(sym<nvmlDeviceGetString_fn>("nvmlDeviceGetSerial")(gpu(1), text, sizeof text), NVML_SUCCESS);
+  EXPECT_EQ(get("nvmlDeviceGetBrand", gpu(0)), NVML_BRAND_GEFORCE);
+  EXPECT_EQ(get("nvmlDeviceGetPersistenceMode", gpu(0)), NVML_FEATURE_DISABLED);
+  EXPECT_EQ(get("nvmlDeviceGetArchitecture", gpu(0)), NVML_DEVICE_ARCH_ADA);
+  unsigned a = 9, b = 9, c = 9, d = 9;
+  auto pair = [&](const char* fn) { return sym<nvmlDeviceGetEnumPair_fn>(fn)(gpu(0), &a, &b); };
+  EXPECT_EQ(pair("nvmlDeviceGetEccMode"), NVML_ERROR_NOT_SUPPORTED);
+  EXPECT_EQ(pair("nvmlDeviceGetMigMode"), NVML_ERROR_NOT_SUPPORTED);
+  EXPECT_EQ(sym<nvmlDeviceGetClockInfo_fn>("nvmlDeviceGetApplicationsClock")(gpu(0), NVML_CLOCK_GRAPHICS, &a),
+            NVML_ERROR_NOT_SUPPORTED);
+  EXPECT_EQ(sym<nvmlDeviceGetRemappedRows_fn>("nvmlDeviceGetRemappedRows")(gpu(0), &a, &b, &c, &d),
+            NVML_ERROR_NOT_SUPPORTED);
+  int major = 0, minor = 0;
+  ASSERT_EQ(sym<nvmlDeviceGetCudaComputeCapability_fn>("nvmlDeviceGetCudaComputeCapability")(gpu(0), &major, &minor),
+            NVML_SUCCESS);
+  EXPECT_EQ(major * 10 + minor, 89);
 }
 
 TEST_F(NvmlSimInfo, TemperatureThresholdsSitAboveWhatTheModelReaches) {
