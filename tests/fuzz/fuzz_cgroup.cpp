@@ -27,10 +27,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string_view text = fuzz::as_text(data, size);
   const CgroupInfo info = parse_cgroup(text);
   check(info);
-  FUZZ_CHECK(info == parse_cgroup(text));
   const CgroupInfo by_path = parse_cgroup_path(text);
   check(by_path);
-  FUZZ_CHECK(by_path == parse_cgroup_path(text));
   // The fields come from the path the parser chose: reading that path alone gives them again.
   if (!info.path.empty()) {
     CgroupInfo again = parse_cgroup_path(info.path);

@@ -2,12 +2,20 @@
 // to the plain types and turned into the GPU -> containers map.
 #include <string>
 
+#include <google/protobuf/stubs/logging.h>
+
 #include "fuzz_check.h"
 #include "kubelet/device_map.h"
 #include "kubelet/proto/podresources_v1.pb.h"
 #include "kubelet/proto_convert.h"
 
 using namespace gpumeter;
+
+// Protobuf logs every string field that is not UTF-8; the fuzzer makes millions of them.
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  google::protobuf::SetLogHandler(nullptr);
+  return 0;
+}
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   v1::ListPodResourcesResponse response;
@@ -23,7 +31,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   for (const auto& names : {std::vector<std::string>{}, std::vector<std::string>{"nvidia.com/gpu", "nvidia.com/mig-*"}}) {
     const kubelet::DeviceMap map = kubelet::build_device_map(pods, names);
     for (const auto& [device, owners] : map.by_device) {
-      FUZZ_CHECK(kubelet::strip_replica_suffix(device) == device);
       FUZZ_CHECK(!owners.empty());
       for (std::size_t i = 1; i < owners.size(); ++i) FUZZ_CHECK(owners[i - 1] < owners[i]);
       for (const auto& owner : owners) FUZZ_CHECK(kubelet::resource_selected(owner.resource_name, names));
