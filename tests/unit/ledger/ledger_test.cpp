@@ -290,7 +290,7 @@ TEST(GpuLedger, MalformedStateIsAnError) {
   EXPECT_NE(neg.error().message.find("negative"), std::string::npos);
 }
 
-// Found by fuzz_ledger_state: integers were read with a plain cast, undefined for 1e300 and
+// Reproduced with fuzz_ledger_state: integers were read with a plain cast, undefined for 1e300 and
 // wrapping for -1, so a damaged state file restored garbage counters instead of being refused.
 TEST(GpuLedger, IntegersOutOfRangeAreAnError) {
   GpuLedger l = started_ledger();
