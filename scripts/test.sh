@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # Runs every test. On a fresh Debian 12 machine: installs what is missing, then builds and runs
 # the whole suite twice: a normal build, and the same suite under AddressSanitizer and
-# UndefinedBehaviorSanitizer. Each run writes its temporary files under a TMPDIR of its own, and
-# fails if the tests leave anything there. Exits non-zero if anything fails.
+# UndefinedBehaviorSanitizer; then builds the fuzz targets (clang, only the libraries they
+# need) and runs each briefly over its corpus (docs/fuzzing.md). Each run writes its temporary
+# files under a TMPDIR of its own, and fails if the tests leave anything there. Exits non-zero
+# if anything fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/install-deps.sh test
 jobs=$(nproc)
 status=0
-for preset in default asan; do
+for preset in default asan fuzz; do
   echo "== [$preset] configure and build"
   cmake --preset "$preset" >/dev/null
   cmake --build --preset "$preset" -j "$jobs"

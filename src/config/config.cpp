@@ -284,7 +284,7 @@ void parse_processes(const YAML::Node& node, ProcessesConfig& p) {
 
 Result<Config> parse_config(std::string_view yaml, std::string source_name) {
   try {
-    std::vector<YAML::Node> docs = YAML::LoadAll(std::string(yaml));
+    std::vector<YAML::Node> docs = load_documents(yaml);
     Config c;
     if (docs.size() > 1)
       fail_at(docs[1], "", fmt::format("expected one YAML document, found {}", docs.size()));

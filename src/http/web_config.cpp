@@ -7,6 +7,10 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <sstream>
+#include <vector>
+
+#include "util/yaml_reader.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -302,7 +306,10 @@ Result<WebConfig> parse_web_config(std::string_view yaml, const std::string& pat
   Parser p(path);
   YAML::Node root;
   try {
-    root = YAML::Load(std::string(yaml));
+    // Not YAML::Load: after a ',' outside [...] or {...} it returns an empty document and
+    // ignores the rest, which would turn off the TLS and the basic auth the file asks for.
+    const std::vector<YAML::Node> docs = load_documents(yaml);
+    if (!docs.empty()) root = docs[0];
   } catch (const YAML::Exception& e) {
     return Error{0, path + ":" + std::to_string(e.mark.line + 1) + ": " + e.msg};
   }

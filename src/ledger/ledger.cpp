@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
+#include <string>
 #include <utility>
 
 #include <nlohmann/json.hpp>
@@ -35,6 +37,24 @@ std::optional<double> average_in(const std::vector<T>& samples, std::int64_t sta
 nlohmann::json owner_json(const OwnerLabels& o) {
   return {{"project", o.project}, {"user", o.user},           {"namespace", o.namespace_},
           {"pod", o.pod},         {"container", o.container}, {"hpc_job", o.hpc_job}};
+}
+
+struct MalformedField : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// The integer at j[key]. get<integer>() casts a floating-point number without a range check
+// (undefined for 1e300) and wraps a negative one into an unsigned type; the state file is
+// read back from disk, where anything can have happened to it.
+template <typename T>
+T integer_at(const nlohmann::json& j, const char* key) {
+  const nlohmann::json& v = j.at(key);
+  if (v.is_number_unsigned()) {
+    if (const auto u = v.get<std::uint64_t>(); std::in_range<T>(u)) return static_cast<T>(u);
+  } else if (v.is_number_integer()) {
+    if (const auto i = v.get<std::int64_t>(); std::in_range<T>(i)) return static_cast<T>(i);
+  }
+  throw MalformedField(std::string("\"") + key + "\" is not an integer in range: " + v.dump());
 }
 
 OwnerLabels owner_from_json(const nlohmann::json& j) {
@@ -381,18 +401,18 @@ Result<GpuLedger> GpuLedger::from_json(const nlohmann::json& j, GpuLedgerOptions
       return Error{1, "unknown ledger mode '" + mode + "'"};
     }
     l.started_ = l.mode_ != Mode::kNone;
-    l.cursor_us_ = j.at("cursor_us").get<std::int64_t>();
+    l.cursor_us_ = integer_at<std::int64_t>(j, "cursor_us");
     // Older state files lack it; the next batch of samples teaches it again.
-    if (j.contains("device_period_us")) l.device_period_us_ = std::max<std::int64_t>(0, j.at("device_period_us").get<std::int64_t>());
+    if (j.contains("device_period_us")) l.device_period_us_ = std::max<std::int64_t>(0, integer_at<std::int64_t>(j, "device_period_us"));
     if (j.contains("energy_counter_joules")) l.energy_counter_ = j.at("energy_counter_joules").get<double>();
     l.covered_seconds_ = j.at("covered_seconds").get<double>();
     l.busy_seconds_ = j.at("busy_seconds").get<double>();
     l.energy_joules_ = j.at("energy_joules").get<double>();
     l.gap_seconds_ = j.at("gap_seconds").get<double>();
-    l.gaps_ = j.at("gaps").get<std::uint64_t>();
+    l.gaps_ = integer_at<std::uint64_t>(j, "gaps");
     for (const auto& p : j.at("processes")) {
       l.previous_.push_back(
-          {p.at("pid").get<unsigned>(), owner_from_json(p.at("owner")), p.at("memory_bytes").get<double>()});
+          {integer_at<unsigned>(p, "pid"), owner_from_json(p.at("owner")), p.at("memory_bytes").get<double>()});
     }
     for (const auto& o : j.at("owners")) {
       LedgerTotals t;
@@ -400,7 +420,7 @@ Result<GpuLedger> GpuLedger::from_json(const nlohmann::json& j, GpuLedgerOptions
       t.busy_seconds = o.at("busy_seconds").get<double>();
       t.memory_byte_seconds = o.at("memory_byte_seconds").get<double>();
       t.energy_joules = o.at("energy_joules").get<double>();
-      t.last_active_us = o.at("last_active_us").get<std::int64_t>();
+      t.last_active_us = integer_at<std::int64_t>(o, "last_active_us");
       for (double v : {t.allocated_seconds, t.busy_seconds, t.memory_byte_seconds, t.energy_joules}) {
         if (!std::isfinite(v) || v < 0) return Error{1, "a ledger counter is negative or not finite"};
       }
@@ -408,6 +428,8 @@ Result<GpuLedger> GpuLedger::from_json(const nlohmann::json& j, GpuLedgerOptions
     }
     return l;
   } catch (const nlohmann::json::exception& e) {
+    return Error{1, std::string("malformed ledger entry: ") + e.what()};
+  } catch (const MalformedField& e) {
     return Error{1, std::string("malformed ledger entry: ") + e.what()};
   }
 }

@@ -25,12 +25,16 @@ std::string errno_text(const std::string& what, const std::string& path) {
 std::string parse_ledger_state(std::string_view contents, nlohmann::json& doc) {
   doc = nlohmann::json::parse(contents, nullptr, false);
   if (doc.is_discarded()) return "not valid JSON";
-  if (!doc.is_object() || doc.value("format", "") != kLedgerStateFormat) {
+  // Fields are compared as JSON values: json::value() throws when a field has another type,
+  // and a corrupt file must be reported, not crash the agent.
+  const auto format = doc.is_object() ? doc.find("format") : doc.end();
+  if (!doc.is_object() || format == doc.end() || *format != kLedgerStateFormat) {
     return std::string("not a gpumeter ledger state file (no \"format\": \"") + kLedgerStateFormat + "\")";
   }
-  if (doc.value("version", 0) != kLedgerStateVersion) {
-    return "unsupported state version " + doc.value("version", nlohmann::json()).dump() + " (this gpumeter reads " +
-           std::to_string(kLedgerStateVersion) + ")";
+  const auto version = doc.find("version");
+  if (version == doc.end() || !version->is_number_integer() || *version != kLedgerStateVersion) {
+    return "unsupported state version " + (version == doc.end() ? std::string("null") : version->dump()) +
+           " (this gpumeter reads " + std::to_string(kLedgerStateVersion) + ")";
   }
   if (!doc.contains("gpus") || !doc["gpus"].is_object()) return "no \"gpus\" object";
   return "";

@@ -365,7 +365,7 @@ std::optional<std::string> Pricing::pool_for(std::string_view node) const {
 
 Result<Pricing> parse_pricing(std::string_view text, std::string_view source) {
   try {
-    std::vector<YAML::Node> docs = YAML::LoadAll(std::string(text));
+    std::vector<YAML::Node> docs = load_documents(text);
     if (docs.size() > 1) fail_at(docs[1], "", fmt::format("expected one YAML document, found {}", docs.size()));
     return parse_document(docs.empty() ? YAML::Node() : docs[0], source);
   } catch (const YamlError& e) {

@@ -35,7 +35,11 @@ Result<std::chrono::milliseconds> parse_duration(std::string_view text) {
     else if (unit == "y") scale = 365 * 86'400'000LL;
     else if (unit.empty()) return bad("missing unit");
     else return bad("unknown unit \"" + std::string(unit) + "\"");
-    total_ms += n * scale;
+    // Each number is capped, but a large unit or many terms still overflow the sum.
+    long long term = 0;
+    if (__builtin_mul_overflow(n, scale, &term) || __builtin_add_overflow(total_ms, term, &total_ms)) {
+      return bad("too large");
+    }
   }
   return std::chrono::milliseconds(total_ms);
 }

@@ -1,12 +1,14 @@
 #include "util/yaml_reader.h"
 
 #include <fmt/format.h>
+#include <yaml-cpp/eventhandler.h>
 
 #include <array>
 #include <charconv>
 #include <cmath>
 #include <limits>
 #include <set>
+#include <sstream>
 #include <utility>
 
 namespace gpumeter {
@@ -97,6 +99,52 @@ std::vector<MapEntry> read_entries(const YAML::Node& node, std::string_view path
     entries.push_back(MapEntry{key, kv.first, kv.second, std::move(child)});
   }
   return entries;
+}
+
+namespace {
+
+// Where the latest document started, and whether it started where the one before it did: the
+// parser made no progress and never will.
+class DocumentStarts : public YAML::EventHandler {
+ public:
+  bool stuck = false;
+  YAML::Mark at = YAML::Mark::null_mark();
+
+  void OnDocumentStart(const YAML::Mark& mark) override {
+    stuck = seen_ && mark.pos == at.pos;
+    seen_ = true;
+    at = mark;
+  }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+
+ private:
+  bool seen_ = false;
+};
+
+}  // namespace
+
+std::vector<YAML::Node> load_documents(std::string_view text) {
+  const std::string copy(text);
+  std::istringstream in(copy);
+  YAML::Parser parser(in);
+  DocumentStarts starts;
+  while (parser.HandleNextDocument(starts)) {
+    if (starts.stuck) {
+      const std::size_t pos = static_cast<std::size_t>(starts.at.pos);
+      const char c = pos < copy.size() ? copy[pos] : ' ';
+      throw YAML::ParserException(starts.at, c > ' ' && c < 0x7f ? fmt::format("unexpected '{}'", c)
+                                                                   : std::string("unexpected character"));
+    }
+  }
+  // The same parser on the same text: it ends now.
+  return YAML::LoadAll(copy);
 }
 
 std::string indexed(std::string_view path, std::size_t i) { return fmt::format("{}[{}]", path, i); }

@@ -34,6 +34,11 @@ std::string located_message(std::string_view source, int line, int column, std::
 Error to_error(std::string_view source, const YamlError& e);
 Error to_error(std::string_view source, const YAML::Exception& e);  // yaml-cpp's syntax errors
 
+// Every document of `text`, as YAML::LoadAll gives them, but failing (YAML::ParserException,
+// located) where yaml-cpp would loop for ever: it does not consume a stray ',' outside a flow
+// collection, so YAML::LoadAll returns empty documents at the same place without end.
+std::vector<YAML::Node> load_documents(std::string_view text);
+
 // A mapping whose keys must all be among `allowed`; duplicate keys are rejected too.
 class MapReader {
  public:

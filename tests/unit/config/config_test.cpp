@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <utility>
 
 namespace gpumeter {
 namespace {
@@ -155,6 +156,20 @@ struct BadConfig {
   std::string yaml;
   std::string message;  // the whole message, or its start when it ends with "..."
 };
+
+// Found by fuzz_config: yaml-cpp does not consume a ',' outside [...] or {...} and returned
+// empty documents for ever, so the agent hung at start, allocating.
+TEST(config_parse, StrayCommaIsAnErrorNotAHang) {
+  for (const auto& [yaml, message] : std::vector<std::pair<std::string, std::string>>{
+           {",feasl", "test.yaml:1:1: unexpected ','"},
+           {"# comment\n  , ledger: {}\n", "test.yaml:2:3: unexpected ','"},
+           {"ledger: {}\n---\n,\n", "test.yaml:3:1: unexpected ','"},
+       }) {
+    auto c = parse_config(yaml, "test.yaml");
+    ASSERT_FALSE(c.ok()) << yaml;
+    EXPECT_EQ(c.error().message, message) << yaml;
+  }
+}
 
 TEST(config_parse, ErrorsNameFileLineColumnAndField) {
   std::vector<BadConfig> cases = {

@@ -6,8 +6,32 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <tuple>
+#include <vector>
+
 namespace gpumeter {
 namespace {
+
+TEST(yaml_reader, LoadDocuments) {
+  EXPECT_EQ(load_documents("").size(), 0u);
+  EXPECT_EQ(load_documents("a: 1\n").size(), 1u);
+  auto docs = load_documents("a: 1\n---\nb: [1, 2]\n---\n");
+  ASSERT_GE(docs.size(), 2u);
+  EXPECT_EQ(docs[1]["b"][1].as<int>(), 2);
+  // yaml-cpp's own LoadAll never returns on these: it does not consume the ','.
+  for (const auto& [yaml, line, column] : std::vector<std::tuple<std::string, int, int>>{
+           {",", 0, 0}, {"a: 1\n---\n  ,b", 2, 2}, {"---\n,\n", 1, 0}}) {
+    try {
+      load_documents(yaml);
+      ADD_FAILURE() << "no error for " << yaml;
+    } catch (const YAML::ParserException& e) {
+      EXPECT_EQ(e.msg, "unexpected ','") << yaml;
+      EXPECT_EQ(e.mark.line, line) << yaml;
+      EXPECT_EQ(e.mark.column, column) << yaml;
+    }
+  }
+}
 
 std::string error_of(const std::function<void()>& f) {
   try {

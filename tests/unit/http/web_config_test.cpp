@@ -142,6 +142,21 @@ TEST_F(WebConfigTest, ErrorsNameFileAndLine) {
   expect_error("tls_server_config:\n  cert_file: 'unterminated\n", ":", "");
 }
 
+// yaml-cpp's Load returns an empty document for text that starts with a ',' and ignores the
+// rest: the file below was accepted as plain HTTP without authentication.
+TEST(WebConfigParse, StrayCommaIsAnErrorNotAnEmptyConfig) {
+  const std::string users = "basic_auth_users:\n  alice: '$2y$10$QOauhQNbBCuQDKes6eFzPeMqBSjb7Mr5DUmpZ/VcEd00UAV/LDeSi'\n";
+  auto good = parse_web_config(users, "web.yml");
+  ASSERT_TRUE(good.ok()) << good.error().message;
+  EXPECT_EQ(good->basic_auth_users.size(), 1u);
+  for (const std::string& yaml : {",\n" + users, users + "---\n,\n"}) {
+    auto r = parse_web_config(yaml, "web.yml");
+    ASSERT_FALSE(r.ok()) << yaml;
+    EXPECT_NE(r.error().message.find("web.yml:"), std::string::npos) << r.error().message;
+    EXPECT_NE(r.error().message.find("unexpected ','"), std::string::npos) << r.error().message;
+  }
+}
+
 TEST_F(WebConfigTest, MissingFile) {
   auto r = load_web_config(certs_->path("does-not-exist.yml"));
   ASSERT_FALSE(r.ok());

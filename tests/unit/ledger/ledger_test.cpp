@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <functional>
 #include <random>
 
 namespace gpumeter {
@@ -382,6 +383,34 @@ TEST(GpuLedger, MalformedStateIsAnError) {
   auto neg = GpuLedger::from_json(j, {});
   ASSERT_FALSE(neg.ok());
   EXPECT_NE(neg.error().message.find("negative"), std::string::npos);
+}
+
+// Reproduced with fuzz_ledger_state: integers were read with a plain cast, undefined for 1e300 and
+// wrapping for -1, so a damaged state file restored garbage counters instead of being refused.
+TEST(GpuLedger, IntegersOutOfRangeAreAnError) {
+  GpuLedger l = started_ledger();
+  l.advance(TickBuilder{kT0, 5, 0.5, 300, {{42, owner("nlp", "dana"), 8e9}}, {{42, 0.5}}}.build());
+  const nlohmann::json good = l.to_json();
+  ASSERT_TRUE(GpuLedger::from_json(good, {}).ok());
+  struct Case {
+    std::function<void(nlohmann::json&)> damage;
+    const char* field;
+  };
+  const Case cases[] = {
+      {[](nlohmann::json& j) { j["cursor_us"] = 1e300; }, "\"cursor_us\""},
+      {[](nlohmann::json& j) { j["cursor_us"] = 1.5; }, "\"cursor_us\""},
+      {[](nlohmann::json& j) { j["gaps"] = -1; }, "\"gaps\""},
+      {[](nlohmann::json& j) { j["processes"][0]["pid"] = -1; }, "\"pid\""},
+      {[](nlohmann::json& j) { j["processes"][0]["pid"] = 1ULL << 40; }, "\"pid\""},
+      {[](nlohmann::json& j) { j["owners"][0]["last_active_us"] = -1e300; }, "\"last_active_us\""},
+  };
+  for (const Case& c : cases) {
+    nlohmann::json j = good;
+    c.damage(j);
+    auto r = GpuLedger::from_json(j, {});
+    ASSERT_FALSE(r.ok()) << c.field;
+    EXPECT_NE(r.error().message.find(c.field), std::string::npos) << r.error().message;
+  }
 }
 
 TEST(GpuLedger, PruneDropsOwnersIdleSinceTheCutoff) {

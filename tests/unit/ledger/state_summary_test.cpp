@@ -152,6 +152,12 @@ TEST_F(ledger_state_summary, CorruptFileIsReportedAndLeftExactlyAsItIs) {
       {R"([1, 2])", "not a gpumeter ledger state file"},
       {R"({"format":"gpumeter-ledger-state","version":7,"gpus":{}})", "unsupported state version 7"},
       {R"({"format":"gpumeter-ledger-state","version":1,"gpus":[]})", "no \"gpus\" object"},
+      // Fields of another type (found by fuzz_ledger_state: they threw out of the reader).
+      {R"({"format":1,"version":1,"gpus":{}})", "not a gpumeter ledger state file"},
+      {R"({"format":["gpumeter-ledger-state"],"version":1,"gpus":{}})", "not a gpumeter ledger state file"},
+      {R"({"format":"gpumeter-ledger-state","version":"1","gpus":{}})", "unsupported state version \"1\""},
+      {R"({"format":"gpumeter-ledger-state","version":1.5,"gpus":{}})", "unsupported state version 1.5"},
+      {R"({"format":"gpumeter-ledger-state","version":null,"gpus":{}})", "unsupported state version null"},
   };
   for (const Case& c : cases) {
     write(c.contents);

@@ -151,6 +151,9 @@ TEST(pricing_errors, Document) {
                 "budgets"},
       {"gpu_models: {m: {gpu_hour: 1}}\n---\na: 1\n", "p.yaml:3:1: expected one YAML document, found 2"},
       {"gpu_models: {m: {gpu_hour: [1}\n", "p.yaml:1:30: illegal flow end"},
+      // yaml-cpp alone loops for ever on a ',' outside [...] or {...} (found by fuzz_pricing).
+      {",gpu_models: {m: {gpu_hour: 1}}\n", "p.yaml:1:1: unexpected ','"},
+      {"gpu_models: {m: {gpu_hour: 1}}\n---\n,\n", "p.yaml:3:1: unexpected ','"},
       {"currency: USD\n", "p.yaml:1:1: missing required key 'gpu_models'"},
       {"gpu_models: {m: {gpu_hour: 1}}\nenrgy: {kwh: 1}\n",
        "p.yaml:2:1: unknown key 'enrgy' (expected one of: currency, gpu_models, energy, idle, budgets)"},

@@ -27,6 +27,17 @@ TEST(Duration, RejectsBadInputWithAReason) {
   EXPECT_NE(parse_duration("90").error().message.find("missing unit"), std::string::npos);
 }
 
+// Found by fuzz_duration: a number below the cap times a large unit, or many terms, overflowed
+// (undefined behaviour; in practice a negative duration).
+TEST(Duration, TooLargeIsAnErrorNotAnOverflow) {
+  for (const char* big : {"1000000000y", "999999999y999999999y", "300000000y"}) {
+    auto r = parse_duration(big);
+    ASSERT_FALSE(r.ok()) << big << " gave " << r.value().count();
+    EXPECT_NE(r.error().message.find("too large"), std::string::npos) << r.error().message;
+  }
+  EXPECT_EQ(parse_duration("290000000y").value().count(), 290000000LL * 365 * 86'400'000);
+}
+
 TEST(Log, ParsesLevelsAndFormats) {
   EXPECT_EQ(parse_log_level("debug"), LogLevel::kDebug);
   EXPECT_EQ(parse_log_level("error"), LogLevel::kError);
