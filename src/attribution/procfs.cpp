@@ -422,6 +422,12 @@ Result<std::shared_ptr<const ProcessInfo>> ProcessCache::lookup(unsigned pid) {
   return entry;
 }
 
+std::shared_ptr<const ProcessInfo> ProcessCache::peek(unsigned pid) const {
+  std::lock_guard lock(mu_);
+  auto it = entries_.find(pid);
+  return it == entries_.end() ? nullptr : it->second;
+}
+
 void ProcessCache::prune(const std::vector<unsigned>& live_pids) {
   std::unordered_set<unsigned> live(live_pids.begin(), live_pids.end());
   std::lock_guard lock(mu_);

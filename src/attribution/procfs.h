@@ -140,6 +140,8 @@ class ProcessCache {
   // Re-reads the start time (one small read) and returns the cached entry when it matches;
   // otherwise reads the process in full. A pid whose start time changed is a new process.
   Result<std::shared_ptr<const ProcessInfo>> lookup(unsigned pid);
+  // What the last lookup of `pid` read, without touching procfs; null if none.
+  std::shared_ptr<const ProcessInfo> peek(unsigned pid) const;
   // Forgets every pid not in `live_pids`.
   void prune(const std::vector<unsigned>& live_pids);
 

@@ -205,6 +205,18 @@ void NvmlBackend::collect_usage(Device& d, nvmlDevice_t h, NvmlCollection& c, Us
   // Per-process utilization: the R550 call where the driver has it (the legacy one reads zeros
   // on some newer GPUs), else the legacy one. Both are windowed by this GPU's cursor.
   const unsigned long long cursor = d.process_seen_us;
+  // What the records of this query cover: since the cursor; on the first query (cursor 0, the
+  // whole buffer) since the oldest instant the utilization buffer holds, one period before its
+  // oldest sample. Unknown (0) when there is no utilization buffer to tell.
+  unsigned long long covers_from = cursor;
+  if (cursor == 0 && u.utilization_samples.size() >= 2) {
+    const auto& first = u.utilization_samples[0];
+    const std::int64_t period = u.utilization_samples[1].timestamp_us - first.timestamp_us;
+    covers_from = static_cast<unsigned long long>(std::max<std::int64_t>(first.timestamp_us - period, 1));
+  }
+  // The device's newest sample: the driver's "now" as far as this collection knows it.
+  const unsigned long long device_now =
+      u.utilization_samples.empty() ? 0 : static_cast<unsigned long long>(u.utilization_samples.back().timestamp_us);
   std::vector<RawProcessSample> raw;
   std::optional<std::pair<Call, nvmlReturn_t>> answer;
   const char* answer_name = nullptr;
@@ -224,6 +236,9 @@ void NvmlBackend::collect_usage(Device& d, nvmlDevice_t h, NvmlCollection& c, Us
   if (answer && answer->second == NVML_ERROR_NOT_FOUND) {
     c.answered();
     u.process_samples_supported = true;
+    // No process ran since the cursor, up to the driver's now: the next records need not reach
+    // back past it (a window reaching back over idle time would dilute their averages).
+    d.process_seen_us = std::max(d.process_seen_us, std::max(covers_from, device_now));
   } else if (answer && c.ok(answer->first, answer->second, answer_name)) {
     u.process_samples_supported = true;
     // Real drivers hand back unused entries and garbage: a record is taken only when it can be
@@ -251,7 +266,7 @@ void NvmlBackend::collect_usage(Device& d, nvmlDevice_t h, NvmlCollection& c, Us
         continue;
       }
       u.process_samples.push_back({r.pid, static_cast<std::int64_t>(r.timestamp), r.sm / 100.0, r.memory / 100.0,
-                                   static_cast<std::int64_t>(cursor)});
+                                   static_cast<std::int64_t>(covers_from)});
       newest = std::max(newest, r.timestamp);
     }
     d.process_seen_us = newest;

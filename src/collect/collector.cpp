@@ -131,13 +131,22 @@ void Collector::reidentify(Slot& slot) {
 
 void Collector::observe(Slot& slot, size_t index, const Result<DeviceReading>& result) {
   bool reidentify;
+  bool identified;
+  std::string known_driver;
   {
     std::lock_guard lock(slot.mu);
     if (!result.ok()) slot.reidentify = true;
     reidentify = result.ok() && slot.reidentify;
+    identified = slot.identified;
+    known_driver = slot.identity.driver_version;
   }
-  // Only on the first success after a failure: a driver upgrade (the backend initialises the
-  // library again by itself) or a replaced board changes the identity.
+  // On the first success after a failure, or when the backend now reports another driver: a
+  // driver upgrade (the backend initialises the library again by itself, sometimes before any
+  // collection fails) or a replaced board changes the identity.
+  if (result.ok() && !reidentify && identified) {
+    const std::string driver = slot.backend->status().driver_version;
+    reidentify = !driver.empty() && driver != known_driver;
+  }
   if (reidentify) this->reidentify(slot);
   if (options_.observer == nullptr) return;
   DeviceIdentity identity;

@@ -66,6 +66,12 @@ std::vector<std::string> HostOwnerResolver::hpc_jobs(const DeviceIdentity& gpu) 
   return hpc_jobs_for_gpu(hpc_, gpu.index, gpu.uuid);
 }
 
+std::optional<std::int64_t> HostOwnerResolver::start_time_us(unsigned pid) const {
+  auto info = cache_.peek(pid);
+  if (!info) return std::nullopt;
+  return info->start_unix_us;
+}
+
 OwnerLabels HostOwnerResolver::resolve(unsigned pid, const DeviceIdentity& gpu) {
   {
     std::lock_guard lock(mu_);

@@ -42,6 +42,7 @@ class HostOwnerResolver final : public OwnerResolver {
   void stop();
 
   OwnerLabels resolve(unsigned pid, const DeviceIdentity& gpu) override;
+  std::optional<std::int64_t> start_time_us(unsigned pid) const override;
   void retain(const std::vector<unsigned>& live_pids) override;
   void contribute(AttributionStatus& status) const override;
 

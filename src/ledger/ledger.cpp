@@ -88,7 +88,8 @@ void GpuLedger::note_gap(std::int64_t us) {
   ++gaps_;
 }
 
-void GpuLedger::add_process_records(const std::vector<ProcessSample>& records) {
+void GpuLedger::add_process_records(const std::vector<ProcessSample>& records,
+                                    const std::vector<LedgerProcess>& processes) {
   std::vector<ProcessSample> sorted = records;
   std::stable_sort(sorted.begin(), sorted.end(),
                    [](const ProcessSample& x, const ProcessSample& y) { return x.timestamp_us < y.timestamp_us; });
@@ -108,6 +109,11 @@ void GpuLedger::add_process_records(const std::vector<ProcessSample>& records) {
       w.from_us = seen ? prev->second : s.timestamp_us - period_or_default();
       w.from_us = std::max(w.from_us, s.timestamp_us - kMaxProcessSampleSpanUs);
     }
+    // A query window reaching back before the process started: the driver's average holds
+    // nothing of it for that time, and the process must not be charged for it.
+    const LedgerProcess* lp = find_pid(processes, s.pid);
+    if (lp == nullptr) lp = find_pid(previous_, s.pid);
+    if (lp != nullptr && lp->start_us && *lp->start_us > w.from_us) w.from_us = *lp->start_us;
     if (w.from_us >= w.to_us) continue;
     last_process_sample_us_[s.pid] = s.timestamp_us;
     pending_process_.push_back(w);
@@ -155,7 +161,7 @@ void GpuLedger::advance(const LedgerTick& tick) {
   // Pending samples: a buffer read can run ahead of another by one period; keep what is not
   // used yet for the next tick instead of losing it.
   for (const auto& s : tick.power_samples) pending_power_.push_back(s);
-  add_process_records(tick.process_samples);
+  add_process_records(tick.process_samples, tick.processes);
   if (tick.power_watts) last_power_w_ = tick.power_watts;
   const bool interrupted = std::exchange(interrupted_, false);
 
@@ -267,25 +273,42 @@ void GpuLedger::integrate(const std::vector<Period>& periods, const LedgerTick& 
     // listed at both ends of the collection interval (an idle process has no records). A
     // process's SM share is the time-weighted average of its record windows over the period,
     // with its last share carried over the hole before the next query's window.
+    // A member's presence is the part of the period it was there: 1 for a process listed at both
+    // ends of the collection interval, else the part its record windows cover (a process that
+    // started or stopped inside the period is there for part of it only).
     struct Member {
       const LedgerProcess* proc;
       unsigned pid;
       double sm_seconds;
+      double presence;
     };
     std::vector<Member> members;
     auto member = [&](unsigned pid) {
       return std::find_if(members.begin(), members.end(), [&](const Member& m) { return m.pid == pid; });
     };
+    const double period_us = static_cast<double>(p.end_us - p.start_us);
     for (const auto& w : pending_process_) {
-      if (std::min(w.to_us, p.end_us) <= std::max(w.from_us, p.start_us)) continue;
-      if (member(w.pid) != members.end()) continue;
-      const LedgerProcess* lp = find_pid(tick.processes, w.pid);
-      if (lp == nullptr) lp = find_pid(previous_, w.pid);
-      members.push_back(Member{lp, w.pid, 0.0});
+      const std::int64_t overlap = std::min(w.to_us, p.end_us) - std::max(w.from_us, p.start_us);
+      if (overlap <= 0) continue;
+      auto it = member(w.pid);
+      if (it == members.end()) {
+        const LedgerProcess* lp = find_pid(tick.processes, w.pid);
+        if (lp == nullptr) lp = find_pid(previous_, w.pid);
+        it = members.insert(members.end(), Member{lp, w.pid, 0.0, 0.0});
+      }
+      it->presence = std::min(1.0, it->presence + static_cast<double>(overlap) / period_us);
+    }
+    for (auto& m : members) {
+      // Listed at both ends and started before the period: there for all of it.
+      const LedgerProcess* before = find_pid(previous_, m.pid);
+      const LedgerProcess* after = find_pid(tick.processes, m.pid);
+      if (before != nullptr && after != nullptr && (!after->start_us || *after->start_us <= p.start_us)) {
+        m.presence = 1.0;
+      }
     }
     for (const auto& now : tick.processes) {
       if (find_pid(previous_, now.pid) == nullptr || member(now.pid) != members.end()) continue;
-      members.push_back({&now, now.pid, 0.0});
+      members.push_back({&now, now.pid, 0.0, 1.0});
     }
     for (const auto& w : pending_process_) {
       auto it = member(w.pid);
@@ -304,7 +327,11 @@ void GpuLedger::integrate(const std::vector<Period>& periods, const LedgerTick& 
       if (busy > 0) delta[unattributed_owner()].busy_seconds += busy;
       continue;
     }
-    const double n = static_cast<double>(members.size());
+    // Each member's part of the period: its presence, shared evenly with the others present
+    // (d / |M| when all are there throughout); what nobody covers is idle.
+    double present = 0;
+    for (const auto& m : members) present += m.presence;
+    const double crowd = std::max(1.0, present);
     if (!tick.process_samples_supported && members.size() == 1) members[0].sm_seconds = busy;
     double sm_sum = 0;
     for (const auto& m : members) sm_sum += m.sm_seconds;
@@ -314,19 +341,27 @@ void GpuLedger::integrate(const std::vector<Period>& periods, const LedgerTick& 
     const double idle_part = std::min(power, idle_w) * d;
     const double dynamic = energy - idle_part;
     const bool split = sm_sum > 0 && busy > 0;
+    double allocated = 0;
     for (const auto& m : members) {
       const OwnerLabels& owner = m.proc != nullptr ? m.proc->owner : unattributed_owner();
       auto& t = delta[owner];
-      t.allocated_seconds += d / n;
-      if (m.proc != nullptr) t.memory_byte_seconds += m.proc->memory_bytes * d;
-      t.energy_joules += idle_part / n;
+      const double part = m.presence / crowd;
+      t.allocated_seconds += d * part;
+      allocated += part;
+      if (m.proc != nullptr) t.memory_byte_seconds += m.proc->memory_bytes * d * m.presence;
+      t.energy_joules += idle_part * part;
       if (split) {
         const double share = m.sm_seconds / sm_sum;
         t.busy_seconds += busy * share;
         t.energy_joules += dynamic * share;
       } else if (busy <= 0) {
-        t.energy_joules += dynamic / n;  // power above idle with no utilization: shared
+        t.energy_joules += dynamic * part;  // power above idle with no utilization: shared
       }
+    }
+    if (allocated < 1.0 - 1e-12) {
+      auto& idle = delta[idle_owner()];
+      idle.allocated_seconds += d * (1.0 - allocated);
+      idle.energy_joules += (busy <= 0 ? energy : idle_part) * (1.0 - allocated);
     }
     if (busy > 0 && !split) {
       // Busy time no process claims any share of: it and its energy are unattributed.

@@ -48,6 +48,9 @@ struct LedgerProcess {
   unsigned pid = 0;
   OwnerLabels owner;
   double memory_bytes = 0;
+  // When the process started (the system clock, µs), where the host says: no record window
+  // reaches back before it.
+  std::optional<std::int64_t> start_us;
   bool operator==(const LedgerProcess&) const = default;
 };
 
@@ -146,7 +149,7 @@ class GpuLedger {
     // without one is carried only up to a known window start.
     bool carries = false;
   };
-  void add_process_records(const std::vector<ProcessSample>& records);
+  void add_process_records(const std::vector<ProcessSample>& records, const std::vector<LedgerProcess>& processes);
   double share_seconds(const ProcessWindow& w, std::int64_t start_us, std::int64_t end_us) const;
   std::int64_t carry_end(const ProcessWindow& w) const;
   void learn_device_period(const std::vector<TimedSample>& fresh);

@@ -85,7 +85,7 @@ void UsageTracker::on_reading(size_t slot, const DeviceIdentity& id, const Devic
   if (reading.usage.processes) {
     for (const auto& p : *reading.usage.processes) {
       OwnerLabels owner = resolver_.resolve(p.pid, id);
-      procs.push_back({p.pid, reduce(owner), p.memory_bytes.value_or(0)});
+      procs.push_back({p.pid, reduce(owner), p.memory_bytes.value_or(0), resolver_.start_time_us(p.pid)});
       full_owners.push_back(std::move(owner));
     }
   }

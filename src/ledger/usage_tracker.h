@@ -28,6 +28,9 @@ class OwnerResolver {
  public:
   virtual ~OwnerResolver() = default;
   virtual OwnerLabels resolve(unsigned pid, const DeviceIdentity& gpu) = 0;
+  // When a process resolved before started, on the system clock (µs since the Unix epoch), if
+  // the host says: the ledger charges nobody for time before it. No I/O.
+  virtual std::optional<std::int64_t> start_time_us(unsigned /*pid*/) const { return std::nullopt; }
   // The pids still on some GPU; everything else may be forgotten.
   virtual void retain(const std::vector<unsigned>& live_pids) = 0;
   // Adds the resolver's own health (kubelet, lookups) to the snapshot.
