@@ -178,6 +178,31 @@ COUNTERS = {
 }
 
 
+# A process's start and end are known to within one of the driver's utilization sample periods
+# (its per-process samples are that far apart, off the device grid; docs/ledger.md), so each job
+# edge may move up to that much of the job's counters between it and its neighbours.
+EDGE_SECONDS = 0.2
+
+
+def owner_edges(truth):
+    """How many job edges (starts and ends) each owner of expected_owners(truth) has."""
+    users = {uid: name for name, uid in truth.get("users", {}).items()}
+    out = {}
+    for j in truth["jobs"]:
+        env, k8s = j.get("env", {}), j.get("kubernetes", {})
+        key = (str(j["gpu"]), env.get("GPUMETER_PROJECT", "unknown"), users.get(j["uid"], str(j["uid"])),
+               k8s.get("namespace", ""), k8s.get("pod", ""), env.get("SLURM_JOB_ID", ""))
+        out[key] = out.get(key, 0) + 2
+    return out
+
+
+def allowed_deviation(value, allocated, edges, tolerance):
+    """The bound on an owner's counter: a relative tolerance, plus what its edges may move at
+    the counter's rate while the owner was there."""
+    rate = value / allocated if allocated > 0 else 0.0
+    return tolerance * abs(value) + edges * EDGE_SECONDS * rate + 1e-6
+
+
 def expected_owners(truth):
     """Truth per (gpu, project, user, namespace, pod, hpc_job), summed over the jobs of an owner."""
     users = {uid: name for name, uid in truth.get("users", {}).items()}

@@ -8,17 +8,14 @@ import signal
 import tempfile
 import time
 
-from harness import AgentTestCase, Agent, COUNTERS, Prometheus, SCENARIOS, SimNode, expected_owners, sim_truth, wait_until
+from harness import (AgentTestCase, Agent, COUNTERS, Prometheus, SCENARIOS, SimNode, allowed_deviation,
+                     expected_owners, owner_edges, sim_truth, wait_until)
 
 MIXED = os.path.join(SCENARIOS, "ledger-mixed.yaml")
 CHURN = os.path.join(SCENARIOS, "ledger-churn.yaml")
 LEAD = 3.0  # the agent starts at scenario time -3 s; every job starts at 3 s or later
 END = 43.0  # both scenarios' duration
-TOLERANCE = 1e-3  # 0.1 %
-# A process's start and end are known to within one of the driver's utilization sample periods
-# (its own per-process samples are that far apart, off the device grid; docs/ledger.md), so each
-# job edge may move up to that much of the job's counters between it and its neighbours.
-EDGE_SECONDS = 0.2
+TOLERANCE = 1e-3  # 0.1 %, plus one driver sample period per job edge (harness.allowed_deviation)
 # After the scenario's end: a checkpoint (2 s) publishes the last usage, then a scrape reads it.
 SETTLE = 5.0
 LEDGER_CONFIG = ('ledger:\n  checkpoint_interval: 2s\n'
@@ -57,23 +54,14 @@ class LedgerAccuracy(AgentTestCase):
         worst = max((abs(got.get(k, {}).get(f, 0.0) - v) / v, "%s %s" % (f, k))
                     for k, fields in want.items() for f, v in fields.items() if v > 0)
         print("largest relative deviation from the truth: %.3g (%s)" % worst)  # shown in the test log
-        edges = {}
-        for j in truth["jobs"]:
-            k8s, env = j.get("kubernetes", {}), j.get("env", {})
-            users = {uid: name for name, uid in truth.get("users", {}).items()}
-            key = (str(j["gpu"]), env.get("GPUMETER_PROJECT", "unknown"), users.get(j["uid"], str(j["uid"])),
-                   k8s.get("namespace", ""), k8s.get("pod", ""), env.get("SLURM_JOB_ID", ""))
-            edges[key] = edges.get(key, 0) + 2
+        edges = owner_edges(truth)
         for key, fields in want.items():
             self.assertIn(key, got, "owner %r missing; scraped owners: %r" % (key, sorted(got)))
             alloc = fields["allocated_seconds"]
             for field, value in fields.items():
                 measured = got[key].get(field)
                 self.assertIsNotNone(measured, "%s of %r" % (field, key))
-                # The counter's rate while the owner was there, times the time its edges may move.
-                rate = value / alloc if alloc > 0 else 0.0
-                allowed = TOLERANCE * abs(value) + edges[key] * EDGE_SECONDS * rate + 1e-6
-                self.assertLessEqual(abs(measured - value), allowed,
+                self.assertLessEqual(abs(measured - value), allowed_deviation(value, alloc, edges[key], TOLERANCE),
                                      "%s of %r: ledger %.6g, truth %.6g" % (field, key, measured, value))
         for key, fields in got.items():
             if key[1] in RESERVED:

@@ -258,8 +258,8 @@ class Snapshot(unittest.TestCase):
         # scenarios/faults.yaml, with GPU 1's first call from 6 s hanging longer than the snapshot waits.
         with open(os.path.join(SCENARIOS, "faults.yaml")) as f:
             text = f.read()
-        self.assertIn("{kind: hang, gpu: 1, at: 6s, seconds: 8}", text)
-        scenario = self.write("faults-long-hang.yaml", text.replace("seconds: 8}", "seconds: 60}"))
+        self.assertIn("{kind: hang, gpu: 1, at: 6s, seconds: 8,", text)
+        scenario = self.write("faults-long-hang.yaml", text.replace("seconds: 8,", "seconds: 60,"))
         env = {"GPUMETER_SIM_EPOCH": repr(time.time() - 7)}
         began = time.time()
         r = snapshot("--sim.scenario", scenario, "--ledger.state-file", "", "--format", "json", "--interval", "200ms",

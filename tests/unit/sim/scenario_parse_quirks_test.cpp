@@ -145,7 +145,7 @@ TEST(ScenarioQuirks, DeployDemoHasOneQuirkPerGpuAndAnUpgrade) {
   auto s = load_scenario(std::string(GPUMETER_SOURCE_DIR) + "/deploy/scenarios/quirks-demo.yaml");
   ASSERT_TRUE(s.ok()) << s.error().message;
   EXPECT_EQ(s->models[0].architecture, "ada");
-  EXPECT_TRUE(s->models[0].fan);
+  EXPECT_FALSE(s->models[0].fan);  // passively cooled
   ASSERT_EQ(s->driver_upgrades.size(), 1u);
   EXPECT_EQ(s->driver_upgrades[0].at, 300 * S);
   EXPECT_EQ(driver_major(s->driver_upgrades[0].to), 555u);
