@@ -570,9 +570,12 @@ class HttpPromApi final : public PromApi {
     };
     watchdog_.arm(started + timeout_);
     auto res = client_.send(req);
-    const bool late = watchdog_.disarm();
+    const bool stopped = watchdog_.disarm();
     count_request();
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    // The client's own read timeout equals the deadline: whichever ends the request first, a
+    // failure at the deadline is the deadline's.
+    const bool late = stopped || (!res && seconds >= std::chrono::duration<double>(timeout_).count());
     if (on_request_) on_request_(RequestInfo{std::move(what), seconds});
     const std::string where = display_ + path;
     if (late) {

@@ -2,12 +2,15 @@
 
 #include <cstdio>
 #include <cstring>
+#include <vector>
 
 namespace gpumeter::fake {
 
 namespace {
 
 Script* g_script = new Script();  // never freed: functions may run on threads a test left
+// Every script made, kept reachable (so not a leak) for the same reason.
+std::vector<Script*>* g_old_scripts = new std::vector<Script*>();
 int g_handles[kMaxGpus];
 int g_sets[64];
 int g_set_count = 0;
@@ -227,6 +230,7 @@ Script& script() { return *g_script; }
 
 void reset() {
   // Not destroyed: a thread of a previous test may still be on its way out of a call.
+  g_old_scripts->push_back(g_script);
   g_script = new Script();
   g_set_count = 0;
 }
