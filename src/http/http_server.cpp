@@ -94,6 +94,8 @@ struct HttpServer::Impl {
   void accept();
   void admit(tcp::socket socket);
   void make_room();
+  void connection_closed();
+  void pause_accepting(std::chrono::milliseconds retry);
 
   const ExpositionStore& store;
   const HttpServerOptions opt;
@@ -114,6 +116,7 @@ struct HttpServer::Impl {
   asio::io_context ioc{1};
   tcp::acceptor acceptor{ioc};
   asio::steady_timer accept_retry{ioc};
+  bool accept_paused = false;  // at the limit (or out of descriptors): new clients wait in the backlog
   std::optional<asio::thread_pool> handlers;
   std::atomic<size_t> handlers_busy{0};
   bool stopping = false;
@@ -145,8 +148,14 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   ~HttpConnection() {
     unlist();
     s_.open.erase(this);
-    if (state_ != State::kClosed) --s_.live;
+    if (state_ != State::kClosed) {
+      --s_.live;
+      s_.connection_closed();
+    }
   }
+
+  // When the connection entered its current list; the eviction order's age.
+  std::chrono::steady_clock::time_point listed_since() const { return listed_since_; }
 
   tcp::socket& socket() { return tls_ ? tls_->next_layer() : *plain_; }
 
@@ -166,6 +175,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
     if (state_ == State::kClosed) return;
     state_ = State::kClosed;
     --s_.live;
+    s_.connection_closed();
     unlist();
     timer_.cancel();
     error_code ignored;
@@ -192,6 +202,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   void list(std::list<HttpConnection*>& where) {
     unlist();
     where.push_back(this);
+    listed_since_ = std::chrono::steady_clock::now();
     listed_in_ = &where;
     listed_at_ = std::prev(where.end());
   }
@@ -397,36 +408,62 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   size_t served_ = 0;
   std::list<HttpConnection*>* listed_in_ = nullptr;
   std::list<HttpConnection*>::iterator listed_at_;
+  std::chrono::steady_clock::time_point listed_since_;
 };
+
+// A connection gets this long in its list (waiting for a request, or sending one) before a newer
+// client may take its place. Shorter, and a burst of new clients would close each other before
+// their requests are read; a slow or idle client holds a place no longer than this while others wait.
+constexpr std::chrono::milliseconds kEvictionGrace{1000};
 
 void HttpServer::Impl::make_room() {
   while (live >= opt.max_connections) {
-    std::list<HttpConnection*>& victims = !idle.empty() ? idle : reading;
-    if (victims.empty()) return;  // every connection is being answered; they finish quickly
-    victims.front()->close();     // unlists itself
+    const auto now = std::chrono::steady_clock::now();
+    auto aged = [&](const std::list<HttpConnection*>& l) {
+      return !l.empty() && now - l.front()->listed_since() >= kEvictionGrace;
+    };
+    // Idle keep-alive connections first, oldest first; then the slowest requests.
+    HttpConnection* victim = aged(idle) ? idle.front() : aged(reading) ? reading.front() : nullptr;
+    if (!victim) return;  // every place is new or being answered; they finish or age soon
+    victim->close();      // unlists itself
   }
+}
+
+void HttpServer::Impl::pause_accepting(std::chrono::milliseconds retry) {
+  accept_paused = true;
+  accept_retry.expires_after(retry);
+  accept_retry.async_wait([this](error_code e) {
+    if (e || !accept_paused || stopping) return;  // cancelled, or a closing connection resumed it
+    accept_paused = false;
+    accept();
+  });
+}
+
+void HttpServer::Impl::connection_closed() {
+  if (!accept_paused || stopping) return;
+  accept_paused = false;
+  accept_retry.cancel();
+  asio::post(ioc, [this] {
+    if (!stopping && acceptor.is_open()) accept();
+  });
 }
 
 void HttpServer::Impl::admit(tcp::socket socket) {
   error_code ignored;
   // Without TCP_NODELAY the small trailer write waits for the body's ACK (Nagle + delayed ACK).
   socket.set_option(tcp::no_delay(true), ignored);
-  make_room();
-  if (live >= opt.max_connections) return;  // the socket closes as it goes out of scope
   std::make_shared<HttpConnection>(*this, std::move(socket))->start();
 }
 
 void HttpServer::Impl::accept() {
+  // A place is made before accepting, not after: at the limit, new clients wait in the listen
+  // backlog until a connection closes or ages, instead of being accepted and closed at once.
+  make_room();
+  if (live >= opt.max_connections) return pause_accepting(std::chrono::milliseconds(100));
   acceptor.async_accept([this](error_code ec, tcp::socket socket) {
     if (ec == asio::error::operation_aborted || !acceptor.is_open()) return;
-    if (ec) {
-      // Out of file descriptors: accepting again at once would spin; try a little later.
-      accept_retry.expires_after(std::chrono::milliseconds(50));
-      accept_retry.async_wait([this](error_code e) {
-        if (!e) accept();
-      });
-      return;
-    }
+    // Out of file descriptors: accepting again at once would spin; try a little later.
+    if (ec) return pause_accepting(std::chrono::milliseconds(50));
     admit(std::move(socket));
     accept();
   });

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -152,6 +153,32 @@ TEST_F(HttpHardeningTest, ConnectionLimitClosesTheOldestIdleFirst) {
   EXPECT_TRUE(closed_within(fds[0], 2000ms)) << "the oldest idle connection makes room";
   EXPECT_FALSE(closed_within(fds[3], 200ms)) << "the newest stays open";
   for (int fd : fds) ::close(fd);
+}
+
+// A burst of clients larger than the limit: connections accepted a moment ago, whose requests are
+// on their way, are not closed to make room for the next; the newcomer waits in the backlog.
+TEST_F(HttpHardeningTest, AtTheLimitNewConnectionsAreNotClosedForNewerOnes) {
+  auto o = options();
+  o.max_connections = 4;
+  start(o);
+  std::vector<int> fds;
+  for (int i = 0; i < 4; ++i) fds.push_back(connect_to(server_->port()));
+  std::atomic<int> late_status{0};
+  std::thread late([&] { late_status = timed_scrape().first; });
+  std::this_thread::sleep_for(200ms);  // the newcomer has arrived, within the others' grace
+  for (int fd : fds) {
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::send(fd, kScrape, std::strlen(kScrape), MSG_NOSIGNAL), static_cast<ssize_t>(std::strlen(kScrape)));
+  }
+  for (int fd : fds) {
+    std::string got;
+    char buf[4096];
+    for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) got.append(buf, static_cast<size_t>(n));
+    EXPECT_EQ(testing::first_status(got), 200) << "an early client was closed for a later one";
+    ::close(fd);
+  }
+  late.join();
+  EXPECT_EQ(late_status.load(), 200) << "the newcomer is served once a place is free";
 }
 
 TEST_F(HttpHardeningTest, SaturatedHandlersAnswer503AtOnce) {
