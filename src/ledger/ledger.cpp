@@ -8,6 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ledger/share_fit.h"
+
 namespace gpumeter {
 
 namespace {
@@ -99,9 +101,16 @@ void GpuLedger::add_process_records(const std::vector<ProcessSample>& records,
     if (seen && s.timestamp_us <= prev->second) continue;  // repeated or out of order
     ProcessWindow w{s.pid, 0, s.timestamp_us, std::clamp(s.sm_ratio, 0.0, 1.0), false};
     if (s.covers_from_us > 0) {
-      // The driver's average since the query's lastSeenTimeStamp. Windows of one process
-      // never overlap, so a share is never counted twice.
-      w.from_us = seen ? std::max(s.covers_from_us, prev->second) : s.covers_from_us;
+      // The driver's average of the process's samples stamped after the query's
+      // lastSeenTimeStamp. The first of them measured the period that began at the process's
+      // previous sample, up to one sample period before lastSeenTimeStamp: the window starts
+      // there when that sample is this process's previous record, so its windows tile. Windows
+      // of one process never overlap, so a share is never counted twice.
+      w.from_us = s.covers_from_us;
+      if (seen) {
+        w.from_us = prev->second >= s.covers_from_us - period_or_default() ? prev->second
+                                                                           : std::max(w.from_us, prev->second);
+      }
       w.carries = true;
     } else {
       // Unknown window: back to the same process's previous record, or one device period for
@@ -263,26 +272,25 @@ void GpuLedger::integrate(const std::vector<Period>& periods, const LedgerTick& 
   std::map<OwnerLabels, LedgerTotals> delta;
   double tick_energy = 0;
   const double idle_w = options_.idle_power_watts;
-  for (const Period& p : periods) {
-    const double d = static_cast<double>(p.end_us - p.start_us) / 1e6;
-    if (d <= 0) continue;
-    const double power = p.power_w.value_or(last_power_w_.value_or(0.0));
-    if (p.power_w) last_power_w_ = p.power_w;
 
-    // Members: processes with a record whose window covers part of the period, and processes
-    // listed at both ends of the collection interval (an idle process has no records). A
-    // process's SM share is the time-weighted average of its record windows over the period,
-    // with its last share carried over the hole before the next query's window.
-    // A member's presence is the part of the period it was there: 1 for a process listed at both
-    // ends of the collection interval, else the part its record windows cover (a process that
-    // started or stopped inside the period is there for part of it only).
-    struct Member {
-      const LedgerProcess* proc;
-      unsigned pid;
-      double sm_seconds;
-      double presence;
-    };
-    std::vector<Member> members;
+  // Members of each period: processes with a record whose window covers part of the period,
+  // and processes listed at both ends of the collection interval (an idle process has no
+  // records). A process's SM share in a period comes from its record windows over it, with its
+  // last share carried over the hole before the next query's window.
+  // A member's presence is the part of the period it was there: 1 for a process listed at both
+  // ends of the collection interval, else the part its record windows cover (a process that
+  // started or stopped inside the period is there for part of it only).
+  struct Member {
+    const LedgerProcess* proc;
+    unsigned pid;
+    double sm_seconds;
+    double presence;
+  };
+  std::vector<std::vector<Member>> period_members(periods.size());
+  for (size_t i = 0; i < periods.size(); ++i) {
+    const Period& p = periods[i];
+    if (p.end_us <= p.start_us) continue;
+    std::vector<Member>& members = period_members[i];
     auto member = [&](unsigned pid) {
       return std::find_if(members.begin(), members.end(), [&](const Member& m) { return m.pid == pid; });
     };
@@ -307,13 +315,64 @@ void GpuLedger::integrate(const std::vector<Period>& periods, const LedgerTick& 
       }
     }
     for (const auto& now : tick.processes) {
-      if (find_pid(previous_, now.pid) == nullptr || member(now.pid) != members.end()) continue;
-      members.push_back({&now, now.pid, 0.0, 1.0});
+      if (member(now.pid) != members.end()) continue;
+      if (find_pid(previous_, now.pid) != nullptr) {
+        members.push_back({&now, now.pid, 0.0, 1.0});
+      } else if (now.start_us && *now.start_us < p.end_us) {
+        // Listed for the first time, with a start time from the host: there since it started.
+        const double there = static_cast<double>(p.end_us - std::max(*now.start_us, p.start_us));
+        members.push_back({&now, now.pid, 0.0, std::min(1.0, there / period_us)});
+      }
+    }
+    if (!tick.process_samples_supported) {
+      // Without per-process records, a process listed last time and gone now stopped at an
+      // unknown instant of the reading: half of it is the estimate with the least error.
+      for (const auto& before : previous_) {
+        if (find_pid(tick.processes, before.pid) != nullptr || member(before.pid) != members.end()) continue;
+        members.push_back({&before, before.pid, 0.0, 0.5});
+      }
     }
     for (const auto& w : pending_process_) {
       auto it = member(w.pid);
       if (it != members.end()) it->sm_seconds += share_seconds(w, p.start_us, p.end_us);
     }
+  }
+  // Each period's busy time split so that both the device's samples and each process's records
+  // hold (ledger/share_fit.h): the window-average shares alone would move busy time between
+  // processes whenever the mix changes inside a window.
+  {
+    std::vector<unsigned> pids;
+    for (const auto& members : period_members) {
+      for (const auto& m : members) {
+        if (m.sm_seconds > 0 && std::find(pids.begin(), pids.end(), m.pid) == pids.end()) pids.push_back(m.pid);
+      }
+    }
+    std::vector<std::vector<double>> prior(pids.size(), std::vector<double>(periods.size(), 0.0));
+    std::vector<double> busy(periods.size(), 0.0);
+    for (size_t i = 0; i < periods.size(); ++i) {
+      const double d = static_cast<double>(periods[i].end_us - periods[i].start_us) / 1e6;
+      busy[i] = d > 0 ? periods[i].utilization * d : 0.0;
+      for (const auto& m : period_members[i]) {
+        if (m.sm_seconds <= 0) continue;
+        prior[static_cast<size_t>(std::find(pids.begin(), pids.end(), m.pid) - pids.begin())][i] = m.sm_seconds;
+      }
+    }
+    const auto fitted = fit_shares(prior, busy);
+    for (size_t i = 0; i < periods.size(); ++i) {
+      for (auto& m : period_members[i]) {
+        if (m.sm_seconds <= 0) continue;
+        m.sm_seconds = fitted[static_cast<size_t>(std::find(pids.begin(), pids.end(), m.pid) - pids.begin())][i];
+      }
+    }
+  }
+
+  for (size_t i = 0; i < periods.size(); ++i) {
+    const Period& p = periods[i];
+    const double d = static_cast<double>(p.end_us - p.start_us) / 1e6;
+    if (d <= 0) continue;
+    const double power = p.power_w.value_or(last_power_w_.value_or(0.0));
+    if (p.power_w) last_power_w_ = p.power_w;
+    std::vector<Member>& members = period_members[i];
 
     const double busy = p.utilization * d;
     const double energy = power * d;

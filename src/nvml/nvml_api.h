@@ -105,7 +105,7 @@ enum : unsigned long long {
 enum : unsigned int {
   NVML_FI_DEV_MEMORY_TEMP = 82,
   NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION = 83,
-  NVML_FI_DEV_POWER_AVERAGE = 185,  // R535+: the 1 s average, whatever the architecture
+  NVML_FI_DEV_POWER_AVERAGE = 185,  // R535+: the 1 s average; Ampere (except GA100) and newer
   NVML_FI_DEV_POWER_INSTANT = 186,  // R535+
   NVML_FI_DEV_PCIE_COUNT_TX_BYTES = 197,
   NVML_FI_DEV_PCIE_COUNT_RX_BYTES = 198,

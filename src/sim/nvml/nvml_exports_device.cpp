@@ -38,7 +38,11 @@ bool field_exists(const Session& s, const DeviceState& d, unsigned field_id) {
     case NVML_FI_DEV_PCIE_COUNT_TX_BYTES:
     case NVML_FI_DEV_PCIE_COUNT_RX_BYTES:
       return s.driver_major() >= gpumeter::sim::kBranchPcieByteFields;
+    // The average is "supported on Ampere (except GA100) or newer", the instant "on all
+    // architectures" (nvml.h, the field comments).
     case NVML_FI_DEV_POWER_AVERAGE:
+      return s.driver_major() >= gpumeter::sim::kBranchPowerFields &&
+             gpumeter::sim::power_usage_is_averaged(d.gpu.model().architecture);
     case NVML_FI_DEV_POWER_INSTANT:
       return s.driver_major() >= gpumeter::sim::kBranchPowerFields;
     // NVML reports no memory temperature for GeForce boards (jelmd/nvmex#1: exposed on V100

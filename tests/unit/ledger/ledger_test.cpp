@@ -163,6 +163,36 @@ TEST(GpuLedger, ProcessListedAtBothEndsCountsWithoutSamples) {
   EXPECT_FALSE(l.owners().count(idle_owner()));
 }
 
+TEST(GpuLedger, AProcessListedForTheFirstTimeIsThereSinceItsStart) {
+  // Idle, so no records: its start time from the host places it 0.3 s into the reading.
+  GpuLedger l = started_ledger();
+  LedgerProcess p{7, owner("x"), 1e9, kT0 + 3 * kPeriod / 2};
+  TickBuilder t{kT0, 5, 0, 70, {p}};
+  l.advance(t.build());
+  EXPECT_NEAR(l.owners().at(owner("x")).allocated_seconds, 0.7, 1e-12);
+  EXPECT_NEAR(l.owners().at(idle_owner()).allocated_seconds, 0.3, 1e-12);
+}
+
+TEST(GpuLedger, WithoutRecordsAProcessThatStoppedIsThereForHalfTheReading) {
+  // A GPU without per-process utilization: the process is listed, then gone; when it stopped
+  // inside the reading is unknown, and half is the estimate with the least error.
+  GpuLedger l(GpuLedgerOptions{70, 10'000'000});
+  TickBuilder first{kT0 - kPeriod, 1, 0.5, 200, {{7, owner("x"), 1e9}}};
+  l.advance(first.build());
+  TickBuilder t{kT0, 5, 0.5, 200, {}};
+  LedgerTick tick = t.build();
+  tick.process_samples_supported = false;
+  l.advance(tick);
+  EXPECT_NEAR(l.owners().at(owner("x")).allocated_seconds, 0.5, 1e-12);
+  EXPECT_NEAR(l.owners().at(owner("x")).busy_seconds, 0.5, 1e-12) << "the only process: all of the busy time";
+  EXPECT_NEAR(l.owners().at(idle_owner()).allocated_seconds, 0.5, 1e-12);
+  // With per-process records the stop is known from them: no record, not there.
+  GpuLedger r(GpuLedgerOptions{70, 10'000'000});
+  r.advance(first.build());
+  r.advance(t.build());
+  EXPECT_FALSE(r.owners().count(owner("x")));
+}
+
 TEST(GpuLedger, ProcessSampleWithoutListingIsUnattributed) {
   GpuLedger l = started_ledger();
   TickBuilder t{kT0, 5, 0.4, 200, {}, {{99, 0.4}}};  // came and went between two lists

@@ -251,6 +251,34 @@ TEST(GpuLedgerWindows, SharesThatDoNotAddUpToUtilizationSplitItInProportion) {
   EXPECT_FALSE(l.owners().count(unattributed_owner()));
 }
 
+TEST(GpuLedgerWindows, AProcessJoiningInsideAWindowDoesNotLoseBusyTimeToTheOther) {
+  // A full GPU. "a" runs alone for 1 s, then "b" starts and takes 60 % of it for 1 s. One query
+  // at 2 s: a's record averages its 100 % and its 40 % to 70 %; b's window starts at its start.
+  // Split period by period with the window averages, a would keep 0.7 / 1.3 of the shared
+  // second (1.54 s in all); the records say 1.4 s and 0.6 s.
+  GpuLedger l(GpuLedgerOptions{0, 10'000'000});
+  LedgerTick first;
+  first.wall_us = kT0;
+  first.utilization_samples_supported = first.power_samples_supported = first.process_samples_supported = true;
+  first.utilization_samples = {{kT0, 1.0}};
+  first.processes = {{1, owner("a"), 0, kT0 - 1'000'000}};
+  l.advance(first);
+  LedgerTick t;
+  t.wall_us = kT0 + 10 * kPeriod;
+  t.utilization_samples_supported = t.power_samples_supported = t.process_samples_supported = true;
+  for (int i = 1; i <= 10; ++i) {
+    t.utilization_samples.push_back({kT0 + i * kPeriod, 1.0});
+    t.power_samples.push_back({kT0 + i * kPeriod, 300});
+  }
+  t.processes = {{1, owner("a"), 0, kT0 - 1'000'000}, {2, owner("b"), 0, kT0 + 5 * kPeriod}};
+  t.process_samples = {{1, kT0 + 10 * kPeriod, 0.70, 0, kT0}, {2, kT0 + 10 * kPeriod, 0.60, 0, kT0}};
+  l.advance(t);
+  EXPECT_NEAR(l.owners().at(owner("a")).busy_seconds, 1.4, 1e-6);
+  EXPECT_NEAR(l.owners().at(owner("b")).busy_seconds, 0.6, 1e-6);
+  EXPECT_NEAR(l.owners().at(owner("a")).busy_seconds + l.owners().at(owner("b")).busy_seconds, l.busy_seconds(),
+              1e-12);
+}
+
 TEST(GpuLedgerWindows, EdgesInsideAWindowStayWithinOneWindow) {
   // A process that starts and stops between queries is placed by its listing and its record
   // window only: what it is charged may differ from the truth by at most one query window of

@@ -203,7 +203,10 @@ TEST(Model, ProcessSharesSplitTheGpuByUtilization) {
   EXPECT_EQ(records[1].sm_percent, 62u);      // 100 * 80 / 130
   EXPECT_EQ(records[1].memory_percent, 37u);  // 60% memory utilization split 50:80
   for (const auto& r : records) {
-    EXPECT_EQ(r.window_start, 61 * S);
+    // From the process's grid point at or before 61 s: its first new sample's period.
+    EXPECT_LE(r.window_start, 61 * S);
+    EXPECT_GT(r.window_start, 61 * S - 200'000);
+    EXPECT_EQ((r.window_start - process_phase(r.pid, 200'000)) % 200'000, 0);
     EXPECT_LE(r.time, 64 * S);
     EXPECT_GT(r.time, 64 * S - 200'000);
     EXPECT_EQ((r.time - process_phase(r.pid, 200'000)) % 200'000, 0);

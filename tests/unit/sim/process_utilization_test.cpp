@@ -16,6 +16,13 @@ namespace {
 constexpr Micros S = kMicrosPerSecond;
 constexpr Micros P = 200'000;
 
+// The last point of a process's sample grid at or before t: where the period of its first
+// sample after t begins.
+Micros grid_at_or_before(std::uint32_t pid, Micros t) {
+  const Micros phase = process_phase(pid, P);
+  return phase + ((t - phase) / P) * P - ((t - phase) % P < 0 ? P : 0);
+}
+
 // GPU 0: "x" at 60% on [1, 3), "y" at 40% from 2.5 s; "z" present at 0% throughout.
 const std::string kScenario = std::string(testing::kModel) + R"(
 gpus: {count: 1, model: m}
@@ -35,34 +42,43 @@ TEST(ProcessUtilization, PhaseIsAFixedWholeMicrosecondOffset) {
   EXPECT_NE(process_phase(1, P), process_phase(2, P));
 }
 
-TEST(ProcessUtilization, RecordsAverageOverTheirWindowWithAbsenceAsZero) {
+TEST(ProcessUtilization, RecordsAverageOverTheSamplesOfTheProcesssLife) {
   Scenario s = testing::parse_ok(kScenario);
   SimGpu gpu(s, 0);
   const Micros now = 5 * S + 123'457;
   const auto records = gpu.process_records(now, 0);
   ASSERT_EQ(records.size(), 2u);  // z never had a share
   for (const ProcessRecord& r : records) {
-    EXPECT_EQ(r.window_start, 0);
-    EXPECT_LE(r.time, now);
-    EXPECT_GT(r.time, now - P);
     EXPECT_EQ((r.time - process_phase(r.pid, P)) % P, 0);
   }
-  // x: alone at 60% on [1, 2.5), then 60:40 of 100% on [2.5, 3).
+  // Each is sampled from the period in which it started: x at 1 s, y at 2.5 s. The time
+  // before is no part of its average.
+  EXPECT_EQ(records[0].window_start, grid_at_or_before(11, 1 * S));
+  EXPECT_EQ(records[1].window_start, grid_at_or_before(12, 2 * S + 500'000));
+  // x: alone at 60% on [1, 2.5), then 60:40 of 100% on [2.5, 3). It ended at 3 s, so its
+  // record carries its last sample before then, not one near now.
   const ProcessRecord& x = records[0];
   EXPECT_EQ(x.pid, 11u);
-  const double x_busy = 0.6 * 1.5 + 0.6 * 0.5;
-  EXPECT_EQ(x.sm_percent, static_cast<unsigned>(std::lround(100 * x_busy / to_seconds(x.time))));
+  EXPECT_LT(x.time, 3 * S);
+  EXPECT_GE(x.time, 3 * S - P);
+  // y still runs: its last sample is the last of its grid at or before now.
+  EXPECT_LE(records[1].time, now);
+  EXPECT_GT(records[1].time, now - P);
+  const double x_busy = 0.6 * 1.5 + 0.6 * (to_seconds(x.time) - 2.5);
+  EXPECT_EQ(x.sm_percent, static_cast<unsigned>(std::lround(100 * x_busy / to_seconds(x.time - x.window_start))));
   // y: 40:60 of 100% on [2.5, 3), then 40% alone until its sample time.
   const ProcessRecord& y = records[1];
   EXPECT_EQ(y.pid, 12u);
   const double y_busy = 0.4 * 0.5 + 0.4 * (to_seconds(y.time) - 3);
-  EXPECT_EQ(y.sm_percent, static_cast<unsigned>(std::lround(100 * y_busy / to_seconds(y.time))));
+  EXPECT_EQ(y.sm_percent, static_cast<unsigned>(std::lround(100 * y_busy / to_seconds(y.time - y.window_start))));
 
-  // Since 4 s: x did not run, y did at 40% all along.
+  // Since 4 s: x did not run, y did at 40% all along. y's first sample after 4 s measured the
+  // period that began at its grid point at or before 4 s.
   const auto later = gpu.process_records(now, 4 * S);
   ASSERT_EQ(later.size(), 1u);
   EXPECT_EQ(later[0].pid, 12u);
-  EXPECT_EQ(later[0].window_start, 4 * S);
+  EXPECT_EQ(later[0].window_start, grid_at_or_before(12, 4 * S));
+  EXPECT_GT(later[0].window_start, 4 * S - P);
   EXPECT_EQ(later[0].sm_percent, 40u);
   EXPECT_EQ(later[0].memory_percent, 24u);
   // Since its own sample time: nothing new.
@@ -72,25 +88,25 @@ TEST(ProcessUtilization, RecordsAverageOverTheirWindowWithAbsenceAsZero) {
 TEST(ProcessUtilization, AProcessThatStartsAfterItsSampleHasNothingYet) {
   Scenario s = testing::parse_ok(kScenario);
   SimGpu gpu(s, 0);
-  // Just before y's first sample after its start at 2.5 s, y has run but its last sample
-  // predates that: its record says 0%.
+  // Just before y's first sample after its start at 2.5 s, y has run but no sample of it
+  // measured that yet: no record for it.
   const Micros start = 2 * S + 500'000;
   Micros next_sample = process_phase(12, P);
   while (next_sample <= start + 1) next_sample += P;
   const auto records = gpu.process_records(next_sample - 1, 2 * S);
-  ASSERT_EQ(records.size(), 2u);
+  ASSERT_EQ(records.size(), 1u);
   EXPECT_EQ(records[0].pid, 11u);
   EXPECT_EQ(records[0].sm_percent, 60u);
-  EXPECT_EQ(records[1].pid, 12u);
-  EXPECT_EQ(records[1].time, next_sample - P);
-  EXPECT_EQ(records[1].sm_percent, 0u);
-  // At its next sample the record holds its share since 2 s.
+  // At its next sample the record holds its share over the period in which it started.
   const auto after = gpu.process_records(next_sample, 2 * S);
   ASSERT_EQ(after.size(), 2u);
+  EXPECT_EQ(after[1].pid, 12u);
   EXPECT_EQ(after[1].time, next_sample);
+  EXPECT_EQ(after[1].window_start, grid_at_or_before(12, start));
+  EXPECT_EQ(after[1].window_start, next_sample - P);
   const double busy = 0.4 * to_seconds(next_sample - start);
   EXPECT_EQ(after[1].sm_percent,
-            static_cast<unsigned>(std::lround(100 * busy / to_seconds(next_sample - 2 * S))));
+            static_cast<unsigned>(std::lround(100 * busy / to_seconds(next_sample - after[1].window_start))));
 }
 
 TEST(ProcessUtilization, HistoryEndsWithTheUtilizationBuffer) {
@@ -100,7 +116,7 @@ TEST(ProcessUtilization, HistoryEndsWithTheUtilizationBuffer) {
   const auto records = gpu.process_records(23 * S + 300'000, 0);
   ASSERT_EQ(records.size(), 1u);
   EXPECT_EQ(records[0].pid, 12u);
-  EXPECT_EQ(records[0].window_start, 3 * S + 200'000);
+  EXPECT_EQ(records[0].window_start, grid_at_or_before(12, 3 * S + 200'000));
   EXPECT_EQ(records[0].sm_percent, 40u);
 }
 

@@ -1,0 +1,218 @@
+"""Real-driver quirks through the agent, each on a healthy GPU of the simulated node (scenarios
+quirks.yaml and driver-upgrade.yaml): a fan query failing on every round, single calls failing
+with TIMEOUT, NO_PERMISSION and NOT_SUPPORTED, garbage per-process records, the 32-byte _v3
+record layout, GPU_IS_LOST from the event wait while Xids of other GPUs arrive, a GeForce card,
+and a driver upgraded under the running agent."""
+import os
+import tempfile
+import time
+
+from harness import (AgentTestCase, Agent, Prometheus, SCENARIOS, SimNode, allowed_deviation, expected_owners,
+                     http_get, owner_edges, parse_text, sim_truth, wait_until)
+
+QUIRKS = os.path.join(SCENARIOS, "quirks.yaml")
+UPGRADE = os.path.join(SCENARIOS, "driver-upgrade.yaml")
+LEAD = 3.0  # the agent starts at scenario time -3 s; every job starts at 3 s or later
+END = 40.0  # both scenarios' duration
+# As tests/integration/test_ledger.py: 0.1 %, plus one driver sample period of the owner's
+# counters at each job edge (harness.allowed_deviation).
+TOLERANCE = 1e-3
+GIB = 1024 ** 3
+CALL_ERRORS = "gpumeter_backend_call_errors_total"
+DROPPED = "gpumeter_backend_dropped_records_total"
+REINITS = "gpumeter_backend_reinitializations_total"
+# Device metrics every GPU of these models answers (the fan only where there is one).
+DEVICE_METRICS = {"gpu_utilization_ratio", "gpu_memory_utilization_ratio", "gpu_memory_total_bytes",
+                  "gpu_memory_used_bytes", "gpu_memory_free_bytes", "gpu_temperature_celsius", "gpu_power_watts",
+                  "gpu_power_limit_watts", "gpu_energy_joules_total", "gpu_clock_hertz", "gpu_performance_state",
+                  "gpu_pcie_link_generation", "gpu_pcie_link_width", "gpu_clock_event_active"}
+
+
+def by_gpu(samples, gpu):
+    """{name: [(labels, value)]} of one GPU's series."""
+    out = {}
+    for (name, labels), v in samples.items():
+        if ("gpu", str(gpu)) in labels:
+            out.setdefault(name, []).append((dict(labels), v))
+    return out
+
+
+def one(samples, name, **labels):
+    found = [v for (n, ls), v in samples.items() if n == name and set(labels.items()) <= set(ls)]
+    return found[0] if len(found) == 1 else None
+
+
+def ledger_owners(samples):
+    """Ledger counters of the agent's own exposition, keyed like expected_owners()."""
+    fields = {"gpu_allocated_seconds": "allocated_seconds", "gpu_busy_seconds": "busy_seconds"}
+    out = {}
+    for (name, labels), v in samples.items():
+        base = name[:-len("_total")] if name.endswith("_total") else name
+        if base not in fields:
+            continue
+        m = dict(labels)
+        key = (m["gpu"], m["project"], m.get("user", ""), m.get("namespace", ""), m.get("pod", ""),
+               m.get("hpc_job", ""))
+        acc = out.setdefault(key, {})
+        acc[fields[base]] = acc.get(fields[base], 0.0) + v
+    return out
+
+
+class Quirks(AgentTestCase):
+    def run_node(self, scenario, epoch, extra=(), state=None):
+        node = self.track(SimNode(scenario, epoch, kubelet=False))
+        config = node.config()
+        state = state if state is not None else ""
+        agent = self.track(Agent(scenario=scenario, env={"GPUMETER_SIM_EPOCH": repr(epoch)},
+                                 extra_args=node.agent_args(config, state) + list(extra)))
+        agent.wait_ready()
+        return node, agent
+
+    def scrape_until(self, agent, epoch, until):
+        timeline = []
+        while time.time() < epoch + until:
+            status, _, body = http_get(agent.base + "/metrics", timeout=2)
+            self.assertEqual(status, 200)
+            timeline.append((time.time() - epoch, parse_text(body.decode())))
+            time.sleep(0.5)
+        return timeline
+
+    def assert_owners_match(self, got, truth, gpus, what, unrecorded=()):
+        """`unrecorded`: GPUs without per-process records, where a stop is placed halfway through
+        the reading in which the process went (half of the agent's 1 s interval)."""
+        want = expected_owners(truth)
+        edges = owner_edges(truth)
+        for key, fields in want.items():
+            if int(key[0]) not in gpus:
+                continue
+            self.assertIn(key, got, "%s: owner %r missing; got %r" % (what, key, sorted(got)))
+            for field in ("allocated_seconds", "busy_seconds"):
+                value = fields[field]
+                bound = allowed_deviation(value, fields["allocated_seconds"], edges[key], TOLERANCE)
+                if int(key[0]) in unrecorded:
+                    bound += 0.5 * value / fields["allocated_seconds"] * edges[key] / 2
+                self.assertLessEqual(abs(got[key].get(field, 0.0) - value), bound,
+                                     "%s: %s of %r: ledger %.6g, truth %.6g" % (
+                                         what, field, key, got[key].get(field, 0.0), value))
+
+    def test_quirks_on_healthy_gpus(self):
+        epoch = time.time() + LEAD
+        _, agent = self.run_node(QUIRKS, epoch)
+        timeline = self.scrape_until(agent, epoch, END + 4)
+        self.assertTrue(agent.process.alive())
+        during = lambda a, b: [s for t, s in timeline if a <= t <= b]  # noqa: E731
+        last = timeline[-1][1]
+
+        # GPU 0: the fan query fails on every round; the GPU stays up with every other metric.
+        for t, s in timeline:
+            if t > 0:
+                self.assertEqual(one(s, "gpu_up", gpu="0"), 1, "gpu 0 at t=%.1f" % t)
+        g0 = by_gpu(last, 0)
+        self.assertNotIn("gpu_fan_speed_ratio", g0)
+        self.assertEqual(DEVICE_METRICS - set(g0), set(), "gpu 0 lost more than its fan")
+        rounds = one(last, CALL_ERRORS, gpu="0", call="nvmlDeviceGetFanSpeed", error="unknown")
+        self.assertIsNotNone(rounds)
+        self.assertGreaterEqual(rounds, 30, "counted on every round")
+
+        # GPU 1: power TIMEOUT and energy NO_PERMISSION from 8 s to 18 s leave those values out for
+        # the window only; memory info v2 NOT_SUPPORTED falls back to v1. Up throughout.
+        for t, s in timeline:
+            if t > 0:
+                self.assertEqual(one(s, "gpu_up", gpu="1"), 1, "gpu 1 at t=%.1f" % t)
+        for s in during(9.5, 16.5):
+            self.assertNotIn("gpu_power_watts", by_gpu(s, 1))
+            self.assertNotIn("gpu_energy_joules_total", by_gpu(s, 1))
+            self.assertIn("gpu_memory_used_bytes", by_gpu(s, 1))
+        for s in during(20, 36):
+            self.assertIn("gpu_power_watts", by_gpu(s, 1))
+            self.assertIn("gpu_energy_joules_total", by_gpu(s, 1))
+        self.assertGreater(one(last, CALL_ERRORS, gpu="1", call="nvmlDeviceGetPowerUsage", error="timeout") or 0, 5)
+        self.assertGreater(one(last, CALL_ERRORS, gpu="1", call="nvmlDeviceGetTotalEnergyConsumption",
+                               error="no_permission") or 0, 5)
+        self.assertEqual(one(last, "gpu_memory_total_bytes", gpu="1"), 81559 * 1024 ** 2)
+
+        # GPU 2: garbage records are dropped and counted; no series for pid 0 or a pid not running.
+        pids2 = {dict(ls).get("pid") for (n, ls), v in last.items()
+                 if n.startswith("gpu_process_") and ("gpu", "2") in ls}
+        self.assertEqual(pids2, {"60002"})
+        reasons = {dict(ls)["reason"] for (n, ls), v in last.items() if n == DROPPED and ("gpu", "2") in ls and v > 0}
+        self.assertEqual(reasons, {"pid_zero", "over_100_percent", "future_timestamp", "unknown_pid"})
+        # Elsewhere only a record of a process that started between the process list and the
+        # utilization query can be dropped, as of a pid not known yet.
+        others = {dict(ls)["reason"] for (n, ls), v in last.items() if n == DROPPED and ("gpu", "2") not in ls and v > 0}
+        self.assertLessEqual(others, {"unknown_pid"})
+
+        # GPU 3: 32-byte _v3 records read with their own stride: each process has its own memory.
+        mid = during(20, 30)[-1]
+        self.assertEqual(one(mid, "gpu_process_memory_used_bytes", gpu="3", pid="60003"), 10 * GIB)
+        self.assertEqual(one(mid, "gpu_process_memory_used_bytes", gpu="3", pid="60004"), 20 * GIB)
+
+        # GPU 4 is lost from 10 s to 16 s; GPU 5's Xids at 12 s and 14 s still arrive.
+        self.assertTrue(any(one(s, "gpu_up", gpu="4") == 0 for s in during(11, 15)))
+        self.assertTrue(all(one(s, "gpu_up", gpu="4") == 1 for s in during(20, 36)))
+        self.assertEqual(one(last, "gpu_xid_errors_total", gpu="5", xid="79"), 1)
+        self.assertEqual(one(last, "gpu_xid_errors_total", gpu="5", xid="48"), 1)
+
+        # GPU 6, a GeForce card: a fan, no ECC, no per-process utilization; up, and billed.
+        g6 = by_gpu(last, 6)
+        self.assertEqual(one(last, "gpu_up", gpu="6"), 1)
+        self.assertIn("gpu_fan_speed_ratio", g6)
+        self.assertNotIn("gpu_ecc_errors_total", g6)
+        self.assertNotIn("gpu_process_utilization_ratio", by_gpu(mid, 6))
+
+        # The ledger of every GPU that was never down matches the truth.
+        truth = sim_truth(QUIRKS, 0, END)
+        self.assert_owners_match(ledger_owners(last), truth, {0, 1, 2, 3, 5, 6}, "quirks", unrecorded={6})
+
+    def test_driver_upgrade_under_a_running_agent(self):
+        epoch = time.time() + LEAD
+        state = os.path.join(tempfile.mkdtemp(prefix="gpumeter-upgrade-"), "ledger.json")
+        _, agent = self.run_node(UPGRADE, epoch, state=state)
+        prom = self.track(Prometheus(["127.0.0.1:%d" % agent.port]))
+        pid = agent.process.proc.pid
+        timeline = self.scrape_until(agent, epoch, END + 6)
+        self.assertTrue(agent.process.alive())
+        self.assertEqual(agent.process.proc.pid, pid, "no restart")
+
+        # The agent may re-initialize before a collection fails (the event thread sees the
+        # mismatch too), so the GPUs need not show down at all; they must be up afterwards.
+        down = [t for t, s in timeline if t > 12 and one(s, "gpu_up", gpu="0") == 0]
+        for t, s in timeline:
+            if t > (down[-1] if down else 12) + 1.5:
+                self.assertEqual(one(s, "gpu_up", gpu="0"), 1, "gpu 0 at t=%.1f" % t)
+                self.assertEqual(one(s, "gpu_up", gpu="1"), 1, "gpu 1 at t=%.1f" % t)
+        last = timeline[-1][1]
+        drivers = {dict(ls).get("driver_version") for (n, ls), v in last.items() if n == "gpu_info"}
+        self.assertEqual(drivers, {"555.42.06"})
+        self.assertGreaterEqual(one(last, REINITS) or 0, 1)
+        log = agent.process.log()
+        self.assertIn("version mismatch", log.lower())
+
+        # The ledger reconciles: every owner matches the truth less at most the gap, the gap is
+        # at most the time the agent could not read, no counter went back.
+        truth = sim_truth(UPGRADE, 0, END)
+        at = time.time() - 1.5
+        gap = sum(float(r["value"][1]) for r in prom.query("gpumeter_ledger_gap_seconds_total", at=at))
+        self.assertLessEqual(gap, 2 * ((down[-1] - down[0]) if down else 0) + 2)
+        got = {}
+        for metric, field in (("gpu_allocated_seconds_total", "allocated_seconds"),
+                              ("gpu_busy_seconds_total", "busy_seconds")):
+            for r in prom.query(metric, at=at):
+                m = r["metric"]
+                key = (m["gpu"], m["project"], m.get("user", ""), m.get("namespace", ""), m.get("pod", ""),
+                       m.get("hpc_job", ""))
+                got.setdefault(key, {})[field] = float(r["value"][1])
+        edges = owner_edges(truth)
+        for key, fields in expected_owners(truth).items():
+            for field in ("allocated_seconds", "busy_seconds"):
+                value, measured = fields[field], got.get(key, {}).get(field, 0.0)
+                bound = allowed_deviation(value, fields["allocated_seconds"], edges[key], TOLERANCE)
+                self.assertLessEqual(measured, value + bound, "%s of %r" % (field, key))
+                self.assertGreaterEqual(measured, value - bound - gap / 2, "%s of %r" % (field, key))
+        for metric in ("gpu_allocated_seconds_total", "gpu_busy_seconds_total", "gpumeter_ledger_covered_seconds_total"):
+            self.assertEqual(prom.query("resets(%s[2m]) > 0" % metric), [], metric)
+
+
+if __name__ == "__main__":
+    import unittest
+    unittest.main()
