@@ -258,6 +258,13 @@ void EnvironFilter::end_entry() {
   value_too_long_ = false;
 }
 
+void EnvironFilter::cut() {
+  state_ = State::kName;
+  name_.clear();
+  value_.clear();
+  value_too_long_ = false;
+}
+
 std::vector<std::pair<std::string, std::string>> EnvironFilter::finish() {
   end_entry();
   std::vector<std::pair<std::string, std::string>> out;
@@ -356,15 +363,25 @@ Result<ProcessInfo> ProcfsReader::read_once(unsigned pid) const {
     int err = fd.get() < 0 ? errno : 0;
     EnvironFilter filter(allow_);
     char buf[4096];
+    std::size_t scanned = 0;
     while (err == 0) {
-      ssize_t n = ::read(fd.get(), buf, sizeof buf);
+      // One byte past the limit tells a cut-off environment from one of exactly that size.
+      const std::size_t want = std::min(sizeof buf, kMaxEnvironBytes + 1 - scanned);
+      ssize_t n = ::read(fd.get(), buf, want);
       if (n < 0) {
         if (errno == EINTR) continue;
         err = errno;
         break;
       }
       if (n == 0) break;
-      filter.feed(std::string_view(buf, static_cast<std::size_t>(n)));
+      const auto got = static_cast<std::size_t>(n);
+      if (scanned + got > kMaxEnvironBytes) {
+        filter.feed(std::string_view(buf, kMaxEnvironBytes - scanned));
+        filter.cut();
+        break;
+      }
+      scanned += got;
+      filter.feed(std::string_view(buf, got));
     }
     ::explicit_bzero(buf, sizeof buf);
     if (err != 0 && process_gone(err)) return errno_error(err, "reading", environ_path);

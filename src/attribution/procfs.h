@@ -70,6 +70,11 @@ bool valid_env_name(std::string_view name);
 
 // Allow-listed values longer than this are dropped whole (a cut-off id would be wrong).
 inline constexpr std::size_t kMaxEnvValueBytes = 4096;
+// At most this much of a process's environ is scanned for allow-listed names; variables
+// after it are unknown. Linux lets execve() pass up to 6 MiB of arguments and environment
+// (3/4 of the 8 MiB stack limit it assumes), 2 MiB under the default 8 MiB stack limit; real
+// environments, HPC module systems included, take kilobytes to a few hundred.
+inline constexpr std::size_t kMaxEnvironBytes = 1 << 20;
 
 class ProcfsReader {
  public:
@@ -118,6 +123,9 @@ class EnvironFilter {
   // Ends the last entry (environ normally ends with a NUL) and returns the kept entries in
   // allow-list order; the first occurrence of a name wins, as with getenv().
   std::vector<std::pair<std::string, std::string>> finish();
+  // The input was cut short (see kMaxEnvironBytes): forgets the entry in progress, whose value
+  // may be incomplete. finish() then returns the entries before it.
+  void cut();
 
  private:
   void end_entry();

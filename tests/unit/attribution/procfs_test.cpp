@@ -203,6 +203,32 @@ TEST(attribution_procfs, EnvironFilterDropsOverlongValues) {
   EXPECT_EQ(env[0].second.size(), kMaxEnvValueBytes);
 }
 
+// A process's environment is the user's to fill, up to 6 MiB on Linux: only the first
+// kMaxEnvironBytes are scanned, and a value the limit cuts is not kept cut.
+TEST(attribution_procfs, EnvironIsScannedOnlyUpToItsLimit) {
+  TempDir tmp;
+  const std::string root = tmp.copy_layout("docker-v1");
+  const std::string environ_path = root + "/proc/4242/environ";
+  auto env_of = [&](const std::string& environ) {
+    write_file(environ_path, environ);
+    auto info = reader_for(root, {"GPUMETER_PROJECT"}).read(4242);
+    EXPECT_TRUE(info.ok()) << info.error().message;
+    return info.ok() ? info->env : Env{};
+  };
+  const std::string nul(1, '\0');
+  const std::string pad = "PAD=" + std::string(kMaxEnvironBytes, 'p') + nul;
+
+  EXPECT_EQ(env_of("GPUMETER_PROJECT=early" + nul + pad + pad), (Env{{"GPUMETER_PROJECT", "early"}}));
+  EXPECT_EQ(env_of(pad + "GPUMETER_PROJECT=late" + nul), Env{});
+  const std::string almost = "PAD=" + std::string(kMaxEnvironBytes - 30, 'p') + nul;
+  EXPECT_EQ(env_of(almost + "GPUMETER_PROJECT=" + std::string(100, 'v') + nul), Env{});
+  // Ending exactly at the limit is not cut.
+  const std::string exact = almost + "GPUMETER_PROJECT=exactly" + nul;
+  ASSERT_EQ(exact.size(), kMaxEnvironBytes);
+  EXPECT_EQ(env_of(exact), (Env{{"GPUMETER_PROJECT", "exactly"}}));
+  EXPECT_EQ(env_of(exact.substr(0, exact.size() - 1)), (Env{{"GPUMETER_PROJECT", "exactly"}}));
+}
+
 TEST(attribution_procfs, ValidEnvNames) {
   EXPECT_TRUE(valid_env_name("SLURM_JOB_ID"));
   EXPECT_TRUE(valid_env_name("_x1"));
