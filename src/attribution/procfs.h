@@ -37,6 +37,13 @@ struct ProcessInfo {
   const std::string* env_value(std::string_view name) const;
 };
 
+// Files of a process (stat, status, cgroup) are read up to this size. The kernel keeps them far
+// smaller: comm is at most 15 bytes, a cgroup path at most 4 KiB per hierarchy.
+inline constexpr std::size_t kMaxProcFileBytes = 64 * 1024;
+// /etc/passwd is read up to this size (100,000 users take about 6 MiB); users past it show as
+// numbers.
+inline constexpr std::size_t kMaxPasswdBytes = 16 << 20;
+
 // <rootfs>/etc/passwd, read again whenever the file's identity, size or mtime changes (one
 // stat() per lookup; lookups happen once per new process). Thread-safe.
 class PasswdDb {

@@ -378,6 +378,36 @@ TEST(attribution_passwd, FirstEntryForAUidWins) {
   EXPECT_EQ(db.name_of(4321), std::nullopt);
 }
 
+// Sites without a directory service can have thousands of local users: a passwd file over the
+// 64 KiB of a procfs file is read whole, and a file cut at its own limit loses its last, partial
+// line rather than reading "alice:x:10" as uid 10.
+TEST(attribution_passwd, LargeFilesAreReadWholeAndCutOnlyAtALineEnd) {
+  TempDir tmp;
+  std::string text;
+  for (unsigned uid = 20000; text.size() < 4 * kMaxProcFileBytes; ++uid) {
+    text += "user" + std::to_string(uid) + ":x:" + std::to_string(uid) + ":100::/home/u:/bin/bash\n";
+  }
+  write_file(tmp / "etc/passwd", text + "carol:x:4242:4242::/home/carol:/bin/bash\n");
+  EXPECT_EQ(PasswdDb(tmp.path()).name_of(4242), "carol");
+
+  std::string filler = "# " + std::string(kMaxPasswdBytes - 2 - 1 - 10, '#') + "\n";
+  write_file(tmp / "etc/passwd", filler + "alice:x:1000:1000::/home/alice:/bin/bash\n");
+  PasswdDb cut(tmp.path());
+  EXPECT_EQ(cut.name_of(10), std::nullopt);  // the limit falls after "alice:x:10"
+  EXPECT_EQ(cut.name_of(1000), std::nullopt);
+}
+
+// A process's files are read up to kMaxProcFileBytes, whatever their size.
+TEST(attribution_procfs, ProcessFilesAreReadUpToTheirLimit) {
+  TempDir tmp;
+  std::string root = tmp.copy_layout("docker-v1");
+  write_file(root + "/proc/4242/status",
+             "Name:\tpython3\n" + std::string(kMaxProcFileBytes, 'x') + "\nUid:\t1000\t1000\t1000\t1000\n");
+  auto info = reader_for(root).read(4242);
+  ASSERT_FALSE(info.ok());
+  EXPECT_NE(info.error().message.find("no Uid: line"), std::string::npos) << info.error().message;
+}
+
 TEST(attribution_passwd, ReloadsWhenTheFileChanges) {
   TempDir tmp;
   std::string passwd = tmp / "etc/passwd";
