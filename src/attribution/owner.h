@@ -3,6 +3,7 @@
 // per-process series carries (PRODUCT.md); a label is empty when it does not apply.
 
 #include <compare>
+#include <cstddef>
 #include <string>
 #include <utility>
 #include <vector>
@@ -19,6 +20,14 @@ struct OwnerLabels {
   auto operator<=>(const OwnerLabels&) const = default;
   bool operator==(const OwnerLabels&) const = default;
 };
+
+// The longest owner label value served. Values come from what a GPU's users control (their
+// environment, their cgroup and process names, their pod names through the kubelet), and each one
+// is copied into every series of its owner. A longer value is dropped, not cut: a cut-off job or
+// pod name would name something else. 256 keeps every valid Kubernetes name (pods 253, namespaces
+// and containers 63). Prometheus fails a whole scrape when one value exceeds its
+// `label_value_length_limit`, so one user's value must never reach it.
+inline constexpr std::size_t kMaxLabelValueBytes = 256;
 
 // The reserved owners of the ledger.
 inline constexpr const char* kIdleProject = "__idle__";

@@ -14,6 +14,11 @@ std::string join(const std::vector<std::string>& parts, char sep) {
   return out;
 }
 
+// An over-long label value is left empty (see kMaxLabelValueBytes).
+std::string bounded(std::string_view value) {
+  return value.size() <= kMaxLabelValueBytes ? std::string(value) : std::string();
+}
+
 std::string env_or_empty(const ProcessInfo& p, std::string_view name) {
   const std::string* v = p.env_value(name);
   return v ? *v : std::string();
@@ -56,12 +61,12 @@ OwnerLabels build_owner(const ProcessInfo& p, const PodRef* pod, const std::vect
                         const ProjectResolver& rules) {
   Attributes a = attributes_of(p, pod, hpc_jobs);
   OwnerLabels o;
-  o.project = rules.resolve(a);
-  o.user = a.get("user");
-  o.namespace_ = a.get("namespace");
-  o.pod = a.get("pod");
-  o.container = a.get("container");
-  o.hpc_job = a.get("hpc_job");
+  o.project = rules.resolve(a);  // a rule's result is bounded there; the default at load
+  o.user = bounded(a.get("user"));
+  o.namespace_ = bounded(a.get("namespace"));
+  o.pod = bounded(a.get("pod"));
+  o.container = bounded(a.get("container"));
+  o.hpc_job = bounded(a.get("hpc_job"));
   return o;
 }
 

@@ -29,7 +29,8 @@ Attributes attributes_of(const ProcessInfo& p, const PodRef* pod, const std::vec
 // user: the passwd name or the uid. namespace, pod, container: from `pod` when given;
 // otherwise container is the first 12 hex digits of the runtime's container id (empty when
 // not in a container). hpc_job: the Slurm job id from the cgroup, else the mapping's jobs
-// joined with ",", else env SLURM_JOB_ID when allow-listed. project: from `rules`.
+// joined with ",", else env SLURM_JOB_ID when allow-listed. project: from `rules`. A value
+// longer than kMaxLabelValueBytes is left empty; rules still see it whole.
 OwnerLabels build_owner(const ProcessInfo& p, const PodRef* pod, const std::vector<std::string>& hpc_jobs,
                         const ProjectResolver& rules);
 

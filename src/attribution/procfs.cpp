@@ -15,7 +15,6 @@ namespace gpumeter {
 
 namespace {
 
-constexpr std::size_t kMaxSmallFile = 64 * 1024;
 
 std::string join_path(std::string_view root, std::string_view rest) {
   std::string out(root);
@@ -43,14 +42,14 @@ Error errno_error(int err, std::string_view what, const std::string& path) {
   return Error{err, fmt::format("{} {}: {}", what, path, std::strerror(err))};
 }
 
-// The whole of a small procfs file (procfs files report size 0, so read until EOF).
-Result<std::string> read_small_file(const std::string& path) {
+// A file read until EOF (procfs files report size 0), or its first `limit` bytes.
+Result<std::string> read_small_file(const std::string& path, std::size_t limit = kMaxProcFileBytes) {
   Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) return errno_error(errno, "opening", path);
   std::string out;
   char buf[4096];
-  while (out.size() < kMaxSmallFile) {
-    ssize_t n = ::read(fd.get(), buf, sizeof buf);
+  while (out.size() < limit) {
+    ssize_t n = ::read(fd.get(), buf, std::min(sizeof buf, limit - out.size()));
     if (n < 0) {
       if (errno == EINTR) continue;
       return errno_error(errno, "reading", path);
@@ -116,10 +115,12 @@ void PasswdDb::refresh_locked() {
   stamp_ = now;
   if (!now.exists) return;
   // A missing or unreadable file leaves every uid unnamed: users then show as numbers.
-  auto text = read_small_file(path_);
+  auto text = read_small_file(path_, kMaxPasswdBytes);
   if (!text) return;
   ++loads_;
   std::string_view rest = *text;
+  // Cut at the limit: the last line may be partial ("alice:x:10" of uid 1000), so it is left out.
+  if (text->size() == kMaxPasswdBytes) rest = rest.substr(0, rest.rfind('\n') + 1);
   while (!rest.empty()) {
     std::size_t nl = rest.find('\n');
     std::string_view line = rest.substr(0, nl);
@@ -258,6 +259,13 @@ void EnvironFilter::end_entry() {
   value_too_long_ = false;
 }
 
+void EnvironFilter::cut() {
+  state_ = State::kName;
+  name_.clear();
+  value_.clear();
+  value_too_long_ = false;
+}
+
 std::vector<std::pair<std::string, std::string>> EnvironFilter::finish() {
   end_entry();
   std::vector<std::pair<std::string, std::string>> out;
@@ -356,15 +364,25 @@ Result<ProcessInfo> ProcfsReader::read_once(unsigned pid) const {
     int err = fd.get() < 0 ? errno : 0;
     EnvironFilter filter(allow_);
     char buf[4096];
+    std::size_t scanned = 0;
     while (err == 0) {
-      ssize_t n = ::read(fd.get(), buf, sizeof buf);
+      // One byte past the limit tells a cut-off environment from one of exactly that size.
+      const std::size_t want = std::min(sizeof buf, kMaxEnvironBytes + 1 - scanned);
+      ssize_t n = ::read(fd.get(), buf, want);
       if (n < 0) {
         if (errno == EINTR) continue;
         err = errno;
         break;
       }
       if (n == 0) break;
-      filter.feed(std::string_view(buf, static_cast<std::size_t>(n)));
+      const auto got = static_cast<std::size_t>(n);
+      if (scanned + got > kMaxEnvironBytes) {
+        filter.feed(std::string_view(buf, kMaxEnvironBytes - scanned));
+        filter.cut();
+        break;
+      }
+      scanned += got;
+      filter.feed(std::string_view(buf, got));
     }
     ::explicit_bzero(buf, sizeof buf);
     if (err != 0 && process_gone(err)) return errno_error(err, "reading", environ_path);

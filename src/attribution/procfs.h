@@ -37,6 +37,13 @@ struct ProcessInfo {
   const std::string* env_value(std::string_view name) const;
 };
 
+// Files of a process (stat, status, cgroup) are read up to this size. The kernel keeps them far
+// smaller: comm is at most 15 bytes, a cgroup path at most 4 KiB per hierarchy.
+inline constexpr std::size_t kMaxProcFileBytes = 64 * 1024;
+// /etc/passwd is read up to this size (100,000 users take about 6 MiB); users past it show as
+// numbers.
+inline constexpr std::size_t kMaxPasswdBytes = 16 << 20;
+
 // <rootfs>/etc/passwd, read again whenever the file's identity, size or mtime changes (one
 // stat() per lookup; lookups happen once per new process). Thread-safe.
 class PasswdDb {
@@ -70,6 +77,11 @@ bool valid_env_name(std::string_view name);
 
 // Allow-listed values longer than this are dropped whole (a cut-off id would be wrong).
 inline constexpr std::size_t kMaxEnvValueBytes = 4096;
+// At most this much of a process's environ is scanned for allow-listed names; variables
+// after it are unknown. Linux lets execve() pass up to 6 MiB of arguments and environment
+// (3/4 of the 8 MiB stack limit it assumes), 2 MiB under the default 8 MiB stack limit; real
+// environments, HPC module systems included, take kilobytes to a few hundred.
+inline constexpr std::size_t kMaxEnvironBytes = 1 << 20;
 
 class ProcfsReader {
  public:
@@ -118,6 +130,9 @@ class EnvironFilter {
   // Ends the last entry (environ normally ends with a NUL) and returns the kept entries in
   // allow-list order; the first occurrence of a name wins, as with getenv().
   std::vector<std::pair<std::string, std::string>> finish();
+  // The input was cut short (see kMaxEnvironBytes): forgets the entry in progress, whose value
+  // may be incomplete. finish() then returns the entries before it.
+  void cut();
 
  private:
   void end_entry();

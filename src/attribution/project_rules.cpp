@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "attribution/owner.h"
 #include "attribution/procfs.h"
 
 namespace gpumeter {
@@ -123,6 +124,10 @@ Result<ProjectRule> ProjectRule::compile(ProjectRuleSpec spec) {
       if (to.empty()) {
         return field_error(RuleField::kMap, fmt::format("the project for '{}' must not be empty", from));
       }
+      if (to.size() > kMaxLabelValueBytes) {
+        return field_error(RuleField::kMap, fmt::format("the project for '{}' is {} bytes long; at most {}",
+                                                        from, to.size(), kMaxLabelValueBytes));
+      }
     }
   }
   rule.spec_ = std::move(spec);
@@ -155,7 +160,7 @@ std::optional<std::string> ProjectRule::apply(const Attributes& attributes) cons
     if (it == spec_.map->end()) return std::nullopt;
     out = it->second;
   }
-  if (out.empty()) return std::nullopt;
+  if (out.empty() || out.size() > kMaxLabelValueBytes) return std::nullopt;
   return out;
 }
 
@@ -164,6 +169,9 @@ ProjectResolver::ProjectResolver(std::vector<ProjectRule> rules, std::string def
 
 Result<ProjectResolver> ProjectResolver::create(std::vector<ProjectRuleSpec> specs,
                                                 std::string default_project) {
+  if (default_project.size() > kMaxLabelValueBytes) {
+    return Error{0, fmt::format("default: {} bytes long; at most {}", default_project.size(), kMaxLabelValueBytes)};
+  }
   std::vector<ProjectRule> rules;
   rules.reserve(specs.size());
   for (std::size_t i = 0; i < specs.size(); ++i) {

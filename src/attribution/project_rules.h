@@ -53,6 +53,9 @@ struct ProjectRuleSpec {
 // Which part of a rule an error is about; carried in Error::code by ProjectRule::compile.
 enum class RuleField { kSource = 1, kMatch = 2, kProject = 3, kMap = 4 };
 
+// A rule whose result is longer than kMaxLabelValueBytes (owner.h) does not apply, and a map
+// entry or default project that long is refused at load.
+
 // Values longer than this never match a rule's regex. RE2 is linear in the value, so this is a
 // bound on the work one process's environment can cause, not a guard against backtracking.
 inline constexpr std::size_t kMaxMatchedValueBytes = 1024;

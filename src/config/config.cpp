@@ -165,7 +165,14 @@ void parse_attribution(const YAML::Node& node, AttributionConfig& a) {
 
 void parse_project(const YAML::Node& node, const AttributionConfig& attribution, ProjectConfig& pc) {
   MapReader m(node, "project", {"default", "rules"});
-  if (m.has("default")) pc.default_project = read_string(m.get("default"), m.path("default"));
+  if (m.has("default")) {
+    pc.default_project = read_string(m.get("default"), m.path("default"));
+    if (pc.default_project.size() > kMaxLabelValueBytes) {
+      fail_at(m.get("default"), m.path("default"),
+              fmt::format("{} bytes long; a label value is at most {}", pc.default_project.size(),
+                          kMaxLabelValueBytes));
+    }
+  }
   std::vector<ProjectRule> rules;
   YAML::Node list = m.get("rules");
   if (present(list)) {

@@ -205,8 +205,11 @@ void UsageTracker::contribute(Snapshot& snap) const {
       if (g.uuid.empty() || g.uuid != snap.gpus[i].identity.uuid) continue;
       // Without a state file there is nothing to resume from, so live values are safe.
       snap.gpus[i].ledger = options_.state_file.empty() ? ledger_snapshot(g.ledger) : g.published;
-      for (const auto& [pid, s] : g.processes) candidates.push_back({i, s.latest});
       live.insert(live.end(), g.live_pids.begin(), g.live_pids.end());
+      // A down GPU's processes are those of its last collection, memory and utilization
+      // included: they are neither served nor counted against the per-process limit.
+      if (!snap.gpus[i].up) continue;
+      for (const auto& [pid, s] : g.processes) candidates.push_back({i, s.latest});
     }
   }
   // The per-process limit: running before exited, then by memory, then by utilization.

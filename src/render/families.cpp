@@ -171,6 +171,8 @@ std::vector<MetricFamily> build_families(const Snapshot& snap) {
   auto& putil = fams.add("gpu_process_utilization_ratio", kGauge,
                          "The process's share of the GPU's SM time over the last collection, 0..1.");
   for (const auto& g : snap.gpus) {
+    // A down GPU's processes are whatever its last collection saw: not served as current.
+    if (!g.up) continue;
     for (const auto& p : g.processes) {
       Labels l = owner_labels(with(device_labels(g.identity), "pid", std::to_string(p.pid)), p.owner);
       if (p.memory_bytes) add_sample(pmem, l, *p.memory_bytes);

@@ -51,6 +51,17 @@ class Faults(AgentTestCase):
         # GPU 2 is lost from 6 s to 12 s, then comes back in the same agent process.
         self.assertTrue(any(up(s, 2) == 0 for s in during(7, 11)))
         self.assertTrue(all(up(s, 2) == 1 for s in during(15, 22)))
+        # Its job's per-process series go with it, and come back with it.
+        def process_series(samples, gpu):
+            return [n for (n, ls) in samples
+                    if n.startswith("gpu_process_") and ("gpu", str(gpu)) in ls]
+        before = during(3, 5.5)[-1]
+        self.assertEqual(sample(before, "gpu_process_memory_used_bytes", gpu="2", pid="5002"), 8 * 2**30)
+        lost = [s for s in during(7, 11) if up(s, 2) == 0][0]
+        self.assertEqual(process_series(lost, 2), [])
+        self.assertEqual(process_series(down, 1), [])  # the hung GPU's too
+        self.assertEqual(sample(timeline[-1][1], "gpu_process_memory_used_bytes", gpu="2", pid="5002"),
+                         8 * 2**30)
 
         # GPU 4 answers NVML_ERROR_UNKNOWN from 6 s to 10 s.
         self.assertTrue(any(up(s, 4) == 0 for s in during(7, 9.5)))

@@ -46,6 +46,19 @@ TEST(attribution_hpc_jobs, ReadsOneFilePerGpu) {
   EXPECT_EQ(hpc_jobs_for_gpu(*m, 7, "GPU-none"), Jobs{});
 }
 
+// A job id longer than 256 bytes is skipped; a file is read up to 64 KiB.
+TEST(attribution_hpc_jobs, LongIdsAreSkippedAndFilesReadUpToTheirLimit) {
+  TempDir tmp;
+  std::string dir = tmp / "job-map";
+  const std::string fits(256, '1'), over(257, '2');
+  write_file(dir + "/0", over + "\n" + fits + "\n42\n");
+  write_file(dir + "/1", std::string(64 * 1024, '\n') + "77\n");
+  auto m = read_hpc_job_mapping(dir);
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  EXPECT_EQ(m->at("0"), (Jobs{fits, "42"}));
+  EXPECT_EQ(m->at("1"), Jobs{});
+}
+
 TEST(attribution_hpc_jobs, MissingDirectoryIsAnErrorEmptyIsNot) {
   TempDir tmp;
   auto missing = read_hpc_job_mapping(tmp / "nope");

@@ -71,6 +71,46 @@ TEST(attribution_owner, DefaultProjectAndNumericUser) {
   EXPECT_EQ(build_owner(read("hybrid", 8001), nullptr, {}, ProjectResolver()).project, "");
 }
 
+// Every owner label value is copied into each series of its owner, and Prometheus fails a whole
+// scrape on one value over its label_value_length_limit: a value over kMaxLabelValueBytes, from a
+// user's environment, pod or passwd entry, is left empty rather than served or cut.
+TEST(attribution_owner, LabelValuesLongerThanTheLimitAreLeftEmpty) {
+  const std::string fits(kMaxLabelValueBytes, '7');
+  const std::string over(kMaxLabelValueBytes + 1, '7');
+  ProcessInfo p;
+  p.pid = 1;
+  p.uid = 1000;
+  p.user = "alice";
+  p.env = {{"SLURM_JOB_ID", fits}};
+  EXPECT_EQ(build_owner(p, nullptr, {}, rules()).hpc_job, fits);
+  p.env = {{"SLURM_JOB_ID", over}};
+  EXPECT_EQ(build_owner(p, nullptr, {}, rules()).hpc_job, "");
+  // The mapping's jobs, joined: each may be 256 bytes, so two of them are too many.
+  EXPECT_EQ(build_owner(p, nullptr, {fits, "1"}, rules()).hpc_job, "");
+
+  // Pod names are at most 253 characters in Kubernetes, but the kubelet's reply is not checked.
+  PodRef pod{std::string(63, 'n'), std::string(253, 'p'), over};
+  OwnerLabels o = build_owner(p, &pod, {}, rules());
+  EXPECT_EQ(o.namespace_, pod.namespace_);
+  EXPECT_EQ(o.pod, pod.pod);
+  EXPECT_EQ(o.container, "");
+
+  p.user = over;
+  o = build_owner(p, nullptr, {}, rules());
+  EXPECT_EQ(o.user, "");
+  EXPECT_EQ(o.project, "unassigned");  // the user map does not know it either
+
+  // A project a rule would take from the user's environment falls through to the next rule.
+  p.user = "alice";
+  p.env = {{"GPUMETER_PROJECT", over}};
+  EXPECT_EQ(build_owner(p, nullptr, {}, rules()).project, "climate");
+  p.env = {{"GPUMETER_PROJECT", fits}};
+  EXPECT_EQ(build_owner(p, nullptr, {}, rules()).project, fits);
+  // Rules still see the whole value.
+  p.env = {{"GPUMETER_PROJECT", over}};
+  EXPECT_EQ(attributes_of(p, nullptr, {}).get("env.GPUMETER_PROJECT"), over);
+}
+
 TEST(attribution_owner, AttributesShowEverythingRulesCanRead) {
   PodRef pod{"ns", "p", "c"};
   Attributes a = attributes_of(read("slurm-v1", 9001), &pod, {"9"});

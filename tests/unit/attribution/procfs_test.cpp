@@ -203,6 +203,32 @@ TEST(attribution_procfs, EnvironFilterDropsOverlongValues) {
   EXPECT_EQ(env[0].second.size(), kMaxEnvValueBytes);
 }
 
+// A process's environment is the user's to fill, up to 6 MiB on Linux: only the first
+// kMaxEnvironBytes are scanned, and a value the limit cuts is not kept cut.
+TEST(attribution_procfs, EnvironIsScannedOnlyUpToItsLimit) {
+  TempDir tmp;
+  const std::string root = tmp.copy_layout("docker-v1");
+  const std::string environ_path = root + "/proc/4242/environ";
+  auto env_of = [&](const std::string& environ) {
+    write_file(environ_path, environ);
+    auto info = reader_for(root, {"GPUMETER_PROJECT"}).read(4242);
+    EXPECT_TRUE(info.ok()) << info.error().message;
+    return info.ok() ? info->env : Env{};
+  };
+  const std::string nul(1, '\0');
+  const std::string pad = "PAD=" + std::string(kMaxEnvironBytes, 'p') + nul;
+
+  EXPECT_EQ(env_of("GPUMETER_PROJECT=early" + nul + pad + pad), (Env{{"GPUMETER_PROJECT", "early"}}));
+  EXPECT_EQ(env_of(pad + "GPUMETER_PROJECT=late" + nul), Env{});
+  const std::string almost = "PAD=" + std::string(kMaxEnvironBytes - 30, 'p') + nul;
+  EXPECT_EQ(env_of(almost + "GPUMETER_PROJECT=" + std::string(100, 'v') + nul), Env{});
+  // Ending exactly at the limit is not cut.
+  const std::string exact = almost + "GPUMETER_PROJECT=exactly" + nul;
+  ASSERT_EQ(exact.size(), kMaxEnvironBytes);
+  EXPECT_EQ(env_of(exact), (Env{{"GPUMETER_PROJECT", "exactly"}}));
+  EXPECT_EQ(env_of(exact.substr(0, exact.size() - 1)), (Env{{"GPUMETER_PROJECT", "exactly"}}));
+}
+
 TEST(attribution_procfs, ValidEnvNames) {
   EXPECT_TRUE(valid_env_name("SLURM_JOB_ID"));
   EXPECT_TRUE(valid_env_name("_x1"));
@@ -350,6 +376,36 @@ TEST(attribution_passwd, FirstEntryForAUidWins) {
   EXPECT_EQ(db.name_of(1000), "alice");
   EXPECT_EQ(db.name_of(64030), "slurm");
   EXPECT_EQ(db.name_of(4321), std::nullopt);
+}
+
+// Sites without a directory service can have thousands of local users: a passwd file over the
+// 64 KiB of a procfs file is read whole, and a file cut at its own limit loses its last, partial
+// line rather than reading "alice:x:10" as uid 10.
+TEST(attribution_passwd, LargeFilesAreReadWholeAndCutOnlyAtALineEnd) {
+  TempDir tmp;
+  std::string text;
+  for (unsigned uid = 20000; text.size() < 4 * kMaxProcFileBytes; ++uid) {
+    text += "user" + std::to_string(uid) + ":x:" + std::to_string(uid) + ":100::/home/u:/bin/bash\n";
+  }
+  write_file(tmp / "etc/passwd", text + "carol:x:4242:4242::/home/carol:/bin/bash\n");
+  EXPECT_EQ(PasswdDb(tmp.path()).name_of(4242), "carol");
+
+  std::string filler = "# " + std::string(kMaxPasswdBytes - 2 - 1 - 10, '#') + "\n";
+  write_file(tmp / "etc/passwd", filler + "alice:x:1000:1000::/home/alice:/bin/bash\n");
+  PasswdDb cut(tmp.path());
+  EXPECT_EQ(cut.name_of(10), std::nullopt);  // the limit falls after "alice:x:10"
+  EXPECT_EQ(cut.name_of(1000), std::nullopt);
+}
+
+// A process's files are read up to kMaxProcFileBytes, whatever their size.
+TEST(attribution_procfs, ProcessFilesAreReadUpToTheirLimit) {
+  TempDir tmp;
+  std::string root = tmp.copy_layout("docker-v1");
+  write_file(root + "/proc/4242/status",
+             "Name:\tpython3\n" + std::string(kMaxProcFileBytes, 'x') + "\nUid:\t1000\t1000\t1000\t1000\n");
+  auto info = reader_for(root).read(4242);
+  ASSERT_FALSE(info.ok());
+  EXPECT_NE(info.error().message.find("no Uid: line"), std::string::npos) << info.error().message;
 }
 
 TEST(attribution_passwd, ReloadsWhenTheFileChanges) {

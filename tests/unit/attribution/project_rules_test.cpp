@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "attribution/owner.h"
+
 namespace gpumeter {
 namespace {
 
@@ -67,13 +69,43 @@ TEST(attribution_rules, RegexGroupsAndFullMatch) {
 // in linear time, so every near-miss up to the length cap is decided; this test would not finish
 // with std::regex.
 TEST(attribution_rules, UserControlledValuesCostLinearTime) {
-  ProjectResolver r = make({{"env.TEAM", "(([a-z0-9]+-?)+)", "$1", {}}});
+  // A constant project: values up to the match cap are longer than a label value may be.
+  ProjectResolver r = make({{"env.TEAM", "(([a-z0-9]+-?)+)", "matched", {}}});
   for (std::size_t n : {std::size_t{35}, std::size_t{200}, kMaxMatchedValueBytes - 1}) {
     std::string near_miss = std::string(n, 'a') + "!";
     EXPECT_EQ(r.resolve(attrs({{"env.TEAM", near_miss.c_str()}})), "") << n;
     std::string hit(n, 'a');
-    EXPECT_EQ(r.resolve(attrs({{"env.TEAM", hit.c_str()}})), hit) << n;
+    EXPECT_EQ(r.resolve(attrs({{"env.TEAM", hit.c_str()}})), "matched") << n;
   }
+}
+
+// A project is a label value on every series of its owner: a rule whose result is longer than
+// kMaxLabelValueBytes does not apply (the next rule, then the default, does), and the
+// operator's own map entries and default are held to the same limit at load.
+TEST(attribution_rules, ResultsLongerThanALabelValueDoNotApply) {
+  ProjectResolver r = make({{"env.TEAM", {}, "team-$0", {}}, {"user", {}, {}, {}}}, "unassigned");
+  const std::string fits(kMaxLabelValueBytes - 5, 'a');  // "team-" + it: exactly the limit
+  EXPECT_EQ(r.resolve(attrs({{"env.TEAM", fits.c_str()}, {"user", "alice"}})), "team-" + fits);
+  const std::string over = fits + "a";
+  EXPECT_EQ(r.resolve(attrs({{"env.TEAM", over.c_str()}, {"user", "alice"}})), "alice");
+  const std::string long_user(kMaxLabelValueBytes + 1, 'u');
+  EXPECT_EQ(r.resolve(attrs({{"env.TEAM", over.c_str()}, {"user", long_user.c_str()}})), "unassigned");
+  // A megabyte costs no more than being turned away.
+  const std::string huge(1 << 20, 'a');
+  EXPECT_EQ(r.resolve(attrs({{"env.TEAM", huge.c_str()}})), "unassigned");
+
+  auto long_map = ProjectRule::compile({"user", {}, {}, std::map<std::string, std::string>{
+                                                             {"alice", std::string(kMaxLabelValueBytes + 1, 'p')}}});
+  ASSERT_FALSE(long_map.ok());
+  EXPECT_EQ(long_map.error().code, static_cast<int>(RuleField::kMap));
+  EXPECT_EQ(long_map.error().message, "the project for 'alice' is 257 bytes long; at most 256");
+  EXPECT_TRUE(ProjectRule::compile({"user", {}, {}, std::map<std::string, std::string>{
+                                                         {"alice", std::string(kMaxLabelValueBytes, 'p')}}})
+                  .ok());
+  auto long_default = ProjectResolver::create({}, std::string(kMaxLabelValueBytes + 1, 'd'));
+  ASSERT_FALSE(long_default.ok());
+  EXPECT_EQ(long_default.error().message, "default: 257 bytes long; at most 256");
+  EXPECT_TRUE(ProjectResolver::create({}, std::string(kMaxLabelValueBytes, 'd')).ok());
 }
 
 TEST(attribution_rules, MapLookupAndFallThrough) {

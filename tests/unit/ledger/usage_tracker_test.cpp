@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -50,11 +51,13 @@ DeviceReading reading(std::int64_t* clock, std::vector<unsigned> pids, int perio
   return r;
 }
 
-Snapshot snapshot_for(std::vector<DeviceIdentity> ids) {
+// What the collector publishes: every GPU up unless listed in `down`.
+Snapshot snapshot_for(std::vector<DeviceIdentity> ids, std::vector<unsigned> down = {}) {
   Snapshot s;
   for (auto& id : ids) {
     GpuSnapshot g;
     g.identity = id;
+    g.up = std::find(down.begin(), down.end(), id.index) == down.end();
     s.gpus.push_back(g);
   }
   return s;
@@ -118,6 +121,39 @@ TEST(UsageTracker, ExitedProcessesReadZeroThenDisappear) {
   Snapshot s = snapshot_for({id});
   t.contribute(s);
   EXPECT_TRUE(s.gpus[0].processes.empty());
+}
+
+// A lost or hung GPU keeps its processes in the tracker (they come back with it), but their
+// last memory and utilization must not be served as current ones, nor take places under the
+// per-process limit from the GPUs that are up. Its ledger totals stay: they are true.
+TEST(UsageTracker, ADownGpuServesNoProcessSeriesAndKeepsItsLedger) {
+  FakeResolver res;
+  Logger log(LogLevel::kError);
+  UsageTrackerOptions o;
+  o.max_process_series = 2;
+  UsageTracker t(o, res, log);
+  std::int64_t clock_a = 1'700'000'000'000'000, clock_b = clock_a;
+  auto a = gpu(0, "GPU-a");
+  auto b = gpu(1, "GPU-b");
+  for (int i = 0; i < 2; ++i) {
+    t.on_reading(0, a, reading(&clock_a, {1, 2}));
+    t.on_reading(1, b, reading(&clock_b, {7, 8}));  // more memory (1 GB × pid): first under the limit
+  }
+  Snapshot lost = snapshot_for({a, b}, {1});
+  t.contribute(lost);
+  EXPECT_TRUE(lost.gpus[1].processes.empty());
+  ASSERT_EQ(lost.gpus[0].processes.size(), 2u);
+  EXPECT_EQ(lost.gpus[0].processes[0].pid, 1u);
+  EXPECT_EQ(lost.attribution.series_dropped.at("process"), 0u);
+  ASSERT_TRUE(lost.gpus[1].ledger);
+  EXPECT_DOUBLE_EQ(lost.gpus[1].ledger->covered_seconds, 1.0);
+  EXPECT_EQ(res.retained, (std::vector<unsigned>{1, 2, 7, 8}));  // its processes' owners stay cached
+
+  Snapshot back = snapshot_for({a, b});
+  t.contribute(back);
+  ASSERT_EQ(back.gpus[1].processes.size(), 2u);
+  EXPECT_EQ(back.gpus[1].processes[0].pid, 7u);
+  EXPECT_TRUE(back.gpus[0].processes.empty());  // the limit applies again
 }
 
 TEST(UsageTracker, ANewUuidInASlotStartsANewLedger) {

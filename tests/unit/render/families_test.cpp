@@ -129,6 +129,41 @@ TEST(BuildFamilies, DownGpuHasOnlyUpInfoXidAndCollectorSamples) {
               ElementsAre(Pair("48", 3), Pair("79", 1)));
 }
 
+// With attribution on, a down GPU keeps its ledger counters (totals of time already
+// integrated, still true) but not the per-process gauges its last collection saw.
+TEST(BuildFamilies, DownGpuKeepsLedgerCountersButNoProcessSeries) {
+  Snapshot snap = testing::fixture_snapshot();
+  ASSERT_FALSE(snap.gpus[2].up);
+  OwnerLabels o;
+  o.project = "nlp";
+  auto ledger = std::make_shared<GpuLedgerSnapshot>();
+  ledger->owners.push_back({o, 10, 9.5, 7.2e11, 6000});
+  ledger->covered_seconds = 10;
+  snap.gpus[2].ledger = ledger;
+  snap.gpus[2].processes.push_back({31001, o, 1.6e10, 0.3, true});
+  snap.attribution.enabled = true;
+  auto fams = build_families(snap);
+  std::set<std::string> with_gpu2;
+  for (const auto& f : fams) {
+    for (const auto& s : f.samples) {
+      if (label(s, "gpu") == "2") with_gpu2.insert(f.name);
+    }
+  }
+  EXPECT_EQ(with_gpu2,
+            (std::set<std::string>{"gpu_up", "gpu_info", "gpu_xid_errors_total", "gpu_allocated_seconds_total",
+                                   "gpu_busy_seconds_total", "gpu_memory_byte_seconds_total",
+                                   "gpu_attributed_energy_joules_total", "gpumeter_ledger_covered_seconds_total",
+                                   "gpumeter_ledger_gap_seconds_total", "gpumeter_collector_success",
+                                   "gpumeter_collector_duration_seconds"}));
+  EXPECT_EQ(find(fams, "gpu_process_memory_used_bytes"), nullptr);
+  EXPECT_EQ(find(fams, "gpu_process_utilization_ratio"), nullptr);
+
+  snap.gpus[2].up = true;  // the same processes on a GPU that is up are served
+  fams = build_families(snap);
+  ASSERT_NE(find(fams, "gpu_process_memory_used_bytes"), nullptr);
+  EXPECT_THAT(samples_for_gpu(*find(fams, "gpu_process_utilization_ratio"), 2), ElementsAre(Pair("", 0.3)));
+}
+
 TEST(BuildFamilies, DownGpuWithStaleReadingIsIgnored) {
   Snapshot s = testing::fixture_snapshot();
   s.gpus[0].up = false;  // the reading is kept but must not be served once the GPU is down
