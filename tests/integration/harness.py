@@ -117,6 +117,9 @@ class Agent:
         if nvml_library:
             args += ["--nvml.library", nvml_library]
         args += list(extra_args)
+        # Never the default state file under /var/lib: tests run as root on the host.
+        if not any(a == "--ledger.state-file" or a.startswith("--ledger.state-file=") for a in args):
+            args += ["--ledger.state-file", ""]
         self.process = Process(args, env=env, name="gpumeter")
 
     def wait_ready(self, timeout=30):
