@@ -1,7 +1,8 @@
 #pragma once
 // The hand-over point between collection and scraping. The collector side publishes each new
-// Snapshot here; publishing renders both formats and prepares gzip once. Scrapes only load the
-// latest Published pointer, so a scrape never renders, compresses or waits for a collection.
+// Snapshot here; scrapes load the latest Published pointer and never wait for a collection. The
+// first scrape of a snapshot in a format renders it (and gzip, if it asked), once for every later
+// scrape of that snapshot: a snapshot nobody scrapes costs nothing to publish.
 
 #include <atomic>
 #include <memory>
@@ -13,14 +14,15 @@
 namespace gpumeter {
 
 struct Published {
+  explicit Published(std::shared_ptr<const Snapshot> s);
   std::shared_ptr<const Snapshot> snapshot;
   PreparedExposition exposition;
 };
 
 class ExpositionStore {
  public:
-  // Renders and stores `snapshot`. Called by one writer (the collector side), never on the scrape path.
-  // On error the previously published snapshot stays in place.
+  // Stores `snapshot` for scrapes to render on demand. Called by one writer (the collector side).
+  // A null snapshot is an error, and the previously published snapshot stays in place.
   Result<void> publish(std::shared_ptr<const Snapshot> snapshot);
 
   // The latest publication, or null before the first. Safe from any number of threads; the result

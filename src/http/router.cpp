@@ -113,7 +113,7 @@ HttpResponse HttpRouter::serve_metrics(const HttpRequest& req) const {
   HttpResponse r;
   r.content_type = std::string(content_type(format));
   r.headers.emplace_back("Vary", "Accept, Accept-Encoding");
-  if (gzip) r.headers.emplace_back("Content-Encoding", "gzip");
+  if (scrape->body.gzipped) r.headers.emplace_back("Content-Encoding", "gzip");
   r.pieces = scrape->body.pieces();
   r.keep = scrape;
   return r;

@@ -9,27 +9,36 @@ namespace gpumeter {
 
 namespace {
 
-Result<PreparedBody> prepare_body(const std::vector<MetricFamily>& families, ExpositionFormat format) {
-  PreparedBody body;
-  body.text = render(families, format);
-  auto gz = make_gzip_prefix(body.text);
-  if (!gz) return gz.error();
-  body.gzip = std::move(gz).value();
-  return body;
-}
+size_t slot_of(ExpositionFormat format) { return format == ExpositionFormat::kOpenMetrics100 ? 1 : 0; }
 
 }  // namespace
 
-Result<PreparedExposition> prepare_exposition(const std::vector<MetricFamily>& families, double taken_unix) {
-  PreparedExposition p;
-  p.taken_unix = taken_unix;
-  auto text = prepare_body(families, ExpositionFormat::kText004);
-  if (!text) return text.error();
-  auto om = prepare_body(families, ExpositionFormat::kOpenMetrics100);
-  if (!om) return om.error();
-  p.text004 = std::move(text).value();
-  p.openmetrics = std::move(om).value();
-  return p;
+PreparedExposition::PreparedExposition(std::function<std::vector<MetricFamily>()> families, double taken_unix)
+    : taken_unix_(taken_unix), source_(std::move(families)) {}
+
+const std::vector<MetricFamily>& PreparedExposition::families() const {
+  std::call_once(families_once_, [&] {
+    families_ = source_();
+    source_ = nullptr;  // what it captured (a snapshot) is no longer needed for this
+  });
+  return families_;
+}
+
+const std::string& PreparedExposition::text(ExpositionFormat format) const {
+  Slot& slot = slots_[slot_of(format)];
+  std::call_once(slot.text_once, [&] { slot.text = render(families(), format); });
+  return slot.text;
+}
+
+const Result<GzipPrefix>& PreparedExposition::gzip(ExpositionFormat format) const {
+  Slot& slot = slots_[slot_of(format)];
+  std::call_once(slot.gzip_once, [&] { slot.gzip = make_gzip_prefix(text(format)); });
+  return *slot.gzip;
+}
+
+std::unique_ptr<PreparedExposition> prepare_exposition(std::vector<MetricFamily> families, double taken_unix) {
+  auto shared = std::make_shared<std::vector<MetricFamily>>(std::move(families));
+  return std::make_unique<PreparedExposition>([shared] { return std::move(*shared); }, taken_unix);
 }
 
 std::string render_trailer(ExpositionFormat format, double age_seconds) {
@@ -44,11 +53,12 @@ std::string render_trailer(ExpositionFormat format, double age_seconds) {
 
 ScrapeBody make_scrape_body(const PreparedExposition& prepared, ExpositionFormat format, bool gzip,
                             double now_unix) {
-  const PreparedBody& body = prepared.body(format);
-  std::string trailer = render_trailer(format, now_unix - prepared.taken_unix);
-  if (!gzip) return ScrapeBody{body.text, std::move(trailer)};
-  ScrapeBody out{body.gzip.bytes, {}};
-  append_gzip_tail(out.tail, body.gzip, trailer);
+  std::string trailer = render_trailer(format, now_unix - prepared.taken_unix());
+  // Should zlib fail, the body goes out uncompressed, which every client accepts.
+  const Result<GzipPrefix>* prefix = gzip ? &prepared.gzip(format) : nullptr;
+  if (prefix == nullptr || !prefix->ok()) return ScrapeBody{prepared.text(format), std::move(trailer), false};
+  ScrapeBody out{(*prefix)->bytes, {}, true};
+  append_gzip_tail(out.tail, **prefix, trailer);
   return out;
 }
 

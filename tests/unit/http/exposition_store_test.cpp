@@ -19,18 +19,19 @@ TEST(ExpositionStore, EmptyUntilFirstPublish) {
   EXPECT_EQ(store.latest(), nullptr);
 }
 
-TEST(ExpositionStore, PublishRendersBothFormats) {
+TEST(ExpositionStore, PublishedSnapshotsRenderBothFormatsOnDemand) {
   ExpositionStore store;
   auto snap = std::make_shared<const Snapshot>(testing::fixture_snapshot());
   ASSERT_TRUE(store.publish(snap).ok());
   auto p = store.latest();
   ASSERT_NE(p, nullptr);
   EXPECT_EQ(p->snapshot, snap);
-  EXPECT_EQ(p->exposition.taken_unix, testing::kFixtureTakenUnix);
+  EXPECT_EQ(p->exposition.taken_unix(), testing::kFixtureTakenUnix);
   auto fams = build_families(*snap);
-  EXPECT_EQ(p->exposition.text004.text, render(fams, ExpositionFormat::kText004));
-  EXPECT_EQ(p->exposition.openmetrics.text, render(fams, ExpositionFormat::kOpenMetrics100));
-  EXPECT_FALSE(p->exposition.text004.gzip.bytes.empty());
+  EXPECT_EQ(p->exposition.text(ExpositionFormat::kText004), render(fams, ExpositionFormat::kText004));
+  EXPECT_EQ(p->exposition.text(ExpositionFormat::kOpenMetrics100), render(fams, ExpositionFormat::kOpenMetrics100));
+  ASSERT_TRUE(p->exposition.gzip(ExpositionFormat::kText004).ok());
+  EXPECT_FALSE(p->exposition.gzip(ExpositionFormat::kText004)->bytes.empty());
 }
 
 TEST(ExpositionStore, ReaderKeepsItsPublicationAcrossNewerOnes) {
@@ -43,7 +44,7 @@ TEST(ExpositionStore, ReaderKeepsItsPublicationAcrossNewerOnes) {
   b.build.version = "b";
   ASSERT_TRUE(store.publish(std::make_shared<const Snapshot>(b)).ok());
   EXPECT_EQ(held->snapshot->build.version, "a");
-  EXPECT_NE(held->exposition.text004.text.find("version=\"a\""), std::string::npos);
+  EXPECT_NE(held->exposition.text(ExpositionFormat::kText004).find("version=\"a\""), std::string::npos);
   EXPECT_EQ(store.latest()->snapshot->build.version, "b");
 }
 
@@ -59,7 +60,7 @@ TEST(ExpositionStore, ConcurrentReadersSeeWholePublications) {
         auto p = store.latest();
         // The rendered text must always belong to the snapshot it is published with.
         const std::string want = "version=\"" + p->snapshot->build.version + "\"";
-        ASSERT_NE(p->exposition.text004.text.find(want), std::string::npos);
+        ASSERT_NE(p->exposition.text(ExpositionFormat::kText004).find(want), std::string::npos);
         ++reads;
       }
     });

@@ -2,7 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
+#include <mutex>
+#include <thread>
+#include <vector>
 
 #include "fixture_snapshot.h"
 #include "inflate.h"
@@ -14,10 +18,8 @@ namespace {
 
 constexpr ExpositionFormat kFormats[] = {ExpositionFormat::kText004, ExpositionFormat::kOpenMetrics100};
 
-PreparedExposition prepared_fixture() {
-  auto p = prepare_exposition(build_families(testing::fixture_snapshot()), testing::kFixtureTakenUnix);
-  EXPECT_TRUE(p.ok());
-  return std::move(p).value();
+std::unique_ptr<PreparedExposition> prepared_fixture() {
+  return prepare_exposition(build_families(testing::fixture_snapshot()), testing::kFixtureTakenUnix);
 }
 
 TEST(Trailer, Text004) {
@@ -47,25 +49,53 @@ TEST(Trailer, AgeIsRoundedAndNeverNegative) {
 TEST(PreparedExposition, BodiesMatchTheRenderer) {
   auto fams = build_families(testing::fixture_snapshot());
   auto p = prepared_fixture();
-  EXPECT_EQ(p.taken_unix, testing::kFixtureTakenUnix);
+  EXPECT_EQ(p->taken_unix(), testing::kFixtureTakenUnix);
   for (auto f : kFormats) {
-    EXPECT_EQ(p.body(f).text, render(fams, f));
-    EXPECT_EQ(p.body(f).gzip.body_size, p.body(f).text.size());
+    EXPECT_EQ(p->text(f), render(fams, f));
+    ASSERT_TRUE(p->gzip(f).ok());
+    EXPECT_EQ(p->gzip(f)->body_size, p->text(f).size());
   }
-  EXPECT_EQ(p.body(ExpositionFormat::kText004).text.find("# EOF"), std::string::npos);
-  EXPECT_EQ(p.body(ExpositionFormat::kOpenMetrics100).text.find("# EOF"), std::string::npos);
+  EXPECT_EQ(p->text(ExpositionFormat::kText004).find("# EOF"), std::string::npos);
+  EXPECT_EQ(p->text(ExpositionFormat::kOpenMetrics100).find("# EOF"), std::string::npos);
+}
+
+TEST(PreparedExposition, NothingIsRenderedUntilAskedAndThenOnce) {
+  std::atomic<int> built{0};
+  PreparedExposition p(
+      [&] {
+        ++built;
+        return build_families(testing::fixture_snapshot());
+      },
+      testing::kFixtureTakenUnix);
+  EXPECT_EQ(built.load(), 0) << "publishing renders nothing";
+  const std::string* first = nullptr;
+  std::vector<std::thread> scrapers;
+  std::mutex mu;
+  for (int i = 0; i < 8; ++i) {
+    scrapers.emplace_back([&] {
+      const std::string& t = p.text(ExpositionFormat::kOpenMetrics100);
+      std::lock_guard lock(mu);
+      if (first == nullptr) first = &t;
+      EXPECT_EQ(first, &t) << "every scrape sees the one rendering";
+    });
+  }
+  for (auto& t : scrapers) t.join();
+  (void)p.text(ExpositionFormat::kText004);
+  (void)p.gzip(ExpositionFormat::kText004);
+  EXPECT_EQ(built.load(), 1) << "the families are built once for both formats";
 }
 
 TEST(ScrapeBody, PlainIsBodyViewPlusTrailer) {
   auto p = prepared_fixture();
   for (auto f : kFormats) {
-    ScrapeBody b = make_scrape_body(p, f, false, testing::kFixtureNowUnix);
-    EXPECT_EQ(b.head.data(), p.body(f).text.data()) << "the body must be a view, not a copy";
+    ScrapeBody b = make_scrape_body(*p, f, false, testing::kFixtureNowUnix);
+    EXPECT_EQ(b.head.data(), p->text(f).data()) << "the body must be a view, not a copy";
     EXPECT_EQ(b.tail, render_trailer(f, 1.25));
-    EXPECT_EQ(b.size(), p.body(f).text.size() + b.tail.size());
+    EXPECT_EQ(b.size(), p->text(f).size() + b.tail.size());
+    EXPECT_FALSE(b.gzipped);
   }
   std::string om =
-      make_scrape_body(p, ExpositionFormat::kOpenMetrics100, false, testing::kFixtureNowUnix).flatten();
+      make_scrape_body(*p, ExpositionFormat::kOpenMetrics100, false, testing::kFixtureNowUnix).flatten();
   EXPECT_TRUE(om.ends_with("gpumeter_snapshot_age_seconds 1.25\n# EOF\n"));
   EXPECT_EQ(om.find("# EOF"), om.size() - 6) << "exactly one EOF, at the very end";
 }
@@ -74,11 +104,12 @@ TEST(ScrapeBody, GzipInflatesToExactlyBodyPlusTrailerForBothFormats) {
   auto p = prepared_fixture();
   for (auto f : kFormats) {
     for (double now : {testing::kFixtureNowUnix, testing::kFixtureNowUnix + 1000.125}) {
-      ScrapeBody b = make_scrape_body(p, f, true, now);
-      EXPECT_EQ(b.head.data(), p.body(f).gzip.bytes.data());
+      ScrapeBody b = make_scrape_body(*p, f, true, now);
+      EXPECT_TRUE(b.gzipped);
+      EXPECT_EQ(b.head.data(), p->gzip(f)->bytes.data());
       auto got = testing::gunzip(b.flatten());
       ASSERT_TRUE(got.ok) << got.error;
-      EXPECT_EQ(got.data, p.body(f).text + render_trailer(f, now - testing::kFixtureTakenUnix));
+      EXPECT_EQ(got.data, p->text(f) + render_trailer(f, now - testing::kFixtureTakenUnix));
     }
   }
 }
