@@ -237,6 +237,7 @@ Result<nvmlDevice_t> NvmlBackend::acquire(unsigned index) {
   if (rc != NVML_SUCCESS) return Error{rc, std::string(how) + ": " + error_text(rc)};
   // A reset or a MIG change can change what the GPU supports: ask again.
   d.unsupported.reset();
+  d.slow.valid = false;
   bool rejoins = false;
   {
     // The event thread registers the new handle before its next wait.
@@ -307,7 +308,7 @@ Result<DeviceReading> NvmlBackend::collect(unsigned index, CollectScope scope) {
   }
   NvmlCollection c(d.unsupported, [this](nvmlReturn_t rc) { return error_text(rc); });
   DeviceReading r;
-  collect_device(*handle, scope, c, r);
+  collect_device(d, *handle, scope, c, r);
   collect_usage(d, *handle, c, r.usage);
   const auto failure = c.failure();
   // A failed collection's errors are not counted: gpu_up and its reason tell of them already.
@@ -329,7 +330,52 @@ void NvmlBackend::merge_counters(unsigned index, const NvmlCollection& c, bool w
   for (const auto& [reason, n] : c.dropped_records()) status_.counters.dropped_records[{index, reason}] += n;
 }
 
-void NvmlBackend::collect_device(nvmlDevice_t h, CollectScope scope, NvmlCollection& c, DeviceReading& r) {
+void NvmlBackend::collect_slow_values(Device& d, nvmlDevice_t h, NvmlCollection& c) {
+  const NvmlSymbols& s = symbols_;
+  Device::SlowValues v;
+  v.valid = true;
+  v.read_at = steady_now();
+  bool complete = true;  // a call that failed is tried again at the next collection
+  auto ok = [&](Call call, nvmlReturn_t rc, const char* name) {
+    const bool good = c.ok(call, rc, name);
+    if (!good && rc != NVML_ERROR_NOT_SUPPORTED) complete = false;
+    return good;
+  };
+  if (c.wanted(s.power_limit, kPowerLimit)) {
+    unsigned mw = 0;
+    if (ok(kPowerLimit, s.power_limit(h, &mw), "nvmlDeviceGetEnforcedPowerLimit")) v.power_limit_watts = mw / 1000.0;
+  }
+  if (c.wanted(s.pcie_link_generation, kPcieGeneration)) {
+    unsigned g = 0;
+    if (ok(kPcieGeneration, s.pcie_link_generation(h, &g), "nvmlDeviceGetCurrPcieLinkGeneration")) {
+      v.pcie_link_generation = g;
+    }
+  }
+  if (c.wanted(s.pcie_link_width, kPcieWidth)) {
+    unsigned w = 0;
+    if (ok(kPcieWidth, s.pcie_link_width(h, &w), "nvmlDeviceGetCurrPcieLinkWidth")) v.pcie_link_width = w;
+  }
+  if (c.wanted(s.supported_clock_event_reasons, kSupportedClockEvents)) {
+    unsigned long long m = 0;
+    if (ok(kSupportedClockEvents, s.supported_clock_event_reasons(h, &m), "nvmlDeviceGetSupportedClocksEventReasons")) {
+      v.supported_clock_events = m;
+    }
+  }
+  if (c.wanted(s.remapped_rows, kRemappedRows)) {
+    unsigned corr = 0, unc = 0, pending = 0, failure = 0;
+    if (ok(kRemappedRows, s.remapped_rows(h, &corr, &unc, &pending, &failure), "nvmlDeviceGetRemappedRows")) {
+      v.remapped_rows = {{"correctable", static_cast<double>(corr)},
+                         {"uncorrectable", static_cast<double>(unc)},
+                         {"pending", static_cast<double>(pending)},
+                         {"failure", static_cast<double>(failure)}};
+    }
+  }
+  if (!complete) v.valid = false;
+  d.slow = std::move(v);
+}
+
+void NvmlBackend::collect_device(Device& d, nvmlDevice_t h, CollectScope scope, NvmlCollection& c,
+                                 DeviceReading& r) {
   const NvmlSymbols& s = symbols_;
   // What the usage ledger reads comes first; a kUsage collection stops after it.
   if (c.wanted(s.utilization, kUtilization)) {
@@ -372,12 +418,14 @@ void NvmlBackend::collect_device(nvmlDevice_t h, CollectScope scope, NvmlCollect
       r.temperature_celsius.push_back({"gpu", static_cast<double>(t)});
     }
   }
-  if (c.wanted(s.power_limit, kPowerLimit)) {
-    unsigned mw = 0;
-    if (c.ok(kPowerLimit, s.power_limit(h, &mw), "nvmlDeviceGetEnforcedPowerLimit")) {
-      r.power_limit_watts = mw / 1000.0;
-    }
+  // The slow class: read again every kSlowValuesInterval, or after a call of it failed.
+  if (!d.slow.valid || steady_now() - d.slow.read_at >= kSlowValuesInterval) {
+    collect_slow_values(d, h, c);
   }
+  r.power_limit_watts = d.slow.power_limit_watts;
+  r.pcie_link_generation = d.slow.pcie_link_generation;
+  r.pcie_link_width = d.slow.pcie_link_width;
+  r.remapped_rows = d.slow.remapped_rows;
   struct ClockQuery {
     Call call;
     unsigned type;
@@ -403,16 +451,6 @@ void NvmlBackend::collect_device(nvmlDevice_t h, CollectScope scope, NvmlCollect
     unsigned pct = 0;
     if (c.ok(kFanSpeed, s.fan_speed(h, &pct), "nvmlDeviceGetFanSpeed")) r.fan_speed_ratio = pct / 100.0;
   }
-  if (c.wanted(s.pcie_link_generation, kPcieGeneration)) {
-    unsigned v = 0;
-    if (c.ok(kPcieGeneration, s.pcie_link_generation(h, &v), "nvmlDeviceGetCurrPcieLinkGeneration")) {
-      r.pcie_link_generation = v;
-    }
-  }
-  if (c.wanted(s.pcie_link_width, kPcieWidth)) {
-    unsigned v = 0;
-    if (c.ok(kPcieWidth, s.pcie_link_width(h, &v), "nvmlDeviceGetCurrPcieLinkWidth")) r.pcie_link_width = v;
-  }
   if (c.wanted(s.pcie_replay_counter, kPcieReplay)) {
     unsigned v = 0;
     if (c.ok(kPcieReplay, s.pcie_replay_counter(h, &v), "nvmlDeviceGetPcieReplayCounter")) {
@@ -434,14 +472,7 @@ void NvmlBackend::collect_device(nvmlDevice_t h, CollectScope scope, NvmlCollect
   if (c.wanted(s.clock_event_reasons, kClockEvents)) {
     unsigned long long current = 0;
     if (c.ok(kClockEvents, s.clock_event_reasons(h, &current), "nvmlDeviceGetCurrentClocksEventReasons")) {
-      unsigned long long supported = ~0ULL;
-      if (c.wanted(s.supported_clock_event_reasons, kSupportedClockEvents)) {
-        unsigned long long m = 0;
-        if (c.ok(kSupportedClockEvents, s.supported_clock_event_reasons(h, &m),
-                 "nvmlDeviceGetSupportedClocksEventReasons")) {
-          supported = m;
-        }
-      }
+      const unsigned long long supported = d.slow.supported_clock_events;
       for (const auto& reason : kClockEventReasons) {
         if ((supported & reason.bit) == 0) continue;
         r.clock_event_active.push_back({reason.label, (current & reason.bit) != 0 ? 1.0 : 0.0});
@@ -459,15 +490,6 @@ void NvmlBackend::collect_device(nvmlDevice_t h, CollectScope scope, NvmlCollect
     unsigned long long n = 0;
     if (c.ok(q.call, s.total_ecc_errors(h, q.type, NVML_VOLATILE_ECC, &n), "nvmlDeviceGetTotalEccErrors")) {
       r.ecc_errors.push_back({q.label, static_cast<double>(n)});
-    }
-  }
-  if (c.wanted(s.remapped_rows, kRemappedRows)) {
-    unsigned corr = 0, unc = 0, pending = 0, failure = 0;
-    if (c.ok(kRemappedRows, s.remapped_rows(h, &corr, &unc, &pending, &failure), "nvmlDeviceGetRemappedRows")) {
-      r.remapped_rows = {{"correctable", static_cast<double>(corr)},
-                         {"uncorrectable", static_cast<double>(unc)},
-                         {"pending", static_cast<double>(pending)},
-                         {"failure", static_cast<double>(failure)}};
     }
   }
 }

@@ -26,7 +26,7 @@ struct NvmlBackendOptions {
   std::vector<std::string> hidden_symbols;
   // Clocks, replaceable so tests can script time. Unset means the system clocks.
   std::function<std::int64_t()> wall_clock_us;                          // microseconds since the epoch
-  std::function<std::chrono::steady_clock::time_point()> steady_clock;  // re-initialization backoff
+  std::function<std::chrono::steady_clock::time_point()> steady_clock;  // backoff, slow-class refresh
   // How long a re-initialization waits for the workers to leave the driver before it retries
   // later (a worker stuck in a hung call must not stall it for good).
   std::chrono::milliseconds reinit_lock_timeout{1000};
@@ -62,7 +62,8 @@ class NvmlBackend final : public Backend {
 
   Result<nvmlDevice_t> acquire(unsigned device);
   void drop_handle(unsigned device);
-  void collect_device(nvmlDevice_t h, CollectScope scope, class NvmlCollection& c, DeviceReading& r);
+  void collect_device(Device& d, nvmlDevice_t h, CollectScope scope, class NvmlCollection& c, DeviceReading& r);
+  void collect_slow_values(Device& d, nvmlDevice_t h, class NvmlCollection& c);
   void collect_usage(Device& d, nvmlDevice_t h, class NvmlCollection& c, UsageReading& out);
   void merge_counters(unsigned device, const class NvmlCollection& c, bool with_call_errors);
 

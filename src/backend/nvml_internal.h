@@ -3,6 +3,7 @@
 // return codes and the bookkeeping of one collection. Not part of the backend's interface.
 
 #include <bitset>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -56,7 +57,21 @@ struct NvmlBackend::Device {
   unsigned long long power_seen_us = 0;
   unsigned long long process_seen_us = 0;
   std::vector<unsigned> previous_pids;  // sorted; process samples of these are still valid
+  // Values that change only when an operator or a rare hardware event changes them, read every
+  // kSlowValuesInterval and served from here in between (docs/metrics.md lists them).
+  struct SlowValues {
+    bool valid = false;  // read since the handle was acquired
+    std::chrono::steady_clock::time_point read_at;
+    std::optional<double> power_limit_watts;
+    std::optional<unsigned> pcie_link_generation;
+    std::optional<unsigned> pcie_link_width;
+    unsigned long long supported_clock_events = ~0ULL;  // every reason, until the driver says
+    std::vector<LabeledValue> remapped_rows;
+  } slow;
 };
+
+// How often the slow class of values is read again.
+inline constexpr std::chrono::seconds kSlowValuesInterval{30};
 
 // One collection of one device: stops calling into the driver after the first fatal error
 // (a lost GPU answers every call slowly), remembers NOT_SUPPORTED answers, and keeps the

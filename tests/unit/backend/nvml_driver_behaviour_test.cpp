@@ -501,6 +501,37 @@ TEST_F(DriverBehaviourTest, NotSupportedIsForgottenWhenTheHandleIsAcquiredAgain)
   EXPECT_EQ(r->fan_speed_ratio, 0.3);
 }
 
+// ---- 6b. the slow class ----
+
+TEST_F(DriverBehaviourTest, SlowValuesAreReadEveryThirtySecondsAndServedFromTheLastRead) {
+  auto b = make();
+  for (int round = 0; round < 5; ++round) {
+    auto r = b->collect(0);
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r->power_limit_watts, 300.0) << "served between reads";
+    steady_ += 5s;
+  }
+  // The scripted NVML answers the power limit of the slow class (the others are unset there).
+  EXPECT_EQ(script().calls["nvmlDeviceGetEnforcedPowerLimit"], 1);
+  EXPECT_EQ(script().calls["nvmlDeviceGetFanSpeed"], 5) << "the 1 s class is read every round";
+  steady_ += 10s;  // 35 s after the first read
+  ASSERT_TRUE(b->collect(0).ok());
+  EXPECT_EQ(script().calls["nvmlDeviceGetEnforcedPowerLimit"], 2);
+}
+
+TEST_F(DriverBehaviourTest, ASlowValueThatFailedIsAskedAgainAtTheNextCollection) {
+  auto b = make();
+  script().rc["nvmlDeviceGetEnforcedPowerLimit"] = NVML_ERROR_UNKNOWN;
+  auto r = b->collect(0);
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->power_limit_watts.has_value());
+  script().rc.clear();
+  r = b->collect(0);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->power_limit_watts, 300.0);
+  EXPECT_EQ(script().calls["nvmlDeviceGetEnforcedPowerLimit"], 2);
+}
+
 // ---- 7. the usage scope ----
 
 TEST_F(DriverBehaviourTest, AUsageCollectionReadsOnlyWhatTheLedgerNeeds) {
