@@ -10,12 +10,9 @@ import time
 from harness import AgentTestCase, Agent, Prometheus, SCENARIOS, SimNode, expected_owners, sim_truth, wait_until
 
 SCENARIO = os.path.join(SCENARIOS, "ledger-intervals.yaml")
-LEAD = 3.0  # the agents start at scenario time -3 s; every job starts at 3.5 s or later
-END = 120.0  # the scenario's duration
-# After the end: the agents drain the driver's buffers at least every 5 s, a checkpoint (2 s)
-# saves what they integrated, and the next published snapshot (once per collection interval, so
-# up to 30 s later) shows it to the scrape.
-SETTLE = 5.0 + 2.0 + 30.0 + 4.0
+LEAD = 3.0  # the agents start at scenario time -3 s; every job starts at 3.3 s or later
+END = 85.0  # the scenario's duration
+LAST_EDGE = 81.23  # the last job's end
 TOLERANCE = 5e-3  # 0.5 %
 INTERVALS = ("1s", "5s", "30s")
 CHECKED = {"gpu_allocated_seconds_total": "allocated_seconds", "gpu_busy_seconds_total": "busy_seconds"}
@@ -51,8 +48,17 @@ class CollectionInterval(AgentTestCase):
         prom = self.track(Prometheus(["127.0.0.1:%d" % a.port for a in agents.values()]))
         for a in agents.values():
             a.wait_ready()
-        wait_until(lambda: time.time() > epoch + END + SETTLE, END + SETTLE + 30, interval=1,
-                   what="the scenario's end")
+        # Until Prometheus holds, from every agent, a ledger whose cursor is past the last job's
+        # end on every GPU: the agents drain the driver's buffers at least every 5 s, a checkpoint
+        # (2 s) saves what they integrated, and the next published snapshot (once per collection
+        # interval, so up to 30 s later) shows it.
+        covered = LAST_EDGE + LEAD + 0.5
+
+        def settled():
+            rows = prom.query("min by (instance) (gpumeter_ledger_covered_seconds_total)")
+            return len(rows) == len(agents) and all(float(r["value"][1]) >= covered for r in rows)
+        wait_until(settled, END + 60, interval=1, what="every agent's ledger past the last job's end")
+        time.sleep(1.5)  # one more scrape of each
 
         truth = sim_truth(SCENARIO, 0, END)
         want = expected_owners(truth)
