@@ -55,6 +55,9 @@ struct NvmlBackend::Device {
   unsigned long long utilization_seen_us = 0;
   unsigned long long power_seen_us = 0;
   unsigned long long process_seen_us = 0;
+  // Both clocks at the previous usage reading, to tell a step of the wall clock (which moves
+  // the driver's timestamps) from time passing; unset before the first reading.
+  std::optional<std::pair<std::int64_t, std::chrono::steady_clock::time_point>> last_read_clocks;
   std::vector<unsigned> previous_pids;  // sorted; process samples of these are still valid
 };
 
