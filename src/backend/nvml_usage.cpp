@@ -163,19 +163,20 @@ void NvmlBackend::collect_usage(Device& d, nvmlDevice_t h, NvmlCollection& c, Us
 
   // A step of the wall clock moves the driver's timestamps with it: the cursors move by the
   // same amount, or a step back would hide every new sample until the clock caught up (and a
-  // step forward would read as a hole). On that reading the buffers may still hold samples
-  // stamped before the step: only those after the buffer's last step back in time are new.
+  // step forward would read as a hole). After a step back the buffers still hold samples
+  // stamped before it, "newer" than the moved cursors: until they have left the buffers (the
+  // longest holds 120 samples of at most 1 s), only the samples after the buffer's last step
+  // back in time are new.
   const std::int64_t wall = wall_now_us();
   const auto steady = steady_now();
-  bool stepped = false;
   if (d.last_read_clocks) {
     const std::int64_t wall_moved = wall - d.last_read_clocks->first;
     const std::int64_t steady_moved =
         std::chrono::duration_cast<std::chrono::microseconds>(steady - d.last_read_clocks->second).count();
     const std::int64_t step = wall_moved - steady_moved;
     if (step >= kClockStepThresholdUs || step <= -kClockStepThresholdUs) {
-      stepped = true;
       u.clock_step_us = step;
+      if (step < 0) d.skip_before_step_back_until = steady + std::chrono::minutes(3);
       for (unsigned long long* seen : {&d.utilization_seen_us, &d.power_seen_us, &d.process_seen_us}) {
         if (*seen == 0) continue;  // nothing read yet: the whole buffer is new anyway
         const std::int64_t moved = static_cast<std::int64_t>(*seen) + step;
@@ -184,6 +185,7 @@ void NvmlBackend::collect_usage(Device& d, nvmlDevice_t h, NvmlCollection& c, Us
     }
   }
   d.last_read_clocks = {wall, steady};
+  const bool after_step_back = steady < d.skip_before_step_back_until;
 
   // Device sample buffers: utilization and power, only what is newer than last time.
   auto read_samples = [&](Call call, unsigned type, unsigned long long& seen, double scale, bool& supported,
@@ -212,7 +214,7 @@ void NvmlBackend::collect_usage(Device& d, nvmlDevice_t h, NvmlCollection& c, Us
     if (!c.ok(call, rc, "nvmlDeviceGetSamples")) return;
     supported = true;
     unsigned first = 0;
-    if (stepped) {
+    if (after_step_back) {
       for (unsigned i = 1; i < count && i < buf.size(); ++i) {
         if (buf[i].timeStamp < buf[i - 1].timeStamp) first = i;
       }
