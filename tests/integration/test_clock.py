@@ -117,8 +117,8 @@ class ClockTest(harness.AgentTestCase):
         for uuid, (covered, gap, _) in after[1].items():
             covered0, gap0, _ = before[1][uuid]
             grown = (covered - covered0) + (gap - gap0)
-            self.assertGreater(grown, elapsed - LAG, "%s froze: %.1f s in %.1f s" % (uuid, grown, elapsed))
-            self.assertLess(grown, elapsed + LAG, "%s counted twice: %.1f s in %.1f s" % (uuid, grown, elapsed))
+            self.assertGreater(grown, elapsed - LAG, "%s froze: grew %.1f s in %.1f s" % (uuid, grown, elapsed))
+            self.assertLess(grown, elapsed + LAG, "%s grew %.1f s in %.1f s" % (uuid, grown, elapsed))
             self.assertLess(gap - gap0, max_gap, uuid)
 
     def logged_steps(self, message):
@@ -153,7 +153,7 @@ class ClockTest(harness.AgentTestCase):
         if not same_boot:
             with open(self.state_file) as f:
                 doc = json.load(f)
-            doc["clock"]["boot_id"] = "another-boot"
+            doc.setdefault("clock", {})["boot_id"] = "another-boot"
             with open(self.state_file, "w") as f:
                 json.dump(doc, f)
         time.sleep(2)
@@ -185,6 +185,73 @@ class ClockTest(harness.AgentTestCase):
         log = self.agent.process.log()
         self.assertEqual(log.count("ledger cursor ahead of the GPU's clock"), 2, log[-2000:])  # once per GPU
         self.assertNotIn("stepped while the agent was down", log)
+
+
+class StateFileTest(harness.AgentTestCase):
+    """The state file fails closed, and the first checkpoints come right after start."""
+
+    def setUp(self):
+        super().setUp()
+        self.dir = harness.tempfile.mkdtemp(prefix="gpumeter-state-")
+        self.state_file = os.path.join(self.dir, "ledger.json")
+        self.config = os.path.join(self.dir, "gpumeter.yaml")
+        self.procfs = os.path.join(self.dir, "proc")
+        os.makedirs(self.procfs)
+
+    def agent(self, checkpoint_interval="1s"):
+        with open(self.config, "w") as f:
+            f.write("ledger:\n  checkpoint_interval: %s\n" % checkpoint_interval)
+        return self.track(harness.Agent(SCENARIO, extra_args=["--config.file", self.config, "--ledger.state-file",
+                                                              self.state_file, "--path.procfs", self.procfs]))
+
+    def saved(self):
+        with open(self.state_file) as f:
+            return json.load(f)
+
+    def test_an_unreadable_state_file_stops_the_start_and_is_left_alone(self):
+        os.makedirs(self.state_file)  # a mis-mounted volume, say
+        with open(os.path.join(self.state_file, "inside"), "w") as f:
+            f.write("kept")
+        agent = self.agent()
+        self.assertEqual(agent.process.proc.wait(30), 2)
+        self.assertIn("cannot use the ledger state file", agent.process.log())
+        self.assertIn(self.state_file, agent.process.log())
+        self.assertEqual(os.listdir(self.state_file), ["inside"])
+
+    def test_impossible_numbers_are_set_aside_not_resumed(self):
+        agent = self.agent()
+        agent.wait_ready()
+        harness.wait_until(lambda: len(self.saved()["gpus"]) == 2, 30, what="both GPUs saved")
+        agent.stop()
+        doc = self.saved()
+        uuid = sorted(doc["gpus"])[0]
+        doc["gpus"][uuid]["ledger"]["covered_seconds"] = -1e9
+        text = json.dumps(doc)
+        with open(self.state_file, "w") as f:
+            f.write(text)
+        agent = self.agent()
+        agent.wait_ready()
+        aside = [n for n in os.listdir(self.dir) if n.startswith("ledger.json.corrupt-")]
+        self.assertEqual(len(aside), 1, os.listdir(self.dir))
+        with open(os.path.join(self.dir, aside[0])) as f:
+            self.assertEqual(f.read(), text)  # kept as it was, for inspection
+        self.assertIn("covered_seconds", agent.process.log())
+        covered = harness.wait_until(lambda: harness.sample(harness.parse_text(agent.metrics()[1]),
+                                                            "gpumeter_ledger_covered_seconds_total", uuid=uuid) + 1,
+                                     30, what="the GPU's fresh ledger") - 1
+        self.assertLess(covered, 60)  # started afresh, not resumed
+
+    def test_the_first_checkpoints_come_right_after_start(self):
+        agent = self.agent(checkpoint_interval="1h")
+        agent.wait_ready()
+        # With a checkpoint interval of an hour, only the checkpoints at start and after each
+        # GPU's first reading can have saved both GPUs' cursors.
+        harness.wait_until(lambda: len(self.saved()["gpus"]) == 2, 30, what="both GPUs saved")
+        harness.wait_until(lambda: harness.sample(harness.parse_text(agent.metrics()[1]),
+                                                  "gpumeter_ledger_checkpoint_success") == 1, 30,
+                           what="gpumeter_ledger_checkpoint_success 1")
+        samples = harness.parse_text(agent.metrics()[1])
+        self.assertEqual(harness.sample(samples, "gpumeter_ledger_checkpoint_failures_total"), 0)
 
 
 if __name__ == "__main__":
