@@ -116,8 +116,18 @@ Result<void> UsageTracker::load_state() {
                 {{"path", options_.state_file}, {"step_seconds", seconds_text(step)}});
     }
   }
+  nlohmann::json gpus = std::move(loaded.document["gpus"]);
+  if (step_while_down_us_ != 0) {
+    // Every GPU's, also those not seen again this run (their entries are carried over).
+    for (auto& [uuid, entry] : gpus.items()) {
+      auto l = GpuLedger::from_json(entry["ledger"], {});
+      if (!l) continue;  // checked when the file was read
+      l->rebase(step_while_down_us_);
+      entry["ledger"] = l->to_json();
+    }
+  }
   std::lock_guard lock(restored_mu_);
-  restored_ = loaded.document["gpus"];
+  restored_ = std::move(gpus);
   log_.info("ledger state loaded", {{"path", options_.state_file}, {"gpus", std::to_string(restored_.size())}});
   return {};
 }
@@ -163,7 +173,6 @@ void UsageTracker::on_reading(size_t slot, const DeviceIdentity& id, const Devic
       auto restored = GpuLedger::from_json(restored_[id.uuid]["ledger"], lo);
       if (restored) {
         g.ledger = std::move(restored).value();
-        g.ledger.rebase(step_while_down_us_);
         g.published = ledger_snapshot(g.ledger);
       } else {
         log_.error("ledger state for a GPU unusable; starting it afresh",

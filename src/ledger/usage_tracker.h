@@ -110,7 +110,8 @@ class UsageTracker final : public ReadingObserver {
   OwnerResolver& resolver_;
   Logger& log_;
 
-  // Lock order: gpus_mu_ before a Gpu's mu; restored_mu_ is taken alone or inside a Gpu's mu.
+  // Lock order: gpus_mu_ before a Gpu's mu; restored_mu_ is taken alone or inside a Gpu's mu;
+  // stop_mu_ alone or innermost.
   mutable std::mutex gpus_mu_;  // guards the vector, not the entries
   std::vector<std::unique_ptr<Gpu>> gpus_;
   mutable std::mutex restored_mu_;
@@ -129,7 +130,7 @@ class UsageTracker final : public ReadingObserver {
   std::int64_t failure_logged_mono_us_ = 0;
   std::optional<std::int64_t> step_logged_mono_us_;  // when the last clock step was logged
   // The wall clock's step while the agent was down (same boot: from the monotonic clock
-  // saved in the state file); applied to each GPU's ledger as it is resumed.
+  // saved in the state file); applied to every GPU's ledger read from the file.
   std::int64_t step_while_down_us_ = 0;
 
   std::mutex stop_mu_;
