@@ -117,6 +117,8 @@ class ClockTest(harness.AgentTestCase):
         for uuid, (covered, gap, _) in after[1].items():
             covered0, gap0, _ = before[1][uuid]
             grown = (covered - covered0) + (gap - gap0)
+            print("%s %s: covered +%.2f s, gap +%.2f s in %.2f s of real time"
+                  % (self.id().rsplit(".", 1)[-1], uuid, covered - covered0, gap - gap0, elapsed))
             self.assertGreater(grown, elapsed - LAG, "%s froze: grew %.1f s in %.1f s" % (uuid, grown, elapsed))
             self.assertLess(grown, elapsed + LAG, "%s grew %.1f s in %.1f s" % (uuid, grown, elapsed))
             self.assertLess(gap - gap0, max_gap, uuid)
