@@ -279,13 +279,14 @@ AdvanceResult GpuLedger::advance(const LedgerTick& tick) {
       return result;
     }
     const std::int64_t d = tick.wall_us - cursor_us_;
-    if (d < 0) {
-      // The cursor is in the future (the clock went back while the agent was down).
+    if (d <= -kClockStepThresholdUs) {
+      // The cursor is in the future (the clock went back while the agent was down; a step
+      // seen live has moved the cursor already).
       result.cursor_ahead_us = -d;
       restart_at(tick.wall_us, tick);
       return result;
     }
-    if (d == 0) {
+    if (d <= 0) {
       interrupted_ = interrupted;  // still owed to the next tick that moves time
       return result;
     }

@@ -146,6 +146,18 @@ TEST(LedgerClock, PolledAFutureCursorRestartsFromNow) {
   EXPECT_NEAR(l->covered_seconds(), 2.0, 1e-9);
 }
 
+TEST(LedgerClock, PolledASmallStepBackIsWaitedOutNotARestart) {
+  GpuLedger l(GpuLedgerOptions{70, 10'000'000});
+  l.advance(polled_tick(kT0));
+  l.advance(polled_tick(kT0 + 1'000'000));
+  const std::uint64_t gaps = l.gaps();
+  // Below the step threshold: no step was reported, and it is no future cursor either.
+  EXPECT_EQ(l.advance(polled_tick(kT0 + 900'000)).cursor_ahead_us, 0);
+  EXPECT_EQ(l.gaps(), gaps);
+  l.advance(polled_tick(kT0 + 2'000'000));
+  EXPECT_NEAR(l.covered_seconds(), 2.0, 1e-9);
+}
+
 nlohmann::json valid_json() { return started().to_json(); }
 
 TEST(LedgerClock, TheLoaderRejectsNumbersThatCannotBeTrue) {
