@@ -12,7 +12,8 @@ build_pkgs=(cmake ninja-build g++ git pkg-config
 run_pkgs=(prometheus prometheus-alertmanager victoria-metrics util-linux)
 test_pkgs=(prometheus prometheus-alertmanager victoria-metrics python3-pil python3 python3-yaml python3-prometheus-client curl chromium procps
   systemd man-db  # test_package: systemd-analyze verify, man --warnings
-  clang-14 libclang-rt-14-dev)  # the fuzz preset: libFuzzer and the sanitizers' runtimes
+  clang-14 libclang-rt-14-dev  # the fuzz preset: libFuzzer and the sanitizers' runtimes
+  faketime)  # test_clock: libfaketime steps the agent's wall clock
 bench_pkgs=(wrk nginx-light libbenchmark-dev procps curl)
 
 want=()

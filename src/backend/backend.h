@@ -47,6 +47,11 @@ struct GpuProcess {
 
 // One entry of a driver sample buffer: the average over the period ending at timestamp_us
 // (the CPU clock, microseconds since the Unix epoch).
+// A difference between how far the wall clock and the monotonic clock moved between two
+// readings larger than this is a step of the wall clock (NTP, a VM restore), not slewing
+// (at most 500 ppm) or the instant between reading the two clocks.
+inline constexpr std::int64_t kClockStepThresholdUs = 250'000;
+
 struct TimedSample {
   std::int64_t timestamp_us = 0;
   double value = 0;  // utilization as a ratio 0..1, power in watts
@@ -75,6 +80,9 @@ struct UsageReading {
   std::vector<TimedSample> power_samples;
   bool process_samples_supported = false;
   std::vector<ProcessSample> process_samples;  // only sane ones: pid known, value <= 100 %
+  // The wall clock stepped by this much (µs, + forward) since this GPU's previous reading: the
+  // driver stamps its samples with the wall clock, so they stepped too. 0: no step.
+  std::int64_t clock_step_us = 0;
   bool operator==(const UsageReading&) const = default;
 };
 

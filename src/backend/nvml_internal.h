@@ -56,6 +56,12 @@ struct NvmlBackend::Device {
   unsigned long long utilization_seen_us = 0;
   unsigned long long power_seen_us = 0;
   unsigned long long process_seen_us = 0;
+  // Both clocks at the previous usage reading, to tell a step of the wall clock (which moves
+  // the driver's timestamps) from time passing; unset before the first reading.
+  std::optional<std::pair<std::int64_t, std::chrono::steady_clock::time_point>> last_read_clocks;
+  // After a step back, until the samples stamped before it have left the driver's buffers:
+  // they come first in the buffer's order and are skipped.
+  std::chrono::steady_clock::time_point skip_before_step_back_until{};
   std::vector<unsigned> previous_pids;  // sorted; process samples of these are still valid
   // Values that change only when an operator or a rare hardware event changes them, read every
   // kSlowValuesInterval and served from here in between (docs/metrics.md lists them).

@@ -161,6 +161,32 @@ void NvmlBackend::collect_usage(Device& d, nvmlDevice_t h, NvmlCollection& c, Us
     u.processes = std::move(procs);
   }
 
+  // A step of the wall clock moves the driver's timestamps with it: the cursors move by the
+  // same amount, or a step back would hide every new sample until the clock caught up (and a
+  // step forward would read as a hole). After a step back the buffers still hold samples
+  // stamped before it, "newer" than the moved cursors: until they have left the buffers (the
+  // longest holds 120 samples of at most 1 s), only the samples after the buffer's last step
+  // back in time are new.
+  const std::int64_t wall = wall_now_us();
+  const auto steady = steady_now();
+  if (d.last_read_clocks) {
+    const std::int64_t wall_moved = wall - d.last_read_clocks->first;
+    const std::int64_t steady_moved =
+        std::chrono::duration_cast<std::chrono::microseconds>(steady - d.last_read_clocks->second).count();
+    const std::int64_t step = wall_moved - steady_moved;
+    if (step >= kClockStepThresholdUs || step <= -kClockStepThresholdUs) {
+      u.clock_step_us = step;
+      if (step < 0) d.skip_before_step_back_until = steady + std::chrono::minutes(3);
+      for (unsigned long long* seen : {&d.utilization_seen_us, &d.power_seen_us, &d.process_seen_us}) {
+        if (*seen == 0) continue;  // nothing read yet: the whole buffer is new anyway
+        const std::int64_t moved = static_cast<std::int64_t>(*seen) + step;
+        *seen = moved > 0 ? static_cast<unsigned long long>(moved) : 0;
+      }
+    }
+  }
+  d.last_read_clocks = {wall, steady};
+  const bool after_step_back = steady < d.skip_before_step_back_until;
+
   // Device sample buffers: utilization and power, only what is newer than last time.
   auto read_samples = [&](Call call, unsigned type, unsigned long long& seen, double scale, bool& supported,
                           std::vector<TimedSample>& out) {
@@ -187,7 +213,13 @@ void NvmlBackend::collect_usage(Device& d, nvmlDevice_t h, NvmlCollection& c, Us
     }
     if (!c.ok(call, rc, "nvmlDeviceGetSamples")) return;
     supported = true;
-    for (unsigned i = 0; i < count && i < buf.size(); ++i) {
+    unsigned first = 0;
+    if (after_step_back) {
+      for (unsigned i = 1; i < count && i < buf.size(); ++i) {
+        if (buf[i].timeStamp < buf[i - 1].timeStamp) first = i;
+      }
+    }
+    for (unsigned i = first; i < count && i < buf.size(); ++i) {
       const auto ts = buf[i].timeStamp;
       if (ts <= seen) continue;  // drivers have been seen to repeat old samples
       out.push_back({static_cast<std::int64_t>(ts), sample_as_double(value_type, buf[i].sampleValue) * scale});
@@ -244,8 +276,8 @@ void NvmlBackend::collect_usage(Device& d, nvmlDevice_t h, NvmlCollection& c, Us
     // Real drivers hand back unused entries and garbage: a record is taken only when it can be
     // true. The driver's clock can run ahead of ours, so "the future" is measured against the
     // newest device sample as well as the wall clock.
-    const auto wall = static_cast<unsigned long long>(std::max<std::int64_t>(wall_now_us(), 0));
-    const unsigned long long horizon = std::max(d.utilization_seen_us, wall) + 1'000'000;
+    const auto wall_now = static_cast<unsigned long long>(std::max<std::int64_t>(wall, 0));
+    const unsigned long long horizon = std::max(d.utilization_seen_us, wall_now) + 1'000'000;
     unsigned long long newest = cursor;
     for (const RawProcessSample& r : raw) {
       const char* drop = nullptr;

@@ -147,7 +147,10 @@ int run_serve(const ServeOptions& o) {
     }
   }
   UsageTracker tracker(to, resolver, log);
-  tracker.load_state();
+  if (auto loaded = tracker.load_state(); !loaded) {
+    log.error("cannot start", {{"err", loaded.error().message}});
+    return 2;
+  }
 
   ExpositionStore store;
   CollectorOptions collector_options;

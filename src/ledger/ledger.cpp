@@ -59,6 +59,18 @@ T integer_at(const nlohmann::json& j, const char* key) {
   throw MalformedField(std::string("\"") + key + "\" is not an integer in range: " + v.dump());
 }
 
+// A counter or amount at j[key]: a finite number, never negative. The state file is billing
+// data; a value that cannot be true must stop the load, not be resumed from.
+double amount_at(const nlohmann::json& j, const char* key) {
+  const nlohmann::json& v = j.at(key);
+  if (!v.is_number()) throw MalformedField(std::string("\"") + key + "\" is not a number: " + v.dump());
+  const double d = v.get<double>();
+  if (!std::isfinite(d) || d < 0) {
+    throw MalformedField(std::string("\"") + key + "\" is negative or not finite: " + v.dump());
+  }
+  return d;
+}
+
 OwnerLabels owner_from_json(const nlohmann::json& j) {
   OwnerLabels o;
   o.project = j.at("project").get<std::string>();
@@ -166,7 +178,33 @@ void GpuLedger::learn_device_period(const std::vector<TimedSample>& fresh) {
   device_period_us_ = *mid;
 }
 
-void GpuLedger::advance(const LedgerTick& tick) {
+void GpuLedger::rebase(std::int64_t step_us) {
+  if (step_us == 0) return;
+  if (started_) cursor_us_ += step_us;
+  for (auto& [o, t] : owners_) {
+    if (t.last_active_us != 0) t.last_active_us += step_us;
+  }
+  for (auto& s : pending_power_) s.timestamp_us += step_us;
+  for (auto& w : pending_process_) {
+    w.from_us += step_us;
+    w.to_us += step_us;
+  }
+  for (auto& [pid, ts] : last_process_sample_us_) ts += step_us;
+}
+
+void GpuLedger::restart_at(std::int64_t cursor_us, const LedgerTick& tick) {
+  cursor_us_ = cursor_us;
+  previous_ = tick.processes;
+  energy_counter_ = tick.energy_joules;
+  pending_process_.clear();
+  last_process_sample_us_.clear();
+  std::erase_if(pending_power_, [&](const TimedSample& s) { return s.timestamp_us <= cursor_us_; });
+  ++gaps_;  // of unknown length: nobody knows how long the agent was down
+}
+
+AdvanceResult GpuLedger::advance(const LedgerTick& tick) {
+  AdvanceResult result;
+  rebase(tick.clock_step_us);
   // Pending samples: a buffer read can run ahead of another by one period; keep what is not
   // used yet for the next tick instead of losing it.
   for (const auto& s : tick.power_samples) pending_power_.push_back(s);
@@ -178,6 +216,23 @@ void GpuLedger::advance(const LedgerTick& tick) {
   std::optional<double> energy_total;
   std::int64_t new_cursor = tick.wall_us;
   if (tick.utilization_samples_supported) {
+    if (mode_ == Mode::kSamples && !tick.utilization_samples.empty()) {
+      // A cursor ahead of the newest sample by more than the driver's jitter: the clock went
+      // back by an amount nobody measured (while the agent was down). Waiting for the clock
+      // to catch up would freeze the ledger for as long; it restarts from the GPU's now.
+      std::int64_t newest = tick.utilization_samples.front().timestamp_us;
+      for (const auto& s : tick.utilization_samples) newest = std::max(newest, s.timestamp_us);
+      const auto jitter_us = static_cast<std::int64_t>(kHoleDevicePeriods * static_cast<double>(period_or_default()));
+      if (cursor_us_ - newest > jitter_us) {
+        result.cursor_ahead_us = cursor_us_ - newest;
+        std::vector<TimedSample> seen = tick.utilization_samples;
+        std::sort(seen.begin(), seen.end(),
+                  [](const TimedSample& x, const TimedSample& y) { return x.timestamp_us < y.timestamp_us; });
+        learn_device_period(seen);
+        restart_at(newest, tick);
+        return result;
+      }
+    }
     std::vector<TimedSample> fresh;
     for (const auto& s : tick.utilization_samples) {
       if (s.timestamp_us > cursor_us_ || mode_ != Mode::kSamples) fresh.push_back(s);
@@ -188,15 +243,15 @@ void GpuLedger::advance(const LedgerTick& tick) {
     if (mode_ != Mode::kSamples) {
       // First tick (or a switch from polling): start at the newest sample; history from
       // before the agent ran is not charged.
-      if (fresh.empty()) return;
+      if (fresh.empty()) return result;
       mode_ = Mode::kSamples;
       started_ = true;
       cursor_us_ = fresh.back().timestamp_us;
       previous_ = tick.processes;
       energy_counter_ = tick.energy_joules;
-      return;
+      return result;
     }
-    if (fresh.empty()) return;  // nothing new yet; the next tick picks it up
+    if (fresh.empty()) return result;  // nothing new yet; the next tick picks it up
     // Each sample is the average over its own period, so consecutive samples tile time. A
     // longer hole means samples fell out of the buffer: count it as gap and start again after
     // it rather than stretch one sample over it.
@@ -230,19 +285,26 @@ void GpuLedger::advance(const LedgerTick& tick) {
       cursor_us_ = tick.wall_us;
       previous_ = tick.processes;
       energy_counter_ = tick.energy_joules;
-      return;
+      return result;
     }
     const std::int64_t d = tick.wall_us - cursor_us_;
+    if (d <= -kClockStepThresholdUs) {
+      // The cursor is in the future (the clock went back while the agent was down; a step
+      // seen live has moved the cursor already).
+      result.cursor_ahead_us = -d;
+      restart_at(tick.wall_us, tick);
+      return result;
+    }
     if (d <= 0) {
       interrupted_ = interrupted;  // still owed to the next tick that moves time
-      return;
+      return result;
     }
     if (d > options_.max_gap_us || interrupted) {
       note_gap(d);
       cursor_us_ = tick.wall_us;
       previous_ = tick.processes;
       energy_counter_ = tick.energy_joules;
-      return;
+      return result;
     }
     runs.back().push_back({cursor_us_, tick.wall_us, std::clamp(tick.utilization_ratio.value_or(0.0), 0.0, 1.0),
                            tick.power_watts});
@@ -265,6 +327,7 @@ void GpuLedger::advance(const LedgerTick& tick) {
   // Processes silent for a long time start afresh.
   std::erase_if(last_process_sample_us_,
                 [&](const auto& kv) { return kv.second < cursor_us_ - 10 * kMaxProcessSampleSpanUs; });
+  return result;
 }
 
 void GpuLedger::integrate(const std::vector<Period>& periods, const LedgerTick& tick,
@@ -496,29 +559,33 @@ Result<GpuLedger> GpuLedger::from_json(const nlohmann::json& j, GpuLedgerOptions
     }
     l.started_ = l.mode_ != Mode::kNone;
     l.cursor_us_ = integer_at<std::int64_t>(j, "cursor_us");
+    if (l.cursor_us_ < 0) return Error{1, "\"cursor_us\" is negative"};
     // Older state files lack it; the next batch of samples teaches it again.
     if (j.contains("device_period_us")) l.device_period_us_ = std::max<std::int64_t>(0, integer_at<std::int64_t>(j, "device_period_us"));
-    if (j.contains("energy_counter_joules")) l.energy_counter_ = j.at("energy_counter_joules").get<double>();
-    l.covered_seconds_ = j.at("covered_seconds").get<double>();
-    l.busy_seconds_ = j.at("busy_seconds").get<double>();
-    l.energy_joules_ = j.at("energy_joules").get<double>();
-    l.gap_seconds_ = j.at("gap_seconds").get<double>();
+    if (j.contains("energy_counter_joules")) l.energy_counter_ = amount_at(j, "energy_counter_joules");
+    l.covered_seconds_ = amount_at(j, "covered_seconds");
+    l.busy_seconds_ = amount_at(j, "busy_seconds");
+    l.energy_joules_ = amount_at(j, "energy_joules");
+    l.gap_seconds_ = amount_at(j, "gap_seconds");
     l.gaps_ = integer_at<std::uint64_t>(j, "gaps");
     for (const auto& p : j.at("processes")) {
-      l.previous_.push_back(
-          {integer_at<unsigned>(p, "pid"), owner_from_json(p.at("owner")), p.at("memory_bytes").get<double>()});
+      const auto pid = integer_at<unsigned>(p, "pid");
+      if (find_pid(l.previous_, pid) != nullptr) return Error{1, "process " + std::to_string(pid) + " listed twice"};
+      l.previous_.push_back({pid, owner_from_json(p.at("owner")), amount_at(p, "memory_bytes")});
     }
     for (const auto& o : j.at("owners")) {
       LedgerTotals t;
-      t.allocated_seconds = o.at("allocated_seconds").get<double>();
-      t.busy_seconds = o.at("busy_seconds").get<double>();
-      t.memory_byte_seconds = o.at("memory_byte_seconds").get<double>();
-      t.energy_joules = o.at("energy_joules").get<double>();
+      t.allocated_seconds = amount_at(o, "allocated_seconds");
+      t.busy_seconds = amount_at(o, "busy_seconds");
+      t.memory_byte_seconds = amount_at(o, "memory_byte_seconds");
+      t.energy_joules = amount_at(o, "energy_joules");
       t.last_active_us = integer_at<std::int64_t>(o, "last_active_us");
-      for (double v : {t.allocated_seconds, t.busy_seconds, t.memory_byte_seconds, t.energy_joules}) {
-        if (!std::isfinite(v) || v < 0) return Error{1, "a ledger counter is negative or not finite"};
+      if (t.last_active_us < 0) return Error{1, "\"last_active_us\" is negative"};
+      // Two entries of one owner: which one holds its total is unknowable, and adding them
+      // could bill it twice.
+      if (!l.owners_.emplace(owner_from_json(o.at("owner")), t).second) {
+        return Error{1, "owner listed twice: " + o.at("owner").dump()};
       }
-      l.owners_[owner_from_json(o.at("owner"))] = t;
     }
     return l;
   } catch (const nlohmann::json::exception& e) {

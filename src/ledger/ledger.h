@@ -67,6 +67,17 @@ struct LedgerTick {
   std::optional<double> utilization_ratio;  // polled
   std::optional<double> power_watts;        // polled
   std::optional<double> energy_joules;      // the device's energy counter
+  // The wall clock, and with it the driver's sample clock, stepped by this much since the
+  // previous tick (UsageReading::clock_step_us): the ledger's times move with it first.
+  std::int64_t clock_step_us = 0;
+};
+
+// What a tick found out about the ledger's own clock.
+struct AdvanceResult {
+  // > 0: the cursor was this far ahead of the GPU's clock (the wall clock went back while the
+  // agent was down, by an unknown amount): integration restarted from the GPU's now, and the
+  // time in between counts as one gap of unknown length.
+  std::int64_t cursor_ahead_us = 0;
 };
 
 // A hole between consecutive utilization samples longer than this many device periods means
@@ -94,7 +105,12 @@ class GpuLedger {
  public:
   explicit GpuLedger(GpuLedgerOptions options = {}) : options_(options) {}
 
-  void advance(const LedgerTick& tick);
+  AdvanceResult advance(const LedgerTick& tick);
+  // The wall clock stepped by `step_us` (+ forward): every time the ledger keeps (the cursor,
+  // owners' last activity, pending records) moves with it, so the next samples, stamped on
+  // the new clock, continue where the old ones stopped: nothing frozen, nothing counted twice,
+  // and owners are not pruned by a step forward.
+  void rebase(std::int64_t step_us);
   // A collection failed. Polled values are not stretched over it: the next tick restarts the
   // integration and counts the time since the last one as gap. (Sample buffers cover a
   // failure by themselves; what they lost shows as a hole in the samples.)
@@ -130,6 +146,7 @@ class GpuLedger {
   void integrate(const std::vector<Period>& periods, const LedgerTick& tick, std::optional<double> energy_total);
   void charge(const OwnerLabels& owner, const LedgerTotals& delta, std::int64_t wall_us);
   void note_gap(std::int64_t us);
+  void restart_at(std::int64_t cursor_us, const LedgerTick& tick);
 
   GpuLedgerOptions options_;
   bool started_ = false;

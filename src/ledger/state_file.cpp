@@ -11,6 +11,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "ledger/ledger.h"
+
 namespace gpumeter {
 
 namespace {
@@ -42,27 +44,55 @@ std::string parse_ledger_state(std::string_view contents, nlohmann::json& doc) {
 
 LoadedLedgerState load_ledger_state(const std::string& path) {
   LoadedLedgerState out;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    if (errno != ENOENT && std::filesystem::exists(path)) out.problem = errno_text("cannot read", path);
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (status.type() == std::filesystem::file_type::not_found) return out;
+  auto fatal = [&](std::string problem) {
+    out.problem = std::move(problem);
+    out.fatal = true;
     return out;
+  };
+  if (ec) return fatal("cannot read " + path + ": " + ec.message());
+  if (status.type() != std::filesystem::file_type::regular) return fatal(path + " is not a regular file");
+  const auto size = std::filesystem::file_size(path, ec);
+  if (ec) return fatal("cannot read " + path + ": " + ec.message());
+  if (size > kMaxLedgerStateBytes) {
+    return fatal(path + " is larger than " + std::to_string(kMaxLedgerStateBytes >> 20) + " MiB");
   }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return fatal(errno_text("cannot read", path));
   std::stringstream ss;
   ss << in.rdbuf();
+  if (in.bad()) return fatal(errno_text("cannot read", path));
   nlohmann::json doc;
-  const std::string problem = parse_ledger_state(ss.str(), doc);
+  std::string problem = parse_ledger_state(ss.str(), doc);
+  if (problem.empty()) {
+    // Every GPU's ledger is checked now, not when the GPU appears: one that cannot be resumed
+    // sets the whole file aside, where a later checkpoint cannot overwrite it.
+    for (const auto& [uuid, entry] : doc["gpus"].items()) {
+      if (!entry.is_object() || !entry.contains("ledger")) {
+        problem = "GPU " + uuid + ": no \"ledger\"";
+        break;
+      }
+      if (auto l = GpuLedger::from_json(entry["ledger"], {}); !l) {
+        problem = "GPU " + uuid + ": " + l.error().message;
+        break;
+      }
+    }
+  }
   if (problem.empty()) {
     out.document = std::move(doc);
     return out;
   }
-  out.problem = problem;
+  out.problem = path + ": " + problem;
   const auto now = std::chrono::duration_cast<std::chrono::seconds>(
                        std::chrono::system_clock::now().time_since_epoch())
                        .count();
   out.set_aside_path = path + ".corrupt-" + std::to_string(now);
   if (std::rename(path.c_str(), out.set_aside_path.c_str()) != 0) {
-    out.problem += "; and it could not be set aside: " + std::string(std::strerror(errno));
+    out.problem += "; and it could not be set aside to " + out.set_aside_path + ": " + std::strerror(errno);
     out.set_aside_path.clear();
+    out.fatal = true;
   }
   return out;
 }

@@ -3,6 +3,7 @@
 // in the same directory, fsync it, rename it over the old one, fsync the directory), so a
 // crash at any moment leaves either the previous state or the new one, never a torn file.
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -20,15 +21,25 @@ inline constexpr int kLedgerStateVersion = 1;
 // Returns the reason it is unusable, or an empty string with `doc` filled.
 std::string parse_ledger_state(std::string_view contents, nlohmann::json& doc);
 
+// The largest state file read: far above any real ledger (a few hundred bytes per owner), and
+// a bound on what a wrong path (a device, a log file) can make the agent read.
+inline constexpr std::uintmax_t kMaxLedgerStateBytes = 256ull << 20;
+
 struct LoadedLedgerState {
   nlohmann::json document;     // null when there was nothing usable
   std::string problem;         // why the file was not used; empty when it was, or was absent
   std::string set_aside_path;  // where an unusable file was moved
+  // The file is there but could not be read (permission, a directory or device, too large, an
+  // I/O error), or it could not be set aside: the agent must not start, since its first
+  // checkpoint would replace billing data it never read.
+  bool fatal = false;
 };
 
-// Reads the state file. A missing file is not a problem. A corrupt or foreign file (not JSON,
-// another format or version) is renamed to `<path>.corrupt-<unix time>` and reported, never
-// fatal: the agent starts with an empty ledger.
+// Reads the state file. A missing file is not a problem. A file that cannot be read is fatal
+// (see LoadedLedgerState::fatal). A file that reads but cannot be used (not JSON, another
+// format or version, a GPU ledger with a negative or non-finite number, an owner or process
+// listed twice) is renamed to `<path>.corrupt-<unix time>` and reported, and the agent starts
+// with an empty ledger: the data is kept for inspection, never overwritten.
 LoadedLedgerState load_ledger_state(const std::string& path);
 
 }  // namespace gpumeter

@@ -1,19 +1,27 @@
 #include "ledger/usage_tracker.h"
 
 #include <algorithm>
+#include <fstream>
+
+#include <fmt/format.h>
 
 namespace gpumeter {
 
 namespace {
 
-std::int64_t wall_now_us() {
+std::int64_t system_now_us() {
   return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 
-double unix_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+std::string system_boot_id() {
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  std::getline(in, id);
+  return id;
 }
+
+std::string seconds_text(std::int64_t us) { return fmt::format("{:.3f}", static_cast<double>(us) / 1e6); }
 
 }  // namespace
 
@@ -21,6 +29,27 @@ UsageTracker::UsageTracker(UsageTrackerOptions options, OwnerResolver& resolver,
     : options_(std::move(options)), resolver_(resolver), log_(log) {}
 
 UsageTracker::~UsageTracker() { stop(); }
+
+std::int64_t UsageTracker::wall_now_us() const {
+  return options_.wall_clock_us ? options_.wall_clock_us() : system_now_us();
+}
+
+std::int64_t UsageTracker::monotonic_now_us() const {
+  if (options_.monotonic_us) return options_.monotonic_us();
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+void UsageTracker::note_clock_step(std::int64_t step_us, const std::string& uuid) {
+  // Every GPU sees the same step at its next reading: it is logged once.
+  const std::int64_t mono = monotonic_now_us();
+  std::lock_guard slock(stats_mu_);
+  ++clock_steps_;
+  if (step_logged_mono_us_ && mono - *step_logged_mono_us_ < 30'000'000) return;
+  step_logged_mono_us_ = mono;
+  log_.warn("wall clock stepped; the ledger follows it",
+            {{"step_seconds", seconds_text(step_us)}, {"gpu_uuid", uuid}});
+}
 
 OwnerLabels UsageTracker::reduce(const OwnerLabels& o) const {
   // The reserved owners keep their project whatever the label set.
@@ -56,27 +85,59 @@ std::shared_ptr<const GpuLedgerSnapshot> ledger_snapshot(const GpuLedger& ledger
 
 }  // namespace
 
-void UsageTracker::load_state() {
-  if (options_.state_file.empty()) return;
+Result<void> UsageTracker::load_state() {
+  if (options_.state_file.empty()) return {};
   auto loaded = load_ledger_state(options_.state_file);
+  if (loaded.fatal) {
+    return Error{2, "cannot use the ledger state file (it is left as it is; fix it, move it away, or choose another "
+                    "--ledger.state-file): " + loaded.problem};
+  }
   if (!loaded.problem.empty()) {
-    log_.error("ledger state file unusable; starting an empty ledger",
+    log_.error("ledger state file unusable; set aside, starting an empty ledger",
                {{"path", options_.state_file}, {"err", loaded.problem}, {"moved_to", loaded.set_aside_path}});
-    return;
+    return {};
   }
   if (loaded.document.is_null()) {
     log_.info("no ledger state yet; starting an empty ledger", {{"path", options_.state_file}});
-    return;
+    return {};
+  }
+  // Within one boot, the monotonic clock saved with the file says how far the wall clock
+  // stepped while the agent was down: the cursors move with it, as for a step seen live.
+  const auto& clock = loaded.document.value("clock", nlohmann::json::object());
+  const std::string boot = options_.boot_id ? options_.boot_id() : system_boot_id();
+  if (clock.is_object() && !boot.empty() && clock.value("boot_id", "") == boot &&
+      clock.contains("wall_us") && clock["wall_us"].is_number_integer() && clock.contains("monotonic_us") &&
+      clock["monotonic_us"].is_number_integer()) {
+    const std::int64_t then = clock["wall_us"].get<std::int64_t>() - clock["monotonic_us"].get<std::int64_t>();
+    const std::int64_t step = (wall_now_us() - monotonic_now_us()) - then;
+    if (step >= kClockStepThresholdUs || step <= -kClockStepThresholdUs) {
+      step_while_down_us_ = step;
+      log_.warn("wall clock stepped while the agent was down; the ledger follows it",
+                {{"path", options_.state_file}, {"step_seconds", seconds_text(step)}});
+    }
+  }
+  nlohmann::json gpus = std::move(loaded.document["gpus"]);
+  if (step_while_down_us_ != 0) {
+    // Every GPU's, also those not seen again this run (their entries are carried over).
+    for (auto& [uuid, entry] : gpus.items()) {
+      auto l = GpuLedger::from_json(entry["ledger"], {});
+      if (!l) continue;  // checked when the file was read
+      l->rebase(step_while_down_us_);
+      entry["ledger"] = l->to_json();
+    }
   }
   std::lock_guard lock(restored_mu_);
-  restored_ = loaded.document["gpus"];
+  restored_ = std::move(gpus);
   log_.info("ledger state loaded", {{"path", options_.state_file}, {"gpus", std::to_string(restored_.size())}});
+  return {};
 }
 
 void UsageTracker::on_reading(size_t slot, const DeviceIdentity& id, const DeviceReading& reading) {
   if (id.uuid.empty()) return;  // not identified yet: nothing to key the ledger by
   Gpu& g = gpu(slot);
   const std::int64_t now = wall_now_us();
+  const std::int64_t mono = monotonic_now_us();
+  if (reading.usage.clock_step_us != 0) note_clock_step(reading.usage.clock_step_us, id.uuid);
 
   // Owners are resolved outside the GPU's lock: a slow /proc read must not block a scrape's
   // snapshot assembly.
@@ -119,6 +180,11 @@ void UsageTracker::on_reading(size_t slot, const DeviceIdentity& id, const Devic
       }
       restored_.erase(id.uuid);
     }
+    {
+      std::lock_guard slock(stop_mu_);
+      checkpoint_requested_ = true;
+    }
+    stop_cv_.notify_all();
   }
   g.model = id.model;
   g.ledger.set_options(lo);
@@ -135,7 +201,13 @@ void UsageTracker::on_reading(size_t slot, const DeviceIdentity& id, const Devic
   tick.utilization_ratio = reading.utilization_ratio;
   tick.power_watts = reading.power_watts;
   tick.energy_joules = reading.energy_joules;
-  g.ledger.advance(tick);
+  tick.clock_step_us = reading.usage.clock_step_us;
+  const AdvanceResult advanced = g.ledger.advance(tick);
+  if (advanced.cursor_ahead_us > 0) {
+    log_.warn("ledger cursor ahead of the GPU's clock (the wall clock went back while the agent was down); "
+              "integration restarts from now, the time in between is a gap",
+              {{"gpu_uuid", id.uuid}, {"ahead_seconds", seconds_text(advanced.cursor_ahead_us)}});
+  }
 
   const auto retention_us = std::chrono::duration_cast<std::chrono::microseconds>(options_.owner_retention).count();
   if (std::size_t pruned = g.ledger.prune(now - retention_us)) {
@@ -164,18 +236,18 @@ void UsageTracker::on_reading(size_t slot, const DeviceIdentity& id, const Devic
       }
       s.latest.utilization_ratio = n > 0 ? sum / n : 0.0;
     }
-    s.last_seen_us = now;
+    s.last_seen_us = mono;
     g.live_pids.push_back(p.pid);
   }
   const auto proc_retention_us =
       std::chrono::duration_cast<std::chrono::microseconds>(options_.process_retention).count();
   for (auto it = g.processes.begin(); it != g.processes.end();) {
     ProcessSeries& s = it->second;
-    if (s.last_seen_us != now) {
+    if (s.last_seen_us != mono) {
       s.latest.running = false;
       if (s.latest.memory_bytes) s.latest.memory_bytes = 0;
       if (s.latest.utilization_ratio) s.latest.utilization_ratio = 0;
-      if (now - s.last_seen_us > proc_retention_us) {
+      if (mono - s.last_seen_us > proc_retention_us) {
         it = g.processes.erase(it);
         continue;
       }
@@ -247,6 +319,8 @@ void UsageTracker::contribute(Snapshot& snap) const {
   st.checkpoint_success = checkpoint_ok_;
   st.checkpoint_last_success_unix = checkpoint_last_unix_;
   st.checkpoint_duration_seconds = checkpoint_duration_;
+  st.checkpoint_failures = checkpoint_failures_;
+  st.clock_steps = clock_steps_;
   resolver_.contribute(st);
   std::sort(live.begin(), live.end());
   live.erase(std::unique(live.begin(), live.end()), live.end());
@@ -259,7 +333,12 @@ Result<std::size_t> UsageTracker::checkpoint() {
   nlohmann::json doc;
   doc["format"] = kLedgerStateFormat;
   doc["version"] = kLedgerStateVersion;
-  doc["saved_unix"] = unix_now();
+  const std::int64_t wall = wall_now_us();
+  doc["saved_unix"] = static_cast<double>(wall) / 1e6;
+  // Read back at start: within one boot, says how far the wall clock stepped meanwhile.
+  doc["clock"] = {{"boot_id", options_.boot_id ? options_.boot_id() : system_boot_id()},
+                  {"wall_us", wall},
+                  {"monotonic_us", monotonic_now_us()}};
   nlohmann::json gpus = nlohmann::json::object();
   {
     // GPUs from the state file not seen yet (still starting, or gone) are carried over.
@@ -297,16 +376,31 @@ Result<std::size_t> UsageTracker::checkpoint() {
   std::lock_guard slock(stats_mu_);
   checkpoint_duration_ = took;
   if (written) {
-    if (!checkpoint_ok_ && checkpoint_last_unix_ == 0) {
+    if (failing_streak_ > 0) {
+      log_.info("ledger state saved again", {{"path", options_.state_file},
+                                             {"failed_checkpoints", std::to_string(failing_streak_)}});
+    } else if (checkpoint_last_unix_ == 0) {
       log_.info("ledger state saved", {{"path", options_.state_file}, {"bytes", std::to_string(*written)}});
-    } else if (!checkpoint_ok_) {
-      log_.info("ledger state saved again", {{"path", options_.state_file}});
     }
-    checkpoint_last_unix_ = unix_now();
+    checkpoint_last_unix_ = static_cast<double>(wall_now_us()) / 1e6;
     checkpoint_ok_ = true;
+    failing_streak_ = 0;
+    failures_since_logged_ = 0;
   } else {
-    if (checkpoint_ok_ || checkpoint_last_unix_ == 0) {
-      log_.error("cannot save the ledger state", {{"path", options_.state_file}, {"err", written.error().message}});
+    // The first failure is logged; a failure that persists (a full disk, a read-only mount),
+    // once per checkpoint_failure_log_interval with how many failed since.
+    ++checkpoint_failures_;
+    ++failing_streak_;
+    ++failures_since_logged_;
+    const std::int64_t mono = monotonic_now_us();
+    const auto every_us =
+        std::chrono::duration_cast<std::chrono::microseconds>(options_.checkpoint_failure_log_interval).count();
+    if (failing_streak_ == 1 || mono - failure_logged_mono_us_ >= every_us) {
+      log_.error("cannot save the ledger state", {{"path", options_.state_file},
+                                                  {"err", written.error().message},
+                                                  {"failed_checkpoints", std::to_string(failures_since_logged_)}});
+      failure_logged_mono_us_ = mono;
+      failures_since_logged_ = 0;
     }
     checkpoint_ok_ = false;
   }
@@ -319,13 +413,15 @@ void UsageTracker::start() {
 }
 
 void UsageTracker::run_checkpoints() {
+  // The first checkpoint at once (a state file that cannot be written shows at start), then
+  // one when a GPU is read for the first time, then every interval.
   std::unique_lock lock(stop_mu_);
   while (!stopping_) {
-    stop_cv_.wait_for(lock, options_.checkpoint_interval, [this] { return stopping_; });
-    if (stopping_) break;
+    checkpoint_requested_ = false;
     lock.unlock();
     (void)checkpoint();  // it logs its own failures
     lock.lock();
+    stop_cv_.wait_for(lock, options_.checkpoint_interval, [this] { return stopping_ || checkpoint_requested_; });
   }
 }
 

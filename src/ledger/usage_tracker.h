@@ -7,9 +7,11 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -47,6 +49,14 @@ struct UsageTrackerOptions {
   std::string state_file;                          // empty: no persistence
   std::chrono::milliseconds checkpoint_interval{5000};
   std::chrono::milliseconds max_gap{10000};
+  // The clocks, µs: the wall clock (what the driver stamps samples with) and a monotonic one.
+  // Unset: the system clocks. The boot's id tells whether a monotonic reading in the state
+  // file is comparable with now (unset: /proc/sys/kernel/random/boot_id).
+  std::function<std::int64_t()> wall_clock_us;
+  std::function<std::int64_t()> monotonic_us;
+  std::function<std::string()> boot_id;
+  // A checkpoint that keeps failing is logged once, then at most this often, with a count.
+  std::chrono::milliseconds checkpoint_failure_log_interval{10 * 60 * 1000};
 };
 
 class UsageTracker final : public ReadingObserver {
@@ -54,9 +64,14 @@ class UsageTracker final : public ReadingObserver {
   UsageTracker(UsageTrackerOptions options, OwnerResolver& resolver, Logger& log);
   ~UsageTracker() override;
 
-  // Reads the state file (a bad one is set aside and reported, never fatal).
-  void load_state();
-  // Starts the checkpoint thread. stop() ends it and writes a last checkpoint.
+  // Reads the state file. One that reads but cannot be used is set aside and reported, and
+  // the ledger starts empty; one that cannot be read (or set aside) is an error: the agent
+  // must not start and overwrite it.
+  Result<void> load_state();
+  // Starts the checkpoint thread: a first checkpoint at once, another right after each GPU's
+  // first reading (so that even a crash loop keeps each run's cursor and the time it read back
+  // from the driver's buffers), then every interval.
+  // stop() ends it and writes a last checkpoint.
   void start();
   void stop();
   Result<std::size_t> checkpoint();
@@ -87,12 +102,16 @@ class UsageTracker final : public ReadingObserver {
   };
   Gpu& gpu(size_t slot);
   void run_checkpoints();
+  std::int64_t wall_now_us() const;
+  std::int64_t monotonic_now_us() const;
+  void note_clock_step(std::int64_t step_us, const std::string& uuid);
 
   UsageTrackerOptions options_;
   OwnerResolver& resolver_;
   Logger& log_;
 
-  // Lock order: gpus_mu_ before a Gpu's mu; restored_mu_ is taken alone or inside a Gpu's mu.
+  // Lock order: gpus_mu_ before a Gpu's mu; restored_mu_ is taken alone or inside a Gpu's mu;
+  // stop_mu_ alone or innermost.
   mutable std::mutex gpus_mu_;  // guards the vector, not the entries
   std::vector<std::unique_ptr<Gpu>> gpus_;
   mutable std::mutex restored_mu_;
@@ -104,10 +123,20 @@ class UsageTracker final : public ReadingObserver {
   bool checkpoint_ok_ = false;
   double checkpoint_last_unix_ = 0;
   double checkpoint_duration_ = 0;
+  std::uint64_t checkpoint_failures_ = 0;         // exported, never reset
+  std::uint64_t clock_steps_ = 0;                 // steps seen by GPU readings, exported
+  std::uint64_t failures_since_logged_ = 0;        // of the current failing streak
+  std::uint64_t failing_streak_ = 0;
+  std::int64_t failure_logged_mono_us_ = 0;
+  std::optional<std::int64_t> step_logged_mono_us_;  // when the last clock step was logged
+  // The wall clock's step while the agent was down (same boot: from the monotonic clock
+  // saved in the state file); applied to every GPU's ledger read from the file.
+  std::int64_t step_while_down_us_ = 0;
 
   std::mutex stop_mu_;
   std::condition_variable stop_cv_;
   bool stopping_ = false;
+  bool checkpoint_requested_ = false;  // a GPU was read for the first time: checkpoint now
   std::thread thread_;
 };
 

@@ -61,6 +61,8 @@ struct AttributionStatus {
   bool checkpoint_success = false;
   double checkpoint_last_success_unix = 0;
   double checkpoint_duration_seconds = 0;
+  uint64_t checkpoint_failures = 0;
+  uint64_t clock_steps = 0;  // steps of the wall clock seen by GPU readings (one per GPU)
   uint64_t owner_lookups = 0;
   uint64_t owner_lookup_errors = 0;
 };

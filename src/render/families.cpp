@@ -292,7 +292,13 @@ std::vector<MetricFamily> build_families(const Snapshot& snap) {
       auto& dur = fams.add("gpumeter_ledger_checkpoint_duration_seconds", kGauge,
                            "Duration of the last save of the ledger state in seconds.");
       add_sample(dur, {}, at.checkpoint_duration_seconds);
+      auto& failed = fams.add("gpumeter_ledger_checkpoint_failures_total", kCounter,
+                              "Saves of the ledger state that failed.");
+      add_sample(failed, {}, static_cast<double>(at.checkpoint_failures));
     }
+    auto& steps = fams.add("gpumeter_ledger_clock_steps_total", kCounter,
+                           "Steps of the wall clock (NTP, a VM restore) the ledger followed, counted once per GPU.");
+    add_sample(steps, {}, static_cast<double>(at.clock_steps));
   }
 
   return std::move(fams).take();

@@ -81,5 +81,53 @@ TEST_F(StateFileTest, CorruptOrForeignFilesAreSetAsideAndReported) {
   }
 }
 
+// One GPU whose ledger carries `patch` (a JSON object merged into a valid ledger).
+std::string state_with(const std::string& ledger_fields) {
+  return R"({"format":"gpumeter-ledger-state","version":1,"gpus":{"GPU-a":{"index":0,"model":"m","ledger":{)"
+         R"("mode":"samples","cursor_us":1,"covered_seconds":1,"busy_seconds":0,"energy_joules":0,)"
+         R"("gap_seconds":0,"gaps":0,"processes":[],)" +
+         ledger_fields + "}}}}";
+}
+
+constexpr const char* kOwner =
+    R"({"owner":{"project":"p","user":"","namespace":"","pod":"","container":"","hpc_job":""},)"
+    R"("allocated_seconds":1,"busy_seconds":0,"memory_byte_seconds":0,"energy_joules":0,"last_active_us":5})";
+
+TEST_F(StateFileTest, ImpossibleNumbersAndDuplicateOwnersAreSetAsideNamingTheFile) {
+  const std::string negative = std::string(R"("owners":[)") + kOwner + "]";
+  std::string bad_covered = state_with(negative);
+  bad_covered.replace(bad_covered.find(R"("covered_seconds":1)"), 19, R"("covered_seconds":-1e9)");
+  const std::string twice = state_with(std::string(R"("owners":[)") + kOwner + "," + kOwner + "]");
+  ASSERT_EQ(load_ledger_state((write(state_with(negative)), path())).problem, "");  // the valid base loads
+  fs::remove(path());
+  for (const BadCase& c : {BadCase{bad_covered.c_str(), "covered_seconds"}, BadCase{twice.c_str(), "twice"}}) {
+    write(c.contents);
+    auto s = load_ledger_state(path());
+    EXPECT_TRUE(s.document.is_null());
+    EXPECT_FALSE(s.fatal);
+    EXPECT_NE(s.problem.find(c.problem), std::string::npos) << s.problem;
+    EXPECT_NE(s.problem.find(path()), std::string::npos) << s.problem;
+    ASSERT_FALSE(s.set_aside_path.empty());
+    EXPECT_FALSE(fs::exists(path()));
+    std::ifstream in(s.set_aside_path);
+    std::string kept((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(kept, c.contents);
+    fs::remove(s.set_aside_path);
+  }
+}
+
+// A state file that cannot be read is left exactly as it is and stops the agent: starting
+// would replace billing data nobody has read with an empty ledger at the first checkpoint.
+TEST_F(StateFileTest, AStateFileThatCannotBeReadIsFatalAndLeftAlone) {
+  fs::create_directories(path());  // a mis-mounted volume, say
+  std::ofstream(fs::path(path()) / "inside") << "kept";
+  auto s = load_ledger_state(path());
+  EXPECT_TRUE(s.fatal);
+  EXPECT_NE(s.problem.find(path()), std::string::npos) << s.problem;
+  EXPECT_TRUE(s.set_aside_path.empty());
+  EXPECT_TRUE(fs::is_directory(path()));
+  EXPECT_TRUE(fs::exists(fs::path(path()) / "inside"));
+}
+
 }  // namespace
 }  // namespace gpumeter

@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <thread>
 
@@ -225,7 +227,7 @@ TEST(UsageTracker, CheckpointAndRestoreResumeTheCounters) {
   double before;
   {
     UsageTracker t(o, res, log);
-    t.load_state();
+    ASSERT_TRUE(t.load_state().ok());
     t.on_reading(0, id, reading(&clock, {2}));
     t.on_reading(0, id, reading(&clock, {2}));
     ASSERT_TRUE(t.checkpoint().ok());
@@ -236,7 +238,7 @@ TEST(UsageTracker, CheckpointAndRestoreResumeTheCounters) {
   }
   {
     UsageTracker t2(o, res, log);
-    t2.load_state();
+    ASSERT_TRUE(t2.load_state().ok());
     t2.on_reading(0, id, reading(&clock, {2}));  // continues from the saved cursor
     Snapshot s = snapshot_for({id});
     t2.contribute(s);
@@ -258,7 +260,7 @@ TEST(UsageTracker, ScrapesSeeOnlyCheckpointedValues) {
   double published;
   {
     UsageTracker t(o, res, log);
-    t.load_state();
+    ASSERT_TRUE(t.load_state().ok());
     t.on_reading(0, id, reading(&clock, {2}));
     t.on_reading(0, id, reading(&clock, {2}));
     Snapshot before_checkpoint = snapshot_for({id});
@@ -277,12 +279,210 @@ TEST(UsageTracker, ScrapesSeeOnlyCheckpointedValues) {
   }
   // The destructor saved once more; the file and every value shown agree or exceed.
   UsageTracker t2(o, res, log);
-  t2.load_state();
+  ASSERT_TRUE(t2.load_state().ok());
   t2.on_reading(0, id, reading(&clock, {2}));
   Snapshot s = snapshot_for({id});
   t2.contribute(s);
   ASSERT_TRUE(s.gpus[0].ledger);
   EXPECT_GE(s.gpus[0].ledger->covered_seconds, published);
+}
+
+// Reads what a Logger wrote to a temporary file.
+struct CapturedLog {
+  CapturedLog() : file(std::tmpfile()), log(LogLevel::kInfo, LogFormat::kLogfmt, file) {}
+  ~CapturedLog() { std::fclose(file); }
+  std::string text() {
+    std::fflush(file);
+    std::rewind(file);
+    std::string out;
+    char buf[4096];
+    while (size_t n = std::fread(buf, 1, sizeof buf, file)) out.append(buf, n);
+    return out;
+  }
+  static size_t count(const std::string& text, const std::string& what) {
+    size_t n = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+  }
+  std::FILE* file;
+  Logger log;
+};
+
+// Fake clocks: the wall clock (µs) and the monotonic one, which steps never move.
+struct Clocks {
+  std::int64_t wall = 1'800'000'000'000'000;
+  std::int64_t mono = 5'000'000'000;
+  std::string boot = "boot-1";
+  void install(UsageTrackerOptions& o) {
+    o.wall_clock_us = [this] { return wall; };
+    o.monotonic_us = [this] { return mono; };
+    o.boot_id = [this] { return boot; };
+  }
+};
+
+TEST(UsageTracker, AStateFileThatCannotBeReadStopsTheStartAndIsNotOverwritten) {
+  Persisted p("unreadable");
+  fs::create_directories(p.options.state_file);
+  std::ofstream(fs::path(p.options.state_file) / "keep") << "x";
+  UsageTracker t(p.options, p.res, p.log);
+  auto loaded = t.load_state();
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_EQ(loaded.error().code, 2);
+  EXPECT_NE(loaded.error().message.find(p.options.state_file), std::string::npos) << loaded.error().message;
+  EXPECT_TRUE(fs::exists(fs::path(p.options.state_file) / "keep"));
+}
+
+TEST(UsageTracker, AClockStepIsLoggedOnceAndFollowed) {
+  CapturedLog cap;
+  FakeResolver res;
+  Clocks clocks;
+  UsageTrackerOptions o;
+  clocks.install(o);
+  UsageTracker t(o, res, cap.log);
+  std::int64_t sample_a = clocks.wall, sample_b = clocks.wall;
+  const DeviceIdentity a = gpu(0, "GPU-a"), b = gpu(1, "GPU-b");
+  for (int i = 0; i < 2; ++i) {
+    t.on_reading(0, a, reading(&sample_a, {2}));
+    t.on_reading(1, b, reading(&sample_b, {3}));
+    clocks.wall += 1'000'000;
+    clocks.mono += 1'000'000;
+  }
+  // One hour back: both GPUs see it at their next reading, on samples of the new clock.
+  clocks.wall -= 3'600'000'000;
+  sample_a -= 3'600'000'000;
+  sample_b -= 3'600'000'000;
+  DeviceReading ra = reading(&sample_a, {2}), rb = reading(&sample_b, {3});
+  ra.usage.clock_step_us = rb.usage.clock_step_us = -3'600'000'000;
+  t.on_reading(0, a, ra);
+  t.on_reading(1, b, rb);
+  const std::string text = cap.text();
+  EXPECT_EQ(CapturedLog::count(text, "wall clock stepped"), 1u) << text;
+  EXPECT_NE(text.find("step_seconds=-3600.000"), std::string::npos) << text;
+  Snapshot s = snapshot_for({a, b});
+  t.contribute(s);
+  for (const auto& g : s.gpus) EXPECT_NEAR(g.ledger->covered_seconds, 2.0, 1e-9) << g.identity.uuid;
+  EXPECT_EQ(s.attribution.clock_steps, 2u);
+}
+
+TEST(UsageTracker, AStepForwardLongerThanTheRetentionPrunesNoOwner) {
+  FakeResolver res;
+  Logger log{LogLevel::kError};
+  Clocks clocks;
+  UsageTrackerOptions o;
+  clocks.install(o);
+  UsageTracker t(o, res, log);
+  std::int64_t sample = clocks.wall;
+  const DeviceIdentity id = gpu(0, "GPU-a");
+  t.on_reading(0, id, reading(&sample, {2}));
+  t.on_reading(0, id, reading(&sample, {2}));
+  const std::int64_t step = 2 * 24 * 3'600'000'000LL;  // the retention is 24 h
+  clocks.wall += step + 1'000'000;
+  clocks.mono += 1'000'000;
+  sample += step;
+  DeviceReading r = reading(&sample, {});  // the process ended: only __idle__ is charged
+  r.usage.clock_step_us = step;
+  t.on_reading(0, id, r);
+  Snapshot s = snapshot_for({id});
+  t.contribute(s);
+  ASSERT_TRUE(s.gpus[0].ledger);
+  double allocated = 0;
+  bool kept = false;
+  for (const auto& owner : s.gpus[0].ledger->owners) {
+    allocated += owner.allocated_seconds;
+    kept = kept || owner.owner.project == "p0";
+  }
+  EXPECT_TRUE(kept);
+  EXPECT_NEAR(allocated, s.gpus[0].ledger->covered_seconds, 1e-9);
+  EXPECT_EQ(s.attribution.series_dropped.at("owner"), 0u);
+}
+
+// Restarted on a clock an hour behind: within one boot, the monotonic clock saved in the state
+// file says by how much, and the ledger continues exactly; on another boot nobody knows, and it
+// restarts from the GPU's now with one gap.
+TEST(UsageTracker, AStepWhileTheAgentWasDownIsFollowedWithinOneBoot) {
+  for (const bool same_boot : {true, false}) {
+    Persisted p(same_boot ? "down-same-boot" : "down-other-boot");
+    Clocks clocks;
+    clocks.install(p.options);
+    std::int64_t sample = clocks.wall;
+    {
+      UsageTracker t(p.options, p.res, p.log);
+      ASSERT_TRUE(t.load_state().ok());
+      t.on_reading(0, p.id, reading(&sample, {2}));
+      t.on_reading(0, p.id, reading(&sample, {2}));
+      ASSERT_TRUE(t.checkpoint().ok());
+    }
+    clocks.wall += 2'000'000 - 3'600'000'000;  // down for 2 s, and the clock went back an hour
+    clocks.mono += 2'000'000;
+    if (!same_boot) clocks.boot = "boot-2";
+    sample -= 3'600'000'000 + 1'000'000;  // the buffer reaches back 1 s before the cursor
+    UsageTracker t(p.options, p.res, p.log);
+    ASSERT_TRUE(t.load_state().ok());
+    t.on_reading(0, p.id, reading(&sample, {2}, 15));
+    t.on_reading(0, p.id, reading(&sample, {2}));
+    ASSERT_TRUE(t.checkpoint().ok());
+    Snapshot s = snapshot_for({p.id});
+    t.contribute(s);
+    ASSERT_TRUE(s.gpus[0].ledger);
+    // Before the restart: 1 s. Same boot: the 2 s down (read back from the buffer) and 1 s
+    // after. Another boot: only the 1 s after the restart.
+    EXPECT_NEAR(s.gpus[0].ledger->covered_seconds, same_boot ? 4.0 : 2.0, 1e-9);
+    EXPECT_EQ(s.gpus[0].ledger->gap_seconds, 0);
+  }
+}
+
+TEST(UsageTracker, AFailingCheckpointIsLoggedOnceThenRarelyAndItsRecoveryToo) {
+  CapturedLog cap;
+  Persisted p("failing");
+  Clocks clocks;
+  clocks.install(p.options);
+  p.options.state_file = (p.dir / "missing" / "ledger.json").string();
+  UsageTracker t(p.options, p.res, cap.log);
+  t.on_reading(0, p.id, reading(&p.clock, {2}));
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_FALSE(t.checkpoint().ok());
+    clocks.mono += 60'000'000;  // a minute apart
+  }
+  EXPECT_EQ(CapturedLog::count(cap.text(), "cannot save the ledger state"), 1u) << cap.text();
+  clocks.mono += 10 * 60'000'000LL;
+  EXPECT_FALSE(t.checkpoint().ok());
+  std::string text = cap.text();
+  EXPECT_EQ(CapturedLog::count(text, "cannot save the ledger state"), 2u) << text;
+  EXPECT_NE(text.find("failed_checkpoints=5"), std::string::npos) << text;  // since the first line
+  fs::create_directories(p.dir / "missing");
+  EXPECT_TRUE(t.checkpoint().ok());
+  text = cap.text();
+  EXPECT_NE(text.find("ledger state saved again"), std::string::npos) << text;
+  EXPECT_NE(text.find("failed_checkpoints=6"), std::string::npos) << text;
+  Snapshot s = snapshot_for({p.id});
+  t.contribute(s);
+  EXPECT_EQ(s.attribution.checkpoint_failures, 6u);
+  EXPECT_TRUE(s.attribution.checkpoint_success);
+}
+
+// The first checkpoints come at start and right after a GPU's first reading, not a whole
+// interval later: an agent in a crash loop still keeps its cursor.
+TEST(UsageTracker, TheFirstCheckpointsComeRightAfterStart) {
+  Persisted p("first-checkpoint");
+  p.options.checkpoint_interval = std::chrono::hours(1);
+  UsageTracker t(p.options, p.res, p.log);
+  ASSERT_TRUE(t.load_state().ok());
+  auto wait_for = [](const std::function<bool()>& done) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);  // generous
+    while (!done() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return done();
+  };
+  auto saved = [&] {
+    std::ifstream in(p.options.state_file);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  t.start();
+  EXPECT_TRUE(wait_for([&] { return fs::exists(p.options.state_file); }));
+  t.on_reading(0, p.id, reading(&p.clock, {2}));
+  EXPECT_TRUE(wait_for([&] { return saved().find("GPU-a") != std::string::npos; })) << saved();
+  t.stop();
 }
 
 }  // namespace

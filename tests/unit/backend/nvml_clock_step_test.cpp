@@ -1,0 +1,98 @@
+// The backend against a step of the wall clock, which the driver stamps its samples with.
+#include <gtest/gtest.h>
+
+#include <chrono>
+
+#include "backend/nvml_backend.h"
+#include "fake_nvml.h"
+
+namespace gpumeter {
+namespace {
+
+using namespace std::chrono_literals;
+using fake::script;
+
+constexpr std::int64_t kHour = 3'600'000'000;
+
+nvmlSample_t sample(std::int64_t ts, unsigned percent) {
+  nvmlSample_t s{};
+  s.timeStamp = static_cast<unsigned long long>(ts);
+  s.sampleValue.uiVal = percent;
+  return s;
+}
+
+class ClockStepTest : public ::testing::Test {
+ protected:
+  void SetUp() override { fake::reset(); }
+  std::unique_ptr<NvmlBackend> make() {
+    NvmlBackendOptions o;
+    o.wall_clock_us = [this] { return wall_; };
+    o.steady_clock = [this] { return steady_; };
+    auto b = NvmlBackend::create(std::make_unique<fake::FakeSymbols>(), o, log_);
+    EXPECT_TRUE(b->status().up) << b->status().detail;
+    return b;
+  }
+  // `n` samples of 200 ms ending at the wall clock, in the buffer after what it holds.
+  void sample_until_now(int n, unsigned percent) {
+    for (int i = n - 1; i >= 0; --i) script().utilization_samples[0].push_back(sample(wall_ - i * 200'000, percent));
+  }
+  void pass(std::chrono::microseconds d, std::int64_t step_us = 0) {
+    steady_ += d;
+    wall_ += d.count() + step_us;
+  }
+  std::int64_t wall_ = 1'700'000'000'000'000;
+  std::chrono::steady_clock::time_point steady_{};
+  Logger log_{LogLevel::kError};
+};
+
+TEST_F(ClockStepTest, AStepBackMovesTheCursorsAndSkipsSamplesFromBeforeIt) {
+  auto b = make();
+  sample_until_now(10, 40);
+  auto r = b->collect(0);
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->usage.utilization_samples.size(), 10u);
+  EXPECT_EQ(r->usage.clock_step_us, 0);
+  // An hour back, then a second of samples on the new clock. The buffer still holds the old
+  // ones, stamped an hour "ahead"; in the driver's order they come first.
+  pass(1s, -kHour);
+  sample_until_now(5, 70);
+  r = b->collect(0);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->usage.clock_step_us, -kHour);
+  ASSERT_EQ(r->usage.utilization_samples.size(), 5u);  // not frozen until the clock catches up
+  for (const auto& s : r->usage.utilization_samples) EXPECT_DOUBLE_EQ(s.value, 0.7);
+  EXPECT_EQ(r->usage.utilization_samples.back().timestamp_us, wall_);
+  // The next reading takes only what is newer again, and sees no step.
+  pass(400ms);
+  sample_until_now(2, 70);
+  r = b->collect(0);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->usage.clock_step_us, 0);
+  EXPECT_EQ(r->usage.utilization_samples.size(), 2u);
+}
+
+TEST_F(ClockStepTest, AStepForwardIsReportedAndItsSamplesRead) {
+  auto b = make();
+  sample_until_now(10, 40);
+  ASSERT_TRUE(b->collect(0).ok());
+  pass(1s, kHour);
+  sample_until_now(5, 70);
+  auto r = b->collect(0);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->usage.clock_step_us, kHour);
+  EXPECT_EQ(r->usage.utilization_samples.size(), 5u);
+}
+
+TEST_F(ClockStepTest, TimePassingOrSlewingIsNoStep) {
+  auto b = make();
+  sample_until_now(10, 40);
+  ASSERT_TRUE(b->collect(0).ok());
+  pass(5s, 2'000);  // 400 ppm of slewing
+  sample_until_now(25, 40);
+  auto r = b->collect(0);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->usage.clock_step_us, 0);
+}
+
+}  // namespace
+}  // namespace gpumeter
