@@ -12,6 +12,7 @@ import argparse
 import gzip
 import http.client
 import os
+import signal
 import sys
 import tempfile
 import threading
@@ -352,6 +353,12 @@ def report(a, h, rows, truth, samples, gaps, scraper, total_cpu, code, agent):
 
 def main(argv):
     a = arguments(argv)
+    # Interrupted or terminated (a test's timeout, Ctrl-C, or SIGINT to a background job, which
+    # the shell started ignoring it): unwind, so that the agent and the node's processes stop.
+    def stop(signum, frame):
+        raise SystemExit(128 + signum)
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
     try:
         return run(a)
     except (RuntimeError, AssertionError, OSError) as e:

@@ -6,8 +6,8 @@ processes come and go, Slurm allocations (climate under cgroup v2, genomics unde
 run one step after another, and Docker containers (recsys). Each GPU has two lanes, each a
 sequence of jobs with gaps between them; every job is a new process (its own pid) at a constant
 utilization of at most 50 %, so a GPU is never asked for more than 100 % and each process's share
-is exact. Each lane plays three owners, and its first three jobs are short and give each of them a
-turn, so every owner has appeared early in the run and the owner set stops growing.
+is exact. Each lane plays three owners, and its first three jobs are of the shortest length and give
+each of them a turn, so every owner has appeared early in the run and the owner set stops growing.
 
 The driver's sample buffers are made deep enough to hold `history_wall_seconds` of wall time at
 the given time scale (a real driver holds about 20 s of wall time); at a scale S the simulator's
@@ -92,7 +92,7 @@ def generate(duration, time_scale, interval=1.0, seed=13, history_wall_seconds=2
             t = first + rng.randint(0, max_gap)
             n = 0
             while True:
-                length = rng.randint(min_len, 2 * min_len) if n < 3 else rng.randint(min_len, max_len)
+                length = min_len if n < 3 else rng.randint(min_len, max_len)
                 if t + length > duration - 1:
                     break
                 owner = owners[n % 3] if n < 3 else rng.choice(owners)
