@@ -326,17 +326,18 @@ class SimNode:
     """The host side of a simulated node: `gpumeter sim procfs --follow` and, optionally,
     `gpumeter sim kubelet`, both on the scenario clock given by `epoch`."""
 
-    def __init__(self, scenario, epoch, kubelet=True):
+    def __init__(self, scenario, epoch, kubelet=True, lead=None):
         self.dir = tempfile.mkdtemp(prefix="gpumeter-node-")
         self.root = os.path.join(self.dir, "root")
         self.procfs = os.path.join(self.root, "proc")
         self.socket = os.path.join(self.dir, "kubelet.sock") if kubelet else ""
         env = {"GPUMETER_SIM_EPOCH": repr(epoch)}
-        self.procs = [Process([BIN, "sim", "procfs", "--scenario", scenario, "--out", self.root, "--follow"],
-                              env=env, workdir=self.dir, name="sim-procfs")]
+        lead_args = ["--lead", lead] if lead else []  # scenario time, e.g. "240s"
+        self.procs = [Process([BIN, "sim", "procfs", "--scenario", scenario, "--out", self.root, "--follow"]
+                              + lead_args, env=env, workdir=self.dir, name="sim-procfs")]
         if kubelet:
-            self.procs.append(Process([BIN, "sim", "kubelet", "--scenario", scenario, "--socket", self.socket],
-                                      env=env, workdir=self.dir, name="sim-kubelet"))
+            self.procs.append(Process([BIN, "sim", "kubelet", "--scenario", scenario, "--socket", self.socket]
+                                      + lead_args, env=env, workdir=self.dir, name="sim-kubelet"))
         wait_until(lambda: os.path.exists(os.path.join(self.root, "etc", "passwd")), 30, what="sim procfs")
         if kubelet:
             wait_until(lambda: os.path.exists(self.socket), 30, what="sim kubelet socket")
