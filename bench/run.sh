@@ -15,4 +15,5 @@ cmake --preset default -DGPUMETER_BUILD_BENCH=ON >/dev/null
 cmake --build --preset default
 /usr/bin/python3 bench/bench.py --build build "$@"
 /usr/bin/python3 bench/sizing.py --build build
+/usr/bin/python3 bench/attack.py --build build
 exec /usr/bin/python3 bench/report_bench.py --build build
