@@ -412,9 +412,11 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
 };
 
 // A connection gets this long in its list (waiting for a request, or sending one) before a newer
-// client may take its place. Shorter, and a burst of new clients would close each other before
-// their requests are read; a slow or idle client holds a place no longer than this while others wait.
-constexpr std::chrono::milliseconds kEvictionGrace{1000};
+// client may take its place: time for the loop to read a request that is already on its way, so
+// that a burst of new clients does not close each other before their requests are read. Any
+// longer, and an attacker who reopens every connection it loses holds the places, and the listen
+// backlog, long enough to keep good clients out.
+constexpr std::chrono::milliseconds kEvictionGrace{100};
 
 void HttpServer::Impl::make_room() {
   while (live >= opt.max_connections) {
@@ -459,7 +461,7 @@ void HttpServer::Impl::accept() {
   // A place is made before accepting, not after: at the limit, new clients wait in the listen
   // backlog until a connection closes or ages, instead of being accepted and closed at once.
   make_room();
-  if (live >= opt.max_connections) return pause_accepting(std::chrono::milliseconds(100));
+  if (live >= opt.max_connections) return pause_accepting(kEvictionGrace / 4);
   acceptor.async_accept([this](error_code ec, tcp::socket socket) {
     if (ec == asio::error::operation_aborted || !acceptor.is_open()) return;
     // Out of file descriptors: accepting again at once would spin; try a little later.

@@ -44,7 +44,7 @@ struct HttpServerOptions {
   size_t max_threads = 16;
   size_t max_connections = 512;      // open at once; an idle plain one costs about 6 KiB
   size_t max_concurrent_bcrypt = 2;  // password checks at once; beyond, 429
-  int listen_backlog = 128;
+  int listen_backlog = 1024;  // clients waiting while every place is taken; capped by net.core.somaxconn
   size_t max_header_bytes = 16384;  // request line and all header fields together; beyond, 431
   std::chrono::milliseconds read_timeout{10000};  // for a whole request, from its first byte
   std::chrono::milliseconds write_timeout{10000};  // for a whole response

@@ -165,7 +165,7 @@ TEST_F(HttpHardeningTest, AtTheLimitNewConnectionsAreNotClosedForNewerOnes) {
   for (int i = 0; i < 4; ++i) fds.push_back(connect_to(server_->port()));
   std::atomic<int> late_status{0};
   std::thread late([&] { late_status = timed_scrape().first; });
-  std::this_thread::sleep_for(200ms);  // the newcomer has arrived, within the others' grace
+  std::this_thread::sleep_for(20ms);  // the newcomer has arrived, within the others' grace (100 ms)
   for (int fd : fds) {
     ASSERT_GE(fd, 0);
     ASSERT_EQ(::send(fd, kScrape, std::strlen(kScrape), MSG_NOSIGNAL), static_cast<ssize_t>(std::strlen(kScrape)));
