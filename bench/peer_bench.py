@@ -173,12 +173,14 @@ def main():
 
     work = tempfile.mkdtemp(prefix="gpumeter-peer-bench-")
     runs = {"agent": [], "peer": []}
+    order = []
     try:
         with open(os.path.join(work, "agent.yaml"), "w") as f:
             f.write(AGENT_CONFIG)
         for i in range(args.repeat):
             for who in (("agent", "peer") if i % 2 == 0 else ("peer", "agent")):
                 runs[who].append(measure(args, work, who))
+                order.append((who, runs[who][-1]))
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -186,13 +188,17 @@ def main():
 
     def row(what, keys, fmt, scale=1.0, target=""):
         va, vp = median(a, *keys) * scale, median(p, *keys) * scale
-        return (what, fmt % va, fmt % vp, "%.2fx" % (va / vp), target)
+        return (what, fmt % va, fmt % vp, "%.2fx" % (va / vp) if vp else "n/a", target)
 
     rows = [
         row("idle CPU per GPU sample, no scrapes, ms", ["idle_ms_per_gpu_sample"], "%.3f",
             target="<= 0.2x"),
         row("idle CPU per GPU sample, a scrape every %g s, ms" % args.scrape_every, ["scraped_ms_per_gpu_sample"],
             "%.3f", target="<= 0.2x"),
+        row("CPU, % of one core, no scrapes", ["idle_ms_per_gpu_sample"], "%.3f",
+            args.gpus / args.interval / 10),
+        row("CPU, %% of one core, a scrape every %g s" % args.scrape_every, ["scraped_ms_per_gpu_sample"], "%.3f",
+            args.gpus / args.interval / 10, target="agent < 0.1 %"),
         row("peak RSS (VmHWM), MiB", ["peak_rss_kib"], "%.1f", 1 / 1024, target="agent < 20 MiB"),
         row("scrape p50 @10 conns, us", ["c10", "p50_us"], "%.0f"),
         row("scrapes/s @50 conns", ["c50", "rps"], "%.0f"),
@@ -209,6 +215,10 @@ def main():
     print("gpumeter does more than the peer: the usage ledger (allocated, busy, memory and energy per owner,")
     print("checkpointed every 5 s), owner attribution from procfs, Xid events and its self-metrics. The peer")
     print("reads the device values and per-process memory and SM utilization, and nothing else.")
+    print()
+    print("Each run, in order: idle CPU per GPU sample in ms, no scrapes / a scrape every %g s" % args.scrape_every)
+    for who, r in order:
+        print("  %-5s %.3f / %.3f" % (who, r["idle_ms_per_gpu_sample"], r["scraped_ms_per_gpu_sample"]))
     for who, rs in runs.items():
         for r in rs:
             for k in ("c10", "c50"):
