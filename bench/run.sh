@@ -4,10 +4,16 @@
 # of 8 GPUs and 500 processes (with and without resolvable owners), and the per-collection parts
 # of the ledger; prints three tables. About six minutes with the defaults. Then counts the series
 # the agent exports, by kind, on three simulated nodes (bench/sizing.py, under a minute), for
-# sizing Prometheus. Then times `gpumeter report` over 30 days of a 1000-GPU fleet backfilled into
+# sizing Prometheus. Then times good scrapes of the agent and of nginx under idle, slowloris and
+# wrong-password clients (bench/attack.py, about four minutes). Then times `gpumeter report` over
+# 30 days of a 1000-GPU fleet backfilled into
 # a local Prometheus (bench/report_bench.py, about eight more minutes) and prints its table.
+# Then measures the agent beside the exporter users write (bench/peer_bench.py: Python, ctypes
+# over NVML, prometheus_client) on the 64-process node, two alternating runs of each, and prints
+# the ratios (about ten more minutes).
 # Environment: BENCH_SECONDS (wrk duration per run, default 10), BENCH_CPU_SECONDS (idle CPU
-# sampling window of each of the three agent runs, default 60).
+# sampling window of each of the three agent runs, default 60), BENCH_PEER_SECONDS (each CPU
+# window of the peer comparison, default 60), BENCH_PEER_REPEAT (its runs of each, default 2).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh bench test
@@ -16,4 +22,5 @@ cmake --build --preset default
 /usr/bin/python3 bench/bench.py --build build "$@"
 /usr/bin/python3 bench/sizing.py --build build
 /usr/bin/python3 bench/attack.py --build build
-exec /usr/bin/python3 bench/report_bench.py --build build
+/usr/bin/python3 bench/report_bench.py --build build
+exec /usr/bin/python3 bench/peer_bench.py --build build
