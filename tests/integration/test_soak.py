@@ -13,9 +13,10 @@ from harness import BIN, SOURCE_DIR, allowed_deviation  # noqa: F401  (harness s
 sys.path.insert(0, os.path.join(SOURCE_DIR, "bench"))
 import soak  # noqa: E402
 
-# At the real clock: each lane's first three jobs of 10 s give every owner a turn within about 36 s,
-# the warm-up, and the ledger's job edges are as exact as tests/integration/test_ledger.py holds
-# them (at an accelerated clock they are not yet: docs/benchmarks.md, "Soak").
+# At the real clock, to keep the suite's run short and its wall-clock settings those of a real
+# node: each lane's first three jobs of 10 s give every owner a turn within about 36 s, the
+# warm-up, and the ledger's job edges are held as tests/integration/test_ledger.py holds them.
+# The day at 48x is the script's own run (docs/benchmarks.md, "Soak").
 SMOKE_DURATION = "90"
 SMOKE_SCALE = "1"
 SMOKE_WARMUP = "40"
