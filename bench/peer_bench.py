@@ -210,7 +210,7 @@ def main():
           "%d alternating runs of each (medians), %d s CPU windows" %
           (os.path.basename(args.scenario), args.gpus, args.processes, args.interval, args.repeat, args.window))
     print()
-    print_table(("measure", "gpumeter", "peer (Python)", "gpumeter / peer", "issue 14 target"), rows)
+    print_table(("measure", "gpumeter", "peer (Python)", "gpumeter / peer", "target"), rows)
     print()
     print("gpumeter does more than the peer: the usage ledger (allocated, busy, memory and energy per owner,")
     print("checkpointed every 5 s), owner attribution from procfs, Xid events and its self-metrics. The peer")

@@ -120,7 +120,9 @@ TEST_F(BasicAuthTest, BcryptRunsConcurrentlyUpToTheLimitAndIsBusyBeyond) {
   const bool overlapping = auth.bcrypt_in_flight() == 2;
   const AuthVerdict third = auth.check(header("bob:hunter2"));
   for (auto& t : guessers) t.join();
-  if (overlapping) EXPECT_EQ(third, AuthVerdict::kBusy);
+  if (overlapping) {
+    EXPECT_EQ(third, AuthVerdict::kBusy);
+  }
   EXPECT_EQ(denied.load(), 2);
   EXPECT_EQ(auth.check(header("bob:hunter2")), AuthVerdict::kGranted) << "slots are given back";
 }
