@@ -216,8 +216,16 @@ def attribution_run(args, work, name, attributed, processes):
                                      env=env, stdout=subprocess.DEVNULL, stderr=log)
         url = "http://127.0.0.1:%d/metrics" % port
         wait_http("http://127.0.0.1:%d/-/ready" % port)
-        time.sleep(3)  # a few collection rounds: every process is in the ledger and in the snapshot
-        body = wait_http(url)
+        # A few collection rounds, and a checkpoint: the ledger's counters are served once a
+        # checkpoint has saved them, so every owner is in the snapshot only after the first
+        # checkpoint that follows their first integration.
+        deadline = time.time() + 30
+        while True:
+            time.sleep(1)
+            body = wait_http(url)
+            owners = sum(1 for line in body.splitlines() if line.startswith(b"gpu_allocated_seconds_total{"))
+            if owners >= (processes if attributed else 1) or time.time() > deadline:
+                break
         r["body_bytes"] = len(body)
         r["series"] = sum(1 for line in body.splitlines() if line and not line.startswith(b"#"))
         owners = [line for line in body.splitlines() if line.startswith(b"gpu_allocated_seconds_total{")]
