@@ -54,11 +54,6 @@ std::vector<std::vector<T>> chunks(const std::vector<T>& all, std::size_t size) 
 
 }  // namespace
 
-std::string promql_range(double seconds) {
-  auto ms = static_cast<long long>(std::ceil(seconds * 1000.0 - 1e-6));
-  return fmt::format("{}ms", std::max(1LL, ms));
-}
-
 std::string labels_key(const Labels& labels) {
   std::string key;
   for (const auto& [k, v] : labels) {
@@ -261,8 +256,7 @@ Result<CounterData> CounterReader::read(std::string_view selector, const StepFla
     for (const auto& [i, uuids] : uuids_by_step) {
       for (const auto& group : chunks(std::vector<std::string>(uuids.begin(), uuids.end()), kUuidsPerRequest)) {
         const std::string sel = with_matcher(selector, "uuid=~" + promql_string(exact_alternation(group)));
-        auto answer = api_.query(fmt::format("{}[{}]", sel, promql_range(timeline_[i] - timeline_[i - 1])),
-                                 timeline_[i]);
+        auto answer = api_.raw_samples(sel, timeline_[i - 1], timeline_[i]);
         if (!answer) return answer.error();
         ++raw_requests;
         for (auto& series : *answer) {
@@ -271,10 +265,7 @@ Result<CounterData> CounterReader::read(std::string_view selector, const StepFla
           auto& samples = raw[{key, i}];
           for (const auto& sample : series.samples) {
             if (auto e = bad_sample(selector, series.labels, sample)) return *e;
-            // A closed range also returns the sample on the step's left edge: it belongs to the step before.
-            if (sample.t > timeline_[i - 1] + kSameTime / 2 && sample.t <= timeline_[i] + kSameTime / 2) {
-              samples.push_back(sample);
-            }
+            samples.push_back(sample);
           }
         }
       }

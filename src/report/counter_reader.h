@@ -86,8 +86,6 @@ class CounterReader {
   std::function<void(std::string_view)> progress_;
 };
 
-// "1h30m15.250s"-free PromQL range: whole milliseconds, rounded up, e.g. "5400000ms".
-std::string promql_range(double seconds);
 // The identity of a label set as one string (for maps).
 std::string labels_key(const Labels& labels);
 

@@ -329,6 +329,21 @@ Result<std::vector<Labels>> parse_series_response(std::string_view body, std::st
   return reader.labels_result(body);
 }
 
+std::string promql_range(double seconds) {
+  auto ms = static_cast<long long>(std::ceil(seconds * 1000.0 - 1e-6));
+  return fmt::format("{}ms", std::max(1LL, ms));
+}
+
+std::vector<Series> samples_between(std::vector<Series> series, double after, double upto) {
+  constexpr double kHalfMs = 0.5e-3;
+  std::vector<Series> out;
+  for (auto& s : series) {
+    std::erase_if(s.samples, [&](const Sample& x) { return x.t <= after + kHalfMs || x.t > upto + kHalfMs; });
+    if (!s.samples.empty()) out.push_back(std::move(s));
+  }
+  return out;
+}
+
 std::string promql_string(std::string_view s) {
   std::string out = "\"";
   for (char c : s) {
@@ -499,23 +514,45 @@ class HttpPromApi final : public PromApi {
     if (!url_.user.empty()) client_.set_basic_auth(url_.user, url_.password);
   }
 
+  // Every request's time range ends at least 1 ms after the last instant it asks about.
+  // VictoriaMetrics looks series up in a per-day index and takes a range's end as exclusive
+  // (lib/storage TimeRange.DateRange: the last day is that of end - 1 ms). A request ending at
+  // exactly 00:00 UTC (a report from the first of the month) would search only the day before,
+  // and miss every series whose first sample is at that instant, although the sample is inside
+  // the evaluated window. Prometheus answers the same either way.
+
+  // As the one point at t of a range query to t + 1 ms: the same evaluation, with the wider end.
   Result<std::vector<Series>> query(std::string_view expr, double t) override {
-    httplib::Params p{{"query", std::string(expr)}, {"time", number(t)}};
-    auto body = post("/api/v1/query", p, fmt::format("query {}", expr));
-    if (!body) return body.error();
-    return parse_query_response(*body, describe("/api/v1/query", expr));
+    auto r = post_range(expr, t, t + kPastTheEnd, 1.0, "query");
+    if (!r) return r.error();
+    for (const auto& s : *r) {
+      if (s.samples.size() != 1) {
+        return Error{0, fmt::format("{}: {} points for the one instant {:.3f}", describe("/api/v1/query_range", expr),
+                                    s.samples.size(), t)};
+      }
+    }
+    return r;
   }
 
   Result<std::vector<Series>> query_range(std::string_view expr, double start, double end, double step) override {
-    httplib::Params p{{"query", std::string(expr)}, {"start", number(start)}, {"end", number(end)},
-                      {"step", number(step)}, {"nocache", "1"}};
-    auto body = post("/api/v1/query_range", p, fmt::format("query_range {}", expr));
+    // The grid is unchanged: the step is far longer than a millisecond.
+    return post_range(expr, start, end + kPastTheEnd, step, "query_range");
+  }
+
+  // The window (after - 1 ms, upto + 1 ms] at upto + 1 ms, trimmed to (after, upto].
+  Result<std::vector<Series>> raw_samples(std::string_view selector, double after, double upto) override {
+    const std::string expr =
+        fmt::format("{}[{}]", selector, promql_range(upto - after + 2 * kPastTheEnd));
+    httplib::Params p{{"query", expr}, {"time", number(upto + kPastTheEnd)}};
+    auto body = post("/api/v1/query", p, fmt::format("query {}", expr));
     if (!body) return body.error();
-    return parse_query_response(*body, describe("/api/v1/query_range", expr));
+    auto r = parse_query_response(*body, describe("/api/v1/query", expr));
+    if (!r) return r.error();
+    return samples_between(std::move(*r), after, upto);
   }
 
   Result<std::vector<Labels>> series(std::string_view match, double start, double end) override {
-    httplib::Params p{{"match[]", std::string(match)}, {"start", number(start)}, {"end", number(end)}};
+    httplib::Params p{{"match[]", std::string(match)}, {"start", number(start)}, {"end", number(end + kPastTheEnd)}};
     auto body = post("/api/v1/series", p, fmt::format("series {}", match));
     if (!body) return body.error();
     return parse_series_response(*body, describe("/api/v1/series", match));
@@ -545,7 +582,18 @@ class HttpPromApi final : public PromApi {
   }
 
  private:
+  static constexpr double kPastTheEnd = 1e-3;
+
   static std::string number(double v) { return fmt::format("{:.3f}", v); }
+
+  Result<std::vector<Series>> post_range(std::string_view expr, double start, double end, double step,
+                                         std::string_view verb) {
+    httplib::Params p{{"query", std::string(expr)}, {"start", number(start)}, {"end", number(end)},
+                      {"step", number(step)}, {"nocache", "1"}};
+    auto body = post("/api/v1/query_range", p, fmt::format("{} {}", verb, expr));
+    if (!body) return body.error();
+    return parse_query_response(*body, describe("/api/v1/query_range", expr));
+  }
 
   std::string describe(std::string_view path, std::string_view expr) const {
     return fmt::format("{}{} [{}]", display_, path, excerpt(expr, 120));

@@ -50,12 +50,13 @@ class PromApi {
   static Result<std::unique_ptr<PromApi>> connect(const ApiOptions& options);
   virtual ~PromApi() = default;
 
-  // Instant query at `t`: a vector (one sample per series) or a matrix (a range selector's raw
-  // samples); scalars are rejected.
+  // An instant vector expression at `t`: one sample per series; a matrix or a scalar is rejected.
   virtual Result<std::vector<Series>> query(std::string_view expr, double t) = 0;
   // Range query on the grid start, start+step, ... <= end.
   virtual Result<std::vector<Series>> query_range(std::string_view expr, double start, double end,
                                                   double step) = 0;
+  // The raw samples of the series matching `selector` in (after, upto].
+  virtual Result<std::vector<Series>> raw_samples(std::string_view selector, double after, double upto) = 0;
   // /api/v1/series: the label sets (with __name__) of the series matching `match` in [start, end].
   virtual Result<std::vector<Labels>> series(std::string_view match, double start, double end) = 0;
   // "Prometheus 2.42.0", "VictoriaMetrics", or "unknown"; never fails.
@@ -79,6 +80,11 @@ class PromApi {
 Result<std::vector<Series>> parse_query_response(std::string_view body, std::string_view what);
 Result<std::vector<Labels>> parse_series_response(std::string_view body, std::string_view what);
 
+// Keeps the samples in (after, upto] (to the millisecond, the APIs' resolution); drops series left empty.
+std::vector<Series> samples_between(std::vector<Series> series, double after, double upto);
+
+// "1h30m15.250s"-free PromQL range: whole milliseconds, rounded up, e.g. "5400000ms".
+std::string promql_range(double seconds);
 // The PromQL string literal for `s` ("..." with \ and " escaped).
 std::string promql_string(std::string_view s);
 // A regex matching exactly the given values (special characters escaped), for `label=~"..."`.

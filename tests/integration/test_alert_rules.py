@@ -164,5 +164,8 @@ class LiveEvaluation(AgentTestCase):
             for rule in g["rules"]:
                 with self.subTest(rule=rule["name"]):
                     self.assertEqual(rule["health"], "ok", rule.get("lastError"))
-        # The cost rules and the budget rules produce series from the agent's ledger.
-        self.assertTrue(prom.query("gpumeter:cost:month_forecast:by_project"))
+        # The cost rules and the budget rules produce series from the agent's ledger. The budget
+        # group reads the cost group's series; the two groups are evaluated independently, so the
+        # first budget evaluation may come before the first cost series exist.
+        wait_until(lambda: prom.query("gpumeter:cost:month_forecast:by_project"), 30,
+                   what="the month's forecast recorded from the cost rules' series")

@@ -75,8 +75,11 @@ class ReportBackfill(unittest.TestCase):
         t0 = time.time()
         cls.tmp = tempfile.mkdtemp(prefix="gpumeter-backfill-")
         cls.addClassCleanup(shutil.rmtree, cls.tmp, ignore_errors=True)
+        # The history starts and ends at 00:00 UTC, where VictoriaMetrics' per-day index takes a
+        # request's end as exclusive: series first sampled at that instant must still be read.
+        end = backfill.default_end() // 86400 * 86400
         args = argparse.Namespace(nodes=NODES, gpus_per_node=GPUS, days=DAYS, interval=INTERVAL,
-                                           end=None, seed=SEED, events=None)
+                                  end=end, seed=SEED, events=None)
         cls.fleet = fleet = backfill.build_fleet(args)
         cls.start, cls.end = fleet.start, fleet.end
         cls.events = {e["kind"]: e for e in fleet.event_log if e["kind"] != "returning-owner"}

@@ -145,6 +145,9 @@ TEST(CounterReader, UnexpectedTimestampsFromTheApiAreAnError) {
     Result<std::vector<Series>> query_range(std::string_view, double start, double, double) override {
       return std::vector<Series>{{{{"uuid", "GPU-a"}}, {{start + 7, 1}}}};
     }
+    Result<std::vector<Series>> raw_samples(std::string_view, double, double upto) override {
+      return std::vector<Series>{{{{"uuid", "GPU-a"}}, {{upto, 1}}}};
+    }
     Result<std::vector<Labels>> series(std::string_view, double, double) override { return std::vector<Labels>{}; }
     std::string backend() override { return "shifted"; }
   } api;

@@ -46,6 +46,13 @@ class FakePromApi final : public PromApi {
     return v;
   }
 
+  Result<std::vector<Series>> raw_samples(std::string_view selector, double after, double upto) override {
+    count_request();
+    auto r = eval(std::string(selector) + "[" + promql_range(upto - after) + "]", upto);
+    if (!r) return r.error();
+    return samples_between(std::move(*r), after, upto);
+  }
+
   Result<std::vector<Labels>> series(std::string_view match, double start, double end) override {
     count_request();
     auto sel = parse_selector(std::string(match));
