@@ -304,6 +304,16 @@ Result<std::uint64_t> ProcfsReader::start_time(unsigned pid) const {
   return f->start_time;
 }
 
+Result<EntryId> ProcfsReader::entry_id(unsigned pid) const {
+  const std::string p = join_path(procfs_, std::to_string(pid));
+  struct stat st {};
+  if (::stat(p.c_str(), &st) != 0) {
+    return Error{errno, fmt::format("cannot stat {}: {}", p, std::strerror(errno))};
+  }
+  return EntryId{static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino),
+                 static_cast<std::int64_t>(st.st_ctim.tv_sec) * 1'000'000'000 + st.st_ctim.tv_nsec};
+}
+
 std::optional<std::int64_t> ProcfsReader::boot_time() const {
   std::call_once(boot_->once, [this] {
     // The interrupt line before btime grows with the machine; a megabyte covers any host.
@@ -411,39 +421,50 @@ Result<ProcessInfo> ProcfsReader::read(unsigned pid) const {
 ProcessCache::ProcessCache(ProcfsReader reader) : reader_(std::move(reader)) {}
 
 Result<std::shared_ptr<const ProcessInfo>> ProcessCache::lookup(unsigned pid) {
-  auto start = reader_.start_time(pid);
-  if (!start) {
+  // The directory's identity first: a process that replaces this one after it is taken gets
+  // a directory of its own, so the next lookup sees the change.
+  auto id = reader_.entry_id(pid);
+  auto forget = [&](Error e) -> Result<std::shared_ptr<const ProcessInfo>> {
     errors_.fetch_add(1, std::memory_order_relaxed);
     std::lock_guard lock(mu_);
     entries_.erase(pid);  // gone or unreadable: whatever was cached is stale
-    return start.error();
-  }
+    return e;
+  };
+  if (!id) return forget(id.error());
+  std::shared_ptr<const ProcessInfo> cached;
   {
     std::lock_guard lock(mu_);
-    auto it = entries_.find(pid);
-    if (it != entries_.end() && it->second->start_time == *start) {
+    if (auto it = entries_.find(pid); it != entries_.end()) {
+      if (it->second.id == *id) {
+        hits_.fetch_add(1, std::memory_order_relaxed);
+        return it->second.info;
+      }
+      cached = it->second.info;
+    }
+  }
+  if (cached) {
+    auto start = reader_.start_time(pid);
+    if (!start) return forget(start.error());
+    if (cached->start_time == *start) {
       hits_.fetch_add(1, std::memory_order_relaxed);
-      return it->second;
+      std::lock_guard lock(mu_);
+      if (auto it = entries_.find(pid); it != entries_.end() && it->second.info == cached) it->second.id = *id;
+      return cached;
     }
   }
   misses_.fetch_add(1, std::memory_order_relaxed);
   auto info = reader_.read(pid);  // outside the lock: a slow read must not block other lookups
-  if (!info) {
-    errors_.fetch_add(1, std::memory_order_relaxed);
-    std::lock_guard lock(mu_);
-    entries_.erase(pid);
-    return info.error();
-  }
+  if (!info) return forget(info.error());
   auto entry = std::make_shared<const ProcessInfo>(std::move(*info));
   std::lock_guard lock(mu_);
-  entries_[pid] = entry;
+  entries_[pid] = Entry{*id, entry};
   return entry;
 }
 
 std::shared_ptr<const ProcessInfo> ProcessCache::peek(unsigned pid) const {
   std::lock_guard lock(mu_);
   auto it = entries_.find(pid);
-  return it == entries_.end() ? nullptr : it->second;
+  return it == entries_.end() ? nullptr : it->second.info;
 }
 
 void ProcessCache::prune(const std::vector<unsigned>& live_pids) {

@@ -2,7 +2,8 @@
 // Who runs a process, read from procfs: command, real uid and user name, cgroup, and the
 // values of allow-listed environment variables. Values of other variables are never kept,
 // logged or put in an error message. ProcessCache keys what it read by (pid, start time),
-// so a pid the kernel hands to a new process is read afresh.
+// so a pid the kernel hands to a new process is read afresh, and checks that a cached pid is
+// still the same process by the identity of its /proc/<pid> directory: one stat() a round.
 
 #include <atomic>
 #include <cstdint>
@@ -35,6 +36,17 @@ struct ProcessInfo {
 
   // The value of an allow-listed variable the process has, or nullptr.
   const std::string* env_value(std::string_view name) const;
+};
+
+// The identity of one /proc/<pid> directory: device, inode and change time. procfs makes a
+// new inode, with its creation time, each time it instantiates a process's directory, and
+// never reuses one for another process: while the identity is unchanged, so is the process.
+// A changed identity proves nothing either way (the kernel may re-instantiate the directory of
+// a process that lives on), so the start time decides then.
+struct EntryId {
+  std::uint64_t dev = 0, ino = 0;
+  std::int64_t ctime_ns = 0;
+  bool operator==(const EntryId&) const = default;
 };
 
 // Files of a process (stat, status, cgroup) are read up to this size. The kernel keeps them far
@@ -91,6 +103,8 @@ class ProcfsReader {
 
   Result<ProcessInfo> read(unsigned pid) const;
   Result<std::uint64_t> start_time(unsigned pid) const;
+  // The identity of the /proc/<pid> directory: one stat(), no file opened.
+  Result<EntryId> entry_id(unsigned pid) const;
   // btime from <procfs>/stat, read once and kept (it is fixed for a boot); unset if absent.
   std::optional<std::int64_t> boot_time() const;
 
@@ -152,7 +166,8 @@ class ProcessCache {
  public:
   explicit ProcessCache(ProcfsReader reader);
 
-  // Re-reads the start time (one small read) and returns the cached entry when it matches;
+  // The cached entry while the pid's directory is the one it was read from (one stat());
+  // else re-reads the start time (one small read) and keeps the entry when it matches;
   // otherwise reads the process in full. A pid whose start time changed is a new process.
   Result<std::shared_ptr<const ProcessInfo>> lookup(unsigned pid);
   // What the last lookup of `pid` read, without touching procfs; null if none.
@@ -169,7 +184,11 @@ class ProcessCache {
  private:
   ProcfsReader reader_;
   mutable std::mutex mu_;
-  std::unordered_map<unsigned, std::shared_ptr<const ProcessInfo>> entries_;
+  struct Entry {
+    EntryId id;
+    std::shared_ptr<const ProcessInfo> info;
+  };
+  std::unordered_map<unsigned, Entry> entries_;
   std::atomic<std::uint64_t> hits_{0}, misses_{0}, errors_{0};
 };
 

@@ -114,13 +114,28 @@ OwnerLabels HostOwnerResolver::resolve(unsigned pid, const DeviceIdentity& gpu) 
       }
     }
   }
-  const std::vector<std::string> jobs = hpc_jobs(gpu);
+  std::vector<std::string> jobs = hpc_jobs(gpu);
+  // The owner is a function of what was read, the pod and the jobs: built again only when one
+  // of them changed, not every round.
+  const std::uint64_t key = (std::uint64_t{pid} << 32) | gpu.index;
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = built_.find(key);
+        it != built_.end() && it->second.info == *info && it->second.pod == pod && it->second.jobs == jobs) {
+      return it->second.owner;
+    }
+  }
+  OwnerLabels owner;
   if (!hostname_allowed_ && p.env_value("HOSTNAME") != nullptr) {
     ProcessInfo filtered = p;
     std::erase_if(filtered.env, [](const auto& kv) { return kv.first == "HOSTNAME"; });
-    return build_owner(filtered, pod ? &*pod : nullptr, jobs, options_.rules);
+    owner = build_owner(filtered, pod ? &*pod : nullptr, jobs, options_.rules);
+  } else {
+    owner = build_owner(p, pod ? &*pod : nullptr, jobs, options_.rules);
   }
-  return build_owner(p, pod ? &*pod : nullptr, jobs, options_.rules);
+  std::lock_guard lock(mu_);
+  built_[key] = BuiltOwner{*info, std::move(pod), std::move(jobs), owner};
+  return owner;
 }
 
 void HostOwnerResolver::retain(const std::vector<unsigned>& live_pids) {
@@ -128,6 +143,9 @@ void HostOwnerResolver::retain(const std::vector<unsigned>& live_pids) {
   std::lock_guard lock(mu_);
   std::erase_if(failed_, [&](const auto& kv) {
     return !std::binary_search(live_pids.begin(), live_pids.end(), kv.first);
+  });
+  std::erase_if(built_, [&](const auto& kv) {
+    return !std::binary_search(live_pids.begin(), live_pids.end(), static_cast<unsigned>(kv.first >> 32));
   });
 }
 

@@ -7,11 +7,13 @@
 #include <chrono>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "attribution/hpc_jobs.h"
+#include "attribution/pod_ref.h"
 #include "attribution/procfs.h"
 #include "attribution/project_rules.h"
 #include "kubelet/device_map.h"
@@ -57,6 +59,13 @@ class HostOwnerResolver final : public OwnerResolver {
 
   std::mutex mu_;  // guards the members below
   std::unordered_map<unsigned, std::chrono::steady_clock::time_point> failed_;
+  struct BuiltOwner {
+    std::shared_ptr<const ProcessInfo> info;
+    std::optional<PodRef> pod;
+    std::vector<std::string> jobs;
+    OwnerLabels owner;
+  };
+  std::unordered_map<std::uint64_t, BuiltOwner> built_;  // by pid << 32 | GPU index
   HpcJobMapping hpc_;
   std::chrono::steady_clock::time_point hpc_read_{};
   std::string hpc_error_;

@@ -141,26 +141,42 @@ void GpuLedger::add_process_records(const std::vector<ProcessSample>& records,
   }
 }
 
-std::int64_t GpuLedger::carry_end(const ProcessWindow& w) const {
-  // Up to the next query's window start: the earliest query window starting at or after this
-  // record's end (one query's records share their start, whichever process they are of), or
-  // this process's own next record; bounded, since a process that stopped gets no more records.
-  // A record whose window is unknown (no covers_from_us) is carried only up to a known start.
-  std::optional<std::int64_t> next;
+std::vector<std::int64_t> GpuLedger::carry_ends() const {
+  // Each window is carried up to the next query's window start: the earliest query window
+  // starting at or after its end (one query's records share their start, whichever process
+  // they are of), or its process's own next record; bounded, since a process that stopped gets
+  // no more records. A record whose window is unknown (no covers_from_us) is carried only up
+  // to a known start. Sorted starts make it a search per window, not a scan.
+  std::vector<std::int64_t> carrying;
+  std::vector<std::pair<unsigned, std::int64_t>> own;
   for (const auto& v : pending_process_) {
-    if ((v.carries || v.pid == w.pid) && v.from_us >= w.to_us && (!next || v.from_us < *next)) next = v.from_us;
+    if (v.carries) carrying.push_back(v.from_us);
+    own.emplace_back(v.pid, v.from_us);
   }
-  if (!w.carries && !next) return w.to_us;
+  std::sort(carrying.begin(), carrying.end());
+  std::sort(own.begin(), own.end());
   const auto bound = static_cast<std::int64_t>(kCarryDevicePeriods * static_cast<double>(period_or_default()));
-  return std::min(w.to_us + bound, next.value_or(w.to_us + bound));
+  std::vector<std::int64_t> out;
+  out.reserve(pending_process_.size());
+  for (const auto& w : pending_process_) {
+    std::optional<std::int64_t> next;
+    if (auto it = std::lower_bound(carrying.begin(), carrying.end(), w.to_us); it != carrying.end()) next = *it;
+    if (auto it = std::lower_bound(own.begin(), own.end(), std::make_pair(w.pid, w.to_us));
+        it != own.end() && it->first == w.pid && (!next || it->second < *next)) {
+      next = it->second;
+    }
+    out.push_back(!w.carries && !next ? w.to_us : std::min(w.to_us + bound, next.value_or(w.to_us + bound)));
+  }
+  return out;
 }
 
-double GpuLedger::share_seconds(const ProcessWindow& w, std::int64_t start_us, std::int64_t end_us) const {
+double GpuLedger::share_seconds(const ProcessWindow& w, std::int64_t carry_to_us, std::int64_t start_us,
+                                std::int64_t end_us) {
   auto overlap = [&](std::int64_t from, std::int64_t to) {
     return static_cast<double>(std::max<std::int64_t>(0, std::min(to, end_us) - std::max(from, start_us)));
   };
   double us = overlap(w.from_us, w.to_us);
-  if (w.to_us < end_us) us += overlap(w.to_us, carry_end(w));
+  if (w.to_us < end_us) us += overlap(w.to_us, carry_to_us);
   return w.sm * us / 1e6;
 }
 
@@ -349,6 +365,8 @@ void GpuLedger::integrate(const std::vector<Period>& periods, const LedgerTick& 
     double sm_seconds;
     double presence;
   };
+  // Where each window's share is carried to: the same for every period, so found once.
+  const std::vector<std::int64_t> carry_to = carry_ends();
   std::vector<std::vector<Member>> period_members(periods.size());
   for (size_t i = 0; i < periods.size(); ++i) {
     const Period& p = periods[i];
@@ -395,9 +413,9 @@ void GpuLedger::integrate(const std::vector<Period>& periods, const LedgerTick& 
         members.push_back({&before, before.pid, 0.0, 0.5});
       }
     }
-    for (const auto& w : pending_process_) {
-      auto it = member(w.pid);
-      if (it != members.end()) it->sm_seconds += share_seconds(w, p.start_us, p.end_us);
+    for (size_t k = 0; k < pending_process_.size(); ++k) {
+      auto it = member(pending_process_[k].pid);
+      if (it != members.end()) it->sm_seconds += share_seconds(pending_process_[k], carry_to[k], p.start_us, p.end_us);
     }
   }
   // Each period's busy time split so that both the device's samples and each process's records

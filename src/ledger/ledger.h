@@ -167,8 +167,11 @@ class GpuLedger {
     bool carries = false;
   };
   void add_process_records(const std::vector<ProcessSample>& records, const std::vector<LedgerProcess>& processes);
-  double share_seconds(const ProcessWindow& w, std::int64_t start_us, std::int64_t end_us) const;
-  std::int64_t carry_end(const ProcessWindow& w) const;
+  // A window's SM seconds over [start_us, end_us), its share carried from its end to carry_to_us.
+  static double share_seconds(const ProcessWindow& w, std::int64_t carry_to_us, std::int64_t start_us,
+                              std::int64_t end_us);
+  // Where each pending window's share is carried to, in the order of pending_process_.
+  std::vector<std::int64_t> carry_ends() const;
   void learn_device_period(const std::vector<TimedSample>& fresh);
   std::int64_t period_or_default() const { return device_period_us_ > 0 ? device_period_us_ : kDefaultPeriodUs; }
 

@@ -14,6 +14,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <filesystem>
+#include <functional>
 #include <thread>
 
 #include "test_support.h"
@@ -463,6 +465,17 @@ TEST(attribution_passwd, MissingFileAndOddLines) {
 
 // ---- ProcessCache ----
 
+// A new directory for /proc/<pid>, as the kernel makes one: a copy of the old one, changed by
+// `edit`, put in its place while the old one still exists (so it is another inode).
+void replace_entry(const std::string& dir, const std::function<void(const std::string&)>& edit) {
+  const std::string next = dir + ".next", old = dir + ".old";
+  std::filesystem::copy(dir, next, std::filesystem::copy_options::recursive);
+  edit(next);
+  std::filesystem::rename(dir, old);
+  std::filesystem::rename(next, dir);
+  std::filesystem::remove_all(old);
+}
+
 TEST(attribution_cache, HitsMissesAndPidReuse) {
   TempDir tmp;
   std::string root = tmp.copy_layout("docker-v2");
@@ -478,12 +491,23 @@ TEST(attribution_cache, HitsMissesAndPidReuse) {
   EXPECT_EQ(cache.hits(), 1u);
   EXPECT_EQ(cache.misses(), 1u);
 
-  // The pid now belongs to a new process: another command, user, cgroup and start time.
-  write_file(root + "/proc/5151/stat",
-             "5151 (bash) S 1 5151 5151 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 1 0 9999999 0 0\n");
-  write_file(root + "/proc/5151/status", "Name:\tbash\nUid:\t1000\t1000\t1000\t1000\n");
-  write_file(root + "/proc/5151/cgroup", "0::/user.slice/user-1000.slice/session-9.scope\n");
-  write_file(root + "/proc/5151/environ", std::string("GPUMETER_PROJECT=other") + '\0');
+  // The kernel instantiates the directory again (the dentry was dropped): the same process,
+  // told by its unchanged start time, and not read again.
+  replace_entry(root + "/proc/5151", [](const std::string&) {});
+  auto reinstantiated = cache.lookup(5151);
+  ASSERT_TRUE(reinstantiated.ok());
+  EXPECT_EQ(first->get(), reinstantiated->get());
+  EXPECT_EQ(cache.hits(), 2u);
+  EXPECT_EQ(cache.misses(), 1u);
+
+  // The pid now belongs to a new process, in a directory of its own: another command, user,
+  // cgroup and start time.
+  replace_entry(root + "/proc/5151", [](const std::string& dir) {
+    write_file(dir + "/stat", "5151 (bash) S 1 5151 5151 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 1 0 9999999 0 0\n");
+    write_file(dir + "/status", "Name:\tbash\nUid:\t1000\t1000\t1000\t1000\n");
+    write_file(dir + "/cgroup", "0::/user.slice/user-1000.slice/session-9.scope\n");
+    write_file(dir + "/environ", std::string("GPUMETER_PROJECT=other") + '\0');
+  });
   auto reused = cache.lookup(5151);
   ASSERT_TRUE(reused.ok());
   EXPECT_NE(reused->get(), first->get());
