@@ -30,7 +30,7 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench import (AGENT_CONFIG, ROOT, cpu_seconds, free_port, pids_in, print_table, status_kib,  # noqa: E402
+from bench import (AGENT_CONFIG, ROOT, CpuMeter, free_port, pids_in, print_table, status_kib,  # noqa: E402
                    stop, wait_http, wrk)
 
 PROMETHEUS_ACCEPT = ("application/openmetrics-text;version=1.0.0;q=0.5,text/plain;version=0.0.4;q=0.4,"
@@ -59,17 +59,17 @@ def cpu_window(pid, seconds, url=None, every=None):
             next_at += every
 
     thread = threading.Thread(target=scraper) if url else None
-    c0 = cpu_seconds(pid)
+    meter = CpuMeter(pid)
     if thread:
         thread.start()
     time.sleep(seconds)
-    c1 = cpu_seconds(pid)
+    cpu, precise = meter.seconds()
     if thread:
         stop_scraping.set()
         thread.join()
     if failures:
         raise SystemExit("peer_bench: scrapes failed: %s" % failures[0])
-    return c1 - c0
+    return cpu, precise
 
 
 def start_agent(args, work, env):
@@ -126,11 +126,12 @@ def measure(args, work, who):
         r["gzip_bytes"] = scrape(url)
         rounds = args.window / args.interval
         print("peer_bench: %s: CPU over %d s, no scrapes ..." % (who, args.window), file=sys.stderr)
-        r["idle_ms_per_gpu_sample"] = cpu_window(pid, args.window) * 1000 / (args.gpus * rounds)
+        cpu, r["idle_precise"] = cpu_window(pid, args.window)
+        r["idle_ms_per_gpu_sample"] = cpu * 1000 / (args.gpus * rounds)
         print("peer_bench: %s: CPU over %d s, a scrape every %g s ..." % (who, args.window, args.scrape_every),
               file=sys.stderr)
-        r["scraped_ms_per_gpu_sample"] = (cpu_window(pid, args.window, url, args.scrape_every) * 1000 /
-                                          (args.gpus * rounds))
+        cpu, r["scraped_precise"] = cpu_window(pid, args.window, url, args.scrape_every)
+        r["scraped_ms_per_gpu_sample"] = cpu * 1000 / (args.gpus * rounds)
         print("peer_bench: %s: wrk ..." % who, file=sys.stderr)
         r["c10"] = wrk(url, 10, args.seconds)
         r["c50"] = wrk(url, 50, args.seconds)
@@ -191,10 +192,10 @@ def main():
         return (what, fmt % va, fmt % vp, "%.2fx" % (va / vp) if vp else "n/a", target)
 
     rows = [
-        row("idle CPU per GPU sample, no scrapes, ms", ["idle_ms_per_gpu_sample"], "%.3f",
+        row("idle CPU per GPU sample, no scrapes, ms", ["idle_ms_per_gpu_sample"], "%.4f",
             target="<= 0.2x"),
         row("idle CPU per GPU sample, a scrape every %g s, ms" % args.scrape_every, ["scraped_ms_per_gpu_sample"],
-            "%.3f", target="<= 0.2x"),
+            "%.4f", target="<= 0.2x"),
         row("CPU, % of one core, no scrapes", ["idle_ms_per_gpu_sample"], "%.3f",
             args.gpus / args.interval / 10),
         row("CPU, %% of one core, a scrape every %g s" % args.scrape_every, ["scraped_ms_per_gpu_sample"], "%.3f",
@@ -217,8 +218,11 @@ def main():
     print("reads the device values and per-process memory and SM utilization, and nothing else.")
     print()
     print("Each run, in order: idle CPU per GPU sample in ms, no scrapes / a scrape every %g s" % args.scrape_every)
+    print("(* : from utime + stime in 10 ms ticks, as threads came and went in the window; else from the")
+    print("threads' schedstat in ns)")
     for who, r in order:
-        print("  %-5s %.3f / %.3f" % (who, r["idle_ms_per_gpu_sample"], r["scraped_ms_per_gpu_sample"]))
+        print("  %-5s %.4f%s / %.4f%s" % (who, r["idle_ms_per_gpu_sample"], "" if r["idle_precise"] else "*",
+                                        r["scraped_ms_per_gpu_sample"], "" if r["scraped_precise"] else "*"))
     for who, rs in runs.items():
         for r in rs:
             for k in ("c10", "c50"):

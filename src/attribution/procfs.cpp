@@ -283,7 +283,8 @@ ProcfsReader::ProcfsReader(std::string procfs_root, std::string rootfs_root,
     : procfs_(std::move(procfs_root)),
       allow_(std::move(env_allow_list)),
       passwd_(std::make_unique<PasswdDb>(std::move(rootfs_root))),
-      boot_(std::make_unique<BootTime>()) {
+      boot_(std::make_unique<BootTime>()),
+      root_(std::make_unique<RootFd>()) {
   // Duplicates would only waste comparisons; drop them keeping the first.
   std::unordered_set<std::string> seen;
   allow_.erase(std::remove_if(allow_.begin(), allow_.end(),
@@ -304,11 +305,19 @@ Result<std::uint64_t> ProcfsReader::start_time(unsigned pid) const {
   return f->start_time;
 }
 
+ProcfsReader::RootFd::~RootFd() {
+  if (fd >= 0) ::close(fd);
+}
+
 Result<EntryId> ProcfsReader::entry_id(unsigned pid) const {
-  const std::string p = join_path(procfs_, std::to_string(pid));
+  std::call_once(root_->once, [this] { root_->fd = ::open(procfs_.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC); });
+  const std::string name = std::to_string(pid);
   struct stat st {};
-  if (::stat(p.c_str(), &st) != 0) {
-    return Error{errno, fmt::format("cannot stat {}: {}", p, std::strerror(errno))};
+  const int rc = root_->fd >= 0 ? ::fstatat(root_->fd, name.c_str(), &st, 0)
+                                : ::stat(join_path(procfs_, name).c_str(), &st);
+  if (rc != 0) {
+    const int err = errno;
+    return Error{err, fmt::format("cannot stat {}: {}", join_path(procfs_, name), std::strerror(err))};
   }
   return EntryId{static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino),
                  static_cast<std::int64_t>(st.st_ctim.tv_sec) * 1'000'000'000 + st.st_ctim.tv_nsec};

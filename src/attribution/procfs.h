@@ -122,6 +122,14 @@ class ProcfsReader {
     std::optional<std::int64_t> btime;
   };
   std::unique_ptr<BootTime> boot_;
+  // The procfs root, opened once (O_PATH): a process's directory is then one name to look up,
+  // not the whole path. -1 when it cannot be opened; paths are used then.
+  struct RootFd {
+    std::once_flag once;
+    int fd = -1;
+    ~RootFd();
+  };
+  std::unique_ptr<RootFd> root_;
 };
 
 // Parsers of single procfs files, exposed for tests. Their errors never quote the input.

@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <map>
 
+#include "util/thread_name.h"
+
 namespace gpumeter {
 
 namespace {
@@ -61,9 +63,10 @@ Collector::Collector(std::vector<Backend*> backends, CollectorOptions options, S
 
 Collector::~Collector() { stop(); }
 
-void Collector::spawn(std::function<void()> fn) {
+void Collector::spawn(std::string name, std::function<void()> fn) {
   auto done = std::make_shared<std::atomic<bool>>(false);
-  std::thread t([fn = std::move(fn), done] {
+  std::thread t([name = std::move(name), fn = std::move(fn), done] {
+    name_this_thread(name);
     fn();
     done->store(true);
   });
@@ -72,14 +75,14 @@ void Collector::spawn(std::function<void()> fn) {
 
 void Collector::start() {
   for (size_t i = 0; i < slots_.size(); ++i) {
-    spawn([this, slot = slots_[i], i] { run_worker(*slot, i); });
+    spawn("gm-gpu-" + std::to_string(i), [this, slot = slots_[i], i] { run_worker(*slot, i); });
   }
   size_t first = 0;
   for (Backend* b : backends_) {
-    if (b->supports_events()) spawn([this, b, first] { run_events(*b, first); });
+    if (b->supports_events()) spawn("gm-events", [this, b, first] { run_events(*b, first); });
     first += b->device_count();
   }
-  spawn([this] { run_publisher(); });
+  spawn("gm-publisher", [this] { run_publisher(); });
 }
 
 size_t Collector::stop(std::chrono::milliseconds grace) {
@@ -231,10 +234,12 @@ void Collector::run_worker(Slot& slot, size_t index) {
         slot.error = result.error().message;
       }
     }
-    {
-      std::lock_guard wake(round_mu_);  // pairs with the publisher's predicate check
+    if (round_complete(awaited_round_.load())) {
+      {
+        std::lock_guard wake(round_mu_);  // pairs with the publisher's predicate check
+      }
+      round_cv_.notify_all();
     }
-    round_cv_.notify_all();
     // Log transitions only: a GPU that stays broken must not flood the log.
     if (result.ok() && !was_ok) {
       log_.info("GPU collection recovered", {{"gpu", gpu}});
@@ -259,7 +264,9 @@ void Collector::run_events(Backend& backend, size_t first_slot) {
       std::lock_guard lock(stop_mu_);
       if (stopping_) return;
     }
-    auto ev = backend.wait_event(std::chrono::milliseconds(500));
+    // An event ends the wait at once; the timeout only bounds how long a stop waits for this
+    // thread (within stop()'s grace), so it is long: each wait costs two context switches.
+    auto ev = backend.wait_event(std::chrono::milliseconds(1000));
     if (!ev) {
       if (!backend.supports_events()) return;
       if (ev.error().message != last_error) {
@@ -318,6 +325,20 @@ std::shared_ptr<const Snapshot> Collector::assemble() const {
   return snap;
 }
 
+bool Collector::round_complete(uint64_t round) {
+  {
+    std::lock_guard stop_lock(stop_mu_);
+    if (stopping_) return true;
+  }
+  for (const auto& sp : slots_) {
+    std::lock_guard slot_lock(sp->mu);
+    const bool done = sp->attempted && sp->completed_round >= round;
+    const bool stuck = sp->busy && sp->busy_round < round;
+    if (!done && !stuck) return false;
+  }
+  return true;
+}
+
 void Collector::run_publisher() {
   const auto interval = options_.interval;
   const auto t0 = clock().now();
@@ -327,20 +348,9 @@ void Collector::run_publisher() {
     // Publish as soon as every worker that is not stuck in an older round has finished this
     // one, and at the latest half an interval after the tick.
     {
+      awaited_round_.store(round);
       std::unique_lock lock(round_mu_);
-      clock().wait_until(round_cv_, lock, tick + interval / 2, [&] {
-        {
-          std::lock_guard stop_lock(stop_mu_);
-          if (stopping_) return true;
-        }
-        for (const auto& sp : slots_) {
-          std::lock_guard slot_lock(sp->mu);
-          bool done = sp->attempted && sp->completed_round >= round;
-          bool stuck = sp->busy && sp->busy_round < round;
-          if (!done && !stuck) return false;
-        }
-        return true;
-      });
+      clock().wait_until(round_cv_, lock, tick + interval / 2, [&] { return round_complete(round); });
     }
     {
       std::lock_guard lock(stop_mu_);

@@ -94,12 +94,15 @@ class Collector {
     std::thread thread;
     std::shared_ptr<std::atomic<bool>> done;
   };
-  void spawn(std::function<void()> fn);
+  void spawn(std::string name, std::function<void()> fn);
   std::vector<Thread> threads_;
   // Round bookkeeping lets the publisher run as soon as every live worker has finished.
+  // Workers wake it only when its round is complete: once a round, not once per GPU.
   mutable std::mutex round_mu_;
   std::condition_variable round_cv_;
-  uint64_t round_ = 0;
+  std::atomic<uint64_t> awaited_round_{0};
+  // Every worker not stuck in an older round has finished `round` (or the collector stops).
+  bool round_complete(uint64_t round);
 };
 
 }  // namespace gpumeter

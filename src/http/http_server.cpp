@@ -28,6 +28,7 @@
 #include "http/listen_address.h"
 #include "http/router.h"
 #include "http/tls_context.h"
+#include "util/thread_name.h"
 
 namespace gpumeter {
 
@@ -544,7 +545,10 @@ Result<void> HttpServer::start() {
   m.started = true;
   m.handlers.emplace(m.opt.max_threads);
   asio::post(m.ioc, [&m] { m.accept(); });
-  m.loop = std::thread([&m] { m.ioc.run(); });
+  m.loop = std::thread([&m] {
+    name_this_thread("gm-http");
+    m.ioc.run();
+  });
   if (m.log) {
     // The one start-up line that says where the agent serves; with port 0 it names the bound port.
     m.log->info("listening", {{"address", m.opt.listen_address},

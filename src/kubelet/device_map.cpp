@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "kubelet/pod_resources_client.h"
+#include "util/thread_name.h"
 
 namespace gpumeter::kubelet {
 
@@ -65,7 +66,10 @@ void KubeletWatcher::start() {
   std::lock_guard lock(mu_);
   if (started_ || stopping_) return;
   started_ = true;
-  thread_ = std::thread([this] { run(); });
+  thread_ = std::thread([this] {
+    name_this_thread("gm-kubelet");
+    run();
+  });
 }
 
 void KubeletWatcher::stop() {

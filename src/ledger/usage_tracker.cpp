@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "util/thread_name.h"
+
 namespace gpumeter {
 
 namespace {
@@ -409,7 +411,10 @@ Result<std::size_t> UsageTracker::checkpoint() {
 
 void UsageTracker::start() {
   if (options_.state_file.empty() || thread_.joinable()) return;
-  thread_ = std::thread([this] { run_checkpoints(); });
+  thread_ = std::thread([this] {
+    name_this_thread("gm-checkpoint");
+    run_checkpoints();
+  });
 }
 
 void UsageTracker::run_checkpoints() {
