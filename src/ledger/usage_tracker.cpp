@@ -16,10 +16,14 @@ std::int64_t system_now_us() {
       .count();
 }
 
-std::string system_boot_id() {
-  std::ifstream in("/proc/sys/kernel/random/boot_id");
-  std::string id;
-  std::getline(in, id);
+// Fixed for the life of a boot, so of the process: read once.
+const std::string& system_boot_id() {
+  static const std::string id = [] {
+    std::ifstream in("/proc/sys/kernel/random/boot_id");
+    std::string line;
+    std::getline(in, line);
+    return line;
+  }();
   return id;
 }
 
