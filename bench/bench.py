@@ -76,21 +76,24 @@ def thread_cpu(pid):
 
 
 class CpuMeter:
-    """CPU seconds of a process since the meter was made: the sum of its threads' schedstat
-    (nanoseconds) when the same threads lived through the window, else utime + stime from
-    /proc/<pid>/stat (10 ms ticks), which also counts threads that exited meanwhile. At this
-    agent's load a 60 s window holds about ten ticks, so ticks alone are 10 % coarse."""
+    """CPU seconds of a process since the meter was made. With `threads_persist` (nothing in the
+    window starts a thread, e.g. no requests to a server that makes one per connection): the sum
+    of its threads' schedstat, in nanoseconds. Otherwise utime + stime from /proc/<pid>/stat,
+    which also counts threads that ran and exited in the window, in 10 ms ticks: at this
+    agent's load a 60 s window holds about ten, so those figures are 10 % coarse."""
 
-    def __init__(self, pid):
+    def __init__(self, pid, threads_persist):
         self.pid = pid
-        self.tids, self.precise0 = thread_cpu(pid)
+        self.exact = threads_persist
+        self.tids, self.ns0 = thread_cpu(pid)
         self.ticks0 = cpu_seconds(pid)
 
     def seconds(self):
-        """(CPU seconds, whether schedstat measured them)"""
-        tids, precise = thread_cpu(self.pid)
-        if tids == self.tids:
-            return precise - self.precise0, True
+        """(CPU seconds, whether they are the nanosecond figure)"""
+        if self.exact:
+            tids, ns = thread_cpu(self.pid)
+            if tids == self.tids:
+                return ns - self.ns0, True
         return cpu_seconds(self.pid) - self.ticks0, False
 
 
@@ -211,7 +214,7 @@ def stop(proc, sig=signal.SIGTERM):
 
 
 def sample_cpu(pid, seconds):
-    meter, t0 = CpuMeter(pid), time.monotonic()
+    meter, t0 = CpuMeter(pid, threads_persist=True), time.monotonic()  # no requests in the window
     time.sleep(seconds)
     cpu, _ = meter.seconds()
     return cpu / (time.monotonic() - t0)  # CPU seconds per second
@@ -456,12 +459,13 @@ def main():
         ("tracker on_reading (advance included), 1 GPU, 8 processes", "BM_OnReading/8/1", None, None, False),
         ("tracker on_reading (advance included), 1 GPU, 63 processes", "BM_OnReading/63/1", "BM_OnReading/63/0",
          args.gpus, True),
-        ("owner lookup, cached process (stat re-read + owner + rules)", "BM_Resolve/cached", None, n, True),
-        ("  of which /proc/<pid>/stat re-read", "BM_StartTimeReread", None, n, False),
-        ("  of which owner labels + project rules", "BM_BuildOwner", None, n, False),
+        ("owner lookup, cached process (a stat(), the owner kept)", "BM_Resolve/cached", None, n, True),
+        ("  of which the stat() of /proc/<pid>", "BM_EntryId", None, n, False),
+        ("owner labels + project rules, when a process, pod or job changes", "BM_BuildOwner", None, None, False),
         ("owner lookup, new process (4 files read)", "BM_Resolve/new", None, None, False),
         ("tracker contribute, 504 processes, per snapshot", "BM_ContributeNode/1", "BM_ContributeNode/0", 1, True),
-        ("render the 504-process node, per snapshot", "BM_RenderNode/1", "BM_RenderNode/0", 1, True),
+        ("render the 504-process node, per scrape (none while idle)", "BM_RenderNode/1", "BM_RenderNode/0", None,
+         False),
         ("checkpoint the 504-process ledger (every 5 s)", "BM_CheckpointNode/1", "BM_CheckpointNode/0", 0.2, True),
     ]
     rows = []

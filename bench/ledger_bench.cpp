@@ -6,9 +6,10 @@
 //     resulting exposition (families, both formats, both gzip prefixes);
 //   - UsageTracker::checkpoint for the node (once per checkpoint interval), to a temp dir;
 //   - HostOwnerResolver::resolve on a procfs tree written by `gpumeter sim procfs`, for a
-//     cached process (every collection) and a new one (once per process), and the two parts
-//     of a cached lookup: the start-time re-read and the owner labels with the project rules,
-//     when --sim-root=DIR (DIR/proc, DIR/etc/passwd) and --config=FILE are given.
+//     cached process (every collection) and a new one (once per process), the part of a
+//     cached lookup that touches procfs (a stat() of /proc/<pid>), and what a changed process,
+//     pod or job set costs again (the owner labels with the project rules), when
+//     --sim-root=DIR (DIR/proc, DIR/etc/passwd) and --config=FILE are given.
 // Every process has its own owner, as in deploy/scenarios/bench-8x-500proc.yaml with a procfs
 // tree; the ledger, tracker and node benchmarks also run with every owner unresolvable (the
 // last argument 0), as the agent is with an empty procfs, so the two can be subtracted.
@@ -338,12 +339,12 @@ void BM_Resolve(benchmark::State& state, bool cached) {
     if (++i == pids.size()) i = 0;
   }
   state.counters["processes"] = static_cast<double>(pids.size());
-  state.SetLabel(cached ? "per process and collection (cached: stat re-read, owner and project rules)"
+  state.SetLabel(cached ? "per process and collection (cached: a stat() of /proc/<pid>, the owner kept)"
                         : "per new process (stat, status, cgroup, environ read and parsed)");
 }
 
-// The first part of a cached lookup: /proc/<pid>/stat read again for the start time.
-void BM_StartTimeReread(benchmark::State& state) {
+// The part of a cached lookup that touches procfs: one stat() of the process's directory.
+void BM_EntryId(benchmark::State& state) {
   auto config = bench_config(state);
   if (!config) return;
   const std::string proc = g_resolver_setup.sim_root + "/proc";
@@ -351,18 +352,18 @@ void BM_StartTimeReread(benchmark::State& state) {
   const std::vector<unsigned> pids = pids_in(proc);
   size_t i = 0;
   for (auto _ : state) {
-    auto t = reader.start_time(pids[i]);
-    if (!t) {
-      state.SkipWithError(t.error().message.c_str());
+    auto id = reader.entry_id(pids[i]);
+    if (!id) {
+      state.SkipWithError(id.error().message.c_str());
       break;
     }
-    benchmark::DoNotOptimize(t);
+    benchmark::DoNotOptimize(id);
     if (++i == pids.size()) i = 0;
   }
-  state.SetLabel("per process and collection: /proc/<pid>/stat re-read");
+  state.SetLabel("per process and collection: stat() of /proc/<pid>");
 }
 
-// The second part: owner labels and the project rules from the cached process information.
+// What a process whose pod or jobs changed costs again: its owner labels and the project rules.
 void BM_BuildOwner(benchmark::State& state) {
   auto config = bench_config(state);
   if (!config) return;
@@ -383,7 +384,7 @@ void BM_BuildOwner(benchmark::State& state) {
     benchmark::DoNotOptimize(build_owner(infos[i], nullptr, no_jobs, config->project.resolver));
     if (++i == infos.size()) i = 0;
   }
-  state.SetLabel("per process and collection: owner labels + project rules");
+  state.SetLabel("per changed process: owner labels + project rules");
 }
 
 }  // namespace
@@ -407,7 +408,7 @@ int main(int argc, char** argv) {
     benchmark::RegisterBenchmark("BM_Resolve/cached", gpumeter::BM_Resolve, true)
         ->Unit(benchmark::kNanosecond);
     benchmark::RegisterBenchmark("BM_Resolve/new", gpumeter::BM_Resolve, false)->Unit(benchmark::kNanosecond);
-    benchmark::RegisterBenchmark("BM_StartTimeReread", gpumeter::BM_StartTimeReread)
+    benchmark::RegisterBenchmark("BM_EntryId", gpumeter::BM_EntryId)
         ->Unit(benchmark::kNanosecond);
     benchmark::RegisterBenchmark("BM_BuildOwner", gpumeter::BM_BuildOwner)->Unit(benchmark::kNanosecond);
   }

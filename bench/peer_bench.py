@@ -59,7 +59,9 @@ def cpu_window(pid, seconds, url=None, every=None):
             next_at += every
 
     thread = threading.Thread(target=scraper) if url else None
-    meter = CpuMeter(pid)
+    # Scrapes start a thread each in the peer's server: only a window without them is measured
+    # in nanoseconds.
+    meter = CpuMeter(pid, threads_persist=url is None)
     if thread:
         thread.start()
     time.sleep(seconds)
@@ -218,8 +220,8 @@ def main():
     print("reads the device values and per-process memory and SM utilization, and nothing else.")
     print()
     print("Each run, in order: idle CPU per GPU sample in ms, no scrapes / a scrape every %g s" % args.scrape_every)
-    print("(* : from utime + stime in 10 ms ticks, as threads came and went in the window; else from the")
-    print("threads' schedstat in ns)")
+    print("(no scrapes: the threads' schedstat, in ns; with scrapes (*): utime + stime in 10 ms ticks, which")
+    print("count the peer's thread per request)")
     for who, r in order:
         print("  %-5s %.4f%s / %.4f%s" % (who, r["idle_ms_per_gpu_sample"], "" if r["idle_precise"] else "*",
                                         r["scraped_ms_per_gpu_sample"], "" if r["scraped_precise"] else "*"))
