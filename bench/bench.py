@@ -482,7 +482,7 @@ def main():
                      "" if calls is None else "%g" % calls,
                      "" if diff is None else "+%.3f ms (%.3f%% of a core)" % (diff / 1000, diff / 1e4)))
     rows.append(("attribution, sum of the parts (CPU per second)", "", "", "",
-                 "+%.3f ms (%.3f%% of a core); agent measured +%.3f%%" %
+                 "+%.3f ms (%.3f%% of a core); agent measured %+.3f%%" %
                  (total_us / 1000, total_us / 1e4, a["cpu_percent_of_core"] - u["cpu_percent_of_core"])))
     print()
     print("Per-collection parts (bench/ledger_bench.cpp, CPU time per call)")

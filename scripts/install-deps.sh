@@ -14,7 +14,7 @@ test_pkgs=(prometheus prometheus-alertmanager victoria-metrics python3-pil pytho
   systemd man-db  # test_package: systemd-analyze verify, man --warnings
   clang-14 libclang-rt-14-dev  # the fuzz preset: libFuzzer and the sanitizers' runtimes
   faketime)  # test_clock: libfaketime steps the agent's wall clock
-bench_pkgs=(wrk nginx-light libbenchmark-dev procps curl)
+bench_pkgs=(wrk nginx-light libbenchmark-dev procps curl linux-perf)  # linux-perf: bench/cpu_profile.py --perf
 
 want=()
 for group in "${@:-build}"; do
