@@ -1,4 +1,5 @@
 // Simulator scenario files (gpumeter serve --sim.scenario, gpumeter sim).
+#include <algorithm>
 #include <string>
 
 #include "fuzz_check.h"
@@ -18,6 +19,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   for (unsigned g = 0; g < scenario->gpus.size(); ++g) {
     FUZZ_CHECK(scenario->gpus[g].model < scenario->models.size());
     (void)scenario->model_of(g);
+  }
+  // A job's allocation exists, holds the job's GPUs, and each allocation's GPUs exist.
+  for (const sim::Allocation& a : scenario->allocations) {
+    for (unsigned g : a.gpus) FUZZ_CHECK(g < scenario->gpus.size());
+  }
+  for (const sim::Job& j : scenario->jobs) {
+    if (j.allocation == sim::kNoAllocation) continue;
+    FUZZ_CHECK(j.allocation < scenario->allocations.size());
+    const auto& held = scenario->allocations[j.allocation].gpus;
+    for (unsigned g : j.gpus) FUZZ_CHECK(std::find(held.begin(), held.end(), g) != held.end());
   }
   return 0;
 }

@@ -31,6 +31,7 @@ struct TruthArgs {
   std::string from = "0";
   std::string to;
   std::string format = "table";
+  std::string policy = "process";
 };
 
 std::string describe_duration(Micros d) {
@@ -45,6 +46,10 @@ int run_truth(const TruthArgs& args, std::ostream& out, std::ostream& err) {
   }
   if (args.format != "table" && args.format != "json") {
     err << fmt::format("gpumeter sim truth: --format must be table or json, got '{}'\n", args.format);
+    return kBadInput;
+  }
+  if (args.policy != "process" && args.policy != "scheduler") {
+    err << fmt::format("gpumeter sim truth: --policy must be process or scheduler, got '{}'\n", args.policy);
     return kBadInput;
   }
   auto from = parse_duration(args.from);
@@ -76,6 +81,15 @@ int run_truth(const TruthArgs& args, std::ostream& out, std::ostream& err) {
     err << fmt::format("gpumeter sim truth: --from ({} s) must be earlier than --to ({} s)\n",
                        to_seconds(*from), to_seconds(*to));
     return kBadInput;
+  }
+  if (args.policy == "scheduler") {
+    SchedulerTruth truth = compute_scheduler_truth(*scenario, *from, *to);
+    if (args.format == "json") {
+      out << scheduler_truth_to_json(*scenario, truth).dump(2) << "\n";
+    } else {
+      out << scheduler_truth_to_table(*scenario, truth);
+    }
+    return kOk;
   }
   Truth truth = compute_truth(*scenario, *from, *to);
   if (args.format == "json") {
@@ -134,9 +148,12 @@ int run_check(const std::string& path, std::ostream& out, std::ostream& err) {
   std::string model_list;
   for (const auto& [name, count] : models)
     model_list += fmt::format("{}{} x {}", model_list.empty() ? "" : ", ", count, name);
-  out << fmt::format("{}: ok: {} GPUs ({}), {} jobs, {} faults, {} quirks, duration {}\n", path,
+  const std::string allocations =
+      scenario->allocations.empty() ? "" : fmt::format("{} allocations, ", scenario->allocations.size());
+  out << fmt::format("{}: ok: {} GPUs ({}), {} jobs, {}{} faults, {} quirks, duration {}\n", path,
                      scenario->gpus.size(), model_list.empty() ? "none" : model_list, scenario->jobs.size(),
-                     scenario->fault_count(), scenario->quirks.size(), describe_duration(scenario->duration));
+                     allocations, scenario->fault_count(), scenario->quirks.size(),
+                     describe_duration(scenario->duration));
   for (const Quirk& q : scenario->quirks) out << "  quirk: " << describe_quirk(q) << "\n";
   return kOk;
 }
@@ -242,6 +259,9 @@ int run_procfs(const HostArgs& args, const EnvLookup& getenv, std::ostream& out,
     }
     out << fmt::format("{}/proc: {} processes at scenario time {} s\n", args.out, (*tree)->present().size(),
                        to_seconds(std::max<Micros>(t, 0)));
+    if (const HpcJobsTree* hpc = (*tree)->hpc_jobs()) {
+      out << fmt::format("{}/{}: {} GPUs allocated to Slurm jobs\n", args.out, kHpcJobsDir, hpc->present().size());
+    }
     return kOk;
   }
   err << fmt::format("gpumeter sim procfs: following {} in {}/proc (lead {} s); SIGINT or SIGTERM stops\n",
@@ -300,6 +320,9 @@ void setup_sim_command(CLI::App& sim, int& exit_code) {
   truth->add_option("--to", truth_args->to,
                     "Window end in scenario seconds (default: the scenario's duration)");
   truth->add_option("--format", truth_args->format, "table or json (default table)");
+  truth->add_option("--policy", truth_args->policy,
+                    "process (time to the owners of the processes on a GPU) or scheduler (time to the "
+                    "owners of its allocations, and of processes outside them) (default process)");
   truth->callback([truth_args, &exit_code] { exit_code = run_truth(*truth_args, std::cout, std::cerr); });
 
   auto check_path = std::make_shared<std::string>();
@@ -320,6 +343,9 @@ void setup_sim_command(CLI::App& sim, int& exit_code) {
       "until SIGINT or SIGTERM: each pid's entry appears --lead scenario time before its job starts and\n"
       "goes --lead after it ends; every change is an atomic rename. With --follow and no\n"
       "GPUMETER_SIM_EPOCH, scenario time 0 is the moment it starts.\n"
+      "A scenario with Slurm allocations also gets DIR/run/gpumeter-hpc-jobs/<GPU index>, dcgm-exporter's\n"
+      "HPC job mapping: the ids of the Slurm jobs allocated that GPU, one per line, over each allocation's\n"
+      "span (no lead), written and removed atomically.\n"
       "Exit codes: 0 ok, 1 runtime error (e.g. DIR not writable), 2 bad input.");
   procfs->add_option("--scenario", procfs_args->scenario, "Scenario YAML file");
   procfs->add_option("--out", procfs_args->out, "Directory to write proc/ and etc/passwd into");
@@ -338,9 +364,10 @@ void setup_sim_command(CLI::App& sim, int& exit_code) {
   kubelet->footer(
       "Each job with a `kubernetes` reference is listed as its pod and container, holding resource\n"
       "nvidia.com/gpu with the UUIDs of its GPUs as device ids, from --lead scenario time before it\n"
-      "starts until --lead after it ends (as `gpumeter sim procfs` keeps its pids). A GPU that two\n"
-      "containers hold at once somewhere in the scenario is time-sliced: its device ids are the NVIDIA\n"
-      "device plugin's replicas, <uuid>::<n>. Scenario time comes from GPUMETER_SIM_EPOCH and\n"
+      "starts until --lead after it ends (as `gpumeter sim procfs` keeps its pids). A pod's allocation\n"
+      "(`allocations:` with `kubernetes`) is listed over exactly its span, with or without a process.\n"
+      "A GPU that two containers hold at once somewhere in the scenario is time-sliced: its device ids\n"
+      "are the NVIDIA device plugin's replicas, <uuid>::<n>. Scenario time comes from GPUMETER_SIM_EPOCH and\n"
       "GPUMETER_SIM_TIME_SCALE as the simulator library computes it; with no epoch, scenario time 0 is\n"
       "the moment it starts. Runs until SIGINT or SIGTERM, then removes the socket.\n"
       "Exit codes: 0 ok, 1 runtime error (e.g. the socket cannot be created), 2 bad input.");

@@ -41,6 +41,43 @@ std::string render(const std::vector<Column>& columns, const std::vector<std::ve
 
 std::string num(double v) { return fmt::format("{:.3f}", v); }
 
+nlohmann::ordered_json kubernetes_json(const KubernetesRef& k) {
+  return {{"namespace", k.namespace_}, {"pod", k.pod}, {"container", k.container}};
+}
+
+nlohmann::ordered_json gpu_json(const Scenario& scenario, const GpuTruth& g) {
+  nlohmann::ordered_json j;
+  j["gpu"] = g.gpu;
+  j["uuid"] = g.uuid;
+  j["model"] = scenario.model_of(g.gpu).name;
+  j["busy_seconds"] = g.busy_seconds;
+  j["energy_joules"] = g.energy_joules;
+  j["idle_energy_joules"] = g.idle_energy_joules;
+  j["memory_byte_seconds"] = g.memory_byte_seconds;
+  j["allocated_seconds"] = g.allocated_seconds;
+  j["idle_seconds"] = g.idle_seconds;
+  return j;
+}
+
+std::vector<std::string> gpu_row(const GpuTruth& g) {
+  return {std::to_string(g.gpu),     g.uuid,
+          num(g.busy_seconds),       num(g.energy_joules),
+          num(g.idle_energy_joules), fmt::format("{:.6g}", g.memory_byte_seconds),
+          num(g.allocated_seconds),  num(g.idle_seconds)};
+}
+
+const std::vector<Column> kGpuColumns = {{"GPU", true},           {"UUID", false},        {"BUSY_S", true},
+                                         {"ENERGY_J", true},      {"IDLE_ENERGY_J", true}, {"MEMORY_BYTE_S", true},
+                                         {"ALLOCATED_S", true},   {"IDLE_S", true}};
+
+// The pid a job runs on a GPU (one per entry of its GPUs).
+unsigned pid_on(const Job& job, unsigned gpu) {
+  for (std::size_t i = 0; i < job.gpus.size(); ++i) {
+    if (job.gpus[i] == gpu) return job.pids[i];
+  }
+  return 0;
+}
+
 }  // namespace
 
 nlohmann::ordered_json truth_to_json(const Scenario& scenario, const Truth& truth) {
@@ -50,19 +87,7 @@ nlohmann::ordered_json truth_to_json(const Scenario& scenario, const Truth& trut
   out["to_seconds"] = to_seconds(truth.to);
   out["window_seconds"] = to_seconds(truth.to - truth.from);
   out["gpus"] = nlohmann::ordered_json::array();
-  for (const GpuTruth& g : truth.gpus) {
-    nlohmann::ordered_json j;
-    j["gpu"] = g.gpu;
-    j["uuid"] = g.uuid;
-    j["model"] = scenario.model_of(g.gpu).name;
-    j["busy_seconds"] = g.busy_seconds;
-    j["energy_joules"] = g.energy_joules;
-    j["idle_energy_joules"] = g.idle_energy_joules;
-    j["memory_byte_seconds"] = g.memory_byte_seconds;
-    j["allocated_seconds"] = g.allocated_seconds;
-    j["idle_seconds"] = g.idle_seconds;
-    out["gpus"].push_back(std::move(j));
-  }
+  for (const GpuTruth& g : truth.gpus) out["gpus"].push_back(gpu_json(scenario, g));
   out["jobs"] = nlohmann::ordered_json::array();
   for (const JobTruth& t : truth.jobs) {
     nlohmann::ordered_json j;
@@ -74,11 +99,7 @@ nlohmann::ordered_json truth_to_json(const Scenario& scenario, const Truth& trut
     j["cgroup"] = t.cgroup;
     j["env"] = nlohmann::ordered_json::object();
     for (const auto& [k, v] : t.env) j["env"][k] = v;
-    if (!t.kubernetes.empty()) {
-      j["kubernetes"] = {{"namespace", t.kubernetes.namespace_},
-                         {"pod", t.kubernetes.pod},
-                         {"container", t.kubernetes.container}};
-    }
+    if (!t.kubernetes.empty()) j["kubernetes"] = kubernetes_json(t.kubernetes);
     j["allocated_seconds"] = t.allocated_seconds;
     j["busy_seconds"] = t.busy_seconds;
     j["memory_byte_seconds"] = t.memory_byte_seconds;
@@ -92,11 +113,7 @@ nlohmann::ordered_json truth_to_json(const Scenario& scenario, const Truth& trut
 
 std::string truth_to_table(const Truth& truth) {
   std::vector<std::vector<std::string>> gpu_rows;
-  for (const GpuTruth& g : truth.gpus) {
-    gpu_rows.push_back({std::to_string(g.gpu), g.uuid, num(g.busy_seconds), num(g.energy_joules),
-                        num(g.idle_energy_joules), fmt::format("{:.6g}", g.memory_byte_seconds),
-                        num(g.allocated_seconds), num(g.idle_seconds)});
-  }
+  for (const GpuTruth& g : truth.gpus) gpu_rows.push_back(gpu_row(g));
   std::vector<std::vector<std::string>> job_rows;
   for (const JobTruth& t : truth.jobs) {
     job_rows.push_back({t.name, std::to_string(t.gpu), std::to_string(t.pid), std::to_string(t.uid),
@@ -104,15 +121,7 @@ std::string truth_to_table(const Truth& truth) {
                         fmt::format("{:.6g}", t.memory_byte_seconds), num(t.energy_joules), t.cgroup});
   }
   std::string out = fmt::format("window [{}, {}) s\n\n", to_seconds(truth.from), to_seconds(truth.to));
-  out += render({{"GPU", true},
-                 {"UUID", false},
-                 {"BUSY_S", true},
-                 {"ENERGY_J", true},
-                 {"IDLE_ENERGY_J", true},
-                 {"MEMORY_BYTE_S", true},
-                 {"ALLOCATED_S", true},
-                 {"IDLE_S", true}},
-                gpu_rows);
+  out += render(kGpuColumns, gpu_rows);
   out += "\n";
   out += render({{"JOB", false},
                  {"GPU", true},
@@ -124,6 +133,87 @@ std::string truth_to_table(const Truth& truth) {
                  {"ENERGY_J", true},
                  {"CGROUP", false}},
                 job_rows);
+  return out;
+}
+
+nlohmann::ordered_json scheduler_truth_to_json(const Scenario& scenario, const SchedulerTruth& truth) {
+  nlohmann::ordered_json out;
+  out["scenario"] = scenario.source;
+  out["policy"] = "scheduler";
+  out["from_seconds"] = to_seconds(truth.from);
+  out["to_seconds"] = to_seconds(truth.to);
+  out["window_seconds"] = to_seconds(truth.to - truth.from);
+  out["gpus"] = nlohmann::ordered_json::array();
+  for (std::size_t i = 0; i < truth.gpus.size(); ++i) {
+    nlohmann::ordered_json j = gpu_json(scenario, truth.gpus[i]);
+    j["foreign_seconds"] = truth.foreign_seconds[i];
+    out["gpus"].push_back(std::move(j));
+  }
+  out["owners"] = nlohmann::ordered_json::array();
+  for (const OwnerTruth& o : truth.owners) {
+    nlohmann::ordered_json j;
+    j["name"] = o.name;
+    j["kind"] = o.is_allocation ? "allocation" : "job";
+    j["gpu"] = o.gpu;
+    j["uuid"] = o.uuid;
+    if (o.is_allocation) {
+      const Allocation& a = scenario.allocations[o.index];
+      j["uid"] = a.uid;
+      if (!a.kubernetes.empty()) j["kubernetes"] = kubernetes_json(a.kubernetes);
+      if (!a.slurm_job.empty()) j["slurm"] = {{"job_id", a.slurm_job}};
+    } else {
+      const Job& job = scenario.jobs[o.index];
+      j["pid"] = pid_on(job, o.gpu);
+      j["uid"] = job.uid;
+      j["cgroup"] = job.cgroup;
+      j["env"] = nlohmann::ordered_json::object();
+      for (const auto& [k, v] : job.env) j["env"][k] = v;
+      if (!job.kubernetes.empty()) j["kubernetes"] = kubernetes_json(job.kubernetes);
+    }
+    j["allocated_seconds"] = o.allocated_seconds;
+    j["busy_seconds"] = o.busy_seconds;
+    j["idle_allocated_seconds"] = o.idle_allocated_seconds;
+    out["owners"].push_back(std::move(j));
+  }
+  out["users"] = nlohmann::ordered_json::object();
+  for (const auto& [name, uid] : scenario.users) out["users"][name] = uid;
+  return out;
+}
+
+std::string scheduler_truth_to_table(const Scenario& scenario, const SchedulerTruth& truth) {
+  std::vector<std::vector<std::string>> gpu_rows;
+  std::vector<Column> gpu_columns = kGpuColumns;
+  gpu_columns.push_back({"FOREIGN_S", true});
+  for (std::size_t i = 0; i < truth.gpus.size(); ++i) {
+    gpu_rows.push_back(gpu_row(truth.gpus[i]));
+    gpu_rows.back().push_back(num(truth.foreign_seconds[i]));
+  }
+  std::vector<std::vector<std::string>> owner_rows;
+  for (const OwnerTruth& o : truth.owners) {
+    std::string who;
+    if (o.is_allocation) {
+      const Allocation& a = scenario.allocations[o.index];
+      who = a.slurm_job.empty()
+                ? fmt::format("pod {}/{}/{}", a.kubernetes.namespace_, a.kubernetes.pod, a.kubernetes.container)
+                : fmt::format("slurm job {}", a.slurm_job);
+    } else {
+      who = fmt::format("pid {}", pid_on(scenario.jobs[o.index], o.gpu));
+    }
+    owner_rows.push_back({o.name, o.is_allocation ? "allocation" : "job", std::to_string(o.gpu),
+                          num(o.allocated_seconds), num(o.busy_seconds), num(o.idle_allocated_seconds), who});
+  }
+  std::string out = fmt::format("policy scheduler, window [{}, {}) s\n\n", to_seconds(truth.from),
+                                to_seconds(truth.to));
+  out += render(gpu_columns, gpu_rows);
+  out += "\n";
+  out += render({{"OWNER", false},
+                 {"KIND", false},
+                 {"GPU", true},
+                 {"ALLOCATED_S", true},
+                 {"BUSY_S", true},
+                 {"IDLE_ALLOCATED_S", true},
+                 {"WHO", false}},
+                owner_rows);
   return out;
 }
 

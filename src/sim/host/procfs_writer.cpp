@@ -337,6 +337,12 @@ Result<std::unique_ptr<ProcfsTree>> ProcfsTree::open(const fs::path& dir, const 
     }
   }
   if (ec) return fs_error("cannot list", tree->proc_, ec);
+  if (std::any_of(scenario.allocations.begin(), scenario.allocations.end(),
+                  [](const Allocation& a) { return !a.slurm_job.empty(); })) {
+    auto hpc = HpcJobsTree::open(dir, scenario);
+    if (!hpc) return hpc.error();
+    tree->hpc_jobs_ = std::move(hpc).value();
+  }
   return tree;
 }
 
@@ -413,13 +419,15 @@ Result<void> ProcfsTree::sync(Micros t) {
     if (auto r = write_entry(*w, it != present_.end()); !r) return r;
     present_[pid] = w->job;
   }
+  if (hpc_jobs_) return hpc_jobs_->sync(t);
   return {};
 }
 
 Micros ProcfsTree::next_change_after(Micros t) const {
   t = std::max<Micros>(t, 0);
   auto it = std::upper_bound(edges_.begin(), edges_.end(), t);
-  return it == edges_.end() ? kForever : *it;
+  const Micros next = it == edges_.end() ? kForever : *it;
+  return hpc_jobs_ ? std::min(next, hpc_jobs_->next_change_after(t)) : next;
 }
 
 Result<std::unique_ptr<HostClock>> make_scenario_clock(const Scenario& scenario,

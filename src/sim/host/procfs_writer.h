@@ -9,6 +9,9 @@
 // Every change is atomic for a reader: an entry is written into <dir>/proc/.<pid>.tmp/ and
 // renamed into place (or exchanged with the entry it replaces), and removed by renaming it
 // away first, so <dir>/proc/<pid> is always either absent or complete.
+//
+// When the scenario has Slurm allocations, the tree also holds the HPC job-mapping directory
+// <dir>/run/gpumeter-hpc-jobs/ (see slurm_tree.h), kept in step by the same sync().
 
 #include <cstddef>
 #include <cstdint>
@@ -20,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/host/slurm_tree.h"
 #include "sim/model/env_config.h"
 #include "sim/model/scenario.h"
 #include "util/result.h"
@@ -87,6 +91,9 @@ class ProcfsTree {
   // The pids present after the last sync(), with the job each belongs to.
   const std::map<unsigned, std::size_t>& present() const { return present_; }
 
+  // The HPC job-mapping files, or null when the scenario has no Slurm allocation.
+  const HpcJobsTree* hpc_jobs() const { return hpc_jobs_.get(); }
+
  private:
   ProcfsTree(std::filesystem::path dir, const Scenario& scenario, Micros lead, Micros boot_before_scenario);
   Result<void> write_entry(const ProcessWindow& w, bool replace);
@@ -98,6 +105,7 @@ class ProcfsTree {
   std::vector<ProcessWindow> windows_;
   std::vector<Micros> edges_;                // every window's from and to, sorted, unique
   std::map<unsigned, std::size_t> present_;  // pid -> job (kUnknownJob: left by an earlier run)
+  std::unique_ptr<HpcJobsTree> hpc_jobs_;
 };
 
 // Scenario time for the host-side commands, from the same settings the library reads.

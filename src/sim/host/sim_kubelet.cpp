@@ -14,49 +14,49 @@ namespace {
 
 using ContainerKey = std::tuple<std::string, std::string, std::string>;  // namespace, pod, container
 
-ContainerKey key_of(const Job& job) {
-  return {job.kubernetes.namespace_, job.kubernetes.pod, job.kubernetes.container};
-}
+ContainerKey key_of(const KubernetesRef& k) { return {k.namespace_, k.pod, k.container}; }
 
 }  // namespace
 
 SimKubelet::SimKubelet(const Scenario& scenario, Micros lead)
-    : scenario_(scenario), time_sliced_(scenario.gpus.size(), false) {
-  for (std::size_t j = 0; j < scenario.jobs.size(); ++j) {
-    const Job& job = scenario.jobs[j];
+    : time_sliced_(scenario.gpus.size(), false) {
+  // Pods' allocations and jobs' windows in one list, allocations first, each in scenario order.
+  for (const sim::Allocation& alloc : scenario.allocations) {
+    const Micros end = std::min(alloc.end, scenario.duration);
+    if (alloc.kubernetes.empty() || alloc.start >= end) continue;
+    listings_.push_back(Listing{alloc.kubernetes, alloc.gpus, alloc.start, end, {}});
+  }
+  for (const Job& job : scenario.jobs) {
     const Micros end = std::min(job.end, scenario.duration);
     if (job.kubernetes.empty() || job.start >= end) continue;
-    Allocation a;
-    a.job = j;
-    a.from = job.start - lead;
-    a.to = end >= kForever - lead ? kForever : end + lead;
-    allocations_.push_back(std::move(a));
+    if (job.allocation != kNoAllocation && !scenario.allocations[job.allocation].kubernetes.empty()) continue;
+    listings_.push_back(
+        Listing{job.kubernetes, job.gpus, job.start - lead, end >= kForever - lead ? kForever : end + lead, {}});
   }
   // Per GPU: its allocations by start; replica numbers handed out as the plugin would.
   struct Slot {
-    std::size_t allocation;
+    std::size_t listing;
     unsigned replica;
   };
-  std::vector<std::map<std::size_t, unsigned>> replica(scenario.gpus.size());  // allocation -> n
+  std::vector<std::map<std::size_t, unsigned>> replica(scenario.gpus.size());  // listing -> n
   for (unsigned g = 0; g < scenario.gpus.size(); ++g) {
     std::vector<std::size_t> on_gpu;
-    for (std::size_t i = 0; i < allocations_.size(); ++i) {
-      const Job& job = scenario.jobs[allocations_[i].job];
-      if (std::find(job.gpus.begin(), job.gpus.end(), g) != job.gpus.end()) on_gpu.push_back(i);
+    for (std::size_t i = 0; i < listings_.size(); ++i) {
+      const std::vector<unsigned>& gpus = listings_[i].gpus;
+      if (std::find(gpus.begin(), gpus.end(), g) != gpus.end()) on_gpu.push_back(i);
     }
-    std::stable_sort(on_gpu.begin(), on_gpu.end(), [&](std::size_t a, std::size_t b) {
-      return allocations_[a].from < allocations_[b].from;
-    });
+    std::stable_sort(on_gpu.begin(), on_gpu.end(),
+                     [&](std::size_t a, std::size_t b) { return listings_[a].from < listings_[b].from; });
     std::vector<Slot> assigned;
     for (std::size_t i : on_gpu) {
-      const Allocation& a = allocations_[i];
-      const ContainerKey key = key_of(scenario.jobs[a.job]);
+      const Listing& a = listings_[i];
+      const ContainerKey key = key_of(a.ref);
       std::set<unsigned> taken;
       std::optional<unsigned> same_container;
       for (const Slot& s : assigned) {
-        const Allocation& b = allocations_[s.allocation];
+        const Listing& b = listings_[s.listing];
         if (b.to <= a.from) continue;  // b started no later than a; overlapping iff it ends after
-        if (key_of(scenario.jobs[b.job]) == key) {
+        if (key_of(b.ref) == key) {
           same_container = s.replica;  // two processes of one container share its allocation
         } else {
           taken.insert(s.replica);
@@ -73,9 +73,9 @@ SimKubelet::SimKubelet(const Scenario& scenario, Micros lead)
       replica[g][i] = n;
     }
   }
-  for (std::size_t i = 0; i < allocations_.size(); ++i) {
-    Allocation& a = allocations_[i];
-    for (unsigned g : scenario.jobs[a.job].gpus) {
+  for (std::size_t i = 0; i < listings_.size(); ++i) {
+    Listing& a = listings_[i];
+    for (unsigned g : a.gpus) {
       const std::string& uuid = scenario.gpus[g].uuid;
       a.device_ids.push_back(time_sliced_[g] ? fmt::format("{}::{}", uuid, replica[g][i]) : uuid);
     }
@@ -86,9 +86,9 @@ std::vector<kubelet::PodResources> SimKubelet::pods_at(Micros t) const {
   t = std::max<Micros>(t, 0);
   // namespace, pod -> container -> device ids
   std::map<std::pair<std::string, std::string>, std::map<std::string, std::vector<std::string>>> pods;
-  for (const Allocation& a : allocations_) {
+  for (const Listing& a : listings_) {
     if (t < a.from || t >= a.to) continue;
-    const KubernetesRef& k = scenario_.jobs[a.job].kubernetes;
+    const KubernetesRef& k = a.ref;
     std::vector<std::string>& ids = pods[{k.namespace_, k.pod}][k.container];
     for (const std::string& id : a.device_ids) {
       if (std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);

@@ -9,6 +9,10 @@
 // sharing configuration, every allocation of it, for its whole window, is a replica
 // "<uuid>::<n>", n the lowest replica number not held by another container at the
 // allocation's start (a container keeps its replica while it holds the GPU).
+//
+// An allocation of a pod (`allocations:` with `kubernetes`) is listed over exactly its span
+// [start, end), with no lead, whether or not a process runs: that is what the kubelet reports
+// while the pod holds its devices. Jobs that run in it (`allocation:`) add nothing of their own.
 
 #include <cstddef>
 #include <string>
@@ -32,13 +36,14 @@ class SimKubelet {
   bool time_sliced(unsigned gpu) const { return time_sliced_.at(gpu); }
 
  private:
-  struct Allocation {
-    std::size_t job;
+  // One container's hold on GPUs over [from, to): a job's window, or a pod's allocation.
+  struct Listing {
+    KubernetesRef ref;
+    std::vector<unsigned> gpus;
     Micros from, to;
-    std::vector<std::string> device_ids;  // in the job's GPU order
+    std::vector<std::string> device_ids;  // in `gpus` order
   };
-  const Scenario& scenario_;
-  std::vector<Allocation> allocations_;
+  std::vector<Listing> listings_;
   std::vector<bool> time_sliced_;
 };
 

@@ -82,6 +82,22 @@ struct KubernetesRef {
   bool empty() const { return pod.empty(); }
 };
 
+// GPUs a scheduler holds for an owner whether or not a process runs on them
+// (`allocations:`): a pod the kubelet allocated devices to, or a Slurm job's allocation.
+// Exactly one of `kubernetes` and `slurm_job` is set.
+struct Allocation {
+  std::string name;
+  Micros start = 0;
+  Micros end = kForever;
+  std::vector<unsigned> gpus;
+  KubernetesRef kubernetes;
+  std::string slurm_job;  // the Slurm job id, e.g. "51234"
+  unsigned uid = 0;
+};
+
+// The index of no allocation, for jobs outside any.
+inline constexpr std::size_t kNoAllocation = static_cast<std::size_t>(-1);
+
 struct Job {
   std::string name;
   Micros start = 0;
@@ -95,6 +111,9 @@ struct Job {
   std::vector<std::pair<std::string, std::string>> env;  // in file order
   std::uint64_t memory_bytes = 0;                        // on each of its GPUs
   Pattern utilization;
+  // The allocation the job runs in (`allocation:`), index into Scenario::allocations: a
+  // process of that pod, or a step of that Slurm job. kNoAllocation when none.
+  std::size_t allocation = kNoAllocation;
 };
 
 struct WindowFault {  // `lost` and `unknown_errors`: [at, at + duration)
@@ -150,6 +169,7 @@ struct Scenario {
   std::vector<GpuModelSpec> models;
   std::vector<GpuSpec> gpus;
   std::vector<Job> jobs;
+  std::vector<Allocation> allocations;  // in file order
   std::vector<WindowFault> lost;
   std::vector<WindowFault> unknown_errors;
   std::vector<HangFault> hangs;

@@ -260,10 +260,11 @@ void parse_users(Scenario& s, const YAML::Node& node) {
   }
 }
 
-Job parse_job(const YAML::Node& node, const std::string& path, std::size_t gpu_count) {
+Job parse_job(const YAML::Node& node, const std::string& path, const Scenario& s) {
+  const std::size_t gpu_count = s.gpus.size();
   MapReader m(node, path,
               {"name", "start", "end", "gpus", "pid", "pids", "uid", "cgroup", "cgroup_version", "kubernetes",
-               "env", "memory", "utilization"});
+               "env", "memory", "utilization", "allocation"});
   Job j;
   j.name = read_bounded_string(m.require("name"), m.path("name"), 256);
   if (m.has("start")) j.start = read_duration(m.get("start"), m.path("start"));
@@ -328,6 +329,7 @@ Job parse_job(const YAML::Node& node, const std::string& path, std::size_t gpu_c
   }
   if (m.has("memory")) j.memory_bytes = read_bytes(m.get("memory"), m.path("memory"));
   j.utilization = parse_pattern(m.require("utilization"), m.path("utilization"));
+  if (m.has("allocation")) j.allocation = parse::resolve_allocation(s, m.get("allocation"), m.path("allocation"));
   return j;
 }
 
@@ -408,7 +410,7 @@ Scenario parse_root(const YAML::Node& root, const std::string& source) {
   }
   MapReader m(root, "",
               {"description", "driver_version", "cuda_driver_version", "time_scale", "duration", "uuid_seed",
-               "models", "gpus", "users", "jobs", "faults", "quirks"});
+               "models", "gpus", "users", "allocations", "jobs", "faults", "quirks"});
   Scenario s;
   s.source = source;
   s.driver_version = "550.90.07";
@@ -440,6 +442,8 @@ Scenario parse_root(const YAML::Node& root, const std::string& source) {
   }
   parse_gpus(s, m.require("gpus"), uuid_seed);
   if (m.has("users")) parse_users(s, m.get("users"));
+  std::vector<YAML::Node> allocation_nodes;
+  if (m.has("allocations")) parse::parse_allocations(s, m.get("allocations"), allocation_nodes);
 
   std::vector<YAML::Node> job_nodes;
   if (m.has("jobs")) {
@@ -447,7 +451,7 @@ Scenario parse_root(const YAML::Node& root, const std::string& source) {
     if (!jobs.IsSequence()) fail_at(jobs, "jobs", "expected a list of jobs");
     std::set<std::string> names;
     for (std::size_t i = 0; i < jobs.size(); ++i) {
-      s.jobs.push_back(parse_job(jobs[i], indexed("jobs", i), s.gpus.size()));
+      s.jobs.push_back(parse_job(jobs[i], indexed("jobs", i), s));
       job_nodes.push_back(jobs[i]);
       if (!names.insert(s.jobs.back().name).second) {
         fail_at(jobs[i]["name"], indexed("jobs", i) + ".name",
@@ -471,6 +475,7 @@ Scenario parse_root(const YAML::Node& root, const std::string& source) {
 
   check_memory(s, job_nodes);
   check_pids(s, job_nodes);
+  parse::check_allocation_jobs(s, job_nodes, allocation_nodes);
   return s;
 }
 
@@ -480,6 +485,10 @@ std::string located(const std::string& source, int line, int column, const std::
 }
 
 }  // namespace
+
+KubernetesRef parse::parse_kubernetes_ref(const YAML::Node& node, const std::string& path) {
+  return parse_kubernetes(node, path);
+}
 
 Result<Scenario> parse_scenario(std::string_view yaml_text, const std::string& source_name) {
   try {

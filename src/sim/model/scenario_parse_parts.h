@@ -1,13 +1,15 @@
 #pragma once
 // The scenario parser's pieces, one file per part of the format: the root, jobs and GPUs in
 // scenario_parse.cpp, GPU models in scenario_parse_model.cpp, faults and quirks in
-// scenario_parse_faults.cpp. Every function throws ScenarioError (see yaml_reader.h).
+// scenario_parse_faults.cpp, allocations in
+// scenario_parse_allocations.cpp. Every function throws ScenarioError (see yaml_reader.h).
 
 #include <yaml-cpp/yaml.h>
 
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "sim/model/scenario.h"
 
@@ -22,5 +24,20 @@ void parse_fault(Scenario& s, const YAML::Node& node, const std::string& path);
 
 // The `quirks` list.
 void parse_quirks(Scenario& s, const YAML::Node& node);
+
+// `{namespace, pod, container}`, validated as the API server does.
+KubernetesRef parse_kubernetes_ref(const YAML::Node& node, const std::string& path);
+
+// The `allocations` list (scenario_parse_allocations.cpp), after the GPUs; `nodes` receives
+// each entry's node, for later messages.
+void parse_allocations(Scenario& s, const YAML::Node& node, std::vector<YAML::Node>& nodes);
+
+// A job's `allocation:` name, as an index into s.allocations.
+std::size_t resolve_allocation(const Scenario& s, const YAML::Node& node, const std::string& path);
+
+// After the jobs: a job runs on its allocation's GPUs and within its span; a job in a pod's
+// allocation takes the allocation's pod and container; allocation and job names differ.
+void check_allocation_jobs(Scenario& s, const std::vector<YAML::Node>& job_nodes,
+                           const std::vector<YAML::Node>& allocation_nodes);
 
 }  // namespace gpumeter::sim::parse

@@ -57,11 +57,16 @@ int run_cli(std::vector<std::string> args, std::string& err_text) {
   return exit_code;
 }
 
-TEST(SimKubeletCli, ServesTheScenarioPodsUntilSigterm) {
-  const std::string scenario = testing::write_file("kubelet-cli.yaml", kScenario);
-  const fs::path socket = testing::temp_dir() / "kubelet.sock";
+struct Served {
+  int exit_code = -1;
+  std::string err;
+  Result<std::vector<kubelet::PodResources>> pods = Error{0, "not listed"};
+};
+
+// Runs `gpumeter sim kubelet` on a scenario whose time is about 100 s now, lists its socket once
+// with the agent's client, then stops it with SIGTERM.
+Served serve_and_list(const std::string& scenario, const fs::path& socket) {
   fs::remove(socket);
-  // Scenario time is about 100 s now: a, b and d are listed; c is long gone.
   const auto now_s =
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   ::setenv("GPUMETER_SIM_EPOCH", std::to_string(now_s - 100).c_str(), 1);
@@ -74,21 +79,30 @@ TEST(SimKubeletCli, ServesTheScenarioPodsUntilSigterm) {
   sigaddset(&term, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &term, nullptr);  // so SIGTERM reaches only the command's wait
 
-  int exit_code = -1;
-  std::string err;
+  Served out;
   std::thread command([&] {
-    exit_code = run_cli({"kubelet", "--scenario", scenario, "--socket", socket.string()}, err);
+    out.exit_code = run_cli({"kubelet", "--scenario", scenario, "--socket", socket.string()}, out.err);
   });
-  Result<std::vector<kubelet::PodResources>> pods = Error{0, "not listed"};
-  for (int i = 0; i < 100 && !pods.ok(); ++i) {  // up to 5 s for the server to listen
+  for (int i = 0; i < 100 && !out.pods.ok(); ++i) {  // up to 5 s for the server to listen
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    if (fs::exists(socket)) pods = kubelet::list_pod_resources(socket.string(), std::chrono::seconds(5), 0);
+    if (fs::exists(socket)) out.pods = kubelet::list_pod_resources(socket.string(), std::chrono::seconds(5), 0);
   }
   pthread_kill(command.native_handle(), SIGTERM);
   command.join();
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
   ::unsetenv("GPUMETER_SIM_EPOCH");
   ::unsetenv("GPUMETER_SIM_TIME_SCALE");
+  return out;
+}
+
+TEST(SimKubeletCli, ServesTheScenarioPodsUntilSigterm) {
+  const std::string scenario = testing::write_file("kubelet-cli.yaml", kScenario);
+  const fs::path socket = testing::temp_dir() / "kubelet.sock";
+  // Scenario time is about 100 s now: a, b and d are listed; c is long gone.
+  Served served = serve_and_list(scenario, socket);
+  const int exit_code = served.exit_code;
+  const std::string& err = served.err;
+  const auto& pods = served.pods;
 
   EXPECT_EQ(exit_code, 0) << err;
   EXPECT_NE(err.find("serving pod-resources v1 List on unix:" + socket.string()), std::string::npos) << err;
@@ -112,6 +126,32 @@ TEST(SimKubeletCli, ServesTheScenarioPodsUntilSigterm) {
   EXPECT_EQ((*pods)[2].namespace_, "ns2");
   EXPECT_EQ((*pods)[2].name, "b");
   EXPECT_EQ(device_ids((*pods)[2]), (std::vector<std::string>{"GPU-aaaa::1"}));
+}
+
+TEST(SimKubeletCli, ListsAPodsAllocationWithNoProcess) {
+  // At about 100 s: the notebook pod holds GPU 0 from 50 s with no process ever; the finished
+  // pod's allocation ended at 90 s, though its process's lead would have lasted to 95 s.
+  const std::string scenario = testing::write_file("kubelet-cli-alloc.yaml", std::string(testing::kModel) + R"(
+gpus:
+  - {model: m, uuid: GPU-aaaa}
+  - {model: m, uuid: GPU-bbbb}
+allocations:
+  - {name: nb, start: 50, gpus: [0], kubernetes: {namespace: ns1, pod: notebook, container: jupyter}}
+  - {name: done, end: 90, gpus: [1], kubernetes: {namespace: ns1, pod: done, container: main}}
+jobs:
+  - {name: p, allocation: done, start: 10, end: 90, gpus: [1], pid: 1, utilization: 0.2}
+)");
+  Served served = serve_and_list(scenario, testing::temp_dir() / "kubelet-alloc.sock");
+  EXPECT_EQ(served.exit_code, 0) << served.err;
+  ASSERT_TRUE(served.pods.ok()) << served.pods.error().message;
+  ASSERT_EQ(served.pods->size(), 1u);
+  const kubelet::PodResources& pod = (*served.pods)[0];
+  EXPECT_EQ(pod.name, "notebook");
+  ASSERT_EQ(pod.containers.size(), 1u);
+  EXPECT_EQ(pod.containers[0].name, "jupyter");
+  ASSERT_EQ(pod.containers[0].devices.size(), 1u);
+  EXPECT_EQ(pod.containers[0].devices[0].resource_name, "nvidia.com/gpu");
+  EXPECT_EQ(pod.containers[0].devices[0].device_ids, (std::vector<std::string>{"GPU-aaaa"}));
 }
 
 TEST(SimKubeletCli, BadInput) {
