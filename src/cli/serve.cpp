@@ -75,8 +75,8 @@ void setup_serve_command(CLI::App& cmd, ServeOptions& o, int& exit_code) {
 int run_serve(const ServeOptions& o) {
   // glibc gives each thread that allocates an arena of its own, up to 8 per core: the agent's
   // threads (one per GPU, HTTP handlers) allocate little and rarely at once, and each arena
-  // keeps its own free memory. Two arenas hold 0.7 MiB less at peak on the 64-process node
-  // (docs/benchmarks.md). MALLOC_ARENA_MAX in the environment still decides if set.
+  // keeps its own free memory, so two arenas lower the peak. MALLOC_ARENA_MAX in the
+  // environment still decides if set.
   if (std::getenv("MALLOC_ARENA_MAX") == nullptr) ::mallopt(M_ARENA_MAX, 2);
   Logger log(*parse_log_level(o.log_level), *parse_log_format(o.log_format));
   auto interval = parse_duration(o.collect_interval);

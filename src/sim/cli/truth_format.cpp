@@ -78,14 +78,37 @@ unsigned pid_on(const Job& job, unsigned gpu) {
   return 0;
 }
 
+// The window of a truth, and the policy when it is not the default one.
+nlohmann::ordered_json header_json(const Scenario& scenario, const char* policy, Micros from, Micros to) {
+  nlohmann::ordered_json out;
+  out["scenario"] = scenario.source;
+  if (policy != nullptr) out["policy"] = policy;
+  out["from_seconds"] = to_seconds(from);
+  out["to_seconds"] = to_seconds(to);
+  out["window_seconds"] = to_seconds(to - from);
+  return out;
+}
+
+// Who a job's process on one GPU is, for attribution: the same members in both policies.
+void add_process_identity(nlohmann::ordered_json& j, unsigned pid, const Job& job) {
+  j["pid"] = pid;
+  j["uid"] = job.uid;
+  j["cgroup"] = job.cgroup;
+  j["env"] = nlohmann::ordered_json::object();
+  for (const auto& [k, v] : job.env) j["env"][k] = v;
+  if (!job.kubernetes.empty()) j["kubernetes"] = kubernetes_json(job.kubernetes);
+}
+
+nlohmann::ordered_json users_json(const Scenario& scenario) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::object();
+  for (const auto& [name, uid] : scenario.users) out[name] = uid;
+  return out;
+}
+
 }  // namespace
 
 nlohmann::ordered_json truth_to_json(const Scenario& scenario, const Truth& truth) {
-  nlohmann::ordered_json out;
-  out["scenario"] = scenario.source;
-  out["from_seconds"] = to_seconds(truth.from);
-  out["to_seconds"] = to_seconds(truth.to);
-  out["window_seconds"] = to_seconds(truth.to - truth.from);
+  nlohmann::ordered_json out = header_json(scenario, nullptr, truth.from, truth.to);
   out["gpus"] = nlohmann::ordered_json::array();
   for (const GpuTruth& g : truth.gpus) out["gpus"].push_back(gpu_json(scenario, g));
   out["jobs"] = nlohmann::ordered_json::array();
@@ -94,20 +117,14 @@ nlohmann::ordered_json truth_to_json(const Scenario& scenario, const Truth& trut
     j["name"] = t.name;
     j["gpu"] = t.gpu;
     j["uuid"] = t.uuid;
-    j["pid"] = t.pid;
-    j["uid"] = t.uid;
-    j["cgroup"] = t.cgroup;
-    j["env"] = nlohmann::ordered_json::object();
-    for (const auto& [k, v] : t.env) j["env"][k] = v;
-    if (!t.kubernetes.empty()) j["kubernetes"] = kubernetes_json(t.kubernetes);
+    add_process_identity(j, t.pid, scenario.jobs[t.job]);
     j["allocated_seconds"] = t.allocated_seconds;
     j["busy_seconds"] = t.busy_seconds;
     j["memory_byte_seconds"] = t.memory_byte_seconds;
     j["energy_joules"] = t.energy_joules;
     out["jobs"].push_back(std::move(j));
   }
-  out["users"] = nlohmann::ordered_json::object();
-  for (const auto& [name, uid] : scenario.users) out["users"][name] = uid;
+  out["users"] = users_json(scenario);
   return out;
 }
 
@@ -137,12 +154,7 @@ std::string truth_to_table(const Truth& truth) {
 }
 
 nlohmann::ordered_json scheduler_truth_to_json(const Scenario& scenario, const SchedulerTruth& truth) {
-  nlohmann::ordered_json out;
-  out["scenario"] = scenario.source;
-  out["policy"] = "scheduler";
-  out["from_seconds"] = to_seconds(truth.from);
-  out["to_seconds"] = to_seconds(truth.to);
-  out["window_seconds"] = to_seconds(truth.to - truth.from);
+  nlohmann::ordered_json out = header_json(scenario, "scheduler", truth.from, truth.to);
   out["gpus"] = nlohmann::ordered_json::array();
   for (std::size_t i = 0; i < truth.gpus.size(); ++i) {
     nlohmann::ordered_json j = gpu_json(scenario, truth.gpus[i]);
@@ -163,20 +175,14 @@ nlohmann::ordered_json scheduler_truth_to_json(const Scenario& scenario, const S
       if (!a.slurm_job.empty()) j["slurm"] = {{"job_id", a.slurm_job}};
     } else {
       const Job& job = scenario.jobs[o.index];
-      j["pid"] = pid_on(job, o.gpu);
-      j["uid"] = job.uid;
-      j["cgroup"] = job.cgroup;
-      j["env"] = nlohmann::ordered_json::object();
-      for (const auto& [k, v] : job.env) j["env"][k] = v;
-      if (!job.kubernetes.empty()) j["kubernetes"] = kubernetes_json(job.kubernetes);
+      add_process_identity(j, pid_on(job, o.gpu), job);
     }
     j["allocated_seconds"] = o.allocated_seconds;
     j["busy_seconds"] = o.busy_seconds;
     j["idle_allocated_seconds"] = o.idle_allocated_seconds;
     out["owners"].push_back(std::move(j));
   }
-  out["users"] = nlohmann::ordered_json::object();
-  for (const auto& [name, uid] : scenario.users) out["users"][name] = uid;
+  out["users"] = users_json(scenario);
   return out;
 }
 
