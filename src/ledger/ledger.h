@@ -30,7 +30,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "attribution/owner.h"
-#include "backend/backend.h"
+#include "model/reading.h"
 #include "util/result.h"
 
 namespace gpumeter {

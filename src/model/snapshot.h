@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "attribution/owner.h"
-#include "backend/backend.h"
+#include "model/reading.h"
 
 namespace gpumeter {
 

@@ -1,0 +1,148 @@
+#pragma once
+// The vocabulary of readings: what a GPU is (DeviceIdentity), what one collection read from it
+// (DeviceReading, its usage samples) and what a backend reports about itself. Every backend
+// produces these; the collector, the ledger and the renderers consume them without knowing
+// which vendor's library filled them.
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <vector>
+
+namespace gpumeter {
+
+// A value with one distinguishing label value, e.g. {sensor="gpu"} or {clock="sm"}.
+struct LabeledValue {
+  std::string label;
+  double value = 0;
+  bool operator==(const LabeledValue&) const = default;
+};
+
+// Static facts about a GPU. Fields a backend cannot provide are left empty.
+struct DeviceIdentity {
+  unsigned index = 0;
+  std::string uuid;
+  std::string vendor;  // "nvidia", "amd"
+  std::string model;
+  std::string pci_bus_id;
+  std::string driver_version;
+  std::string vbios_version;
+  std::string serial;
+  bool operator==(const DeviceIdentity&) const = default;
+};
+
+// A process holding a context on the GPU. `types` is a mask of the lists it was found in.
+enum ProcessTypeBits : unsigned { kProcessCompute = 1, kProcessGraphics = 2, kProcessMps = 4 };
+struct GpuProcess {
+  unsigned pid = 0;
+  std::optional<double> memory_bytes;  // unset where the driver cannot say (e.g. WDDM)
+  unsigned types = 0;
+  bool operator==(const GpuProcess&) const = default;
+};
+
+// One entry of a driver sample buffer: the average over the period ending at timestamp_us
+// (the CPU clock, microseconds since the Unix epoch).
+// A difference between how far the wall clock and the monotonic clock moved between two
+// readings larger than this is a step of the wall clock (NTP, a VM restore), not slewing
+// (at most 500 ppm) or the instant between reading the two clocks.
+inline constexpr std::int64_t kClockStepThresholdUs = 250'000;
+
+struct TimedSample {
+  std::int64_t timestamp_us = 0;
+  double value = 0;  // utilization as a ratio 0..1, power in watts
+  bool operator==(const TimedSample&) const = default;
+};
+
+// One per-process utilization record: the process's average over (covers_from_us,
+// timestamp_us], where covers_from_us is the lastSeenTimeStamp the query passed (0 when the
+// query had none) and timestamp_us the process's own last sample time.
+struct ProcessSample {
+  unsigned pid = 0;
+  std::int64_t timestamp_us = 0;
+  double sm_ratio = 0;      // 0..1
+  double memory_ratio = 0;  // 0..1
+  std::int64_t covers_from_us = 0;
+  bool operator==(const ProcessSample&) const = default;
+};
+
+// What a GPU reported about its processes and sample buffers in one collection. Samples are
+// only those newer than the previous collection's, oldest first.
+struct UsageReading {
+  std::optional<std::vector<GpuProcess>> processes;  // unset when no process list is available
+  bool utilization_samples_supported = false;
+  std::vector<TimedSample> utilization_samples;
+  bool power_samples_supported = false;
+  std::vector<TimedSample> power_samples;
+  bool process_samples_supported = false;
+  std::vector<ProcessSample> process_samples;  // only sane ones: pid known, value <= 100 %
+  // The wall clock stepped by this much (µs, + forward) since this GPU's previous reading: the
+  // driver stamps its samples with the wall clock, so they stepped too. 0: no step.
+  std::int64_t clock_step_us = 0;
+  bool operator==(const UsageReading&) const = default;
+};
+
+// One collection of one GPU, in base units. An unset optional or an absent entry means
+// "unsupported or unknown": the renderer leaves it out, it never prints a sentinel.
+struct DeviceReading {
+  std::optional<double> utilization_ratio;         // 0..1
+  std::optional<double> memory_utilization_ratio;  // 0..1
+  std::optional<double> memory_total_bytes;
+  std::optional<double> memory_used_bytes;
+  std::optional<double> memory_free_bytes;
+  std::vector<LabeledValue> temperature_celsius;  // label: sensor ("gpu", "memory")
+  std::optional<double> power_watts;
+  std::optional<double> power_limit_watts;
+  std::optional<double> energy_joules;            // counter since driver load
+  std::vector<LabeledValue> clock_hertz;          // label: clock ("graphics", "sm", "memory", "video")
+  std::optional<double> performance_state;        // 0 (max) .. 15 (min)
+  std::optional<double> fan_speed_ratio;          // may exceed 1 on some boards
+  std::optional<double> pcie_link_generation;
+  std::optional<double> pcie_link_width;
+  std::optional<double> pcie_replay_errors;       // counter
+  std::optional<double> pcie_transmit_bytes;      // counter (may wrap: a reset to Prometheus)
+  std::optional<double> pcie_receive_bytes;       // counter
+  std::vector<LabeledValue> clock_event_active;   // label: reason; 0/1, only reasons the GPU supports
+  std::vector<LabeledValue> ecc_errors;           // label: severity ("corrected", "uncorrected"); counter
+  std::vector<LabeledValue> remapped_rows;        // label: kind
+  UsageReading usage;
+  bool operator==(const DeviceReading&) const = default;
+};
+
+enum class DeviceEventKind { kXid };
+
+struct DeviceEvent {
+  unsigned device = 0;
+  DeviceEventKind kind = DeviceEventKind::kXid;
+  uint64_t code = 0;  // the Xid number for kXid
+};
+
+// What a collection reads. kUsage is the part the usage ledger needs (process lists, sample
+// buffers, per-process utilization, polled utilization, power and the energy counter); the
+// collector asks for it between full collections so that no --collect.interval lets a
+// driver sample buffer overflow.
+enum class CollectScope { kFull, kUsage };
+
+// Counters a backend keeps about its own calls, exported as gpumeter_ self-metrics.
+struct BackendCounters {
+  // (gpu, call, error) -> optional queries that failed and left a value out, the GPU still up
+  std::map<std::tuple<unsigned, std::string, std::string>, std::uint64_t> call_errors;
+  // (gpu, reason) -> per-process records dropped because they cannot be true
+  std::map<std::pair<unsigned, std::string>, std::uint64_t> dropped_records;
+  std::uint64_t reinitializations = 0;  // successful re-initializations of the vendor library
+  bool operator==(const BackendCounters&) const = default;
+};
+
+struct BackendStatus {
+  std::string backend;  // "nvml"
+  bool up = false;
+  std::string detail;   // why it is down, or what it loaded
+  std::string library;  // the path that was loaded, when up
+  std::string driver_version;
+  std::string vendor;  // DeviceIdentity::vendor of its GPUs, known even before a GPU is identified
+  BackendCounters counters;
+};
+
+}  // namespace gpumeter
