@@ -48,6 +48,50 @@ OwnerLabels idle_owner() {
   return o;
 }
 
+bool allocation_owns(const OwnerLabels& allocation, const OwnerLabels& process) {
+  bool any = false;
+  for (const auto member : {&OwnerLabels::namespace_, &OwnerLabels::pod, &OwnerLabels::container, &OwnerLabels::hpc_job}) {
+    const std::string& value = allocation.*member;
+    if (value.empty()) continue;
+    if (value != process.*member) return false;
+    any = true;
+  }
+  return any;
+}
+
+void GpuLedger::note_allocation(const AllocationState& state) {
+  const std::vector<OwnerLabels>& latest =
+      pending_allocation_.empty() ? *allocated_ : *pending_allocation_.back().owners;
+  if (state.owners == latest) return;
+  // A source's clock may put a change before one already noted; changes stay in order.
+  const std::int64_t at = pending_allocation_.empty() ? state.since_us
+                                                      : std::max(state.since_us, pending_allocation_.back().at_us);
+  pending_allocation_.push_back({at, std::make_shared<const std::vector<OwnerLabels>>(state.owners)});
+}
+
+std::vector<std::pair<GpuLedger::Period, GpuLedger::OwnerSet>> GpuLedger::split_at_allocation_changes(
+    const std::vector<Period>& periods) {
+  std::vector<std::pair<Period, OwnerSet>> out;
+  out.reserve(periods.size());
+  std::size_t next = 0;
+  for (const Period& p : periods) {
+    Period rest = p;
+    for (; next < pending_allocation_.size() && pending_allocation_[next].at_us < rest.end_us; ++next) {
+      const std::int64_t at = pending_allocation_[next].at_us;
+      if (at > rest.start_us) {
+        Period before = rest;
+        before.end_us = at;
+        out.emplace_back(before, allocated_);
+        rest.start_us = at;
+      }
+      allocated_ = pending_allocation_[next].owners;
+    }
+    out.emplace_back(rest, allocated_);
+  }
+  pending_allocation_.erase(pending_allocation_.begin(), pending_allocation_.begin() + static_cast<std::ptrdiff_t>(next));
+  return out;
+}
+
 void GpuLedger::note_gap(std::int64_t us) {
   if (us <= 0) return;
   gap_seconds_ += static_cast<double>(us) / 1e6;
@@ -158,6 +202,7 @@ void GpuLedger::rebase(std::int64_t step_us) {
     w.to_us += step_us;
   }
   for (auto& [pid, ts] : last_process_sample_us_) ts += step_us;
+  for (auto& c : pending_allocation_) c.at_us += step_us;
 }
 
 void GpuLedger::restart_at(std::int64_t cursor_us, const LedgerTick& tick) {
@@ -173,6 +218,7 @@ void GpuLedger::restart_at(std::int64_t cursor_us, const LedgerTick& tick) {
 AdvanceResult GpuLedger::advance(const LedgerTick& tick) {
   AdvanceResult result;
   rebase(tick.clock_step_us);
+  if (options_.scheduler && tick.allocation) note_allocation(*tick.allocation);
   // Pending samples: a buffer read can run ahead of another by one period; keep what is not
   // used yet for the next tick instead of losing it.
   for (const auto& s : tick.power_samples) pending_power_.push_back(s);
@@ -298,8 +344,15 @@ AdvanceResult GpuLedger::advance(const LedgerTick& tick) {
   return result;
 }
 
-void GpuLedger::integrate(const std::vector<Period>& periods, const LedgerTick& tick,
+void GpuLedger::integrate(const std::vector<Period>& input, const LedgerTick& tick,
                           std::optional<double> energy_total) {
+  std::vector<Period> periods;
+  std::vector<OwnerSet> allocations;  // in effect over each period
+  for (auto& [p, a] : split_at_allocation_changes(input)) {
+    periods.push_back(p);
+    allocations.push_back(std::move(a));
+  }
+  const OwnerLabels unattributed = unattributed_owner();
   std::map<OwnerLabels, LedgerTotals> delta;
   double tick_energy = 0;
   const double idle_w = options_.idle_power_watts;
@@ -412,17 +465,53 @@ void GpuLedger::integrate(const std::vector<Period>& periods, const LedgerTick& 
     busy_seconds_ += busy;
     covered_seconds_ += d;
     tick_energy += energy;
-    if (members.empty()) {
+    // Who holds the period. Process policy: each member, for the part of it it was there.
+    // Scheduler policy: owners, each once: every owner of the allocation for all of it, and the
+    // owner of each process outside the allocation for the part its processes were there.
+    struct Holder {
+      const OwnerLabels* owner;
+      double presence;          // the part of the period it holds
+      double process_presence;  // the part of it one of its processes was there
+      bool allocation;
+    };
+    std::vector<Holder> holders;
+    std::vector<std::size_t> holder_of(members.size());
+    double foreign = 0;  // the part a process outside the allocation was there
+    if (options_.scheduler) {
+      const std::vector<OwnerLabels>& allocation = *allocations[i];
+      for (const auto& a : allocation) holders.push_back({&a, 1.0, 0.0, true});
+      for (std::size_t k = 0; k < members.size(); ++k) {
+        const OwnerLabels& o = members[k].proc != nullptr ? members[k].proc->owner : unattributed;
+        auto h = std::find_if(holders.begin(), holders.begin() + static_cast<std::ptrdiff_t>(allocation.size()),
+                              [&](const Holder& x) { return allocation_owns(*x.owner, o); });
+        if (h == holders.begin() + static_cast<std::ptrdiff_t>(allocation.size())) {
+          h = std::find_if(h, holders.end(), [&](const Holder& x) { return *x.owner == o; });
+          if (h == holders.end()) h = holders.insert(h, Holder{&o, 0.0, 0.0, false});
+          if (!allocation.empty()) foreign = std::max(foreign, members[k].presence);
+        }
+        h->process_presence = std::max(h->process_presence, members[k].presence);
+        if (!h->allocation) h->presence = h->process_presence;
+        holder_of[k] = static_cast<std::size_t>(h - holders.begin());
+      }
+    } else {
+      for (std::size_t k = 0; k < members.size(); ++k) {
+        const OwnerLabels& o = members[k].proc != nullptr ? members[k].proc->owner : unattributed;
+        holders.push_back({&o, members[k].presence, members[k].presence, false});
+        holder_of[k] = k;
+      }
+    }
+    if (holders.empty()) {
       auto& t = delta[idle_owner()];
       t.allocated_seconds += d;
       t.energy_joules += energy;
       if (busy > 0) delta[unattributed_owner()].busy_seconds += busy;
       continue;
     }
-    // Each member's part of the period: its presence, shared evenly with the others present
-    // (d / |M| when all are there throughout); what nobody covers is idle.
+    foreign_seconds_ += d * foreign;
+    // Each holder's part of the period: its presence, shared evenly with the others present
+    // (d / n when all are there throughout); what nobody covers is idle.
     double present = 0;
-    for (const auto& m : members) present += m.presence;
+    for (const auto& h : holders) present += h.presence;
     const double crowd = std::max(1.0, present);
     if (!tick.process_samples_supported && members.size() == 1) members[0].sm_seconds = busy;
     double sm_sum = 0;
@@ -434,20 +523,23 @@ void GpuLedger::integrate(const std::vector<Period>& periods, const LedgerTick& 
     const double dynamic = energy - idle_part;
     const bool split = sm_sum > 0 && busy > 0;
     double allocated = 0;
-    for (const auto& m : members) {
-      const OwnerLabels& owner = m.proc != nullptr ? m.proc->owner : unattributed_owner();
-      auto& t = delta[owner];
-      const double part = m.presence / crowd;
+    for (const auto& h : holders) {
+      auto& t = delta[*h.owner];
+      const double part = h.presence / crowd;
       t.allocated_seconds += d * part;
       allocated += part;
-      if (m.proc != nullptr) t.memory_byte_seconds += m.proc->memory_bytes * d * m.presence;
+      if (h.allocation) t.idle_allocated_seconds += d * part * (1.0 - h.process_presence);
       t.energy_joules += idle_part * part;
+      if (busy <= 0) t.energy_joules += dynamic * part;  // power above idle with no utilization: shared
+    }
+    for (std::size_t k = 0; k < members.size(); ++k) {
+      const Member& m = members[k];
+      auto& t = delta[*holders[holder_of[k]].owner];
+      if (m.proc != nullptr) t.memory_byte_seconds += m.proc->memory_bytes * d * m.presence;
       if (split) {
         const double share = m.sm_seconds / sm_sum;
         t.busy_seconds += busy * share;
         t.energy_joules += dynamic * share;
-      } else if (busy <= 0) {
-        t.energy_joules += dynamic * part;  // power above idle with no utilization: shared
       }
     }
     if (allocated < 1.0 - 1e-12) {
@@ -482,6 +574,7 @@ void GpuLedger::charge(const OwnerLabels& owner, const LedgerTotals& d, std::int
   t.busy_seconds += d.busy_seconds;
   t.memory_byte_seconds += d.memory_byte_seconds;
   t.energy_joules += d.energy_joules;
+  t.idle_allocated_seconds += d.idle_allocated_seconds;
   t.last_active_us = std::max(t.last_active_us, wall_us);
 }
 

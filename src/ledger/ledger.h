@@ -18,12 +18,24 @@
 //               __idle__ when M is empty
 // so per GPU, Σ allocated = covered seconds, Σ busy = ∫U, Σ energy = ∫P, exactly.
 //
+// Under the scheduler policy (GpuLedgerOptions::scheduler) the members are owners, not
+// processes: the owners the scheduler allocated the GPU to (LedgerTick::allocation), whether or
+// not a process runs, plus the owners of processes outside every allocation. A process inside
+// an allocation (allocation_owns) is charged to the allocation's owner. With n owners present:
+//   allocated:       d / n to each; d to __idle__ when nobody is present
+//   idle_allocated:  d / n to an allocation none of whose processes is present
+//   busy, memory:    from the processes, as above, to their (allocation's) owner
+//   energy:          min(P, I)·d / n to each owner, the rest by busy share
+// and the GPU's foreign seconds count the time a process outside every allocation ran on a
+// GPU that was allocated to someone.
+//
 // A per-process record is the process's average since the previous query (the window the
 // driver was asked about), so SM shares come from record windows, not from device periods;
 // docs/ledger.md gives the rules and what they leave approximate.
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -41,6 +53,9 @@ struct LedgerTotals {
   double memory_byte_seconds = 0;
   double energy_joules = 0;
   std::int64_t last_active_us = 0;  // wall clock of the last period the owner was charged
+  // Scheduler policy: the part of allocated_seconds when none of the owner's processes was on
+  // the GPU (an allocation held idle).
+  double idle_allocated_seconds = 0;
   bool operator==(const LedgerTotals&) const = default;
 };
 
@@ -53,6 +68,19 @@ struct LedgerProcess {
   std::optional<std::int64_t> start_us;
   bool operator==(const LedgerProcess&) const = default;
 };
+
+// The owners a scheduler allocated a GPU to, from since_us (the system clock, µs) on: the
+// instant the source saw the change, or its best estimate of it.
+struct AllocationState {
+  std::vector<OwnerLabels> owners;  // sorted, each once
+  std::int64_t since_us = 0;
+  bool operator==(const AllocationState&) const = default;
+};
+
+// Whether a process with owner `process` runs inside the allocation of owner `allocation`: each
+// scheduler label the allocation has (namespace, pod, container, hpc_job) is the process's too,
+// and it has at least one.
+bool allocation_owns(const OwnerLabels& allocation, const OwnerLabels& process);
 
 // One collection of one GPU, with owners already resolved.
 struct LedgerTick {
@@ -70,6 +98,8 @@ struct LedgerTick {
   // The wall clock, and with it the driver's sample clock, stepped by this much since the
   // previous tick (UsageReading::clock_step_us): the ledger's times move with it first.
   std::int64_t clock_step_us = 0;
+  // Scheduler policy: the GPU's allocation as the scheduler sources say now. Unset: unchanged.
+  std::optional<AllocationState> allocation;
 };
 
 // What a tick found out about the ledger's own clock.
@@ -95,6 +125,8 @@ struct GpuLedgerOptions {
   // nobody knows who used the GPU then; they are counted as gap seconds. With sample buffers
   // the samples themselves say what is missing (a hole of more than kHoleDevicePeriods).
   std::int64_t max_gap_us = 10'000'000;
+  // The scheduler allocation policy (see the top of this file); false: the process policy.
+  bool scheduler = false;
 };
 
 // The owner of processes that cannot be resolved (gone before they could be looked up).
@@ -122,6 +154,11 @@ class GpuLedger {
   double busy_seconds() const { return busy_seconds_; }
   double energy_joules() const { return energy_joules_; }
   double gap_seconds() const { return gap_seconds_; }
+  // Scheduler policy: covered time when a process outside every allocation ran on the GPU while
+  // it was allocated to someone.
+  double foreign_seconds() const { return foreign_seconds_; }
+  // The allocation in effect at the cursor.
+  const std::vector<OwnerLabels>& allocated() const { return *allocated_; }
   std::uint64_t gaps() const { return gaps_; }
   // End of the covered time (sample clock, µs), 0 before the first tick.
   std::int64_t cursor_us() const { return cursor_us_; }
@@ -143,7 +180,12 @@ class GpuLedger {
     double utilization;             // 0..1
     std::optional<double> power_w;  // average over the period when known
   };
+  using OwnerSet = std::shared_ptr<const std::vector<OwnerLabels>>;
   void integrate(const std::vector<Period>& periods, const LedgerTick& tick, std::optional<double> energy_total);
+  // The periods cut at each pending allocation change inside them, each with the allocation in
+  // effect over it; changes at or before a period's start take effect first.
+  std::vector<std::pair<Period, OwnerSet>> split_at_allocation_changes(const std::vector<Period>& periods);
+  void note_allocation(const AllocationState& state);
   void charge(const OwnerLabels& owner, const LedgerTotals& delta, std::int64_t wall_us);
   void note_gap(std::int64_t us);
   void restart_at(std::int64_t cursor_us, const LedgerTick& tick);
@@ -189,6 +231,14 @@ class GpuLedger {
   double energy_joules_ = 0;
   double gap_seconds_ = 0;
   std::uint64_t gaps_ = 0;
+  double foreign_seconds_ = 0;
+  // Scheduler policy: the allocation in effect at the cursor, and changes not yet reached.
+  OwnerSet allocated_ = std::make_shared<const std::vector<OwnerLabels>>();
+  struct AllocationChange {
+    std::int64_t at_us;
+    OwnerSet owners;
+  };
+  std::vector<AllocationChange> pending_allocation_;
 };
 
 }  // namespace gpumeter

@@ -75,6 +75,11 @@ nlohmann::json GpuLedger::to_json() const {
   j["energy_joules"] = energy_joules_;
   j["gap_seconds"] = gap_seconds_;
   j["gaps"] = gaps_;
+  if (foreign_seconds_ > 0) j["foreign_seconds"] = foreign_seconds_;
+  if (!allocated_->empty()) {
+    auto& allocated = j["allocated"] = nlohmann::json::array();
+    for (const auto& o : *allocated_) allocated.push_back(owner_json(o));
+  }
   auto& procs = j["processes"] = nlohmann::json::array();
   for (const auto& p : previous_) {
     procs.push_back({{"pid", p.pid}, {"owner", owner_json(p.owner)}, {"memory_bytes", p.memory_bytes}});
@@ -87,6 +92,7 @@ nlohmann::json GpuLedger::to_json() const {
                       {"memory_byte_seconds", t.memory_byte_seconds},
                       {"energy_joules", t.energy_joules},
                       {"last_active_us", t.last_active_us}});
+    if (t.idle_allocated_seconds > 0) owners.back()["idle_allocated_seconds"] = t.idle_allocated_seconds;
   }
   return j;
 }
@@ -113,6 +119,17 @@ Result<GpuLedger> GpuLedger::from_json(const nlohmann::json& j, GpuLedgerOptions
     l.energy_joules_ = amount_at(j, "energy_joules");
     l.gap_seconds_ = amount_at(j, "gap_seconds");
     l.gaps_ = integer_at<std::uint64_t>(j, "gaps");
+    // Written only when there is something to say (and absent from older files).
+    if (j.contains("foreign_seconds")) l.foreign_seconds_ = amount_at(j, "foreign_seconds");
+    if (j.contains("allocated")) {
+      std::vector<OwnerLabels> allocated;
+      for (const auto& o : j.at("allocated")) allocated.push_back(owner_from_json(o));
+      std::sort(allocated.begin(), allocated.end());
+      if (std::adjacent_find(allocated.begin(), allocated.end()) != allocated.end()) {
+        return Error{1, "an owner is allocated twice"};
+      }
+      l.allocated_ = std::make_shared<const std::vector<OwnerLabels>>(std::move(allocated));
+    }
     for (const auto& p : j.at("processes")) {
       const auto pid = integer_at<unsigned>(p, "pid");
       if (std::any_of(l.previous_.begin(), l.previous_.end(), [&](const LedgerProcess& q) { return q.pid == pid; })) return Error{1, "process " + std::to_string(pid) + " listed twice"};
@@ -125,6 +142,7 @@ Result<GpuLedger> GpuLedger::from_json(const nlohmann::json& j, GpuLedgerOptions
       t.memory_byte_seconds = amount_at(o, "memory_byte_seconds");
       t.energy_joules = amount_at(o, "energy_joules");
       t.last_active_us = integer_at<std::int64_t>(o, "last_active_us");
+      if (o.contains("idle_allocated_seconds")) t.idle_allocated_seconds = amount_at(o, "idle_allocated_seconds");
       if (t.last_active_us < 0) return Error{1, "\"last_active_us\" is negative"};
       // Two entries of one owner: which one holds its total is unknowable, and adding them
       // could bill it twice.
