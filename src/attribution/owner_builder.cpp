@@ -24,11 +24,33 @@ std::string env_or_empty(const ProcessInfo& p, std::string_view name) {
   return v ? *v : std::string();
 }
 
+// Whether the process's cgroup places it outside every batch job: in a Kubernetes pod, or in a
+// user's login session (an ssh or desktop session that no job adopted, as pam_slurm_adopt
+// would). The mapping names the jobs of a GPU, not of each process on it; such a process only
+// shares the GPU. A container is not excluded: sites run jobs in containers.
+bool outside_batch_jobs(const CgroupInfo& c) {
+  const std::string_view unit = c.systemd_unit;
+  return !c.pod_uid.empty() || (unit.starts_with("session-") && unit.ends_with(".scope"));
+}
+
 std::string hpc_job_of(const ProcessInfo& p, const std::vector<std::string>& hpc_jobs) {
   if (!p.cgroup.slurm_job.empty()) return p.cgroup.slurm_job;
-  std::string mapped = join(hpc_jobs, ',');
-  if (!mapped.empty()) return mapped;
+  if (!outside_batch_jobs(p.cgroup)) {
+    std::string mapped = join(hpc_jobs, ',');
+    if (!mapped.empty()) return mapped;
+  }
   return env_or_empty(p, "SLURM_JOB_ID");
+}
+
+OwnerLabels owner_from(const Attributes& a, const ProjectResolver& rules) {
+  OwnerLabels o;
+  o.project = rules.resolve(a);  // a rule's result is bounded there; the default at load
+  o.user = bounded(a.get("user"));
+  o.namespace_ = bounded(a.get("namespace"));
+  o.pod = bounded(a.get("pod"));
+  o.container = bounded(a.get("container"));
+  o.hpc_job = bounded(a.get("hpc_job"));
+  return o;
 }
 
 }  // namespace
@@ -59,15 +81,21 @@ Attributes attributes_of(const ProcessInfo& p, const PodRef* pod, const std::vec
 
 OwnerLabels build_owner(const ProcessInfo& p, const PodRef* pod, const std::vector<std::string>& hpc_jobs,
                         const ProjectResolver& rules) {
-  Attributes a = attributes_of(p, pod, hpc_jobs);
-  OwnerLabels o;
-  o.project = rules.resolve(a);  // a rule's result is bounded there; the default at load
-  o.user = bounded(a.get("user"));
-  o.namespace_ = bounded(a.get("namespace"));
-  o.pod = bounded(a.get("pod"));
-  o.container = bounded(a.get("container"));
-  o.hpc_job = bounded(a.get("hpc_job"));
-  return o;
+  return owner_from(attributes_of(p, pod, hpc_jobs), rules);
+}
+
+OwnerLabels build_allocation_owner(const PodRef* pod, const std::string& hpc_job, const std::string& user,
+                                   const ProjectResolver& rules) {
+  Attributes a;
+  a.set("user", user);
+  if (pod != nullptr) {
+    a.set("namespace", pod->namespace_);
+    a.set("pod", pod->pod);
+    a.set("container", pod->container);
+  }
+  a.set("hpc_job", hpc_job);
+  a.set("slurm_job", hpc_job);
+  return owner_from(a, rules);
 }
 
 }  // namespace gpumeter

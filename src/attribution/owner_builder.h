@@ -34,4 +34,11 @@ Attributes attributes_of(const ProcessInfo& p, const PodRef* pod, const std::vec
 OwnerLabels build_owner(const ProcessInfo& p, const PodRef* pod, const std::vector<std::string>& hpc_jobs,
                         const ProjectResolver& rules);
 
+// The owner of a scheduler allocation, which has no process: namespace, pod and container from
+// the kubelet (`pod`, may be null), hpc_job for a Slurm job (may be empty), the user when the
+// source knows it. The project comes from `rules` over these attributes alone (a rule reading a
+// process's attribute, such as env.* or comm, finds it empty).
+OwnerLabels build_allocation_owner(const PodRef* pod, const std::string& hpc_job, const std::string& user,
+                                   const ProjectResolver& rules);
+
 }  // namespace gpumeter

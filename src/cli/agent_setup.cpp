@@ -70,11 +70,14 @@ HostOwnerResolverOptions owner_resolver_options(const Config& config, const std:
   ro.kubelet.max_message_bytes = config.attribution.kubelet.max_message_size;
   ro.kubelet.resource_names = config.attribution.kubelet.resource_names;
   ro.rules = config.project.resolver;
+  ro.allocations = effective_allocation(config, ro.kubelet_socket) == AllocationPolicy::kScheduler;
   return ro;
 }
 
-UsageTrackerOptions usage_tracker_options(const Config& config, std::chrono::milliseconds interval) {
+UsageTrackerOptions usage_tracker_options(const Config& config, std::chrono::milliseconds interval,
+                                          const HostOwnerResolverOptions& resolver) {
   UsageTrackerOptions to;
+  to.scheduler = resolver.allocations;
   to.labels = {config.ledger.labels.begin(), config.ledger.labels.end()};
   to.owner_retention = config.ledger.owner_retention;
   to.max_process_series = config.processes.max_series;

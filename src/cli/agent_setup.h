@@ -39,7 +39,9 @@ Result<Config> load_agent_config(const std::string& path);
 HostOwnerResolverOptions owner_resolver_options(const Config& config, const std::string& procfs,
                                                 const std::string& rootfs);
 
-// The ledger and per-process options for a collection `interval`. state_file is left empty.
-UsageTrackerOptions usage_tracker_options(const Config& config, std::chrono::milliseconds interval);
+// The ledger and per-process options for a collection `interval`, with the allocation policy
+// the resolver was set up for. state_file is left empty.
+UsageTrackerOptions usage_tracker_options(const Config& config, std::chrono::milliseconds interval,
+                                          const HostOwnerResolverOptions& resolver);
 
 }  // namespace gpumeter::cli

@@ -140,8 +140,11 @@ int run_serve(const ServeOptions& o) {
   const HostOwnerResolverOptions ro = owner_resolver_options(config, o.procfs, o.rootfs);
   HostOwnerResolver resolver(ro, log);
   if (!ro.kubelet_socket.empty()) log.info("naming pods from the kubelet", {{"socket", ro.kubelet_socket}});
+  log.info("ledger allocation policy",
+           {{"allocation", ro.allocations ? "scheduler" : "process"},
+            {"configured", std::string(to_string(config.ledger.allocation))}});
 
-  UsageTrackerOptions to = usage_tracker_options(config, *interval);
+  UsageTrackerOptions to = usage_tracker_options(config, *interval, ro);
   to.state_file = o.ledger_state_file;
   if (!to.state_file.empty()) {
     const fs::path dir = fs::path(to.state_file).parent_path();

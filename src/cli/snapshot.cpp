@@ -649,7 +649,7 @@ int run_snapshot(const SnapshotOptions& o) {
   report.kubelet_socket = ro.kubelet_socket;
   HostOwnerResolver resolver(ro, log);
   // An operator wants every process here; the per-process limit is for Prometheus series.
-  UsageTrackerOptions to = usage_tracker_options(config, *interval);
+  UsageTrackerOptions to = usage_tracker_options(config, *interval, ro);
   to.max_process_series = std::numeric_limits<std::size_t>::max();
   UsageTracker tracker(to, resolver, log);
   resolver.start();  // waits briefly for the kubelet's first pod list, so that pods are named

@@ -38,6 +38,24 @@ std::string KubeletConfig::effective_socket(std::string_view rootfs) const {
   return ::stat(path.c_str(), &st) == 0 ? path : "";
 }
 
+std::string_view to_string(AllocationPolicy policy) {
+  switch (policy) {
+    case AllocationPolicy::kScheduler:
+      return "scheduler";
+    case AllocationPolicy::kProcess:
+      return "process";
+    case AllocationPolicy::kAuto:
+      break;
+  }
+  return "auto";
+}
+
+AllocationPolicy effective_allocation(const Config& config, std::string_view kubelet_socket) {
+  if (config.ledger.allocation != AllocationPolicy::kAuto) return config.ledger.allocation;
+  const bool scheduler_source = !kubelet_socket.empty() || !config.attribution.hpc_job_mapping_dir.empty();
+  return scheduler_source ? AllocationPolicy::kScheduler : AllocationPolicy::kProcess;
+}
+
 bool LedgerConfig::keeps_label(std::string_view name) const {
   return std::find(labels.begin(), labels.end(), name) != labels.end();
 }
@@ -228,7 +246,20 @@ void parse_project(const YAML::Node& node, const AttributionConfig& attribution,
 }
 
 void parse_ledger(const YAML::Node& node, LedgerConfig& l) {
-  MapReader m(node, "ledger", {"checkpoint_interval", "labels", "owner_retention", "idle_power_watts"});
+  MapReader m(node, "ledger", {"allocation", "checkpoint_interval", "labels", "owner_retention", "idle_power_watts"});
+  if (m.has("allocation")) {
+    const std::string s = read_string(m.get("allocation"), m.path("allocation"));
+    if (s == "scheduler") {
+      l.allocation = AllocationPolicy::kScheduler;
+    } else if (s == "process") {
+      l.allocation = AllocationPolicy::kProcess;
+    } else if (s == "auto") {
+      l.allocation = AllocationPolicy::kAuto;
+    } else {
+      fail_at(m.get("allocation"), m.path("allocation"),
+              fmt::format("unknown allocation policy '{}' (expected scheduler, process or auto)", s));
+    }
+  }
   if (m.has("checkpoint_interval")) {
     l.checkpoint_interval = read_ms(m.get("checkpoint_interval"), m.path("checkpoint_interval"),
                                     milliseconds(1000), milliseconds(3'600'000));

@@ -43,7 +43,13 @@ struct ProjectConfig {
   ProjectResolver resolver;  // ready to use
 };
 
+// Who a GPU's time is billed to (docs/ledger.md): kScheduler, the owners the scheduler allocated
+// it to, with or without a process; kProcess, the owners of the processes on it. kAuto is
+// kScheduler when a scheduler source (the kubelet, the HPC job mapping) is configured.
+enum class AllocationPolicy { kAuto, kScheduler, kProcess };
+
 struct LedgerConfig {
+  AllocationPolicy allocation = AllocationPolicy::kAuto;
   std::chrono::milliseconds checkpoint_interval{5'000};
   // Owner labels kept on ledger series, always in kOwnerLabelNames order.
   std::vector<std::string> labels = {"project", "user", "namespace", "pod", "container", "hpc_job"};
@@ -52,6 +58,7 @@ struct LedgerConfig {
 
   bool keeps_label(std::string_view name) const;
 };
+
 
 struct ProcessesConfig {
   unsigned max_series = 256;  // 0 disables per-process metrics
@@ -64,6 +71,11 @@ struct Config {
   LedgerConfig ledger;
   ProcessesConfig processes;
 };
+
+// The policy in force: kAuto resolved against the sources that are on (`kubelet_socket` is the
+// effective socket, "" when off).
+AllocationPolicy effective_allocation(const Config& config, std::string_view kubelet_socket);
+std::string_view to_string(AllocationPolicy policy);  // "auto", "scheduler", "process"
 
 // Errors read "source:line:col: path.to.field: what is wrong".
 Result<Config> parse_config(std::string_view yaml, std::string source_name);

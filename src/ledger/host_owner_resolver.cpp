@@ -1,6 +1,9 @@
 #include "ledger/host_owner_resolver.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <limits>
 #include <thread>
 
 #include "attribution/owner_builder.h"
@@ -47,23 +50,124 @@ void HostOwnerResolver::stop() {
   if (kubelet_) kubelet_->stop();
 }
 
+std::int64_t HostOwnerResolver::wall_clock_us() const {
+  if (options_.wall_clock_us) return options_.wall_clock_us();
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+void HostOwnerResolver::refresh_hpc_locked() {
+  // One stat tells whether a file was added, renamed into place or removed: the directory's
+  // modification time moves. The time of that change is when the jobs changed: a new file's
+  // own modification time, or the directory's for a removal.
+  struct stat dir {};
+  const bool dir_ok = ::stat(options_.hpc_job_mapping_dir.c_str(), &dir) == 0;
+  const std::int64_t dir_mtime_ns =
+      dir_ok ? std::int64_t{dir.st_mtim.tv_sec} * 1'000'000'000 + dir.st_mtim.tv_nsec : -1;
+  const auto now = std::chrono::steady_clock::now();
+  const bool read_before = hpc_read_ != std::chrono::steady_clock::time_point{};
+  if (read_before && dir_mtime_ns == hpc_dir_mtime_ns_ && now - hpc_read_ < options_.hpc_refresh) return;
+  const std::int64_t wall_us = wall_clock_us();
+  auto m = read_hpc_job_mapping(options_.hpc_job_mapping_dir);
+  if (!m) {
+    if (m.error().message != hpc_error_) {
+      hpc_error_ = m.error().message;
+      log_.warn("cannot read the HPC job mapping directory", {{"err", hpc_error_}});
+    }
+    m = HpcJobMapping{};
+  } else {
+    hpc_error_.clear();
+  }
+  // A change happened after the previous read and by now; a file's or directory's time outside
+  // that span (a clock step, a copied file) is clamped into it.
+  auto when = [&](std::int64_t mtime_ns) {
+    const std::int64_t lo = read_before ? hpc_read_wall_us_ : std::numeric_limits<std::int64_t>::min();
+    return std::clamp(mtime_ns < 0 ? wall_us : mtime_ns / 1000, lo, wall_us);
+  };
+  auto note = [&](const std::string& file, const std::vector<std::string>* jobs) {
+    if (jobs != nullptr) {
+      struct stat f {};
+      const std::string path = options_.hpc_job_mapping_dir + "/" + file;
+      hpc_changed_us_[file] = when(::stat(path.c_str(), &f) == 0
+                                       ? std::int64_t{f.st_mtim.tv_sec} * 1'000'000'000 + f.st_mtim.tv_nsec
+                                       : -1);
+    } else {
+      hpc_changed_us_[file] = when(dir_mtime_ns);
+    }
+  };
+  for (const auto& [file, jobs] : *m) {
+    auto old = hpc_.find(file);
+    if (old == hpc_.end() || old->second != jobs) note(file, &jobs);
+  }
+  for (const auto& [file, jobs] : hpc_) {
+    if (!m->contains(file)) note(file, nullptr);
+  }
+  hpc_ = std::move(m).value();
+  hpc_read_ = now;
+  hpc_read_wall_us_ = wall_us;
+  hpc_dir_mtime_ns_ = dir_mtime_ns;
+}
+
 std::vector<std::string> HostOwnerResolver::hpc_jobs(const DeviceIdentity& gpu) {
   if (options_.hpc_job_mapping_dir.empty()) return {};
   std::lock_guard lock(mu_);
-  const auto now = std::chrono::steady_clock::now();
-  if (hpc_read_ == std::chrono::steady_clock::time_point{} || now - hpc_read_ >= options_.hpc_refresh) {
-    hpc_read_ = now;
-    auto m = read_hpc_job_mapping(options_.hpc_job_mapping_dir);
-    if (m) {
-      hpc_ = std::move(m).value();
-      hpc_error_.clear();
-    } else if (m.error().message != hpc_error_) {
-      hpc_error_ = m.error().message;
-      hpc_.clear();
-      log_.warn("cannot read the HPC job mapping directory", {{"err", hpc_error_}});
+  refresh_hpc_locked();
+  return hpc_jobs_for_gpu(hpc_, gpu.index, gpu.uuid);
+}
+
+const std::vector<kubelet::DeviceOwner>* HostOwnerResolver::pods_of(const kubelet::DeviceMap& map,
+                                                                     const DeviceIdentity& gpu) {
+  for (const std::string& key : {gpu.uuid, std::to_string(gpu.index)}) {
+    if (auto it = map.by_device.find(key); it != map.by_device.end()) return &it->second;
+  }
+  return nullptr;
+}
+
+std::optional<AllocationState> HostOwnerResolver::allocation(const DeviceIdentity& gpu) {
+  if (!options_.allocations || (!kubelet_ && options_.hpc_job_mapping_dir.empty())) return std::nullopt;
+  std::shared_ptr<const kubelet::DeviceMap> map = kubelet_ ? kubelet_->latest() : nullptr;
+  std::lock_guard lock(mu_);
+  GpuAllocation& a = allocations_[gpu.index];
+  if (map && map != a.map) {
+    // A pod's allocation is seen when the List that first shows it returns: up to one refresh
+    // interval after it began (docs/attribution.md, "Edges").
+    std::vector<OwnerLabels> pods;
+    if (const auto* owners = pods_of(*map, gpu)) {
+      for (const auto& o : *owners) {
+        const PodRef ref{o.namespace_, o.pod, o.container};
+        pods.push_back(build_allocation_owner(&ref, "", "", options_.rules));
+      }
+    }
+    std::sort(pods.begin(), pods.end());
+    if (pods != a.pods) {
+      a.pods = std::move(pods);
+      a.pods_since_us =
+          std::chrono::duration_cast<std::chrono::microseconds>(map->fetched_at.time_since_epoch()).count();
+    }
+    a.map = std::move(map);
+  }
+  if (!options_.hpc_job_mapping_dir.empty()) {
+    refresh_hpc_locked();
+    std::vector<std::string> jobs = hpc_jobs_for_gpu(hpc_, gpu.index, gpu.uuid);
+    if (jobs != a.jobs) {
+      a.job_owners.clear();
+      for (const auto& j : jobs) a.job_owners.push_back(build_allocation_owner(nullptr, j, "", options_.rules));
+      std::sort(a.job_owners.begin(), a.job_owners.end());
+      a.jobs = std::move(jobs);
+      a.jobs_since_us = 0;
+      for (const std::string& file : {std::to_string(gpu.index), gpu.uuid}) {
+        if (auto it = hpc_changed_us_.find(file); it != hpc_changed_us_.end()) {
+          a.jobs_since_us = std::max(a.jobs_since_us, it->second);
+        }
+      }
     }
   }
-  return hpc_jobs_for_gpu(hpc_, gpu.index, gpu.uuid);
+  std::vector<OwnerLabels> owners = a.pods;
+  owners.insert(owners.end(), a.job_owners.begin(), a.job_owners.end());
+  std::sort(owners.begin(), owners.end());
+  owners.erase(std::unique(owners.begin(), owners.end()), owners.end());
+  if (owners != a.state.owners) a.state = AllocationState{std::move(owners), std::max(a.pods_since_us, a.jobs_since_us)};
+  return a.state;
 }
 
 std::optional<std::int64_t> HostOwnerResolver::start_time_us(unsigned pid) const {
@@ -94,13 +198,7 @@ OwnerLabels HostOwnerResolver::resolve(unsigned pid, const DeviceIdentity& gpu) 
   std::optional<PodRef> pod;
   if (kubelet_ && !p.cgroup.pod_uid.empty()) {
     if (auto map = kubelet_->latest()) {
-      const std::vector<kubelet::DeviceOwner>* owners = nullptr;
-      for (const std::string& key : {gpu.uuid, std::to_string(gpu.index)}) {
-        if (auto it = map->by_device.find(key); it != map->by_device.end()) {
-          owners = &it->second;
-          break;
-        }
-      }
+      const std::vector<kubelet::DeviceOwner>* owners = pods_of(*map, gpu);
       if (owners != nullptr && !owners->empty()) {
         const kubelet::DeviceOwner* match = nullptr;
         if (owners->size() == 1) {

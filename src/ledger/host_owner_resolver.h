@@ -5,6 +5,8 @@
 // from dcgm-exporter's job-mapping directory, and the project from the configured rules.
 
 #include <chrono>
+#include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -27,7 +29,13 @@ struct HostOwnerResolverOptions {
   std::string rootfs = "/";
   std::vector<std::string> environment;  // allow-list
   std::string hpc_job_mapping_dir;       // "" when off
+  // The mapping directory is read again at once when its modification time changes (a file
+  // added, renamed or removed), and at least this often (a file rewritten in place).
   std::chrono::milliseconds hpc_refresh{10'000};
+  // Scheduler policy: allocation() reports the kubelet's and the mapping's allocations.
+  bool allocations = false;
+  // The system clock, µs (the clock the driver stamps samples with); unset: the real one.
+  std::function<std::int64_t()> wall_clock_us;
   std::string kubelet_socket;            // "" when off
   kubelet::KubeletWatcher::Options kubelet;
   ProjectResolver rules;
@@ -45,11 +53,17 @@ class HostOwnerResolver final : public OwnerResolver {
 
   OwnerLabels resolve(unsigned pid, const DeviceIdentity& gpu) override;
   std::optional<std::int64_t> start_time_us(unsigned pid) const override;
+  std::optional<AllocationState> allocation(const DeviceIdentity& gpu) override;
   void retain(const std::vector<unsigned>& live_pids) override;
   void contribute(AttributionStatus& status) const override;
 
  private:
   std::vector<std::string> hpc_jobs(const DeviceIdentity& gpu);
+  // Reads the mapping again when it may have changed; mu_ held.
+  void refresh_hpc_locked();
+  std::int64_t wall_clock_us() const;
+  // The kubelet's containers allocated `gpu` in `map`.
+  static const std::vector<kubelet::DeviceOwner>* pods_of(const kubelet::DeviceMap& map, const DeviceIdentity& gpu);
 
   HostOwnerResolverOptions options_;
   Logger& log_;
@@ -68,7 +82,21 @@ class HostOwnerResolver final : public OwnerResolver {
   std::unordered_map<std::uint64_t, BuiltOwner> built_;  // by pid << 32 | GPU index
   HpcJobMapping hpc_;
   std::chrono::steady_clock::time_point hpc_read_{};
+  std::int64_t hpc_read_wall_us_ = 0;
+  std::int64_t hpc_dir_mtime_ns_ = -1;
+  std::map<std::string, std::int64_t> hpc_changed_us_;  // mapping file -> when its jobs last changed
   std::string hpc_error_;
+  // Scheduler policy, per GPU index: each source's owners and when they last changed.
+  struct GpuAllocation {
+    std::shared_ptr<const kubelet::DeviceMap> map;  // the map `pods` were read from
+    std::vector<OwnerLabels> pods;
+    std::int64_t pods_since_us = 0;
+    std::vector<std::string> jobs;
+    std::vector<OwnerLabels> job_owners;
+    std::int64_t jobs_since_us = 0;
+    AllocationState state;
+  };
+  std::unordered_map<unsigned, GpuAllocation> allocations_;
 };
 
 }  // namespace gpumeter

@@ -79,12 +79,15 @@ UsageTracker::Gpu& UsageTracker::gpu(size_t slot) {
 
 namespace {
 
-std::shared_ptr<const GpuLedgerSnapshot> ledger_snapshot(const GpuLedger& ledger) {
+std::shared_ptr<const GpuLedgerSnapshot> ledger_snapshot(const GpuLedger& ledger, bool scheduler) {
   auto ls = std::make_shared<GpuLedgerSnapshot>();
+  ls->scheduler = scheduler;
   ls->covered_seconds = ledger.covered_seconds();
   ls->gap_seconds = ledger.gap_seconds();
+  ls->foreign_seconds = ledger.foreign_seconds();
   for (const auto& [owner, t] : ledger.owners()) {
-    ls->owners.push_back({owner, t.allocated_seconds, t.busy_seconds, t.memory_byte_seconds, t.energy_joules});
+    ls->owners.push_back({owner, t.allocated_seconds, t.busy_seconds, t.memory_byte_seconds, t.energy_joules,
+                          t.idle_allocated_seconds});
   }
   return ls;
 }
@@ -149,6 +152,16 @@ void UsageTracker::on_reading(size_t slot, const DeviceIdentity& id, const Devic
   // snapshot assembly.
   std::vector<LedgerProcess> procs;
   std::vector<OwnerLabels> full_owners;
+  std::optional<AllocationState> allocation;
+  if (options_.scheduler) {
+    allocation = resolver_.allocation(id);
+    if (allocation) {
+      for (auto& o : allocation->owners) o = reduce(o);
+      std::sort(allocation->owners.begin(), allocation->owners.end());
+      allocation->owners.erase(std::unique(allocation->owners.begin(), allocation->owners.end()),
+                               allocation->owners.end());
+    }
+  }
   if (reading.usage.processes) {
     for (const auto& p : *reading.usage.processes) {
       OwnerLabels owner = resolver_.resolve(p.pid, id);
@@ -163,6 +176,7 @@ void UsageTracker::on_reading(size_t slot, const DeviceIdentity& id, const Devic
     lo.idle_power_watts = it->second;
   }
   lo.max_gap_us = std::chrono::duration_cast<std::chrono::microseconds>(options_.max_gap).count();
+  lo.scheduler = options_.scheduler;
   if (g.uuid != id.uuid) {
     // A new GPU in this slot (first sight, or the board was replaced): its own ledger, resumed
     // from the state file when it has one there.
@@ -179,7 +193,7 @@ void UsageTracker::on_reading(size_t slot, const DeviceIdentity& id, const Devic
       auto restored = GpuLedger::from_json(restored_[id.uuid]["ledger"], lo);
       if (restored) {
         g.ledger = std::move(restored).value();
-        g.published = ledger_snapshot(g.ledger);
+        g.published = ledger_snapshot(g.ledger, options_.scheduler);
       } else {
         log_.error("ledger state for a GPU unusable; starting it afresh",
                    {{"uuid", id.uuid}, {"err", restored.error().message}});
@@ -208,6 +222,7 @@ void UsageTracker::on_reading(size_t slot, const DeviceIdentity& id, const Devic
   tick.power_watts = reading.power_watts;
   tick.energy_joules = reading.energy_joules;
   tick.clock_step_us = reading.usage.clock_step_us;
+  tick.allocation = std::move(allocation);
   const AdvanceResult advanced = g.ledger.advance(tick);
   if (advanced.cursor_ahead_us > 0) {
     log_.warn("ledger cursor ahead of the GPU's clock (the wall clock went back while the agent was down); "
@@ -282,7 +297,7 @@ void UsageTracker::contribute(Snapshot& snap) const {
       std::lock_guard glock(g.mu);
       if (g.uuid.empty() || g.uuid != snap.gpus[i].identity.uuid) continue;
       // Without a state file there is nothing to resume from, so live values are safe.
-      snap.gpus[i].ledger = options_.state_file.empty() ? ledger_snapshot(g.ledger) : g.published;
+      snap.gpus[i].ledger = options_.state_file.empty() ? ledger_snapshot(g.ledger, options_.scheduler) : g.published;
       live.insert(live.end(), g.live_pids.begin(), g.live_pids.end());
       // A down GPU's processes are those of its last collection, memory and utilization
       // included: they are neither served nor counted against the per-process limit.
@@ -365,7 +380,7 @@ Result<std::size_t> UsageTracker::checkpoint() {
       std::lock_guard glock(g.mu);
       if (g.uuid.empty()) continue;
       gpus[g.uuid] = {{"index", i}, {"model", g.model}, {"ledger", g.ledger.to_json()}};
-      saved.push_back({&g, g.uuid, ledger_snapshot(g.ledger)});
+      saved.push_back({&g, g.uuid, ledger_snapshot(g.ledger, options_.scheduler)});
     }
   }
   doc["gpus"] = std::move(gpus);

@@ -33,6 +33,10 @@ class OwnerResolver {
   // When a process resolved before started, on the system clock (µs since the Unix epoch), if
   // the host says: the ledger charges nobody for time before it. No I/O.
   virtual std::optional<std::int64_t> start_time_us(unsigned /*pid*/) const { return std::nullopt; }
+  // Scheduler policy: the owners the scheduler's sources allocate `gpu` to now, and since when;
+  // nullopt when no scheduler source is configured. Cheap: sources are read in the background,
+  // or checked with one stat.
+  virtual std::optional<AllocationState> allocation(const DeviceIdentity& /*gpu*/) { return std::nullopt; }
   // The pids still on some GPU; everything else may be forgotten.
   virtual void retain(const std::vector<unsigned>& live_pids) = 0;
   // Adds the resolver's own health (kubelet, lookups) to the snapshot.
@@ -49,6 +53,8 @@ struct UsageTrackerOptions {
   std::string state_file;                          // empty: no persistence
   std::chrono::milliseconds checkpoint_interval{5000};
   std::chrono::milliseconds max_gap{10000};
+  // The allocation policy: scheduler (bill what the scheduler allocated) or process.
+  bool scheduler = false;
   // The clocks, µs: the wall clock (what the driver stamps samples with) and a monotonic one.
   // Unset: the system clocks. The boot's id tells whether a monotonic reading in the state
   // file is comparable with now (unset: /proc/sys/kernel/random/boot_id).

@@ -30,12 +30,15 @@ struct LedgerEntry {
   double busy_seconds = 0;
   double memory_byte_seconds = 0;
   double energy_joules = 0;
+  double idle_allocated_seconds = 0;  // scheduler policy: allocated with none of its processes on the GPU
 };
 
 struct GpuLedgerSnapshot {
   std::vector<LedgerEntry> owners;
   double covered_seconds = 0;
   double gap_seconds = 0;
+  double foreign_seconds = 0;  // scheduler policy: a process outside every allocation on an allocated GPU
+  bool scheduler = false;      // the allocation policy is scheduler
 };
 
 struct GpuSnapshot {

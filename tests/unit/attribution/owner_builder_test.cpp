@@ -56,13 +56,23 @@ TEST(attribution_owner, SlurmJobFromTheCgroupWinsOverTheMapping) {
 }
 
 TEST(attribution_owner, HpcJobsFromTheMappingThenTheEnvironment) {
-  ProcessInfo p = read("user-session", 3100);
+  ProcessInfo p = read("systemd-service", 3003);
   EXPECT_EQ(build_owner(p, nullptr, {"11", "12"}, rules()).hpc_job, "11,12");
   EXPECT_EQ(build_owner(p, nullptr, {}, rules()).hpc_job, "");
   p.env.emplace_back("SLURM_JOB_ID", "555");
   EXPECT_EQ(build_owner(p, nullptr, {}, rules()).hpc_job, "555");
   EXPECT_EQ(build_owner(p, nullptr, {"11"}, rules()).hpc_job, "11");
+}
+
+TEST(attribution_owner, TheMappingDoesNotNameAProcessOfALoginSessionOrAContainer) {
+  // The mapping lists a GPU's jobs; a process its cgroup places elsewhere only shares the GPU
+  // (a user bypassing the scheduler), whatever the mapping says.
+  ProcessInfo p = read("user-session", 3100);
+  EXPECT_EQ(build_owner(p, nullptr, {"11", "12"}, rules()).hpc_job, "");
   EXPECT_EQ(build_owner(p, nullptr, {}, rules()).project, "thesis");
+  p.env.emplace_back("SLURM_JOB_ID", "555");
+  EXPECT_EQ(build_owner(p, nullptr, {"11"}, rules()).hpc_job, "555");
+  EXPECT_EQ(build_owner(read("hybrid", 8001), nullptr, {"11"}, rules()).hpc_job, "") << "a pod's process";
 }
 
 TEST(attribution_owner, DefaultProjectAndNumericUser) {
