@@ -466,14 +466,17 @@ struct Columns {
   bool cost = false;
   bool idle_cost = false;  // only when some idle cost was spread; "separate" leaves it all zero
   bool budget = false;
+  bool idle_allocated = false;  // some group held a GPU with no process (scheduler policy)
 
-  size_t count() const { return keys + 5 + (cost ? (idle_cost ? 5 : 4) : 0) + (budget ? 2 : 0); }
+  size_t usage() const { return idle_allocated ? 6 : 5; }
+  size_t count() const { return keys + usage() + (cost ? (idle_cost ? 5 : 4) : 0) + (budget ? 2 : 0); }
 };
 
 Columns table_columns(const Report& r) {
   Columns c;
   c.keys = std::max<size_t>(r.by.size(), 1);
   c.cost = r.priced;
+  c.idle_allocated = has_idle_allocation(r);
   for (const Row& row : r.rows) {
     c.keys = std::max(c.keys, row.key.size());
     c.idle_cost |= r.priced && row.cost.idle != 0;
@@ -494,7 +497,7 @@ void table_head(Page& p, const Report& r, const Columns& columns) {
   p.raw("<thead><tr>");
   for (size_t i = 0; i < columns.keys; ++i)
     p.raw("<th rowspan=\"2\">").text(i < r.by.size() ? r.by[i] : "group").raw("</th>");
-  p.raw("<th class=\"group\" colspan=\"5\">Usage</th>");
+  p.put("<th class=\"group\" colspan=\"{}\">Usage</th>", columns.usage());
   if (columns.cost) {
     p.put("<th class=\"group\" colspan=\"{}\">Cost", columns.idle_cost ? 5 : 4);
     if (!r.currency.empty()) p.raw(" (").text(r.currency).raw(")");
@@ -503,6 +506,7 @@ void table_head(Page& p, const Report& r, const Columns& columns) {
   if (columns.budget) p.raw("<th class=\"group\" colspan=\"2\">Budget</th>");
   p.raw("</tr>\n<tr>");
   column_head(p, "Allocated", "GPU-h");
+  if (columns.idle_allocated) column_head(p, "Held idle", "GPU-h");
   column_head(p, "Busy", "GPU-h");
   column_head(p, "Efficiency", "busy/alloc.");
   column_head(p, "Memory", "GiB-h");
@@ -533,6 +537,7 @@ void budget_cells(Page& p, const std::optional<Budget>& budget) {
 void number_cells(Page& p, const Columns& columns, const Row& row) {
   const Usage& u = row.usage;
   num_cell(p, hours(finite(u.allocated_seconds)));
+  if (columns.idle_allocated) num_cell(p, hours(finite(u.idle_allocated_seconds)));
   num_cell(p, hours(finite(u.busy_seconds)));
   num_cell(p, optional_percent(u.efficiency()));
   num_cell(p, format_number(finite(u.memory_byte_seconds) / kBytesPerGiB / kSecondsPerHour, 0));

@@ -55,7 +55,8 @@ nlohmann::json usage_json(const Usage& u) {
   nlohmann::json j{{"allocated_seconds", u.allocated_seconds},
                    {"busy_seconds", u.busy_seconds},
                    {"memory_byte_seconds", u.memory_byte_seconds},
-                   {"energy_joules", u.energy_joules}};
+                   {"energy_joules", u.energy_joules},
+                   {"idle_allocated_seconds", u.idle_allocated_seconds}};
   auto e = u.efficiency();
   j["efficiency"] = e ? nlohmann::json(*e) : nlohmann::json(nullptr);
   return j;
@@ -144,7 +145,7 @@ std::string render_json(const Report& r) {
 std::string render_csv(const Report& r) {
   std::string out;
   for (const auto& d : r.by) out += csv_field(d) + ",";
-  out += "kind,allocated_gpu_hours,busy_gpu_hours,efficiency,memory_gib_hours,energy_kwh";
+  out += "kind,allocated_gpu_hours,busy_gpu_hours,efficiency,memory_gib_hours,energy_kwh,idle_allocated_gpu_hours";
   if (r.priced) out += ",cost_allocation,cost_utilization,cost_energy,cost_idle,cost_total,currency,budget_used_ratio";
   out += "\n";
   for (const auto& row : r.rows) {
@@ -154,6 +155,7 @@ std::string render_csv(const Report& r) {
     auto e = u.efficiency();
     out += fmt::format("{:.17g},{:.17g},{},{:.17g},{:.17g}", u.allocated_seconds / 3600, u.busy_seconds / 3600,
                        e ? fmt::format("{:.17g}", *e) : "", u.memory_byte_seconds / kGiB / 3600, u.energy_joules / 3.6e6);
+    out += fmt::format(",{:.17g}", u.idle_allocated_seconds / 3600);
     if (r.priced) {
       const auto& c = row.cost;
       out += fmt::format(",{:.17g},{:.17g},{:.17g},{:.17g},{:.17g},{},{}", c.allocation, c.utilization, c.energy,
@@ -175,7 +177,11 @@ std::string render_table(const Report& r, bool color) {
     header.push_back(h);
   }
   const std::size_t keys = header.size();
-  for (const char* h : {"ALLOC GPU-H", "BUSY GPU-H", "EFFICIENCY", "MEM GIB-H", "ENERGY KWH"}) header.push_back(h);
+  // Held with no process: shown when the ledger bills by allocation and some GPU was held idle.
+  const bool idle_allocated = has_idle_allocation(r);
+  header.push_back("ALLOC GPU-H");
+  if (idle_allocated) header.push_back("IDLE ALLOC GPU-H");
+  for (const char* h : {"BUSY GPU-H", "EFFICIENCY", "MEM GIB-H", "ENERGY KWH"}) header.push_back(h);
   if (r.priced) {
     for (const char* h : {"ALLOCATION", "UTILIZATION", "ENERGY", "IDLE SHARE", "TOTAL"}) {
       header.push_back(fmt::format("{} {}", h, r.currency));
@@ -187,6 +193,7 @@ std::string render_table(const Report& r, bool color) {
     for (std::size_t i = 0; i < keys; ++i) c.push_back(total ? (i == 0 ? "TOTAL" : "") : key_text(row, i));
     const auto& u = row.usage;
     c.push_back(grouped(u.allocated_seconds / 3600, 2));
+    if (idle_allocated) c.push_back(grouped(u.idle_allocated_seconds / 3600, 2));
     c.push_back(grouped(u.busy_seconds / 3600, 2));
     c.push_back(efficiency_text(u));
     c.push_back(grouped(u.memory_byte_seconds / kGiB / 3600, 1));

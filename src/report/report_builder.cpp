@@ -25,12 +25,14 @@ constexpr double kSecondsPerMonth = 30.4375 * 86400;  // a mean Gregorian month
 constexpr double kMinHoleSeconds = 300;               // shorter holes in the samples are scrape jitter
 constexpr std::size_t kParallelReads = 2;
 
-enum Field { kAllocated, kBusy, kMemory, kEnergy };
-constexpr std::array<std::pair<std::string_view, Field>, 4> kLedgerMetrics = {{
+enum Field { kAllocated, kBusy, kMemory, kEnergy, kIdleAllocated };
+constexpr std::array<std::pair<std::string_view, Field>, 5> kLedgerMetrics = {{
     {"gpu_allocated_seconds_total", kAllocated},
     {"gpu_busy_seconds_total", kBusy},
     {"gpu_memory_byte_seconds_total", kMemory},
     {"gpu_attributed_energy_joules_total", kEnergy},
+    // Only under the scheduler allocation policy; no series is a zero, not an error.
+    {"gpu_idle_allocated_seconds_total", kIdleAllocated},
 }};
 
 // 0 for owners, 1 for idle time, 2 for busy time no process accounts for.
@@ -47,6 +49,7 @@ double& field(Usage& u, Field f) {
     case kBusy: return u.busy_seconds;
     case kMemory: return u.memory_byte_seconds;
     case kEnergy: return u.energy_joules;
+    case kIdleAllocated: return u.idle_allocated_seconds;
   }
   return u.allocated_seconds;
 }
@@ -126,7 +129,7 @@ class Builder {
     for (const auto& [uuid, steps] : *owner_flags) (*flags)[uuid].insert(steps.begin(), steps.end());
 
     if (auto ok = read_identities(); !ok) return ok.error();
-    // The four owner counters and the gap counter are independent reads: on connections of
+    // The owner counters and the gap counter are independent reads: on connections of
     // their own they run in parallel, so the server evaluates one while this parses another.
     std::vector<std::pair<std::string_view, const StepFlags*>> reads;
     for (const auto& [metric, f] : kLedgerMetrics) reads.emplace_back(metric, &*flags);

@@ -15,9 +15,13 @@ struct Usage {
   double busy_seconds = 0;         // gpu_busy_seconds_total
   double memory_byte_seconds = 0;  // gpu_memory_byte_seconds_total
   double energy_joules = 0;        // gpu_attributed_energy_joules_total
+  // Part of allocated_seconds the scheduler allocated with none of the owner's processes on the
+  // GPU (gpu_idle_allocated_seconds_total; 0 under the process allocation policy).
+  double idle_allocated_seconds = 0;
 
   Usage& operator+=(const Usage& o) {
     allocated_seconds += o.allocated_seconds;
+    idle_allocated_seconds += o.idle_allocated_seconds;
     busy_seconds += o.busy_seconds;
     memory_byte_seconds += o.memory_byte_seconds;
     energy_joules += o.energy_joules;
@@ -113,5 +117,14 @@ struct Report {
   int queries = 0;           // HTTP API requests made
   double elapsed_seconds = 0;
 };
+
+// Whether any row was held with no process (the scheduler allocation policy was in force and
+// some GPU sat idle in an allocation): the table and the HTML page show that column only then.
+inline bool has_idle_allocation(const Report& r) {
+  for (const Row& row : r.rows) {
+    if (row.usage.idle_allocated_seconds > 0) return true;
+  }
+  return false;
+}
 
 }  // namespace gpumeter::report

@@ -230,6 +230,60 @@ def expected_owners(truth):
     return out
 
 
+RESERVED_PROJECTS = ("__idle__", "__unattributed__")
+
+
+def scraped_owners(prom, at):
+    out = {}
+    for metric, field in COUNTERS.items():
+        for r in prom.query(metric, at=at):
+            m = r["metric"]
+            key = (m["gpu"], m["project"], m.get("user", ""), m.get("namespace", ""), m.get("pod", ""),
+                   m.get("hpc_job", ""))
+            acc = out.setdefault(key, {})  # containers of one owner (Docker ids) are summed
+            acc[field] = acc.get(field, 0.0) + float(r["value"][1])
+    return out
+
+
+def check_ledger_against_truth(test, prom, scenario, truth_to, tolerance):
+    """The ledger's counters, read back through Prometheus, against `gpumeter sim truth` (the
+    process policy) over [0, truth_to): each owner within `tolerance` plus what its job edges may
+    move, no unexpected owner, and the per-GPU invariants. Returns (truth, scraped)."""
+    truth = sim_truth(scenario, 0, truth_to)
+    want = expected_owners(truth)
+    # Every query evaluates at one instant, so all figures come from the same scrape.
+    at = time.time() - 1.5
+    got = scraped_owners(prom, at)
+    worst = max((abs(got.get(k, {}).get(f, 0.0) - v) / v, "%s %s" % (f, k))
+                for k, fields in want.items() for f, v in fields.items() if v > 0)
+    print("largest relative deviation from the truth: %.3g (%s)" % worst)  # shown in the test log
+    edges = owner_edges(truth)
+    for key, fields in want.items():
+        test.assertIn(key, got, "owner %r missing; scraped owners: %r" % (key, sorted(got)))
+        alloc = fields["allocated_seconds"]
+        for field, value in fields.items():
+            measured = got[key].get(field)
+            test.assertIsNotNone(measured, "%s of %r" % (field, key))
+            test.assertLessEqual(abs(measured - value), allowed_deviation(value, alloc, edges[key], tolerance),
+                                 "%s of %r: ledger %.6g, truth %.6g" % (field, key, measured, value))
+    for key, fields in got.items():
+        if key[1] in RESERVED_PROJECTS:
+            continue
+        test.assertIn(key, want, "unexpected owner %r" % (key,))
+    # Invariants per GPU: owners (idle included) cover exactly the integrated time, and the
+    # busy time adds up to the GPU's.
+    covered = {r["metric"]["gpu"]: float(r["value"][1])
+               for r in prom.query("gpumeter_ledger_covered_seconds_total", at=at)}
+    for g in truth["gpus"]:
+        gpu = str(g["gpu"])
+        alloc = sum(v.get("allocated_seconds", 0) for k, v in got.items() if k[0] == gpu)
+        busy = sum(v.get("busy_seconds", 0) for k, v in got.items() if k[0] == gpu)
+        test.assertAlmostEqual(alloc, covered[gpu], delta=1e-9 * covered[gpu] + 1e-9)
+        test.assertLessEqual(abs(busy - g["busy_seconds"]), tolerance * g["busy_seconds"] + 1e-6,
+                             "gpu %s busy: ledger %.6g, truth %.6g" % (gpu, busy, g["busy_seconds"]))
+    return truth, got
+
+
 class Prometheus:
     """A real Prometheus from Debian on a free port with its own data directory."""
 
@@ -352,12 +406,18 @@ class SimNode:
         self.log_path = self.procs[0].log_path
         self.process = self.procs[0]
 
-    def config(self, text=""):
-        """Writes an agent config naming this node's kubelet; returns its path."""
+    # The HPC job mapping directory `sim procfs` keeps for the scenario's Slurm allocations.
+    @property
+    def hpc_jobs_dir(self):
+        return os.path.join(self.root, "run", "gpumeter-hpc-jobs")
+
+    def config(self, text="", attribution="", refresh="1s"):
+        """Writes an agent config naming this node's kubelet (refreshed every `refresh`), with
+        `attribution` (indented lines) added to its attribution section; returns its path."""
         path = os.path.join(self.dir, "gpumeter.yaml")
-        kubelet = "  kubelet:\n    socket: %s\n    refresh_interval: 1s\n" % (self.socket or "off")
+        kubelet = "  kubelet:\n    socket: %s\n    refresh_interval: %s\n" % (self.socket or "off", refresh)
         with open(path, "w") as f:
-            f.write("attribution:\n  environment: [GPUMETER_PROJECT, SLURM_JOB_ACCOUNT]\n" + kubelet)
+            f.write("attribution:\n  environment: [GPUMETER_PROJECT, SLURM_JOB_ACCOUNT]\n" + kubelet + attribution)
             f.write("project:\n  default: unknown\n  rules:\n    - {source: env.GPUMETER_PROJECT}\n")
             f.write(text)
         return path

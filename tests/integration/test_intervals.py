@@ -36,7 +36,7 @@ class CollectionInterval(AgentTestCase):
     def test_owner_totals_do_not_depend_on_the_interval(self):
         epoch = time.time() + LEAD
         node = self.track(SimNode(SCENARIO, epoch))
-        config = node.config("ledger:\n  checkpoint_interval: 2s\n"
+        config = node.config("ledger:\n  allocation: process\n  checkpoint_interval: 2s\n"
                              '  idle_power_watts: {"NVIDIA H100 80GB HBM3": 70}\n')
         state_dir = tempfile.mkdtemp(prefix="gpumeter-intervals-")
         agents = {}

@@ -8,8 +8,8 @@ import signal
 import tempfile
 import time
 
-from harness import (AgentTestCase, Agent, COUNTERS, Prometheus, SCENARIOS, SimNode, allowed_deviation,
-                     expected_owners, owner_edges, sim_truth, wait_until)
+from harness import (AgentTestCase, Agent, COUNTERS, Prometheus, SCENARIOS, SimNode, check_ledger_against_truth,
+                     wait_until)
 
 MIXED = os.path.join(SCENARIOS, "ledger-mixed.yaml")
 CHURN = os.path.join(SCENARIOS, "ledger-churn.yaml")
@@ -18,21 +18,8 @@ END = 43.0  # both scenarios' duration
 TOLERANCE = 1e-3  # 0.1 %, plus one driver sample period per job edge (harness.allowed_deviation)
 # After the scenario's end: a checkpoint (2 s) publishes the last usage, then a scrape reads it.
 SETTLE = 5.0
-LEDGER_CONFIG = ('ledger:\n  checkpoint_interval: 2s\n'
+LEDGER_CONFIG = ('ledger:\n  allocation: process\n  checkpoint_interval: 2s\n'
                  '  idle_power_watts: {"NVIDIA H100 80GB HBM3": 70}\n')
-RESERVED = ("__idle__", "__unattributed__")
-
-
-def scraped_owners(prom, at):
-    out = {}
-    for metric, field in COUNTERS.items():
-        for r in prom.query(metric, at=at):
-            m = r["metric"]
-            key = (m["gpu"], m["project"], m.get("user", ""), m.get("namespace", ""), m.get("pod", ""),
-                   m.get("hpc_job", ""))
-            acc = out.setdefault(key, {})  # containers of one owner (Docker ids) are summed
-            acc[field] = acc.get(field, 0.0) + float(r["value"][1])
-    return out
 
 
 class LedgerAccuracy(AgentTestCase):
@@ -46,39 +33,7 @@ class LedgerAccuracy(AgentTestCase):
                                 extra_args=node.agent_args(self.config, self.state)))
 
     def check_against_truth(self, prom, scenario, truth_to):
-        truth = sim_truth(scenario, 0, truth_to)
-        want = expected_owners(truth)
-        # Every query evaluates at one instant, so all figures come from the same scrape.
-        at = time.time() - 1.5
-        got = scraped_owners(prom, at)
-        worst = max((abs(got.get(k, {}).get(f, 0.0) - v) / v, "%s %s" % (f, k))
-                    for k, fields in want.items() for f, v in fields.items() if v > 0)
-        print("largest relative deviation from the truth: %.3g (%s)" % worst)  # shown in the test log
-        edges = owner_edges(truth)
-        for key, fields in want.items():
-            self.assertIn(key, got, "owner %r missing; scraped owners: %r" % (key, sorted(got)))
-            alloc = fields["allocated_seconds"]
-            for field, value in fields.items():
-                measured = got[key].get(field)
-                self.assertIsNotNone(measured, "%s of %r" % (field, key))
-                self.assertLessEqual(abs(measured - value), allowed_deviation(value, alloc, edges[key], TOLERANCE),
-                                     "%s of %r: ledger %.6g, truth %.6g" % (field, key, measured, value))
-        for key, fields in got.items():
-            if key[1] in RESERVED:
-                continue
-            self.assertIn(key, want, "unexpected owner %r" % (key,))
-        # Invariants per GPU: owners (idle included) cover exactly the integrated time, and the
-        # busy time adds up to the GPU's.
-        covered = {r["metric"]["gpu"]: float(r["value"][1])
-                   for r in prom.query("gpumeter_ledger_covered_seconds_total", at=at)}
-        for g in truth["gpus"]:
-            gpu = str(g["gpu"])
-            alloc = sum(v.get("allocated_seconds", 0) for k, v in got.items() if k[0] == gpu)
-            busy = sum(v.get("busy_seconds", 0) for k, v in got.items() if k[0] == gpu)
-            self.assertAlmostEqual(alloc, covered[gpu], delta=1e-9 * covered[gpu] + 1e-9)
-            self.assertLessEqual(abs(busy - g["busy_seconds"]), TOLERANCE * g["busy_seconds"] + 1e-6,
-                                 "gpu %s busy: ledger %.6g, truth %.6g" % (gpu, busy, g["busy_seconds"]))
-        return truth, got
+        return check_ledger_against_truth(self, prom, scenario, truth_to, TOLERANCE)
 
     def test_mixed_owners_match_truth(self):
         epoch = time.time() + LEAD

@@ -24,7 +24,7 @@ FIELDS = list(COUNTERS.values())
 MODEL = "NVIDIA H100 80GB HBM3"
 RESERVED = ("__idle__", "__unattributed__")
 # The simulator's truth splits energy with the H100's idle power, as the agent is told here.
-LEDGER_CONFIG = 'ledger:\n  checkpoint_interval: 1s\n  idle_power_watts: {"%s": 70}\n' % MODEL
+LEDGER_CONFIG = 'ledger:\n  allocation: process\n  checkpoint_interval: 1s\n  idle_power_watts: {"%s": 70}\n' % MODEL
 
 
 def rows_by_key(doc):
