@@ -5,10 +5,12 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "attribution/slurm_cgroups.h"
 #include "sim/host/procfs_writer.h"
@@ -181,6 +183,32 @@ TEST(SlurmCgroupTree, AnEarlierWritersJobsAreTakenOver) {
   ASSERT_TRUE((*tree)->sync(25 * S).ok());
   EXPECT_EQ(entries(scope), (std::set<std::string>{"job_7", "system"}));
   EXPECT_EQ(entries(scope / "job_7"), (std::set<std::string>{"step_batch"}));  // replaced whole
+}
+
+TEST(SlurmCgroupTree, AReaderNeverSeesAJobDirectoryHalfWritten) {
+  // Steps start and end (each a whole job directory exchanged in one rename) while the agent's
+  // reader runs: it always finds job 7 with its batch script, so always with GPUs 2 and 3.
+  Scenario s = testing::parse_ok(kScenario);
+  fs::path dir = fresh_dir("cg-atomic");
+  auto tree = ProcfsTree::open(dir, s, 5 * S, {}, SlurmCgroupLayout::kV2);
+  ASSERT_TRUE(tree.ok()) << tree.error().message;
+  ASSERT_TRUE((*tree)->sync(15 * S).ok());
+  std::atomic<bool> stop{false};
+  std::atomic<int> write_errors{0};
+  std::thread writer([&] {
+    for (int i = 0; !stop.load(); ++i) {
+      if (!(*tree)->sync((i % 3 == 0 ? 15 : i % 3 == 1 ? 25 : 35) * S).ok()) ++write_errors;
+    }
+  });
+  int reads = 0, wrong = 0;
+  for (; reads < 300; ++reads) {
+    auto r = read_slurm_job_gpus(SlurmCgroupOptions{(dir / kCgroupRoot).string(), (dir / "proc").string(), kAllow});
+    if (!r.ok() || *r != std::vector<SlurmJobGpus>{{"7", "", {"2", "3"}, "cgroup-v2-environ"}}) ++wrong;
+  }
+  stop = true;
+  writer.join();
+  EXPECT_EQ(write_errors.load(), 0);
+  EXPECT_EQ(wrong, 0) << "of " << reads << " reads";
 }
 
 TEST(SlurmCgroupTree, NotWrittenByDefault) {
