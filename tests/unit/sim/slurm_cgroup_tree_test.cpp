@@ -139,6 +139,10 @@ TEST(SlurmCgroupTree, V2TreeFollowsTheAllocationsAndSteps) {
   EXPECT_EQ(cg->next_change_after(40 * S), 50 * S);
   EXPECT_EQ(cg->next_change_after(70 * S), 100 * S);
   EXPECT_EQ(cg->next_change_after(100 * S), kForever);
+  // The procfs tree, which `--follow` drives, wakes at them too, between its own pid edges
+  // (5 s and 25 s here) and the job mapping's (50 s).
+  EXPECT_EQ((*tree)->next_change_after(5 * S), 10 * S);
+  EXPECT_EQ((*tree)->next_change_after(25 * S), 30 * S);
 }
 
 TEST(SlurmCgroupTree, V2SluidTreeMapsToJobIdsThroughTheEnvironment) {
