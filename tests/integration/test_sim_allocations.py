@@ -1,6 +1,7 @@
 """Scheduler allocations in the simulator (tests/integration/scenarios/allocations.yaml): the
 scenario loads, `sim truth` gives the hand-computed truth under both policies, and `sim procfs`
-writes the Slurm job mapping over each job's allocation."""
+writes the Slurm job mapping and (with --slurm-cgroup) the jobs' cgroups over each job's
+allocation."""
 import json
 import os
 import subprocess
@@ -115,6 +116,73 @@ class SimAllocations(unittest.TestCase):
             self.assertIn("52101", procs)
             out, files, procs = at("52")  # the allocation ended: the epilog's removal
             self.assertEqual(files, {})
+
+    def test_procfs_writes_the_slurm_jobs_cgroups_over_the_allocation(self):
+        scope = os.path.join("sys", "fs", "cgroup", "system.slice", "slurmstepd.scope")
+        for layout in ("v1", "v2", "v2-sluid"):
+            with self.subTest(layout=layout), tempfile.TemporaryDirectory() as d:
+                def at(t):
+                    r = run("sim", "procfs", "--scenario", SCENARIO, "--out", d, "--at", t, "--slurm-cgroup", layout)
+                    self.assertEqual(r.returncode, 0, r.stderr)
+                    return r.stdout
+
+                def tree():
+                    files = {}
+                    root = os.path.join(d, "sys", "fs", "cgroup")
+                    for dirpath, _, names in os.walk(root):
+                        for name in names:
+                            path = os.path.join(dirpath, name)
+                            with open(path) as f:
+                                files[os.path.relpath(path, root)] = f.read()
+                    return files
+
+                def batch_script():
+                    pids = [p for p in os.listdir(os.path.join(d, "proc")) if p.isdigit() and int(p) >= 4000000]
+                    self.assertEqual(len(pids), 1)
+                    with open(os.path.join(d, "proc", pids[0], "environ"), "rb") as f:
+                        env = dict(e.split("=", 1) for e in f.read().decode().split("\0") if e)
+                    with open(os.path.join(d, "proc", pids[0], "cgroup")) as f:
+                        return pids[0], env, f.read()
+
+                out = at("3")  # before the job's allocation
+                self.assertEqual(tree(), {})
+                self.assertIn("sys/fs/cgroup: 0 Slurm job cgroups (%s)" % layout, out)
+                out = at("24")  # between the job's steps: the cgroup and the batch script remain
+                self.assertIn("sys/fs/cgroup: 1 Slurm job cgroups (%s)" % layout, out)
+                pid, env, cgroup = batch_script()
+                self.assertEqual({k: env[k] for k in ("SLURM_JOB_ID", "SLURM_JOB_GPUS", "CUDA_VISIBLE_DEVICES")},
+                                 {"SLURM_JOB_ID": "51300", "SLURM_JOB_GPUS": "1,2", "CUDA_VISIBLE_DEVICES": "0,1"})
+                if layout == "v1":
+                    self.assertEqual(tree(), {
+                        "devices/slurm/uid_2051/job_51300/devices.list":
+                            "c 195:1 rwm\nc 195:2 rwm\nc 195:254 rwm\nc 195:255 rwm\n",
+                        "devices/slurm/uid_2051/job_51300/cgroup.procs": ""})
+                    self.assertIn("12:devices:/slurm/uid_2051/job_51300/step_batch/task_0\n", cgroup)
+                    continue
+                jobs = os.listdir(os.path.join(d, scope))
+                self.assertEqual(len(jobs), 1)
+                job = jobs[0]
+                if layout == "v2":
+                    self.assertEqual(job, "job_51300")
+                else:
+                    self.assertRegex(job, r"^s[0-9A-HJKMNP-TV-Z]{13}$")  # a SLUID names the job
+                prefix = os.path.join("system.slice", "slurmstepd.scope", job)
+                self.assertEqual(tree(), {prefix + "/step_batch/user/task_0/cgroup.procs": pid + "\n",
+                                          prefix + "/step_batch/slurm/cgroup.procs": ""})
+                self.assertEqual(cgroup, "0::/%s/step_batch/user/task_0\n" % prefix)
+                at("35")  # step 1 runs on GPU 1
+                self.assertEqual(tree()[prefix + "/step_1/user/task_0/cgroup.procs"], "52101\n")
+                self.assertNotIn(prefix + "/step_0/user/task_0/cgroup.procs", tree())
+                at("52")  # the allocation ended
+                self.assertEqual(tree(), {})
+                self.assertEqual(os.listdir(os.path.join(d, scope)), [])
+
+    def test_procfs_rejects_an_unknown_slurm_cgroup_layout(self):
+        with tempfile.TemporaryDirectory() as d:
+            r = run("sim", "procfs", "--scenario", SCENARIO, "--out", d, "--at", "3", "--slurm-cgroup", "v3")
+            self.assertEqual(r.returncode, 2)
+            self.assertIn("--slurm-cgroup must be none, v1, v2 or v2-sluid, got 'v3'", r.stderr)
+            self.assertEqual(os.listdir(d), [])
 
 
 if __name__ == "__main__":

@@ -164,6 +164,7 @@ struct HostArgs {
   std::string socket;  // kubelet: the socket path
   std::string lead = "5s";
   std::string at;
+  std::string slurm_cgroup = "none";  // procfs: the Slurm cgroup layout to write
   bool follow = false;
 };
 
@@ -242,11 +243,18 @@ int run_procfs(const HostArgs& args, const EnvLookup& getenv, std::ostream& out,
       return kBadInput;
     }
   }
+  const auto layout = parse_slurm_cgroup_layout(args.slurm_cgroup);
+  if (!layout) {
+    err << fmt::format("gpumeter sim procfs: --slurm-cgroup must be none, v1, v2 or v2-sluid, got '{}'\n",
+                       args.slurm_cgroup);
+    return kBadInput;
+  }
   // Before anything else, so that the stop signals are queued for the follow loop.
   if (args.follow) block_stop_signals();
   auto setup = host_setup("procfs", args, args.follow, getenv, err);
   if (!setup) return kBadInput;
-  auto tree = ProcfsTree::open(args.out, setup->scenario, setup->lead, boot_for_epoch(setup->clock->epoch_unix_us()));
+  auto tree = ProcfsTree::open(args.out, setup->scenario, setup->lead, boot_for_epoch(setup->clock->epoch_unix_us()),
+                               *layout);
   if (!tree) {
     err << "gpumeter sim procfs: " << tree.error().message << "\n";
     return kRuntimeError;
@@ -261,6 +269,10 @@ int run_procfs(const HostArgs& args, const EnvLookup& getenv, std::ostream& out,
                        to_seconds(std::max<Micros>(t, 0)));
     if (const HpcJobsTree* hpc = (*tree)->hpc_jobs()) {
       out << fmt::format("{}/{}: {} GPUs allocated to Slurm jobs\n", args.out, kHpcJobsDir, hpc->present().size());
+    }
+    if (const SlurmCgroupTree* cgroups = (*tree)->slurm_cgroups()) {
+      out << fmt::format("{}/{}: {} Slurm job cgroups ({})\n", args.out, kCgroupRoot, cgroups->present().size(),
+                         to_string(*layout));
     }
     return kOk;
   }
@@ -346,6 +358,10 @@ void setup_sim_command(CLI::App& sim, int& exit_code) {
       "A scenario with Slurm allocations also gets DIR/run/gpumeter-hpc-jobs/<GPU index>, dcgm-exporter's\n"
       "HPC job mapping: the ids of the Slurm jobs allocated that GPU, one per line, over each allocation's\n"
       "span (no lead), written and removed atomically.\n"
+      "With --slurm-cgroup v1, v2 or v2-sluid it also writes each Slurm job's cgroup under DIR/sys/fs/cgroup\n"
+      "over the allocation's span: v1, devices/slurm/uid_<uid>/job_<id>/devices.list; v2,\n"
+      "system.slice/slurmstepd.scope/job_<id>/ (v2-sluid: /<SLUID>/, Slurm 26.05's default) with the\n"
+      "cgroup.procs of its batch script and running steps, and the batch script as a process in DIR/proc.\n"
       "Exit codes: 0 ok, 1 runtime error (e.g. DIR not writable), 2 bad input.");
   procfs->add_option("--scenario", procfs_args->scenario, "Scenario YAML file");
   procfs->add_option("--out", procfs_args->out, "Directory to write proc/ and etc/passwd into");
@@ -353,6 +369,8 @@ void setup_sim_command(CLI::App& sim, int& exit_code) {
   procfs->add_option("--lead", procfs_args->lead,
                      "Scenario time an entry exists before its job starts and after it ends (default 5s)");
   procfs->add_option("--at", procfs_args->at, "Write the tree at this scenario time instead of now");
+  procfs->add_option("--slurm-cgroup", procfs_args->slurm_cgroup,
+                     "Slurm jobs' cgroup layout to write: none, v1, v2 or v2-sluid (default none)");
   procfs->callback(
       [procfs_args, &exit_code] { exit_code = run_procfs(*procfs_args, process_env, std::cout, std::cerr); });
 

@@ -311,9 +311,18 @@ ProcfsTree::ProcfsTree(fs::path dir, const Scenario& scenario, Micros lead, Micr
   edges_.erase(std::unique(edges_.begin(), edges_.end()), edges_.end());
 }
 
-Result<std::unique_ptr<ProcfsTree>> ProcfsTree::open(const fs::path& dir, const Scenario& scenario,
-                                                     Micros lead, SimulatedBoot boot) {
+Result<std::unique_ptr<ProcfsTree>> ProcfsTree::open(const fs::path& dir, const Scenario& given,
+                                                     Micros lead, SimulatedBoot boot,
+                                                     SlurmCgroupLayout slurm_cgroups) {
+  // The batch scripts are processes like the scenario's: the same windows, entries and lead.
+  std::unique_ptr<Scenario> with_batch;
+  if (std::vector<Job> batch = slurm_batch_jobs(given, slurm_cgroups); !batch.empty()) {
+    with_batch = std::make_unique<Scenario>(given);
+    for (Job& j : batch) with_batch->jobs.push_back(std::move(j));
+  }
+  const Scenario& scenario = with_batch ? *with_batch : given;
   std::unique_ptr<ProcfsTree> tree(new ProcfsTree(dir, scenario, lead, boot.before_scenario));
+  tree->with_batch_scripts_ = std::move(with_batch);
   std::error_code ec;
   for (const fs::path& d : {dir / "proc", dir / "etc"}) {
     fs::create_directories(d, ec);
@@ -342,6 +351,11 @@ Result<std::unique_ptr<ProcfsTree>> ProcfsTree::open(const fs::path& dir, const 
     auto hpc = HpcJobsTree::open(dir, scenario);
     if (!hpc) return hpc.error();
     tree->hpc_jobs_ = std::move(hpc).value();
+    if (slurm_cgroups != SlurmCgroupLayout::kNone) {
+      auto cgroups = SlurmCgroupTree::open(dir, scenario, slurm_cgroups);
+      if (!cgroups) return cgroups.error();
+      tree->slurm_cgroups_ = std::move(cgroups).value();
+    }
   }
   return tree;
 }
@@ -419,7 +433,10 @@ Result<void> ProcfsTree::sync(Micros t) {
     if (auto r = write_entry(*w, it != present_.end()); !r) return r;
     present_[pid] = w->job;
   }
-  if (hpc_jobs_) return hpc_jobs_->sync(t);
+  if (hpc_jobs_) {
+    if (auto r = hpc_jobs_->sync(t); !r) return r;
+  }
+  if (slurm_cgroups_) return slurm_cgroups_->sync(t);
   return {};
 }
 
@@ -427,7 +444,9 @@ Micros ProcfsTree::next_change_after(Micros t) const {
   t = std::max<Micros>(t, 0);
   auto it = std::upper_bound(edges_.begin(), edges_.end(), t);
   const Micros next = it == edges_.end() ? kForever : *it;
-  return hpc_jobs_ ? std::min(next, hpc_jobs_->next_change_after(t)) : next;
+  const Micros hpc = hpc_jobs_ ? hpc_jobs_->next_change_after(t) : kForever;
+  const Micros cgroups = slurm_cgroups_ ? slurm_cgroups_->next_change_after(t) : kForever;
+  return std::min({next, hpc, cgroups});
 }
 
 Result<std::unique_ptr<HostClock>> make_scenario_clock(const Scenario& scenario,

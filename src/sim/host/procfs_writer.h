@@ -11,7 +11,9 @@
 // away first, so <dir>/proc/<pid> is always either absent or complete.
 //
 // When the scenario has Slurm allocations, the tree also holds the HPC job-mapping directory
-// <dir>/run/gpumeter-hpc-jobs/ (see slurm_tree.h), kept in step by the same sync().
+// <dir>/run/gpumeter-hpc-jobs/ (see slurm_tree.h), and, when asked, the jobs' cgroup trees
+// under <dir>/sys/fs/cgroup with a batch script process per job (see slurm_cgroup_tree.h),
+// kept in step by the same sync().
 
 #include <cstddef>
 #include <cstdint>
@@ -23,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/host/slurm_cgroup_tree.h"
 #include "sim/host/slurm_tree.h"
 #include "sim/model/env_config.h"
 #include "sim/model/scenario.h"
@@ -77,9 +80,11 @@ class ProcfsTree {
  public:
   // Creates <dir>/proc and <dir>/etc, writes <dir>/etc/passwd (and <dir>/proc/stat when the
   // boot time is known) and takes over what an earlier writer left in <dir>/proc (its entries
-  // are replaced or removed by the first sync()).
+  // are replaced or removed by the first sync()). With a Slurm cgroup layout other than kNone
+  // and Slurm allocations in the scenario, the tree also writes their cgroups and batch scripts.
   static Result<std::unique_ptr<ProcfsTree>> open(const std::filesystem::path& dir, const Scenario& scenario,
-                                                  Micros lead, SimulatedBoot boot = {});
+                                                  Micros lead, SimulatedBoot boot = {},
+                                                  SlurmCgroupLayout slurm_cgroups = SlurmCgroupLayout::kNone);
 
   // Makes <dir>/proc hold exactly the entries of the windows that contain t (t < 0 counts as 0,
   // as the library reads time 0 before its epoch).
@@ -93,6 +98,8 @@ class ProcfsTree {
 
   // The HPC job-mapping files, or null when the scenario has no Slurm allocation.
   const HpcJobsTree* hpc_jobs() const { return hpc_jobs_.get(); }
+  // The Slurm jobs' cgroup trees, or null when not written.
+  const SlurmCgroupTree* slurm_cgroups() const { return slurm_cgroups_.get(); }
 
  private:
   ProcfsTree(std::filesystem::path dir, const Scenario& scenario, Micros lead, Micros boot_before_scenario);
@@ -106,6 +113,9 @@ class ProcfsTree {
   std::vector<Micros> edges_;                // every window's from and to, sorted, unique
   std::map<unsigned, std::size_t> present_;  // pid -> job (kUnknownJob: left by an earlier run)
   std::unique_ptr<HpcJobsTree> hpc_jobs_;
+  // The scenario with the Slurm batch scripts added, when they are written (scenario_ is it).
+  std::unique_ptr<Scenario> with_batch_scripts_;
+  std::unique_ptr<SlurmCgroupTree> slurm_cgroups_;
 };
 
 // Scenario time for the host-side commands, from the same settings the library reads.

@@ -1,0 +1,293 @@
+#include "sim/host/slurm_cgroup_tree.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <system_error>
+
+#include <fmt/format.h>
+
+namespace gpumeter::sim {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kScope = "system.slice/slurmstepd.scope";
+
+Micros end_in(const Scenario& s, Micros end) { return std::min(end, s.duration); }
+
+Error fs_error(const std::string& what, const fs::path& path, const std::error_code& ec) {
+  return Error{ec.value(), fmt::format("{} {}: {}", what, path.string(), ec.message())};
+}
+
+bool slurm(const Allocation& a) { return !a.slurm_job.empty(); }
+
+// The job's directory relative to the cgroup root.
+std::string job_dir(const Allocation& a, SlurmCgroupLayout layout) {
+  switch (layout) {
+    case SlurmCgroupLayout::kV1:
+      return fmt::format("devices/slurm/uid_{}/job_{}", a.uid, a.slurm_job);
+    case SlurmCgroupLayout::kV2:
+      return fmt::format("{}/job_{}", kScope, a.slurm_job);
+    case SlurmCgroupLayout::kV2Sluid:
+      return fmt::format("{}/{}", kScope, sluid_of(a.slurm_job));
+    case SlurmCgroupLayout::kNone:
+      break;
+  }
+  return {};
+}
+
+std::string gpu_list(const std::vector<unsigned>& gpus, bool renumbered) {
+  std::string out;
+  for (std::size_t i = 0; i < gpus.size(); ++i) {
+    out += fmt::format("{}{}", i ? "," : "", renumbered ? static_cast<unsigned>(i) : gpus[i]);
+  }
+  return out;
+}
+
+std::string procs_file(const std::vector<unsigned>& pids) {
+  std::set<unsigned> sorted(pids.begin(), pids.end());
+  std::string out;
+  for (unsigned p : sorted) out += std::to_string(p) + "\n";
+  return out;
+}
+
+Result<void> write_file(const fs::path& path, const std::string& content) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) return Error{errno, fmt::format("cannot create {}: {}", path.string(), std::strerror(errno))};
+  out.write(content.data(), static_cast<std::streamsize>(content.size()));
+  out.close();
+  if (!out) return Error{EIO, fmt::format("cannot write {}", path.string())};
+  return {};
+}
+
+// `.<name>.tmp` or `.<name>.old` beside a job's directory.
+fs::path beside(const fs::path& dir, const char* suffix) {
+  return dir.parent_path() / fmt::format(".{}.{}", dir.filename().string(), suffix);
+}
+
+}  // namespace
+
+std::string_view to_string(SlurmCgroupLayout l) {
+  switch (l) {
+    case SlurmCgroupLayout::kNone: return "none";
+    case SlurmCgroupLayout::kV1: return "v1";
+    case SlurmCgroupLayout::kV2: return "v2";
+    case SlurmCgroupLayout::kV2Sluid: return "v2-sluid";
+  }
+  return "none";
+}
+
+std::optional<SlurmCgroupLayout> parse_slurm_cgroup_layout(std::string_view s) {
+  for (auto l : {SlurmCgroupLayout::kNone, SlurmCgroupLayout::kV1, SlurmCgroupLayout::kV2, SlurmCgroupLayout::kV2Sluid}) {
+    if (s == to_string(l)) return l;
+  }
+  return std::nullopt;
+}
+
+std::string sluid_of(std::string_view job_id) {
+  static constexpr char kDigits[] = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";
+  std::uint64_t h = 1469598103934665603ULL;  // FNV-1a
+  for (char c : job_id) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 1099511628211ULL;
+  }
+  std::string out = "s";
+  for (int i = 12; i >= 0; --i) out += kDigits[(h >> (5 * i)) & 31];
+  return out;
+}
+
+std::vector<Job> slurm_batch_jobs(const Scenario& scenario, SlurmCgroupLayout layout) {
+  std::vector<Job> out;
+  if (layout == SlurmCgroupLayout::kNone) return out;
+  std::set<unsigned> taken;
+  for (const Job& j : scenario.jobs) taken.insert(j.pids.begin(), j.pids.end());
+  unsigned pid = kFirstBatchPid;
+  for (std::size_t a = 0; a < scenario.allocations.size(); ++a) {
+    const Allocation& alloc = scenario.allocations[a];
+    if (!slurm(alloc)) continue;
+    while (taken.count(pid)) ++pid;
+    Job j;
+    j.name = "slurm_script";
+    j.start = alloc.start;
+    j.end = alloc.end;
+    j.pids = {pid++};
+    j.uid = alloc.uid;
+    j.cgroup_version = layout == SlurmCgroupLayout::kV1 ? 1 : 2;
+    j.cgroup = layout == SlurmCgroupLayout::kV1 ? fmt::format("/slurm/uid_{}/job_{}/step_batch/task_0", alloc.uid, alloc.slurm_job)
+                                                : "/" + job_dir(alloc, layout) + "/step_batch/user/task_0";
+    j.env = {{"SLURM_JOB_ID", alloc.slurm_job},
+             {"SLURM_JOB_UID", std::to_string(alloc.uid)},
+             {"SLURM_JOB_GPUS", gpu_list(alloc.gpus, false)},
+             {"CUDA_VISIBLE_DEVICES", gpu_list(alloc.gpus, true)}};
+    j.allocation = a;
+    out.push_back(std::move(j));
+  }
+  return out;
+}
+
+SlurmCgroupTree::SlurmCgroupTree(fs::path root, const Scenario& scenario, SlurmCgroupLayout layout)
+    : root_(std::move(root)), scenario_(scenario), layout_(layout) {
+  auto add_edges = [&](Micros start, Micros end) {
+    edges_.push_back(start);
+    if (end != kForever) edges_.push_back(end);
+  };
+  for (const Allocation& a : scenario.allocations) {
+    if (slurm(a)) add_edges(a.start, end_in(scenario, a.end));
+  }
+  for (const Job& j : scenario.jobs) {
+    if (j.allocation != kNoAllocation && slurm(scenario.allocations[j.allocation])) {
+      add_edges(j.start, end_in(scenario, j.end));
+    }
+  }
+  std::sort(edges_.begin(), edges_.end());
+  edges_.erase(std::unique(edges_.begin(), edges_.end()), edges_.end());
+}
+
+Result<std::unique_ptr<SlurmCgroupTree>> SlurmCgroupTree::open(const fs::path& dir, const Scenario& scenario,
+                                                               SlurmCgroupLayout layout) {
+  std::unique_ptr<SlurmCgroupTree> tree(new SlurmCgroupTree(dir / kCgroupRoot, scenario, layout));
+  // The directories that hold job directories: the scope on v2, each uid_<N> on v1.
+  std::vector<fs::path> parents;
+  std::error_code ec;
+  if (layout == SlurmCgroupLayout::kV1) {
+    const fs::path slurm_root = tree->root_ / "devices/slurm";
+    fs::create_directories(slurm_root, ec);
+    if (ec) return fs_error("cannot create", slurm_root, ec);
+    for (auto it = fs::directory_iterator(slurm_root, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+      if (it->path().filename().string().starts_with("uid_")) parents.push_back(it->path());
+    }
+    if (ec) return fs_error("cannot list", slurm_root, ec);
+  } else {
+    parents.push_back(tree->root_ / kScope);
+    fs::create_directories(parents.back(), ec);
+    if (ec) return fs_error("cannot create", parents.back(), ec);
+  }
+  for (const fs::path& parent : parents) {
+    for (auto it = fs::directory_iterator(parent, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+      const std::string name = it->path().filename().string();
+      if (name.starts_with(".") && (name.ends_with(".tmp") || name.ends_with(".old"))) {
+        std::error_code rm;
+        fs::remove_all(it->path(), rm);
+        if (rm) return fs_error("cannot remove", it->path(), rm);
+      } else if (name.starts_with("job_") || (name.size() == 14 && name[0] == 's')) {
+        // Never equal to a wanted directory: replaced or removed by the first sync.
+        tree->present_[fs::relative(it->path(), tree->root_).string()] = CgroupFiles{{"", ""}};
+      }
+    }
+    if (ec) return fs_error("cannot list", parent, ec);
+  }
+  return tree;
+}
+
+std::map<std::string, CgroupFiles> SlurmCgroupTree::wanted_at(Micros t) const {
+  t = std::max<Micros>(t, 0);
+  std::map<std::string, CgroupFiles> out;
+  for (std::size_t a = 0; a < scenario_.allocations.size(); ++a) {
+    const Allocation& alloc = scenario_.allocations[a];
+    if (!slurm(alloc) || t < alloc.start || t >= end_in(scenario_, alloc.end)) continue;
+    CgroupFiles files;
+    if (layout_ == SlurmCgroupLayout::kV1) {
+      std::string list;
+      for (unsigned g : alloc.gpus) list += fmt::format("c 195:{} rwm\n", g);
+      list += "c 195:254 rwm\nc 195:255 rwm\n";
+      files["devices.list"] = list;
+      files["cgroup.procs"] = "";
+    } else {
+      unsigned step = 0;
+      for (const Job& j : scenario_.jobs) {
+        if (j.allocation != a) continue;
+        const bool batch = j.gpus.empty();
+        const std::string name = batch ? "step_batch" : fmt::format("step_{}", step++);
+        if (t < j.start || t >= end_in(scenario_, j.end)) continue;
+        files[name + "/user/task_0/cgroup.procs"] = procs_file(j.pids);
+        files[name + "/slurm/cgroup.procs"] = "";
+      }
+    }
+    out[job_dir(alloc, layout_)] = std::move(files);
+  }
+  return out;
+}
+
+Result<void> SlurmCgroupTree::write_job(const std::string& rel, const CgroupFiles& files, bool replace) {
+  const fs::path final_path = root_ / rel;
+  const fs::path tmp = beside(final_path, "tmp");
+  std::error_code ec;
+  fs::create_directories(final_path.parent_path(), ec);
+  if (ec) return fs_error("cannot create", final_path.parent_path(), ec);
+  fs::remove_all(tmp, ec);
+  if (ec) return fs_error("cannot remove", tmp, ec);
+  fs::create_directory(tmp, ec);
+  if (ec) return fs_error("cannot create", tmp, ec);
+  for (const auto& [name, content] : files) {
+    const fs::path path = tmp / name;
+    fs::create_directories(path.parent_path(), ec);
+    if (ec) return fs_error("cannot create", path.parent_path(), ec);
+    if (auto r = write_file(path, content); !r) return r;
+  }
+  if (replace) {
+    if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, final_path.c_str(), RENAME_EXCHANGE) == 0) {
+      fs::remove_all(tmp, ec);
+      if (ec) return fs_error("cannot remove", tmp, ec);
+      return {};
+    }
+    if (errno != EINVAL && errno != ENOSYS && errno != ENOENT) {
+      return Error{errno, fmt::format("cannot exchange {} with {}: {}", tmp.string(), final_path.string(),
+                                      std::strerror(errno))};
+    }
+    // No RENAME_EXCHANGE on this file system: the job is briefly absent, never partial.
+    if (auto r = remove_job(rel); !r) return r;
+  }
+  fs::rename(tmp, final_path, ec);
+  if (ec) return fs_error("cannot rename into", final_path, ec);
+  return {};
+}
+
+Result<void> SlurmCgroupTree::remove_job(const std::string& rel) {
+  const fs::path final_path = root_ / rel;
+  const fs::path old = beside(final_path, "old");
+  std::error_code ec;
+  fs::remove_all(old, ec);
+  if (ec) return fs_error("cannot remove", old, ec);
+  fs::rename(final_path, old, ec);
+  if (ec == std::errc::no_such_file_or_directory) return {};
+  if (ec) return fs_error("cannot rename", final_path, ec);
+  fs::remove_all(old, ec);
+  if (ec) return fs_error("cannot remove", old, ec);
+  return {};
+}
+
+Result<void> SlurmCgroupTree::sync(Micros t) {
+  const std::map<std::string, CgroupFiles> wanted = wanted_at(t);
+  for (auto it = present_.begin(); it != present_.end();) {
+    if (wanted.count(it->first)) {
+      ++it;
+      continue;
+    }
+    if (auto r = remove_job(it->first); !r) return r;
+    it = present_.erase(it);
+  }
+  for (const auto& [rel, files] : wanted) {
+    auto it = present_.find(rel);
+    if (it != present_.end() && it->second == files) continue;
+    if (auto r = write_job(rel, files, it != present_.end()); !r) return r;
+    present_[rel] = files;
+  }
+  return {};
+}
+
+Micros SlurmCgroupTree::next_change_after(Micros t) const {
+  t = std::max<Micros>(t, 0);
+  auto it = std::upper_bound(edges_.begin(), edges_.end(), t);
+  return it == edges_.end() ? kForever : *it;
+}
+
+}  // namespace gpumeter::sim
