@@ -291,6 +291,9 @@ Result<DeviceIdentity> NvmlBackend::identify(unsigned index) {
     nvmlPciInfo_t pci{};
     if (symbols_.pci_info(*h, &pci) == NVML_SUCCESS) id.pci_bus_id = c_string(pci.busId, sizeof pci.busId);
   }
+  if (unsigned minor = 0; symbols_.minor_number != nullptr && symbols_.minor_number(*h, &minor) == NVML_SUCCESS) {
+    id.device_minor = minor;
+  }
   if (!id.uuid.empty()) d.uuid = id.uuid;
   return id;
 }

@@ -50,6 +50,7 @@ Result<NvmlSymbols> NvmlSymbols::resolve(const SymbolSource& lib) {
   s.name = first_of<nvmlDeviceGetString_fn>(lib, {"nvmlDeviceGetName"}, miss);
   s.serial = first_of<nvmlDeviceGetString_fn>(lib, {"nvmlDeviceGetSerial"}, miss);
   s.vbios_version = first_of<nvmlDeviceGetString_fn>(lib, {"nvmlDeviceGetVbiosVersion"}, miss);
+  s.minor_number = first_of<nvmlDeviceGetUInt_fn>(lib, {"nvmlDeviceGetMinorNumber"}, miss);
   s.pci_info = first_of<nvmlDeviceGetPciInfo_fn>(
       lib, {"nvmlDeviceGetPciInfo_v3", "nvmlDeviceGetPciInfo_v2", "nvmlDeviceGetPciInfo"}, miss);
   s.utilization = first_of<nvmlDeviceGetUtilizationRates_fn>(lib, {"nvmlDeviceGetUtilizationRates"}, miss);

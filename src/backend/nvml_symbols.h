@@ -24,6 +24,7 @@ struct NvmlSymbols {
   nvmlDeviceGetString_fn name = nullptr;
   nvmlDeviceGetString_fn serial = nullptr;
   nvmlDeviceGetString_fn vbios_version = nullptr;
+  nvmlDeviceGetUInt_fn minor_number = nullptr;
   nvmlDeviceGetPciInfo_fn pci_info = nullptr;
   nvmlDeviceGetUtilizationRates_fn utilization = nullptr;
   nvmlDeviceGetMemoryInfo_v2_fn memory_v2 = nullptr;

@@ -64,12 +64,14 @@ HostOwnerResolverOptions owner_resolver_options(const Config& config, const std:
   ro.rootfs = rootfs;
   ro.environment = config.attribution.environment;
   ro.hpc_job_mapping_dir = config.attribution.hpc_job_mapping_dir;
+  ro.hpc_refresh = config.attribution.slurm_refresh_interval;
   ro.kubelet_socket = config.attribution.kubelet.effective_socket(rootfs);
   ro.kubelet.refresh_interval = config.attribution.kubelet.refresh_interval;
   ro.kubelet.timeout = config.attribution.kubelet.timeout;
   ro.kubelet.max_message_bytes = config.attribution.kubelet.max_message_size;
   ro.kubelet.resource_names = config.attribution.kubelet.resource_names;
   ro.rules = config.project.resolver;
+  ro.slurm_cgroups = SlurmCgroupOptions{config.attribution.slurm_cgroup_root(rootfs), procfs, ro.environment};
   ro.allocations = effective_allocation(config, ro.kubelet_socket) == AllocationPolicy::kScheduler;
   return ro;
 }

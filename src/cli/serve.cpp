@@ -140,6 +140,9 @@ int run_serve(const ServeOptions& o) {
   const HostOwnerResolverOptions ro = owner_resolver_options(config, o.procfs, o.rootfs);
   HostOwnerResolver resolver(ro, log);
   if (!ro.kubelet_socket.empty()) log.info("naming pods from the kubelet", {{"socket", ro.kubelet_socket}});
+  if (!ro.slurm_cgroups.cgroup_root.empty()) {
+    log.info("reading Slurm jobs' GPUs from their cgroups", {{"cgroup_root", ro.slurm_cgroups.cgroup_root}});
+  }
   log.info("ledger allocation policy",
            {{"allocation", ro.allocations ? "scheduler" : "process"},
             {"configured", std::string(to_string(config.ledger.allocation))}});

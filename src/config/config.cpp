@@ -38,6 +38,13 @@ std::string KubeletConfig::effective_socket(std::string_view rootfs) const {
   return ::stat(path.c_str(), &st) == 0 ? path : "";
 }
 
+std::string AttributionConfig::slurm_cgroup_root(std::string_view rootfs) const {
+  if (slurm_cgroups != "auto") return slurm_cgroups;
+  std::string root(rootfs);
+  if (!root.empty() && root.back() == '/') root.pop_back();
+  return root + "/sys/fs/cgroup";
+}
+
 std::string_view to_string(AllocationPolicy policy) {
   switch (policy) {
     case AllocationPolicy::kScheduler:
@@ -52,7 +59,8 @@ std::string_view to_string(AllocationPolicy policy) {
 
 AllocationPolicy effective_allocation(const Config& config, std::string_view kubelet_socket) {
   if (config.ledger.allocation != AllocationPolicy::kAuto) return config.ledger.allocation;
-  const bool scheduler_source = !kubelet_socket.empty() || !config.attribution.hpc_job_mapping_dir.empty();
+  const bool scheduler_source = !kubelet_socket.empty() || !config.attribution.hpc_job_mapping_dir.empty() ||
+                                !config.attribution.slurm_cgroups.empty();
   return scheduler_source ? AllocationPolicy::kScheduler : AllocationPolicy::kProcess;
 }
 
@@ -157,7 +165,22 @@ void parse_kubelet(const YAML::Node& node, std::string path, KubeletConfig& k) {
 }
 
 void parse_attribution(const YAML::Node& node, AttributionConfig& a) {
-  MapReader m(node, "attribution", {"environment", "hpc_job_mapping_dir", "kubelet"});
+  MapReader m(node, "attribution",
+              {"environment", "hpc_job_mapping_dir", "kubelet", "slurm_cgroups", "slurm_refresh_interval"});
+  if (m.has("slurm_refresh_interval")) {
+    a.slurm_refresh_interval = read_ms(m.get("slurm_refresh_interval"), m.path("slurm_refresh_interval"),
+                                       milliseconds(1000), milliseconds(3'600'000));
+  }
+  if (m.has("slurm_cgroups")) {
+    const std::string s = read_string(m.get("slurm_cgroups"), m.path("slurm_cgroups"));
+    if (s == "off" || s.empty()) {
+      a.slurm_cgroups.clear();
+    } else if (s == "auto") {
+      a.slurm_cgroups = "auto";
+    } else {
+      a.slurm_cgroups = read_absolute_path(m.get("slurm_cgroups"), m.path("slurm_cgroups"));
+    }
+  }
   if (m.has("environment")) {
     YAML::Node n = m.get("environment");
     std::string p = m.path("environment");

@@ -35,6 +35,15 @@ struct AttributionConfig {
   std::vector<std::string> environment;  // allow-listed variable names
   std::string hpc_job_mapping_dir;       // "" when off
   KubeletConfig kubelet;
+  // Slurm jobs' cgroups as a scheduler source: "" when off, "auto" for <rootfs>/sys/fs/cgroup,
+  // else the cgroup mount to read.
+  std::string slurm_cgroups;
+  // The Slurm jobs' cgroups are read again this often, and the HPC job mapping at least this
+  // often (it is read at once when its directory changes).
+  std::chrono::milliseconds slurm_refresh_interval{10'000};
+
+  // The cgroup root to read Slurm jobs from, "" when off.
+  std::string slurm_cgroup_root(std::string_view rootfs) const;
 };
 
 struct ProjectConfig {

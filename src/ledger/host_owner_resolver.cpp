@@ -123,14 +123,39 @@ const std::vector<kubelet::DeviceOwner>* HostOwnerResolver::pods_of(const kubele
   return nullptr;
 }
 
+void HostOwnerResolver::SourceOwners::update(std::vector<OwnerLabels> now, std::int64_t at_us) {
+  std::sort(now.begin(), now.end());
+  now.erase(std::unique(now.begin(), now.end()), now.end());
+  if (now == owners) return;
+  owners = std::move(now);
+  since_us = at_us;
+}
+
+void HostOwnerResolver::refresh_slurm_locked() {
+  const auto now = std::chrono::steady_clock::now();
+  if (slurm_read_ != std::chrono::steady_clock::time_point{} && now - slurm_read_ < options_.hpc_refresh) return;
+  slurm_read_ = now;
+  slurm_read_wall_us_ = wall_clock_us();
+  auto jobs = read_slurm_job_gpus(options_.slurm_cgroups);
+  if (jobs) {
+    slurm_jobs_ = std::move(jobs).value();
+    slurm_error_.clear();
+  } else if (jobs.error().message != slurm_error_) {
+    // The jobs last read are kept: an unreadable tree says nothing about who holds a GPU.
+    slurm_error_ = jobs.error().message;
+    log_.warn("cannot read the Slurm jobs' cgroups", {{"err", slurm_error_}});
+  }
+}
+
 std::optional<AllocationState> HostOwnerResolver::allocation(const DeviceIdentity& gpu) {
-  if (!options_.allocations || (!kubelet_ && options_.hpc_job_mapping_dir.empty())) return std::nullopt;
+  const bool slurm = !options_.slurm_cgroups.cgroup_root.empty();
+  if (!options_.allocations || (!kubelet_ && options_.hpc_job_mapping_dir.empty() && !slurm)) return std::nullopt;
   std::shared_ptr<const kubelet::DeviceMap> map = kubelet_ ? kubelet_->latest() : nullptr;
   std::lock_guard lock(mu_);
   GpuAllocation& a = allocations_[gpu.index];
   if (map && map != a.map) {
     // A pod's allocation is seen when the List that first shows it returns: up to one refresh
-    // interval after it began (docs/attribution.md, "Edges").
+    // interval after it began (docs/ledger.md, "Edges").
     std::vector<OwnerLabels> pods;
     if (const auto* owners = pods_of(*map, gpu)) {
       for (const auto& o : *owners) {
@@ -138,35 +163,48 @@ std::optional<AllocationState> HostOwnerResolver::allocation(const DeviceIdentit
         pods.push_back(build_allocation_owner(&ref, "", "", options_.rules));
       }
     }
-    std::sort(pods.begin(), pods.end());
-    if (pods != a.pods) {
-      a.pods = std::move(pods);
-      a.pods_since_us =
-          std::chrono::duration_cast<std::chrono::microseconds>(map->fetched_at.time_since_epoch()).count();
-    }
+    a.pods.update(std::move(pods),
+                  std::chrono::duration_cast<std::chrono::microseconds>(map->fetched_at.time_since_epoch()).count());
     a.map = std::move(map);
   }
+  auto job_owners = [&](const std::vector<std::string>& ids) {
+    std::vector<OwnerLabels> out;
+    for (const auto& j : ids) out.push_back(build_allocation_owner(nullptr, j, "", options_.rules));
+    return out;
+  };
   if (!options_.hpc_job_mapping_dir.empty()) {
     refresh_hpc_locked();
-    std::vector<std::string> jobs = hpc_jobs_for_gpu(hpc_, gpu.index, gpu.uuid);
-    if (jobs != a.jobs) {
-      a.job_owners.clear();
-      for (const auto& j : jobs) a.job_owners.push_back(build_allocation_owner(nullptr, j, "", options_.rules));
-      std::sort(a.job_owners.begin(), a.job_owners.end());
-      a.jobs = std::move(jobs);
-      a.jobs_since_us = 0;
-      for (const std::string& file : {std::to_string(gpu.index), gpu.uuid}) {
-        if (auto it = hpc_changed_us_.find(file); it != hpc_changed_us_.end()) {
-          a.jobs_since_us = std::max(a.jobs_since_us, it->second);
-        }
+    // A mapping file changed when it was written (its own time) or removed (the directory's).
+    std::int64_t changed = 0;
+    for (const std::string& file : {std::to_string(gpu.index), gpu.uuid}) {
+      if (auto it = hpc_changed_us_.find(file); it != hpc_changed_us_.end()) changed = std::max(changed, it->second);
+    }
+    a.mapped_jobs.update(job_owners(hpc_jobs_for_gpu(hpc_, gpu.index, gpu.uuid)), changed);
+  }
+  if (slurm) {
+    refresh_slurm_locked();
+    // Slurm numbers GPUs by their device minor (/dev/nvidia<N>); without one, by the index.
+    const std::string number = std::to_string(gpu.device_minor.value_or(gpu.index));
+    std::vector<std::string> ids;
+    for (const auto& job : slurm_jobs_) {
+      if (std::find(job.gpus.begin(), job.gpus.end(), number) != job.gpus.end() ||
+          std::find(job.gpus.begin(), job.gpus.end(), gpu.uuid) != job.gpus.end()) {
+        ids.push_back(job.job_id);
       }
     }
+    // Seen at a read: the change happened since the one before, up to one refresh earlier.
+    a.slurm_jobs.update(job_owners(ids), slurm_read_wall_us_);
   }
-  std::vector<OwnerLabels> owners = a.pods;
-  owners.insert(owners.end(), a.job_owners.begin(), a.job_owners.end());
+  std::vector<OwnerLabels> owners = a.pods.owners;
+  for (const SourceOwners* src : {&a.mapped_jobs, &a.slurm_jobs}) {
+    owners.insert(owners.end(), src->owners.begin(), src->owners.end());
+  }
   std::sort(owners.begin(), owners.end());
   owners.erase(std::unique(owners.begin(), owners.end()), owners.end());
-  if (owners != a.state.owners) a.state = AllocationState{std::move(owners), std::max(a.pods_since_us, a.jobs_since_us)};
+  if (owners != a.state.owners) {
+    a.state = AllocationState{std::move(owners),
+                              std::max({a.pods.since_us, a.mapped_jobs.since_us, a.slurm_jobs.since_us})};
+  }
   return a.state;
 }
 

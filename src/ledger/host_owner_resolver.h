@@ -18,6 +18,7 @@
 #include "attribution/pod_ref.h"
 #include "attribution/procfs.h"
 #include "attribution/project_rules.h"
+#include "attribution/slurm_cgroups.h"
 #include "kubelet/device_map.h"
 #include "ledger/usage_tracker.h"
 #include "util/log.h"
@@ -30,9 +31,14 @@ struct HostOwnerResolverOptions {
   std::vector<std::string> environment;  // allow-list
   std::string hpc_job_mapping_dir;       // "" when off
   // The mapping directory is read again at once when its modification time changes (a file
-  // added, renamed or removed), and at least this often (a file rewritten in place).
+  // added, renamed or removed), and at least this often (a file rewritten in place); the Slurm
+  // cgroups are read again this often.
   std::chrono::milliseconds hpc_refresh{10'000};
-  // Scheduler policy: allocation() reports the kubelet's and the mapping's allocations.
+  // Slurm jobs' cgroups as a scheduler source (docs/attribution.md), read at most every
+  // hpc_refresh; off when slurm_cgroups.cgroup_root is empty.
+  SlurmCgroupOptions slurm_cgroups{.cgroup_root = "", .procfs = "/proc", .environment = {}};
+  // Scheduler policy: allocation() reports the kubelet's, the mapping's and the Slurm cgroups'
+  // allocations.
   bool allocations = false;
   // The system clock, µs (the clock the driver stamps samples with); unset: the real one.
   std::function<std::int64_t()> wall_clock_us;
@@ -86,14 +92,22 @@ class HostOwnerResolver final : public OwnerResolver {
   std::int64_t hpc_dir_mtime_ns_ = -1;
   std::map<std::string, std::int64_t> hpc_changed_us_;  // mapping file -> when its jobs last changed
   std::string hpc_error_;
+  // Slurm jobs from their cgroups, and when they were read.
+  std::vector<SlurmJobGpus> slurm_jobs_;
+  std::chrono::steady_clock::time_point slurm_read_{};
+  std::int64_t slurm_read_wall_us_ = 0;
+  std::string slurm_error_;
+  void refresh_slurm_locked();
   // Scheduler policy, per GPU index: each source's owners and when they last changed.
+  struct SourceOwners {
+    std::vector<OwnerLabels> owners;  // sorted
+    std::int64_t since_us = 0;
+    // Takes `owners` (sorted here) as changed at `at_us` when they differ.
+    void update(std::vector<OwnerLabels> now, std::int64_t at_us);
+  };
   struct GpuAllocation {
     std::shared_ptr<const kubelet::DeviceMap> map;  // the map `pods` were read from
-    std::vector<OwnerLabels> pods;
-    std::int64_t pods_since_us = 0;
-    std::vector<std::string> jobs;
-    std::vector<OwnerLabels> job_owners;
-    std::int64_t jobs_since_us = 0;
+    SourceOwners pods, mapped_jobs, slurm_jobs;
     AllocationState state;
   };
   std::unordered_map<unsigned, GpuAllocation> allocations_;

@@ -31,6 +31,9 @@ struct DeviceIdentity {
   std::string driver_version;
   std::string vbios_version;
   std::string serial;
+  // The minor number of the GPU's character device (/dev/nvidia<N>), where the backend knows it:
+  // what cgroup device lists and a scheduler's GPU numbers name, which need not be the index.
+  std::optional<unsigned> device_minor;
   bool operator==(const DeviceIdentity&) const = default;
 };
 

@@ -388,15 +388,17 @@ class SimNode:
     """The host side of a simulated node: `gpumeter sim procfs --follow` and, optionally,
     `gpumeter sim kubelet`, both on the scenario clock given by `epoch`."""
 
-    def __init__(self, scenario, epoch, kubelet=True, lead=None):
+    def __init__(self, scenario, epoch, kubelet=True, lead=None, slurm_cgroup=None):
         self.dir = tempfile.mkdtemp(prefix="gpumeter-node-")
         self.root = os.path.join(self.dir, "root")
         self.procfs = os.path.join(self.root, "proc")
         self.socket = os.path.join(self.dir, "kubelet.sock") if kubelet else ""
         env = {"GPUMETER_SIM_EPOCH": repr(epoch)}
         lead_args = ["--lead", lead] if lead else []  # scenario time, e.g. "240s"
+        # `slurm_cgroup`: the Slurm jobs' cgroup layout to write (v1, v2, v2-sluid), or none.
+        cgroup_args = ["--slurm-cgroup", slurm_cgroup] if slurm_cgroup else []
         self.procs = [Process([BIN, "sim", "procfs", "--scenario", scenario, "--out", self.root, "--follow"]
-                              + lead_args, env=env, workdir=self.dir, name="sim-procfs")]
+                              + lead_args + cgroup_args, env=env, workdir=self.dir, name="sim-procfs")]
         if kubelet:
             self.procs.append(Process([BIN, "sim", "kubelet", "--scenario", scenario, "--socket", self.socket]
                                       + lead_args, env=env, workdir=self.dir, name="sim-kubelet"))
@@ -411,13 +413,15 @@ class SimNode:
     def hpc_jobs_dir(self):
         return os.path.join(self.root, "run", "gpumeter-hpc-jobs")
 
-    def config(self, text="", attribution="", refresh="1s"):
+    def config(self, text="", attribution="", refresh="1s", environment=()):
         """Writes an agent config naming this node's kubelet (refreshed every `refresh`), with
-        `attribution` (indented lines) added to its attribution section; returns its path."""
+        `attribution` (indented lines) added to its attribution section and `environment` to its
+        allow-list; returns its path."""
         path = os.path.join(self.dir, "gpumeter.yaml")
         kubelet = "  kubelet:\n    socket: %s\n    refresh_interval: %s\n" % (self.socket or "off", refresh)
+        allow = ", ".join(["GPUMETER_PROJECT", "SLURM_JOB_ACCOUNT"] + list(environment))
         with open(path, "w") as f:
-            f.write("attribution:\n  environment: [GPUMETER_PROJECT, SLURM_JOB_ACCOUNT]\n" + kubelet + attribution)
+            f.write("attribution:\n  environment: [%s]\n" % allow + kubelet + attribution)
             f.write("project:\n  default: unknown\n  rules:\n    - {source: env.GPUMETER_PROJECT}\n")
             f.write(text)
         return path

@@ -8,6 +8,8 @@ job mapping that `gpumeter sim procfs` keeps; a real Prometheus scrapes it.
   refresh interval and the List call's own time (docs/ledger.md, "Edges"); the foreign seconds;
   the idle-allocation alert firing through a real Prometheus and Alertmanager at a webhook,
   naming the notebook's pod; `gpumeter report` showing each owner's idle allocation;
+* the Slurm job's allocation read from its cgroup (v2: the job's processes' SLURM_JOB_GPUS), with
+  neither the kubelet nor the mapping: within 0.1 % plus one refresh interval at each edge;
 * process policy: the same run billed as before, against `gpumeter sim truth`.
 
 The test's copy of the alert rules changes only GpuAllocatedIdle's window (5m -> 3s) and `for:`
@@ -31,9 +33,9 @@ LEAD = 3.0        # the agent starts 3 s of scenario time before the epoch
 END = 60.0        # the scenario's duration
 SETTLE = 5.0      # a checkpoint (1 s) publishes the last usage, then a scrape reads it
 REFRESH = 1.0     # the kubelet refresh interval of this test
-# One List call's own time on a loaded machine: the reply shows the kubelet as it was when the
-# call was answered, and the agent takes the change from the reply's arrival.
-LIST_CALL = 0.25
+# One read of a source's own time on a loaded machine (a kubelet List call, a walk of the Slurm
+# cgroups): the agent takes a change from the moment the read returns.
+SOURCE_READ = 0.25
 TOLERANCE = 1e-3  # 0.1 %
 FIELDS = {"gpu_allocated_seconds_total": "allocated_seconds",
           "gpu_idle_allocated_seconds_total": "idle_allocated_seconds",
@@ -159,7 +161,7 @@ class Allocations(AgentTestCase):
                 # Time moves at a pod edge by up to one refresh (and the List's own time), at a
                 # process edge by up to one driver sample period; busy time moves at its rate.
                 rate = 1.0 if field != "busy_seconds" else (v / o["allocated_seconds"] if o["allocated_seconds"] else 0)
-                edges = pods.get(gpu, 0) * (REFRESH + LIST_CALL) + procs.get(gpu, 0) * EDGE_SECONDS
+                edges = pods.get(gpu, 0) * (REFRESH + SOURCE_READ) + procs.get(gpu, 0) * EDGE_SECONDS
                 bound = TOLERANCE * v + edges * rate + 1e-6
                 worst.append((abs(measured - v), field, key, bound))
                 self.assertLessEqual(abs(measured - v), bound,
@@ -194,7 +196,7 @@ class Allocations(AgentTestCase):
             self.assertIn(key, rows, sorted(rows))
             want_idle = sum(o["idle_allocated_seconds"] for (g, n), o in want.items() if n == name)
             gpus = {g for (g, n) in want if n == name}
-            bound = TOLERANCE * want_idle + sum(pods.get(g, 0) * (REFRESH + LIST_CALL) + procs.get(g, 0) * EDGE_SECONDS
+            bound = TOLERANCE * want_idle + sum(pods.get(g, 0) * (REFRESH + SOURCE_READ) + procs.get(g, 0) * EDGE_SECONDS
                                                 for g in gpus) + 1e-6
             self.assertLessEqual(abs(rows[key]["idle_allocated_seconds"] - want_idle), bound, name)
         table = subprocess.run([BIN, "report", "--url", prom.base, "--from", str(epoch - LEAD - 5), "--to",
@@ -202,6 +204,38 @@ class Allocations(AgentTestCase):
                                capture_output=True, text=True, timeout=60)
         self.assertEqual(table.returncode, 0, table.stderr)
         self.assertIn("IDLE ALLOC GPU-H", table.stdout)
+
+    def test_slurm_job_from_its_cgroup(self):
+        epoch = time.time() + LEAD
+        node = self.track(SimNode(SCENARIO, epoch, kubelet=False, slurm_cgroup="v2"))
+        config = node.config("ledger:\n  allocation: scheduler\n  checkpoint_interval: 1s\n",
+                             attribution="  slurm_cgroups: auto\n  slurm_refresh_interval: %gs\n" % REFRESH,
+                             environment=["SLURM_JOB_GPUS", "SLURM_JOB_ID"])
+        state = os.path.join(tempfile.mkdtemp(prefix="gpumeter-alloc-"), "ledger.json")
+        agent = self.track(Agent(scenario=SCENARIO, env={"GPUMETER_SIM_EPOCH": repr(epoch)},
+                                 extra_args=node.agent_args(config, state)))
+        agent.wait_ready()
+        self.assertIn("reading Slurm jobs' GPUs from their cgroups", agent.process.log())
+        from harness import Prometheus
+        prom = self.track(Prometheus(["127.0.0.1:%d" % agent.port]))
+        wait_until(lambda: time.time() > epoch + END + SETTLE, END + 20, interval=0.5, what="scenario end")
+        at = time.time() - 1.5
+        want = {(o["gpu"], o["name"]): o for o in scheduler_truth()["owners"]}
+        got = {}
+        for metric, field in FIELDS.items():
+            for r in prom.query('%s{hpc_job="51300"}' % metric, at=at):
+                acc = got.setdefault(int(r["metric"]["gpu"]), {})
+                acc[field] = acc.get(field, 0.0) + float(r["value"][1])
+        self.assertEqual(set(got), {1, 2})
+        _, procs = edges_per_gpu(load_scenario())
+        for gpu in (1, 2):
+            o = want[(gpu, "slurm-51300")]
+            # Each of the job's two edges is seen at the next read of the cgroups, and the bypassing
+            # process on GPU 2 moves shares at its own two edges.
+            for field in ("allocated_seconds", "idle_allocated_seconds"):
+                bound = TOLERANCE * o[field] + 2 * (REFRESH + SOURCE_READ) + procs.get(gpu, 0) * EDGE_SECONDS + 1e-6
+                self.assertLessEqual(abs(got[gpu][field] - o[field]), bound,
+                                     "%s on GPU %d: ledger %.6g, truth %.6g" % (field, gpu, got[gpu][field], o[field]))
 
     def test_process_policy_bills_processes_as_before(self):
         epoch = time.time() + LEAD
