@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+
 #include <chrono>
 #include <filesystem>
 #include <string>
@@ -67,6 +70,106 @@ TEST(HostOwnerResolver, OwnerFollowsTheProcessAndItsJobs) {
   resolver.retain({});
   std::filesystem::remove_all(root + "/proc/5151");
   EXPECT_EQ(resolver.resolve(5151, gpu0), unattributed_owner());
+}
+
+
+void set_mtime(const std::string& path, std::int64_t unix_us) {
+  const timespec t{static_cast<time_t>(unix_us / 1'000'000), static_cast<long>(unix_us % 1'000'000) * 1000};
+  const timespec times[2] = {t, t};
+  ASSERT_EQ(::utimensat(AT_FDCWD, path.c_str(), times, 0), 0) << path;
+}
+
+OwnerLabels job_owner(std::string id) {
+  OwnerLabels o;
+  o.project = "default";
+  o.hpc_job = std::move(id);
+  return o;
+}
+
+TEST(HostOwnerResolver, AllocationsFromTheMappingChangeWhenItsFilesDid) {
+  TempDir tmp;
+  const std::string dir = tmp / "jobs";
+  std::filesystem::create_directories(dir);
+  std::int64_t now_us = 1'800'000'000'000'000;
+  HostOwnerResolverOptions o;
+  o.procfs = tmp / "proc";
+  o.hpc_job_mapping_dir = dir;
+  o.hpc_refresh = std::chrono::hours(1);  // only a change of the directory makes it read again
+  o.allocations = true;
+  o.rules = ProjectResolver({}, "default");
+  o.wall_clock_us = [&] { return now_us; };
+  Logger log(LogLevel::kError);
+  HostOwnerResolver resolver(o, log);
+  DeviceIdentity gpu0;
+  gpu0.index = 0;
+  gpu0.uuid = "GPU-0";
+
+  auto first = resolver.allocation(gpu0);
+  ASSERT_TRUE(first);
+  EXPECT_TRUE(first->owners.empty());
+
+  // A prolog wrote the file 3 s before the next look: the job holds the GPU from then.
+  write_file(dir + "/0", "51300\n");
+  set_mtime(dir + "/0", now_us + 7'000'000);
+  now_us += 10'000'000;
+  auto held = resolver.allocation(gpu0);
+  ASSERT_TRUE(held);
+  EXPECT_EQ(held->owners, std::vector<OwnerLabels>{job_owner("51300")});
+  EXPECT_EQ(held->since_us, now_us - 3'000'000);
+
+  // The epilog removed it 2 s before the next look: the directory's time says when.
+  std::filesystem::remove(dir + "/0");
+  set_mtime(dir, now_us + 8'000'000);
+  now_us += 10'000'000;
+  auto released = resolver.allocation(gpu0);
+  ASSERT_TRUE(released);
+  EXPECT_TRUE(released->owners.empty());
+  EXPECT_EQ(released->since_us, now_us - 2'000'000);
+
+  // A time outside (previous read, now] is clamped into it.
+  write_file(dir + "/0", "51301\n");
+  set_mtime(dir + "/0", now_us + 60'000'000);
+  now_us += 1'000'000;
+  EXPECT_EQ(resolver.allocation(gpu0)->since_us, now_us);
+
+  o.allocations = false;
+  HostOwnerResolver off(o, log);
+  EXPECT_FALSE(off.allocation(gpu0)) << "the process policy asks for no allocation";
+}
+
+TEST(HostOwnerResolver, SlurmJobsFromTheirCgroupsByDeviceMinor) {
+  TempDir tmp;
+  // cgroup v1: job 77 may open /dev/nvidia3, which is GPU index 0 on this node.
+  write_file(tmp / "cgroup/devices/slurm/uid_2051/job_77/devices.list", "c 195:3 rw\nc 195:255 rw\n");
+  std::int64_t now_us = 1'800'000'000'000'000;
+  HostOwnerResolverOptions o;
+  o.procfs = tmp / "proc";
+  o.slurm_cgroups.cgroup_root = tmp / "cgroup";
+  o.slurm_cgroups.procfs = tmp / "proc";
+  o.hpc_refresh = std::chrono::milliseconds(0);
+  o.allocations = true;
+  o.rules = ProjectResolver({}, "default");
+  o.wall_clock_us = [&] { return now_us; };
+  Logger log(LogLevel::kError);
+  HostOwnerResolver resolver(o, log);
+  DeviceIdentity gpu0;
+  gpu0.index = 0;
+  gpu0.uuid = "GPU-0";
+  gpu0.device_minor = 3;
+  DeviceIdentity gpu3;
+  gpu3.index = 3;
+  gpu3.uuid = "GPU-3";
+  gpu3.device_minor = 0;
+  auto held = resolver.allocation(gpu0);
+  ASSERT_TRUE(held);
+  EXPECT_EQ(held->owners, std::vector<OwnerLabels>{job_owner("77")});
+  EXPECT_EQ(held->since_us, now_us);
+  EXPECT_TRUE(resolver.allocation(gpu3)->owners.empty()) << "index 3 is /dev/nvidia0, which the job may not open";
+  std::filesystem::remove_all(tmp / "cgroup/devices/slurm/uid_2051/job_77");
+  now_us += 5'000'000;
+  auto released = resolver.allocation(gpu0);
+  EXPECT_TRUE(released->owners.empty());
+  EXPECT_EQ(released->since_us, now_us);
 }
 
 }  // namespace
