@@ -138,6 +138,30 @@ TEST(config_parse, KubeletSocketModes) {
   std::filesystem::remove_all(root);
 }
 
+TEST(config_parse, AllocationPolicyFollowsTheSchedulerSources) {
+  auto parse = [](const std::string& yaml) {
+    auto c = parse_config(yaml, "test.yaml");
+    EXPECT_TRUE(c) << c.error().message;
+    return c ? *c : Config{};
+  };
+  // auto: scheduler when a scheduler source is on, process otherwise.
+  EXPECT_EQ(effective_allocation(parse(""), ""), AllocationPolicy::kProcess);
+  EXPECT_EQ(effective_allocation(parse(""), "/run/kubelet.sock"), AllocationPolicy::kScheduler);
+  EXPECT_EQ(effective_allocation(parse("attribution:\n  hpc_job_mapping_dir: /run/map\n"), ""),
+            AllocationPolicy::kScheduler);
+  const Config slurm = parse("attribution:\n  slurm_cgroups: auto\n  slurm_refresh_interval: 2s\n");
+  EXPECT_EQ(effective_allocation(slurm, ""), AllocationPolicy::kScheduler);
+  EXPECT_EQ(slurm.attribution.slurm_cgroup_root("/host/"), "/host/sys/fs/cgroup");
+  EXPECT_EQ(slurm.attribution.slurm_refresh_interval, std::chrono::seconds(2));
+  EXPECT_EQ(parse("attribution:\n  slurm_cgroups: /cg\n").attribution.slurm_cgroup_root("/host"), "/cg");
+  EXPECT_EQ(parse("attribution:\n  slurm_cgroups: off\n").attribution.slurm_cgroup_root("/"), "");
+  // Set explicitly, it is what it says whatever the sources.
+  EXPECT_EQ(effective_allocation(parse("ledger:\n  allocation: process\n"), "/run/kubelet.sock"),
+            AllocationPolicy::kProcess);
+  EXPECT_EQ(effective_allocation(parse("ledger:\n  allocation: scheduler\n"), ""), AllocationPolicy::kScheduler);
+  EXPECT_EQ(to_string(parse("ledger:\n  allocation: auto\n").ledger.allocation), "auto");
+}
+
 TEST(config_parse, ShippedExample) {
   std::string path = std::string(GPUMETER_SOURCE_DIR) + "/deploy/config/gpumeter.yaml";
   auto c = load_config(path);
@@ -195,6 +219,12 @@ TEST(config_parse, ErrorsNameFileLineColumnAndField) {
        "test.yaml:4:7: attribution.environment[1]: duplicate name 'A'"},
       {"environment item a map", "attribution:\n  environment: [{a: b}]\n",
        "test.yaml:2:17: attribution.environment[0]: expected a string, got a mapping"},
+      {"unknown allocation policy", "ledger:\n  allocation: pods\n",
+       "test.yaml:2:15: ledger.allocation: unknown allocation policy 'pods' (expected scheduler, process or auto)"},
+      {"relative slurm cgroups", "attribution:\n  slurm_cgroups: sys/fs/cgroup\n",
+       "test.yaml:2:18: attribution.slurm_cgroups: must be an absolute path, got 'sys/fs/cgroup'"},
+      {"slurm refresh too short", "attribution:\n  slurm_refresh_interval: 100ms\n",
+       "test.yaml:2:27: attribution.slurm_refresh_interval: must be between 1s and 1h, got '100ms'"},
       {"relative mapping dir", "attribution:\n  hpc_job_mapping_dir: run/map\n",
        "test.yaml:2:24: attribution.hpc_job_mapping_dir: must be an absolute path, got 'run/map'"},
       {"relative socket", "attribution:\n  kubelet: {socket: kubelet.sock}\n",
