@@ -29,6 +29,18 @@ bool resource_selected(std::string_view resource_name, const std::vector<std::st
   return false;
 }
 
+std::string dra_gpu_key(unsigned device_minor) { return "gpu-" + std::to_string(device_minor); }
+
+namespace {
+
+// "gpu-<digits>", the DRA driver's name of a whole GPU.
+bool is_dra_gpu_name(std::string_view name) {
+  if (!name.starts_with("gpu-") || name.size() == 4 || name.size() > 4 + 10) return false;
+  return std::all_of(name.begin() + 4, name.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+}  // namespace
+
 DeviceMap build_device_map(const std::vector<PodResources>& pods,
                            const std::vector<std::string>& resource_names) {
   DeviceMap map;
@@ -43,6 +55,10 @@ DeviceMap build_device_map(const std::vector<PodResources>& pods,
           map.by_device[std::string(device)].push_back(
               DeviceOwner{pod.namespace_, pod.name, container.name, devices.resource_name});
         }
+      }
+      for (const ClaimDevice& d : container.claim_devices) {
+        if (d.driver_name != kNvidiaDraDriver || !is_dra_gpu_name(d.device_name)) continue;
+        map.by_device[d.device_name].push_back(DeviceOwner{pod.namespace_, pod.name, container.name, d.driver_name});
       }
     }
   }

@@ -51,9 +51,17 @@ std::string_view strip_replica_suffix(std::string_view device_id);
 // ("nvidia.com/mig-*" selects each MIG profile's resource). No patterns selects everything.
 bool resource_selected(std::string_view resource_name, const std::vector<std::string>& patterns);
 
+// NVIDIA's DRA driver (gpu.nvidia.com) names a whole GPU "gpu-<minor>", the minor number of its
+// /dev/nvidia<N> (GpuInfo.CanonicalName in kubernetes-sigs/dra-driver-nvidia-gpu's
+// cmd/gpu-kubelet-plugin/deviceinfo.go). The map keys such a claim device by that name.
+inline constexpr std::string_view kNvidiaDraDriver = "gpu.nvidia.com";
+std::string dra_gpu_key(unsigned device_minor);  // "gpu-<minor>"
+
 // Builds the map from a List reply, keeping only devices whose resource_name is selected by
 // resource_names (see resource_selected; e.g. {"nvidia.com/gpu", "nvidia.com/mig-*"}); an empty
-// resource_names keeps every resource. fetched_at is now.
+// resource_names keeps every resource. DRA claim devices of kNvidiaDraDriver named like a whole
+// GPU (dra_gpu_key) are kept too, with the driver's name as their resource_name; other claim
+// devices (MIG slices, other drivers) are not GPUs this map knows. fetched_at is now.
 DeviceMap build_device_map(const std::vector<PodResources>& pods,
                            const std::vector<std::string>& resource_names);
 

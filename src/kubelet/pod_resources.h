@@ -19,9 +19,19 @@ struct ContainerDevices {
   bool operator==(const ContainerDevices&) const = default;
 };
 
+// One device of a Dynamic Resource Allocation (DRA) claim prepared for a container, e.g.
+// driver_name "gpu.nvidia.com", pool_name the node, device_name "gpu-0".
+struct ClaimDevice {
+  std::string driver_name;
+  std::string pool_name;
+  std::string device_name;
+  bool operator==(const ClaimDevice&) const = default;
+};
+
 struct ContainerResources {
   std::string name;
   std::vector<ContainerDevices> devices;
+  std::vector<ClaimDevice> claim_devices;  // DRA, every claim's devices (kubelets that report them)
   bool operator==(const ContainerResources&) const = default;
 };
 

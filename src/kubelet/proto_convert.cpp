@@ -16,6 +16,11 @@ PodResources from_proto(const v1::PodResources& pod) {
       devices.resource_name = d.resource_name();
       devices.device_ids.assign(d.device_ids().begin(), d.device_ids().end());
     }
+    for (const auto& claim : c.dynamic_resources()) {
+      for (const auto& r : claim.claim_resources()) {
+        container.claim_devices.push_back({r.driver_name(), r.pool_name(), r.device_name()});
+      }
+    }
   }
   return out;
 }
@@ -37,6 +42,17 @@ void to_proto(const PodResources& pod, v1::PodResources* out) {
       auto* devices = container->add_devices();
       devices->set_resource_name(d.resource_name);
       for (const auto& id : d.device_ids) devices->add_device_ids(id);
+    }
+    if (!c.claim_devices.empty()) {
+      auto* claim = container->add_dynamic_resources();
+      claim->set_claim_name(c.name + "-gpus");
+      claim->set_claim_namespace(pod.namespace_);
+      for (const auto& d : c.claim_devices) {
+        auto* r = claim->add_claim_resources();
+        r->set_driver_name(d.driver_name);
+        r->set_pool_name(d.pool_name);
+        r->set_device_name(d.device_name);
+      }
     }
   }
 }

@@ -120,6 +120,11 @@ const std::vector<kubelet::DeviceOwner>* HostOwnerResolver::pods_of(const kubele
   for (const std::string& key : {gpu.uuid, std::to_string(gpu.index)}) {
     if (auto it = map.by_device.find(key); it != map.by_device.end()) return &it->second;
   }
+  if (gpu.device_minor) {
+    if (auto it = map.by_device.find(kubelet::dra_gpu_key(*gpu.device_minor)); it != map.by_device.end()) {
+      return &it->second;
+    }
+  }
   return nullptr;
 }
 

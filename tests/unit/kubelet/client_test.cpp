@@ -36,6 +36,18 @@ TEST(kubelet_client, ListsPodsDevicesAndContainers) {
   EXPECT_EQ(server->list_calls(), 1u);
 }
 
+TEST(kubelet_client, DraClaimDevicesCrossTheWire) {
+  testing::TempDir dir;
+  const std::string sock = dir.file("kubelet.sock");
+  std::vector<PodResources> node = testing::sample_node();
+  node[0].containers[0].claim_devices = {{"gpu.nvidia.com", "node-1", "gpu-2"}};
+  auto server = must_start(sock, [&] { return node; });
+  ASSERT_TRUE(server);
+  auto pods = list_pod_resources(sock, 5s, 16 << 20);
+  ASSERT_TRUE(pods.ok()) << pods.error().message;
+  EXPECT_EQ(*pods, node);
+}
+
 TEST(kubelet_client, EmptyNode) {
   testing::TempDir dir;
   const std::string sock = dir.file("kubelet.sock");

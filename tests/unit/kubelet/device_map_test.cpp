@@ -45,6 +45,21 @@ TEST(kubelet_device_map, MapsWholeAndSharedGpusToTheirContainers) {
   EXPECT_EQ(map.by_device.count(std::string(kUuidC) + "::0"), 0u);
 }
 
+TEST(kubelet_device_map, DraClaimsOfWholeNvidiaGpusAreKeyedByTheirMinor) {
+  PodResources pod{"notebook", "team-vision", {}};
+  ContainerResources c;
+  c.name = "lab";
+  c.claim_devices = {{"gpu.nvidia.com", "node-1", "gpu-3"},
+                     {"gpu.nvidia.com", "node-1", "gpu-0-mig-1g10gb-0"},  // a MIG slice: not a whole GPU
+                     {"gpu.example.com", "node-1", "gpu-1"},              // another driver
+                     {"gpu.nvidia.com", "node-1", "gpu-"}};
+  pod.containers.push_back(c);
+  const DeviceMap map = build_device_map({pod}, {"nvidia.com/gpu"});
+  ASSERT_EQ(map.by_device.size(), 1u);
+  EXPECT_THAT(map.by_device.at(dra_gpu_key(3)),
+              ElementsAre(DeviceOwner{"team-vision", "notebook", "lab", "gpu.nvidia.com"}));
+}
+
 TEST(kubelet_device_map, EmptyResourceNamesKeepsEveryResource) {
   const DeviceMap map = build_device_map(testing::sample_node(), {});
   EXPECT_EQ(map.by_device.size(), 5u);

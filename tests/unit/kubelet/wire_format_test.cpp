@@ -61,7 +61,8 @@ TEST(kubelet_wire_format, DecodesAnUpstreamEncodedReplyIncludingFieldsWeIgnore) 
   const std::string memory = field(4, field(1, "memory") + field_varint(2, 1ull << 33) + field(3, numa0));
   const std::string dra =
       field(5, field(2, "claim-a") + field(3, "ml") +
-                   field(4, field(1, field(1, "nvidia.com/gpu=0")) + field(2, "gpu.nvidia.com")));
+                   field(4, field(1, field(1, "nvidia.com/gpu=0")) + field(2, "gpu.nvidia.com") +
+                                field(3, "node-1") + field(4, "gpu-0")));
   const std::string bytes = up::list_response({
       up::pod("train-0", "ml",
               {up::container("trainer",
@@ -75,8 +76,9 @@ TEST(kubelet_wire_format, DecodesAnUpstreamEncodedReplyIncludingFieldsWeIgnore) 
   ASSERT_TRUE(response.ParseFromString(bytes));
   const std::vector<PodResources> pods = from_proto(response);
   const std::vector<PodResources> want = {
-      {"train-0", "ml", {{"trainer", {{"nvidia.com/gpu", {"GPU-aaaa", "GPU-bbbb"}}}}}},
-      {"infer-a", "tenants", {{"server", {{"nvidia.com/gpu", {"GPU-cccc::1"}}}}}},
+      {"train-0", "ml",
+       {{"trainer", {{"nvidia.com/gpu", {"GPU-aaaa", "GPU-bbbb"}}}, {{"gpu.nvidia.com", "node-1", "gpu-0"}}}}},
+      {"infer-a", "tenants", {{"server", {{"nvidia.com/gpu", {"GPU-cccc::1"}}}, {}}}},
   };
   EXPECT_EQ(pods, want);
   // The fields gpumeter does not use were understood too, not kept as unknown fields.
