@@ -252,7 +252,7 @@ def run(a):
           a.time_scale, a.wall, njobs, a.scrape_rate, a.sample_every, a.warmup, workdir), flush=True)
     node = h.SimNode(scenario, epoch, lead=lead)
     state = os.path.join(workdir, "ledger.json")
-    config = node.config("ledger:\n  checkpoint_interval: 2s\n"
+    config = node.config("ledger:\n  allocation: process\n  checkpoint_interval: 2s\n"
                          '  idle_power_watts: {"NVIDIA H100 80GB HBM3": 70}\n'
                          # 5 min of wall time would keep 4 scenario hours of exited processes at 48x.
                          "processes:\n  retention: %ds\n" % max(1, int(300 / a.time_scale)))

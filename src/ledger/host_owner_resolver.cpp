@@ -152,6 +152,20 @@ void HostOwnerResolver::refresh_slurm_locked() {
   }
 }
 
+void HostOwnerResolver::learn_locked(const DeviceIdentity& gpu, const OwnerLabels& owner) {
+  if (!options_.allocations) return;
+  auto it = allocations_.find(gpu.index);
+  if (it == allocations_.end()) return;
+  GpuAllocation& a = it->second;
+  for (const SourceOwners* src : {&a.pods, &a.mapped_jobs, &a.slurm_jobs}) {
+    for (const OwnerLabels& o : src->owners) {
+      if (!allocation_owns(o, owner) || a.learned.contains(o)) continue;
+      a.learned.emplace(o, owner);
+      a.learned_since_us = wall_clock_us();
+    }
+  }
+}
+
 std::optional<AllocationState> HostOwnerResolver::allocation(const DeviceIdentity& gpu) {
   const bool slurm = !options_.slurm_cgroups.cgroup_root.empty();
   if (!options_.allocations || (!kubelet_ && options_.hpc_job_mapping_dir.empty() && !slurm)) return std::nullopt;
@@ -200,15 +214,30 @@ std::optional<AllocationState> HostOwnerResolver::allocation(const DeviceIdentit
     // Seen at a read: the change happened since the one before, up to one refresh earlier.
     a.slurm_jobs.update(job_owners(ids), slurm_read_wall_us_);
   }
-  std::vector<OwnerLabels> owners = a.pods.owners;
-  for (const SourceOwners* src : {&a.mapped_jobs, &a.slurm_jobs}) {
-    owners.insert(owners.end(), src->owners.begin(), src->owners.end());
+  // Each allocation as the scheduler names it, with the project and user of its first process
+  // where one was found: the rules over the process's attributes (its environment, its uid) say
+  // more than those over a pod's or a job's names alone.
+  std::vector<OwnerLabels> owners;
+  std::erase_if(a.learned, [&](const auto& kv) {
+    for (const SourceOwners* src : {&a.pods, &a.mapped_jobs, &a.slurm_jobs}) {
+      if (std::binary_search(src->owners.begin(), src->owners.end(), kv.first)) return false;
+    }
+    return true;  // the allocation ended: what a new one of the same name runs is not known yet
+  });
+  for (const SourceOwners* src : {&a.pods, &a.mapped_jobs, &a.slurm_jobs}) {
+    for (OwnerLabels o : src->owners) {
+      if (auto it = a.learned.find(o); it != a.learned.end()) {
+        o.project = it->second.project;
+        o.user = it->second.user;
+      }
+      owners.push_back(std::move(o));
+    }
   }
   std::sort(owners.begin(), owners.end());
   owners.erase(std::unique(owners.begin(), owners.end()), owners.end());
   if (owners != a.state.owners) {
-    a.state = AllocationState{std::move(owners),
-                              std::max({a.pods.since_us, a.mapped_jobs.since_us, a.slurm_jobs.since_us})};
+    a.state = AllocationState{std::move(owners), std::max({a.pods.since_us, a.mapped_jobs.since_us,
+                                                           a.slurm_jobs.since_us, a.learned_since_us})};
   }
   return a.state;
 }
@@ -263,6 +292,7 @@ OwnerLabels HostOwnerResolver::resolve(unsigned pid, const DeviceIdentity& gpu) 
     std::lock_guard lock(mu_);
     if (auto it = built_.find(key);
         it != built_.end() && it->second.info == *info && it->second.pod == pod && it->second.jobs == jobs) {
+      learn_locked(gpu, it->second.owner);
       return it->second.owner;
     }
   }
@@ -276,6 +306,7 @@ OwnerLabels HostOwnerResolver::resolve(unsigned pid, const DeviceIdentity& gpu) 
   }
   std::lock_guard lock(mu_);
   built_[key] = BuiltOwner{*info, std::move(pod), std::move(jobs), owner};
+  learn_locked(gpu, owner);
   return owner;
 }
 

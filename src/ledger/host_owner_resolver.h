@@ -108,8 +108,14 @@ class HostOwnerResolver final : public OwnerResolver {
   struct GpuAllocation {
     std::shared_ptr<const kubelet::DeviceMap> map;  // the map `pods` were read from
     SourceOwners pods, mapped_jobs, slurm_jobs;
+    // The project and user of an allocation, from the first process found inside it (by the
+    // allocation's scheduler labels); `learned_since_us` is when the last one was learned.
+    std::map<OwnerLabels, OwnerLabels> learned;
+    std::int64_t learned_since_us = 0;
     AllocationState state;
   };
+  // Notes `owner`, of a process on `gpu`, as the first of an allocation it is inside; mu_ held.
+  void learn_locked(const DeviceIdentity& gpu, const OwnerLabels& owner);
   std::unordered_map<unsigned, GpuAllocation> allocations_;
 };
 

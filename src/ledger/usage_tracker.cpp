@@ -152,6 +152,14 @@ void UsageTracker::on_reading(size_t slot, const DeviceIdentity& id, const Devic
   // snapshot assembly.
   std::vector<LedgerProcess> procs;
   std::vector<OwnerLabels> full_owners;
+  if (reading.usage.processes) {
+    for (const auto& p : *reading.usage.processes) {
+      OwnerLabels owner = resolver_.resolve(p.pid, id);
+      procs.push_back({p.pid, reduce(owner), p.memory_bytes.value_or(0), resolver_.start_time_us(p.pid)});
+      full_owners.push_back(std::move(owner));
+    }
+  }
+  // After the processes: an allocation takes its project and user from the first of them.
   std::optional<AllocationState> allocation;
   if (options_.scheduler) {
     allocation = resolver_.allocation(id);
@@ -160,13 +168,6 @@ void UsageTracker::on_reading(size_t slot, const DeviceIdentity& id, const Devic
       std::sort(allocation->owners.begin(), allocation->owners.end());
       allocation->owners.erase(std::unique(allocation->owners.begin(), allocation->owners.end()),
                                allocation->owners.end());
-    }
-  }
-  if (reading.usage.processes) {
-    for (const auto& p : *reading.usage.processes) {
-      OwnerLabels owner = resolver_.resolve(p.pid, id);
-      procs.push_back({p.pid, reduce(owner), p.memory_bytes.value_or(0), resolver_.start_time_us(p.pid)});
-      full_owners.push_back(std::move(owner));
     }
   }
 

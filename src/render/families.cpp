@@ -210,27 +210,25 @@ std::vector<MetricFamily> build_families(const Snapshot& snap) {
   auto& idle_allocated = fams.add("gpu_idle_allocated_seconds_total", kCounter,
                                   "Seconds of the GPU allocated to the owner by the scheduler while none of its "
                                   "processes was on it (part of gpu_allocated_seconds_total).");
-  auto& foreign = fams.add("gpumeter_ledger_foreign_seconds_total", kCounter,
-                           "Seconds a process outside every allocation ran on this GPU while the scheduler had "
-                           "allocated it to someone; it shares the time with the allocation's owners.");
-  for (const auto& g : snap.gpus) {
-    if (!g.ledger || !g.ledger->scheduler) continue;
-    for (const auto& e : g.ledger->owners) {
-      if (e.owner.project == kIdleProject || e.owner.project == kUnattributedProject) continue;
-      add_sample(idle_allocated, owner_labels(device_labels(g.identity), e.owner), e.idle_allocated_seconds);
-    }
-    add_sample(foreign, device_labels(g.identity), g.ledger->foreign_seconds);
-  }
   auto& covered = fams.add("gpumeter_ledger_covered_seconds_total", kCounter,
                            "Seconds of this GPU's time the ledger has integrated; equals the sum of "
                            "gpu_allocated_seconds_total over its owners.");
   auto& gaps = fams.add("gpumeter_ledger_gap_seconds_total", kCounter,
                         "Seconds of this GPU's time the ledger could not integrate (agent down or GPU "
                         "unreachable for longer than the driver's sample buffer).");
+  auto& foreign = fams.add("gpumeter_ledger_foreign_seconds_total", kCounter,
+                           "Seconds a process outside every allocation ran on this GPU while the scheduler had "
+                           "allocated it to someone; it shares the time with the allocation's owners.");
   for (const auto& g : snap.gpus) {
     if (!g.ledger) continue;
     add_sample(covered, device_labels(g.identity), g.ledger->covered_seconds);
     add_sample(gaps, device_labels(g.identity), g.ledger->gap_seconds);
+    if (!g.ledger->scheduler) continue;
+    add_sample(foreign, device_labels(g.identity), g.ledger->foreign_seconds);
+    for (const auto& e : g.ledger->owners) {
+      if (e.owner.project == kIdleProject || e.owner.project == kUnattributedProject) continue;
+      add_sample(idle_allocated, owner_labels(device_labels(g.identity), e.owner), e.idle_allocated_seconds);
+    }
   }
 
   auto& build =

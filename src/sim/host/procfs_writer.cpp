@@ -17,6 +17,7 @@
 
 #include <fmt/format.h>
 
+#include "sim/host/tree_files.h"
 #include "sim/model/clock.h"
 
 namespace gpumeter::sim {
@@ -48,29 +49,6 @@ std::int64_t wall_now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
-}
-
-Error fs_error(const std::string& what, const fs::path& path, const std::error_code& ec) {
-  return Error{ec.value(), fmt::format("{} {}: {}", what, path.string(), ec.message())};
-}
-
-Result<void> write_file(const fs::path& path, const std::string& content) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) return Error{errno, fmt::format("cannot create {}: {}", path.string(), std::strerror(errno))};
-  out.write(content.data(), static_cast<std::streamsize>(content.size()));
-  out.close();
-  if (!out) return Error{EIO, fmt::format("cannot write {}", path.string())};
-  return {};
-}
-
-// A file replaced in one rename, so a reader sees the old or the new content, never a part.
-Result<void> write_file_atomic(const fs::path& path, const std::string& content) {
-  fs::path tmp = path.parent_path() / ("." + path.filename().string() + ".tmp");
-  if (auto r = write_file(tmp, content); !r) return r;
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) return fs_error("cannot rename into", path, ec);
-  return {};
 }
 
 std::optional<unsigned> numeric_name(const std::string& name) {
@@ -362,56 +340,17 @@ Result<std::unique_ptr<ProcfsTree>> ProcfsTree::open(const fs::path& dir, const 
 
 Result<void> ProcfsTree::write_entry(const ProcessWindow& w, bool replace) {
   const Job& job = scenario_.jobs[w.job];
-  const fs::path tmp = proc_ / fmt::format(".{}.tmp", w.pid);
-  const fs::path final_path = proc_ / std::to_string(w.pid);
-  std::error_code ec;
-  fs::remove_all(tmp, ec);
-  if (ec) return fs_error("cannot remove", tmp, ec);
-  fs::create_directory(tmp, ec);
-  if (ec) return fs_error("cannot create", tmp, ec);
-  const std::pair<const char*, std::string> files[] = {
-      {"cgroup", proc_cgroup(job)},
-      {"stat", proc_stat(job, w)},
-      {"status", proc_status(scenario_, job, w)},
-      {"environ", proc_environ(scenario_, job)},
-      {"comm", proc_comm(job) + "\n"},
-      {"cmdline", proc_cmdline(job)},
-  };
-  for (const auto& [name, content] : files) {
-    if (auto r = write_file(tmp / name, content); !r) return r;
-  }
-  if (replace) {
-    // Swap the complete new entry with the old one in one step, then drop the old one.
-    if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, final_path.c_str(), RENAME_EXCHANGE) == 0) {
-      fs::remove_all(tmp, ec);
-      if (ec) return fs_error("cannot remove", tmp, ec);
-      return {};
-    }
-    if (errno != EINVAL && errno != ENOSYS && errno != ENOENT) {
-      return Error{errno, fmt::format("cannot exchange {} with {}: {}", tmp.string(), final_path.string(),
-                                      std::strerror(errno))};
-    }
-    // A file system without RENAME_EXCHANGE: the entry is briefly absent, never partial.
-    if (auto r = remove_entry(w.pid); !r) return r;
-  }
-  fs::rename(tmp, final_path, ec);
-  if (ec) return fs_error("cannot rename into", final_path, ec);
-  return {};
+  return publish_directory(proc_ / std::to_string(w.pid),
+                           {{"cgroup", proc_cgroup(job)},
+                            {"stat", proc_stat(job, w)},
+                            {"status", proc_status(scenario_, job, w)},
+                            {"environ", proc_environ(scenario_, job)},
+                            {"comm", proc_comm(job) + "\n"},
+                            {"cmdline", proc_cmdline(job)}},
+                           replace);
 }
 
-Result<void> ProcfsTree::remove_entry(unsigned pid) {
-  const fs::path final_path = proc_ / std::to_string(pid);
-  const fs::path old = proc_ / fmt::format(".{}.old", pid);
-  std::error_code ec;
-  fs::remove_all(old, ec);
-  if (ec) return fs_error("cannot remove", old, ec);
-  fs::rename(final_path, old, ec);
-  if (ec == std::errc::no_such_file_or_directory) return {};
-  if (ec) return fs_error("cannot rename", final_path, ec);
-  fs::remove_all(old, ec);
-  if (ec) return fs_error("cannot remove", old, ec);
-  return {};
-}
+Result<void> ProcfsTree::remove_entry(unsigned pid) { return remove_directory(proc_ / std::to_string(pid)); }
 
 Result<void> ProcfsTree::sync(Micros t) {
   t = std::max<Micros>(t, 0);

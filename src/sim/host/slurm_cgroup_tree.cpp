@@ -14,6 +14,8 @@
 
 #include <fmt/format.h>
 
+#include "sim/host/tree_files.h"
+
 namespace gpumeter::sim {
 
 namespace fs = std::filesystem;
@@ -23,10 +25,6 @@ namespace {
 constexpr const char* kScope = "system.slice/slurmstepd.scope";
 
 Micros end_in(const Scenario& s, Micros end) { return std::min(end, s.duration); }
-
-Error fs_error(const std::string& what, const fs::path& path, const std::error_code& ec) {
-  return Error{ec.value(), fmt::format("{} {}: {}", what, path.string(), ec.message())};
-}
 
 bool slurm(const Allocation& a) { return !a.slurm_job.empty(); }
 
@@ -58,20 +56,6 @@ std::string procs_file(const std::vector<unsigned>& pids) {
   std::string out;
   for (unsigned p : sorted) out += std::to_string(p) + "\n";
   return out;
-}
-
-Result<void> write_file(const fs::path& path, const std::string& content) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) return Error{errno, fmt::format("cannot create {}: {}", path.string(), std::strerror(errno))};
-  out.write(content.data(), static_cast<std::streamsize>(content.size()));
-  out.close();
-  if (!out) return Error{EIO, fmt::format("cannot write {}", path.string())};
-  return {};
-}
-
-// `.<name>.tmp` or `.<name>.old` beside a job's directory.
-fs::path beside(const fs::path& dir, const char* suffix) {
-  return dir.parent_path() / fmt::format(".{}.{}", dir.filename().string(), suffix);
 }
 
 }  // namespace
@@ -218,52 +202,10 @@ std::map<std::string, CgroupFiles> SlurmCgroupTree::wanted_at(Micros t) const {
 }
 
 Result<void> SlurmCgroupTree::write_job(const std::string& rel, const CgroupFiles& files, bool replace) {
-  const fs::path final_path = root_ / rel;
-  const fs::path tmp = beside(final_path, "tmp");
-  std::error_code ec;
-  fs::create_directories(final_path.parent_path(), ec);
-  if (ec) return fs_error("cannot create", final_path.parent_path(), ec);
-  fs::remove_all(tmp, ec);
-  if (ec) return fs_error("cannot remove", tmp, ec);
-  fs::create_directory(tmp, ec);
-  if (ec) return fs_error("cannot create", tmp, ec);
-  for (const auto& [name, content] : files) {
-    const fs::path path = tmp / name;
-    fs::create_directories(path.parent_path(), ec);
-    if (ec) return fs_error("cannot create", path.parent_path(), ec);
-    if (auto r = write_file(path, content); !r) return r;
-  }
-  if (replace) {
-    if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, final_path.c_str(), RENAME_EXCHANGE) == 0) {
-      fs::remove_all(tmp, ec);
-      if (ec) return fs_error("cannot remove", tmp, ec);
-      return {};
-    }
-    if (errno != EINVAL && errno != ENOSYS && errno != ENOENT) {
-      return Error{errno, fmt::format("cannot exchange {} with {}: {}", tmp.string(), final_path.string(),
-                                      std::strerror(errno))};
-    }
-    // No RENAME_EXCHANGE on this file system: the job is briefly absent, never partial.
-    if (auto r = remove_job(rel); !r) return r;
-  }
-  fs::rename(tmp, final_path, ec);
-  if (ec) return fs_error("cannot rename into", final_path, ec);
-  return {};
+  return publish_directory(root_ / rel, DirectoryFiles(files.begin(), files.end()), replace);
 }
 
-Result<void> SlurmCgroupTree::remove_job(const std::string& rel) {
-  const fs::path final_path = root_ / rel;
-  const fs::path old = beside(final_path, "old");
-  std::error_code ec;
-  fs::remove_all(old, ec);
-  if (ec) return fs_error("cannot remove", old, ec);
-  fs::rename(final_path, old, ec);
-  if (ec == std::errc::no_such_file_or_directory) return {};
-  if (ec) return fs_error("cannot rename", final_path, ec);
-  fs::remove_all(old, ec);
-  if (ec) return fs_error("cannot remove", old, ec);
-  return {};
-}
+Result<void> SlurmCgroupTree::remove_job(const std::string& rel) { return remove_directory(root_ / rel); }
 
 Result<void> SlurmCgroupTree::sync(Micros t) {
   const std::map<std::string, CgroupFiles> wanted = wanted_at(t);

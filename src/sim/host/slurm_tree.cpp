@@ -10,6 +10,8 @@
 
 #include <fmt/format.h>
 
+#include "sim/host/tree_files.h"
+
 namespace gpumeter::sim {
 
 namespace fs = std::filesystem;
@@ -21,10 +23,6 @@ Micros end_in(const Scenario& s, Micros end) { return std::min(end, s.duration);
 bool numeric(const std::string& name) {
   return !name.empty() && name.size() <= 9 &&
          std::all_of(name.begin(), name.end(), [](char c) { return c >= '0' && c <= '9'; });
-}
-
-Error fs_error(const std::string& what, const fs::path& path, const std::error_code& ec) {
-  return Error{ec.value(), fmt::format("{} {}: {}", what, path.string(), ec.message())};
 }
 
 }  // namespace
