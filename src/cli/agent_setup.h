@@ -11,6 +11,7 @@
 #include "config/config.h"
 #include "ledger/host_owner_resolver.h"
 #include "ledger/usage_tracker.h"
+#include "render/compat.h"
 #include "util/log.h"
 #include "util/result.h"
 
@@ -41,5 +42,12 @@ HostOwnerResolverOptions owner_resolver_options(const Config& config, const std:
 
 // The ledger and per-process options for a collection `interval`. state_file is left empty.
 UsageTrackerOptions usage_tracker_options(const Config& config, std::chrono::milliseconds interval);
+
+// The compat sets to serve: those of --compat and of the config's compat.sets, in that order;
+// the counters file of --compat.collectors, else compat.collectors, else dcgm-exporter's default
+// list. Logs once, at start, the fields of that list gpumeter cannot serve. Errors name the flag
+// or file at fault.
+Result<CompatOptions> compat_options(const Config& config, const std::vector<std::string>& flag_sets,
+                                     const std::string& flag_collectors, Logger& log);
 
 }  // namespace gpumeter::cli
