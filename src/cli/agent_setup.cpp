@@ -105,6 +105,8 @@ Result<CompatOptions> compat_options(const Config& config, const std::vector<std
   }
   if (config.compat.hostname_set) {
     o.hostname = config.compat.hostname;
+  } else if (const char* node = std::getenv("NODE_NAME"); node != nullptr && *node != '\0') {
+    o.hostname = node;  // as dcgm-exporter: its DaemonSet sets NODE_NAME from spec.nodeName
   } else {
     char name[HOST_NAME_MAX + 1] = {};
     if (::gethostname(name, sizeof name - 1) == 0) o.hostname = name;
