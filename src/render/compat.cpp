@@ -32,12 +32,6 @@ std::string smi_uuid(const std::string& uuid) {
   return s;
 }
 
-std::optional<double> labeled(const std::vector<LabeledValue>& values, std::string_view label) {
-  for (const auto& v : values) {
-    if (v.label == label) return v.value;
-  }
-  return std::nullopt;
-}
 
 using Reader = std::optional<double> (*)(const DeviceReading&);
 struct SmiFamily {
@@ -70,22 +64,22 @@ const SmiFamily kSmiFamilies[] = {
     {"nvidia_smi_memory_free_bytes", MetricType::kGauge, "memory.free in bytes.",
      [](R r) { return r.memory_free_bytes; }},
     {"nvidia_smi_temperature_gpu", MetricType::kGauge, "temperature.gpu in degrees Celsius.",
-     [](R r) { return labeled(r.temperature_celsius, "gpu"); }},
+     [](R r) { return compat_labeled(r.temperature_celsius, "gpu"); }},
     {"nvidia_smi_temperature_memory", MetricType::kGauge, "temperature.memory in degrees Celsius.",
-     [](R r) { return labeled(r.temperature_celsius, "memory"); }},
+     [](R r) { return compat_labeled(r.temperature_celsius, "memory"); }},
     {"nvidia_smi_power_draw_watts", MetricType::kGauge, "power.draw in watts.", [](R r) { return r.power_watts; }},
     {"nvidia_smi_power_limit_watts", MetricType::kGauge, "power.limit in watts.",
      [](R r) { return r.power_limit_watts; }},
     {"nvidia_smi_energy_joules_total", MetricType::kCounter,
      "Energy consumed by the GPU in joules since the driver was loaded.", [](R r) { return r.energy_joules; }},
     {"nvidia_smi_clocks_current_graphics_clock_hz", MetricType::kGauge, "clocks.current.graphics in hertz.",
-     [](R r) { return labeled(r.clock_hertz, "graphics"); }},
+     [](R r) { return compat_labeled(r.clock_hertz, "graphics"); }},
     {"nvidia_smi_clocks_current_sm_clock_hz", MetricType::kGauge, "clocks.current.sm in hertz.",
-     [](R r) { return labeled(r.clock_hertz, "sm"); }},
+     [](R r) { return compat_labeled(r.clock_hertz, "sm"); }},
     {"nvidia_smi_clocks_current_memory_clock_hz", MetricType::kGauge, "clocks.current.memory in hertz.",
-     [](R r) { return labeled(r.clock_hertz, "memory"); }},
+     [](R r) { return compat_labeled(r.clock_hertz, "memory"); }},
     {"nvidia_smi_clocks_current_video_clock_hz", MetricType::kGauge, "clocks.current.video in hertz.",
-     [](R r) { return labeled(r.clock_hertz, "video"); }},
+     [](R r) { return compat_labeled(r.clock_hertz, "video"); }},
     {"nvidia_smi_fan_speed_ratio", MetricType::kGauge, "fan.speed as a ratio.", [](R r) { return r.fan_speed_ratio; }},
     {"nvidia_smi_pstate", MetricType::kGauge, "pstate as a number: 0 is maximum performance.",
      [](R r) { return r.performance_state; }},

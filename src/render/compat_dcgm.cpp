@@ -18,12 +18,6 @@ namespace {
 
 constexpr double kMiB = 1024.0 * 1024.0;
 
-std::optional<double> labeled(const std::vector<LabeledValue>& values, std::string_view label) {
-  for (const auto& v : values) {
-    if (v.label == label) return v.value;
-  }
-  return std::nullopt;
-}
 std::optional<double> scaled(const std::optional<double>& v, double factor) {
   if (!v) return std::nullopt;
   return *v * factor;
@@ -41,11 +35,11 @@ struct MetricField {
 
 using R = const DeviceReading&;
 const MetricField kMetricFields[] = {
-    {"DCGM_FI_DEV_SM_CLOCK", Split::kRepeat, [](R r) { return scaled(labeled(r.clock_hertz, "sm"), 1e-6); }},
-    {"DCGM_FI_DEV_MEM_CLOCK", Split::kRepeat, [](R r) { return scaled(labeled(r.clock_hertz, "memory"), 1e-6); }},
-    {"DCGM_FI_DEV_VIDEO_CLOCK", Split::kRepeat, [](R r) { return scaled(labeled(r.clock_hertz, "video"), 1e-6); }},
-    {"DCGM_FI_DEV_GPU_TEMP", Split::kRepeat, [](R r) { return labeled(r.temperature_celsius, "gpu"); }},
-    {"DCGM_FI_DEV_MEMORY_TEMP", Split::kRepeat, [](R r) { return labeled(r.temperature_celsius, "memory"); }},
+    {"DCGM_FI_DEV_SM_CLOCK", Split::kRepeat, [](R r) { return scaled(compat_labeled(r.clock_hertz, "sm"), 1e-6); }},
+    {"DCGM_FI_DEV_MEM_CLOCK", Split::kRepeat, [](R r) { return scaled(compat_labeled(r.clock_hertz, "memory"), 1e-6); }},
+    {"DCGM_FI_DEV_VIDEO_CLOCK", Split::kRepeat, [](R r) { return scaled(compat_labeled(r.clock_hertz, "video"), 1e-6); }},
+    {"DCGM_FI_DEV_GPU_TEMP", Split::kRepeat, [](R r) { return compat_labeled(r.temperature_celsius, "gpu"); }},
+    {"DCGM_FI_DEV_MEMORY_TEMP", Split::kRepeat, [](R r) { return compat_labeled(r.temperature_celsius, "memory"); }},
     {"DCGM_FI_DEV_POWER_USAGE", Split::kRepeat, [](R r) { return r.power_watts; }},
     {"DCGM_FI_DEV_POWER_MGMT_LIMIT", Split::kRepeat, [](R r) { return r.power_limit_watts; }},
     {"DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", Split::kRepeat, [](R r) { return scaled(r.energy_joules, 1e3); }},
@@ -59,14 +53,14 @@ const MetricField kMetricFields[] = {
     {"DCGM_FI_DEV_FB_USED", Split::kMemory, [](R r) { return scaled(r.memory_used_bytes, 1 / kMiB); }},
     {"DCGM_FI_DEV_FAN_SPEED", Split::kRepeat, [](R r) { return scaled(r.fan_speed_ratio, 100); }},
     {"DCGM_FI_DEV_PSTATE", Split::kRepeat, [](R r) { return r.performance_state; }},
-    {"DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", Split::kRepeat, [](R r) { return labeled(r.ecc_errors, "corrected"); }},
-    {"DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", Split::kRepeat, [](R r) { return labeled(r.ecc_errors, "uncorrected"); }},
+    {"DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", Split::kRepeat, [](R r) { return compat_labeled(r.ecc_errors, "corrected"); }},
+    {"DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", Split::kRepeat, [](R r) { return compat_labeled(r.ecc_errors, "uncorrected"); }},
     {"DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", Split::kRepeat,
-     [](R r) { return labeled(r.remapped_rows, "correctable"); }},
+     [](R r) { return compat_labeled(r.remapped_rows, "correctable"); }},
     {"DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", Split::kRepeat,
-     [](R r) { return labeled(r.remapped_rows, "uncorrectable"); }},
-    {"DCGM_FI_DEV_ROW_REMAP_PENDING", Split::kRepeat, [](R r) { return labeled(r.remapped_rows, "pending"); }},
-    {"DCGM_FI_DEV_ROW_REMAP_FAILURE", Split::kRepeat, [](R r) { return labeled(r.remapped_rows, "failure"); }},
+     [](R r) { return compat_labeled(r.remapped_rows, "uncorrectable"); }},
+    {"DCGM_FI_DEV_ROW_REMAP_PENDING", Split::kRepeat, [](R r) { return compat_labeled(r.remapped_rows, "pending"); }},
+    {"DCGM_FI_DEV_ROW_REMAP_FAILURE", Split::kRepeat, [](R r) { return compat_labeled(r.remapped_rows, "failure"); }},
 };
 
 struct LabelField {

@@ -86,7 +86,8 @@ class Compat(unittest.TestCase):
         cls.agents = {}
         for compat, extra in (("dcgm-exporter", ["--compat.collectors", DEFAULT_COUNTERS]),
                               ("dcgm-exporter-1.x", []), ("nvidia-smi", [])):
-            agent = Agent(scenario=SCENARIO, env={"GPUMETER_SIM_EPOCH": repr(cls.epoch)},
+            # NODE_NAME names the Hostname label, as dcgm-exporter's DaemonSet sets it.
+            agent = Agent(scenario=SCENARIO, env={"GPUMETER_SIM_EPOCH": repr(cls.epoch), "NODE_NAME": "gpu-node-07"},
                           extra_args=cls.node.agent_args(config, "") + ["--compat", compat] + extra)
             cls.procs.append(agent)
             cls.agents[compat] = agent
@@ -227,7 +228,8 @@ class Compat(unittest.TestCase):
         self.assertEqual(m["modelName"], "NVIDIA H100 80GB HBM3")
         self.assertEqual(m["DCGM_FI_DRIVER_VERSION"], "570.86.15")
         self.assertEqual((m["namespace"], m["container"]), ("team-nlp", "trainer"))
-        self.assertTrue(m["pci_bus_id"] and m["Hostname"] and m["UUID"].startswith("GPU-"))
+        self.assertEqual(m["Hostname"], "gpu-node-07")
+        self.assertTrue(m["pci_bus_id"] and m["UUID"].startswith("GPU-"))
         self.assertEqual(series["1/"]["hpc_job"], "71234")
         # The pods of GPU 2 split its utilization and framebuffer by SM share (3:1) and memory (1:3);
         # summed by UUID, every GPU gives the device's value.
