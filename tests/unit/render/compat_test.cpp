@@ -228,6 +228,20 @@ TEST(compat_nvidia_smi, NamesAndTheExportersUuid) {
   EXPECT_EQ(find(fams, "DCGM_FI_DEV_GPU_UTIL"), nullptr);
 }
 
+TEST(compat, OnlyNvidiaGpusHaveTheNvidiaExportersNames) {
+  Snapshot snap = testing::fixture_snapshot();
+  snap.gpus[1].identity.vendor = "amd";  // an AMD GPU beside the H100: no DCGM or nvidia-smi series
+  auto fams = build_compat_families(
+      snap, options({CompatSet::kDcgmExporter, CompatSet::kDcgmExporter1x, CompatSet::kNvidiaSmi}));
+  for (const auto& f : fams) {
+    ASSERT_EQ(f.samples.size(), 1u) << f.name;
+    const std::string gpu = label(f.samples[0].labels, "gpu");
+    if (gpu != "<absent>") EXPECT_EQ(gpu, "0") << f.name;
+    const std::string uuid = label(f.samples[0].labels, "uuid");
+    if (uuid != "<absent>") EXPECT_EQ(uuid, "6f2d9d6c-1c3e-4b7e-9a43-2b8b0f3c1a10") << f.name;
+  }
+}
+
 TEST(compat, SetsRenderInTheOrderChosenAndNamesParse) {
   auto fams = build_compat_families(testing::fixture_snapshot(),
                                     options({CompatSet::kNvidiaSmi, CompatSet::kDcgmExporter}));
