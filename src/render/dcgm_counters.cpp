@@ -2,11 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <cctype>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 namespace gpumeter {
 
@@ -69,19 +69,22 @@ Result<DcgmCounters> parse_dcgm_counters(std::string_view text, std::string sour
 }
 
 Result<DcgmCounters> load_dcgm_counters(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
+  std::FILE* f = std::fopen(path.c_str(), "rbe");
+  if (f == nullptr) {
     return Error{errno, fmt::format("{}: cannot read the counters file: {}", path, std::strerror(errno))};
   }
   std::string text;
   char buf[8192];
-  while (in.read(buf, sizeof buf) || in.gcount() > 0) {
-    text.append(buf, static_cast<std::size_t>(in.gcount()));
-    if (text.size() > kMaxCountersBytes) {
-      return Error{EFBIG, fmt::format("{}: the counters file is larger than {} bytes", path, kMaxCountersBytes)};
-    }
+  std::size_t n = 0;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0 && text.size() <= kMaxCountersBytes) text.append(buf, n);
+  const int err = std::ferror(f) ? errno : 0;
+  std::fclose(f);
+  if (err != 0) {
+    return Error{err, fmt::format("{}: cannot read the counters file: {}", path, std::strerror(err))};
   }
-  if (in.bad()) return Error{EIO, fmt::format("{}: cannot read the counters file", path)};
+  if (text.size() > kMaxCountersBytes) {
+    return Error{EFBIG, fmt::format("{}: the counters file is larger than {} bytes", path, kMaxCountersBytes)};
+  }
   return parse_dcgm_counters(text, path);
 }
 

@@ -55,6 +55,15 @@ TEST(dcgm_counters, AcceptsDcgmExportersDefaultFileAsTheBuiltInList) {
   EXPECT_GT(parsed->counters[10].line, 0u);
 }
 
+TEST(dcgm_counters, AMissingFileOrADirectoryIsAnErrorNamingIt) {
+  auto missing = load_dcgm_counters("/nonexistent/counters.csv");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.error().message, "/nonexistent/counters.csv: cannot read the counters file: No such file or directory");
+  auto dir = load_dcgm_counters(GPUMETER_SOURCE_DIR "/tests/fixtures");
+  ASSERT_FALSE(dir.ok());
+  EXPECT_EQ(dir.error().message, std::string(GPUMETER_SOURCE_DIR) + "/tests/fixtures: cannot read the counters file: Is a directory");
+}
+
 TEST(dcgm_counters, MalformedLinesNameTheLine) {
   struct Case {
     std::string text;
