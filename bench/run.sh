@@ -10,7 +10,8 @@
 # a local Prometheus (bench/report_bench.py, about eight more minutes) and prints its table.
 # Then measures the agent beside the exporter users write (bench/peer_bench.py: Python, ctypes
 # over NVML, prometheus_client) on the 64-process node, two alternating runs of each, and prints
-# the ratios (about ten more minutes).
+# the ratios (about ten more minutes). Then measures what --compat adds: the body in each compat
+# set and the per-snapshot render (bench/compat_bench.py, about half a minute).
 # Environment: BENCH_SECONDS (wrk duration per run, default 10), BENCH_CPU_SECONDS (idle CPU
 # sampling window of each of the three agent runs, default 60), BENCH_PEER_SECONDS (each CPU
 # window of the peer comparison, default 60), BENCH_PEER_REPEAT (its runs of each, default 2).
@@ -23,4 +24,5 @@ cmake --build --preset default
 /usr/bin/python3 bench/sizing.py --build build
 /usr/bin/python3 bench/attack.py --build build
 /usr/bin/python3 bench/report_bench.py --build build
-exec /usr/bin/python3 bench/peer_bench.py --build build
+/usr/bin/python3 bench/peer_bench.py --build build
+exec /usr/bin/python3 bench/compat_bench.py --build build

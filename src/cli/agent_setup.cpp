@@ -1,6 +1,9 @@
 #include "cli/agent_setup.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <climits>
 #include <cstdlib>
 #include <filesystem>
 #include "sim/model/scenario_parse.h"
@@ -88,6 +91,52 @@ UsageTrackerOptions usage_tracker_options(const Config& config, std::chrono::mil
   to.checkpoint_interval = config.ledger.checkpoint_interval;
   to.max_gap = std::max(std::chrono::milliseconds(10'000), 5 * interval);
   return to;
+}
+
+Result<CompatOptions> compat_options(const Config& config, const std::vector<std::string>& flag_sets,
+                                     const std::string& flag_collectors, Logger& log) {
+  CompatOptions o;
+  auto add = [&](const std::string& name, const std::string& where) -> Result<void> {
+    auto set = parse_compat_set(name);
+    if (!set) return Error{0, where + ": " + set.error().message};
+    if (!o.has(*set)) o.sets.push_back(*set);
+    return {};
+  };
+  for (const auto& name : flag_sets) {
+    if (auto ok = add(name, "--compat"); !ok) return ok.error();
+  }
+  for (const auto& name : config.compat.sets) {
+    if (auto ok = add(name, "compat.sets"); !ok) return ok.error();
+  }
+  if (config.compat.hostname_set) {
+    o.hostname = config.compat.hostname;
+  } else if (const char* node = std::getenv("NODE_NAME"); node != nullptr && *node != '\0') {
+    o.hostname = node;  // as dcgm-exporter: its DaemonSet sets NODE_NAME from spec.nodeName
+  } else {
+    char name[HOST_NAME_MAX + 1] = {};
+    if (::gethostname(name, sizeof name - 1) == 0) o.hostname = name;
+  }
+  const std::string& file = flag_collectors.empty() ? config.compat.collectors : flag_collectors;
+  if (!file.empty()) {
+    auto counters = load_dcgm_counters(file);
+    if (!counters) return counters.error();
+    o.counters = std::move(counters).value();
+  }
+  if (o.has(CompatSet::kDcgmExporter)) {
+    auto unserved = unserved_dcgm_fields(o.counters);
+    if (!unserved.empty()) {
+      std::string list;
+      for (const auto& f : unserved) list += (list.empty() ? "" : "; ") + f;
+      log.warn("dcgm-exporter fields not served; they are left out of the exposition",
+               {{"counters", o.counters.source}, {"fields", list}});
+    }
+  }
+  if (!o.sets.empty()) {
+    std::string names;
+    for (CompatSet set : o.sets) names += (names.empty() ? "" : ",") + std::string(compat_set_name(set));
+    log.info("serving other exporters' names beside gpumeter's", {{"compat", names}});
+  }
+  return o;
 }
 
 }  // namespace gpumeter::cli

@@ -11,6 +11,7 @@
 #include "config/config.h"
 #include "ledger/host_owner_resolver.h"
 #include "ledger/usage_tracker.h"
+#include "render/compat.h"
 #include "util/log.h"
 #include "util/result.h"
 
@@ -43,5 +44,13 @@ HostOwnerResolverOptions owner_resolver_options(const Config& config, const std:
 // the resolver was set up for. state_file is left empty.
 UsageTrackerOptions usage_tracker_options(const Config& config, std::chrono::milliseconds interval,
                                           const HostOwnerResolverOptions& resolver);
+
+// The compat sets to serve: those of --compat and of the config's compat.sets, in that order;
+// the counters file of --compat.collectors, else compat.collectors, else dcgm-exporter's default
+// list; the Hostname label from compat.hostname, else $NODE_NAME, else the host's name, as
+// dcgm-exporter chooses it. Logs once, at start, the fields of that list gpumeter cannot serve. Errors name the flag
+// or file at fault.
+Result<CompatOptions> compat_options(const Config& config, const std::vector<std::string>& flag_sets,
+                                     const std::string& flag_collectors, Logger& log);
 
 }  // namespace gpumeter::cli

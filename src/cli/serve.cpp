@@ -13,6 +13,7 @@
 #include "collect/collector.h"
 #include "http/exposition_store.h"
 #include "http/http_server.h"
+#include "render/families.h"
 #include "util/duration.h"
 #include "util/log.h"
 
@@ -69,6 +70,14 @@ void setup_serve_command(CLI::App& cmd, ServeOptions& o, int& exit_code) {
                  "Run on the fleet simulator playing this scenario file instead of real GPUs (loads the "
                  "bundled simulator library unless --nvml.library is given)")
       ->check(CLI::ExistingFile);
+  cmd.add_option("--compat", o.compat,
+                 "Also serve another exporter's metric names, rendered from the same readings: dcgm-exporter, "
+                 "dcgm-exporter-1.x or nvidia-smi (repeat the flag for several; see docs/migrating.md)")
+      ->check(CLI::IsMember({"dcgm-exporter", "dcgm-exporter-1.x", "nvidia-smi"}));
+  cmd.add_option("--compat.collectors", o.compat_collectors,
+                 "dcgm-exporter counters file (its -f/--collectors format: DCGM_FIELD, type, help) choosing the "
+                 "fields of --compat dcgm-exporter (default: dcgm-exporter's default counters)")
+      ->check(CLI::ExistingFile);
   cmd.callback([&o, &exit_code] { exit_code = run_serve(o); });
 }
 
@@ -110,6 +119,11 @@ int run_serve(const ServeOptions& o) {
     }
   }
   const Config config = std::move(loaded_config).value();
+  auto compat = compat_options(config, o.compat, o.compat_collectors, log);
+  if (!compat) {
+    log.error("bad compat settings", {{"err", compat.error().message}});
+    return 2;
+  }
 
   HttpServerOptions http_options;
   http_options.listen_address = o.listen_address;
@@ -164,7 +178,13 @@ int run_serve(const ServeOptions& o) {
     return 2;
   }
 
-  ExpositionStore store;
+  ExpositionStore store([compat = std::move(compat).value()](const Snapshot& s) {
+    std::vector<MetricFamily> families = build_families(s);
+    if (compat.sets.empty()) return families;
+    std::vector<MetricFamily> more = build_compat_families(s, compat);
+    families.insert(families.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
+    return families;
+  });
   CollectorOptions collector_options;
   collector_options.interval = *interval;
   collector_options.observer = &tracker;

@@ -2,6 +2,7 @@
 // `gpumeter serve`: the node agent.
 
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -22,6 +23,8 @@ struct ServeOptions {
   std::string nvml_library;
   std::string sim_scenario;
   std::string collect_interval = "1s";
+  std::vector<std::string> compat;
+  std::string compat_collectors;
 };
 
 // Adds the flags to `cmd`; its callback runs the agent and stores the exit code.

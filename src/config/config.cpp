@@ -15,6 +15,7 @@
 
 #include "attribution/owner.h"
 #include "attribution/procfs.h"
+#include "render/compat.h"
 #include "util/duration.h"
 #include "util/yaml_reader.h"
 
@@ -341,6 +342,30 @@ void parse_processes(const YAML::Node& node, ProcessesConfig& p) {
   }
 }
 
+void parse_compat(const YAML::Node& node, CompatConfig& c) {
+  MapReader m(node, "compat", {"sets", "collectors", "hostname"});
+  if (m.has("sets")) {
+    YAML::Node n = m.get("sets");
+    std::string p = m.path("sets");
+    auto names = read_string_list(n, p);
+    std::set<std::string> seen;
+    for (std::size_t i = 0; i < names.size(); ++i) {
+      if (auto set = parse_compat_set(names[i]); !set) fail_at(n[i], indexed(p, i), set.error().message);
+      if (!seen.insert(names[i]).second) fail_at(n[i], indexed(p, i), fmt::format("duplicate set '{}'", names[i]));
+    }
+    c.sets = std::move(names);
+  }
+  if (m.has("collectors")) c.collectors = read_absolute_path(m.get("collectors"), m.path("collectors"));
+  if (m.has("hostname")) {
+    c.hostname_set = true;
+    c.hostname = read_string(m.get("hostname"), m.path("hostname"));
+    if (c.hostname.size() > kMaxLabelValueBytes) {
+      fail_at(m.get("hostname"), m.path("hostname"),
+              fmt::format("{} bytes long; a label value is at most {}", c.hostname.size(), kMaxLabelValueBytes));
+    }
+  }
+}
+
 }  // namespace
 
 Result<Config> parse_config(std::string_view yaml, std::string source_name) {
@@ -352,13 +377,15 @@ Result<Config> parse_config(std::string_view yaml, std::string source_name) {
     if (docs.empty() || docs[0].IsNull()) return c;
     const YAML::Node& root = docs[0];
     if (!root.IsMap()) {
-      fail_at(root, "", "expected a mapping with some of the keys attribution, project, ledger, processes");
+      fail_at(root, "",
+              "expected a mapping with some of the keys attribution, project, ledger, processes, compat");
     }
-    MapReader top(root, "", {"attribution", "project", "ledger", "processes"});
+    MapReader top(root, "", {"attribution", "project", "ledger", "processes", "compat"});
     if (present(top.get("attribution"))) parse_attribution(top.get("attribution"), c.attribution);
     if (present(top.get("project"))) parse_project(top.get("project"), c.attribution, c.project);
     if (present(top.get("ledger"))) parse_ledger(top.get("ledger"), c.ledger);
     if (present(top.get("processes"))) parse_processes(top.get("processes"), c.processes);
+    if (present(top.get("compat"))) parse_compat(top.get("compat"), c.compat);
     return c;
   } catch (const YamlError& e) {
     return to_error(source_name, e);

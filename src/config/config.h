@@ -74,11 +74,20 @@ struct ProcessesConfig {
   std::chrono::milliseconds retention{5 * 60'000};
 };
 
+// Other exporters' schemas served beside gpumeter's own (render/compat.h, docs/migrating.md).
+struct CompatConfig {
+  std::vector<std::string> sets;    // compat set names, each valid and listed once
+  std::string collectors;           // dcgm-exporter counters file; "" for its default list
+  bool hostname_set = false;        // hostname was given; otherwise the host's name is used
+  std::string hostname;             // dcgm-exporter's Hostname label; "" leaves it out
+};
+
 struct Config {
   AttributionConfig attribution;
   ProjectConfig project;
   LedgerConfig ledger;
   ProcessesConfig processes;
+  CompatConfig compat;
 };
 
 // The policy in force: kAuto resolved against the sources that are on (`kubelet_socket` is the

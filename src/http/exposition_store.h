@@ -5,7 +5,9 @@
 // scrape of that snapshot: a snapshot nobody scrapes costs nothing to publish.
 
 #include <atomic>
+#include <functional>
 #include <memory>
+#include <vector>
 
 #include "model/snapshot.h"
 #include "render/prepared_exposition.h"
@@ -13,14 +15,20 @@
 
 namespace gpumeter {
 
+// Builds the families of a snapshot: build_families, and what the agent adds to it (compat sets).
+using FamilyBuilder = std::function<std::vector<MetricFamily>(const Snapshot&)>;
+
 struct Published {
-  explicit Published(std::shared_ptr<const Snapshot> s);
+  Published(std::shared_ptr<const Snapshot> s, const FamilyBuilder& builder);
   std::shared_ptr<const Snapshot> snapshot;
   PreparedExposition exposition;
 };
 
 class ExpositionStore {
  public:
+  // `builder` renders each snapshot on its first scrape; by default gpumeter's own families.
+  explicit ExpositionStore(FamilyBuilder builder = {});
+
   // Stores `snapshot` for scrapes to render on demand. Called by one writer (the collector side).
   // A null snapshot is an error, and the previously published snapshot stays in place.
   Result<void> publish(std::shared_ptr<const Snapshot> snapshot);
@@ -30,6 +38,7 @@ class ExpositionStore {
   std::shared_ptr<const Published> latest() const { return latest_.load(std::memory_order_acquire); }
 
  private:
+  FamilyBuilder builder_;
   std::atomic<std::shared_ptr<const Published>> latest_;
 };
 

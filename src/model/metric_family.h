@@ -21,6 +21,10 @@ struct MetricFamily {
   std::string help;
   MetricType type = MetricType::kGauge;
   std::vector<MetricSample> samples;
+  // The name is another exporter's (render/compat.h) and must reach Prometheus as written. A
+  // counter named without _total is then typed unknown in OpenMetrics, whose counters' samples
+  // must end in _total, instead of being renamed.
+  bool foreign_name = false;
 };
 
 }  // namespace gpumeter

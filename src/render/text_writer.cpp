@@ -98,8 +98,12 @@ void append_help_text(std::string& out, std::string_view help, ExpositionFormat 
 
 void append_family(std::string& out, const MetricFamily& family, ExpositionFormat format) {
   const bool om = format == ExpositionFormat::kOpenMetrics100;
-  const bool counter = family.type == MetricType::kCounter;
-  const std::string_view type_name = counter ? "counter" : "gauge";
+  bool counter = family.type == MetricType::kCounter;
+  std::string_view type_name = counter ? "counter" : "gauge";
+  if (om && counter && family.foreign_name && !ends_with_total(family.name)) {
+    counter = false;
+    type_name = "unknown";
+  }
 
   std::string_view family_name = family.name;
   std::string om_sample_name;  // only differs from family.name for a counter missing its suffix

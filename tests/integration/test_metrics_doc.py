@@ -1,6 +1,7 @@
 """docs/metrics.md and the binary cannot drift apart: every family a live agent exports (on a
-simulated node with owners, the kubelet and a state file) is documented with its type, and every
-documented family is exported, save the few that need a condition this node does not have."""
+simulated node with owners, the kubelet and a state file, with every compat set on and a counters
+file listing every DCGM field it serves) is documented with its type, and every documented family
+is exported, save the few that need a condition this node does not have."""
 import os
 import re
 import tempfile
@@ -17,7 +18,10 @@ CONDITIONAL = {
     "gpu_pcie_receive_bytes_total": "the byte-count fields exist from R555; this node runs R550",
     "gpumeter_backend_call_errors_total": "no call fails on these GPUs",
     "gpumeter_backend_dropped_records_total": "no per-process record is insane",
+    "DCGM_FI_DEV_FAN_SPEED": "the simulated H100s are fanless",
+    "nvidia_smi_fan_speed_ratio": "the simulated H100s are fanless",
 }
+ALL_SERVED = os.path.join(SOURCE_DIR, "tests", "fixtures", "dcgm-exporter", "all-served-counters.csv")
 
 
 def documented_families():
@@ -32,7 +36,7 @@ def documented_families():
             kind = cells[2].split()[0] if cells[2] else ""
             if kind not in ("gauge", "counter", "histogram", "summary", "info"):
                 continue
-            names = re.findall(r"`([a-z_:][a-z0-9_:]*)`", cells[1])
+            names = re.findall(r"`([A-Za-z_:][A-Za-z0-9_:]*)`", cells[1])
             first = names[0] if names else ""
             for n in names:
                 if n.startswith("_") and first:
@@ -56,7 +60,9 @@ class MetricsDoc(AgentTestCase):
         state = os.path.join(tempfile.mkdtemp(prefix="gpumeter-doc-"), "ledger.json")
         agent = self.track(Agent(scenario=SCENARIO, env={"GPUMETER_SIM_EPOCH": repr(epoch)},
                                  extra_args=node.agent_args(node.config("ledger:\n  checkpoint_interval: 1s\n"),
-                                                            state)))
+                                                            state)
+                                 + ["--compat", "dcgm-exporter", "--compat", "dcgm-exporter-1.x",
+                                    "--compat", "nvidia-smi", "--compat.collectors", ALL_SERVED]))
         agent.wait_ready()
         # Processes on every busy GPU, and a checkpoint written.
         wait_until(lambda: time.time() > epoch + 12 and "gpu_process_utilization_ratio{" in agent.metrics()[1]

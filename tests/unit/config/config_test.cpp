@@ -198,10 +198,10 @@ TEST(config_parse, StrayCommaIsAnErrorNotAHang) {
 TEST(config_parse, ErrorsNameFileLineColumnAndField) {
   std::vector<BadConfig> cases = {
       {"unknown top-level key", "ledger: {}\nledgr: {}\n",
-       "test.yaml:2:1: unknown key 'ledgr' (expected one of: attribution, project, ledger, processes)"},
+       "test.yaml:2:1: unknown key 'ledgr' (expected one of: attribution, project, ledger, processes, compat)"},
       {"duplicate top-level key", "ledger: {}\nledger: {}\n", "test.yaml:2:1: duplicate key 'ledger'"},
       {"not a mapping", "- a\n- b\n",
-       "test.yaml:1:1: expected a mapping with some of the keys attribution, project, ledger, processes"},
+       "test.yaml:1:1: expected a mapping with some of the keys attribution, project, ledger, processes, compat"},
       {"two documents", "ledger: {}\n---\nledger: {}\n",
        "test.yaml:3:1: expected one YAML document, found 2"},
       {"syntax error", "ledger: {checkpoint_interval: 5s\n", "test.yaml:2:1: ..."},
@@ -225,6 +225,13 @@ TEST(config_parse, ErrorsNameFileLineColumnAndField) {
        "test.yaml:2:18: attribution.slurm_cgroups: must be an absolute path, got 'sys/fs/cgroup'"},
       {"slurm refresh too short", "attribution:\n  slurm_refresh_interval: 100ms\n",
        "test.yaml:2:27: attribution.slurm_refresh_interval: must be between 1s and 1h, got '100ms'"},
+      {"unknown compat set", "compat:\n  sets: [dcgm-exporter, dcgm]\n",
+       "test.yaml:2:25: compat.sets[1]: unknown compat set 'dcgm' (expected dcgm-exporter, dcgm-exporter-1.x or "
+       "nvidia-smi)"},
+      {"duplicate compat set", "compat:\n  sets: [nvidia-smi, nvidia-smi]\n",
+       "test.yaml:2:22: compat.sets[1]: duplicate set 'nvidia-smi'"},
+      {"relative collectors file", "compat:\n  collectors: etc/default-counters.csv\n",
+       "test.yaml:2:15: compat.collectors: must be an absolute path, got 'etc/default-counters.csv'"},
       {"relative mapping dir", "attribution:\n  hpc_job_mapping_dir: run/map\n",
        "test.yaml:2:24: attribution.hpc_job_mapping_dir: must be an absolute path, got 'run/map'"},
       {"relative socket", "attribution:\n  kubelet: {socket: kubelet.sock}\n",
@@ -359,6 +366,22 @@ TEST(config_parse, LoadErrors) {
   ASSERT_FALSE(big.ok());
   EXPECT_EQ(big.error().code, EFBIG);
   std::filesystem::remove(path);
+}
+
+TEST(config_parse, CompatSetsCollectorsAndHostname) {
+  auto c = parse_config(
+      "compat:\n  sets: [dcgm-exporter, nvidia-smi]\n  collectors: /etc/dcgm-exporter/default-counters.csv\n"
+      "  hostname: ''\n",
+      "test.yaml");
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_EQ(c->compat.sets, (std::vector<std::string>{"dcgm-exporter", "nvidia-smi"}));
+  EXPECT_EQ(c->compat.collectors, "/etc/dcgm-exporter/default-counters.csv");
+  EXPECT_TRUE(c->compat.hostname_set);
+  EXPECT_EQ(c->compat.hostname, "");
+  auto d = parse_config("ledger: {}\n", "test.yaml");
+  ASSERT_TRUE(d.ok());
+  EXPECT_TRUE(d->compat.sets.empty());
+  EXPECT_FALSE(d->compat.hostname_set);
 }
 
 }  // namespace
