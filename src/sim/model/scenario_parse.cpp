@@ -409,7 +409,7 @@ Scenario parse_root(const YAML::Node& root, const std::string& source) {
     throw ScenarioError(YAML::Mark(), "the scenario is empty; expected a mapping with models and gpus");
   }
   MapReader m(root, "",
-              {"description", "driver_version", "cuda_driver_version", "time_scale", "duration", "uuid_seed",
+              {"description", "driver_version", "amdgpu_version", "cuda_driver_version", "time_scale", "duration", "uuid_seed",
                "models", "gpus", "users", "allocations", "jobs", "faults", "quirks"});
   Scenario s;
   s.source = source;
@@ -422,6 +422,9 @@ Scenario parse_root(const YAML::Node& root, const std::string& source) {
       fail_at(m.get("driver_version"), "driver_version",
               fmt::format("expected a driver version such as 550.90.07, got '{}'", s.driver_version));
     }
+  }
+  if (m.has("amdgpu_version")) {
+    s.amdgpu_version = read_bounded_string(m.get("amdgpu_version"), "amdgpu_version", kMaxDriverVersion);
   }
   if (m.has("cuda_driver_version"))
     s.cuda_driver_version = parse_cuda_version(m.get("cuda_driver_version"), "cuda_driver_version");
