@@ -444,6 +444,13 @@ Scenario parse_root(const YAML::Node& root, const std::string& source) {
     s.models.push_back(parse::parse_model(id, kv.second, "models." + id));
   }
   parse_gpus(s, m.require("gpus"), uuid_seed);
+  // NVML numbers the NVIDIA GPUs from 0 and the agent numbers the AMD GPUs after them, so a GPU's
+  // index is the same in the scenario, in NVML and in the agent only when NVIDIA comes first.
+  for (unsigned i = 1; i < s.gpus.size(); ++i) {
+    if (s.is_amd(i - 1) && !s.is_amd(i)) {
+      fail_at(m.get("gpus"), "gpus", fmt::format("GPU {} is NVIDIA but follows an AMD GPU; list the NVIDIA GPUs first", i));
+    }
+  }
   if (m.has("users")) parse_users(s, m.get("users"));
   std::vector<YAML::Node> allocation_nodes;
   if (m.has("allocations")) parse::parse_allocations(s, m.get("allocations"), allocation_nodes);
