@@ -60,13 +60,6 @@ Result<void> make_symlink(const fs::path& target, const fs::path& link) {
     if (auto r_ = (expr); !r_) return r_.error(); \
   } while (0)
 
-// One process's use of one GPU at t.
-struct ProcessUse {
-  unsigned gpu_id = 0;
-  std::uint64_t vram_bytes = 0;
-  unsigned cu_occupancy = 0;
-};
-
 // The CUs a process occupies: its share of the GPU's busy time (the same split NVML's
 // per-process SM share uses: U * u_j / sum u) of the GPU's compute units, rounded.
 unsigned cu_occupancy(const GpuModelSpec& m, int sum_percent, const JobShare& j) {
@@ -227,8 +220,20 @@ Result<void> SysfsTree::write_dynamic(Gpu& g, Micros t) {
   return {};
 }
 
+std::vector<SysfsTree::Use> SysfsTree::per_gpu(const std::vector<Use>& used) const {
+  std::vector<Use> out;
+  for (const Gpu& g : gpus_) {
+    Use u{kfd_gpu_id(g.index), 0, 0};
+    for (const Use& x : used) {
+      if (x.gpu_id == u.gpu_id) u = x;
+    }
+    out.push_back(u);
+  }
+  return out;
+}
+
 Result<void> SysfsTree::sync_processes(Micros t) {
-  std::map<unsigned, std::vector<ProcessUse>> uses;  // pid -> its GPUs, in card order
+  std::map<unsigned, std::vector<Use>> uses;  // pid -> its GPUs, in card order
   for (Gpu& g : gpus_) {
     const std::vector<JobShare>& jobs = g.sim->processes(t);
     int sum = 0;
@@ -251,7 +256,7 @@ Result<void> SysfsTree::sync_processes(Micros t) {
   }
   for (const auto& [pid, list] : uses) {
     std::string signature;
-    for (const ProcessUse& u : list) signature += fmt::format("{},", u.gpu_id);
+    for (const Use& u : list) signature += fmt::format("{},", u.gpu_id);
     const fs::path entry = proc / std::to_string(pid);
     auto p = present_.find(pid);
     if (p == present_.end() || p->second != signature) {
@@ -264,7 +269,9 @@ Result<void> SysfsTree::sync_processes(Micros t) {
         TRY(make_dirs(tmp / "queues" / std::to_string(q)));
         TRY(write_plain(tmp / "queues" / std::to_string(q) / "gpuid", fmt::format("{}\n", list[q].gpu_id)));
       }
-      for (const ProcessUse& u : list) {
+      // KFD gives a process a device entry on every GPU it can see (ROCm opens them all), so
+      // vram_, sdma_ and stats_ exist for each gpu_id; ROCm SMI reads them all and fails without.
+      for (const Use& u : per_gpu(list)) {
         TRY(make_dirs(tmp / fmt::format("stats_{}", u.gpu_id)));
         TRY(write_plain(tmp / fmt::format("vram_{}", u.gpu_id), fmt::format("{}\n", u.vram_bytes)));
         TRY(write_plain(tmp / fmt::format("sdma_{}", u.gpu_id), "0\n"));
@@ -276,7 +283,7 @@ Result<void> SysfsTree::sync_processes(Micros t) {
       present_[pid] = signature;
       continue;
     }
-    for (const ProcessUse& u : list) {
+    for (const Use& u : per_gpu(list)) {
       TRY(replace_file(entry / fmt::format("vram_{}", u.gpu_id), fmt::format("{}\n", u.vram_bytes)));
       TRY(replace_file(entry / fmt::format("stats_{}/cu_occupancy", u.gpu_id), fmt::format("{}\n", u.cu_occupancy)));
     }

@@ -48,6 +48,14 @@ class SysfsTree {
     std::filesystem::path hwmon;
     std::unique_ptr<SimGpu> sim;
   };
+  // One process's use of one GPU at t.
+  struct Use {
+    unsigned gpu_id = 0;
+    std::uint64_t vram_bytes = 0;
+    unsigned cu_occupancy = 0;
+  };
+  // `used` completed with a zero entry for every other AMD GPU, in card order.
+  std::vector<Use> per_gpu(const std::vector<Use>& used) const;
   SysfsTree(std::filesystem::path dir, const Scenario& scenario);
   Result<void> write_static(Gpu& g);
   Result<void> write_dynamic(Gpu& g, Micros t);
