@@ -48,7 +48,7 @@ void parse_architecture(GpuModelSpec& g, const MapReader& m, const List& known,
     g.architecture = read_string(m.get("architecture"), m.path("architecture"));
     if (std::find(std::begin(known), std::end(known), g.architecture) == std::end(known)) {
       fail_at(m.get("architecture"), m.path("architecture"),
-              fmt::format("unknown {} architecture '{}' (expected one of: {})", g.vendor, g.architecture,
+              fmt::format("unknown architecture '{}' (expected one of: {})", g.architecture,
                           list_text(known)));
     }
   } else if (auto a = from_name(g.name)) {
@@ -68,7 +68,7 @@ void parse_product(GpuModelSpec& g, const MapReader& m) {
     g.profile = read_string(m.get("profile"), m.path("profile"));
     if (g.profile != "datacenter" && g.profile != consumer) {
       fail_at(m.get("profile"), m.path("profile"),
-              fmt::format("unknown {} profile '{}' (expected datacenter or {})", g.vendor, g.profile, consumer));
+              fmt::format("unknown profile '{}' (expected datacenter or {})", g.profile, consumer));
     }
   }
   const bool consumer_line = g.profile == consumer;
