@@ -46,13 +46,19 @@ def in_namespace(tree, argv, timeout=120):
                           capture_output=True, text=True, timeout=timeout)
 
 
-def inner(out_dir):
-    """In the namespace: the agent's metrics and rocm-smi's JSON, written to out_dir."""
-    missing = os.path.join(out_dir, "no-such-libnvidia-ml.so.1")
-    agent = Agent(nvml_library=missing)
+def inner(out_dir, scenario=None):
+    """In the namespace: the agent's metrics and rocm-smi's JSON, written to out_dir. With a
+    scenario, NVIDIA GPUs come from the simulated NVML playing it; without, NVML is missing."""
+    if scenario:
+        agent = Agent(scenario=scenario)
+    else:
+        agent = Agent(nvml_library=os.path.join(out_dir, "no-such-libnvidia-ml.so.1"))
     try:
         agent.wait_ready()
-        harness.wait_until(lambda: 'pid="' in agent.metrics()[1], what="process series")
+        def complete():
+            body = agent.metrics()[1]
+            return 'pid="' in body and all('gpu_allocated_seconds_total{gpu="%d"' % g in body for g in range(8))
+        harness.wait_until(complete, what="process series and every GPU's ledger series")
         _, body = agent.metrics()
     finally:
         agent.stop()
@@ -206,5 +212,43 @@ class RocmMissing(AgentTestCase):
         self.check_down("", "rsmi_init")
 
 
+class MixedNode(AgentTestCase):
+    """4 simulated NVIDIA GPUs and 4 simulated AMD GPUs in one agent, on one schema."""
+
+    def test_one_agent_serves_both_vendors(self):
+        scenario = os.path.join(harness.SOURCE_DIR, "deploy", "scenarios", "mixed-4h100-4mi300x.yaml")
+        work = tempfile.mkdtemp(prefix="gpumeter-mixed-")
+        tree = os.path.join(work, "tree")
+        subprocess.run([harness.BIN, "sim", "sysfs", tree, "--scenario", scenario, "--at", AT], check=True,
+                       capture_output=True)
+        r = in_namespace(tree, [sys.executable, os.path.abspath(__file__), "--inner", work, scenario], timeout=240)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        with open(os.path.join(work, "metrics.txt")) as f:
+            body = f.read()
+        samples = parse_text(body)
+        infos = {}
+        for (name, labels), _ in samples.items():
+            d = dict(labels)
+            if name == "gpu_info":
+                infos[int(d["gpu"])] = d
+        self.assertEqual(sorted(infos), list(range(8)))
+        self.assertEqual([infos[g]["vendor"] for g in range(8)], ["nvidia"] * 4 + ["amd"] * 4)
+        self.assertEqual([infos[g]["model"] for g in range(8)],
+                         ["NVIDIA H100 80GB HBM3"] * 4 + ["AMD Instinct MI300X"] * 4)
+        self.assertEqual(len({infos[g]["uuid"] for g in range(8)}), 8)
+        # The same families for both vendors, the gpu label unique per GPU.
+        for family in ("gpu_up", "gpu_utilization_ratio", "gpu_power_watts", "gpu_energy_joules_total",
+                       "gpu_memory_used_bytes", "gpu_allocated_seconds_total"):
+            gpus = {dict(l)["gpu"] for (n, l), _ in samples.items() if n == family}
+            self.assertEqual(gpus, {str(g) for g in range(8)}, family)
+        for g in range(4, 8):
+            self.assertEqual(sample(samples, "gpu_temperature_celsius", gpu=str(g), uuid=infos[g]["uuid"],
+                                    sensor="gpu") is not None, True)
+        self.assertEqual(sample(samples, "gpumeter_backend_up", backend="nvml"), 1)
+        self.assertEqual(sample(samples, "gpumeter_backend_up", backend="rocm_smi"), 1)
+        r = subprocess.run(["promtool", "check", "metrics"], input=body, capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+
+
 if __name__ == "__main__" and sys.argv[1:2] == ["--inner"]:
-    sys.exit(inner(sys.argv[2]))
+    sys.exit(inner(sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else None))
