@@ -30,7 +30,7 @@ Result<void> write_plain(const fs::path& path, const std::string& content) {
 }
 
 // Replaces a file by a rename, so that a reader opens either the old file or the new one.
-Result<void> replace_file(const fs::path& path, const std::string& content) {
+Result<void> rename_into_place(const fs::path& path, const std::string& content) {
   fs::path tmp = path;
   tmp += ".tmp";
   if (auto r = write_plain(tmp, content); !r) return r;
@@ -106,6 +106,20 @@ Result<std::unique_ptr<SysfsTree>> SysfsTree::open(const fs::path& dir, const Sc
   for (Gpu& g : tree->gpus_) TRY(tree->write_static(g));
   TRY(tree->sync(0));
   return tree;
+}
+
+Result<void> SysfsTree::replace_file(const fs::path& path, const std::string& content) {
+  // Most values stand still between segment edges: a file already holding them is left alone.
+  auto [it, inserted] = written_.try_emplace(path.string(), content);
+  if (!inserted) {
+    if (it->second == content) return {};
+    it->second = content;
+  }
+  if (auto r = rename_into_place(path, content); !r) {
+    written_.erase(path.string());
+    return r;
+  }
+  return {};
 }
 
 Result<void> SysfsTree::write_static(Gpu& g) {
@@ -252,6 +266,7 @@ Result<void> SysfsTree::sync_processes(Micros t) {
     const fs::path gone = proc / fmt::format(".{}.gone", it->first);
     fs::rename(proc / std::to_string(it->first), gone, ec);
     fs::remove_all(gone, ec);
+    forget_under(proc / std::to_string(it->first));
     it = present_.erase(it);
   }
   for (const auto& [pid, list] : uses) {
@@ -278,6 +293,7 @@ Result<void> SysfsTree::sync_processes(Micros t) {
         TRY(write_plain(tmp / fmt::format("stats_{}/cu_occupancy", u.gpu_id), fmt::format("{}\n", u.cu_occupancy)));
       }
       fs::remove_all(entry, ec);
+      forget_under(entry);
       fs::rename(tmp, entry, ec);
       if (ec) return Error{ec.value(), fmt::format("cannot rename {}: {}", tmp.string(), ec.message())};
       present_[pid] = signature;
@@ -294,6 +310,12 @@ Result<void> SysfsTree::sync_processes(Micros t) {
 Result<void> SysfsTree::sync(Micros t) {
   for (Gpu& g : gpus_) TRY(write_dynamic(g, t));
   return sync_processes(t);
+}
+
+void SysfsTree::forget_under(const fs::path& dir) {
+  const std::string prefix = dir.string() + "/";
+  for (auto it = written_.lower_bound(prefix); it != written_.end() && it->first.compare(0, prefix.size(), prefix) == 0;)
+    it = written_.erase(it);
 }
 
 std::vector<unsigned> SysfsTree::processes() const {

@@ -60,11 +60,14 @@ class SysfsTree {
   Result<void> write_static(Gpu& g);
   Result<void> write_dynamic(Gpu& g, Micros t);
   Result<void> sync_processes(Micros t);
+  Result<void> replace_file(const std::filesystem::path& path, const std::string& content);
+  void forget_under(const std::filesystem::path& dir);  // drops cached contents of a removed entry
 
   std::filesystem::path dir_;
   const Scenario& scenario_;
   std::vector<Gpu> gpus_;
   std::map<unsigned, std::string> present_;  // pid -> the content signature of its entry
+  std::map<std::string, std::string> written_;  // path -> what the last replace_file wrote there
 };
 
 }  // namespace gpumeter::sim::amd
