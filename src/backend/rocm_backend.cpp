@@ -376,6 +376,8 @@ void RocmBackend::collect_usage(unsigned device, DeviceReading& r) {
   if (s.process_list == nullptr || s.process_gpus == nullptr || s.process_by_pid == nullptr) return;
   DeviceState& state = devices_[device];
   const std::int64_t now = wall_now_us();
+  // One worker at a time in the process calls (see below).
+  std::unique_lock lock(processes_mu_);
   std::uint32_t n = 0;
   if (s.process_list(nullptr, &n) != RSMI_STATUS_SUCCESS) return;
   std::vector<rsmi_process_info_t> list(n + 8);  // room for processes that start meanwhile
@@ -387,22 +389,37 @@ void RocmBackend::collect_usage(unsigned device, DeviceReading& r) {
   list.resize(std::min<std::size_t>(n, list.size()));
   std::vector<GpuProcess> processes;
   std::vector<std::pair<unsigned, std::uint32_t>> occupancy;  // pid, CUs
-  for (const rsmi_process_info_t& p : list) {
-    std::uint32_t gpus[64];
-    std::uint32_t count = 64;
-    if (s.process_gpus(p.process_id, gpus, &count) != RSMI_STATUS_SUCCESS) continue;
-    count = std::min<std::uint32_t>(count, 64);
-    if (std::find(gpus, gpus + count, device) == gpus + count) continue;
-    rsmi_process_info_t info{};
-    if (s.process_by_pid(p.process_id, &info) != RSMI_STATUS_SUCCESS) continue;
-    GpuProcess gp;
-    gp.pid = p.process_id;
-    gp.types = kProcessCompute;
-    // ROCm SMI sums a process's VRAM over its GPUs: it is this GPU's only when it uses one.
-    if (count == 1) gp.memory_bytes = static_cast<double>(info.vram_usage);
-    processes.push_back(gp);
-    occupancy.emplace_back(p.process_id, info.cu_occupancy);
+  {
+    // One worker at a time in the process calls: they walk KFD's global process table, and
+    // Debian's 5.2.3 library was seen to crash (a null KFD node in
+    // rsmi_compute_process_gpus_get) when workers asked at once while processes came and went.
+    // A pid's GPUs are asked once, when it first appears, not at every collection.
+    std::map<unsigned, std::vector<std::uint32_t>> known;
+    for (const rsmi_process_info_t& p : list) {
+      auto it = process_gpus_.find(p.process_id);
+      if (it == process_gpus_.end()) {
+        std::uint32_t gpus[64];
+        std::uint32_t count = 64;
+        if (s.process_gpus(p.process_id, gpus, &count) != RSMI_STATUS_SUCCESS) continue;
+        it = process_gpus_.emplace(p.process_id, std::vector<std::uint32_t>(gpus, gpus + std::min<std::uint32_t>(count, 64)))
+                 .first;
+      }
+      known.insert(*it);
+      const std::vector<std::uint32_t>& on = it->second;
+      if (std::find(on.begin(), on.end(), device) == on.end()) continue;
+      rsmi_process_info_t info{};
+      if (s.process_by_pid(p.process_id, &info) != RSMI_STATUS_SUCCESS) continue;
+      GpuProcess gp;
+      gp.pid = p.process_id;
+      gp.types = kProcessCompute;
+      // ROCm SMI sums a process's VRAM over its GPUs: it is this GPU's only when it uses one.
+      if (on.size() == 1) gp.memory_bytes = static_cast<double>(info.vram_usage);
+      processes.push_back(gp);
+      occupancy.emplace_back(p.process_id, info.cu_occupancy);
+    }
+    process_gpus_ = std::move(known);  // forget pids that are gone (a pid can be reused)
   }
+  lock.unlock();
   r.usage.processes = std::move(processes);
   // Each process's share of the busy time is sampled from its CU occupancy at this instant
   // (ROCm compute records no engine time; docs/rocm-behaviour.md), applied since the previous

@@ -3,6 +3,8 @@
 // no ROCm SDK to build and still starts (reporting itself down) where no library or no AMD GPU
 // is found. It fills the same DeviceReading as NVML; what ROCm SMI cannot say is left out.
 
+#include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -60,6 +62,9 @@ class RocmBackend final : public Backend {
   std::vector<std::string> missing_;
   struct DeviceState;
   std::vector<DeviceState> devices_;  // each touched only by its own collect()
+
+  std::mutex processes_mu_;  // serializes the process calls; guards process_gpus_
+  std::map<unsigned, std::vector<std::uint32_t>> process_gpus_;  // pid -> its GPUs, asked once
 
   mutable std::mutex status_mu_;  // guards status_
   BackendStatus status_;
