@@ -13,7 +13,8 @@ run_pkgs=(prometheus prometheus-alertmanager victoria-metrics util-linux)
 test_pkgs=(prometheus prometheus-alertmanager victoria-metrics python3-pil python3 python3-yaml python3-prometheus-client curl chromium procps
   systemd man-db  # test_package: systemd-analyze verify, man --warnings
   clang-14 libclang-rt-14-dev  # the fuzz preset: libFuzzer and the sanitizers' runtimes
-  faketime)  # test_clock: libfaketime steps the agent's wall clock
+  faketime  # test_clock: libfaketime steps the agent's wall clock
+  librocm-smi64-1 rocm-smi util-linux)  # test_rocm: the real ROCm SMI library and CLI read the simulated amdgpu tree (unshare)
 bench_pkgs=(wrk nginx-light libbenchmark-dev procps curl linux-perf)  # linux-perf: bench/cpu_profile.py --perf
 
 want=()

@@ -55,6 +55,19 @@ std::unique_ptr<NvmlBackend> create_nvml_backend(const NvmlSelection& selection,
   return nvml;
 }
 
+std::unique_ptr<RocmBackend> create_rocm_backend(const std::string& library, Logger& log) {
+  RocmBackendOptions options;
+  if (!library.empty()) options.library_candidates = {library};
+  auto rocm = RocmBackend::create(options, log);
+  if (rocm->status().up) {
+    log.info("ROCm SMI backend up", {{"detail", rocm->status().detail}});
+  } else {
+    log.info("ROCm SMI backend down; serving gpumeter_backend_up{backend=\"rocm_smi\"} 0",
+             {{"reason", rocm->status().detail}});
+  }
+  return rocm;
+}
+
 Result<Config> load_agent_config(const std::string& path) {
   if (path.empty()) return Config{};
   return load_config(path);

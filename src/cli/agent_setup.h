@@ -8,6 +8,7 @@
 #include <string>
 
 #include "backend/nvml_backend.h"
+#include "backend/rocm_backend.h"
 #include "config/config.h"
 #include "ledger/host_owner_resolver.h"
 #include "ledger/usage_tracker.h"
@@ -27,6 +28,10 @@ struct NvmlSelection {
 // up, its detail and the optional entry points it lacks. Never fails: a backend that is down
 // says why in status().detail, and the caller decides how to report it.
 std::unique_ptr<NvmlBackend> create_nvml_backend(const NvmlSelection& selection, Logger& log);
+
+// Loads ROCm SMI (`library`, or the default sonames when empty). Logs one line: the backend
+// up with its detail, or down with the reason (no library, not ROCm SMI, no AMD GPU). Never fails.
+std::unique_ptr<RocmBackend> create_rocm_backend(const std::string& library, Logger& log);
 
 // A --sim.scenario file, read and validated as the simulator will read it, so that a bad
 // scenario is a bad flag at start (exit 2) rather than an agent serving no GPU. Errors read

@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
@@ -66,6 +67,9 @@ void setup_serve_command(CLI::App& cmd, ServeOptions& o, int& exit_code) {
   cmd.add_option("--nvml.library", o.nvml_library,
                  "Path of the NVML library to load (default: libnvidia-ml.so.1, then libnvidia-ml.so, from "
                  "the dynamic linker's search path)");
+  cmd.add_option("--rocm.library", o.rocm_library,
+                 "Path of the ROCm SMI library to load for AMD GPUs (default: librocm_smi64.so.1, .so.7, .so.6, "
+                 ".so.5, .so, then /opt/rocm/lib/librocm_smi64.so)");
   cmd.add_option("--sim.scenario", o.sim_scenario,
                  "Run on the fleet simulator playing this scenario file instead of real GPUs (loads the "
                  "bundled simulator library unless --nvml.library is given)")
@@ -150,6 +154,8 @@ int run_serve(const ServeOptions& o) {
              {{"reason", nvml->status().detail}});
   }
 
+  auto rocm = create_rocm_backend(o.rocm_library, log);
+
   // Attribution and the ledger.
   const HostOwnerResolverOptions ro = owner_resolver_options(config, o.procfs, o.rootfs);
   HostOwnerResolver resolver(ro, log);
@@ -189,7 +195,7 @@ int run_serve(const ServeOptions& o) {
   collector_options.interval = *interval;
   collector_options.observer = &tracker;
   collector_options.build = {kVersion, kRevision};
-  std::vector<Backend*> backends{nvml.get()};
+  std::vector<Backend*> backends{nvml.get(), rocm.get()};
   Collector collector(backends, collector_options,
                       [&store, &log](std::shared_ptr<const Snapshot> s) {
                         auto published = store.publish(std::move(s));
@@ -197,9 +203,11 @@ int run_serve(const ServeOptions& o) {
                       },
                       log);
 
+  // Ready when a backend is up: a node has NVIDIA GPUs, AMD GPUs or both, and the vendor it
+  // lacks is down for good.
   http_options.readiness = [&store, &backends]() -> Readiness {
-    for (Backend* b : backends) {
-      if (!b->status().up) return {false, b->status().backend + " backend down: " + b->status().detail};
+    if (std::none_of(backends.begin(), backends.end(), [](Backend* b) { return b->status().up; })) {
+      return {false, backends.front()->status().backend + " backend down: " + backends.front()->status().detail};
     }
     if (!store.latest()) return {false, "no snapshot collected yet"};
     return {true, ""};
@@ -217,7 +225,8 @@ int run_serve(const ServeOptions& o) {
     if (stuck > 0) _exit(1);
     return 1;
   }
-  log.info("collecting", {{"gpus", std::to_string(nvml->device_count())}, {"interval", o.collect_interval}});
+  log.info("collecting", {{"gpus", std::to_string(nvml->device_count() + rocm->device_count())},
+                          {"interval", o.collect_interval}});
 
   int sig = 0;
   sigwait(&signals, &sig);

@@ -21,6 +21,7 @@ struct ServeOptions {
   std::string config_file;
   std::string ledger_state_file = "/var/lib/gpumeter/ledger.json";
   std::string nvml_library;
+  std::string rocm_library;
   std::string sim_scenario;
   std::string collect_interval = "1s";
   std::vector<std::string> compat;

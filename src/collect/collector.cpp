@@ -17,7 +17,10 @@ double seconds(std::chrono::steady_clock::duration d) { return std::chrono::dura
 
 struct Collector::Slot {
   Backend* backend = nullptr;
-  unsigned device = 0;
+  unsigned device = 0;  // the backend's own index
+  // The agent's GPU index (the `gpu` label): slots are numbered across the backends in their
+  // order (NVML first), so every GPU of a mixed node has one index of its own.
+  unsigned gpu = 0;
 
   mutable std::mutex mu;  // guards everything below
   DeviceIdentity identity;
@@ -55,6 +58,7 @@ Collector::Collector(std::vector<Backend*> backends, CollectorOptions options, S
       auto s = std::make_shared<Slot>();
       s->backend = b;
       s->device = i;
+      s->gpu = static_cast<unsigned>(slots_.size());
       s->identity.vendor = b->status().vendor;
       slots_.push_back(std::move(s));
     }
@@ -123,7 +127,7 @@ void Collector::reidentify(Slot& slot) {
   if (!id) return;  // tried again after the next success
   std::lock_guard lock(slot.mu);
   if (id->uuid != slot.identity.uuid || id->driver_version != slot.identity.driver_version) {
-    log_.info("GPU identified again", {{"gpu", std::to_string(slot.device)},
+    log_.info("GPU identified again", {{"gpu", std::to_string(slot.gpu)},
                                        {"uuid", id->uuid},
                                        {"driver_version", id->driver_version}});
   }
@@ -157,7 +161,7 @@ void Collector::observe(Slot& slot, size_t index, const Result<DeviceReading>& r
     std::lock_guard lock(slot.mu);
     identity = slot.identity;
   }
-  identity.index = slot.device;
+  identity.index = slot.gpu;
   if (result.ok()) {
     options_.observer->on_reading(index, identity, *result);
   } else {
@@ -169,7 +173,7 @@ void Collector::run_worker(Slot& slot, size_t index) {
   const auto interval = options_.interval;
   const auto drain = std::min(interval, options_.usage_interval);
   const auto t0 = clock().now();
-  const std::string gpu = std::to_string(slot.device);
+  const std::string gpu = std::to_string(slot.gpu);
   uint64_t round = 0;
   auto next_usage = t0 + interval;  // none before the first full collection
   bool was_ok = true;
@@ -285,7 +289,7 @@ void Collector::run_events(Backend& backend, size_t first_slot) {
       std::lock_guard lock(slot.mu);
       ++slot.xids[e.code];
     }
-    log_.warn("Xid error", {{"gpu", std::to_string(e.device)}, {"xid", std::to_string(e.code)}});
+    log_.warn("Xid error", {{"gpu", std::to_string(slot.gpu)}, {"xid", std::to_string(e.code)}});
   }
 }
 
@@ -301,7 +305,7 @@ std::shared_ptr<const Snapshot> Collector::assemble() const {
     GpuSnapshot g;
     std::lock_guard lock(s.mu);
     g.identity = s.identity;
-    g.identity.index = s.device;
+    g.identity.index = s.gpu;
     g.collect_success = s.reading != nullptr;
     g.collect_duration_seconds = s.duration;
     g.last_success_unix = s.last_success_unix;

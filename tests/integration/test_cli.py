@@ -98,7 +98,7 @@ class Cli(unittest.TestCase):
         self.assertEqual(p.stderr, "")
         text = p.stdout
         commands = [["serve"], ["snapshot"], ["report"], ["rules"], ["sim", "truth"], ["sim", "check"],
-                    ["sim", "procfs"], ["sim", "kubelet"]]
+                    ["sim", "procfs"], ["sim", "sysfs"], ["sim", "kubelet"]]
         listed = re.findall(r"^  ([a-z]+) {2,}", run("--help").stdout.split("Subcommands:")[1], re.M)
         self.assertEqual(sorted(listed), sorted({c[0] for c in commands}))
         listed = re.findall(r"^  ([a-z]+) {2,}", run("sim", "--help").stdout.split("Subcommands:")[1], re.M)

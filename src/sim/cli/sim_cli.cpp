@@ -1,5 +1,6 @@
 #include "sim/cli/sim_cli.h"
 
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <iostream>
@@ -11,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "kubelet/pod_resources_server.h"
+#include "sim/amd/sysfs_writer.h"
 #include "sim/host/procfs_writer.h"
 #include "sim/model/scenario_parse.h"
 #include "sim/host/sim_kubelet.h"
@@ -166,6 +168,7 @@ struct HostArgs {
   std::string at;
   std::string slurm_cgroup = "none";  // procfs: the Slurm cgroup layout to write
   bool follow = false;
+  std::string interval = "100ms";  // sysfs: how often --follow rewrites the values
 };
 
 std::int64_t wall_now_ns() {
@@ -285,6 +288,57 @@ int run_procfs(const HostArgs& args, const EnvLookup& getenv, std::ostream& out,
   return kOk;
 }
 
+int run_sysfs(const HostArgs& args, const EnvLookup& getenv, std::ostream& out, std::ostream& err) {
+  if (args.scenario.empty()) {
+    err << "gpumeter sim sysfs: --scenario is required\n";
+    return kBadInput;
+  }
+  if (args.out.empty()) {
+    err << "gpumeter sim sysfs: DIR is required\n";
+    return kBadInput;
+  }
+  std::optional<Micros> at;
+  if (!args.at.empty()) {
+    if (args.follow) {
+      err << "gpumeter sim sysfs: --at and --follow cannot be combined\n";
+      return kBadInput;
+    }
+    at = parse_duration(args.at);
+    if (!at) {
+      err << fmt::format("gpumeter sim sysfs: --at: expected scenario seconds (or e.g. 1h30m), got '{}'\n", args.at);
+      return kBadInput;
+    }
+  }
+  auto interval = parse_duration(args.interval);
+  if (!interval || *interval <= 0) {
+    err << fmt::format("gpumeter sim sysfs: --interval: expected a scenario duration such as 100ms, got '{}'\n",
+                       args.interval);
+    return kBadInput;
+  }
+  if (args.follow) block_stop_signals();
+  auto setup = host_setup("sysfs", args, args.follow, getenv, err);
+  if (!setup) return kBadInput;
+  auto tree = amd::SysfsTree::open(args.out, setup->scenario);
+  if (!tree) {
+    err << "gpumeter sim sysfs: " << tree.error().message << "\n";
+    return tree.error().code == EINVAL ? kBadInput : kRuntimeError;
+  }
+  Micros t = at ? *at : setup->clock->now();
+  for (;;) {
+    if (auto r = (*tree)->sync(t); !r) {
+      err << "gpumeter sim sysfs: " << r.error().message << "\n";
+      return kRuntimeError;
+    }
+    if (!args.follow) {
+      out << fmt::format("{}: {} AMD GPUs, {} KFD processes at scenario time {} s\n", args.out,
+                         (*tree)->gpu_count(), (*tree)->processes().size(), to_seconds(std::max<Micros>(t, 0)));
+      return kOk;
+    }
+    if (!setup->clock->wait_until(t + *interval)) return kOk;
+    t = std::max(setup->clock->now(), t + *interval);
+  }
+}
+
 int run_kubelet(const HostArgs& args, const EnvLookup& getenv, std::ostream& err) {
   if (args.scenario.empty()) {
     err << "gpumeter sim kubelet: --scenario is required\n";
@@ -373,6 +427,29 @@ void setup_sim_command(CLI::App& sim, int& exit_code) {
                      "Slurm jobs' cgroup layout to write: none, v1, v2 or v2-sluid (default none)");
   procfs->callback(
       [procfs_args, &exit_code] { exit_code = run_procfs(*procfs_args, process_env, std::cout, std::cerr); });
+
+  auto sysfs_args = std::make_shared<HostArgs>();
+  CLI::App* sysfs = sim.add_subcommand(
+      "sysfs",
+      "Write the amdgpu sysfs tree of the scenario's AMD GPUs, which ROCm SMI reads when it is bind-mounted "
+      "over /sys/class and /sys/module");
+  sysfs->footer(
+      "Writes DIR/class/drm/card<N> (absolute links into DIR/devices/...: the device files amdgpu exposes,\n"
+      "hwmon, gpu_metrics, ras), DIR/class/kfd/kfd/topology/nodes/* (node 0 is the CPU),\n"
+      "DIR/class/kfd/kfd/proc/<pid> for the processes on the AMD GPUs, and DIR/module/amdgpu. Cards are\n"
+      "numbered over the AMD GPUs in scenario order. Scenario time comes from GPUMETER_SIM_EPOCH and\n"
+      "GPUMETER_SIM_TIME_SCALE as for `sim procfs`, or from --at. With --follow it rewrites the values every\n"
+      "--interval of scenario time until SIGINT or SIGTERM, each file by an atomic rename. To let ROCm SMI\n"
+      "read it: unshare -m, then mount --bind DIR/class /sys/class and DIR/module /sys/module, and a\n"
+      "tmpfs on /dev/shm (docs/rocm-behaviour.md).\n"
+      "Exit codes: 0 ok, 1 runtime error (e.g. DIR not writable), 2 bad input (e.g. no AMD GPU).");
+  sysfs->add_option("dir", sysfs_args->out, "Directory to write the tree into");
+  sysfs->add_option("--scenario", sysfs_args->scenario, "Scenario YAML file");
+  sysfs->add_flag("--follow", sysfs_args->follow, "Keep the tree in step with the scenario clock");
+  sysfs->add_option("--at", sysfs_args->at, "Write the tree at this scenario time instead of now");
+  sysfs->add_option("--interval", sysfs_args->interval,
+                    "With --follow, scenario time between two rewrites of the values (default 100ms)");
+  sysfs->callback([sysfs_args, &exit_code] { exit_code = run_sysfs(*sysfs_args, process_env, std::cout, std::cerr); });
 
   auto kubelet_args = std::make_shared<HostArgs>();
   CLI::App* kubelet = sim.add_subcommand(

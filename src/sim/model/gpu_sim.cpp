@@ -30,6 +30,10 @@ unsigned long long SimGpu::energy_millijoules(Micros t) {
       std::llround(counters_.at(std::max<Micros>(t, 0)).energy_since_reload_joules * 1000.0));
 }
 
+double SimGpu::energy_joules(Micros t) {
+  return counters_.at(std::max<Micros>(t, 0)).energy_since_reload_joules;
+}
+
 double SimGpu::busy_seconds(Micros t) { return counters_.at(std::max<Micros>(t, 0)).busy_seconds; }
 
 unsigned long long SimGpu::pcie_tx_bytes(Micros t) {

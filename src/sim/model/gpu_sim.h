@@ -28,6 +28,7 @@ class SimGpu {
 
   Reading reading(Micros t);
   unsigned long long energy_millijoules(Micros t);  // since time 0 or the last driver reload
+  double energy_joules(Micros t);                   // the same, unrounded
   unsigned long long pcie_tx_bytes(Micros t);
   unsigned long long pcie_rx_bytes(Micros t);
   double busy_seconds(Micros t);

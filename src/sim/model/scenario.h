@@ -36,6 +36,9 @@ struct SampleSpec {
 
 struct GpuModelSpec {
   std::string id;    // the key under `models`
+  // Whose GPU it is: "nvidia" (served by the simulated NVML) or "amd" (written as an amdgpu
+  // sysfs tree by `gpumeter sim sysfs`, read by ROCm SMI).
+  std::string vendor = "nvidia";
   std::string name;  // what nvmlDeviceGetName reports
   std::uint64_t memory_total_bytes = 0;
   std::uint64_t memory_reserved_bytes = 0;  // counted in v1 "used" only, as real drivers do
@@ -53,16 +56,18 @@ struct GpuModelSpec {
   unsigned pcie_width = 16;
   double pcie_tx_bytes_per_second = 0;  // at 100% utilization
   double pcie_rx_bytes_per_second = 0;
-  unsigned pci_device_id = 0;  // nvmlPciInfo_t::pciDeviceId: device id << 16 | 0x10DE
+  unsigned pci_device_id = 0;  // device id << 16 | PCI vendor id (0x10DE, 0x1002), as nvmlPciInfo_t::pciDeviceId
   unsigned pci_subsystem_id = 0;
   std::string vbios_version;
   bool ecc = true;
-  // The product line, which decides what the driver supports: "datacenter" or "geforce".
+  // The product line, which decides what the driver supports: "datacenter", "geforce" (NVIDIA)
+  // or "radeon" (AMD).
   std::string profile = "datacenter";
   // The GPU architecture ("volta", "turing", "ampere", "ga100", "ada", "hopper",
-  // "blackwell"), which decides documented per-architecture behaviour (e.g. whether
-  // nvmlDeviceGetPowerUsage is a 1 s average or instantaneous).
+  // "blackwell"; AMD: "cdna2", "cdna3", "rdna3"), which decides documented per-architecture
+  // behaviour (e.g. whether nvmlDeviceGetPowerUsage is a 1 s average or instantaneous).
   std::string architecture = "hopper";
+  unsigned compute_units = 0;  // AMD: the CUs KFD reports (cu_occupancy counts them)
   SampleSpec samples;
 };
 
@@ -163,6 +168,7 @@ struct Quirk {
 struct Scenario {
   std::string source;  // file name, for messages
   std::string driver_version;
+  std::string amdgpu_version = "6.8.5";  // /sys/module/amdgpu/version, the ROCm driver's release
   int cuda_driver_version = 0;  // e.g. 12040
   double time_scale = 1;
   Micros duration = kForever;  // jobs are cut here; GPUs idle afterwards
@@ -181,6 +187,7 @@ struct Scenario {
   std::vector<std::pair<std::string, unsigned>> users;
 
   const GpuModelSpec& model_of(unsigned gpu) const { return models[gpus[gpu].model]; }
+  bool is_amd(unsigned gpu) const { return model_of(gpu).vendor == "amd"; }
   std::size_t fault_count() const {
     return lost.size() + unknown_errors.size() + hangs.size() + xids.size() + driver_reloads.size() +
            driver_upgrades.size();

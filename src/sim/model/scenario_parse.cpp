@@ -409,7 +409,7 @@ Scenario parse_root(const YAML::Node& root, const std::string& source) {
     throw ScenarioError(YAML::Mark(), "the scenario is empty; expected a mapping with models and gpus");
   }
   MapReader m(root, "",
-              {"description", "driver_version", "cuda_driver_version", "time_scale", "duration", "uuid_seed",
+              {"description", "driver_version", "amdgpu_version", "cuda_driver_version", "time_scale", "duration", "uuid_seed",
                "models", "gpus", "users", "allocations", "jobs", "faults", "quirks"});
   Scenario s;
   s.source = source;
@@ -422,6 +422,9 @@ Scenario parse_root(const YAML::Node& root, const std::string& source) {
       fail_at(m.get("driver_version"), "driver_version",
               fmt::format("expected a driver version such as 550.90.07, got '{}'", s.driver_version));
     }
+  }
+  if (m.has("amdgpu_version")) {
+    s.amdgpu_version = read_bounded_string(m.get("amdgpu_version"), "amdgpu_version", kMaxDriverVersion);
   }
   if (m.has("cuda_driver_version"))
     s.cuda_driver_version = parse_cuda_version(m.get("cuda_driver_version"), "cuda_driver_version");
@@ -441,6 +444,13 @@ Scenario parse_root(const YAML::Node& root, const std::string& source) {
     s.models.push_back(parse::parse_model(id, kv.second, "models." + id));
   }
   parse_gpus(s, m.require("gpus"), uuid_seed);
+  // NVML numbers the NVIDIA GPUs from 0 and the agent numbers the AMD GPUs after them, so a GPU's
+  // index is the same in the scenario, in NVML and in the agent only when NVIDIA comes first.
+  for (unsigned i = 1; i < s.gpus.size(); ++i) {
+    if (s.is_amd(i - 1) && !s.is_amd(i)) {
+      fail_at(m.get("gpus"), "gpus", fmt::format("GPU {} is NVIDIA but follows an AMD GPU; list the NVIDIA GPUs first", i));
+    }
+  }
   if (m.has("users")) parse_users(s, m.get("users"));
   std::vector<YAML::Node> allocation_nodes;
   if (m.has("allocations")) parse::parse_allocations(s, m.get("allocations"), allocation_nodes);

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <iterator>
+#include <optional>
+#include <string_view>
 
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
@@ -19,44 +21,67 @@ namespace {
 constexpr std::size_t kMaxName = NVML_DEVICE_NAME_V2_BUFFER_SIZE - 1;
 constexpr std::size_t kMaxVbios = NVML_DEVICE_VBIOS_VERSION_BUFFER_SIZE - 1;
 
-std::string architecture_list() {
+// AMD architectures: CDNA 2 (MI200), CDNA 3 (MI300), RDNA 3 (Radeon RX 7000).
+constexpr std::string_view kAmdArchitectures[] = {"cdna2", "cdna3", "rdna3"};
+
+template <typename List>
+std::string list_text(const List& list) {
   std::string out;
-  for (auto a : kArchitectures) out += fmt::format("{}{}", out.empty() ? "" : ", ", a);
+  for (auto a : list) out += fmt::format("{}{}", out.empty() ? "" : ", ", a);
   return out;
+}
+
+std::optional<std::string> amd_architecture_from_name(std::string_view name) {
+  if (name.find("MI300") != std::string_view::npos) return "cdna3";
+  if (name.find("MI250") != std::string_view::npos || name.find("MI210") != std::string_view::npos) return "cdna2";
+  if (name.find("RX 7") != std::string_view::npos) return "rdna3";
+  return std::nullopt;
 }
 
 // The product line decides defaults (a GeForce card has a fan and no ECC) and the
 // architecture documented per-architecture behaviour; a name that does not say which
 // architecture it is must be told.
-void parse_product(GpuModelSpec& g, const MapReader& m) {
-  if (m.has("profile")) {
-    g.profile = read_string(m.get("profile"), m.path("profile"));
-    if (g.profile != "datacenter" && g.profile != "geforce") {
-      fail_at(m.get("profile"), m.path("profile"),
-              fmt::format("unknown profile '{}' (expected datacenter or geforce)", g.profile));
-    }
-  }
-  const bool geforce = g.profile == "geforce";
-  if (!m.has("fan") && geforce) g.fan = true;
-  g.ecc = !geforce;
-  if (m.has("ecc")) {
-    g.ecc = read_bool(m.get("ecc"), m.path("ecc"));
-    if (g.ecc && geforce) fail_at(m.get("ecc"), m.path("ecc"), "a geforce GPU has no ECC");
-  }
+template <typename List>
+void parse_architecture(GpuModelSpec& g, const MapReader& m, const List& known,
+                        std::optional<std::string> (*from_name)(std::string_view)) {
   if (m.has("architecture")) {
     g.architecture = read_string(m.get("architecture"), m.path("architecture"));
-    if (std::find(std::begin(kArchitectures), std::end(kArchitectures), g.architecture) ==
-        std::end(kArchitectures)) {
+    if (std::find(std::begin(known), std::end(known), g.architecture) == std::end(known)) {
       fail_at(m.get("architecture"), m.path("architecture"),
               fmt::format("unknown architecture '{}' (expected one of: {})", g.architecture,
-                          architecture_list()));
+                          list_text(known)));
     }
-  } else if (auto a = architecture_from_name(g.name)) {
+  } else if (auto a = from_name(g.name)) {
     g.architecture = *a;
   } else {
     fail_at(m.node(), m.path("architecture"),
             fmt::format("cannot tell the architecture of '{}' from its name; add 'architecture' (one of: {})",
-                        g.name, architecture_list()));
+                        g.name, list_text(known)));
+  }
+}
+
+void parse_product(GpuModelSpec& g, const MapReader& m) {
+  const bool amd = g.vendor == "amd";
+  // The consumer line of each vendor: a fan, no ECC.
+  const char* consumer = amd ? "radeon" : "geforce";
+  if (m.has("profile")) {
+    g.profile = read_string(m.get("profile"), m.path("profile"));
+    if (g.profile != "datacenter" && g.profile != consumer) {
+      fail_at(m.get("profile"), m.path("profile"),
+              fmt::format("unknown profile '{}' (expected datacenter or {})", g.profile, consumer));
+    }
+  }
+  const bool consumer_line = g.profile == consumer;
+  if (!m.has("fan") && consumer_line) g.fan = true;
+  g.ecc = !consumer_line;
+  if (m.has("ecc")) {
+    g.ecc = read_bool(m.get("ecc"), m.path("ecc"));
+    if (g.ecc && consumer_line) fail_at(m.get("ecc"), m.path("ecc"), fmt::format("a {} GPU has no ECC", consumer));
+  }
+  if (amd) {
+    parse_architecture(g, m, kAmdArchitectures, amd_architecture_from_name);
+  } else {
+    parse_architecture(g, m, kArchitectures, architecture_from_name);
   }
 }
 
@@ -98,10 +123,16 @@ ClockRange parse_clock(const YAML::Node& node, const std::string& path) {
 
 GpuModelSpec parse_model(const std::string& id, const YAML::Node& node, const std::string& path) {
   MapReader m(node, path,
-              {"name", "memory", "memory_reserved", "power", "temperature", "clocks", "fan", "pcie",
-               "vbios_version", "ecc", "profile", "architecture", "samples"});
+              {"vendor", "name", "memory", "memory_reserved", "power", "temperature", "clocks", "fan", "pcie",
+               "vbios_version", "ecc", "profile", "architecture", "compute_units", "samples"});
   GpuModelSpec g;
   g.id = id;
+  if (m.has("vendor")) {
+    g.vendor = read_string(m.get("vendor"), m.path("vendor"));
+    if (g.vendor != "nvidia" && g.vendor != "amd")
+      fail_at(m.get("vendor"), m.path("vendor"), fmt::format("unknown vendor '{}' (expected nvidia or amd)", g.vendor));
+  }
+  const bool amd = g.vendor == "amd";
   g.name = read_bounded_string(m.require("name"), m.path("name"), kMaxName);
   g.memory_total_bytes = read_bytes(m.require("memory"), m.path("memory"));
   if (g.memory_total_bytes == 0) fail_at(m.get("memory"), m.path("memory"), "must be more than 0");
@@ -139,9 +170,23 @@ GpuModelSpec parse_model(const std::string& id, const YAML::Node& node, const st
 
   MapReader clocks(m.require("clocks"), m.path("clocks"), {"graphics", "sm", "memory", "video"});
   g.graphics_clock = parse_clock(clocks.require("graphics"), clocks.path("graphics"));
-  g.sm_clock = parse_clock(clocks.require("sm"), clocks.path("sm"));
   g.memory_clock = parse_clock(clocks.require("memory"), clocks.path("memory"));
-  g.video_clock = parse_clock(clocks.require("video"), clocks.path("video"));
+  if (amd) {
+    // amdgpu has one shader clock (sclk) and no separate SM or video clock.
+    if (clocks.has("sm")) fail_at(clocks.get("sm"), clocks.path("sm"), "an AMD GPU has no SM clock; give graphics");
+    if (clocks.has("video")) fail_at(clocks.get("video"), clocks.path("video"), "an AMD GPU has no video clock");
+    g.sm_clock = g.graphics_clock;
+    g.video_clock = g.graphics_clock;
+  } else {
+    g.sm_clock = parse_clock(clocks.require("sm"), clocks.path("sm"));
+    g.video_clock = parse_clock(clocks.require("video"), clocks.path("video"));
+  }
+  if (m.has("compute_units")) {
+    if (!amd) fail_at(m.get("compute_units"), m.path("compute_units"), "only an AMD model counts compute units");
+    g.compute_units = static_cast<unsigned>(read_unsigned(m.get("compute_units"), m.path("compute_units"), 1, 4096));
+  } else if (amd) {
+    fail_at(m.node(), m.path("compute_units"), "an AMD model needs compute_units (KFD's cu_occupancy counts them)");
+  }
 
   if (m.has("fan")) {  // else parse_product decides
     YAML::Node fan = m.get("fan");
@@ -180,12 +225,15 @@ GpuModelSpec parse_model(const std::string& id, const YAML::Node& node, const st
     }
     if (p.has("device_id")) {
       auto dev = read_unsigned(p.get("device_id"), p.path("device_id"), 0, 0xFFFF);
-      g.pci_device_id = static_cast<unsigned>(dev << 16 | 0x10DE);
+      g.pci_device_id = static_cast<unsigned>(dev << 16 | (amd ? 0x1002 : 0x10DE));
     }
     if (p.has("subsystem_id")) {
       g.pci_subsystem_id =
           static_cast<unsigned>(read_unsigned(p.get("subsystem_id"), p.path("subsystem_id"), 0, 0xFFFFFFFF));
     }
+  }
+  if (amd && (g.pci_device_id >> 16) == 0) {
+    fail_at(m.node(), m.path("pcie.device_id"), "an AMD model needs pcie.device_id (ROCm SMI names the GPU by it)");
   }
   g.vbios_version = "00.00.00.00.00";
   if (m.has("vbios_version")) {

@@ -36,8 +36,11 @@ Session::Session(Scenario scenario, const SimEnv& env, std::int64_t epoch_ns)
     }
   }
   driver_major_ = gpumeter::sim::driver_major(driver_version_).value_or(0);
-  for (unsigned i = 0; i < scenario_.gpus.size(); ++i)
-    devices_.push_back(std::make_unique<DeviceState>(scenario_, i));
+  // NVML sees the NVIDIA GPUs only; the scenario lists them before any AMD GPU, so an NVML
+  // index is the scenario index.
+  for (unsigned i = 0; i < scenario_.gpus.size(); ++i) {
+    if (!scenario_.is_amd(i)) devices_.push_back(std::make_unique<DeviceState>(scenario_, i));
+  }
   for (const XidFault& x : scenario_.xids) xids_[x.gpu].push_back(x);
 }
 

@@ -80,6 +80,22 @@ TEST(Collector, PublishesEveryGpuWithIdentityAndReading) {
   EXPECT_EQ(c.stop(), 0u);
 }
 
+TEST(Collector, NumbersTheGpusOfSeveralBackendsOneAfterTheOther) {
+  // A node with NVIDIA and AMD GPUs: both backends number their own GPUs from 0, the agent's
+  // index must tell every GPU apart.
+  FakeBackend nvidia(2), amd(2);
+  SinkRecorder rec;
+  Collector c({&nvidia, &amd}, fast_options(), rec.sink(), quiet_logger());
+  c.start();
+  auto snap = rec.wait_for([](const Snapshot& s) {
+    return s.gpus.size() == 4 && s.gpus[0].up && s.gpus[1].up && s.gpus[2].up && s.gpus[3].up;
+  });
+  ASSERT_NE(snap, nullptr);
+  for (unsigned i = 0; i < 4; ++i) EXPECT_EQ(snap->gpus[i].identity.index, i);
+  EXPECT_EQ(snap->gpus[3].identity.uuid, "GPU-fake-1");  // the second backend's GPU 1
+  EXPECT_EQ(c.stop(), 0u);
+}
+
 TEST(Collector, HungGpuGoesDownWhileOthersKeepUpdating) {
   FakeBackend backend(3);
   SinkRecorder rec;

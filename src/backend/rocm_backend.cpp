@@ -1,0 +1,443 @@
+#include "backend/rocm_backend.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "backend/rocm_api.h"
+
+namespace gpumeter {
+
+struct RocmBackend::Symbols {
+  // Required: without them the library is not ROCm SMI.
+  rsmi::InitFn init = nullptr;
+  rsmi::ShutDownFn shut_down = nullptr;
+  rsmi::NumDevicesFn num_devices = nullptr;
+  // Optional: a missing one leaves out what it feeds.
+  rsmi::VersionFn version = nullptr;
+  rsmi::VersionStrFn version_str = nullptr;
+  rsmi::StatusStringFn status_string = nullptr;
+  rsmi::StringFn name = nullptr;
+  rsmi::StringU32Fn serial = nullptr;
+  rsmi::StringU32Fn vbios = nullptr;
+  rsmi::U64Fn unique_id = nullptr;
+  rsmi::U64Fn pci_id = nullptr;
+  rsmi::U32Fn busy = nullptr;
+  rsmi::U32Fn memory_busy = nullptr;
+  rsmi::MemoryFn memory_total = nullptr;
+  rsmi::MemoryFn memory_usage = nullptr;
+  rsmi::TempFn temperature = nullptr;
+  rsmi::SensorU64Fn power_ave = nullptr;
+  rsmi::SensorU64Fn power_cap = nullptr;
+  rsmi::EnergyFn energy = nullptr;
+  rsmi::ClockFn clock = nullptr;
+  rsmi::PcieBandwidthFn pcie_bandwidth = nullptr;
+  rsmi::U64Fn replay = nullptr;
+  rsmi::FanFn fan = nullptr;
+  rsmi::SensorU64Fn fan_max = nullptr;
+  rsmi::U64Fn ecc_enabled = nullptr;
+  rsmi::EccCountFn ecc_count = nullptr;
+  rsmi::PerfLevelFn perf_level = nullptr;
+  rsmi::ProcessListFn process_list = nullptr;
+  rsmi::ProcessByPidFn process_by_pid = nullptr;
+  rsmi::ProcessGpusFn process_gpus = nullptr;
+};
+
+struct RocmBackend::DeviceState {
+  std::int64_t last_usage_us = 0;  // when the previous process query ran (wall clock)
+};
+
+namespace {
+
+template <typename Fn>
+void resolve(const SymbolSource& lib, const char* name, Fn& out, std::vector<std::string>& missing) {
+  out = reinterpret_cast<Fn>(lib.symbol(name));
+  if (out == nullptr) missing.emplace_back(name);
+}
+
+std::int64_t wall_now_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// A PCIe transfer rate (T/s) as the generation that runs at it per lane.
+std::optional<double> pcie_generation(std::uint64_t transfers_per_second) {
+  static constexpr std::pair<std::uint64_t, int> kRates[] = {{2'500'000'000ULL, 1},  {5'000'000'000ULL, 2},
+                                                              {8'000'000'000ULL, 3},  {16'000'000'000ULL, 4},
+                                                              {32'000'000'000ULL, 5}, {64'000'000'000ULL, 6},
+                                                              {128'000'000'000ULL, 7}};
+  for (auto [rate, gen] : kRates) {
+    if (transfers_per_second == rate) return gen;
+  }
+  return std::nullopt;
+}
+
+// The current entry of a frequency table, rejecting what some iGPUs return with SUCCESS
+// (an uninitialized `current`, an empty or overlong table), as btop does.
+template <typename Freq>
+std::optional<std::uint64_t> current_of(const Freq& f) {
+  constexpr std::uint32_t kMax = sizeof(f.frequency) / sizeof(f.frequency[0]);
+  if (f.num_supported == 0 || f.num_supported > kMax || f.current >= f.num_supported) return std::nullopt;
+  return f.frequency[f.current];
+}
+
+}  // namespace
+
+RocmBackend::RocmBackend(Logger& log) : log_(log), sym_(std::make_unique<Symbols>()) {
+  status_.backend = "rocm_smi";
+  status_.vendor = "amd";
+}
+
+RocmBackend::~RocmBackend() {
+  if (initialized_ && sym_->shut_down != nullptr) sym_->shut_down();
+}
+
+std::unique_ptr<RocmBackend> RocmBackend::create(const RocmBackendOptions& options, Logger& log) {
+  auto lib = DynamicLibrary::open_first(options.library_candidates);
+  if (!lib) {
+    std::unique_ptr<RocmBackend> b(new RocmBackend(log));
+    b->status_.detail = "no ROCm SMI library: " + lib.error().message;
+    return b;
+  }
+  std::unique_ptr<SymbolSource> source = std::move(lib).value();
+  if (!options.hidden_symbols.empty()) {
+    source = std::make_unique<FilteredSymbolSource>(std::move(source), options.hidden_symbols);
+  }
+  return create(std::move(source), log);
+}
+
+std::unique_ptr<RocmBackend> RocmBackend::create(std::unique_ptr<SymbolSource> library, Logger& log) {
+  std::unique_ptr<RocmBackend> b(new RocmBackend(log));
+  b->start(std::move(library));
+  return b;
+}
+
+void RocmBackend::start(std::unique_ptr<SymbolSource> library) {
+  library_ = std::move(library);
+  const SymbolSource& lib = *library_;
+  std::vector<std::string> required_missing;
+  resolve(lib, "rsmi_init", sym_->init, required_missing);
+  resolve(lib, "rsmi_shut_down", sym_->shut_down, required_missing);
+  resolve(lib, "rsmi_num_monitor_devices", sym_->num_devices, required_missing);
+  if (!required_missing.empty()) {
+    std::string names;
+    for (const auto& n : required_missing) names += (names.empty() ? "" : ", ") + n;
+    status_.detail = fmt::format("{} is not a ROCm SMI library (no {})", lib.path(), names);
+    return;
+  }
+  Symbols& s = *sym_;
+  resolve(lib, "rsmi_version_get", s.version, missing_);
+  resolve(lib, "rsmi_version_str_get", s.version_str, missing_);
+  resolve(lib, "rsmi_status_string", s.status_string, missing_);
+  resolve(lib, "rsmi_dev_name_get", s.name, missing_);
+  resolve(lib, "rsmi_dev_serial_number_get", s.serial, missing_);
+  resolve(lib, "rsmi_dev_vbios_version_get", s.vbios, missing_);
+  resolve(lib, "rsmi_dev_unique_id_get", s.unique_id, missing_);
+  resolve(lib, "rsmi_dev_pci_id_get", s.pci_id, missing_);
+  resolve(lib, "rsmi_dev_busy_percent_get", s.busy, missing_);
+  resolve(lib, "rsmi_dev_memory_busy_percent_get", s.memory_busy, missing_);
+  resolve(lib, "rsmi_dev_memory_total_get", s.memory_total, missing_);
+  resolve(lib, "rsmi_dev_memory_usage_get", s.memory_usage, missing_);
+  resolve(lib, "rsmi_dev_temp_metric_get", s.temperature, missing_);
+  resolve(lib, "rsmi_dev_power_ave_get", s.power_ave, missing_);
+  resolve(lib, "rsmi_dev_power_cap_get", s.power_cap, missing_);
+  resolve(lib, "rsmi_dev_energy_count_get", s.energy, missing_);
+  resolve(lib, "rsmi_dev_gpu_clk_freq_get", s.clock, missing_);
+  resolve(lib, "rsmi_dev_pci_bandwidth_get", s.pcie_bandwidth, missing_);
+  resolve(lib, "rsmi_dev_pci_replay_counter_get", s.replay, missing_);
+  resolve(lib, "rsmi_dev_fan_speed_get", s.fan, missing_);
+  resolve(lib, "rsmi_dev_fan_speed_max_get", s.fan_max, missing_);
+  resolve(lib, "rsmi_dev_ecc_enabled_get", s.ecc_enabled, missing_);
+  resolve(lib, "rsmi_dev_ecc_count_get", s.ecc_count, missing_);
+  resolve(lib, "rsmi_dev_perf_level_get", s.perf_level, missing_);
+  resolve(lib, "rsmi_compute_process_info_get", s.process_list, missing_);
+  resolve(lib, "rsmi_compute_process_info_by_pid_get", s.process_by_pid, missing_);
+  resolve(lib, "rsmi_compute_process_gpus_get", s.process_gpus, missing_);
+
+  if (rsmi_status_t rc = s.init(0); rc != RSMI_STATUS_SUCCESS) {
+    status_.detail = error_text("rsmi_init", rc);
+    return;
+  }
+  initialized_ = true;
+  // The ABI: rsmi_frequencies_t gained a leading bool in ROCm 6.0. 5.x reports major 5; Debian's
+  // 5.2.3 build and ROCm 7.2 both report 1, told apart by rsmi_dev_activity_metric_get, which
+  // only 6.x and later export (btop does the same).
+  rsmi_version_t v{};
+  if (s.version != nullptr && s.version(&v) == RSMI_STATUS_SUCCESS) {
+    if (v.major == 5) {
+      abi_ = "5";
+    } else if (v.major == 6 || v.major == 7) {
+      abi_ = "6";
+    } else {
+      abi_ = lib.symbol("rsmi_dev_activity_metric_get") != nullptr ? "6" : "5";
+    }
+  } else {
+    abi_ = lib.symbol("rsmi_dev_activity_metric_get") != nullptr ? "6" : "5";
+  }
+  std::uint32_t count = 0;
+  if (rsmi_status_t rc = s.num_devices(&count); rc != RSMI_STATUS_SUCCESS) {
+    status_.detail = error_text("rsmi_num_monitor_devices", rc);
+    return;
+  }
+  if (count == 0) {
+    status_.detail = fmt::format("{} found no AMD GPU", lib.path());
+    return;
+  }
+  if (s.version_str != nullptr) {
+    char buf[256] = {};
+    if (s.version_str(RSMI_SW_COMP_DRIVER, buf, sizeof buf) == RSMI_STATUS_SUCCESS) status_.driver_version = buf;
+  }
+  device_count_ = count;
+  devices_.resize(count);
+  status_.up = true;
+  status_.library = lib.path();
+  status_.detail = fmt::format("{} (ROCm SMI {}.{}.{}, ABI {}), {} AMD GPUs", lib.path(), v.major, v.minor, v.patch,
+                               abi_, count);
+}
+
+BackendStatus RocmBackend::status() const {
+  std::lock_guard lock(status_mu_);
+  return status_;
+}
+
+std::string RocmBackend::error_text(const char* call, int rc) const {
+  const char* text = nullptr;
+  if (sym_->status_string != nullptr) sym_->status_string(rc, &text);
+  return fmt::format("{}: {} ({})", call, text != nullptr ? text : "ROCm SMI error", rc);
+}
+
+void RocmBackend::note_call_error(unsigned device, const char* call, int rc) {
+  if (rc == RSMI_STATUS_NOT_SUPPORTED || rc == RSMI_STATUS_NOT_YET_IMPLEMENTED) return;
+  std::lock_guard lock(status_mu_);
+  ++status_.counters.call_errors[{device, call, fmt::format("rsmi_{}", rc)}];
+}
+
+Result<std::optional<DeviceEvent>> RocmBackend::wait_event(std::chrono::milliseconds) {
+  return Error{RSMI_STATUS_NOT_SUPPORTED, "the ROCm SMI backend watches no events"};
+}
+
+Result<DeviceIdentity> RocmBackend::identify(unsigned device) {
+  if (device >= device_count_) return Error{RSMI_STATUS_INVALID_ARGS, fmt::format("no AMD GPU {}", device)};
+  const Symbols& s = *sym_;
+  DeviceIdentity id;
+  id.index = device;
+  id.vendor = "amd";
+  id.driver_version = status().driver_version;
+  char buf[256] = {};
+  if (s.name != nullptr && s.name(device, buf, sizeof buf) == RSMI_STATUS_SUCCESS) id.model = buf;
+  std::memset(buf, 0, sizeof buf);
+  if (s.serial != nullptr && s.serial(device, buf, sizeof buf) == RSMI_STATUS_SUCCESS) id.serial = buf;
+  std::memset(buf, 0, sizeof buf);
+  if (s.vbios != nullptr && s.vbios(device, buf, sizeof buf) == RSMI_STATUS_SUCCESS) id.vbios_version = buf;
+  std::uint64_t bdf = 0;
+  if (s.pci_id != nullptr && s.pci_id(device, &bdf) == RSMI_STATUS_SUCCESS) {
+    // (domain << 32) | (bus << 8) | (device << 3) | function
+    id.pci_bus_id = fmt::format("{:04x}:{:02x}:{:02x}.{:x}", bdf >> 32, (bdf >> 8) & 0xFF, (bdf >> 3) & 0x1F, bdf & 0x7);
+  }
+  std::uint64_t uid = 0;
+  if (s.unique_id != nullptr && s.unique_id(device, &uid) == RSMI_STATUS_SUCCESS && uid != 0) {
+    id.uuid = fmt::format("0x{:x}", uid);  // as rocm-smi prints its Unique ID
+  } else if (!id.pci_bus_id.empty()) {
+    id.uuid = "amd-" + id.pci_bus_id;  // GPUs without a unique id (consumer boards) by their slot
+  } else {
+    return Error{RSMI_STATUS_NOT_SUPPORTED, fmt::format("AMD GPU {} has neither a unique id nor a PCI address", device)};
+  }
+  return id;
+}
+
+Result<DeviceReading> RocmBackend::collect(unsigned device, CollectScope scope) {
+  if (device >= device_count_) return Error{RSMI_STATUS_INVALID_ARGS, fmt::format("no AMD GPU {}", device)};
+  const Symbols& s = *sym_;
+  DeviceReading r;
+  bool answered = false;
+  std::optional<Error> first_error;
+  // Records a call's outcome: true when it answered. A GPU none of whose calls answer is down.
+  auto ok = [&](const char* call, rsmi_status_t rc) {
+    if (rc == RSMI_STATUS_SUCCESS) {
+      answered = true;
+      return true;
+    }
+    if (rc == RSMI_STATUS_NOT_SUPPORTED || rc == RSMI_STATUS_NOT_YET_IMPLEMENTED) {
+      answered = true;
+    } else {
+      note_call_error(device, call, rc);
+      if (!first_error) first_error = Error{rc, error_text(call, rc)};
+    }
+    return false;
+  };
+  std::uint32_t pct = 0;
+  if (s.busy != nullptr && ok("rsmi_dev_busy_percent_get", s.busy(device, &pct))) r.utilization_ratio = pct / 100.0;
+  std::uint64_t u64 = 0;
+  std::uint64_t total = 0;
+  if (s.memory_total != nullptr && ok("rsmi_dev_memory_total_get", s.memory_total(device, RSMI_MEM_TYPE_VRAM, &total))) {
+    r.memory_total_bytes = static_cast<double>(total);
+  }
+  if (s.memory_usage != nullptr && ok("rsmi_dev_memory_usage_get", s.memory_usage(device, RSMI_MEM_TYPE_VRAM, &u64))) {
+    r.memory_used_bytes = static_cast<double>(u64);
+    if (r.memory_total_bytes && total >= u64) r.memory_free_bytes = static_cast<double>(total - u64);
+  }
+  if (s.power_ave != nullptr && ok("rsmi_dev_power_ave_get", s.power_ave(device, 0, &u64))) r.power_watts = u64 / 1e6;
+  if (s.energy != nullptr) {
+    std::uint64_t counter = 0, timestamp = 0;
+    float resolution = 0;
+    if (ok("rsmi_dev_energy_count_get", s.energy(device, &counter, &resolution, &timestamp)) && resolution > 0) {
+      r.energy_joules = static_cast<double>(counter) * static_cast<double>(resolution) * 1e-6;
+    }
+  }
+  if (scope == CollectScope::kUsage) {
+    collect_usage(device, r);
+  } else {
+    if (s.memory_busy != nullptr && ok("rsmi_dev_memory_busy_percent_get", s.memory_busy(device, &pct))) {
+      r.memory_utilization_ratio = pct / 100.0;
+    }
+    if (s.temperature != nullptr) {
+      static constexpr std::pair<std::uint32_t, const char*> kSensors[] = {
+          {RSMI_TEMP_TYPE_EDGE, "gpu"}, {RSMI_TEMP_TYPE_JUNCTION, "junction"}, {RSMI_TEMP_TYPE_MEMORY, "memory"}};
+      for (auto [sensor, label] : kSensors) {
+        std::int64_t mc = 0;
+        if (ok("rsmi_dev_temp_metric_get", s.temperature(device, sensor, RSMI_TEMP_CURRENT, &mc))) {
+          r.temperature_celsius.push_back({label, static_cast<double>(mc) / 1000.0});
+        }
+      }
+    }
+    if (s.power_cap != nullptr && ok("rsmi_dev_power_cap_get", s.power_cap(device, 0, &u64))) {
+      r.power_limit_watts = u64 / 1e6;
+    }
+    if (s.clock != nullptr) {
+      static constexpr std::pair<rsmi_clk_type_t, const char*> kClocks[] = {{RSMI_CLK_TYPE_SYS, "graphics"},
+                                                                           {RSMI_CLK_TYPE_MEM, "memory"},
+                                                                           {RSMI_CLK_TYPE_SOC, "soc"},
+                                                                           {RSMI_CLK_TYPE_DF, "fabric"}};
+      for (auto [type, label] : kClocks) {
+        std::optional<std::uint64_t> hz;
+        if (abi_ == "6") {
+          rsmi_frequencies_v6_t f{};
+          if (ok("rsmi_dev_gpu_clk_freq_get", s.clock(device, type, &f))) hz = current_of(f);
+        } else {
+          rsmi_frequencies_v5_t f{};
+          if (ok("rsmi_dev_gpu_clk_freq_get", s.clock(device, type, &f))) hz = current_of(f);
+        }
+        if (hz) r.clock_hertz.push_back({label, static_cast<double>(*hz)});
+      }
+    }
+    if (s.pcie_bandwidth != nullptr) {
+      std::optional<std::uint64_t> rate;
+      std::optional<std::uint32_t> lanes;
+      if (abi_ == "6") {
+        rsmi_pcie_bandwidth_v6_t b{};
+        if (ok("rsmi_dev_pci_bandwidth_get", s.pcie_bandwidth(device, &b)) && (rate = current_of(b.transfer_rate)))
+          lanes = b.lanes[b.transfer_rate.current];
+      } else {
+        rsmi_pcie_bandwidth_v5_t b{};
+        if (ok("rsmi_dev_pci_bandwidth_get", s.pcie_bandwidth(device, &b)) && (rate = current_of(b.transfer_rate)))
+          lanes = b.lanes[b.transfer_rate.current];
+      }
+      if (rate) r.pcie_link_generation = pcie_generation(*rate);
+      if (lanes && *lanes > 0) r.pcie_link_width = *lanes;
+    }
+    if (s.replay != nullptr && ok("rsmi_dev_pci_replay_counter_get", s.replay(device, &u64))) {
+      r.pcie_replay_errors = static_cast<double>(u64);
+    }
+    if (s.fan != nullptr && s.fan_max != nullptr) {
+      std::int64_t speed = 0;
+      std::uint64_t max = 0;
+      if (ok("rsmi_dev_fan_speed_get", s.fan(device, 0, &speed)) &&
+          ok("rsmi_dev_fan_speed_max_get", s.fan_max(device, 0, &max)) && max > 0 && speed >= 0) {
+        r.fan_speed_ratio = static_cast<double>(speed) / static_cast<double>(max);
+      }
+    }
+    std::uint64_t enabled = 0;
+    if (s.ecc_enabled != nullptr && s.ecc_count != nullptr &&
+        ok("rsmi_dev_ecc_enabled_get", s.ecc_enabled(device, &enabled))) {
+      double corrected = 0, uncorrected = 0;
+      bool any = false;
+      for (const RsmiBlock& b : kRsmiBlocks) {
+        if ((enabled & b.bit) == 0) continue;
+        rsmi_error_count_t ec{};
+        if (ok("rsmi_dev_ecc_count_get", s.ecc_count(device, b.bit, &ec))) {
+          corrected += static_cast<double>(ec.correctable_err);
+          uncorrected += static_cast<double>(ec.uncorrectable_err);
+          any = true;
+        }
+      }
+      if (any) r.ecc_errors = {{"corrected", corrected}, {"uncorrected", uncorrected}};
+    }
+    collect_usage(device, r);
+  }
+  if (!answered && first_error) return *first_error;
+  return r;
+}
+
+void RocmBackend::collect_usage(unsigned device, DeviceReading& r) {
+  const Symbols& s = *sym_;
+  if (s.process_list == nullptr || s.process_gpus == nullptr || s.process_by_pid == nullptr) return;
+  DeviceState& state = devices_[device];
+  const std::int64_t now = wall_now_us();
+  // One worker at a time in the process calls (see below).
+  std::unique_lock lock(processes_mu_);
+  std::uint32_t n = 0;
+  if (s.process_list(nullptr, &n) != RSMI_STATUS_SUCCESS) return;
+  std::vector<rsmi_process_info_t> list(n + 8);  // room for processes that start meanwhile
+  n = static_cast<std::uint32_t>(list.size());
+  if (rsmi_status_t rc = s.process_list(list.data(), &n); rc != RSMI_STATUS_SUCCESS && rc != RSMI_STATUS_INSUFFICIENT_SIZE) {
+    note_call_error(device, "rsmi_compute_process_info_get", rc);
+    return;
+  }
+  list.resize(std::min<std::size_t>(n, list.size()));
+  std::vector<GpuProcess> processes;
+  std::vector<std::pair<unsigned, std::uint32_t>> occupancy;  // pid, CUs
+  {
+    // One worker at a time in the process calls: they walk KFD's global process table, and
+    // Debian's 5.2.3 library was seen to crash (a null KFD node in
+    // rsmi_compute_process_gpus_get) when workers asked at once while processes came and went.
+    // A pid's GPUs are asked once, when it first appears, not at every collection.
+    std::map<unsigned, std::vector<std::uint32_t>> known;
+    for (const rsmi_process_info_t& p : list) {
+      auto it = process_gpus_.find(p.process_id);
+      if (it == process_gpus_.end()) {
+        std::uint32_t gpus[64];
+        std::uint32_t count = 64;
+        if (s.process_gpus(p.process_id, gpus, &count) != RSMI_STATUS_SUCCESS) continue;
+        it = process_gpus_.emplace(p.process_id, std::vector<std::uint32_t>(gpus, gpus + std::min<std::uint32_t>(count, 64)))
+                 .first;
+      }
+      known.insert(*it);
+      const std::vector<std::uint32_t>& on = it->second;
+      if (std::find(on.begin(), on.end(), device) == on.end()) continue;
+      rsmi_process_info_t info{};
+      if (s.process_by_pid(p.process_id, &info) != RSMI_STATUS_SUCCESS) continue;
+      GpuProcess gp;
+      gp.pid = p.process_id;
+      gp.types = kProcessCompute;
+      // ROCm SMI sums a process's VRAM over its GPUs: it is this GPU's only when it uses one.
+      if (on.size() == 1) gp.memory_bytes = static_cast<double>(info.vram_usage);
+      processes.push_back(gp);
+      occupancy.emplace_back(p.process_id, info.cu_occupancy);
+    }
+    process_gpus_ = std::move(known);  // forget pids that are gone (a pid can be reused)
+  }
+  lock.unlock();
+  r.usage.processes = std::move(processes);
+  // Each process's share of the busy time is sampled from its CU occupancy at this instant
+  // (ROCm compute records no engine time; docs/rocm-behaviour.md), applied since the previous
+  // query.
+  std::uint64_t total = 0;
+  for (const auto& [pid, cus] : occupancy) total += cus;
+  r.usage.process_samples_supported = true;
+  if (state.last_usage_us != 0 && total > 0 && r.utilization_ratio) {
+    for (const auto& [pid, cus] : occupancy) {
+      ProcessSample smp;
+      smp.pid = pid;
+      smp.timestamp_us = now;
+      smp.covers_from_us = state.last_usage_us;
+      smp.sm_ratio = *r.utilization_ratio * static_cast<double>(cus) / static_cast<double>(total);
+      r.usage.process_samples.push_back(smp);
+    }
+  }
+  state.last_usage_us = now;
+}
+
+}  // namespace gpumeter

@@ -1,0 +1,73 @@
+#pragma once
+// The AMD backend: ROCm SMI (librocm_smi64) loaded at run time with dlopen, so the agent needs
+// no ROCm SDK to build and still starts (reporting itself down) where no library or no AMD GPU
+// is found. It fills the same DeviceReading as NVML; what ROCm SMI cannot say is left out.
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/dynamic_library.h"
+#include "util/log.h"
+
+namespace gpumeter {
+
+struct RocmBackendOptions {
+  // --rocm.library replaces the list with one path. Debian and ROCm 5.x ship .so.1 (ROCm 5.x
+  // tarballs .so.5), ROCm 6 and 7 .so.6 and .so.7; /opt/rocm is where ROCm installs itself.
+  std::vector<std::string> library_candidates = {"librocm_smi64.so.1", "librocm_smi64.so.7", "librocm_smi64.so.6",
+                                                 "librocm_smi64.so.5", "librocm_smi64.so",
+                                                 "/opt/rocm/lib/librocm_smi64.so"};
+  // Symbols to treat as absent, as NvmlBackendOptions::hidden_symbols.
+  std::vector<std::string> hidden_symbols;
+};
+
+class RocmBackend final : public Backend {
+ public:
+  // Never fails: without a usable library or an AMD GPU, status().up is false and
+  // status().detail says why.
+  static std::unique_ptr<RocmBackend> create(const RocmBackendOptions& options, Logger& log);
+  static std::unique_ptr<RocmBackend> create(std::unique_ptr<SymbolSource> library, Logger& log);
+  ~RocmBackend() override;
+
+  BackendStatus status() const override;
+  unsigned device_count() const override { return device_count_; }
+  Result<DeviceIdentity> identify(unsigned device) override;
+  Result<DeviceReading> collect(unsigned device, CollectScope scope = CollectScope::kFull) override;
+  bool supports_events() const override { return false; }
+  Result<std::optional<DeviceEvent>> wait_event(std::chrono::milliseconds timeout) override;
+
+  // "5" or "6": the layout of rsmi_frequencies_t the library was found to use.
+  const std::string& abi() const { return abi_; }
+  const std::vector<std::string>& missing_symbols() const { return missing_; }
+
+ private:
+  struct Symbols;
+  explicit RocmBackend(Logger& log);
+  void start(std::unique_ptr<SymbolSource> library);
+  std::string error_text(const char* call, int rc) const;
+  void collect_usage(unsigned device, DeviceReading& r);
+  void note_call_error(unsigned device, const char* call, int rc);
+
+  Logger& log_;
+  std::unique_ptr<SymbolSource> library_;
+  std::unique_ptr<Symbols> sym_;
+  bool initialized_ = false;
+  unsigned device_count_ = 0;
+  std::string abi_;
+  std::vector<std::string> missing_;
+  struct DeviceState;
+  std::vector<DeviceState> devices_;  // each touched only by its own collect()
+
+  std::mutex processes_mu_;  // serializes the process calls; guards process_gpus_
+  std::map<unsigned, std::vector<std::uint32_t>> process_gpus_;  // pid -> its GPUs, asked once
+
+  mutable std::mutex status_mu_;  // guards status_
+  BackendStatus status_;
+};
+
+}  // namespace gpumeter

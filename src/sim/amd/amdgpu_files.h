@@ -1,0 +1,66 @@
+#pragma once
+// The contents of the files the amdgpu and amdkfd kernel drivers expose for one simulated AMD
+// GPU, as pure functions of the scenario and scenario time. sysfs_writer.cpp puts them in
+// place; the formats are the ones Debian's ROCm SMI 5.2.3 parses (docs/rocm-behaviour.md).
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sim/model/gpu_sim.h"
+#include "sim/model/scenario.h"
+
+namespace gpumeter::sim::amd {
+
+// ROCm SMI's fixed energy unit: it multiplies gpu_metrics' energy_accumulator by 15.3 µJ.
+inline constexpr double kEnergyUnitJoules = 15.3e-6;
+// pwm1 runs from 0 to this; fan1_input at 100 % (an assumption: a typical axial fan).
+inline constexpr unsigned kPwmMax = 255;
+inline constexpr unsigned kFanMaxRpm = 3300;
+// hwmon temperature sensors (tempN_label): edge, junction (hotspot), mem.
+inline constexpr unsigned kJunctionAboveEdgeC = 8;  // an assumption, see docs/rocm-behaviour.md
+inline constexpr unsigned kCriticalEdgeC = 100;
+inline constexpr unsigned kCriticalJunctionC = 110;
+inline constexpr unsigned kCriticalMemC = 95;
+// RAS blocks written under ras/ (their bits in ras/features: UMC 0, SDMA 1, GFX 2, MMHUB 3).
+inline constexpr const char* kRasBlocks[] = {"umc", "sdma", "gfx", "mmhub"};
+
+// The KFD gpu_id of the AMD GPU with scenario index `gpu` (the kernel hashes the GPU's
+// properties into 16 bits; here a fixed, distinct value per index).
+unsigned kfd_gpu_id(unsigned gpu);
+// The PASID KFD gives a process (unique per pid among the simulated ones).
+unsigned kfd_pasid(unsigned pid);
+// unique_id: 16 hex digits, without 0x, derived from the GPU's UUID.
+std::string unique_id(const GpuSpec& gpu);
+// "0000:05:00.0"
+std::string pci_address(const PciAddress& a);
+
+// The scenario indices of the AMD GPUs, in order: card0 is the first of them.
+std::vector<unsigned> amd_gpus(const Scenario& scenario);
+
+// KFD topology node properties (one "key value" per line) of the GPU, and of the CPU node 0.
+std::string kfd_gpu_properties(const Scenario& scenario, unsigned gpu, unsigned card);
+std::string kfd_cpu_properties();
+
+// pp_dpm_sclk / pp_dpm_mclk: the DPM levels, the current one marked with '*'.
+std::string dpm_levels(const ClockRange& range, unsigned current_mhz);
+// pp_dpm_pcie: the link's one level.
+std::string dpm_pcie(const GpuModelSpec& model);
+
+// gpu_metrics, format revision 1, content revision 1 (96 bytes, little-endian).
+struct MetricsInput {
+  unsigned edge_c = 0, junction_c = 0, mem_c = 0;
+  unsigned gfx_activity = 0, umc_activity = 0;
+  unsigned socket_power_w = 0;
+  std::uint64_t energy_accumulator = 0;
+  std::uint64_t system_clock_ns = 0;
+  unsigned gfxclk_mhz = 0, uclk_mhz = 0;
+  unsigned fan_rpm = 0;
+  unsigned pcie_width = 0, pcie_speed_tenths_gts = 0;
+};
+std::string gpu_metrics_v1_1(const MetricsInput& in);
+
+// PCIe transfer rate per lane of a generation, in tenths of GT/s (gen 4: 160).
+unsigned pcie_tenths_gts(unsigned generation);
+
+}  // namespace gpumeter::sim::amd

@@ -1,0 +1,73 @@
+#pragma once
+// `gpumeter sim sysfs`: the amdgpu sysfs tree of a scenario's AMD GPUs, as the kernel's amdgpu
+// and amdkfd drivers lay it out, so that the real ROCm SMI library reads the simulated GPUs when
+// the tree is bind-mounted over /sys/class and /sys/module:
+//
+//   <dir>/class/drm/card<k>  -> <dir>/devices/pci<dom>:00/<pci address>/drm/card<k>  (absolute)
+//   <dir>/devices/.../<pci address>/{vendor,device,gpu_busy_percent,mem_info_*,pp_dpm_*,
+//                                    gpu_metrics,ras/,hwmon/hwmon<k>/,drm/card<k>,drm/renderD<128+k>}
+//   <dir>/class/kfd/kfd/topology/nodes/<n>/{properties,gpu_id,name,io_links/}   (node 0: the CPU)
+//   <dir>/class/kfd/kfd/proc/<pid>/{pasid,vram_<gpu_id>,sdma_<gpu_id>,stats_<gpu_id>/cu_occupancy,
+//                                   queues/<q>/gpuid}
+//   <dir>/module/amdgpu/{version,initstate}
+//
+// Cards are numbered over the AMD GPUs only, in scenario order. The tree follows scenario time:
+// sync(t) rewrites every value that changes with time (each file replaced by a rename, so a
+// reader sees the old file or the new one) and makes the KFD process entries exactly those of
+// the processes present at t.
+
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sim/model/gpu_sim.h"
+#include "sim/model/scenario.h"
+#include "util/result.h"
+
+namespace gpumeter::sim::amd {
+
+class SysfsTree {
+ public:
+  // Writes the static part of the tree under `dir` (made absolute; the card links must be).
+  // Fails when the scenario has no AMD GPU.
+  static Result<std::unique_ptr<SysfsTree>> open(const std::filesystem::path& dir, const Scenario& scenario);
+
+  Result<void> sync(Micros t);
+
+  std::size_t gpu_count() const { return gpus_.size(); }
+  // The pids with a KFD process entry after the last sync().
+  std::vector<unsigned> processes() const;
+
+ private:
+  struct Gpu {
+    unsigned index;  // in the scenario
+    unsigned card;
+    std::filesystem::path device;  // the PCI device folder
+    std::filesystem::path hwmon;
+    std::unique_ptr<SimGpu> sim;
+  };
+  // One process's use of one GPU at t.
+  struct Use {
+    unsigned gpu_id = 0;
+    std::uint64_t vram_bytes = 0;
+    unsigned cu_occupancy = 0;
+  };
+  // `used` completed with a zero entry for every other AMD GPU, in card order.
+  std::vector<Use> per_gpu(const std::vector<Use>& used) const;
+  SysfsTree(std::filesystem::path dir, const Scenario& scenario);
+  Result<void> write_static(Gpu& g);
+  Result<void> write_dynamic(Gpu& g, Micros t);
+  Result<void> sync_processes(Micros t);
+  Result<void> replace_file(const std::filesystem::path& path, const std::string& content);
+  void forget_under(const std::filesystem::path& dir);  // drops cached contents of a removed entry
+
+  std::filesystem::path dir_;
+  const Scenario& scenario_;
+  std::vector<Gpu> gpus_;
+  std::map<unsigned, std::string> present_;  // pid -> the content signature of its entry
+  std::map<std::string, std::string> written_;  // path -> what the last replace_file wrote there
+};
+
+}  // namespace gpumeter::sim::amd

@@ -1,0 +1,254 @@
+"""AMD GPUs through the real ROCm SMI (Debian's librocm-smi64-1 and rocm-smi, 5.2.3).
+
+`gpumeter sim sysfs` writes the amdgpu sysfs tree of a simulated 8x MI300X node. ROCm SMI reads
+fixed paths under /sys, so each check runs in a private mount namespace (unshare -m, as root)
+with the tree bind-mounted over /sys/class and /sys/module. There the agent and the real
+`rocm-smi --json` read the same tree, and every value rocm-smi prints is compared with the
+agent's. The library's own behaviour without a tree, with no library and with a library that is
+not ROCm SMI is checked outside the namespace.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import harness
+from harness import AgentTestCase, Agent, http_get, parse_text, sample
+
+SCENARIO = os.path.join(harness.SOURCE_DIR, "deploy", "scenarios", "mi300x-8x-three-teams.yaml")
+AT = "50m"
+ROCM_SMI_FLAGS = ["--showuse", "--showmemuse", "--showmeminfo", "vram", "--showtemp", "--showpower", "--showid",
+                  "-i", "-v", "--showdriverversion", "--showproductname", "--showserial", "--showuniqueid",
+                  "--showbus", "-P", "-M", "--showenergycounter", "-c", "-b", "-p", "--showreplaycount",
+                  "--showpids", "--json"]
+# What rocm-smi prints that the agent does not export, each for a reason (docs/rocm-behaviour.md).
+NOT_EXPORTED = {
+    "GPU ID",                # the PCI device id: gpu_info names the model instead
+    "Card vendor", "Card model", "Card SKU",  # PCI ids and the VBIOS part number
+    "Serial Number",         # the serial is on the landing page, not in gpu_info
+    "Voltage (mV)",          # no voltage metric in the schema
+    "Energy counter",        # the raw count behind Accumulated Energy, which is compared
+    "Performance Level",     # a string; the schema's performance state is NVIDIA's P-state
+    "GFX Activity", "Memory Activity",  # gpu_metrics accumulators the agent does not read
+    "mclk clock level:", "sclk clock level:", "sclk clock level",  # DPM level indices
+    "Temperature (Sensor HBM 0) (C)", "Temperature (Sensor HBM 1) (C)",
+    "Temperature (Sensor HBM 2) (C)", "Temperature (Sensor HBM 3) (C)",  # per-stack HBM
+}
+
+
+def in_namespace(tree, argv, timeout=120):
+    """Runs argv with `tree` over /sys/class and /sys/module and a private /dev/shm."""
+    script = ('mount --bind "$0/class" /sys/class && mount --bind "$0/module" /sys/module && '
+              'mount -t tmpfs tmpfs /dev/shm && exec "$@"')
+    return subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", script, tree] + argv,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def inner(out_dir, scenario=None):
+    """In the namespace: the agent's metrics and rocm-smi's JSON, written to out_dir. With a
+    scenario, NVIDIA GPUs come from the simulated NVML playing it; without, NVML is missing."""
+    if scenario:
+        agent = Agent(scenario=scenario)
+    else:
+        agent = Agent(nvml_library=os.path.join(out_dir, "no-such-libnvidia-ml.so.1"))
+    try:
+        agent.wait_ready()
+        def complete():
+            body = agent.metrics()[1]
+            return 'pid="' in body and all('gpu_allocated_seconds_total{gpu="%d"' % g in body for g in range(8))
+        harness.wait_until(complete, what="process series and every GPU's ledger series")
+        _, body = agent.metrics()
+    finally:
+        agent.stop()
+    with open(os.path.join(out_dir, "metrics.txt"), "w") as f:
+        f.write(body)
+    with open(os.path.join(out_dir, "agent.log"), "w") as f:
+        f.write(agent.process.log())
+    smi = subprocess.run(["rocm-smi"] + ROCM_SMI_FLAGS, capture_output=True, text=True, timeout=60)
+    with open(os.path.join(out_dir, "rocm-smi.json"), "w") as f:
+        f.write(smi.stdout)
+    return 0
+
+
+def mhz_of(text):
+    """'(2100Mhz)' -> 2100"""
+    return int(text.strip("()").lower().replace("mhz", ""))
+
+
+class RocmSmiAgreement(AgentTestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="gpumeter-rocm-")
+        cls.tree = os.path.join(cls.dir, "tree")
+        subprocess.run([harness.BIN, "sim", "sysfs", cls.tree, "--scenario", SCENARIO, "--at", AT], check=True,
+                       capture_output=True)
+        r = in_namespace(cls.tree, [sys.executable, os.path.abspath(__file__), "--inner", cls.dir], timeout=240)
+        if r.returncode != 0:
+            raise AssertionError("namespace run failed:\n" + r.stdout + r.stderr)
+        with open(os.path.join(cls.dir, "metrics.txt")) as f:
+            cls.body = f.read()
+        cls.samples = parse_text(cls.body)
+        with open(os.path.join(cls.dir, "rocm-smi.json")) as f:
+            cls.smi = json.load(f)
+        with open(os.path.join(cls.dir, "agent.log")) as f:
+            cls.log = f.read()
+
+    def value(self, name, gpu, **labels):
+        return sample(self.samples, name, gpu=str(gpu), **labels)
+
+    def info(self, gpu):
+        for (name, labels), _ in self.samples.items():
+            d = dict(labels)
+            if name == "gpu_info" and d["gpu"] == str(gpu):
+                return d
+        raise AssertionError("no gpu_info for GPU %d" % gpu)
+
+    def test_every_value_rocm_smi_prints_matches_the_agent(self):
+        cards = sorted(k for k in self.smi if k.startswith("card"))
+        self.assertEqual(cards, ["card%d" % i for i in range(8)])
+        for card in cards:
+            g = int(card[4:])
+            c = self.smi[card]
+            info = self.info(g)
+            with self.subTest(card=card):
+                checked = set()
+
+                def check(key, agent_value, smi_value=None):
+                    checked.add(key)
+                    self.assertEqual(agent_value, smi_value if smi_value is not None else c[key], key)
+
+                self.assertEqual(info["vendor"], "amd")
+                check("Unique ID", info["uuid"])
+                check("VBIOS version", info["vbios_version"])
+                check("PCI Bus", info["pci_bus_id"].upper(), c["PCI Bus"].upper())
+                check("Card series", info["model"])
+                check("GPU use (%)", round(self.value("gpu_utilization_ratio", g) * 100), int(c["GPU use (%)"]))
+                check("GPU memory use (%)", round(self.value("gpu_memory_utilization_ratio", g) * 100),
+                      int(c["GPU memory use (%)"]))
+                check("VRAM Total Memory (B)", int(self.value("gpu_memory_total_bytes", g)),
+                      int(c["VRAM Total Memory (B)"]))
+                check("VRAM Total Used Memory (B)", int(self.value("gpu_memory_used_bytes", g)),
+                      int(c["VRAM Total Used Memory (B)"]))
+                for key, sensor in (("Temperature (Sensor edge) (C)", "gpu"),
+                                    ("Temperature (Sensor junction) (C)", "junction"),
+                                    ("Temperature (Sensor memory) (C)", "memory")):
+                    check(key, self.value("gpu_temperature_celsius", g, sensor=sensor), float(c[key]))
+                check("Average Graphics Package Power (W)", self.value("gpu_power_watts", g),
+                      float(c["Average Graphics Package Power (W)"]))
+                check("Max Graphics Package Power (W)", self.value("gpu_power_limit_watts", g),
+                      float(c["Max Graphics Package Power (W)"]))
+                # rocm-smi prints µJ with two decimals; the agent's joules carry the same count.
+                check("Accumulated Energy (uJ)", round(self.value("gpu_energy_joules_total", g) * 1e6, 2),
+                      float(c["Accumulated Energy (uJ)"]))
+                check("sclk clock speed:", self.value("gpu_clock_hertz", g, clock="graphics"),
+                      mhz_of(c["sclk clock speed:"]) * 1e6)
+                check("mclk clock speed:", self.value("gpu_clock_hertz", g, clock="memory"),
+                      mhz_of(c["mclk clock speed:"]) * 1e6)
+                gts, width = c["pcie clock level"].split("(")[1].rstrip(")").split(" x")
+                gen = {"2.5GT/s": 1, "5.0GT/s": 2, "8.0GT/s": 3, "16.0GT/s": 4, "32.0GT/s": 5}[gts]
+                check("pcie clock level", (self.value("gpu_pcie_link_generation", g),
+                                           self.value("gpu_pcie_link_width", g)), (gen, int(width)))
+                check("PCIe Replay Count", self.value("gpu_pcie_replay_errors_total", g),
+                      float(c["PCIe Replay Count"]))
+                unexplained = set(c) - checked - NOT_EXPORTED
+                self.assertFalse(unexplained, "rocm-smi prints values the test does not compare")
+
+    def test_driver_version_and_processes(self):
+        system = self.smi["system"]
+        self.assertEqual(self.info(0)["driver_version"], system["Driver version"])
+        pids = {k[3:]: v.split(", ") for k, v in system.items() if k.startswith("PID")}
+        self.assertEqual(len(pids), 8)
+        for pid, (_, gpus, vram, _sdma, _cu) in pids.items():
+            self.assertEqual(gpus, "1")
+            found = [v for (n, labels), v in self.samples.items()
+                     if n == "gpu_process_memory_used_bytes" and dict(labels)["pid"] == pid]
+            self.assertEqual(found, [float(vram)], pid)
+
+    def test_backends_and_promtool(self):
+        self.assertEqual(sample(self.samples, "gpumeter_backend_up", backend="rocm_smi"), 1)
+        self.assertEqual(sample(self.samples, "gpumeter_backend_up", backend="nvml"), 0)
+        r = subprocess.run(["promtool", "check", "metrics"], input=self.body, capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("ROCm SMI backend up", self.log)
+
+
+class RocmMissing(AgentTestCase):
+    """No usable ROCm SMI: the agent starts, exports rocm_smi 0 and logs one line; NVIDIA is unaffected."""
+
+    def check_down(self, library, reason):
+        args = ["--rocm.library", library] if library else []
+        agent = self.track(Agent(scenario=os.path.join(harness.SOURCE_DIR, "deploy", "scenarios",
+                                                       "h100-8x-three-teams.yaml"), extra_args=args))
+        agent.wait_ready()
+        _, body = agent.metrics()
+        samples = parse_text(body)
+        self.assertEqual(sample(samples, "gpumeter_backend_up", backend="rocm_smi"), 0)
+        self.assertEqual(sample(samples, "gpumeter_backend_up", backend="nvml"), 1)
+        self.assertEqual(sample(samples, "gpu_up", gpu="7", uuid=self.info_uuid(samples, 7)), 1)
+        self.assertEqual(agent.stop(), 0)
+        lines = [l for l in agent.process.log().splitlines() if "ROCm SMI" in l]
+        self.assertEqual(len(lines), 1, agent.process.log())
+        self.assertIn(reason, lines[0])
+
+    @staticmethod
+    def info_uuid(samples, gpu):
+        for (name, labels), _ in samples.items():
+            d = dict(labels)
+            if name == "gpu_info" and d["gpu"] == str(gpu):
+                return d["uuid"]
+        raise AssertionError("no GPU %d" % gpu)
+
+    def test_no_library(self):
+        missing = os.path.join(tempfile.mkdtemp(), "librocm_smi64.so.1")
+        self.check_down(missing, "no ROCm SMI library")
+
+    def test_library_that_is_not_rocm_smi(self):
+        self.check_down("libz.so.1", "is not a ROCm SMI library")
+
+    def test_real_library_without_an_amd_gpu(self):
+        # The host has no amdgpu driver: Debian's library fails its discovery.
+        self.check_down("", "rsmi_init")
+
+
+class MixedNode(AgentTestCase):
+    """4 simulated NVIDIA GPUs and 4 simulated AMD GPUs in one agent, on one schema."""
+
+    def test_one_agent_serves_both_vendors(self):
+        scenario = os.path.join(harness.SOURCE_DIR, "deploy", "scenarios", "mixed-4h100-4mi300x.yaml")
+        work = tempfile.mkdtemp(prefix="gpumeter-mixed-")
+        tree = os.path.join(work, "tree")
+        subprocess.run([harness.BIN, "sim", "sysfs", tree, "--scenario", scenario, "--at", AT], check=True,
+                       capture_output=True)
+        r = in_namespace(tree, [sys.executable, os.path.abspath(__file__), "--inner", work, scenario], timeout=240)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        with open(os.path.join(work, "metrics.txt")) as f:
+            body = f.read()
+        samples = parse_text(body)
+        infos = {}
+        for (name, labels), _ in samples.items():
+            d = dict(labels)
+            if name == "gpu_info":
+                infos[int(d["gpu"])] = d
+        self.assertEqual(sorted(infos), list(range(8)))
+        self.assertEqual([infos[g]["vendor"] for g in range(8)], ["nvidia"] * 4 + ["amd"] * 4)
+        self.assertEqual([infos[g]["model"] for g in range(8)],
+                         ["NVIDIA H100 80GB HBM3"] * 4 + ["AMD Instinct MI300X"] * 4)
+        self.assertEqual(len({infos[g]["uuid"] for g in range(8)}), 8)
+        # The same families for both vendors, the gpu label unique per GPU.
+        for family in ("gpu_up", "gpu_utilization_ratio", "gpu_power_watts", "gpu_energy_joules_total",
+                       "gpu_memory_used_bytes", "gpu_allocated_seconds_total"):
+            gpus = {dict(l)["gpu"] for (n, l), _ in samples.items() if n == family}
+            self.assertEqual(gpus, {str(g) for g in range(8)}, family)
+        for g in range(4, 8):
+            self.assertEqual(sample(samples, "gpu_temperature_celsius", gpu=str(g), uuid=infos[g]["uuid"],
+                                    sensor="gpu") is not None, True)
+        self.assertEqual(sample(samples, "gpumeter_backend_up", backend="nvml"), 1)
+        self.assertEqual(sample(samples, "gpumeter_backend_up", backend="rocm_smi"), 1)
+        r = subprocess.run(["promtool", "check", "metrics"], input=body, capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["--inner"]:
+    sys.exit(inner(sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else None))

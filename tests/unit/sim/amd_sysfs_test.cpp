@@ -1,0 +1,142 @@
+// AMD models in scenarios and the amdgpu sysfs tree `gpumeter sim sysfs` writes.
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "sim/amd/amdgpu_files.h"
+#include "sim/amd/sysfs_writer.h"
+#include "test_support.h"
+
+namespace gpumeter::sim::amd {
+namespace {
+
+using sim::testing::parse_ok;
+using sim::testing::temp_dir;
+namespace fs = std::filesystem;
+
+const char* kAmdModel = R"(
+models:
+  mi:
+    vendor: amd
+    name: AMD Instinct MI300X
+    memory: 192GiB
+    power: {limit: 750, idle: 150, max: 750}
+    temperature: {idle: 40, max: 80, memory_offset: 4}
+    clocks:
+      graphics: {idle: 500, max: 2100}
+      memory: {idle: 1300, max: 1300}
+    pcie: {generation: 5, width: 16, device_id: 0x74a1}
+    compute_units: 304
+)";
+
+std::string read(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string parse_error(const std::string& yaml) {
+  auto s = parse_scenario(yaml, "test.yaml");
+  return s ? std::string() : s.error().message;
+}
+
+TEST(AmdScenario, ModelTakesVendorArchitectureFromNameAndOwnClocks) {
+  Scenario s = parse_ok(std::string(kAmdModel) + "gpus: {count: 2, model: mi}\n");
+  ASSERT_EQ(s.gpus.size(), 2u);
+  EXPECT_TRUE(s.is_amd(0));
+  EXPECT_EQ(s.models[0].architecture, "cdna3");
+  EXPECT_EQ(s.models[0].pci_device_id, 0x74a1u << 16 | 0x1002u);
+  EXPECT_EQ(s.models[0].sm_clock.max_mhz, 2100u);  // no SM clock of its own
+  EXPECT_TRUE(s.models[0].ecc);
+}
+
+TEST(AmdScenario, RejectsWhatAnAmdModelCannotBe) {
+  std::string no_cus = kAmdModel;
+  no_cus.replace(no_cus.find("    compute_units: 304\n"), 23, "");
+  EXPECT_NE(parse_error(no_cus + "gpus: {count: 1, model: mi}\n").find("compute_units"), std::string::npos);
+  std::string sm = kAmdModel;
+  sm.replace(sm.find("      memory: {idle: 1300"), 0, "      sm: {idle: 1, max: 2}\n");
+  EXPECT_NE(parse_error(sm + "gpus: {count: 1, model: mi}\n").find("no SM clock"), std::string::npos);
+}
+
+TEST(AmdScenario, NvidiaGpusComeFirst) {
+  std::string yaml = std::string(sim::testing::kModel) + std::string(kAmdModel).substr(std::string("\nmodels:\n").size() - 1) +
+                     "gpus:\n  - {model: mi}\n  - {model: m}\n";
+  EXPECT_NE(parse_error(yaml).find("list the NVIDIA GPUs first"), std::string::npos) << parse_error(yaml);
+}
+
+TEST(AmdGpuMetrics, LayoutOfContentRevisionOne) {
+  MetricsInput in;
+  in.edge_c = 61;
+  in.energy_accumulator = 0x0102030405060708ULL;
+  in.socket_power_w = 612;
+  const std::string b = gpu_metrics_v1_1(in);
+  ASSERT_EQ(b.size(), 96u);
+  EXPECT_EQ(static_cast<unsigned char>(b[0]), 96);
+  EXPECT_EQ(b[2], 1);
+  EXPECT_EQ(b[3], 1);  // content revision 1: Debian's 5.2.3 aborts on 4 and later
+  EXPECT_EQ(static_cast<unsigned char>(b[4]), 61);
+  EXPECT_EQ(static_cast<unsigned char>(b[22]) | static_cast<unsigned char>(b[23]) << 8, 612);
+  EXPECT_EQ(static_cast<unsigned char>(b[24]), 0x08);
+  EXPECT_EQ(static_cast<unsigned char>(b[31]), 0x01);
+}
+
+TEST(AmdGpuFiles, DpmLevelsMarkTheCurrentOne) {
+  EXPECT_EQ(dpm_levels({500, 2100}, 2100), "0: 500Mhz\n1: 2100Mhz *\n");
+  EXPECT_EQ(dpm_levels({500, 2100}, 500), "0: 500Mhz *\n1: 2100Mhz\n");
+  EXPECT_EQ(dpm_levels({1300, 1300}, 1300), "0: 1300Mhz *\n");
+}
+
+TEST(AmdSysfsTree, FollowsTheScenarioAndItsProcesses) {
+  Scenario s = parse_ok(std::string(kAmdModel) + R"(
+gpus: {count: 2, model: mi}
+jobs:
+  - {name: a, start: 10s, end: 20s, gpus: [1], pid: 700, memory: 1GiB, utilization: 0.5}
+  - {name: b, start: 15s, end: 20s, gpus: [1], pid: 701, memory: 2GiB, utilization: 0.5}
+)");
+  s.source = "test.yaml";
+  const fs::path dir = temp_dir() / "amd-tree";
+  auto tree = SysfsTree::open(dir, s);
+  ASSERT_TRUE(tree.ok()) << tree.error().message;
+  const fs::path card1 = dir / "class/drm/card1";
+  ASSERT_TRUE(fs::is_symlink(card1));
+  EXPECT_TRUE(fs::read_symlink(card1).is_absolute());  // ROCm SMI needs an absolute link
+  EXPECT_EQ(read(card1 / "device/vendor"), "0x1002\n");
+  EXPECT_EQ(read(card1 / "device/gpu_busy_percent"), "0\n");
+  EXPECT_TRUE((*tree)->processes().empty());
+
+  ASSERT_TRUE((*tree)->sync(12 * kMicrosPerSecond).ok());
+  EXPECT_EQ(read(card1 / "device/gpu_busy_percent"), "50\n");
+  EXPECT_EQ((*tree)->processes(), std::vector<unsigned>{700});
+  const fs::path proc = dir / "class/kfd/kfd/proc/700";
+  const unsigned id0 = kfd_gpu_id(0), id1 = kfd_gpu_id(1);
+  EXPECT_EQ(read(proc / ("vram_" + std::to_string(id1))), "1073741824\n");
+  EXPECT_EQ(read(proc / ("vram_" + std::to_string(id0))), "0\n");  // every GPU has its files
+  EXPECT_EQ(read(proc / "queues/0/gpuid"), std::to_string(id1) + "\n");
+  EXPECT_EQ(read(proc / ("stats_" + std::to_string(id1)) / "cu_occupancy"), "152\n");  // half of 304
+
+  ASSERT_TRUE((*tree)->sync(16 * kMicrosPerSecond).ok());
+  EXPECT_EQ(read(card1 / "device/gpu_busy_percent"), "100\n");
+  EXPECT_EQ((*tree)->processes(), (std::vector<unsigned>{700, 701}));
+  EXPECT_EQ(read(proc / ("stats_" + std::to_string(id1)) / "cu_occupancy"), "152\n");
+
+  ASSERT_TRUE((*tree)->sync(25 * kMicrosPerSecond).ok());
+  EXPECT_TRUE((*tree)->processes().empty());
+  EXPECT_FALSE(fs::exists(proc));
+  // The hwmon sensors the library insists on.
+  EXPECT_EQ(read(card1 / "device/hwmon/hwmon1/name"), "amdgpu\n");
+  EXPECT_EQ(read(card1 / "device/hwmon/hwmon1/in0_label"), "vddgfx\n");
+}
+
+TEST(AmdSysfsTree, NeedsAnAmdGpu) {
+  Scenario s = parse_ok(std::string(sim::testing::kModel) + "gpus: {count: 1, model: m}\n");
+  auto tree = SysfsTree::open(temp_dir() / "no-amd", s);
+  ASSERT_FALSE(tree.ok());
+  EXPECT_NE(tree.error().message.find("no AMD GPU"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gpumeter::sim::amd
