@@ -201,8 +201,46 @@ std::map<std::string, CgroupFiles> SlurmCgroupTree::wanted_at(Micros t) const {
   return out;
 }
 
-Result<void> SlurmCgroupTree::write_job(const std::string& rel, const CgroupFiles& files, bool replace) {
-  return publish_directory(root_ / rel, DirectoryFiles(files.begin(), files.end()), replace);
+Result<void> SlurmCgroupTree::write_job(const std::string& rel, const CgroupFiles& files, const CgroupFiles* old) {
+  // A new job, or one an earlier writer left (its content unknown): the directory whole.
+  if (old == nullptr || old->count("") != 0) {
+    return publish_directory(root_ / rel, DirectoryFiles(files.begin(), files.end()), old != nullptr);
+  }
+  // A job's cgroup stays while its steps come and go, as on a real node: each step's directory
+  // is added or removed whole, and a file of the job's own is replaced in one rename. A reader
+  // walking the job therefore always finds it, and its batch step, whole.
+  auto by_step = [](const CgroupFiles& f) {
+    std::map<std::string, DirectoryFiles> steps;  // "" holds the job's own files
+    for (const auto& [name, content] : f) {
+      const auto slash = name.find('/');
+      if (slash == std::string::npos) {
+        steps[""].emplace_back(name, content);
+      } else {
+        steps[name.substr(0, slash)].emplace_back(name.substr(slash + 1), content);
+      }
+    }
+    return steps;
+  };
+  const auto now = by_step(files);
+  const auto before = by_step(*old);
+  const fs::path job = root_ / rel;
+  for (const auto& [step, step_files] : before) {
+    if (!step.empty() && !now.count(step)) {
+      if (auto r = remove_directory(job / step); !r) return r;
+    }
+  }
+  for (const auto& [step, step_files] : now) {
+    auto was = before.find(step);
+    if (was != before.end() && was->second == step_files) continue;
+    if (step.empty()) {
+      for (const auto& [name, content] : step_files) {
+        if (auto r = write_file_atomic(job / name, content); !r) return r;
+      }
+    } else if (auto r = publish_directory(job / step, step_files, was != before.end()); !r) {
+      return r;
+    }
+  }
+  return {};
 }
 
 Result<void> SlurmCgroupTree::remove_job(const std::string& rel) { return remove_directory(root_ / rel); }
@@ -220,7 +258,7 @@ Result<void> SlurmCgroupTree::sync(Micros t) {
   for (const auto& [rel, files] : wanted) {
     auto it = present_.find(rel);
     if (it != present_.end() && it->second == files) continue;
-    if (auto r = write_job(rel, files, it != present_.end()); !r) return r;
+    if (auto r = write_job(rel, files, it != present_.end() ? &it->second : nullptr); !r) return r;
     present_[rel] = files;
   }
   return {};

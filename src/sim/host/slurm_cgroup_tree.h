@@ -15,9 +15,10 @@
 // process of its own (see slurm_batch_jobs), whose environment has SLURM_JOB_ID,
 // SLURM_JOB_GPUS and CUDA_VISIBLE_DEVICES renumbered from 0, as with ConstrainDevices=yes.
 //
-// Every change is atomic for a reader: a job's directory is built as .<name>.tmp beside its
-// place and renamed there (or exchanged with the one it replaces), and removed by renaming it
-// to .<name>.old first, so a job's directory is always absent or complete.
+// Every change is atomic for a reader (sim/host/tree_files.h): a job's directory appears and
+// goes whole; while it lives, its steps' directories appear and go whole inside it, and its own
+// files are replaced in one rename, as a real node's cgroup tree changes. A reader walking a job
+// always finds it complete.
 
 #include <filesystem>
 #include <map>
@@ -73,7 +74,8 @@ class SlurmCgroupTree {
 
  private:
   SlurmCgroupTree(std::filesystem::path root, const Scenario& scenario, SlurmCgroupLayout layout);
-  Result<void> write_job(const std::string& rel, const CgroupFiles& files, bool replace);
+  // Creates the job's directory whole, or (given what it holds now) updates it in place.
+  Result<void> write_job(const std::string& rel, const CgroupFiles& files, const CgroupFiles* old);
   Result<void> remove_job(const std::string& rel);
 
   std::filesystem::path root_;
