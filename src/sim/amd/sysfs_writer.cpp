@@ -12,6 +12,8 @@
 
 #include <fmt/format.h>
 
+#include "sim/host/tree_files.h"
+
 #include "sim/amd/amdgpu_files.h"
 
 namespace gpumeter::sim::amd {
@@ -19,26 +21,6 @@ namespace gpumeter::sim::amd {
 namespace fs = std::filesystem;
 
 namespace {
-
-Result<void> write_plain(const fs::path& path, const std::string& content) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) return Error{errno, fmt::format("cannot create {}: {}", path.string(), std::strerror(errno))};
-  out.write(content.data(), static_cast<std::streamsize>(content.size()));
-  out.close();
-  if (!out) return Error{EIO, fmt::format("cannot write {}", path.string())};
-  return {};
-}
-
-// Replaces a file by a rename, so that a reader opens either the old file or the new one.
-Result<void> rename_into_place(const fs::path& path, const std::string& content) {
-  fs::path tmp = path;
-  tmp += ".tmp";
-  if (auto r = write_plain(tmp, content); !r) return r;
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) return Error{ec.value(), fmt::format("cannot rename {}: {}", tmp.string(), ec.message())};
-  return {};
-}
 
 Result<void> make_dirs(const fs::path& path) {
   std::error_code ec;
@@ -87,12 +69,12 @@ Result<std::unique_ptr<SysfsTree>> SysfsTree::open(const fs::path& dir, const Sc
   TRY(make_dirs(drm));
   TRY(make_dirs(nodes / "0/io_links"));
   TRY(make_dirs(tree->dir_ / "class/kfd/kfd/proc"));
-  TRY(write_plain(nodes / "0/properties", kfd_cpu_properties()));
-  TRY(write_plain(nodes / "0/gpu_id", "0\n"));
-  TRY(write_plain(nodes / "0/name", "\n"));
+  TRY(write_file(nodes / "0/properties", kfd_cpu_properties()));
+  TRY(write_file(nodes / "0/gpu_id", "0\n"));
+  TRY(write_file(nodes / "0/name", "\n"));
   TRY(make_dirs(tree->dir_ / "module/amdgpu"));
-  TRY(write_plain(tree->dir_ / "module/amdgpu/version", scenario.amdgpu_version + "\n"));
-  TRY(write_plain(tree->dir_ / "module/amdgpu/initstate", "live\n"));
+  TRY(write_file(tree->dir_ / "module/amdgpu/version", scenario.amdgpu_version + "\n"));
+  TRY(write_file(tree->dir_ / "module/amdgpu/initstate", "live\n"));
   for (unsigned card = 0; card < amd.size(); ++card) {
     Gpu g;
     g.index = amd[card];
@@ -115,7 +97,7 @@ Result<void> SysfsTree::replace_file(const fs::path& path, const std::string& co
     if (it->second == content) return {};
     it->second = content;
   }
-  if (auto r = rename_into_place(path, content); !r) {
+  if (auto r = write_file_atomic(path, content); !r) {
     written_.erase(path.string());
     return r;
   }
@@ -133,57 +115,57 @@ Result<void> SysfsTree::write_static(Gpu& g) {
   TRY(make_symlink(d / "drm" / card, dir_ / "class/drm" / card));
   const unsigned device_id = m.pci_device_id >> 16;
   const unsigned subsystem = m.pci_subsystem_id != 0 ? m.pci_subsystem_id & 0xFFFF : device_id;
-  TRY(write_plain(d / "vendor", "0x1002\n"));
-  TRY(write_plain(d / "device", fmt::format("0x{:04x}\n", device_id)));
-  TRY(write_plain(d / "subsystem_vendor", "0x1002\n"));
-  TRY(write_plain(d / "subsystem_device", fmt::format("0x{:04x}\n", subsystem)));
-  TRY(write_plain(d / "revision", "0x00\n"));
-  TRY(write_plain(d / "vbios_version", m.vbios_version + "\n"));
-  TRY(write_plain(d / "product_name", m.name + "\n"));
-  TRY(write_plain(d / "serial_number", spec.serial + "\n"));
-  TRY(write_plain(d / "unique_id", unique_id(spec) + "\n"));
-  TRY(write_plain(d / "mem_info_vram_total", fmt::format("{}\n", m.memory_total_bytes)));
-  TRY(write_plain(d / "mem_info_vis_vram_total", fmt::format("{}\n", m.memory_total_bytes)));
-  TRY(write_plain(d / "mem_info_gtt_total", fmt::format("{}\n", m.memory_total_bytes / 2)));
-  TRY(write_plain(d / "power_dpm_force_performance_level", "auto\n"));
-  TRY(write_plain(d / "pp_dpm_pcie", dpm_pcie(m)));
-  TRY(write_plain(d / "pcie_replay_count", "0\n"));
+  TRY(write_file(d / "vendor", "0x1002\n"));
+  TRY(write_file(d / "device", fmt::format("0x{:04x}\n", device_id)));
+  TRY(write_file(d / "subsystem_vendor", "0x1002\n"));
+  TRY(write_file(d / "subsystem_device", fmt::format("0x{:04x}\n", subsystem)));
+  TRY(write_file(d / "revision", "0x00\n"));
+  TRY(write_file(d / "vbios_version", m.vbios_version + "\n"));
+  TRY(write_file(d / "product_name", m.name + "\n"));
+  TRY(write_file(d / "serial_number", spec.serial + "\n"));
+  TRY(write_file(d / "unique_id", unique_id(spec) + "\n"));
+  TRY(write_file(d / "mem_info_vram_total", fmt::format("{}\n", m.memory_total_bytes)));
+  TRY(write_file(d / "mem_info_vis_vram_total", fmt::format("{}\n", m.memory_total_bytes)));
+  TRY(write_file(d / "mem_info_gtt_total", fmt::format("{}\n", m.memory_total_bytes / 2)));
+  TRY(write_file(d / "power_dpm_force_performance_level", "auto\n"));
+  TRY(write_file(d / "pp_dpm_pcie", dpm_pcie(m)));
+  TRY(write_file(d / "pcie_replay_count", "0\n"));
   const unsigned gts = pcie_tenths_gts(m.pcie_generation);
-  TRY(write_plain(d / "current_link_speed", fmt::format("{}.{} GT/s PCIe\n", gts / 10, gts % 10)));
-  TRY(write_plain(d / "current_link_width", fmt::format("{}\n", m.pcie_width)));
+  TRY(write_file(d / "current_link_speed", fmt::format("{}.{} GT/s PCIe\n", gts / 10, gts % 10)));
+  TRY(write_file(d / "current_link_width", fmt::format("{}\n", m.pcie_width)));
   if (m.ecc) {
     TRY(make_dirs(d / "ras"));
-    TRY(write_plain(d / "ras/features", "feature mask: 0x0000000f\n"));
-    for (const char* block : kRasBlocks) TRY(write_plain(d / "ras" / fmt::format("{}_err_count", block), "ue: 0\nce: 0\n"));
+    TRY(write_file(d / "ras/features", "feature mask: 0x0000000f\n"));
+    for (const char* block : kRasBlocks) TRY(write_file(d / "ras" / fmt::format("{}_err_count", block), "ue: 0\nce: 0\n"));
   }
   const fs::path& h = g.hwmon;
   TRY(make_dirs(h));
-  TRY(write_plain(h / "name", "amdgpu\n"));
-  TRY(write_plain(h / "in0_label", "vddgfx\n"));
-  TRY(write_plain(h / "temp1_label", "edge\n"));
-  TRY(write_plain(h / "temp2_label", "junction\n"));
-  TRY(write_plain(h / "temp3_label", "mem\n"));
-  TRY(write_plain(h / "temp1_crit", fmt::format("{}\n", kCriticalEdgeC * 1000)));
-  TRY(write_plain(h / "temp2_crit", fmt::format("{}\n", kCriticalJunctionC * 1000)));
-  TRY(write_plain(h / "temp3_crit", fmt::format("{}\n", kCriticalMemC * 1000)));
+  TRY(write_file(h / "name", "amdgpu\n"));
+  TRY(write_file(h / "in0_label", "vddgfx\n"));
+  TRY(write_file(h / "temp1_label", "edge\n"));
+  TRY(write_file(h / "temp2_label", "junction\n"));
+  TRY(write_file(h / "temp3_label", "mem\n"));
+  TRY(write_file(h / "temp1_crit", fmt::format("{}\n", kCriticalEdgeC * 1000)));
+  TRY(write_file(h / "temp2_crit", fmt::format("{}\n", kCriticalJunctionC * 1000)));
+  TRY(write_file(h / "temp3_crit", fmt::format("{}\n", kCriticalMemC * 1000)));
   const std::uint64_t cap_uw = static_cast<std::uint64_t>(m.power_limit_mw) * 1000;
-  TRY(write_plain(h / "power1_cap", fmt::format("{}\n", cap_uw)));
-  TRY(write_plain(h / "power1_cap_default", fmt::format("{}\n", cap_uw)));
-  TRY(write_plain(h / "power1_cap_max", fmt::format("{}\n", cap_uw)));
-  TRY(write_plain(h / "power1_cap_min", "0\n"));
+  TRY(write_file(h / "power1_cap", fmt::format("{}\n", cap_uw)));
+  TRY(write_file(h / "power1_cap_default", fmt::format("{}\n", cap_uw)));
+  TRY(write_file(h / "power1_cap_max", fmt::format("{}\n", cap_uw)));
+  TRY(write_file(h / "power1_cap_min", "0\n"));
   if (m.fan) {
-    TRY(write_plain(h / "pwm1_max", fmt::format("{}\n", kPwmMax)));
-    TRY(write_plain(h / "pwm1_min", "0\n"));
-    TRY(write_plain(h / "pwm1_enable", "2\n"));
-    TRY(write_plain(h / "fan1_max", fmt::format("{}\n", kFanMaxRpm)));
+    TRY(write_file(h / "pwm1_max", fmt::format("{}\n", kPwmMax)));
+    TRY(write_file(h / "pwm1_min", "0\n"));
+    TRY(write_file(h / "pwm1_enable", "2\n"));
+    TRY(write_file(h / "fan1_max", fmt::format("{}\n", kFanMaxRpm)));
   }
   const fs::path node = dir_ / "class/kfd/kfd/topology/nodes" / std::to_string(g.card + 1);
   TRY(make_dirs(node / "io_links"));
   TRY(make_dirs(node / "mem_banks"));
   TRY(make_dirs(node / "caches"));
-  TRY(write_plain(node / "gpu_id", fmt::format("{}\n", kfd_gpu_id(g.index))));
-  TRY(write_plain(node / "name", m.architecture == "cdna3" ? "gfx942\n" : m.architecture == "cdna2" ? "gfx90a\n" : "gfx1100\n"));
-  TRY(write_plain(node / "properties", kfd_gpu_properties(scenario_, g.index, g.card)));
+  TRY(write_file(node / "gpu_id", fmt::format("{}\n", kfd_gpu_id(g.index))));
+  TRY(write_file(node / "name", m.architecture == "cdna3" ? "gfx942\n" : m.architecture == "cdna2" ? "gfx90a\n" : "gfx1100\n"));
+  TRY(write_file(node / "properties", kfd_gpu_properties(scenario_, g.index, g.card)));
   return {};
 }
 
@@ -279,18 +261,18 @@ Result<void> SysfsTree::sync_processes(Micros t) {
       const fs::path tmp = proc / fmt::format(".{}.tmp", pid);
       fs::remove_all(tmp, ec);
       TRY(make_dirs(tmp));
-      TRY(write_plain(tmp / "pasid", fmt::format("{}\n", kfd_pasid(pid))));
+      TRY(write_file(tmp / "pasid", fmt::format("{}\n", kfd_pasid(pid))));
       for (std::size_t q = 0; q < list.size(); ++q) {
         TRY(make_dirs(tmp / "queues" / std::to_string(q)));
-        TRY(write_plain(tmp / "queues" / std::to_string(q) / "gpuid", fmt::format("{}\n", list[q].gpu_id)));
+        TRY(write_file(tmp / "queues" / std::to_string(q) / "gpuid", fmt::format("{}\n", list[q].gpu_id)));
       }
       // KFD gives a process a device entry on every GPU it can see (ROCm opens them all), so
       // vram_, sdma_ and stats_ exist for each gpu_id; ROCm SMI reads them all and fails without.
       for (const Use& u : per_gpu(list)) {
         TRY(make_dirs(tmp / fmt::format("stats_{}", u.gpu_id)));
-        TRY(write_plain(tmp / fmt::format("vram_{}", u.gpu_id), fmt::format("{}\n", u.vram_bytes)));
-        TRY(write_plain(tmp / fmt::format("sdma_{}", u.gpu_id), "0\n"));
-        TRY(write_plain(tmp / fmt::format("stats_{}/cu_occupancy", u.gpu_id), fmt::format("{}\n", u.cu_occupancy)));
+        TRY(write_file(tmp / fmt::format("vram_{}", u.gpu_id), fmt::format("{}\n", u.vram_bytes)));
+        TRY(write_file(tmp / fmt::format("sdma_{}", u.gpu_id), "0\n"));
+        TRY(write_file(tmp / fmt::format("stats_{}/cu_occupancy", u.gpu_id), fmt::format("{}\n", u.cu_occupancy)));
       }
       fs::remove_all(entry, ec);
       forget_under(entry);

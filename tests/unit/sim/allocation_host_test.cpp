@@ -18,6 +18,9 @@ namespace gpumeter::sim {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::entries;
+using testing::fresh_dir;
+constexpr auto read = testing::read_file;
 constexpr Micros S = kMicrosPerSecond;
 
 // GPU 0: a notebook pod holds it 10-110 s, its kernel runs 30-50 s. GPU 1: time-sliced by a pod
@@ -57,26 +60,6 @@ std::string listing(const std::vector<kubelet::PodResources>& pods) {
     s += "\n";
   }
   return s;
-}
-
-std::string read(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-std::set<std::string> entries(const fs::path& dir) {
-  std::set<std::string> out;
-  if (!fs::exists(dir)) return out;
-  for (const auto& e : fs::directory_iterator(dir)) out.insert(e.path().filename().string());
-  return out;
-}
-
-fs::path fresh_dir(const std::string& name) {
-  fs::path dir = testing::temp_dir() / name;
-  fs::remove_all(dir);
-  return dir;
 }
 
 TEST(AllocationKubelet, APodsAllocationIsListedOverItsSpanWithOrWithoutAProcess) {

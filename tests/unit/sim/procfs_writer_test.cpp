@@ -23,14 +23,10 @@ namespace gpumeter::sim {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::entries;
+using testing::fresh_dir;
+constexpr auto read = testing::read_file;
 constexpr Micros S = kMicrosPerSecond;
-
-std::string read(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 std::vector<std::string> split(const std::string& s, char sep) {
   std::vector<std::string> out;
@@ -61,19 +57,6 @@ std::vector<std::string> stat_fields(const std::string& line) {
   if (!rest.empty() && rest.back() == '\n') rest.pop_back();
   for (const std::string& x : split(rest, ' ')) f.push_back(x);
   return f;
-}
-
-fs::path fresh_dir(const std::string& name) {
-  fs::path dir = testing::temp_dir() / name;
-  fs::remove_all(dir);
-  return dir;
-}
-
-std::set<std::string> entries(const fs::path& dir) {
-  std::set<std::string> out;
-  if (!fs::exists(dir)) return out;
-  for (const auto& e : fs::directory_iterator(dir)) out.insert(e.path().filename().string());
-  return out;
 }
 
 const std::string kScenario = std::string(testing::kModel) + R"(

@@ -20,6 +20,9 @@ namespace gpumeter::sim {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::entries;
+using testing::fresh_dir;
+constexpr auto read = testing::read_file;
 constexpr Micros S = kMicrosPerSecond;
 
 // Slurm job 7 holds GPUs 2-3 over 0-100 s; its step 0 runs on GPU 2 over 10-20 s and step 1 on
@@ -40,26 +43,6 @@ jobs:
 )";
 
 const std::vector<std::string> kAllow = {"SLURM_JOB_ID", "SLURM_JOB_GPUS", "SLURM_STEP_GPUS", "CUDA_VISIBLE_DEVICES"};
-
-fs::path fresh_dir(const std::string& name) {
-  fs::path dir = testing::temp_dir() / name;
-  fs::remove_all(dir);
-  return dir;
-}
-
-std::string read(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-std::set<std::string> entries(const fs::path& dir) {
-  std::set<std::string> out;
-  if (!fs::exists(dir)) return out;
-  for (const auto& e : fs::directory_iterator(dir)) out.insert(e.path().filename().string());
-  return out;
-}
 
 std::vector<SlurmJobGpus> read_back(const fs::path& dir) {
   auto r = read_slurm_job_gpus(SlurmCgroupOptions{(dir / kCgroupRoot).string(), (dir / "proc").string(), kAllow});

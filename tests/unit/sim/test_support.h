@@ -6,6 +6,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
+#include <sstream>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -30,6 +32,29 @@ inline std::filesystem::path temp_dir() {
     return path;
   }()};
   return dir.path;
+}
+
+// An empty directory `name` in the program's temp directory (what an earlier test left is removed).
+inline std::filesystem::path fresh_dir(const std::string& name) {
+  std::filesystem::path dir = temp_dir() / name;
+  std::filesystem::remove_all(dir);
+  return dir;
+}
+
+// A file's whole content ("" when it cannot be read).
+inline std::string read_file(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// The names in a directory, hidden ones included; empty when it does not exist.
+inline std::set<std::string> entries(const std::filesystem::path& dir) {
+  std::set<std::string> out;
+  if (!std::filesystem::exists(dir)) return out;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) out.insert(e.path().filename().string());
+  return out;
 }
 
 inline std::string write_file(const std::string& name, const std::string& text) {
