@@ -22,5 +22,5 @@ def follow_argv(gpumeter, tree, scenario):
 
 
 def tree_ready(tree):
-    """Whether the writer has begun the tree: the module's files, written before the cards'."""
+    """Whether the writer has written the whole tree once (initstate comes last)."""
     return os.path.exists(os.path.join(tree, "module", "amdgpu", "initstate"))
