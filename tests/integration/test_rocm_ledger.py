@@ -13,7 +13,7 @@ import test_ledger
 from harness import AgentTestCase, Process, Prometheus, SCENARIOS, SimNode, free_port, wait_until
 
 SCENARIO = os.path.join(SCENARIOS, "ledger-amd.yaml")
-LEDGER_CONFIG = 'ledger:\n  checkpoint_interval: 2s\n  idle_power_watts: {"AMD Instinct MI300X": 140}\n'
+LEDGER_CONFIG = 'ledger:\n  allocation: process\n  checkpoint_interval: 2s\n  idle_power_watts: {"AMD Instinct MI300X": 140}\n'
 
 
 class RocmLedgerAccuracy(AgentTestCase):
@@ -55,7 +55,7 @@ class RocmLedgerAccuracy(AgentTestCase):
                 acc[f] += v
             edge_count[strip(key)] = edge_count.get(strip(key), 0) + edges[key]
         got = {}
-        for key, fields in test_ledger.scraped_owners(prom, time.time() - 1.5).items():
+        for key, fields in harness.scraped_owners(prom, time.time() - 1.5).items():
             acc = got.setdefault(strip(key), {})
             for f, v in fields.items():
                 acc[f] = acc.get(f, 0.0) + v
