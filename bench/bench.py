@@ -213,6 +213,28 @@ def stop(proc, sig=signal.SIGTERM):
         proc.wait()
 
 
+def start_core_agent(exe, work, source_args, wrap=None, env=None):
+    """`gpumeter serve` as the core case runs it: GPUs from `source_args` (--sim.scenario FILE, or
+    the flags of another backend), a 1 s interval, no resolvable owner (an empty procfs, as a host
+    without the simulated pids gives) and the ledger in memory. `wrap` turns the command line
+    into the one started (a namespace around it); the command must replace it (exec), so the
+    process started is the agent. Returns (the process, its port) once it is ready."""
+    empty = os.path.join(work, "empty")
+    os.makedirs(os.path.join(empty, "proc"), exist_ok=True)
+    port = free_port()
+    argv = [exe, "serve"] + list(source_args) + [
+        "--web.listen-address", "127.0.0.1:%d" % port, "--collect.interval", "1s", "--log.level", "warn",
+        "--path.procfs", os.path.join(empty, "proc"), "--path.rootfs", empty, "--ledger.state-file", ""]
+    agent = subprocess.Popen(wrap(argv) if wrap else argv, env=env, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+    try:
+        wait_http("http://127.0.0.1:%d/-/ready" % port)
+    except BaseException:
+        stop(agent)
+        raise
+    return agent, port
+
+
 def sample_cpu(pid, seconds):
     meter, t0 = CpuMeter(pid, threads_persist=True), time.monotonic()  # no requests in the window
     time.sleep(seconds)
@@ -346,15 +368,7 @@ def main():
 
         # Core: no owner is resolvable (an empty procfs, as a host without these simulated pids
         # gives) and the ledger stays in memory, as before attribution existed.
-        empty = os.path.join(work, "empty")
-        os.makedirs(os.path.join(empty, "proc"))
-        port = free_port()
-        agent = subprocess.Popen([exe, "serve", "--sim.scenario", args.scenario,
-                                  "--web.listen-address", "127.0.0.1:%d" % port, "--collect.interval", "1s",
-                                  "--log.level", "warn", "--path.procfs", os.path.join(empty, "proc"),
-                                  "--path.rootfs", empty, "--ledger.state-file", ""],
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        wait_http("http://127.0.0.1:%d/-/ready" % port)
+        agent, port = start_core_agent(exe, work, ["--sim.scenario", args.scenario])
         time.sleep(2)  # a few collection rounds, so every GPU and process is in the snapshot
         body = wait_http("http://127.0.0.1:%d/metrics" % port)
         results["body_bytes"] = len(body)

@@ -15,7 +15,8 @@ test_pkgs=(prometheus prometheus-alertmanager victoria-metrics python3-pil pytho
   clang-14 libclang-rt-14-dev  # the fuzz preset: libFuzzer and the sanitizers' runtimes
   faketime  # test_clock: libfaketime steps the agent's wall clock
   librocm-smi64-1 rocm-smi util-linux)  # test_rocm: the real ROCm SMI library and CLI read the simulated amdgpu tree (unshare)
-bench_pkgs=(wrk nginx-light libbenchmark-dev procps curl linux-perf)  # linux-perf: bench/cpu_profile.py --perf
+bench_pkgs=(wrk nginx-light libbenchmark-dev procps curl linux-perf  # linux-perf: bench/cpu_profile.py --perf
+  librocm-smi64-1 util-linux)  # bench/rocm_bench.py: the real ROCm SMI library reads the simulated amdgpu tree (unshare)
 
 want=()
 for group in "${@:-build}"; do

@@ -15,6 +15,7 @@ import tempfile
 import unittest
 
 import harness
+import rocm_namespace
 from harness import AgentTestCase, Agent, http_get, parse_text, sample
 
 SCENARIO = os.path.join(harness.SOURCE_DIR, "deploy", "scenarios", "mi300x-8x-three-teams.yaml")
@@ -40,10 +41,7 @@ NOT_EXPORTED = {
 
 def in_namespace(tree, argv, timeout=120):
     """Runs argv with `tree` over /sys/class and /sys/module and a private /dev/shm."""
-    script = ('mount --bind "$0/class" /sys/class && mount --bind "$0/module" /sys/module && '
-              'mount -t tmpfs tmpfs /dev/shm && exec "$@"')
-    return subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", script, tree] + argv,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(rocm_namespace.argv(tree, argv), capture_output=True, text=True, timeout=timeout)
 
 
 def inner(out_dir, scenario=None):

@@ -8,6 +8,7 @@ import os
 import time
 
 import harness
+import rocm_namespace
 import test_ledger
 from harness import AgentTestCase, Process, Prometheus, SCENARIOS, SimNode, free_port, wait_until
 
@@ -21,19 +22,15 @@ class RocmLedgerAccuracy(AgentTestCase):
         env = {"GPUMETER_SIM_EPOCH": repr(epoch)}
         node = self.track(SimNode(SCENARIO, epoch))
         tree = os.path.join(node.dir, "sysfs")
-        self.track(Process([harness.BIN, "sim", "sysfs", tree, "--scenario", SCENARIO, "--follow"], env=env,
-                           workdir=node.dir, name="sim-sysfs"))
-        wait_until(lambda: os.path.exists(os.path.join(tree, "module", "amdgpu", "initstate")), 30,
-                   what="sim sysfs")
+        self.track(Process(rocm_namespace.follow_argv(harness.BIN, tree, SCENARIO), env=env, workdir=node.dir,
+                           name="sim-sysfs"))
+        wait_until(lambda: rocm_namespace.tree_ready(tree), 30, what="sim sysfs")
         config = node.config(LEDGER_CONFIG)
         port = free_port()
-        script = ('mount --bind "$0/class" /sys/class && mount --bind "$0/module" /sys/module && '
-                  'mount -t tmpfs tmpfs /dev/shm && exec "$@"')
-        agent = self.track(Process(
-            ["unshare", "-m", "--propagation", "private", "sh", "-c", script, tree, harness.BIN, "serve",
-             "--web.listen-address", "127.0.0.1:%d" % port, "--collect.interval", "200ms",
-             "--nvml.library", os.path.join(node.dir, "no-libnvidia-ml.so.1")]
-            + node.agent_args(config, os.path.join(node.dir, "ledger.json")), env=env, name="gpumeter"))
+        agent = self.track(Process(rocm_namespace.argv(tree, [
+            harness.BIN, "serve", "--web.listen-address", "127.0.0.1:%d" % port, "--collect.interval", "200ms",
+            "--nvml.library", os.path.join(node.dir, "no-libnvidia-ml.so.1")]
+            + node.agent_args(config, os.path.join(node.dir, "ledger.json"))), env=env, name="gpumeter"))
         prom = self.track(Prometheus(["127.0.0.1:%d" % port]))
         wait_until(lambda: harness.http_get("http://127.0.0.1:%d/-/ready" % port, timeout=2)[0] == 200, 30,
                    what="agent ready")

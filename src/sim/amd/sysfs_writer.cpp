@@ -74,7 +74,6 @@ Result<std::unique_ptr<SysfsTree>> SysfsTree::open(const fs::path& dir, const Sc
   TRY(write_file(nodes / "0/name", "\n"));
   TRY(make_dirs(tree->dir_ / "module/amdgpu"));
   TRY(write_file(tree->dir_ / "module/amdgpu/version", scenario.amdgpu_version + "\n"));
-  TRY(write_file(tree->dir_ / "module/amdgpu/initstate", "live\n"));
   for (unsigned card = 0; card < amd.size(); ++card) {
     Gpu g;
     g.index = amd[card];
@@ -87,6 +86,10 @@ Result<std::unique_ptr<SysfsTree>> SysfsTree::open(const fs::path& dir, const Sc
   }
   for (Gpu& g : tree->gpus_) TRY(tree->write_static(g));
   TRY(tree->sync(0));
+  // Last, as the driver marks itself live once its devices are up: a reader that waits for it
+  // finds every card and KFD node (ROCm SMI started on a part of them faults on a process
+  // entry naming a GPU it did not see).
+  TRY(write_file(tree->dir_ / "module/amdgpu/initstate", "live\n"));
   return tree;
 }
 

@@ -30,7 +30,8 @@ namespace gpumeter::sim::amd {
 
 class SysfsTree {
  public:
-  // Writes the static part of the tree under `dir` (made absolute; the card links must be).
+  // Writes the static part of the tree under `dir` (made absolute; the card links must be) and
+  // the values at time 0, then module/amdgpu/initstate: once it exists, the tree is whole.
   // Fails when the scenario has no AMD GPU.
   static Result<std::unique_ptr<SysfsTree>> open(const std::filesystem::path& dir, const Scenario& scenario);
 
