@@ -376,6 +376,14 @@ class AgentTestCase(unittest.TestCase):
         self._procs.append(p)
         return p
 
+    def assert_ready_before(self, epoch, first_edge):
+        """Call once the agents are ready: fails, saying why, when they became ready only after
+        scenario time `first_edge` (the first job's start), since the owners' totals would then
+        be short for a reason that is not the ledger's."""
+        at = time.time() - epoch
+        self.assertLess(at, first_edge, "the agents were ready only at scenario time %.2f s, after the first "
+                        "job's start at %.2f s: starting the peers took longer than START_LEAD" % (at, first_edge))
+
     def tearDown(self):
         # CTest shows a test's output only when it fails, so the logs can always be printed.
         for p in reversed(self._procs):

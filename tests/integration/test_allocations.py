@@ -93,6 +93,7 @@ class Allocations(AgentTestCase):
         agent = self.track(Agent(scenario=SCENARIO, env={"GPUMETER_SIM_EPOCH": repr(epoch)},
                                  extra_args=node.agent_args(config, state)))
         agent.wait_ready()
+        self.assert_ready_before(epoch, 2.0)  # the first job's start
         self.assertRegex(agent.process.log(), r"ledger allocation policy.*allocation\W+%s" % policy)
         return agent
 

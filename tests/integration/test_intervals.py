@@ -7,10 +7,15 @@ import os
 import tempfile
 import time
 
-from harness import AgentTestCase, Agent, Prometheus, SCENARIOS, SimNode, expected_owners, sim_truth, wait_until
+from harness import (AgentTestCase, Agent, Prometheus, SCENARIOS, SimNode, expected_owners, sim_truth,
+                     wait_until)
 
 SCENARIO = os.path.join(SCENARIOS, "ledger-intervals.yaml")
-LEAD = 3.0  # the agents start at scenario time -3 s; every job starts at 3.3 s or later
+FIRST_EDGE = 3.34  # the first job's start
+# Scenario time 0 is this far after the test begins starting its peers: the agents must take
+# their first reading before the first job starts. On a loaded 2-core machine (ASan, the
+# wall-clock tests side by side) starting the node and the three agents took 8 s.
+LEAD = 12.0
 END = 85.0  # the scenario's duration
 LAST_EDGE = 81.23  # the last job's end
 TOLERANCE = 5e-3  # 0.5 %
@@ -40,6 +45,7 @@ class CollectionInterval(AgentTestCase):
                              '  idle_power_watts: {"NVIDIA H100 80GB HBM3": 70}\n')
         state_dir = tempfile.mkdtemp(prefix="gpumeter-intervals-")
         agents = {}
+        started = time.time()
         for interval in INTERVALS:
             state = os.path.join(state_dir, "ledger-%s.json" % interval)
             agents[interval] = self.track(Agent(scenario=SCENARIO, interval=interval,
@@ -48,11 +54,13 @@ class CollectionInterval(AgentTestCase):
         prom = self.track(Prometheus(["127.0.0.1:%d" % a.port for a in agents.values()]))
         for a in agents.values():
             a.wait_ready()
+        self.assert_ready_before(epoch, FIRST_EDGE)
         # Until Prometheus holds, from every agent, a ledger whose cursor is past the last job's
         # end on every GPU: the agents drain the driver's buffers at least every 5 s, a checkpoint
         # (2 s) saves what they integrated, and the next published snapshot (once per collection
-        # interval, so up to 30 s later) shows it.
-        covered = LAST_EDGE + LEAD + 0.5
+        # interval, so up to 30 s later) shows it. Each ledger began after the agents were
+        # started, so a ledger that covered this long is past that end.
+        covered = LAST_EDGE + (epoch - started) + 0.5
 
         def settled():
             rows = prom.query("min by (instance) (gpumeter_ledger_covered_seconds_total)")

@@ -40,6 +40,7 @@ class LedgerAccuracy(AgentTestCase):
         agent = self.start(MIXED, epoch)
         prom = self.track(Prometheus(["127.0.0.1:%d" % agent.port]))
         agent.wait_ready()
+        self.assert_ready_before(epoch, 3.0)
         end = END
         wait_until(lambda: time.time() > epoch + end + SETTLE, end + 20, interval=0.5, what="scenario end")
         self.check_against_truth(prom, MIXED, end)

@@ -75,6 +75,7 @@ class ReportAgainstTruth(AgentTestCase):
                                      extra_config="remote_write:\n  - url: %s\n" % vm.write_url(),
                                      flags=["--storage.remote.flush-deadline=1s"]))
         agent.wait_ready()
+        self.assert_ready_before(epoch, 3.0)
         # The scenario's last usage is at END; the checkpoint that publishes it and the scrape
         # that reads it follow within a few seconds.
         wait_until(lambda: time.time() > epoch + END + 6, END + 30, interval=0.5, what="scenario end")
