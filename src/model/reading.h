@@ -87,6 +87,51 @@ struct UsageReading {
   bool operator==(const UsageReading&) const = default;
 };
 
+// Profiling activity from NVML's GPU Performance Monitoring (Hopper and newer), averaged over the
+// time between the GPM sample pair the backend keeps: ratios 0..1 and bytes per second. Each
+// field is unset where the driver did not answer that metric.
+struct ProfilingReading {
+  std::optional<double> graphics_active_ratio;  // the graphics engine (GPM GRAPHICS_UTIL)
+  std::optional<double> sm_active_ratio;        // SMs with at least one warp (SM_UTIL)
+  std::optional<double> sm_occupancy_ratio;     // resident warps of the maximum (SM_OCCUPANCY)
+  std::optional<double> tensor_active_ratio;    // any tensor pipe (ANY_TENSOR_UTIL)
+  std::optional<double> dram_active_ratio;      // memory bandwidth of the peak (DRAM_BW_UTIL)
+  std::optional<double> fp64_active_ratio;
+  std::optional<double> fp32_active_ratio;
+  std::optional<double> fp16_active_ratio;
+  std::optional<double> pcie_transmit_bytes_per_second;
+  std::optional<double> pcie_receive_bytes_per_second;
+  std::optional<double> nvlink_transmit_bytes_per_second;
+  std::optional<double> nvlink_receive_bytes_per_second;
+  bool operator==(const ProfilingReading&) const = default;
+};
+
+// One NVLink of a GPU. Counters count since the driver loaded.
+struct NvlinkReading {
+  unsigned link = 0;
+  std::optional<bool> active;
+  std::optional<double> speed_bytes_per_second;
+  std::optional<double> transmit_bytes;  // data, without protocol overhead; counter
+  std::optional<double> receive_bytes;   // counter
+  std::vector<LabeledValue> errors;      // label: type ("replay", "recovery", "crc"); counters
+  bool operator==(const NvlinkReading&) const = default;
+};
+
+// One MIG device: a compute instance inside a GPU instance of a MIG-enabled GPU. Its GPU's
+// temperature, power and clocks stay on the parent's reading.
+struct MigInstanceReading {
+  std::string uuid;  // "MIG-…", what the kubelet hands out for the slice
+  unsigned gpu_instance = 0;
+  unsigned compute_instance = 0;
+  std::string profile;  // "3g.40gb"; "1c.3g.40gb" for a compute instance smaller than its GPU instance
+  unsigned slices = 0;  // the GPU instance's share of the parent, in slices (of DeviceReading::mig_slices)
+  std::optional<double> memory_total_bytes;
+  std::optional<double> memory_used_bytes;
+  std::optional<std::vector<GpuProcess>> processes;
+  std::optional<ProfilingReading> profiling;  // GPM of this GPU instance, where supported
+  bool operator==(const MigInstanceReading&) const = default;
+};
+
 // One collection of one GPU, in base units. An unset optional or an absent entry means
 // "unsupported or unknown": the renderer leaves it out, it never prints a sentinel.
 struct DeviceReading {
@@ -110,6 +155,11 @@ struct DeviceReading {
   std::vector<LabeledValue> clock_event_active;   // label: reason; 0/1, only reasons the GPU supports
   std::vector<LabeledValue> ecc_errors;           // label: severity ("corrected", "uncorrected"); counter
   std::vector<LabeledValue> remapped_rows;        // label: kind
+  std::optional<ProfilingReading> profiling;      // unset where GPM is unsupported
+  std::vector<NvlinkReading> nvlinks;             // the GPU's links, empty without NVLink
+  std::optional<bool> mig_enabled;                // unset where the GPU cannot do MIG
+  std::optional<unsigned> mig_slices;             // slices of the whole GPU (7 on A100 and H100)
+  std::vector<MigInstanceReading> mig_instances;  // every MIG device, when MIG is enabled
   UsageReading usage;
   bool operator==(const DeviceReading&) const = default;
 };

@@ -13,6 +13,8 @@ extern "C" {
 typedef int nvmlReturn_t;  // a 4-byte C enum in nvml.h
 typedef struct nvmlDevice_st* nvmlDevice_t;
 typedef struct nvmlEventSet_st* nvmlEventSet_t;
+typedef struct nvmlGpuInstance_st* nvmlGpuInstance_t;
+typedef struct nvmlGpmSample_st* nvmlGpmSample_t;
 
 // ---- return codes ----
 enum : nvmlReturn_t {
@@ -109,7 +111,59 @@ enum : unsigned int {
   NVML_FI_DEV_POWER_INSTANT = 186,  // R535+
   NVML_FI_DEV_PCIE_COUNT_TX_BYTES = 197,
   NVML_FI_DEV_PCIE_COUNT_RX_BYTES = 198,
+  // NVLink. Per-link fields take the link in scopeId; the throughput fields also take UINT_MAX
+  // for the sum over the links.
+  NVML_FI_DEV_NVLINK_LINK_COUNT = 91,
+  NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX = 138,  // KiB since the driver loaded
+  NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX = 139,  // KiB
+  NVML_FI_DEV_NVLINK_ERROR_DL_REPLAY = 161,     // per link; not on Blackwell and newer
+  NVML_FI_DEV_NVLINK_ERROR_DL_RECOVERY = 162,
+  NVML_FI_DEV_NVLINK_ERROR_DL_CRC = 163,
+  NVML_FI_DEV_NVLINK_GET_SPEED = 164,           // MBps, per link
+  NVML_FI_DEV_NVLINK_GET_STATE = 165,           // nvmlEnableState_t, per link
 };
+enum : unsigned int { NVML_NVLINK_MAX_LINKS = 36 };
+
+// ---- MIG ----
+// GPU instance profiles, the `profile` argument of nvmlDeviceGetGpuInstanceProfileInfoV (not the
+// profile id a GPU instance reports, which is unique within the device).
+enum : unsigned int {
+  NVML_GPU_INSTANCE_PROFILE_1_SLICE = 0x0,
+  NVML_GPU_INSTANCE_PROFILE_2_SLICE = 0x1,
+  NVML_GPU_INSTANCE_PROFILE_3_SLICE = 0x2,
+  NVML_GPU_INSTANCE_PROFILE_4_SLICE = 0x3,
+  NVML_GPU_INSTANCE_PROFILE_7_SLICE = 0x4,
+  NVML_GPU_INSTANCE_PROFILE_8_SLICE = 0x5,
+  NVML_GPU_INSTANCE_PROFILE_6_SLICE = 0x6,
+  NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV1 = 0x7,
+  NVML_GPU_INSTANCE_PROFILE_2_SLICE_REV1 = 0x8,
+  NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV2 = 0x9,
+  NVML_GPU_INSTANCE_PROFILE_COUNT = 0x12,  // header 13: every profile id is below it
+};
+
+// ---- GPM (GPU Performance Monitoring, Hopper and newer) ----
+enum : unsigned int {
+  NVML_GPM_METRIC_GRAPHICS_UTIL = 1,
+  NVML_GPM_METRIC_SM_UTIL = 2,
+  NVML_GPM_METRIC_SM_OCCUPANCY = 3,
+  NVML_GPM_METRIC_INTEGER_UTIL = 4,
+  NVML_GPM_METRIC_ANY_TENSOR_UTIL = 5,
+  NVML_GPM_METRIC_DFMA_TENSOR_UTIL = 6,
+  NVML_GPM_METRIC_HMMA_TENSOR_UTIL = 7,
+  NVML_GPM_METRIC_IMMA_TENSOR_UTIL = 9,
+  NVML_GPM_METRIC_DRAM_BW_UTIL = 10,
+  NVML_GPM_METRIC_FP64_UTIL = 11,
+  NVML_GPM_METRIC_FP32_UTIL = 12,
+  NVML_GPM_METRIC_FP16_UTIL = 13,
+  NVML_GPM_METRIC_PCIE_TX_PER_SEC = 20,  // MiB/s
+  NVML_GPM_METRIC_PCIE_RX_PER_SEC = 21,
+  NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC = 60,  // MiB/s
+  NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC = 61,
+  // The header's NVML_GPM_METRIC_MAX grew without a version bump (98, then 210, then 333 in
+  // header 13.2): the array is sized by the largest, so no driver can write past it.
+  GPUMETER_NVML_GPM_METRIC_MAX = 333,
+};
+enum : unsigned int { NVML_GPM_METRICS_GET_VERSION = 1, NVML_GPM_SUPPORT_VERSION = 1 };
 
 // ---- informational queries (nvidia-smi -q and clients modelled on it) ----
 enum : unsigned int { NVML_DEVICE_INFOROM_VERSION_BUFFER_SIZE = 16 };
@@ -282,6 +336,82 @@ typedef struct nvmlEventData_st {
   unsigned int computeInstanceId;
 } nvmlEventData_t;
 
+// ---- structs of MIG, GPM and NVLink ----
+typedef struct nvmlDeviceAttributes_st {  // of a MIG device handle (nvmlDeviceGetAttributes_v2)
+  unsigned int multiprocessorCount;
+  unsigned int sharedCopyEngineCount;
+  unsigned int sharedDecoderCount;
+  unsigned int sharedEncoderCount;
+  unsigned int sharedJpegCount;
+  unsigned int sharedOfaCount;
+  unsigned int gpuInstanceSliceCount;
+  unsigned int computeInstanceSliceCount;
+  unsigned long long memorySizeMB;
+} nvmlDeviceAttributes_t;
+
+typedef struct nvmlGpuInstancePlacement_st {
+  unsigned int start;  // first memory slice
+  unsigned int size;   // memory slices
+} nvmlGpuInstancePlacement_t;
+
+typedef struct nvmlGpuInstanceProfileInfo_v2_st {
+  unsigned int version;  // nvmlGpuInstanceProfileInfo_v2
+  unsigned int id;       // the profile id GPU instances of this profile report
+  unsigned int isP2pSupported;
+  unsigned int sliceCount;
+  unsigned int instanceCount;
+  unsigned int multiprocessorCount;
+  unsigned int copyEngineCount;
+  unsigned int decoderCount;
+  unsigned int encoderCount;
+  unsigned int jpegCount;
+  unsigned int ofaCount;
+  unsigned long long memorySizeMB;
+  char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE];  // e.g. "MIG 3g.40gb"
+} nvmlGpuInstanceProfileInfo_v2_t;
+#define nvmlGpuInstanceProfileInfo_v2 \
+  GPUMETER_NVML_STRUCT_VERSION(sizeof(nvmlGpuInstanceProfileInfo_v2_t), 2)
+
+typedef struct nvmlGpuInstanceInfo_st {
+  nvmlDevice_t device;  // the parent
+  unsigned int id;
+  unsigned int profileId;
+  nvmlGpuInstancePlacement_t placement;
+} nvmlGpuInstanceInfo_t;
+
+typedef struct {
+  unsigned int metricId;    // IN: NVML_GPM_METRIC_*
+  nvmlReturn_t nvmlReturn;  // OUT: this metric's status; value is valid only when 0
+  double value;
+  struct {
+    char* shortName;
+    char* longName;
+    char* unit;
+  } metricInfo;  // OUT, may be NULL
+} nvmlGpmMetric_t;
+
+typedef struct {
+  unsigned int version;  // NVML_GPM_METRICS_GET_VERSION: a plain 1, not a struct version
+  unsigned int numMetrics;
+  nvmlGpmSample_t sample1;
+  nvmlGpmSample_t sample2;
+  nvmlGpmMetric_t metrics[GPUMETER_NVML_GPM_METRIC_MAX];
+} nvmlGpmMetricsGet_t;
+
+typedef struct {
+  unsigned int version;  // NVML_GPM_SUPPORT_VERSION
+  unsigned int isSupportedDevice;
+} nvmlGpmSupport_t;
+
+static_assert(sizeof(nvmlDeviceAttributes_t) == 40);
+static_assert(sizeof(nvmlGpuInstanceProfileInfo_v2_t) == 152);
+static_assert(offsetof(nvmlGpuInstanceProfileInfo_v2_t, memorySizeMB) == 48);
+static_assert(nvmlGpuInstanceProfileInfo_v2 == 0x02000098u);
+static_assert(sizeof(nvmlGpuInstanceInfo_t) == 24);
+static_assert(sizeof(nvmlGpmMetric_t) == 40);
+static_assert(offsetof(nvmlGpmMetricsGet_t, metrics) == 24);
+static_assert(sizeof(nvmlGpmMetricsGet_t) == 13344);
+
 static_assert(sizeof(nvmlReturn_t) == 4);
 static_assert(sizeof(nvmlPciInfo_t) == 68);
 static_assert(offsetof(nvmlPciInfo_t, busId) == 36);
@@ -375,6 +505,26 @@ typedef nvmlReturn_t (*nvmlEventSetCreate_fn)(nvmlEventSet_t*);
 typedef nvmlReturn_t (*nvmlDeviceRegisterEvents_fn)(nvmlDevice_t, unsigned long long, nvmlEventSet_t);
 typedef nvmlReturn_t (*nvmlEventSetWait_fn)(nvmlEventSet_t, nvmlEventData_t*, unsigned int);
 typedef nvmlReturn_t (*nvmlEventSetFree_fn)(nvmlEventSet_t);
+
+// ---- signatures of MIG, GPM and NVLink ----
+typedef nvmlReturn_t (*nvmlDeviceGetMigMode_fn)(nvmlDevice_t, unsigned int*, unsigned int*);  // current, pending
+typedef nvmlReturn_t (*nvmlDeviceGetMaxMigDeviceCount_fn)(nvmlDevice_t, unsigned int*);
+typedef nvmlReturn_t (*nvmlDeviceGetMigDeviceHandleByIndex_fn)(nvmlDevice_t, unsigned int, nvmlDevice_t*);
+typedef nvmlReturn_t (*nvmlDeviceGetDeviceHandleFromMigDeviceHandle_fn)(nvmlDevice_t, nvmlDevice_t*);
+// nvmlDeviceIsMigDeviceHandle, nvmlDeviceGetGpuInstanceId, nvmlDeviceGetComputeInstanceId take
+// nvmlDeviceGetUInt_fn.
+typedef nvmlReturn_t (*nvmlDeviceGetAttributes_fn)(nvmlDevice_t, nvmlDeviceAttributes_t*);  // _v2
+typedef nvmlReturn_t (*nvmlDeviceGetGpuInstanceProfileInfoV_fn)(nvmlDevice_t, unsigned int,
+                                                                 nvmlGpuInstanceProfileInfo_v2_t*);
+typedef nvmlReturn_t (*nvmlDeviceGetGpuInstanceById_fn)(nvmlDevice_t, unsigned int, nvmlGpuInstance_t*);
+typedef nvmlReturn_t (*nvmlGpuInstanceGetInfo_fn)(nvmlGpuInstance_t, nvmlGpuInstanceInfo_t*);
+typedef nvmlReturn_t (*nvmlGpmQueryDeviceSupport_fn)(nvmlDevice_t, nvmlGpmSupport_t*);  // device or MIG handle
+typedef nvmlReturn_t (*nvmlGpmSampleAlloc_fn)(nvmlGpmSample_t*);
+typedef nvmlReturn_t (*nvmlGpmSampleFree_fn)(nvmlGpmSample_t);
+typedef nvmlReturn_t (*nvmlGpmSampleGet_fn)(nvmlDevice_t, nvmlGpmSample_t);  // device or MIG handle
+typedef nvmlReturn_t (*nvmlGpmMigSampleGet_fn)(nvmlDevice_t, unsigned int, nvmlGpmSample_t);  // parent, GPU instance id
+typedef nvmlReturn_t (*nvmlGpmMetricsGet_fn)(nvmlGpmMetricsGet_t*);
+typedef nvmlReturn_t (*nvmlDeviceGetNvLinkState_fn)(nvmlDevice_t, unsigned int, unsigned int*);  // link, nvmlEnableState_t
 
 // ---- signatures of the informational queries ----
 // Brand, display mode/active, persistence, accounting mode, compute mode, power management mode,
