@@ -186,15 +186,44 @@ std::string render_csv(const Report& r) {
   return out;
 }
 
-// The forecast under the table: each owner row with a forecast, then the total.
-template <typename Bold>
-std::string forecast_table(const Report& r, Bold bold) {
+// The --by dimensions upper-cased, as the table heads its key columns.
+std::vector<std::string> key_headers(const Report& r) {
   std::vector<std::string> header;
   for (const auto& d : r.by) {
     std::string h = d;
     for (auto& c : h) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
     header.push_back(h);
   }
+  return header;
+}
+
+// Columns as wide as their widest cell: the first `keys` left-aligned, the numbers right-aligned.
+struct Aligned {
+  std::vector<std::size_t> width;
+  std::size_t keys = 0;
+
+  Aligned(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& body, std::size_t k)
+      : width(header.size()), keys(k) {
+    for (std::size_t i = 0; i < header.size(); ++i) {
+      width[i] = header[i].size();
+      for (const auto& l : body) width[i] = std::max(width[i], l[i].size());
+    }
+  }
+  std::string line(const std::vector<std::string>& c) const {
+    std::string out;
+    for (std::size_t i = 0; i < c.size(); ++i) {
+      if (i) out += "  ";
+      out += i < keys ? fmt::format("{:<{}}", c[i], width[i]) : fmt::format("{:>{}}", c[i], width[i]);
+    }
+    while (!out.empty() && out.back() == ' ') out.pop_back();
+    return out + "\n";
+  }
+};
+
+// The forecast under the table: each owner row with a forecast, then the total.
+template <typename Bold>
+std::string forecast_table(const Report& r, Bold bold) {
+  std::vector<std::string> header = key_headers(r);
   const std::size_t keys = header.size();
   for (const char* h : {"GPUS NOW", "TREND GPUS/DAY", "FORECAST GPU-H"}) header.push_back(h);
   if (r.priced) header.push_back(fmt::format("FORECAST {}", r.currency));
@@ -211,36 +240,18 @@ std::string forecast_table(const Report& r, Bold bold) {
   };
   for (const auto& row : r.rows) add(row, false);
   add(r.total, true);
-  std::vector<std::size_t> width(header.size());
-  for (std::size_t i = 0; i < header.size(); ++i) {
-    width[i] = header[i].size();
-    for (const auto& l : body) width[i] = std::max(width[i], l[i].size());
-  }
-  auto line = [&](const std::vector<std::string>& c) {
-    std::string out;
-    for (std::size_t i = 0; i < c.size(); ++i) {
-      if (i) out += "  ";
-      out += i < keys ? fmt::format("{:<{}}", c[i], width[i]) : fmt::format("{:>{}}", c[i], width[i]);
-    }
-    while (!out.empty() && out.back() == ' ') out.pop_back();
-    return out + "\n";
-  };
+  const Aligned table(header, body, keys);
   std::string out = "\n" + bold(fmt::format("forecast for the next {}", period_length(r.forecast_seconds))) +
                     " (the linear trend of the GPUs each group held over the period; docs/chargeback.md)\n";
-  out += bold(line(header));
-  for (const auto& l : body) out += line(l);
+  out += bold(table.line(header));
+  for (const auto& l : body) out += table.line(l);
   return out;
 }
 
 std::string render_table(const Report& r, bool color) {
   auto bold = [&](const std::string& s) { return color ? "\033[1m" + s + "\033[0m" : s; };
   auto yellow = [&](const std::string& s) { return color ? "\033[33m" + s + "\033[0m" : s; };
-  std::vector<std::string> header;
-  for (const auto& d : r.by) {
-    std::string h = d;
-    for (auto& c : h) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-    header.push_back(h);
-  }
+  std::vector<std::string> header = key_headers(r);
   const std::size_t keys = header.size();
   // Held with no process: shown when the ledger bills by allocation and some GPU was held idle.
   const bool idle_allocated = has_idle_allocation(r);
@@ -275,20 +286,8 @@ std::string render_table(const Report& r, bool color) {
   for (const auto& row : r.rows) body.push_back(cells(row, false));
   Row total = r.total;
   body.push_back(cells(total, true));
-  std::vector<std::size_t> width(header.size());
-  for (std::size_t i = 0; i < header.size(); ++i) {
-    width[i] = header[i].size();
-    for (const auto& line : body) width[i] = std::max(width[i], line[i].size());
-  }
-  auto line = [&](const std::vector<std::string>& c) {
-    std::string out;
-    for (std::size_t i = 0; i < c.size(); ++i) {
-      if (i) out += "  ";
-      out += i < keys ? fmt::format("{:<{}}", c[i], width[i]) : fmt::format("{:>{}}", c[i], width[i]);
-    }
-    while (!out.empty() && out.back() == ' ') out.pop_back();
-    return out + "\n";
-  };
+  const Aligned table(header, body, keys);
+  auto line = [&](const std::vector<std::string>& c) { return table.line(c); };
 
   std::string out = bold("gpumeter report") + fmt::format("  {} to {} ({})\n", format_utc(r.from), format_utc(r.to),
                                                           period_length(r.to - r.from));
