@@ -195,7 +195,7 @@ struct Scenario {
   bool is_amd(unsigned gpu) const { return model_of(gpu).vendor == "amd"; }
   std::size_t fault_count() const {
     return lost.size() + unknown_errors.size() + hangs.size() + xids.size() + driver_reloads.size() +
-           driver_upgrades.size();
+           driver_upgrades.size() + nvlink_faults.size();
   }
 };
 

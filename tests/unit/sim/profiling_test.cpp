@@ -73,6 +73,7 @@ TEST(ProfilingParse, ReadsNvlinkProfilesAndFaults) {
   EXPECT_TRUE(s.nvlink_faults[0].down);
   EXPECT_EQ(s.nvlink_faults[1].type, NvlinkErrorType::crc);
   EXPECT_EQ(s.nvlink_faults[1].count, 5u);
+  EXPECT_EQ(s.fault_count(), 4u);  // `sim check` counts the NVLink faults
 }
 
 TEST(ProfilingParse, RejectsWhatCannotBe) {
@@ -184,6 +185,38 @@ TEST(ProfilingTruth, AveragesAndLinkBytesOverTheWindow) {
   EXPECT_FALSE(j["gpus"][1].contains("profiling"));
   EXPECT_EQ(j["gpus"][1]["nvlink"].size(), 12u);
   EXPECT_NEAR(j["gpus"][0]["nvlink"][3]["tx_bytes"].get<double>(), 2.2e9 / 4 * 50, 1);
+}
+
+// The integration scenarios load, and their truth says what their comments say.
+TEST(ProfilingScenarios, H100AndA100) {
+  auto h = load_scenario(std::string(GPUMETER_SOURCE_DIR) + "/tests/integration/scenarios/profiling-h100.yaml");
+  ASSERT_TRUE(h) << h.error().message;
+  Truth t = compute_truth(*h, 3 * kS, 90 * kS);
+  ASSERT_EQ(t.gpus.size(), 8u);
+  for (const GpuTruth& g : t.gpus) {
+    EXPECT_TRUE(g.gpm_supported);
+    EXPECT_EQ(g.nvlink_tx_bytes.size(), 18u);
+  }
+  // GPU 4: two pods at 60 % and 70 %, saturated: busy 6/13 and 7/13 of the time.
+  EXPECT_NEAR(t.gpus[4].profiling.graphics, 100, 1e-9);
+  EXPECT_NEAR(t.gpus[4].profiling.sm, 100 * (6.0 / 13 * 0.7 + 7.0 / 13 * 0.6), 1e-9);
+  EXPECT_NEAR(t.gpus[0].profiling.tensor, 95 * 0.7, 1e-9);
+  EXPECT_NEAR(t.gpus[0].profiling.nvlink_tx, 0.95 * 40e9 / (1024.0 * 1024.0), 1e-6);
+  // GPU 1's link 5 is down for 20 of the 87 s; GPU 0's links all carry the same.
+  EXPECT_NEAR(t.gpus[1].nvlink_tx_bytes[5], 0.95 * 40e9 / 18 * 67, 1e3);
+  EXPECT_NEAR(t.gpus[0].nvlink_tx_bytes[5], 0.95 * 40e9 / 18 * 87, 1e3);
+  EXPECT_DOUBLE_EQ(t.gpus[2].profiling.nvlink_tx, 0);
+  EXPECT_NEAR(t.gpus[3].profiling.nvlink_rx, 0.3 * 5e9 / (1024.0 * 1024.0), 1e-6);
+  EXPECT_DOUBLE_EQ(t.gpus[7].profiling.sm, 0);
+
+  auto a = load_scenario(std::string(GPUMETER_SOURCE_DIR) + "/tests/integration/scenarios/profiling-a100.yaml");
+  ASSERT_TRUE(a) << a.error().message;
+  Truth ta = compute_truth(*a, 3 * kS, 90 * kS);
+  for (const GpuTruth& g : ta.gpus) {
+    EXPECT_FALSE(g.gpm_supported);
+    EXPECT_EQ(g.nvlink_tx_bytes.size(), 12u);
+  }
+  EXPECT_NEAR(ta.gpus[0].nvlink_tx_bytes[7], 0.9 * 20e9 / 12 * 72, 1e3);
 }
 
 }  // namespace
