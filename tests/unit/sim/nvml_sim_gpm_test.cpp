@@ -240,7 +240,9 @@ TEST_F(NvmlGpm, NvlinkFieldsStateAndFaults) {
   const int n = sizeof(v) / sizeof(v[0]);
   ASSERT_EQ(api().fields(handle(0), n, v), NVML_SUCCESS);
   for (int i = 0; i < n; ++i) {
-    if (i != 11) EXPECT_EQ(v[i].nvmlReturn, NVML_SUCCESS) << i;
+    if (i != 11) {
+      EXPECT_EQ(v[i].nvmlReturn, NVML_SUCCESS) << i;
+    }
   }
   EXPECT_EQ(v[0].value.uiVal, 4u);
   EXPECT_EQ(v[1].value.uiVal, NVML_NVLINK_STATE_INACTIVE);
