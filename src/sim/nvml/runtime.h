@@ -12,6 +12,7 @@
 
 #include "nvml/nvml_api.h"
 #include "sim/nvml/event_sets.h"
+#include "sim/nvml/gpm_samples.h"
 #include "sim/nvml/session.h"
 
 // The opaque handle type of nvml_api.h, defined here: handles point into a table that lives
@@ -41,6 +42,8 @@ class Runtime {
   std::shared_ptr<nvmlEventSet_st> event_set(nvmlEventSet_t set) const;
   bool free_event_set(nvmlEventSet_t set);
 
+  GpmSampleTable& gpm_samples() { return gpm_samples_; }
+
  private:
   Runtime();
 
@@ -50,6 +53,7 @@ class Runtime {
   std::optional<std::int64_t> first_init_ns_;  // the default epoch
   std::array<nvmlDevice_st, kMaxGpus> handles_;
   std::map<std::uintptr_t, std::shared_ptr<nvmlEventSet_st>> event_sets_;
+  GpmSampleTable gpm_samples_;
 };
 
 }  // namespace gpumeter::sim
