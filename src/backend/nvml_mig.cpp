@@ -77,6 +77,7 @@ void NvmlBackend::collect_mig(Device& d, nvmlDevice_t h, NvmlCollection& c, Devi
   const bool gpm = s.has_gpm() && d.gpm_supported == true;
   std::map<unsigned, std::optional<ProfilingReading>> gi_profiling;  // this round's, by GPU instance
   std::set<unsigned> gpu_instances_seen;
+  std::map<unsigned, std::optional<unsigned>> gi_profile_ids;
   for (unsigned i = 0; i < max_count && !c.fatal(); ++i) {
     nvmlDevice_t mh = nullptr;
     const nvmlReturn_t rc = s.mig_device_handle_by_index(h, i, &mh);
@@ -113,15 +114,21 @@ void NvmlBackend::collect_mig(Device& d, nvmlDevice_t h, NvmlCollection& c, Devi
         m.memory_total_bytes = static_cast<double>(a.memorySizeMB) * 1024 * 1024;
       }
     }
-    std::optional<unsigned> profile_id;
-    if (c.wanted(s.gpu_instance_by_id, kMigGpuInstance) && s.gpu_instance_info != nullptr) {
-      nvmlGpuInstance_t gih = nullptr;
-      nvmlGpuInstanceInfo_t info{};
-      if (c.ok(kMigGpuInstance, s.gpu_instance_by_id(h, m.gpu_instance, &gih), "nvmlDeviceGetGpuInstanceById") &&
-          c.ok(kMigGpuInstance, s.gpu_instance_info(gih, &info), "nvmlGpuInstanceGetInfo")) {
-        profile_id = info.profileId;
+    // The GPU instance's profile id, asked once per GPU instance and round.
+    auto known = gi_profile_ids.find(m.gpu_instance);
+    if (known == gi_profile_ids.end()) {
+      std::optional<unsigned> id;
+      if (c.wanted(s.gpu_instance_by_id, kMigGpuInstance) && s.gpu_instance_info != nullptr) {
+        nvmlGpuInstance_t gih = nullptr;
+        nvmlGpuInstanceInfo_t info{};
+        if (c.ok(kMigGpuInstance, s.gpu_instance_by_id(h, m.gpu_instance, &gih), "nvmlDeviceGetGpuInstanceById") &&
+            c.ok(kMigGpuInstance, s.gpu_instance_info(gih, &info), "nvmlGpuInstanceGetInfo")) {
+          id = info.profileId;
+        }
       }
+      known = gi_profile_ids.emplace(m.gpu_instance, id).first;
     }
+    const std::optional<unsigned> profile_id = known->second;
     if (profile_id && d.mig_profiles) {
       for (const auto& p : *d.mig_profiles) {
         if (p.id != *profile_id) continue;

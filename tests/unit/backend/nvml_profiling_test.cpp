@@ -252,11 +252,15 @@ void script_mig(unsigned gpu) {
 
 TEST_F(ProfilingTest, MigInstancesAreEnumeratedWithTheirProfilesAndSkipEmptySlots) {
   script_mig(0);
+  // A second compute instance (2 slices) in GPU instance 2.
+  script().mig[0].push_back(fake::FakeMig{"MIG-ffff", 2, 3, 9, 3, 2, 40ULL << 30, 1ULL << 30, {}});
   auto b = make();
   auto r = collect(*b);
   EXPECT_EQ(r.mig_enabled, true);
   EXPECT_EQ(r.mig_slices, 7u) << "the slices of the whole-GPU profile";
-  ASSERT_EQ(r.mig_instances.size(), 3u);
+  ASSERT_EQ(r.mig_instances.size(), 4u);
+  EXPECT_EQ(r.mig_instances[3].profile, "2c.3g.40gb");
+  EXPECT_EQ(r.mig_instances[3].compute_instance, 3u);
   const MigInstanceReading& a = r.mig_instances[0];
   EXPECT_EQ(a.uuid, "MIG-aaaa");
   EXPECT_EQ(a.gpu_instance, 1u);
@@ -276,6 +280,7 @@ TEST_F(ProfilingTest, MigInstancesAreEnumeratedWithTheirProfilesAndSkipEmptySlot
   EXPECT_EQ(r.mig_instances[2].compute_instance, 1u);
   EXPECT_EQ(r.mig_instances[2].slices, 3u) << "the GPU instance's share";
   EXPECT_EQ(all_call_errors(*b), 0u) << "an empty slot (NOT_FOUND) is no error";
+  EXPECT_EQ(script().calls["nvmlDeviceGetGpuInstanceById"], 3) << "once per GPU instance, not per compute instance";
   // The profiles are read once per parent.
   const int profile_calls = script().calls["nvmlDeviceGetGpuInstanceProfileInfoV"];
   collect(*b);
