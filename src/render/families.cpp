@@ -203,9 +203,9 @@ std::vector<MetricFamily> build_families(const Snapshot& snap) {
     std::vector<std::pair<const char*, ProfilingField>> fields;
   };
   const ProfilingSpec profiling_specs[] = {
-      {"gpu_graphics_engine_active_ratio", "Fraction of time the graphics or compute engine was active, 0..1 (GPM).",
+      {"gpu_graphics_engine_active_ratio", "Fraction of time a compute or graphics context was active on the GPU, 0..1 (GPM).",
        nullptr, {{"", &P::graphics_active_ratio}}},
-      {"gpu_sm_active_ratio", "Fraction of time the SMs had at least one warp resident, averaged over SMs, 0..1 (GPM).",
+      {"gpu_sm_active_ratio", "Fraction of the SMs that were busy, averaged over the sample period, 0..1 (GPM).",
        nullptr, {{"", &P::sm_active_ratio}}},
       {"gpu_sm_occupancy_ratio", "Warps resident on the SMs as a fraction of the maximum, 0..1 (GPM).", nullptr,
        {{"", &P::sm_occupancy_ratio}}},
