@@ -202,6 +202,9 @@ TEST_F(ProfilingTest, NvlinkFieldsPerLinkInBaseUnits) {
   EXPECT_EQ(l1.errors, (std::vector<LabeledValue>{{"replay", 0}, {"recovery", 0}}));
   // A field's own status is not a failed call.
   EXPECT_EQ(all_call_errors(*b), 0u);
+  EXPECT_EQ(script().calls["nvmlDeviceGetFieldValues"], 4) << "the link count, the device's fields, one per link";
+  collect(*b);
+  EXPECT_EQ(script().calls["nvmlDeviceGetFieldValues"], 7) << "the count is of the slow class";
 }
 
 TEST_F(ProfilingTest, NoNvlinkMeansNoLinks) {
