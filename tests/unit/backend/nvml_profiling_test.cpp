@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "backend/nvml_backend.h"
@@ -326,6 +327,18 @@ TEST_F(ProfilingTest, AGpuThatCannotDoMigHasNoMigMode) {
   collect(*b);
   EXPECT_EQ(script().calls["nvmlDeviceGetMigMode"], 1) << "NOT_SUPPORTED is remembered";
   EXPECT_EQ(script().calls["nvmlDeviceGetMaxMigDeviceCount"], 0);
+}
+
+TEST_F(ProfilingTest, WithoutTheMigEntryPointsTheMigFieldsAreLeftOut) {
+  script_mig(0);
+  auto b = make({"nvmlDeviceGetMigMode"});
+  auto r = collect(*b);
+  EXPECT_FALSE(r.mig_enabled.has_value());
+  EXPECT_TRUE(r.mig_instances.empty());
+  EXPECT_EQ(script().calls["nvmlDeviceGetMaxMigDeviceCount"], 0);
+  const auto& missing = b->missing_symbols();
+  EXPECT_EQ(std::find(missing.begin(), missing.end(), "nvmlDeviceGetMigMode"), missing.end())
+      << "an older driver's lack, not worth a warning";
 }
 
 TEST_F(ProfilingTest, ANewLayoutIsPickedUpAtTheNextCollection) {
