@@ -190,7 +190,10 @@ NvmlBackend::~NvmlBackend() {
     std::lock_guard lock(events_mu_);
     free_event_set_locked();
   }
-  if (initialized_) symbols_.shutdown();
+  if (initialized_) {
+    for (auto& d : devices_) free_gpm_samples(*d);
+    symbols_.shutdown();
+  }
 }
 
 BackendStatus NvmlBackend::status() const {
@@ -238,6 +241,10 @@ Result<nvmlDevice_t> NvmlBackend::acquire(unsigned index) {
   // A reset or a MIG change can change what the GPU supports: ask again.
   d.unsupported.reset();
   d.slow.valid = false;
+  d.mig_profiles.reset();
+  // A sample taken before a reset is no start for one taken after it.
+  d.gpm.previous = -1;
+  for (auto& [gi, m] : d.mig_gpm) m.pair.previous = -1;
   bool rejoins = false;
   {
     // The event thread registers the new handle before its next wait.
@@ -373,6 +380,14 @@ void NvmlBackend::collect_slow_values(Device& d, nvmlDevice_t h, NvmlCollection&
                          {"failure", static_cast<double>(failure)}};
     }
   }
+  if (c.wanted(s.field_values, kNvlinkCount)) {
+    nvmlFieldValue_t f{};
+    f.fieldId = NVML_FI_DEV_NVLINK_LINK_COUNT;
+    if (ok(kNvlinkCount, s.field_values(h, 1, &f), "nvmlDeviceGetFieldValues")) {
+      // A GPU without NVLink answers the field with its own NOT_SUPPORTED: no links.
+      if (auto n = field_as_double(f); n && *n > 0) v.nvlink_count = static_cast<unsigned>(*n);
+    }
+  }
   if (!complete) v.valid = false;
   d.slow = std::move(v);
 }
@@ -495,6 +510,9 @@ void NvmlBackend::collect_device(Device& d, nvmlDevice_t h, CollectScope scope, 
       r.ecc_errors.push_back({q.label, static_cast<double>(n)});
     }
   }
+  collect_nvlinks(d, h, c, r);
+  collect_gpm(d, h, c, r);  // before MIG: the instances' GPM needs the device's support probed
+  collect_mig(d, h, c, r);
 }
 
 void NvmlBackend::request_reinit(const std::string& reason) {
@@ -536,7 +554,13 @@ void NvmlBackend::maybe_reinitialize() {
       d->events_excluded = false;
     }
   }
-  for (auto& d : devices_) d->unsupported.reset();
+  for (auto& d : devices_) {
+    d->unsupported.reset();
+    // Samples belong to the library instance being shut down; support is probed again.
+    if (initialized_) free_gpm_samples(*d);
+    d->gpm_supported.reset();
+    d->mig_profiles.reset();
+  }
   if (initialized_) symbols_.shutdown();
   initialized_ = false;
   nvmlReturn_t rc = symbols_.init();

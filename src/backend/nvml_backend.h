@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <shared_mutex>
 #include <string>
 #include <vector>
@@ -18,6 +19,8 @@
 #include "util/log.h"
 
 namespace gpumeter {
+
+enum Call : size_t;  // nvml_internal.h
 
 struct NvmlBackendOptions {
   // --nvml.library replaces the list with one path.
@@ -65,6 +68,15 @@ class NvmlBackend final : public Backend {
   void collect_device(Device& d, nvmlDevice_t h, CollectScope scope, class NvmlCollection& c, DeviceReading& r);
   void collect_slow_values(Device& d, nvmlDevice_t h, class NvmlCollection& c);
   void collect_usage(Device& d, nvmlDevice_t h, class NvmlCollection& c, UsageReading& out);
+  // GPM, NVLink and MIG (nvml_profiling.cpp, nvml_mig.cpp).
+  void collect_gpm(Device& d, nvmlDevice_t h, class NvmlCollection& c, DeviceReading& r);
+  void collect_nvlinks(Device& d, nvmlDevice_t h, class NvmlCollection& c, DeviceReading& r);
+  void collect_mig(Device& d, nvmlDevice_t h, class NvmlCollection& c, DeviceReading& r);
+  // Reads a new sample into `pair` with `take`; the metrics since the previous sample, if any.
+  std::optional<ProfilingReading> gpm_step(struct GpmPair& pair, const std::function<nvmlReturn_t(nvmlGpmSample_t)>& take,
+                                           Call call, const char* call_name, class NvmlCollection& c);
+  void free_gpm_pair(struct GpmPair& pair);
+  void free_gpm_samples(Device& d);  // every pair of the device
   void merge_counters(unsigned device, const class NvmlCollection& c, bool with_call_errors);
 
   // Re-initialization after LIB_RM_VERSION_MISMATCH (nvml_backend.cpp).

@@ -25,6 +25,10 @@ enum Call : size_t {
   kEccCorrected, kEccUncorrected, kRemappedRows,
   kComputeProcesses, kGraphicsProcesses, kMpsProcesses, kProcessesUtilizationInfo, kProcessUtilization,
   kUtilizationSamples, kPowerSamples,
+  kGpmSupport, kGpmSampleAlloc, kGpmSample, kGpmMigSample, kGpmMetrics,
+  kNvlinkCount, kNvlinkFields,
+  kMigMode, kMigProfiles, kMigDevices, kMigDeviceIdentity, kMigAttributes, kMigGpuInstance, kMigMemory,
+  kMigProcesses,
   kCallCount
 };
 
@@ -40,6 +44,29 @@ inline bool invalidates_handle(nvmlReturn_t rc) {
 
 // A label value for an NVML error: "unknown", "timeout", "no_permission", ...
 std::string error_name(nvmlReturn_t rc);
+
+// Two GPM samples used in turn: each collection reads a new sample into the one not holding the
+// previous reading and computes the metrics between the two, so no collection waits between
+// samples. The samples are allocated on first use and freed by free_gpm_pair.
+struct GpmPair {
+  nvmlGpmSample_t sample[2] = {nullptr, nullptr};
+  int previous = -1;  // which sample holds the previous reading; -1: none yet
+};
+
+// A GPU instance profile of a MIG-capable GPU, as nvmlDeviceGetGpuInstanceProfileInfoV names it.
+struct MigProfile {
+  unsigned id = 0;  // the profile id GPU instances report
+  unsigned slices = 0;
+  std::string name;  // "3g.40gb" (the "MIG " prefix stripped)
+};
+
+// The sample pair of one GPU instance, and what the instance was when the pair began: a GPU
+// instance id reused by another profile or MIG device after a re-partition starts a new pair.
+struct MigGpm {
+  unsigned profile_id = 0;
+  std::string uuid;
+  GpmPair pair;
+};
 
 struct NvmlBackend::Device {
   unsigned index = 0;
@@ -73,7 +100,17 @@ struct NvmlBackend::Device {
     std::optional<unsigned> pcie_link_width;
     unsigned long long supported_clock_events = ~0ULL;  // every reason, until the driver says
     std::vector<LabeledValue> remapped_rows;
+    unsigned nvlink_count = 0;  // field 91; 0 without NVLink
   } slow;
+  // GPM: support probed once (per handle generation), the device's sample pair, and one pair per
+  // GPU instance of a MIG-enabled GPU.
+  std::optional<bool> gpm_supported;
+  GpmPair gpm;
+  std::map<unsigned, MigGpm> mig_gpm;  // by GPU instance id
+  // MIG: the mode at the previous collection (a change asks every call's support again), and
+  // the GPU instance profiles, read once while MIG is enabled.
+  std::optional<bool> mig_enabled;
+  std::optional<std::vector<MigProfile>> mig_profiles;
 };
 
 // How often the slow class of values is read again.
@@ -118,6 +155,11 @@ class NvmlCollection {
 
 // How many bytes apart the driver wrote `count` records into a buffer that was filled with
 // kRecordSentinel before the call: 16, 24 or 32, or `nominal` when the buffer does not tell.
+// Reads one process list (the newest generation the library has) of a device or MIG device
+// handle, merging its records into `out` by pid with `type_bit` set (nvml_usage.cpp).
+nvmlReturn_t read_process_list(const nvmlDeviceGetProcessesRaw_fn (&fns)[3], nvmlDevice_t h, unsigned type_bit,
+                               std::vector<GpuProcess>& out);
+
 constexpr unsigned char kRecordSentinel = 0xA5;
 unsigned detect_record_stride(const unsigned char* buf, size_t size, unsigned count, unsigned nominal);
 

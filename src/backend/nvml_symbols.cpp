@@ -93,6 +93,25 @@ Result<NvmlSymbols> NvmlSymbols::resolve(const SymbolSource& lib) {
   s.register_events = first_of<nvmlDeviceRegisterEvents_fn>(lib, {"nvmlDeviceRegisterEvents"}, miss);
   s.event_set_wait = first_of<nvmlEventSetWait_fn>(lib, {"nvmlEventSetWait_v2", "nvmlEventSetWait"}, miss);
   s.event_set_free = first_of<nvmlEventSetFree_fn>(lib, {"nvmlEventSetFree"}, miss);
+  // Not listed as missing when absent: drivers before R470 (MIG) and R520 (GPM) lack them, and
+  // GPUs before Ampere and Hopper could not use them anyway.
+  s.mig_mode = first_of<nvmlDeviceGetMigMode_fn>(lib, {"nvmlDeviceGetMigMode"}, nullptr);
+  s.max_mig_device_count = first_of<nvmlDeviceGetMaxMigDeviceCount_fn>(lib, {"nvmlDeviceGetMaxMigDeviceCount"}, nullptr);
+  s.mig_device_handle_by_index =
+      first_of<nvmlDeviceGetMigDeviceHandleByIndex_fn>(lib, {"nvmlDeviceGetMigDeviceHandleByIndex"}, nullptr);
+  s.gpu_instance_id = first_of<nvmlDeviceGetUInt_fn>(lib, {"nvmlDeviceGetGpuInstanceId"}, nullptr);
+  s.compute_instance_id = first_of<nvmlDeviceGetUInt_fn>(lib, {"nvmlDeviceGetComputeInstanceId"}, nullptr);
+  s.attributes = first_of<nvmlDeviceGetAttributes_fn>(lib, {"nvmlDeviceGetAttributes_v2"}, nullptr);
+  s.gpu_instance_by_id = first_of<nvmlDeviceGetGpuInstanceById_fn>(lib, {"nvmlDeviceGetGpuInstanceById"}, nullptr);
+  s.gpu_instance_info = first_of<nvmlGpuInstanceGetInfo_fn>(lib, {"nvmlGpuInstanceGetInfo"}, nullptr);
+  s.gpu_instance_profile_info =
+      first_of<nvmlDeviceGetGpuInstanceProfileInfoV_fn>(lib, {"nvmlDeviceGetGpuInstanceProfileInfoV"}, nullptr);
+  s.gpm_query_device_support = first_of<nvmlGpmQueryDeviceSupport_fn>(lib, {"nvmlGpmQueryDeviceSupport"}, nullptr);
+  s.gpm_sample_alloc = first_of<nvmlGpmSampleAlloc_fn>(lib, {"nvmlGpmSampleAlloc"}, nullptr);
+  s.gpm_sample_free = first_of<nvmlGpmSampleFree_fn>(lib, {"nvmlGpmSampleFree"}, nullptr);
+  s.gpm_sample_get = first_of<nvmlGpmSampleGet_fn>(lib, {"nvmlGpmSampleGet"}, nullptr);
+  s.gpm_mig_sample_get = first_of<nvmlGpmMigSampleGet_fn>(lib, {"nvmlGpmMigSampleGet"}, nullptr);
+  s.gpm_metrics_get = first_of<nvmlGpmMetricsGet_fn>(lib, {"nvmlGpmMetricsGet"}, nullptr);
   return s;
 }
 

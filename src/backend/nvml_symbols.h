@@ -56,6 +56,30 @@ struct NvmlSymbols {
   nvmlDeviceRegisterEvents_fn register_events = nullptr;
   nvmlEventSetWait_fn event_set_wait = nullptr;
   nvmlEventSetFree_fn event_set_free = nullptr;
+  // MIG (R470+): mode, MIG device handles and what they are.
+  nvmlDeviceGetMigMode_fn mig_mode = nullptr;
+  nvmlDeviceGetMaxMigDeviceCount_fn max_mig_device_count = nullptr;
+  nvmlDeviceGetMigDeviceHandleByIndex_fn mig_device_handle_by_index = nullptr;
+  nvmlDeviceGetUInt_fn gpu_instance_id = nullptr;      // of a MIG device handle
+  nvmlDeviceGetUInt_fn compute_instance_id = nullptr;  // of a MIG device handle
+  nvmlDeviceGetAttributes_fn attributes = nullptr;     // nvmlDeviceGetAttributes_v2
+  nvmlDeviceGetGpuInstanceById_fn gpu_instance_by_id = nullptr;
+  nvmlGpuInstanceGetInfo_fn gpu_instance_info = nullptr;
+  nvmlDeviceGetGpuInstanceProfileInfoV_fn gpu_instance_profile_info = nullptr;
+  // GPM (R520+, Hopper and newer GPUs).
+  nvmlGpmQueryDeviceSupport_fn gpm_query_device_support = nullptr;
+  nvmlGpmSampleAlloc_fn gpm_sample_alloc = nullptr;
+  nvmlGpmSampleFree_fn gpm_sample_free = nullptr;
+  nvmlGpmSampleGet_fn gpm_sample_get = nullptr;
+  nvmlGpmMigSampleGet_fn gpm_mig_sample_get = nullptr;
+  nvmlGpmMetricsGet_fn gpm_metrics_get = nullptr;
+
+  // Every GPM entry point a sample pair needs (nvmlGpmMigSampleGet is optional: a MIG device
+  // handle can be sampled with nvmlGpmSampleGet).
+  bool has_gpm() const {
+    return gpm_query_device_support != nullptr && gpm_sample_alloc != nullptr && gpm_sample_free != nullptr &&
+           gpm_sample_get != nullptr && gpm_metrics_get != nullptr;
+  }
 
   // Resolves everything. Fails only when a required entry point is missing.
   static Result<NvmlSymbols> resolve(const SymbolSource& lib);

@@ -24,8 +24,8 @@ unsigned detect_record_stride(const unsigned char* buf, size_t size, unsigned co
 }
 
 namespace {
-
 constexpr unsigned kWidestProcessRecord = 32;
+}  // namespace
 
 // Reads one process list: size query, then a call with headroom, growing while the list grows
 // between calls. The buffer is pre-filled with a sentinel so the stride the driver used can be
@@ -68,6 +68,8 @@ nvmlReturn_t read_process_list(const nvmlDeviceGetProcessesRaw_fn (&fns)[3], nvm
   }
   return NVML_SUCCESS;
 }
+
+namespace {
 
 double sample_as_double(unsigned type, const nvmlValue_t& v) {
   switch (type) {

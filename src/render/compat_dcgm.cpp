@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <set>
 #include <tuple>
 
 #include "render/compat.h"
@@ -34,6 +35,21 @@ struct MetricField {
 };
 
 using R = const DeviceReading&;
+
+std::optional<double> prof(R r, std::optional<double> ProfilingReading::*field) {
+  if (!r.profiling) return std::nullopt;
+  return (*r.profiling).*field;
+}
+
+// What a MIG instance has of a device's reading: its memory and its GPU instance's profiling.
+DeviceReading instance_reading(const MigInstanceReading& m) {
+  DeviceReading r;
+  r.memory_total_bytes = m.memory_total_bytes;
+  r.memory_used_bytes = m.memory_used_bytes;
+  if (m.memory_total_bytes && m.memory_used_bytes) r.memory_free_bytes = *m.memory_total_bytes - *m.memory_used_bytes;
+  r.profiling = m.profiling;
+  return r;
+}
 const MetricField kMetricFields[] = {
     {"DCGM_FI_DEV_SM_CLOCK", Split::kRepeat, [](R r) { return scaled(compat_labeled(r.clock_hertz, "sm"), 1e-6); }},
     {"DCGM_FI_DEV_MEM_CLOCK", Split::kRepeat, [](R r) { return scaled(compat_labeled(r.clock_hertz, "memory"), 1e-6); }},
@@ -61,6 +77,23 @@ const MetricField kMetricFields[] = {
      [](R r) { return compat_labeled(r.remapped_rows, "uncorrectable"); }},
     {"DCGM_FI_DEV_ROW_REMAP_PENDING", Split::kRepeat, [](R r) { return compat_labeled(r.remapped_rows, "pending"); }},
     {"DCGM_FI_DEV_ROW_REMAP_FAILURE", Split::kRepeat, [](R r) { return compat_labeled(r.remapped_rows, "failure"); }},
+    // Profiling (GPM in gpumeter): DCGM's ratios 0..1 and bytes per second, as gpumeter's.
+    {"DCGM_FI_PROF_GR_ENGINE_ACTIVE", Split::kRepeat, [](R r) { return prof(r, &ProfilingReading::graphics_active_ratio); }},
+    {"DCGM_FI_PROF_SM_ACTIVE", Split::kRepeat, [](R r) { return prof(r, &ProfilingReading::sm_active_ratio); }},
+    {"DCGM_FI_PROF_SM_OCCUPANCY", Split::kRepeat, [](R r) { return prof(r, &ProfilingReading::sm_occupancy_ratio); }},
+    {"DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", Split::kRepeat, [](R r) { return prof(r, &ProfilingReading::tensor_active_ratio); }},
+    {"DCGM_FI_PROF_DRAM_ACTIVE", Split::kRepeat, [](R r) { return prof(r, &ProfilingReading::dram_active_ratio); }},
+    {"DCGM_FI_PROF_PIPE_FP64_ACTIVE", Split::kRepeat, [](R r) { return prof(r, &ProfilingReading::fp64_active_ratio); }},
+    {"DCGM_FI_PROF_PIPE_FP32_ACTIVE", Split::kRepeat, [](R r) { return prof(r, &ProfilingReading::fp32_active_ratio); }},
+    {"DCGM_FI_PROF_PIPE_FP16_ACTIVE", Split::kRepeat, [](R r) { return prof(r, &ProfilingReading::fp16_active_ratio); }},
+    {"DCGM_FI_PROF_PCIE_TX_BYTES", Split::kRepeat,
+     [](R r) { return prof(r, &ProfilingReading::pcie_transmit_bytes_per_second); }},
+    {"DCGM_FI_PROF_PCIE_RX_BYTES", Split::kRepeat,
+     [](R r) { return prof(r, &ProfilingReading::pcie_receive_bytes_per_second); }},
+    {"DCGM_FI_PROF_NVLINK_TX_BYTES", Split::kRepeat,
+     [](R r) { return prof(r, &ProfilingReading::nvlink_transmit_bytes_per_second); }},
+    {"DCGM_FI_PROF_NVLINK_RX_BYTES", Split::kRepeat,
+     [](R r) { return prof(r, &ProfilingReading::nvlink_receive_bytes_per_second); }},
 };
 
 struct LabelField {
@@ -94,7 +127,7 @@ std::string why_unserved(const DcgmCounter& c) {
   if (!label && find_metric(c.field)) return "";
   if (label && find_metric(c.field)) return "a measured value, not a label";
   if (!label && find_label(c.field)) return "an identity string; list it with type label";
-  if (c.field.starts_with("DCGM_FI_PROF_")) return "a profiling metric; profiling is not supported yet";
+  if (c.field.starts_with("DCGM_FI_PROF_")) return "a profiling metric gpumeter does not read";
   if (c.field == "DCGM_FI_DEV_XID_ERRORS") return "no last-Xid value; Xid events are counted by code in gpu_xid_errors_total";
   if (c.field.starts_with("DCGM_EXP_")) return "a dcgm-exporter collector, not a DCGM field";
   return "not among the readings gpumeter takes";
@@ -175,15 +208,22 @@ bool is_nvidia(const DeviceIdentity& id) { return id.vendor.empty() || id.vendor
 
 // dcgm-exporter's labels, in its order. `label_fields` are the "label" lines of the counters file.
 Labels series_labels(const GpuSnapshot& g, const Slice& s, const CompatOptions& o,
-                     const std::vector<std::pair<std::string, const LabelField*>>& label_fields) {
+                     const std::vector<std::pair<std::string, const LabelField*>>& label_fields,
+                     const MigInstanceReading* mig = nullptr) {
   const DeviceIdentity& id = g.identity;
   Labels l = {{"gpu", std::to_string(id.index)},
               {"UUID", id.uuid},
               {"pci_bus_id", id.pci_bus_id},
               {"device", fmt::format("nvidia{}", id.index)},
               {"modelName", id.model}};
-  // MIG slices add GPU_I_PROFILE and GPU_I_ID here, once readings describe them (MIG support is
-  // not built yet: every series is a whole GPU).
+  if (mig != nullptr) {  // a MIG instance: its GPU instance's profile ("3g.40gb", not "1c.3g.40gb") and id
+    std::string_view profile = mig->profile;
+    if (const auto dot = profile.find('.'); dot != std::string_view::npos && dot > 0 && profile[dot - 1] == 'c') {
+      profile.remove_prefix(dot + 1);
+    }
+    l.emplace_back("GPU_I_PROFILE", std::string(profile));
+    l.emplace_back("GPU_I_ID", std::to_string(mig->gpu_instance));
+  }
   if (!o.hostname.empty()) l.emplace_back("Hostname", o.hostname);
   for (const auto& [name, field] : label_fields) l.emplace_back(name, id.*(field->member));
   const auto& [ns, pod, container, job] = s.key;
@@ -204,7 +244,7 @@ struct Export {
 };
 
 void render_dcgm(const Snapshot& snap, const CompatOptions& o, const std::vector<Export>& exports,
-                 std::vector<std::pair<std::string, const LabelField*>> label_fields,
+                 std::vector<std::pair<std::string, const LabelField*>> label_fields, bool with_mig,
                  std::vector<MetricFamily>& out) {
   std::vector<MetricFamily> fams;
   for (const auto& e : exports) {
@@ -224,6 +264,19 @@ void render_dcgm(const Snapshot& snap, const CompatOptions& o, const std::vector
         if (field.split == Split::kBusy) *v *= s.busy_share;
         if (field.split == Split::kMemory) *v *= s.memory_share;
         compat_add_sample(fams[i], labels, *v);
+      }
+    }
+    // MIG instances: series of their own with GPU_I_PROFILE and GPU_I_ID, for what an instance has
+    // (memory, profiling). Which pod holds a slice is not known here: no pod labels.
+    if (!with_mig) continue;
+    std::set<unsigned> gpu_instances;
+    for (const auto& m : g.reading->mig_instances) {
+      // dcgm-exporter keys a slice by GPU instance: one series for the compute instances of one.
+      if (!gpu_instances.insert(m.gpu_instance).second) continue;
+      const DeviceReading ir = instance_reading(m);
+      const Labels labels = series_labels(g, Slice{}, o, label_fields, &m);
+      for (std::size_t i = 0; i < exports.size(); ++i) {
+        if (auto v = exports[i].field->read(ir)) compat_add_sample(fams[i], labels, *v);
       }
     }
   }
@@ -255,13 +308,13 @@ void build_dcgm_exporter_families(const Snapshot& snap, const CompatOptions& o, 
                          find_metric(c.field)});
     }
   }
-  render_dcgm(snap, o, exports, std::move(label_fields), out);
+  render_dcgm(snap, o, exports, std::move(label_fields), /*with_mig=*/true, out);
 }
 
 void build_dcgm_exporter_1x_families(const Snapshot& snap, const CompatOptions& o, std::vector<MetricFamily>& out) {
   std::vector<Export> exports;
   for (const auto& n : kOldNames) exports.push_back({n.name, n.type, n.help, find_metric(n.field)});
-  render_dcgm(snap, o, exports, {}, out);
+  render_dcgm(snap, o, exports, {}, /*with_mig=*/false, out);
 }
 
 }  // namespace gpumeter

@@ -18,6 +18,7 @@ class FamilyList {
     families_.push_back(MetricFamily{std::move(name), std::move(help), type, {}});
     return families_.back();
   }
+  MetricFamily* last() { return &families_.back(); }
 
   std::vector<MetricFamily> take() && {
     std::vector<MetricFamily> out;
@@ -44,6 +45,34 @@ Labels device_labels(const DeviceIdentity& id) {
 Labels with(Labels labels, std::string name, std::string value) {
   labels.emplace_back(std::move(name), std::move(value));
   return labels;
+}
+
+// A MIG instance's series: its parent's gpu and uuid, and which instance it is.
+constexpr const char* kMigLabels[] = {"mig_uuid", "gpu_instance", "compute_instance", "mig_profile"};
+Labels mig_labels(const DeviceIdentity& id, const MigInstanceReading& m) {
+  Labels l = device_labels(id);
+  l.emplace_back(kMigLabels[0], m.uuid);
+  l.emplace_back(kMigLabels[1], std::to_string(m.gpu_instance));
+  l.emplace_back(kMigLabels[2], std::to_string(m.compute_instance));
+  l.emplace_back(kMigLabels[3], m.profile);
+  return l;
+}
+
+// A family holding MIG instances keeps one label set: its whole-GPU samples carry the MIG labels
+// empty (to Prometheus the same series as without them), placed where an instance has them.
+void pad_mig_labels(MetricFamily& f) {
+  const bool any = std::any_of(f.samples.begin(), f.samples.end(), [](const MetricSample& s) {
+    return std::any_of(s.labels.begin(), s.labels.end(), [](const auto& kv) { return kv.first == kMigLabels[0]; });
+  });
+  if (!any) return;
+  for (auto& s : f.samples) {
+    if (std::any_of(s.labels.begin(), s.labels.end(), [](const auto& kv) { return kv.first == kMigLabels[0]; })) {
+      continue;
+    }
+    // After gpu and uuid, before any label of the family's own (pipe, direction).
+    auto at = s.labels.begin() + std::min<std::ptrdiff_t>(2, static_cast<std::ptrdiff_t>(s.labels.size()));
+    for (auto it = std::rbegin(kMigLabels); it != std::rend(kMigLabels); ++it) at = s.labels.insert(at, {*it, ""});
+  }
 }
 
 // A reading-based family is described by the member it reads.
@@ -115,8 +144,24 @@ std::vector<MetricFamily> build_families(const Snapshot& snap) {
   scalar({"gpu_memory_utilization_ratio", kGauge,
           "Fraction of the last sample period during which device memory was read or written, 0..1.",
           &R::memory_utilization_ratio});
-  scalar({"gpu_memory_total_bytes", kGauge, "Total device memory in bytes.", &R::memory_total_bytes});
-  scalar({"gpu_memory_used_bytes", kGauge, "Allocated device memory in bytes.", &R::memory_used_bytes});
+  // Memory of whole GPUs, and of each MIG instance (its GPU instance's memory).
+  auto with_instances = [&](const ScalarSpec& spec, std::optional<double> MigInstanceReading::*field) {
+    scalar(spec);
+    MetricFamily* f = fams.last();
+    for (const auto& g : snap.gpus) {
+      if (!g.up || !g.reading) continue;
+      for (const auto& m : g.reading->mig_instances) {
+        if (m.*field) add_sample(*f, mig_labels(g.identity, m), *(m.*field));
+      }
+    }
+    pad_mig_labels(*f);
+  };
+  with_instances({"gpu_memory_total_bytes", kGauge, "Total device memory in bytes (of the GPU, or of a MIG instance).",
+                  &R::memory_total_bytes},
+                 &MigInstanceReading::memory_total_bytes);
+  with_instances({"gpu_memory_used_bytes", kGauge, "Allocated device memory in bytes (of the GPU, or of a MIG instance).",
+                  &R::memory_used_bytes},
+                 &MigInstanceReading::memory_used_bytes);
   scalar({"gpu_memory_free_bytes", kGauge, "Unallocated device memory in bytes.", &R::memory_free_bytes});
   labeled({"gpu_temperature_celsius", kGauge, "Temperature in degrees Celsius, by sensor.", "sensor",
            &R::temperature_celsius});
@@ -146,6 +191,90 @@ std::vector<MetricFamily> build_families(const Snapshot& snap) {
            "ECC memory errors since the driver was loaded (volatile counts), by severity.", "severity",
            &R::ecc_errors});
   labeled({"gpu_remapped_rows", kGauge, "Device memory rows remapped, by kind.", "kind", &R::remapped_rows});
+
+  // GPM profiling, averaged between the backend's last two samples: whole GPUs, then the MIG
+  // instances (the activity of their GPU instance).
+  using P = ProfilingReading;
+  using ProfilingField = std::optional<double> P::*;
+  struct ProfilingSpec {
+    const char* name;
+    const char* help;
+    const char* label;  // nullptr: one series per GPU
+    std::vector<std::pair<const char*, ProfilingField>> fields;
+  };
+  const ProfilingSpec profiling_specs[] = {
+      {"gpu_graphics_engine_active_ratio", "Fraction of time a compute or graphics context was active on the GPU, 0..1 (GPM).",
+       nullptr, {{"", &P::graphics_active_ratio}}},
+      {"gpu_sm_active_ratio", "Fraction of the SMs that were busy, averaged over the sample period, 0..1 (GPM).",
+       nullptr, {{"", &P::sm_active_ratio}}},
+      {"gpu_sm_occupancy_ratio", "Warps resident on the SMs as a fraction of the maximum, 0..1 (GPM).", nullptr,
+       {{"", &P::sm_occupancy_ratio}}},
+      {"gpu_tensor_active_ratio", "Fraction of time any tensor pipe was active, 0..1 (GPM).", nullptr,
+       {{"", &P::tensor_active_ratio}}},
+      {"gpu_dram_active_ratio", "Device memory bandwidth used as a fraction of the peak, 0..1 (GPM).", nullptr,
+       {{"", &P::dram_active_ratio}}},
+      {"gpu_pipe_active_ratio", "Fraction of time a floating-point pipe was active, by pipe, 0..1 (GPM).", "pipe",
+       {{"fp64", &P::fp64_active_ratio}, {"fp32", &P::fp32_active_ratio}, {"fp16", &P::fp16_active_ratio}}},
+      {"gpu_pcie_throughput_bytes_per_second", "PCIe throughput in bytes per second, by direction (GPM).",
+       "direction", {{"transmit", &P::pcie_transmit_bytes_per_second}, {"receive", &P::pcie_receive_bytes_per_second}}},
+      {"gpu_nvlink_throughput_bytes_per_second",
+       "NVLink throughput over all links in bytes per second, by direction (GPM).", "direction",
+       {{"transmit", &P::nvlink_transmit_bytes_per_second}, {"receive", &P::nvlink_receive_bytes_per_second}}},
+  };
+  for (const ProfilingSpec& spec : profiling_specs) {
+    auto& f = fams.add(spec.name, kGauge, spec.help);
+    auto add = [&](const Labels& base, const ProfilingReading& p) {
+      for (const auto& [value, field] : spec.fields) {
+        if (!(p.*field)) continue;
+        add_sample(f, spec.label == nullptr ? base : with(base, spec.label, value), *(p.*field));
+      }
+    };
+    for (const auto& g : snap.gpus) {
+      if (!g.up || !g.reading) continue;
+      if (g.reading->profiling) add(device_labels(g.identity), *g.reading->profiling);
+      for (const auto& m : g.reading->mig_instances) {
+        if (m.profiling) add(mig_labels(g.identity, m), *m.profiling);
+      }
+    }
+    pad_mig_labels(f);
+  }
+
+  // NVLink, per link.
+  auto& nvlink_up = fams.add("gpu_nvlink_up", kGauge, "1 if the NVLink is active, 0 otherwise.");
+  auto& nvlink_speed =
+      fams.add("gpu_nvlink_speed_bytes_per_second", kGauge, "Speed of the NVLink in bytes per second.");
+  auto& nvlink_tx = fams.add("gpu_nvlink_transmit_bytes_total", kCounter,
+                             "Data bytes transmitted over the NVLink since the driver was loaded.");
+  auto& nvlink_rx = fams.add("gpu_nvlink_receive_bytes_total", kCounter,
+                             "Data bytes received over the NVLink since the driver was loaded.");
+  auto& nvlink_errors = fams.add("gpu_nvlink_errors_total", kCounter,
+                                 "NVLink errors since the driver was loaded, by type (replay, recovery, crc).");
+  for (const auto& g : snap.gpus) {
+    if (!g.up || !g.reading) continue;
+    for (const auto& l : g.reading->nvlinks) {
+      const Labels base = with(device_labels(g.identity), "link", std::to_string(l.link));
+      if (l.active) add_sample(nvlink_up, base, *l.active ? 1 : 0);
+      if (l.speed_bytes_per_second) add_sample(nvlink_speed, base, *l.speed_bytes_per_second);
+      if (l.transmit_bytes) add_sample(nvlink_tx, base, *l.transmit_bytes);
+      if (l.receive_bytes) add_sample(nvlink_rx, base, *l.receive_bytes);
+      for (const auto& e : l.errors) add_sample(nvlink_errors, with(base, "type", e.label), e.value);
+    }
+  }
+
+  // MIG: the mode, the GPU's slices and each instance's share of them.
+  auto& mig_enabled = fams.add("gpu_mig_enabled", kGauge, "1 if MIG mode is enabled on the GPU, 0 otherwise.");
+  auto& mig_slices = fams.add("gpu_mig_slices", kGauge, "Slices of the whole GPU in MIG mode (7 on A100 and H100).");
+  auto& instance_slices = fams.add("gpu_mig_instance_slices", kGauge,
+                                   "Slices of the GPU held by the MIG instance's GPU instance.");
+  for (const auto& g : snap.gpus) {
+    if (!g.up || !g.reading) continue;
+    const DeviceReading& r = *g.reading;
+    if (r.mig_enabled) add_sample(mig_enabled, device_labels(g.identity), *r.mig_enabled ? 1 : 0);
+    if (r.mig_slices) add_sample(mig_slices, device_labels(g.identity), *r.mig_slices);
+    for (const auto& m : r.mig_instances) {
+      if (m.slices > 0) add_sample(instance_slices, mig_labels(g.identity, m), m.slices);
+    }
+  }
 
   auto& xid = fams.add("gpu_xid_errors_total", kCounter,
                        "Xid error events reported by the driver since the agent started, by Xid code.");

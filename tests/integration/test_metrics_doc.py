@@ -18,6 +18,17 @@ CONDITIONAL = {
     "gpu_pcie_receive_bytes_total": "the byte-count fields exist from R555; this node runs R550",
     "gpumeter_backend_call_errors_total": "no call fails on these GPUs",
     "gpumeter_backend_dropped_records_total": "no per-process record is insane",
+    # The simulator serves no GPM, NVLink or MIG instances yet (its GPUs answer MIG disabled).
+    **{name: "no GPM, NVLink or MIG on this node" for name in (
+        "gpu_graphics_engine_active_ratio", "gpu_sm_active_ratio", "gpu_sm_occupancy_ratio",
+        "gpu_tensor_active_ratio", "gpu_dram_active_ratio", "gpu_pipe_active_ratio",
+        "gpu_pcie_throughput_bytes_per_second", "gpu_nvlink_throughput_bytes_per_second", "gpu_nvlink_up",
+        "gpu_nvlink_speed_bytes_per_second", "gpu_nvlink_transmit_bytes_total", "gpu_nvlink_receive_bytes_total",
+        "gpu_nvlink_errors_total", "gpu_mig_slices", "gpu_mig_instance_slices",
+        "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_PROF_SM_OCCUPANCY",
+        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "DCGM_FI_PROF_DRAM_ACTIVE", "DCGM_FI_PROF_PIPE_FP64_ACTIVE",
+        "DCGM_FI_PROF_PIPE_FP32_ACTIVE", "DCGM_FI_PROF_PIPE_FP16_ACTIVE", "DCGM_FI_PROF_PCIE_TX_BYTES",
+        "DCGM_FI_PROF_PCIE_RX_BYTES", "DCGM_FI_PROF_NVLINK_TX_BYTES", "DCGM_FI_PROF_NVLINK_RX_BYTES")},
     "DCGM_FI_DEV_FAN_SPEED": "the simulated H100s are fanless",
     "nvidia_smi_fan_speed_ratio": "the simulated H100s are fanless",
 }

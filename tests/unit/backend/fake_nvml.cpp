@@ -12,10 +12,41 @@ Script* g_script = new Script();  // never freed: functions may run on threads a
 // Every script made, kept reachable (so not a leak) for the same reason.
 std::vector<Script*>* g_old_scripts = new std::vector<Script*>();
 int g_handles[kMaxGpus];
+int g_mig_handles[kMaxGpus][kMaxMigSlots];
+int g_gpu_instances[kMaxGpus][32];
 int g_sets[64];
 int g_set_count = 0;
 
-unsigned index_of(nvmlDevice_t h) { return static_cast<unsigned>(reinterpret_cast<int*>(h) - g_handles); }
+bool is_mig(nvmlDevice_t h) {
+  auto* p = reinterpret_cast<int*>(h);
+  return p >= &g_mig_handles[0][0] && p < &g_mig_handles[0][0] + kMaxGpus * kMaxMigSlots;
+}
+unsigned mig_slot(nvmlDevice_t h) {
+  return static_cast<unsigned>(reinterpret_cast<int*>(h) - &g_mig_handles[0][0]) % kMaxMigSlots;
+}
+// The GPU of a device or MIG device handle.
+unsigned index_of(nvmlDevice_t h) {
+  if (is_mig(h)) return static_cast<unsigned>(reinterpret_cast<int*>(h) - &g_mig_handles[0][0]) / kMaxMigSlots;
+  return static_cast<unsigned>(reinterpret_cast<int*>(h) - g_handles);
+}
+// The MIG device a MIG handle stands for; null when the slot is empty now.
+const FakeMig* mig_of(nvmlDevice_t h) {
+  if (!is_mig(h)) return nullptr;
+  const auto& slots = g_script->mig[index_of(h)];
+  const unsigned slot = mig_slot(h);
+  return slot < slots.size() && slots[slot] ? &*slots[slot] : nullptr;
+}
+bool mig_enabled(nvmlDevice_t h) {
+  return !is_mig(h) && g_script->mig_capable[index_of(h)] && g_script->mig_mode[index_of(h)] == NVML_DEVICE_MIG_ENABLE;
+}
+
+// A GPM sample: which target it was taken of, and its number among that target's samples.
+struct FakeGpmSample {
+  unsigned gpu = kWholeGpu;
+  unsigned gpu_instance = kWholeGpu;
+  int number = -1;
+};
+std::map<std::pair<unsigned, unsigned>, int> g_gpm_taken;  // samples taken per target
 
 // The scripted answer of a device call; counts the call and blocks where the script says so.
 nvmlReturn_t answer(const char* name, nvmlDevice_t h) {
@@ -73,17 +104,32 @@ nvmlReturn_t HandleByIndex(unsigned i, nvmlDevice_t* h) {
 }
 nvmlReturn_t Uuid(nvmlDevice_t h, char* buf, unsigned size) {
   if (nvmlReturn_t rc = answer("nvmlDeviceGetUUID", h)) return rc;
+  if (is_mig(h)) {
+    const FakeMig* m = mig_of(h);
+    if (m == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    std::snprintf(buf, size, "%s", m->uuid.c_str());
+    return NVML_SUCCESS;
+  }
   std::snprintf(buf, size, "GPU-fake-%u", index_of(h));
   return NVML_SUCCESS;
 }
 nvmlReturn_t Utilization(nvmlDevice_t h, nvmlUtilization_t* u) {
   if (nvmlReturn_t rc = answer("nvmlDeviceGetUtilizationRates", h)) return rc;
+  if (mig_enabled(h)) return NVML_ERROR_NOT_SUPPORTED;  // [H] nvmlDeviceGetUtilizationRates
   u->gpu = 40;
   u->memory = 10;
   return NVML_SUCCESS;
 }
 nvmlReturn_t MemoryV2(nvmlDevice_t h, nvmlMemory_v2_t* m) {
   if (nvmlReturn_t rc = answer("nvmlDeviceGetMemoryInfo_v2", h)) return rc;
+  if (is_mig(h)) {
+    const FakeMig* mig = mig_of(h);
+    if (mig == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    m->total = mig->memory_total;
+    m->used = mig->memory_used;
+    m->free = mig->memory_total - mig->memory_used;
+    return NVML_SUCCESS;
+  }
   m->total = 1000;
   m->used = 100;
   m->free = 900;
@@ -121,7 +167,8 @@ nvmlReturn_t FanSpeed(nvmlDevice_t h, unsigned* pct) {
 }
 nvmlReturn_t ComputeProcesses(nvmlDevice_t h, unsigned* count, void* buf) {
   if (nvmlReturn_t rc = answer("nvmlDeviceGetComputeRunningProcesses_v3", h)) return rc;
-  const auto& procs = g_script->processes[index_of(h)];
+  if (is_mig(h) && mig_of(h) == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  const auto& procs = is_mig(h) ? mig_of(h)->processes : g_script->processes[index_of(h)];
   if (buf == nullptr || *count < procs.size()) {
     bool empty = procs.empty();
     *count = static_cast<unsigned>(procs.size());
@@ -140,6 +187,7 @@ nvmlReturn_t ComputeProcesses(nvmlDevice_t h, unsigned* count, void* buf) {
 nvmlReturn_t Samples(nvmlDevice_t h, unsigned type, unsigned long long since, unsigned* value_type, unsigned* count,
                      nvmlSample_t* buf) {
   if (nvmlReturn_t rc = answer("nvmlDeviceGetSamples", h)) return rc;
+  if (mig_enabled(h) && type == NVML_GPU_UTILIZATION_SAMPLES) return NVML_ERROR_NOT_SUPPORTED;  // [H]
   if (type != NVML_GPU_UTILIZATION_SAMPLES) return NVML_ERROR_NOT_FOUND;
   std::vector<nvmlSample_t> newer;
   for (const auto& smp : g_script->utilization_samples[index_of(h)]) {
@@ -161,6 +209,7 @@ nvmlReturn_t Samples(nvmlDevice_t h, unsigned type, unsigned long long since, un
 nvmlReturn_t ProcessUtilization(nvmlDevice_t h, nvmlProcessUtilizationSample_t* buf, unsigned* count,
                                 unsigned long long since) {
   if (nvmlReturn_t rc = answer("nvmlDeviceGetProcessUtilization", h)) return rc;
+  if (mig_enabled(h)) return NVML_ERROR_NOT_SUPPORTED;  // [H] nvmlDeviceGetProcessUtilization
   const auto& recs = g_script->process_samples[index_of(h)];
   if (recs.empty()) return NVML_ERROR_NOT_FOUND;
   if (buf == nullptr || *count < g_script->capacity) {
@@ -193,6 +242,211 @@ nvmlReturn_t ProcessesUtilizationInfo(nvmlDevice_t h, nvmlProcessesUtilizationIn
   info->processSamplesCount = static_cast<unsigned>(recs.size());
   return NVML_SUCCESS;
 }
+nvmlReturn_t FieldValues(nvmlDevice_t h, int count, nvmlFieldValue_t* values) {
+  if (nvmlReturn_t rc = answer("nvmlDeviceGetFieldValues", h)) return rc;
+  const Script& s = *g_script;
+  const auto& links = s.links[index_of(h)];
+  for (int i = 0; i < count; ++i) {
+    nvmlFieldValue_t& f = values[i];
+    f.nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+    if (auto it = s.field_rc.find({f.fieldId, f.scopeId}); it != s.field_rc.end()) {
+      f.nvmlReturn = it->second;
+      continue;
+    }
+    auto set = [&f](unsigned long long v) {
+      f.nvmlReturn = NVML_SUCCESS;
+      f.valueType = NVML_VALUE_TYPE_UNSIGNED_LONG_LONG;
+      f.value.ullVal = v;
+    };
+    if (f.fieldId == NVML_FI_DEV_NVLINK_LINK_COUNT) {
+      if (!links.empty()) {
+        f.nvmlReturn = NVML_SUCCESS;
+        f.valueType = NVML_VALUE_TYPE_UNSIGNED_INT;
+        f.value.uiVal = static_cast<unsigned>(links.size());
+      }
+      continue;
+    }
+    if (f.scopeId >= links.size()) continue;
+    const FakeLink& l = links[f.scopeId];
+    switch (f.fieldId) {
+      case NVML_FI_DEV_NVLINK_GET_STATE:
+        f.nvmlReturn = NVML_SUCCESS;
+        f.valueType = NVML_VALUE_TYPE_UNSIGNED_INT;
+        f.value.uiVal = l.state;
+        break;
+      case NVML_FI_DEV_NVLINK_GET_SPEED:
+        f.nvmlReturn = NVML_SUCCESS;
+        f.valueType = NVML_VALUE_TYPE_UNSIGNED_INT;
+        f.value.uiVal = l.speed_mbps;
+        break;
+      case NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX: set(l.tx_kib); break;
+      case NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX: set(l.rx_kib); break;
+      case NVML_FI_DEV_NVLINK_ERROR_DL_REPLAY: set(l.replay); break;
+      case NVML_FI_DEV_NVLINK_ERROR_DL_RECOVERY: set(l.recovery); break;
+      case NVML_FI_DEV_NVLINK_ERROR_DL_CRC: set(l.crc); break;
+      default: break;
+    }
+  }
+  return NVML_SUCCESS;
+}
+
+// ---- GPM ----
+nvmlReturn_t GpmQueryDeviceSupport(nvmlDevice_t h, nvmlGpmSupport_t* support) {
+  if (nvmlReturn_t rc = answer("nvmlGpmQueryDeviceSupport", h)) return rc;
+  if (support->version != NVML_GPM_SUPPORT_VERSION) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+  support->isSupportedDevice = g_script->gpm_supported[index_of(h)] ? 1 : 0;
+  return NVML_SUCCESS;
+}
+nvmlReturn_t GpmSampleAlloc(nvmlGpmSample_t* smp) {
+  if (nvmlReturn_t rc = answer("nvmlGpmSampleAlloc", nullptr)) return rc;
+  ++g_script->gpm_allocated;
+  *smp = reinterpret_cast<nvmlGpmSample_t>(new FakeGpmSample());
+  return NVML_SUCCESS;
+}
+nvmlReturn_t GpmSampleFree(nvmlGpmSample_t smp) {
+  ++g_script->gpm_freed;
+  delete reinterpret_cast<FakeGpmSample*>(smp);
+  return NVML_SUCCESS;
+}
+nvmlReturn_t take_sample(unsigned gpu, unsigned gi, nvmlGpmSample_t smp) {
+  if (!g_script->gpm_supported[gpu]) return NVML_ERROR_NOT_SUPPORTED;
+  auto* f = reinterpret_cast<FakeGpmSample*>(smp);
+  f->gpu = gpu;
+  f->gpu_instance = gi;
+  f->number = g_gpm_taken[{gpu, gi}]++;
+  return NVML_SUCCESS;
+}
+nvmlReturn_t GpmSampleGet(nvmlDevice_t h, nvmlGpmSample_t smp) {
+  if (nvmlReturn_t rc = answer("nvmlGpmSampleGet", h)) return rc;
+  if (is_mig(h)) {
+    const FakeMig* m = mig_of(h);
+    if (m == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    return take_sample(index_of(h), m->gpu_instance, smp);
+  }
+  return take_sample(index_of(h), kWholeGpu, smp);
+}
+nvmlReturn_t GpmMigSampleGet(nvmlDevice_t h, unsigned gi, nvmlGpmSample_t smp) {
+  if (nvmlReturn_t rc = answer("nvmlGpmMigSampleGet", h)) return rc;
+  bool exists = false;
+  for (const auto& m : g_script->mig[index_of(h)]) exists = exists || (m && m->gpu_instance == gi);
+  if (!exists) return NVML_ERROR_NOT_FOUND;
+  return take_sample(index_of(h), gi, smp);
+}
+// Two samples of different targets, or one taken before the other, cannot give a rate: an
+// assumption (the header says only that the user "calls nvmlGpmSampleGet() API twice").
+nvmlReturn_t GpmMetricsGet(nvmlGpmMetricsGet_t* get) {
+  if (nvmlReturn_t rc = answer("nvmlGpmMetricsGet", nullptr)) return rc;
+  if (get->version != NVML_GPM_METRICS_GET_VERSION) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+  const auto* a = reinterpret_cast<const FakeGpmSample*>(get->sample1);
+  const auto* b = reinterpret_cast<const FakeGpmSample*>(get->sample2);
+  if (a == nullptr || b == nullptr || a->number < 0 || b->number <= a->number || a->gpu != b->gpu ||
+      a->gpu_instance != b->gpu_instance) {
+    return NVML_ERROR_INVALID_ARGUMENT;
+  }
+  g_script->metrics_calls.push_back({a->gpu, a->gpu_instance, a->number, b->number});
+  const auto& values = g_script->gpm_values[{a->gpu, a->gpu_instance}];
+  for (unsigned i = 0; i < get->numMetrics && i < GPUMETER_NVML_GPM_METRIC_MAX; ++i) {
+    nvmlGpmMetric_t& m = get->metrics[i];
+    auto rc = g_script->gpm_metric_rc.find(m.metricId);
+    auto v = values.find(m.metricId);
+    if (rc != g_script->gpm_metric_rc.end()) {
+      m.nvmlReturn = rc->second;
+    } else if (v == values.end()) {
+      m.nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+    } else {
+      m.nvmlReturn = NVML_SUCCESS;
+      m.value = v->second;
+    }
+  }
+  return NVML_SUCCESS;
+}
+
+// ---- MIG ----
+nvmlReturn_t MigMode(nvmlDevice_t h, unsigned* current, unsigned* pending) {
+  if (nvmlReturn_t rc = answer("nvmlDeviceGetMigMode", h)) return rc;
+  if (!g_script->mig_capable[index_of(h)]) return NVML_ERROR_NOT_SUPPORTED;
+  *current = *pending = g_script->mig_mode[index_of(h)];
+  return NVML_SUCCESS;
+}
+nvmlReturn_t MaxMigDeviceCount(nvmlDevice_t h, unsigned* count) {
+  if (nvmlReturn_t rc = answer("nvmlDeviceGetMaxMigDeviceCount", h)) return rc;
+  *count = mig_enabled(h) ? static_cast<unsigned>(g_script->mig[index_of(h)].size()) : 0;  // [H]: zero otherwise
+  return NVML_SUCCESS;
+}
+nvmlReturn_t MigDeviceHandleByIndex(nvmlDevice_t h, unsigned i, nvmlDevice_t* out) {
+  if (nvmlReturn_t rc = answer("nvmlDeviceGetMigDeviceHandleByIndex", h)) return rc;
+  if (!mig_enabled(h)) return NVML_ERROR_NOT_SUPPORTED;
+  const auto& slots = g_script->mig[index_of(h)];
+  if (i >= slots.size() || i >= kMaxMigSlots) return NVML_ERROR_INVALID_ARGUMENT;
+  if (!slots[i]) return NVML_ERROR_NOT_FOUND;
+  *out = reinterpret_cast<nvmlDevice_t>(&g_mig_handles[index_of(h)][i]);
+  return NVML_SUCCESS;
+}
+nvmlReturn_t GpuInstanceId(nvmlDevice_t h, unsigned* id) {
+  if (nvmlReturn_t rc = answer("nvmlDeviceGetGpuInstanceId", h)) return rc;
+  const FakeMig* m = mig_of(h);
+  if (m == nullptr) return is_mig(h) ? NVML_ERROR_INVALID_ARGUMENT : NVML_ERROR_NOT_SUPPORTED;
+  *id = m->gpu_instance;
+  return NVML_SUCCESS;
+}
+nvmlReturn_t ComputeInstanceId(nvmlDevice_t h, unsigned* id) {
+  if (nvmlReturn_t rc = answer("nvmlDeviceGetComputeInstanceId", h)) return rc;
+  const FakeMig* m = mig_of(h);
+  if (m == nullptr) return is_mig(h) ? NVML_ERROR_INVALID_ARGUMENT : NVML_ERROR_NOT_SUPPORTED;
+  *id = m->compute_instance;
+  return NVML_SUCCESS;
+}
+nvmlReturn_t Attributes(nvmlDevice_t h, nvmlDeviceAttributes_t* a) {
+  if (nvmlReturn_t rc = answer("nvmlDeviceGetAttributes_v2", h)) return rc;
+  const FakeMig* m = mig_of(h);
+  if (m == nullptr) return NVML_ERROR_NOT_SUPPORTED;
+  *a = {};
+  a->gpuInstanceSliceCount = m->gi_slices;
+  a->computeInstanceSliceCount = m->ci_slices;
+  a->memorySizeMB = m->memory_total / (1024 * 1024);
+  return NVML_SUCCESS;
+}
+nvmlReturn_t GpuInstanceProfileInfoV(nvmlDevice_t h, unsigned profile, nvmlGpuInstanceProfileInfo_v2_t* info) {
+  if (nvmlReturn_t rc = answer("nvmlDeviceGetGpuInstanceProfileInfoV", h)) return rc;
+  if (info->version != nvmlGpuInstanceProfileInfo_v2) return NVML_ERROR_INVALID_ARGUMENT;  // [H]
+  if (!mig_enabled(h)) return NVML_ERROR_NOT_SUPPORTED;
+  for (const auto& p : g_script->profiles) {
+    if (p.profile != profile) continue;
+    info->id = p.id;
+    info->sliceCount = p.slices;
+    info->memorySizeMB = p.memory_mb;
+    std::snprintf(info->name, sizeof info->name, "%s", p.name.c_str());
+    return NVML_SUCCESS;
+  }
+  return NVML_ERROR_NOT_SUPPORTED;  // [H]: "profile isn't supported"
+}
+nvmlReturn_t GpuInstanceById(nvmlDevice_t h, unsigned id, nvmlGpuInstance_t* gi) {
+  if (nvmlReturn_t rc = answer("nvmlDeviceGetGpuInstanceById", h)) return rc;
+  if (!mig_enabled(h) || id >= 32) return NVML_ERROR_NOT_SUPPORTED;
+  for (const auto& m : g_script->mig[index_of(h)]) {
+    if (m && m->gpu_instance == id) {
+      *gi = reinterpret_cast<nvmlGpuInstance_t>(&g_gpu_instances[index_of(h)][id]);
+      return NVML_SUCCESS;
+    }
+  }
+  return NVML_ERROR_NOT_FOUND;
+}
+nvmlReturn_t GpuInstanceGetInfo(nvmlGpuInstance_t gi, nvmlGpuInstanceInfo_t* info) {
+  if (nvmlReturn_t rc = answer("nvmlGpuInstanceGetInfo", nullptr)) return rc;
+  const auto off = static_cast<unsigned>(reinterpret_cast<int*>(gi) - &g_gpu_instances[0][0]);
+  const unsigned gpu = off / 32, id = off % 32;
+  for (const auto& m : g_script->mig[gpu]) {
+    if (m && m->gpu_instance == id) {
+      *info = {};
+      info->device = handle(gpu);
+      info->id = id;
+      info->profileId = m->profile_id;
+      return NVML_SUCCESS;
+    }
+  }
+  return NVML_ERROR_INVALID_ARGUMENT;
+}
+
 nvmlReturn_t EventSetCreate(nvmlEventSet_t* set) {
   if (nvmlReturn_t rc = answer("nvmlEventSetCreate", nullptr)) return rc;
   int id = g_set_count++;
@@ -233,9 +487,26 @@ void reset() {
   g_old_scripts->push_back(g_script);
   g_script = new Script();
   g_set_count = 0;
+  g_gpm_taken.clear();
 }
 
 nvmlDevice_t handle(unsigned gpu) { return reinterpret_cast<nvmlDevice_t>(&g_handles[gpu]); }
+nvmlDevice_t mig_handle(unsigned gpu, unsigned slot) {
+  return reinterpret_cast<nvmlDevice_t>(&g_mig_handles[gpu][slot]);
+}
+
+std::vector<FakeProfile> h100_profiles() {
+  // Profile ids as nvidia-smi mig -lgip lists them; names of the H100 80GB (NVIDIA MIG user guide).
+  return {
+      {NVML_GPU_INSTANCE_PROFILE_1_SLICE, 19, 1, 9856, "MIG 1g.10gb"},
+      {NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV1, 20, 1, 9856, "MIG 1g.10gb+me"},
+      {NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV2, 15, 1, 19968, "MIG 1g.20gb"},
+      {NVML_GPU_INSTANCE_PROFILE_2_SLICE, 14, 2, 19968, "MIG 2g.20gb"},
+      {NVML_GPU_INSTANCE_PROFILE_3_SLICE, 9, 3, 40192, "MIG 3g.40gb"},
+      {NVML_GPU_INSTANCE_PROFILE_4_SLICE, 5, 4, 40192, "MIG 4g.40gb"},
+      {NVML_GPU_INSTANCE_PROFILE_7_SLICE, 0, 7, 80512, "MIG 7g.80gb"},
+  };
+}
 int current_set() { return g_set_count - 1; }
 
 void* FakeSymbols::symbol(const char* name) const {
@@ -264,6 +535,22 @@ void* FakeSymbols::symbol(const char* name) const {
       {"nvmlDeviceGetSamples", reinterpret_cast<void*>(&Samples)},
       {"nvmlDeviceGetProcessUtilization", reinterpret_cast<void*>(&ProcessUtilization)},
       {"nvmlDeviceGetProcessesUtilizationInfo", reinterpret_cast<void*>(&ProcessesUtilizationInfo)},
+      {"nvmlDeviceGetFieldValues", reinterpret_cast<void*>(&FieldValues)},
+      {"nvmlGpmQueryDeviceSupport", reinterpret_cast<void*>(&GpmQueryDeviceSupport)},
+      {"nvmlGpmSampleAlloc", reinterpret_cast<void*>(&GpmSampleAlloc)},
+      {"nvmlGpmSampleFree", reinterpret_cast<void*>(&GpmSampleFree)},
+      {"nvmlGpmSampleGet", reinterpret_cast<void*>(&GpmSampleGet)},
+      {"nvmlGpmMigSampleGet", reinterpret_cast<void*>(&GpmMigSampleGet)},
+      {"nvmlGpmMetricsGet", reinterpret_cast<void*>(&GpmMetricsGet)},
+      {"nvmlDeviceGetMigMode", reinterpret_cast<void*>(&MigMode)},
+      {"nvmlDeviceGetMaxMigDeviceCount", reinterpret_cast<void*>(&MaxMigDeviceCount)},
+      {"nvmlDeviceGetMigDeviceHandleByIndex", reinterpret_cast<void*>(&MigDeviceHandleByIndex)},
+      {"nvmlDeviceGetGpuInstanceId", reinterpret_cast<void*>(&GpuInstanceId)},
+      {"nvmlDeviceGetComputeInstanceId", reinterpret_cast<void*>(&ComputeInstanceId)},
+      {"nvmlDeviceGetAttributes_v2", reinterpret_cast<void*>(&Attributes)},
+      {"nvmlDeviceGetGpuInstanceProfileInfoV", reinterpret_cast<void*>(&GpuInstanceProfileInfoV)},
+      {"nvmlDeviceGetGpuInstanceById", reinterpret_cast<void*>(&GpuInstanceById)},
+      {"nvmlGpuInstanceGetInfo", reinterpret_cast<void*>(&GpuInstanceGetInfo)},
       {"nvmlEventSetCreate", reinterpret_cast<void*>(&EventSetCreate)},
       {"nvmlDeviceGetSupportedEventTypes", reinterpret_cast<void*>(&SupportedEventTypes)},
       {"nvmlDeviceRegisterEvents", reinterpret_cast<void*>(&RegisterEvents)},

@@ -25,6 +25,43 @@ struct FakeProcess {
   unsigned long long memory = 0;
 };
 
+// NVLink: one link's field values (fields 164, 165, 138/139 in KiB, 161..163).
+struct FakeLink {
+  unsigned state = 1;  // NVML_FEATURE_ENABLED
+  unsigned speed_mbps = 25781;
+  unsigned long long tx_kib = 0;
+  unsigned long long rx_kib = 0;
+  unsigned long long replay = 0;
+  unsigned long long recovery = 0;
+  unsigned long long crc = 0;
+};
+
+// A GPU instance profile (nvmlDeviceGetGpuInstanceProfileInfoV), by profile enum.
+struct FakeProfile {
+  unsigned profile = 0;  // NVML_GPU_INSTANCE_PROFILE_*
+  unsigned id = 0;
+  unsigned slices = 0;
+  unsigned long long memory_mb = 0;
+  std::string name;  // "MIG 3g.40gb"
+};
+
+// A MIG device (one compute instance): what its handle answers.
+struct FakeMig {
+  std::string uuid;
+  unsigned gpu_instance = 0;
+  unsigned compute_instance = 0;
+  unsigned profile_id = 0;  // of its GPU instance
+  unsigned gi_slices = 0;
+  unsigned ci_slices = 0;
+  unsigned long long memory_total = 0;
+  unsigned long long memory_used = 0;
+  std::vector<FakeProcess> processes;
+};
+
+// The target of a GPM sample: a GPU (gpu_instance kWholeGpu) or one of its GPU instances.
+constexpr unsigned kWholeGpu = ~0U;
+constexpr unsigned kMaxMigSlots = 8;
+
 struct Script {
   // Return codes: for one (call, gpu), for a call on every GPU, or for every device call.
   std::map<std::pair<std::string, unsigned>, nvmlReturn_t> gpu_rc;
@@ -57,6 +94,29 @@ struct Script {
   int inits = 0;
   int shutdowns = 0;
 
+  // GPM. Samples are numbered per target in the order they were taken; nvmlGpmMetricsGet
+  // answers gpm_values[target] (percent or MiB/s), and records which samples it was given.
+  bool gpm_supported[kMaxGpus] = {};
+  std::map<std::pair<unsigned, unsigned>, std::map<unsigned, double>> gpm_values;  // (gpu, gi) -> metric -> value
+  std::map<unsigned, nvmlReturn_t> gpm_metric_rc;  // metric -> its own status
+  struct MetricsCall {
+    unsigned gpu, gpu_instance;
+    int first, second;  // sample numbers
+  };
+  std::vector<MetricsCall> metrics_calls;
+  int gpm_allocated = 0;
+  int gpm_freed = 0;
+
+  // NVLink and field values. A field not scripted answers its own NOT_SUPPORTED.
+  std::vector<FakeLink> links[kMaxGpus];
+  std::map<std::pair<unsigned, unsigned>, nvmlReturn_t> field_rc;  // (field id, scope) -> status
+
+  // MIG: mode, the profiles of a MIG-capable GPU and the MIG device slots (empty: NOT_FOUND).
+  bool mig_capable[kMaxGpus] = {};
+  unsigned mig_mode[kMaxGpus] = {};
+  std::vector<FakeProfile> profiles;
+  std::vector<std::optional<FakeMig>> mig[kMaxGpus];
+
   // A call that blocks until released (a hung driver call).
   std::string block_call;
   std::mutex block_mu;
@@ -68,6 +128,9 @@ struct Script {
 Script& script();
 void reset();
 nvmlDevice_t handle(unsigned gpu);
+nvmlDevice_t mig_handle(unsigned gpu, unsigned slot);
+// The A100/H100 profiles as NVIDIA's MIG user guide lists them for an H100 80GB.
+std::vector<FakeProfile> h100_profiles();
 int current_set();  // id of the newest event set
 
 // The fake's symbol table, minus `hidden`.

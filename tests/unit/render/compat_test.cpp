@@ -94,12 +94,12 @@ TEST(dcgm_counters, TheDefaultListsUnservedFieldsWithoutFailing) {
   EXPECT_EQ(fields, (std::vector<std::string>{
                         "DCGM_FI_DEV_ENC_UTIL", "DCGM_FI_DEV_DEC_UTIL", "DCGM_FI_DEV_XID_ERRORS",
                         "DCGM_FI_DEV_FB_RESERVED", "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
-                        "DCGM_FI_DEV_VGPU_LICENSE_STATUS", "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
-                        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "DCGM_FI_PROF_DRAM_ACTIVE", "DCGM_FI_PROF_PCIE_TX_BYTES",
-                        "DCGM_FI_PROF_PCIE_RX_BYTES"}));
-  EXPECT_NE(std::find(unserved.begin(), unserved.end(),
-                      "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE (a profiling metric; profiling is not supported yet)"),
-            unserved.end());
+                        "DCGM_FI_DEV_VGPU_LICENSE_STATUS"}));
+  // The profiling fields of the default file are served; one gpumeter does not read is not.
+  auto prof = parse_dcgm_counters("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE, gauge, t\nDCGM_FI_PROF_PIPE_INT_ACTIVE, gauge, i\n", "f");
+  ASSERT_TRUE(prof.ok());
+  EXPECT_EQ(unserved_dcgm_fields(*prof),
+            (std::vector<std::string>{"DCGM_FI_PROF_PIPE_INT_ACTIVE (a profiling metric gpumeter does not read)"}));
   auto wrong_kind = parse_dcgm_counters("DCGM_FI_DEV_GPU_UTIL, label, x\nDCGM_FI_DRIVER_VERSION, gauge, y\n", "f");
   ASSERT_TRUE(wrong_kind.ok());
   EXPECT_EQ(unserved_dcgm_fields(*wrong_kind),
@@ -269,6 +269,56 @@ TEST(compat, ForeignCounterKeepsItsNameInOpenMetrics) {
   EXPECT_NE(om.find("\nDCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{gpu=\"0\"} 5\n"), std::string::npos) << om;
   const std::string text = render({f}, ExpositionFormat::kText004);
   EXPECT_NE(text.find("# TYPE DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION counter\n"), std::string::npos) << text;
+}
+
+TEST(compat_dcgm_exporter, ProfilingFieldsAndMigInstancesWithTheirGpuInstanceLabels) {
+  auto o = options({CompatSet::kDcgmExporter});
+  auto fams = build_compat_families(testing::mig_fixture_snapshot(), o);
+  const MetricFamily* tensor = find(fams, "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE");
+  ASSERT_NE(tensor, nullptr);
+  // GPU 0 is a MIG parent without profiling of its own: one series per GPU instance (three, the
+  // two compute instances of GPU instance 2 share one), then GPU 1 as a whole.
+  ASSERT_EQ(tensor->samples.size(), 4u);
+  EXPECT_EQ(names(tensor->samples[0].labels),
+            (std::vector<std::string>{"gpu", "UUID", "pci_bus_id", "device", "modelName", "GPU_I_PROFILE", "GPU_I_ID",
+                                      "Hostname", "DCGM_FI_DRIVER_VERSION"}));
+  EXPECT_EQ(label(tensor->samples[0].labels, "GPU_I_PROFILE"), "3g.40gb");
+  EXPECT_EQ(label(tensor->samples[0].labels, "GPU_I_ID"), "1");
+  EXPECT_DOUBLE_EQ(tensor->samples[0].value, 0.5);  // a ratio, as DCGM's
+  EXPECT_EQ(label(tensor->samples[2].labels, "GPU_I_PROFILE"), "3g.40gb") << "the GPU instance's profile";
+  EXPECT_EQ(label(tensor->samples[2].labels, "GPU_I_ID"), "2");
+  EXPECT_EQ(label(tensor->samples[3].labels, "gpu"), "1");
+  EXPECT_EQ(label(tensor->samples[3].labels, "GPU_I_ID"), "<absent>");
+  EXPECT_DOUBLE_EQ(tensor->samples[3].value, 0.625);
+  // Framebuffer per instance, in MiB; the parent's own series keeps the whole GPU's.
+  const MetricFamily* used = find(fams, "DCGM_FI_DEV_FB_USED");
+  ASSERT_NE(used, nullptr);
+  ASSERT_EQ(used->samples.size(), 5u);  // GPU 0, its three GPU instances, GPU 1
+  EXPECT_EQ(label(used->samples[0].labels, "GPU_I_ID"), "<absent>");
+  EXPECT_DOUBLE_EQ(used->samples[1].value, 20480);
+  EXPECT_DOUBLE_EQ(used->samples[2].value, 0);
+  // The 1.x names knew no MIG: whole GPUs only.
+  auto old = build_compat_families(testing::mig_fixture_snapshot(), options({CompatSet::kDcgmExporter1x}));
+  EXPECT_EQ(find(old, "dcgm_fb_used")->samples.size(), 2u);
+}
+
+TEST(compat_dcgm_exporter, ProfilingFieldsAreAbsentWithoutProfiling) {
+  DcgmCounters all;
+  for (const char* f : {"DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_PROF_SM_OCCUPANCY",
+                        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "DCGM_FI_PROF_DRAM_ACTIVE", "DCGM_FI_PROF_PIPE_FP64_ACTIVE",
+                        "DCGM_FI_PROF_PIPE_FP32_ACTIVE", "DCGM_FI_PROF_PIPE_FP16_ACTIVE", "DCGM_FI_PROF_PCIE_TX_BYTES",
+                        "DCGM_FI_PROF_PCIE_RX_BYTES", "DCGM_FI_PROF_NVLINK_TX_BYTES", "DCGM_FI_PROF_NVLINK_RX_BYTES"}) {
+    all.counters.push_back({f, "gauge", "h", 0});
+  }
+  EXPECT_TRUE(unserved_dcgm_fields(all).empty());
+  auto o = options({CompatSet::kDcgmExporter});
+  o.counters = all;
+  // The first fixture's GPUs have no GPM (an A100, and an H100 whose reading has none): nothing.
+  EXPECT_TRUE(build_compat_families(testing::fixture_snapshot(), o).empty());
+  auto fams = build_compat_families(testing::mig_fixture_snapshot(), o);
+  EXPECT_EQ(fams.size(), 12u);
+  EXPECT_DOUBLE_EQ(find(fams, "DCGM_FI_PROF_NVLINK_TX_BYTES")->samples.back().value, 52428800);  // bytes/s
+  EXPECT_DOUBLE_EQ(find(fams, "DCGM_FI_PROF_PIPE_FP16_ACTIVE")->samples.back().value, 0.3125);
 }
 
 }  // namespace

@@ -361,5 +361,104 @@ TEST(Families, NoLedgerFamiliesWithoutAttribution) {
   EXPECT_EQ(find(fams, "gpumeter_series_dropped_total"), nullptr);
 }
 
+// ---- GPM, NVLink and MIG ----
+
+Labels labels_of(const MetricSample& s) { return s.labels; }
+
+TEST(MigFamilies, InstancesCarryTheParentsLabelsAndWhichInstanceTheyAre) {
+  auto fams = build_families(testing::mig_fixture_snapshot());
+  const MetricFamily* used = find(fams, "gpu_memory_used_bytes");
+  ASSERT_NE(used, nullptr);
+  ASSERT_EQ(used->samples.size(), 6u);  // two GPUs, four instances
+  const MetricSample& parent = used->samples[0];
+  EXPECT_EQ(labels_of(parent), (Labels{{"gpu", "0"},
+                                       {"uuid", "GPU-6f2d9d6c-1c3e-4b7e-9a43-2b8b0f3c1a10"},
+                                       {"mig_uuid", ""},
+                                       {"gpu_instance", ""},
+                                       {"compute_instance", ""},
+                                       {"mig_profile", ""}}));
+  const MetricSample* shared = nullptr;
+  for (const auto& smp : used->samples) {
+    if (label(smp, "mig_profile") == "1c.3g.40gb") shared = &smp;
+  }
+  ASSERT_NE(shared, nullptr);
+  EXPECT_EQ(label(*shared, "gpu"), "0");
+  EXPECT_EQ(label(*shared, "uuid"), "GPU-6f2d9d6c-1c3e-4b7e-9a43-2b8b0f3c1a10");
+  EXPECT_EQ(label(*shared, "mig_uuid"), "MIG-4a5b6c7d-8e9f-5a0b-9c1d-2e3f4a5b6c7d");
+  EXPECT_EQ(label(*shared, "gpu_instance"), "2");
+  EXPECT_EQ(label(*shared, "compute_instance"), "2");
+  EXPECT_EQ(shared->value, 4294967296.0);
+}
+
+TEST(MigFamilies, WithoutInstancesTheFamiliesKeepTheirLabels) {
+  // The first fixture has no MIG instance: gpu_memory_used_bytes has only gpu and uuid.
+  auto fams = build_families(testing::fixture_snapshot());
+  for (const auto& smp : find(fams, "gpu_memory_used_bytes")->samples) {
+    EXPECT_EQ(label(smp, "mig_uuid"), "<absent>");
+  }
+  for (const char* name : {"gpu_sm_active_ratio", "gpu_nvlink_up", "gpu_mig_enabled", "gpu_mig_slices",
+                           "gpu_mig_instance_slices", "gpu_pipe_active_ratio"}) {
+    EXPECT_EQ(find(fams, name), nullptr) << name << ": no reading has it, so no family";
+  }
+}
+
+TEST(MigFamilies, ModeSlicesAndInstanceSlices) {
+  auto fams = build_families(testing::mig_fixture_snapshot());
+  EXPECT_THAT(samples_for_gpu(*find(fams, "gpu_mig_enabled"), 0), ElementsAre(Pair("", 1)));
+  EXPECT_THAT(samples_for_gpu(*find(fams, "gpu_mig_enabled"), 1), ElementsAre(Pair("", 0)));
+  EXPECT_THAT(samples_for_gpu(*find(fams, "gpu_mig_slices"), 0), ElementsAre(Pair("", 7)));
+  EXPECT_THAT(samples_for_gpu(*find(fams, "gpu_mig_instance_slices"), 0, "mig_profile"),
+              ElementsAre(Pair("3g.40gb", 3), Pair("2g.20gb", 2), Pair("2c.3g.40gb", 3), Pair("1c.3g.40gb", 3)));
+}
+
+TEST(MigFamilies, ProfilingOfWholeGpusAndOfInstances) {
+  auto fams = build_families(testing::mig_fixture_snapshot());
+  // GPU 0 is a MIG parent without a profiling reading of its own: only its instances.
+  EXPECT_THAT(samples_for_gpu(*find(fams, "gpu_sm_active_ratio"), 0, "mig_profile"),
+              ElementsAre(Pair("3g.40gb", 0.75), Pair("2g.20gb", 0), Pair("2c.3g.40gb", 0.5), Pair("1c.3g.40gb", 0.5)));
+  EXPECT_THAT(samples_for_gpu(*find(fams, "gpu_sm_active_ratio"), 1, "mig_uuid"), ElementsAre(Pair("", 0.875)));
+  EXPECT_THAT(samples_for_gpu(*find(fams, "gpu_pipe_active_ratio"), 1, "pipe"),
+              ElementsAre(Pair("fp64", 0), Pair("fp32", 0.125), Pair("fp16", 0.3125)));
+  EXPECT_THAT(samples_for_gpu(*find(fams, "gpu_pcie_throughput_bytes_per_second"), 1, "direction"),
+              ElementsAre(Pair("transmit", 1048576), Pair("receive", 2097152)));
+  // NVLink throughput only where the reading has it (GPU 1).
+  EXPECT_THAT(samples_for_gpu(*find(fams, "gpu_nvlink_throughput_bytes_per_second"), 1, "direction"),
+              ElementsAre(Pair("transmit", 52428800), Pair("receive", 41943040)));
+  EXPECT_TRUE(samples_for_gpu(*find(fams, "gpu_nvlink_throughput_bytes_per_second"), 0).empty());
+  // The family's own label comes after the MIG labels, on every sample.
+  for (const auto& smp : find(fams, "gpu_pipe_active_ratio")->samples) {
+    EXPECT_EQ(smp.labels.back().first, "pipe");
+    EXPECT_EQ(smp.labels[2].first, "mig_uuid");
+  }
+}
+
+TEST(MigFamilies, NvlinkPerLinkOnlyWhatTheLinkAnswered) {
+  auto fams = build_families(testing::mig_fixture_snapshot());
+  EXPECT_THAT(samples_for_gpu(*find(fams, "gpu_nvlink_up"), 1, "link"), ElementsAre(Pair("0", 1), Pair("1", 0)));
+  EXPECT_THAT(samples_for_gpu(*find(fams, "gpu_nvlink_speed_bytes_per_second"), 1, "link"),
+              ElementsAre(Pair("0", 26562500000.0)));
+  EXPECT_THAT(samples_for_gpu(*find(fams, "gpu_nvlink_transmit_bytes_total"), 1, "link"),
+              ElementsAre(Pair("0", 1099511627776.0), Pair("1", 0)));
+  EXPECT_THAT(samples_for_gpu(*find(fams, "gpu_nvlink_errors_total"), 1, "type"),
+              ElementsAre(Pair("replay", 0), Pair("recovery", 1), Pair("crc", 3)));
+  EXPECT_EQ(find(fams, "gpu_nvlink_errors_total")->type, MetricType::kCounter);
+}
+
+TEST(MigFamilies, NamesTypesAndLabelSetsAreConsistent) {
+  for (const auto& f : build_families(testing::mig_fixture_snapshot())) {
+    EXPECT_TRUE(valid_name(f.name)) << f.name;
+    EXPECT_EQ(f.name.ends_with("_total"), f.type == MetricType::kCounter) << f.name;
+    ASSERT_FALSE(f.samples.empty()) << f.name;
+    std::set<std::vector<std::pair<std::string, std::string>>> seen;
+    for (const auto& smp : f.samples) {
+      std::vector<std::string> keys, first;
+      for (const auto& [k, v] : smp.labels) keys.push_back(k);
+      for (const auto& [k, v] : f.samples[0].labels) first.push_back(k);
+      EXPECT_EQ(keys, first) << f.name;
+      EXPECT_TRUE(seen.insert(smp.labels).second) << "duplicate series in " << f.name;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace gpumeter

@@ -110,4 +110,87 @@ inline Snapshot fixture_snapshot() {
   return s;
 }
 
+// GPU 0: an H100 in MIG mode, split 3g + 2g + 1c.3g (two compute instances sharing GPU instance
+// 2), with GPM per GPU instance and no utilization (NVML answers NOT_SUPPORTED on a MIG parent).
+// GPU 1: an H100 without MIG, with GPM and two NVLinks, one of them down and without error counts.
+inline Snapshot mig_fixture_snapshot() {
+  Snapshot s;
+  s.taken_unix = kFixtureTakenUnix;
+  s.build = {"0.1.0", "abc1234"};
+  s.backends = {{"nvml", true, "loaded", "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1", "550.54.15"}};
+
+  auto profiling = [](double sm, double tensor) {
+    ProfilingReading p;
+    p.graphics_active_ratio = sm + 0.05;
+    p.sm_active_ratio = sm;
+    p.sm_occupancy_ratio = sm / 2;
+    p.tensor_active_ratio = tensor;
+    p.dram_active_ratio = 0.25;
+    p.fp64_active_ratio = 0;
+    p.fp32_active_ratio = 0.125;
+    p.fp16_active_ratio = tensor / 2;
+    p.pcie_transmit_bytes_per_second = 1048576;
+    p.pcie_receive_bytes_per_second = 2097152;
+    return p;
+  };
+
+  GpuSnapshot g0;
+  g0.identity = {0, "GPU-6f2d9d6c-1c3e-4b7e-9a43-2b8b0f3c1a10", "nvidia", "NVIDIA H100 80GB HBM3",
+                 "00000000:18:00.0", "550.54.15", "96.00.89.00.01", "1650123456789"};
+  g0.up = true;
+  auto r0 = std::make_shared<DeviceReading>();
+  r0->memory_total_bytes = 85520809984.0;
+  r0->memory_used_bytes = 25769803776.0;
+  r0->power_watts = 402.5;
+  r0->mig_enabled = true;
+  r0->mig_slices = 7;
+  MigInstanceReading a{"MIG-5a1e8d7c-0b3f-5c2d-8e4f-1a2b3c4d5e6f", 1, 0, "3g.40gb", 3, 42949672960.0,
+                       21474836480.0, std::nullopt, profiling(0.75, 0.5)};
+  MigInstanceReading b{"MIG-9c8b7a6d-5e4f-5a3b-9c2d-6e5f4a3b2c1d", 5, 0, "2g.20gb", 2, 21474836480.0, 0,
+                       std::nullopt, profiling(0, 0)};
+  MigInstanceReading c0{"MIG-1d2c3b4a-6f5e-5d4c-8b7a-9f8e7d6c5b4a", 2, 0, "2c.3g.40gb", 3, 42949672960.0,
+                        4294967296.0, std::nullopt, profiling(0.5, 0.25)};
+  MigInstanceReading c1{"MIG-4a5b6c7d-8e9f-5a0b-9c1d-2e3f4a5b6c7d", 2, 2, "1c.3g.40gb", 3, 42949672960.0,
+                        4294967296.0, std::nullopt, profiling(0.5, 0.25)};
+  r0->mig_instances = {a, b, c0, c1};
+  g0.reading = r0;
+  g0.collect_success = true;
+  g0.collect_duration_seconds = 0.0042;
+  g0.last_success_unix = kFixtureTakenUnix - 0.1;
+
+  GpuSnapshot g1;
+  g1.identity = {1, "GPU-0a1b2c3d-4e5f-6a7b-8c9d-0e1f2a3b4c5d", "nvidia", "NVIDIA H100 80GB HBM3",
+                 "00000000:3B:00.0", "550.54.15", "96.00.89.00.01", ""};
+  g1.up = true;
+  auto r1 = std::make_shared<DeviceReading>();
+  r1->utilization_ratio = 0.9;
+  r1->memory_total_bytes = 85520809984.0;
+  r1->memory_used_bytes = 64424509440.0;
+  r1->mig_enabled = false;
+  ProfilingReading p1 = profiling(0.875, 0.625);
+  p1.nvlink_transmit_bytes_per_second = 52428800;
+  p1.nvlink_receive_bytes_per_second = 41943040;
+  r1->profiling = p1;
+  NvlinkReading l0;
+  l0.link = 0;
+  l0.active = true;
+  l0.speed_bytes_per_second = 26562500000.0;
+  l0.transmit_bytes = 1099511627776.0;
+  l0.receive_bytes = 549755813888.0;
+  l0.errors = {{"replay", 0}, {"recovery", 1}, {"crc", 3}};
+  NvlinkReading l1;
+  l1.link = 1;
+  l1.active = false;
+  l1.transmit_bytes = 0;
+  l1.receive_bytes = 0;
+  r1->nvlinks = {l0, l1};
+  g1.reading = r1;
+  g1.collect_success = true;
+  g1.collect_duration_seconds = 0.0031;
+  g1.last_success_unix = kFixtureTakenUnix - 0.1;
+
+  s.gpus = {g0, g1};
+  return s;
+}
+
 }  // namespace gpumeter::testing

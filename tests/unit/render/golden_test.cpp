@@ -23,8 +23,8 @@ bool update_mode() {
   return v != nullptr && std::string(v) == "1";
 }
 
-std::string scrape(ExpositionFormat format) {
-  auto prepared = prepare_exposition(build_families(testing::fixture_snapshot()), testing::kFixtureTakenUnix);
+std::string scrape(ExpositionFormat format, const Snapshot& snap = testing::fixture_snapshot()) {
+  auto prepared = prepare_exposition(build_families(snap), testing::kFixtureTakenUnix);
   return make_scrape_body(*prepared, format, false, testing::kFixtureNowUnix).flatten();
 }
 
@@ -46,6 +46,14 @@ void check_golden(const std::string& name, const std::string& actual) {
 TEST(Golden, Text004) { check_golden("metrics.txt", scrape(ExpositionFormat::kText004)); }
 
 TEST(Golden, OpenMetrics100) { check_golden("metrics.om.txt", scrape(ExpositionFormat::kOpenMetrics100)); }
+
+TEST(Golden, MigAndProfilingText004) {
+  check_golden("metrics-mig.txt", scrape(ExpositionFormat::kText004, testing::mig_fixture_snapshot()));
+}
+
+TEST(Golden, MigAndProfilingOpenMetrics100) {
+  check_golden("metrics-mig.om.txt", scrape(ExpositionFormat::kOpenMetrics100, testing::mig_fixture_snapshot()));
+}
 
 }  // namespace
 }  // namespace gpumeter

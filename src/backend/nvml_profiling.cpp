@@ -1,0 +1,160 @@
+// Profiling metrics from GPU Performance Monitoring (GPM, Hopper and newer) and the NVLink field
+// values. Both are read at every full collection: GPM is activity over the time since the
+// previous collection, and the NVLink byte and error counters move all the time. Only the link
+// count, which changes with the hardware, is in the slow class (nvml_backend.cpp).
+
+#include <array>
+
+#include "backend/nvml_internal.h"
+
+namespace gpumeter {
+
+namespace {
+
+// The GPM metrics gpumeter asks for, and where each goes. Percent metrics become ratios, MiB/s
+// metrics bytes per second ([H] nvmlGpmMetricId_t: "Percentage", "MiB/sec").
+struct GpmMetricSpec {
+  unsigned id;
+  std::optional<double> ProfilingReading::*field;
+  double scale;
+};
+constexpr double kPercent = 0.01;
+constexpr double kMiB = 1024.0 * 1024.0;
+constexpr std::array<GpmMetricSpec, 12> kGpmMetricSpecs = {{
+    {NVML_GPM_METRIC_GRAPHICS_UTIL, &ProfilingReading::graphics_active_ratio, kPercent},
+    {NVML_GPM_METRIC_SM_UTIL, &ProfilingReading::sm_active_ratio, kPercent},
+    {NVML_GPM_METRIC_SM_OCCUPANCY, &ProfilingReading::sm_occupancy_ratio, kPercent},
+    {NVML_GPM_METRIC_ANY_TENSOR_UTIL, &ProfilingReading::tensor_active_ratio, kPercent},
+    {NVML_GPM_METRIC_DRAM_BW_UTIL, &ProfilingReading::dram_active_ratio, kPercent},
+    {NVML_GPM_METRIC_FP64_UTIL, &ProfilingReading::fp64_active_ratio, kPercent},
+    {NVML_GPM_METRIC_FP32_UTIL, &ProfilingReading::fp32_active_ratio, kPercent},
+    {NVML_GPM_METRIC_FP16_UTIL, &ProfilingReading::fp16_active_ratio, kPercent},
+    {NVML_GPM_METRIC_PCIE_TX_PER_SEC, &ProfilingReading::pcie_transmit_bytes_per_second, kMiB},
+    {NVML_GPM_METRIC_PCIE_RX_PER_SEC, &ProfilingReading::pcie_receive_bytes_per_second, kMiB},
+    {NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC, &ProfilingReading::nvlink_transmit_bytes_per_second, kMiB},
+    {NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC, &ProfilingReading::nvlink_receive_bytes_per_second, kMiB},
+}};
+
+std::optional<double> field_number(const nvmlFieldValue_t& f) {
+  if (f.nvmlReturn != NVML_SUCCESS) return std::nullopt;
+  switch (f.valueType) {
+    case NVML_VALUE_TYPE_DOUBLE: return f.value.dVal;
+    case NVML_VALUE_TYPE_UNSIGNED_INT: return f.value.uiVal;
+    case NVML_VALUE_TYPE_UNSIGNED_LONG: return static_cast<double>(f.value.ulVal);
+    case NVML_VALUE_TYPE_UNSIGNED_LONG_LONG: return static_cast<double>(f.value.ullVal);
+    case NVML_VALUE_TYPE_SIGNED_LONG_LONG: return static_cast<double>(f.value.sllVal);
+    case NVML_VALUE_TYPE_SIGNED_INT: return f.value.siVal;
+    case NVML_VALUE_TYPE_UNSIGNED_SHORT: return f.value.usVal;
+    default: return std::nullopt;
+  }
+}
+
+}  // namespace
+
+std::optional<ProfilingReading> NvmlBackend::gpm_step(GpmPair& p,
+                                                      const std::function<nvmlReturn_t(nvmlGpmSample_t)>& take,
+                                                      Call call, const char* call_name, NvmlCollection& c) {
+  const NvmlSymbols& s = symbols_;
+  if (p.sample[0] == nullptr || p.sample[1] == nullptr) {
+    if (!c.wanted(s.gpm_sample_alloc, kGpmSampleAlloc)) return std::nullopt;
+    for (auto& smp : p.sample) {
+      if (smp != nullptr) continue;
+      if (!c.ok(kGpmSampleAlloc, s.gpm_sample_alloc(&smp), "nvmlGpmSampleAlloc")) {
+        smp = nullptr;
+        return std::nullopt;  // the one allocated stays with the pair until it is freed
+      }
+    }
+    p.previous = -1;
+  }
+  if (!c.wanted(take, call)) return std::nullopt;
+  const int next = p.previous == 0 ? 1 : 0;
+  if (!c.ok(call, take(p.sample[next]), call_name)) {
+    p.previous = -1;  // the next sample starts a new pair
+    return std::nullopt;
+  }
+  const int previous = p.previous;
+  p.previous = next;
+  if (previous < 0) return std::nullopt;  // the first sample: nothing to compare it with yet
+  if (!c.wanted(s.gpm_metrics_get, kGpmMetrics)) return std::nullopt;
+  // 13 KiB: on the heap, not the worker's stack.
+  auto get = std::make_unique<nvmlGpmMetricsGet_t>();
+  get->version = NVML_GPM_METRICS_GET_VERSION;
+  get->numMetrics = static_cast<unsigned>(kGpmMetricSpecs.size());
+  get->sample1 = p.sample[previous];
+  get->sample2 = p.sample[next];
+  for (size_t i = 0; i < kGpmMetricSpecs.size(); ++i) get->metrics[i].metricId = kGpmMetricSpecs[i].id;
+  if (!c.ok(kGpmMetrics, s.gpm_metrics_get(get.get()), "nvmlGpmMetricsGet")) return std::nullopt;
+  ProfilingReading out;
+  for (size_t i = 0; i < kGpmMetricSpecs.size(); ++i) {
+    const nvmlGpmMetric_t& m = get->metrics[i];
+    // Each metric has its own status; a driver may answer some and not others.
+    if (m.metricId != kGpmMetricSpecs[i].id || m.nvmlReturn != NVML_SUCCESS) continue;
+    out.*(kGpmMetricSpecs[i].field) = m.value * kGpmMetricSpecs[i].scale;
+  }
+  return out;
+}
+
+void NvmlBackend::free_gpm_pair(GpmPair& p) {
+  for (auto& smp : p.sample) {
+    if (smp != nullptr && symbols_.gpm_sample_free != nullptr) symbols_.gpm_sample_free(smp);
+    smp = nullptr;
+  }
+  p.previous = -1;
+}
+
+void NvmlBackend::free_gpm_samples(Device& d) {
+  free_gpm_pair(d.gpm);
+  for (auto& [gi, m] : d.mig_gpm) free_gpm_pair(m.pair);
+  d.mig_gpm.clear();
+}
+
+void NvmlBackend::collect_gpm(Device& d, nvmlDevice_t h, NvmlCollection& c, DeviceReading& r) {
+  const NvmlSymbols& s = symbols_;
+  if (!s.has_gpm()) return;
+  if (!d.gpm_supported && c.wanted(s.gpm_query_device_support, kGpmSupport)) {
+    nvmlGpmSupport_t support{};
+    support.version = NVML_GPM_SUPPORT_VERSION;
+    const nvmlReturn_t rc = s.gpm_query_device_support(h, &support);
+    if (c.ok(kGpmSupport, rc, "nvmlGpmQueryDeviceSupport")) {
+      d.gpm_supported = support.isSupportedDevice != 0;
+    } else if (c.unsupported(kGpmSupport)) {
+      d.gpm_supported = false;
+    }  // any other error: asked again at the next collection
+  }
+  if (d.gpm_supported != true) return;
+  r.profiling = gpm_step(
+      d.gpm, [&](nvmlGpmSample_t smp) { return s.gpm_sample_get(h, smp); }, kGpmSample, "nvmlGpmSampleGet", c);
+}
+
+void NvmlBackend::collect_nvlinks(Device& d, nvmlDevice_t h, NvmlCollection& c, DeviceReading& r) {
+  const NvmlSymbols& s = symbols_;
+  // Per link one call: every field answers with its own status.
+  enum { kState, kSpeed, kTx, kRx, kReplay, kRecovery, kCrc, kFields };
+  for (unsigned link = 0; link < d.slow.nvlink_count && link < NVML_NVLINK_MAX_LINKS; ++link) {
+    if (!c.wanted(s.field_values, kNvlinkFields)) return;
+    std::array<nvmlFieldValue_t, kFields> f{};
+    f[kState].fieldId = NVML_FI_DEV_NVLINK_GET_STATE;
+    f[kSpeed].fieldId = NVML_FI_DEV_NVLINK_GET_SPEED;
+    f[kTx].fieldId = NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX;
+    f[kRx].fieldId = NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX;
+    f[kReplay].fieldId = NVML_FI_DEV_NVLINK_ERROR_DL_REPLAY;
+    f[kRecovery].fieldId = NVML_FI_DEV_NVLINK_ERROR_DL_RECOVERY;
+    f[kCrc].fieldId = NVML_FI_DEV_NVLINK_ERROR_DL_CRC;
+    for (auto& v : f) v.scopeId = link;
+    if (!c.ok(kNvlinkFields, s.field_values(h, kFields, f.data()), "nvmlDeviceGetFieldValues")) continue;
+    NvlinkReading l;
+    l.link = link;
+    if (auto v = field_number(f[kState])) l.active = *v == static_cast<double>(NVML_FEATURE_ENABLED);
+    if (auto v = field_number(f[kSpeed])) l.speed_bytes_per_second = *v * 1e6;  // MBps ([H])
+    if (auto v = field_number(f[kTx])) l.transmit_bytes = *v * 1024;           // KiB ([H])
+    if (auto v = field_number(f[kRx])) l.receive_bytes = *v * 1024;
+    for (auto [i, type] : {std::pair{kReplay, "replay"}, std::pair{kRecovery, "recovery"}, std::pair{kCrc, "crc"}}) {
+      if (auto v = field_number(f[i])) l.errors.push_back({type, *v});
+    }
+    if (l.active || l.speed_bytes_per_second || l.transmit_bytes || l.receive_bytes || !l.errors.empty()) {
+      r.nvlinks.push_back(std::move(l));
+    }
+  }
+}
+
+}  // namespace gpumeter
