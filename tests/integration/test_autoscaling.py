@@ -15,7 +15,7 @@ against a real Prometheus that scrapes the real agent on a simulated node with K
 
 Each answer must hold one series per pod (or per namespace), with the value of the simulator's
 truth (`gpumeter sim truth`) within the bounds stated where they are checked. The HPA example,
-the adapter's ConfigMap and Helm values are checked against the rules file."""
+the adapter's ConfigMap, Helm values and APIServices are checked against the rules file."""
 import json
 import os
 import re
@@ -34,6 +34,7 @@ RULES = os.path.join(AUTOSCALING, "prometheus-adapter-rules.yaml")
 CONFIGMAP = os.path.join(AUTOSCALING, "prometheus-adapter-configmap.yaml")
 HELM_VALUES = os.path.join(AUTOSCALING, "prometheus-adapter-values.yaml")
 HPA = os.path.join(AUTOSCALING, "hpa-example.yaml")
+APISERVICES = os.path.join(AUTOSCALING, "prometheus-adapter-apiservices.yaml")
 DOCS = os.path.join(SOURCE_DIR, "docs", "autoscaling.md")
 K8S_DOCS = os.path.join(SOURCE_DIR, "docs", "kubernetes.md")
 SCENARIO = os.path.join(SCENARIOS, "autoscaling.yaml")
@@ -175,6 +176,19 @@ class RulesStructure(unittest.TestCase):
         self.assertTrue(values["prometheus"]["url"].startswith("http"))
         self.assertIsInstance(values["prometheus"]["port"], int)
 
+    def test_the_apiservices_register_both_metrics_apis_with_the_adapter(self):
+        with open(APISERVICES) as f:
+            services = list(yaml.safe_load_all(f))
+        with open(CONFIGMAP) as f:
+            namespace = yaml.safe_load(f)["metadata"]["namespace"]
+        self.assertEqual(sorted(s["spec"]["group"] for s in services),
+                         ["custom.metrics.k8s.io", "external.metrics.k8s.io"])
+        for s in services:
+            self.assertEqual((s["apiVersion"], s["kind"]), ("apiregistration.k8s.io/v1", "APIService"))
+            self.assertEqual(s["metadata"]["name"], "%s.%s" % (s["spec"]["version"], s["spec"]["group"]))
+            self.assertEqual(s["spec"]["version"], "v1beta1")
+            self.assertEqual(s["spec"]["service"], {"name": "prometheus-adapter", "namespace": namespace})
+
     def test_the_hpa_example_targets_the_adapters_metrics(self):
         with open(HPA) as f:
             hpa = yaml.safe_load(f)
@@ -207,7 +221,8 @@ class RulesStructure(unittest.TestCase):
             docs = f.read()
         for name in sorted(CUSTOM | EXTERNAL) + ["prometheus-adapter-rules.yaml", "hpa-example.yaml",
                                                 "prometheus-adapter-configmap.yaml",
-                                                "prometheus-adapter-values.yaml", "test_autoscaling.py"]:
+                                                "prometheus-adapter-values.yaml", "prometheus-adapter-apiservices.yaml",
+                                                "test_autoscaling.py"]:
             self.assertIn(name, docs)
         with open(K8S_DOCS) as f:
             self.assertIn("(autoscaling.md)", f.read())
