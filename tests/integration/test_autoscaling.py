@@ -43,11 +43,12 @@ CUSTOM = {"gpu_pod_utilization_ratio", "gpu_pod_memory_used_bytes"}
 EXTERNAL = {"gpu_namespace_utilization_ratio"}
 LEAD = 3.0        # scenario time 0 is this far after the test starts
 JOBS_START = 3.0  # the scenario's jobs all start at 3 s and run to its end
-READY_AT = 25.0
+READY_AT = 25.0   # scenario seconds: over 15 s of the pods' counters in Prometheus
+MIN_SAMPLES = 10  # of each pod in the 2m window, 1 s apart
 # `gpumeter sim truth` bills time as the process policy does. Under the scheduler policy (the
 # default with the kubelet source on), a pod's allocated seconds also count the time it holds a
 # GPU without a process, here the first kubelet refresh after its start (docs/autoscaling.md).
-POLICY = "ledger:\n  allocation: process\n"   # scenario seconds: over 20 s of the pods' counters in Prometheus
+POLICY = "ledger:\n  allocation: process\n"
 # The fields queryTemplateArgs gives a metricsQuery template (pkg/naming/metrics_query.go).
 TEMPLATE_FIELDS = {"Series", "LabelMatchers", "LabelValuesByName", "GroupBy", "GroupBySlice"}
 TEMPLATE_ACTION = re.compile(r"<<\s*(.*?)\s*>>")
@@ -254,7 +255,7 @@ class AdapterQueries(AgentTestCase):
         found = prom.query('gpu_allocated_seconds_total{namespace="%s",pod="%s"}[2m]' % (ns, pod), at=at)
         self.assertEqual(len(found), 1, "%s/%s: %r" % (ns, pod, found))  # one GPU, one container
         values = found[0]["values"]
-        self.assertGreaterEqual(len(values), 10, "%s/%s: too few samples" % (ns, pod))
+        self.assertGreaterEqual(len(values), MIN_SAMPLES, "%s/%s: too few samples" % (ns, pod))
         share = sum(j["allocated_seconds"] for j in jobs) / (t_end - JOBS_START)
         return tuple(JOBS_START + float(values[i][1]) / share for i in (0, -1))
 
@@ -287,10 +288,11 @@ class AdapterQueries(AgentTestCase):
                 key = (j["kubernetes"]["namespace"], j["kubernetes"]["pod"])
                 memory[key] = memory.get(key, 0.0) + j["memory_byte_seconds"] / 10.0
 
-        # Utilization: rate() divides each counter's increase between the first and the last
-        # sample in its window by the same span (both series come from the same scrapes), so the
-        # ratio is the pod's busy over allocated seconds between the ledger times of those two
-        # samples. Those times are read from the pod's own allocated seconds: with a constant
+        # Utilization: rate() scales each counter's increase between the first and the last
+        # sample in its window by a factor of their times and the window's (extrapolation, then
+        # division by the window). A pod's two counters come from the same scrapes, so the factor
+        # is the same and the ratio is the pod's busy over allocated seconds between the ledger
+        # times of those two samples. Those times are read from the pod's own allocated seconds: with a constant
         # share of its GPU from the jobs' start, a pod has `allocated / share` seconds at scenario
         # time JOBS_START + allocated / share. The truth over that span is the expected value.
         spans = {key: self.ledger_span(prom, key, at, jobs, t_end) for key, jobs in pods.items()}
@@ -306,11 +308,14 @@ class AdapterQueries(AgentTestCase):
             return sum(span_truth[k][0] for k in keys) / sum(span_truth[k][1] for k in keys)
 
         # Bounds. A pod's span is known to within how far the ledger may place a process's start
-        # (EDGE_SECONDS, 0.2 s: one of the driver's sample periods, docs/ledger.md); on GPU 0's
-        # square wave (0.9/0.4, period 4 s) that moves the average over the ~20 s span by at most
-        # 0.5 * 0.2 * 2 / 20 = 0.005. A namespace's pods may have been first scraped a collection
-        # apart, which weighs their rates slightly differently from their increases: 0.02.
-        POD_BOUND, NAMESPACE_BOUND = 0.01, 0.02
+        # (harness.EDGE_SECONDS, 0.2 s: one of the driver's sample periods, docs/ledger.md), which
+        # shifts both ends alike; on GPU 0's square wave (0.9/0.4, period 4 s) that moves the
+        # average over a span of at least 10 s (10 samples, checked) by at most
+        # (0.9 - 0.4) * 0.2 / 10 = 0.01. Steady pods read their truth to rounding. A namespace's
+        # pods may have been first scraped a collection apart, which weighs their rates slightly
+        # differently from their increases: 0.02.
+        POD_BOUND = (0.9 - 0.4) * harness.EDGE_SECONDS / MIN_SAMPLES + 1e-9
+        NAMESPACE_BOUND = 0.02
         cfg = load_rules()
         for rule in cfg["rules"] + cfg["externalRules"]:
             name = rule["name"]["as"]
