@@ -47,7 +47,8 @@ READY_AT = 25.0   # scenario seconds: over 15 s of the pods' counters in Prometh
 MIN_SAMPLES = 10  # of each pod in the 2m window, 1 s apart
 # `gpumeter sim truth` bills time as the process policy does. Under the scheduler policy (the
 # default with the kubelet source on), a pod's allocated seconds also count the time it holds a
-# GPU without a process, here the first kubelet refresh after its start (docs/autoscaling.md).
+# GPU without a process: here from when the kubelet reports it until its process is found
+# (docs/autoscaling.md).
 POLICY = "ledger:\n  allocation: process\n"
 # The fields queryTemplateArgs gives a metricsQuery template (pkg/naming/metrics_query.go).
 TEMPLATE_FIELDS = {"Series", "LabelMatchers", "LabelValuesByName", "GroupBy", "GroupBySlice"}
