@@ -453,6 +453,15 @@ class MixedNodeDashboardQueries(DashboardQueries):
         "gpu_pcie_transmit_bytes_total": "ROCm SMI 5.2 gives PCIe traffic only as a sampled rate, not read yet",
         "gpu_remapped_rows": "NVIDIA's row remapping; AMD retires pages instead",
         "gpu_xid_errors_total": "Xid errors are NVIDIA's",
+        "gpu_sm_active_ratio": "profiling metrics come from NVML's GPM",
+        "gpu_sm_occupancy_ratio": "profiling metrics come from NVML's GPM",
+        "gpu_tensor_active_ratio": "profiling metrics come from NVML's GPM",
+        "gpu_dram_active_ratio": "profiling metrics come from NVML's GPM",
+        "gpu_pipe_active_ratio": "profiling metrics come from NVML's GPM",
+        "gpu_nvlink_transmit_bytes_total": "NVLink is NVIDIA's (AMD's Infinity Fabric links are not read)",
+        "gpu_nvlink_receive_bytes_total": "NVLink is NVIDIA's (AMD's Infinity Fabric links are not read)",
+        "gpu_nvlink_up": "NVLink is NVIDIA's (AMD's Infinity Fabric links are not read)",
+        "gpu_nvlink_errors_total": "NVLink is NVIDIA's (AMD's Infinity Fabric links are not read)",
     }
 
     def alert_rules(self, work):
