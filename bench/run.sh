@@ -11,7 +11,9 @@
 # Then measures the agent beside the exporter users write (bench/peer_bench.py: Python, ctypes
 # over NVML, prometheus_client) on the 64-process node, two alternating runs of each, and prints
 # the ratios (about ten more minutes). Then measures what --compat adds: the body in each compat
-# set and the per-snapshot render (bench/compat_bench.py, about half a minute). Then measures the
+# set and the per-snapshot render (bench/compat_bench.py, about half a minute). Then measures what
+# profiling (GPM), NVLink and MIG cost the agent on 8 simulated H100 (bench/profiling_bench.py,
+# about four minutes). Then measures the
 # agent on 8 simulated MI300X through the real ROCm SMI beside the same agent on 8 simulated H100
 # (bench/rocm_bench.py, as root, about a minute and a half).
 # Environment: BENCH_SECONDS (wrk duration per run, default 10), BENCH_CPU_SECONDS (idle CPU
@@ -28,4 +30,5 @@ cmake --build --preset default
 /usr/bin/python3 bench/report_bench.py --build build
 /usr/bin/python3 bench/peer_bench.py --build build
 /usr/bin/python3 bench/compat_bench.py --build build
+/usr/bin/python3 bench/profiling_bench.py --build build
 exec /usr/bin/python3 bench/rocm_bench.py --build build
