@@ -28,6 +28,7 @@
 #include "http/listen_address.h"
 #include "http/router.h"
 #include "http/tls_context.h"
+#include "http/web_state.h"
 #include "util/thread_name.h"
 
 namespace gpumeter {
@@ -80,41 +81,6 @@ Result<void> validate_options(const HttpServerOptions& o) {
   if (o.max_threads == 0) return Error{0, "HTTP worker thread count must be at least 1"};
   if (o.max_connections == 0) return Error{0, "HTTP connection limit must be at least 1"};
   if (auto addr = parse_listen_address(o.listen_address); !addr) return addr.error();
-  return {};
-}
-
-// What a web config turns into: built whole, then swapped in at once. A connection keeps the
-// state it was accepted with for its TLS stream (which refers to the context); each request takes
-// the current one for its authentication and headers.
-struct WebState {
-  std::unique_ptr<BasicAuth> auth;
-  std::optional<asio::ssl::context> tls;
-  std::string extra_headers;  // ready to append to every response head
-};
-
-namespace {
-
-Result<std::shared_ptr<WebState>> build_web_state(const WebConfig* web, size_t max_concurrent_bcrypt) {
-  auto state = std::make_shared<WebState>();
-  if (web == nullptr) return state;
-  if (!web->basic_auth_users.empty()) {
-    state->auth = std::make_unique<BasicAuth>(web->basic_auth_users, max_concurrent_bcrypt);
-  }
-  for (const auto& [k, v] : web->headers) state->extra_headers += k + ": " + v + "\r\n";
-  if (web->tls) {
-    state->tls.emplace(asio::ssl::context::tls_server);
-    if (auto r = configure_tls_context(state->tls->native_handle(), *web->tls); !r) {
-      return Error{0, web->path + ": " + r.error().message};
-    }
-  }
-  return state;
-}
-
-}  // namespace
-
-Result<void> check_web_config(const WebConfig& config) {
-  auto state = build_web_state(&config, 1);
-  if (!state) return state.error();
   return {};
 }
 
