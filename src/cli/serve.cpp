@@ -8,8 +8,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 
 #include "cli/agent_setup.h"
+#include "cli/config_reload.h"
 #include "cli/version.h"
 #include "collect/collector.h"
 #include "http/exposition_store.h"
@@ -82,8 +84,38 @@ void setup_serve_command(CLI::App& cmd, ServeOptions& o, int& exit_code) {
                  "dcgm-exporter counters file (its -f/--collectors format: DCGM_FIELD, type, help) choosing the "
                  "fields of --compat dcgm-exporter (default: dcgm-exporter's default counters)")
       ->check(CLI::ExistingFile);
+  cmd.add_flag("--web.enable-lifecycle", o.enable_lifecycle,
+               "Enable POST /-/reload, which reloads the configuration as SIGHUP does (without it, 403)");
+  cmd.add_option("--config.reload-interval", o.config_reload_interval,
+                 "How often --config.file and --web.config.file are checked for a change of content, which "
+                 "reloads them (a Kubernetes ConfigMap volume swaps its files); 0 turns the check off")
+      ->capture_default_str();
   cmd.callback([&o, &exit_code] { exit_code = run_serve(o); });
 }
+
+namespace {
+
+// The compat sets served, replaced by a reload; each snapshot renders with those in force when
+// it is first scraped.
+class LiveCompat {
+ public:
+  explicit LiveCompat(CompatOptions o) : options_(std::make_shared<const CompatOptions>(std::move(o))) {}
+  std::shared_ptr<const CompatOptions> get() const {
+    std::lock_guard lock(mu_);
+    return options_;
+  }
+  void set(CompatOptions o) {
+    auto next = std::make_shared<const CompatOptions>(std::move(o));
+    std::lock_guard lock(mu_);
+    options_ = std::move(next);
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::shared_ptr<const CompatOptions> options_;
+};
+
+}  // namespace
 
 int run_serve(const ServeOptions& o) {
   // glibc gives each thread that allocates an arena of its own, up to 8 per core: the agent's
@@ -99,6 +131,15 @@ int run_serve(const ServeOptions& o) {
   }
   if (interval->count() < 100 || interval->count() > 3'600'000) {
     log.error("bad flag --collect.interval", {{"err", "must be between 100ms and 1h"}});
+    return 2;
+  }
+  auto reload_interval = parse_duration(o.config_reload_interval);
+  if (!reload_interval) {
+    log.error("bad flag --config.reload-interval", {{"err", reload_interval.error().message}});
+    return 2;
+  }
+  if (reload_interval->count() != 0 && reload_interval->count() < 1000) {
+    log.error("bad flag --config.reload-interval", {{"err", "must be 0 (off) or at least 1s"}});
     return 2;
   }
   std::shared_ptr<const WebConfig> web_config;
@@ -134,6 +175,7 @@ int run_serve(const ServeOptions& o) {
   http_options.telemetry_path = o.telemetry_path;
   http_options.max_threads = o.max_requests;
   http_options.web_config = web_config;
+  http_options.enable_lifecycle = o.enable_lifecycle;
   if (auto valid = validate_options(http_options); !valid) {
     log.error("bad flag", {{"err", valid.error().message}});
     return 2;
@@ -144,6 +186,7 @@ int run_serve(const ServeOptions& o) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   log.info("starting gpumeter", {{"version", kVersion}, {"revision", kRevision}});
@@ -184,10 +227,38 @@ int run_serve(const ServeOptions& o) {
     return 2;
   }
 
-  ExpositionStore store([compat = std::move(compat).value()](const Snapshot& s) {
+  LiveCompat live_compat(std::move(compat).value());
+  // Set up before the store so that the render lambda can read its status; the server it
+  // reconfigures is bound below.
+  HttpServer* server_ptr = nullptr;
+  ConfigReloader reloader(
+      {o.config_file, o.web_config_file}, config,
+      [&](const ReloadedSettings& next) -> Result<std::function<void()>> {
+        auto next_compat = compat_options(next.config, o.compat, o.compat_collectors, log);
+        if (!next_compat) return Error{0, "compat settings: " + next_compat.error().message};
+        if (next.web) {
+          if (auto ok = check_web_config(*next.web); !ok) return ok.error();
+        }
+        return std::function<void()>([&, next, c = std::move(next_compat).value()]() mutable {
+          resolver.update_rules(next.config.project.resolver, next.config.attribution.environment);
+          live_compat.set(std::move(c));
+          if (server_ptr != nullptr) {
+            if (auto ok = server_ptr->set_web_config(next.web); !ok) {
+              log.error("cannot serve the new web config; the previous one stays", {{"err", ok.error().message}});
+            }
+          }
+        });
+      },
+      log);
+  std::shared_ptr<ReloadStatus> reload_status = reloader.status();
+
+  ExpositionStore store([&live_compat, reload_status](const Snapshot& s) {
     std::vector<MetricFamily> families = build_families(s);
-    if (compat.sets.empty()) return families;
-    std::vector<MetricFamily> more = build_compat_families(s, compat);
+    std::vector<MetricFamily> reloads = reload_families(*reload_status);
+    families.insert(families.end(), std::make_move_iterator(reloads.begin()), std::make_move_iterator(reloads.end()));
+    std::shared_ptr<const CompatOptions> compat = live_compat.get();
+    if (compat->sets.empty()) return families;
+    std::vector<MetricFamily> more = build_compat_families(s, *compat);
     families.insert(families.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
     return families;
   });
@@ -212,7 +283,9 @@ int run_serve(const ServeOptions& o) {
     if (!store.latest()) return {false, "no snapshot collected yet"};
     return {true, ""};
   };
+  http_options.reload = [&reloader]() { return reloader.reload("/-/reload"); };
   HttpServer server(store, http_options, &log);
+  server_ptr = &server;
   resolver.start();
   tracker.start();
   collector.start();
@@ -227,10 +300,12 @@ int run_serve(const ServeOptions& o) {
   }
   log.info("collecting", {{"gpus", std::to_string(nvml->device_count() + rocm->device_count())},
                           {"interval", o.collect_interval}});
+  reloader.start_watch(*reload_interval);
 
   int sig = 0;
-  sigwait(&signals, &sig);
+  while (sigwait(&signals, &sig) == 0 && sig == SIGHUP) (void)reloader.reload("SIGHUP");
   log.info("shutting down", {{"signal", sig == SIGINT ? "SIGINT" : "SIGTERM"}});
+  reloader.stop_watch();
   server.stop();
   size_t stuck = collector.stop();
   tracker.stop();  // the last checkpoint

@@ -26,6 +26,8 @@ struct ServeOptions {
   std::string collect_interval = "1s";
   std::vector<std::string> compat;
   std::string compat_collectors;
+  bool enable_lifecycle = false;
+  std::string config_reload_interval = "30s";
 };
 
 // Adds the flags to `cmd`; its callback runs the agent and stores the exit code.

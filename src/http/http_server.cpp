@@ -28,6 +28,7 @@
 #include "http/listen_address.h"
 #include "http/router.h"
 #include "http/tls_context.h"
+#include "http/web_state.h"
 #include "util/thread_name.h"
 
 namespace gpumeter {
@@ -74,7 +75,7 @@ Result<void> validate_options(const HttpServerOptions& o) {
       return Error{0, "--web.telemetry-path has a character not allowed in a URL path: \"" + p + "\""};
     }
   }
-  if (p == "/" || p == "/-/healthy" || p == "/-/ready") {
+  if (p == "/" || p == "/-/healthy" || p == "/-/ready" || p == "/-/reload") {
     return Error{0, "--web.telemetry-path \"" + p + "\" collides with a built-in endpoint"};
   }
   if (o.max_threads == 0) return Error{0, "HTTP worker thread count must be at least 1"};
@@ -102,9 +103,12 @@ struct HttpServer::Impl {
   const HttpServerOptions opt;
   Logger* const log;
   const HttpRouter router;
-  std::unique_ptr<BasicAuth> auth;
-  std::optional<asio::ssl::context> tls;
-  std::string extra_headers;  // from the web config, ready to append to every response head
+  std::mutex web_mu;
+  std::shared_ptr<WebState> web_state = std::make_shared<WebState>();  // guarded by web_mu
+  std::shared_ptr<WebState> web() {
+    std::lock_guard lock(web_mu);
+    return web_state;
+  }
 
   // Eviction order when the connection limit is reached: idle keep-alive connections first, oldest
   // first; then connections still sending their request, the slowest first. Declared before the
@@ -137,9 +141,9 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   enum class State { kHandshake, kIdle, kReading, kHandling, kWriting, kClosed };
 
   HttpConnection(HttpServer::Impl& server, tcp::socket socket)
-      : s_(server), timer_(server.ioc), buffer_(server.opt.max_header_bytes + 4096) {
-    if (server.tls) {
-      tls_.emplace(std::move(socket), *server.tls);
+      : s_(server), web_(server.web()), timer_(server.ioc), buffer_(server.opt.max_header_bytes + 4096) {
+    if (web_->tls) {
+      tls_.emplace(std::move(socket), *web_->tls);
     } else {
       plain_.emplace(std::move(socket));
     }
@@ -295,11 +299,14 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
     req->authorization = std::string(sv(msg[http::field::authorization]));
     parser_.reset();
 
+    // The web config in force now, which a reload may have replaced since this connection began.
+    std::shared_ptr<WebState> web = s_.web();
+    extra_headers_ = web->extra_headers;
     std::optional<AuthVerdict> verdict = AuthVerdict::kGranted;
-    if (s_.auth) {
-      verdict = s_.auth->check_without_bcrypt(req->authorization);
+    if (web->auth) {
+      verdict = web->auth->check_without_bcrypt(req->authorization);
       // Refused here, without a trip through the handler pool, so that guesses cannot fill the pool.
-      if (!verdict && !s_.auth->bcrypt_slot_free()) verdict = AuthVerdict::kBusy;
+      if (!verdict && !web->auth->bcrypt_slot_free()) verdict = AuthVerdict::kBusy;
     }
     state_ = State::kHandling;
     unlist();
@@ -316,9 +323,9 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
       busy.headers.emplace_back("Retry-After", "1");
       return respond(std::move(busy));
     }
-    asio::post(*s_.handlers, [self = shared_from_this(), req, verdict,
+    asio::post(*s_.handlers, [self = shared_from_this(), req, verdict, web = std::move(web),
                               work = asio::make_work_guard(s_.ioc)]() mutable {
-      const AuthVerdict v = verdict ? *verdict : self->s_.auth->check(req->authorization);
+      const AuthVerdict v = verdict ? *verdict : web->auth->check(req->authorization);
       HttpResponse res = self->s_.router.handle(*req, v);
       self->s_.handlers_busy.fetch_sub(1);
       // The reference moves to the loop: the connection must never be destroyed on this thread,
@@ -329,6 +336,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   }
 
   void reject(int status, std::string_view detail = {}) {
+    extra_headers_ = s_.web()->extra_headers;
     keep_alive_ = false;
     head_ = false;
     linger_ = true;
@@ -347,7 +355,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
     if (!res_.content_type.empty()) head_text_ += "Content-Type: " + res_.content_type + "\r\n";
     head_text_ += "Content-Length: " + std::to_string(res_.body_size()) + "\r\n";
     for (const auto& [k, v] : res_.headers) head_text_ += k + ": " + v + "\r\n";
-    head_text_ += s_.extra_headers;
+    head_text_ += extra_headers_;
     if (!keep_alive_) head_text_ += "Connection: close\r\n";
     head_text_ += "\r\n";
     std::array<asio::const_buffer, 3> out{asio::buffer(head_text_)};
@@ -394,6 +402,8 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   }
 
   HttpServer::Impl& s_;
+  std::shared_ptr<WebState> web_;  // as accepted: its TLS context outlives the stream
+  std::string extra_headers_;      // of the web config in force when the request arrived
   std::optional<tcp::socket> plain_;
   std::optional<asio::ssl::stream<tcp::socket>> tls_;
   asio::steady_timer timer_;
@@ -520,17 +530,11 @@ Result<void> HttpServer::start() {
   auto addr = parse_listen_address(m.opt.listen_address);
   if (!addr) return addr.error();
 
-  if (const WebConfig* web = m.opt.web_config.get()) {
-    if (!web->basic_auth_users.empty()) {
-      m.auth = std::make_unique<BasicAuth>(web->basic_auth_users, m.opt.max_concurrent_bcrypt);
-    }
-    for (const auto& [k, v] : web->headers) m.extra_headers += k + ": " + v + "\r\n";
-    if (web->tls) {
-      m.tls.emplace(asio::ssl::context::tls_server);
-      if (auto r = configure_tls_context(m.tls->native_handle(), *web->tls); !r) {
-        return Error{0, web->path + ": " + r.error().message};
-      }
-    }
+  auto web = build_web_state(m.opt.web_config.get(), m.opt.max_concurrent_bcrypt);
+  if (!web) return web.error();
+  {
+    std::lock_guard web_lock(m.web_mu);
+    m.web_state = std::move(web).value();
   }
   // Each connection is a file descriptor; the usual soft limit of 1024 would end accepting long
   // before max_connections. The hard limit is the operator's to set.
@@ -554,9 +558,18 @@ Result<void> HttpServer::start() {
     m.log->info("listening", {{"address", m.opt.listen_address},
                               {"port", std::to_string(*port)},
                               {"telemetry_path", m.opt.telemetry_path},
-                              {"tls", m.tls ? "true" : "false"},
-                              {"basic_auth", m.auth ? "true" : "false"}});
+                              {"tls", m.web()->tls ? "true" : "false"},
+                              {"basic_auth", m.web()->auth ? "true" : "false"}});
   }
+  return {};
+}
+
+Result<void> HttpServer::set_web_config(std::shared_ptr<const WebConfig> config) {
+  Impl& m = *impl_;
+  auto web = build_web_state(config.get(), m.opt.max_concurrent_bcrypt);
+  if (!web) return web.error();
+  std::lock_guard lock(m.web_mu);
+  m.web_state = std::move(web).value();
   return {};
 }
 

@@ -1,6 +1,6 @@
 #pragma once
 // The agent's HTTP endpoint: the telemetry path (default /metrics), the landing page "/",
-// "/-/healthy" and "/-/ready". The telemetry handler only reads the latest PreparedExposition from
+// "/-/healthy", "/-/ready" and "/-/reload". The telemetry handler only reads the latest PreparedExposition from
 // the ExpositionStore and appends the per-scrape trailer; it never renders or compresses the body.
 //
 // One event-loop thread (Boost.Beast on Asio) owns every connection, so an idle keep-alive
@@ -12,7 +12,7 @@
 // in order.
 //
 // Status codes: unknown paths 404; POST/PUT/PATCH/DELETE/OPTIONS on a known path 405 with
-// "Allow: GET, HEAD"; other methods, malformed request lines, HTTP versions other than 1.0 and 1.1,
+// "Allow: GET, HEAD" (on /-/reload, GET and the others get 405 with "Allow: POST, PUT"); other methods, malformed request lines, HTTP versions other than 1.0 and 1.1,
 // invalid percent-encoding and chunked request bodies 400; request targets over 8192 bytes 414;
 // declared bodies over max_payload_bytes 413; header blocks over max_header_bytes 431. With
 // basic_auth_users configured, every request without valid credentials gets 401 with
@@ -56,9 +56,17 @@ struct HttpServerOptions {
   // Wall clock in Unix seconds, for the snapshot age. Unset: the system clock.
   std::function<double()> clock;
   // From --web.config.file (see web_config.h): TLS, basic auth on every endpoint, extra response
-  // headers. Null: plain HTTP without authentication.
+  // headers. Null: plain HTTP without authentication. Replaced at run time by set_web_config().
   std::shared_ptr<const WebConfig> web_config;
+  // --web.enable-lifecycle: POST (or PUT) /-/reload calls `reload`; without it, 403.
+  bool enable_lifecycle = false;
+  // Reloads the configuration (run off the event loop): 200 on success, 500 with the error.
+  std::function<Result<void>()> reload;
 };
+
+// Whether `config` can be served: its TLS certificate, key and CA load and its settings are
+// accepted by OpenSSL. What start() and set_web_config() check before using it.
+Result<void> check_web_config(const WebConfig& config);
 
 // Checks the options without binding: the telemetry path, the listen address, the thread count.
 // start() runs it too; callers use it to reject bad flags before starting anything.
@@ -77,6 +85,10 @@ class HttpServer {
   Result<void> start();
   // The bound port, useful with port 0; 0 before start().
   int port() const;
+  // Serves `config` (null: plain HTTP without authentication) from now on: TLS to connections
+  // accepted from now on, basic auth and response headers to every request from now on. An error
+  // (a certificate that does not load) leaves the configuration in force unchanged.
+  Result<void> set_web_config(std::shared_ptr<const WebConfig> config);
   // Stops accepting, closes idle connections, lets responses being written finish and joins every
   // thread. Safe from any thread other than a request handler, and more than once.
   void stop();

@@ -40,6 +40,7 @@ const char* reason_phrase(int status) {
     case 200: return "OK";
     case 400: return "Bad Request";
     case 401: return "Unauthorized";
+    case 403: return "Forbidden";
     case 404: return "Not Found";
     case 405: return "Method Not Allowed";
     case 408: return "Request Timeout";
@@ -75,7 +76,8 @@ bool HttpRouter::is_api(std::string_view path) {
 }
 
 bool HttpRouter::known_path(std::string_view path) const {
-  return path == opt_.telemetry_path || path == "/" || path == kHealthyPath || path == kReadyPath || is_api(path);
+  return path == opt_.telemetry_path || path == "/" || path == kHealthyPath || path == kReadyPath ||
+         path == kReloadPath || is_api(path);
 }
 
 HttpResponse HttpRouter::handle(const HttpRequest& req, AuthVerdict verdict) const {
@@ -90,11 +92,24 @@ HttpResponse HttpRouter::handle(const HttpRequest& req, AuthVerdict verdict) con
     return r;
   }
   if (!valid_request_target(req.target)) return error_response(400, "invalid request target");
+  if (req.path() == kReloadPath) return serve_reload(req);
   if (req.method == "GET" || req.method == "HEAD") return serve_get(req);
   if (!known_path(req.path())) return error_response(404);
   HttpResponse r = error_response(405, "only GET and HEAD are served");
   r.headers.emplace_back("Allow", "GET, HEAD");
   return r;
+}
+
+// As Prometheus answers it: POST or PUT, and only with --web.enable-lifecycle.
+HttpResponse HttpRouter::serve_reload(const HttpRequest& req) const {
+  if (req.method != "POST" && req.method != "PUT") {
+    HttpResponse r = error_response(405, "use POST to reload");
+    r.headers.emplace_back("Allow", "POST, PUT");
+    return r;
+  }
+  if (!opt_.enable_lifecycle || !opt_.reload) return text(403, "Lifecycle API is not enabled.\n");
+  if (auto done = opt_.reload(); !done) return text(500, "failed to reload config: " + done.error().message + "\n");
+  return text(200, "");
 }
 
 HttpResponse HttpRouter::serve_get(const HttpRequest& req) const {

@@ -17,14 +17,19 @@ std::vector<std::string> with_hostname(std::vector<std::string> allow) {
   return allow;
 }
 
+bool allows_hostname(const std::vector<std::string>& allow) {
+  return std::find(allow.begin(), allow.end(), "HOSTNAME") != allow.end();
+}
+
 }  // namespace
 
 HostOwnerResolver::HostOwnerResolver(HostOwnerResolverOptions options, Logger& log)
     : options_(std::move(options)),
       log_(log),
-      hostname_allowed_(std::find(options_.environment.begin(), options_.environment.end(), "HOSTNAME") !=
-                        options_.environment.end()),
-      cache_(ProcfsReader(options_.procfs, options_.rootfs, with_hostname(options_.environment))) {
+      rules_(std::make_shared<const ProjectResolver>(options_.rules)),
+      cache_(std::make_shared<ProcessCache>(
+          ProcfsReader(options_.procfs, options_.rootfs, with_hostname(options_.environment)))),
+      hostname_allowed_(allows_hostname(options_.environment)) {
   if (!options_.kubelet_socket.empty()) {
     auto ko = options_.kubelet;
     ko.socket_path = options_.kubelet_socket;
@@ -48,6 +53,32 @@ void HostOwnerResolver::start() {
 
 void HostOwnerResolver::stop() {
   if (kubelet_) kubelet_->stop();
+}
+
+void HostOwnerResolver::update_rules(ProjectResolver rules, std::vector<std::string> environment) {
+  auto next_rules = std::make_shared<const ProjectResolver>(std::move(rules));
+  std::shared_ptr<ProcessCache> next_cache;
+  const bool same_environment = environment == options_.environment;
+  if (!same_environment) {
+    next_cache = std::make_shared<ProcessCache>(ProcfsReader(options_.procfs, options_.rootfs, with_hostname(environment)));
+  }
+  std::lock_guard lock(mu_);
+  rules_ = std::move(next_rules);
+  if (next_cache) {
+    lookups_before_ += cache_->hits() + cache_->misses();
+    errors_before_ += cache_->errors();
+    cache_ = std::move(next_cache);
+  }
+  hostname_allowed_ = allows_hostname(environment);
+  options_.environment = std::move(environment);
+  built_.clear();
+  failed_.clear();
+  // Allocations are named again from their sources by the new rules, and their processes'
+  // projects learned again.
+  for (auto& [index, a] : allocations_) {
+    a.map = nullptr;
+    a.learned.clear();
+  }
 }
 
 std::int64_t HostOwnerResolver::wall_clock_us() const {
@@ -171,6 +202,7 @@ std::optional<AllocationState> HostOwnerResolver::allocation(const DeviceIdentit
   if (!options_.allocations || (!kubelet_ && options_.hpc_job_mapping_dir.empty() && !slurm)) return std::nullopt;
   std::shared_ptr<const kubelet::DeviceMap> map = kubelet_ ? kubelet_->latest() : nullptr;
   std::lock_guard lock(mu_);
+  const ProjectResolver& rules = *rules_;
   GpuAllocation& a = allocations_[gpu.index];
   if (map && map != a.map) {
     // A pod's allocation is seen when the List that first shows it returns: up to one refresh
@@ -179,7 +211,7 @@ std::optional<AllocationState> HostOwnerResolver::allocation(const DeviceIdentit
     if (const auto* owners = pods_of(*map, gpu)) {
       for (const auto& o : *owners) {
         const PodRef ref{o.namespace_, o.pod, o.container};
-        pods.push_back(build_allocation_owner(&ref, "", "", options_.rules));
+        pods.push_back(build_allocation_owner(&ref, "", "", rules));
       }
     }
     a.pods.update(std::move(pods),
@@ -188,7 +220,7 @@ std::optional<AllocationState> HostOwnerResolver::allocation(const DeviceIdentit
   }
   auto job_owners = [&](const std::vector<std::string>& ids) {
     std::vector<OwnerLabels> out;
-    for (const auto& j : ids) out.push_back(build_allocation_owner(nullptr, j, "", options_.rules));
+    for (const auto& j : ids) out.push_back(build_allocation_owner(nullptr, j, "", rules));
     return out;
   };
   if (!options_.hpc_job_mapping_dir.empty()) {
@@ -243,20 +275,26 @@ std::optional<AllocationState> HostOwnerResolver::allocation(const DeviceIdentit
 }
 
 std::optional<std::int64_t> HostOwnerResolver::start_time_us(unsigned pid) const {
-  auto info = cache_.peek(pid);
+  auto info = cache()->peek(pid);
   if (!info) return std::nullopt;
   return info->start_unix_us;
 }
 
 OwnerLabels HostOwnerResolver::resolve(unsigned pid, const DeviceIdentity& gpu) {
+  std::shared_ptr<ProcessCache> cache;
+  std::shared_ptr<const ProjectResolver> rules;
+  bool hostname_allowed = false;
   {
     std::lock_guard lock(mu_);
+    cache = cache_;
+    rules = rules_;
+    hostname_allowed = hostname_allowed_;
     if (auto it = failed_.find(pid); it != failed_.end()) {
       if (std::chrono::steady_clock::now() - it->second < options_.negative_ttl) return unattributed_owner();
       failed_.erase(it);
     }
   }
-  auto info = cache_.lookup(pid);
+  auto info = cache->lookup(pid);
   if (!info) {
     std::lock_guard lock(mu_);
     failed_[pid] = std::chrono::steady_clock::now();
@@ -297,22 +335,24 @@ OwnerLabels HostOwnerResolver::resolve(unsigned pid, const DeviceIdentity& gpu) 
     }
   }
   OwnerLabels owner;
-  if (!hostname_allowed_ && p.env_value("HOSTNAME") != nullptr) {
+  if (!hostname_allowed && p.env_value("HOSTNAME") != nullptr) {
     ProcessInfo filtered = p;
     std::erase_if(filtered.env, [](const auto& kv) { return kv.first == "HOSTNAME"; });
-    owner = build_owner(filtered, pod ? &*pod : nullptr, jobs, options_.rules);
+    owner = build_owner(filtered, pod ? &*pod : nullptr, jobs, *rules);
   } else {
-    owner = build_owner(p, pod ? &*pod : nullptr, jobs, options_.rules);
+    owner = build_owner(p, pod ? &*pod : nullptr, jobs, *rules);
   }
   std::lock_guard lock(mu_);
+  // A reload between the lookup and here: this owner was built by the rules it replaced.
+  if (rules != rules_) return owner;
   built_[key] = BuiltOwner{*info, std::move(pod), std::move(jobs), owner};
   learn_locked(gpu, owner);
   return owner;
 }
 
 void HostOwnerResolver::retain(const std::vector<unsigned>& live_pids) {
-  cache_.prune(live_pids);
   std::lock_guard lock(mu_);
+  cache_->prune(live_pids);
   std::erase_if(failed_, [&](const auto& kv) {
     return !std::binary_search(live_pids.begin(), live_pids.end(), kv.first);
   });
@@ -322,8 +362,11 @@ void HostOwnerResolver::retain(const std::vector<unsigned>& live_pids) {
 }
 
 void HostOwnerResolver::contribute(AttributionStatus& st) const {
-  st.owner_lookups = cache_.hits() + cache_.misses();
-  st.owner_lookup_errors = cache_.errors();
+  {
+    std::lock_guard lock(mu_);
+    st.owner_lookups = lookups_before_ + cache_->hits() + cache_->misses();
+    st.owner_lookup_errors = errors_before_ + cache_->errors();
+  }
   if (kubelet_) {
     auto s = kubelet_->stats();
     st.kubelet_up = s.up;

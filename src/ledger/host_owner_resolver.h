@@ -63,6 +63,11 @@ class HostOwnerResolver final : public OwnerResolver {
   void retain(const std::vector<unsigned>& live_pids) override;
   void contribute(AttributionStatus& status) const override;
 
+  // Names processes by `rules` and reads `environment` (the allow-list) from now on (a config
+  // reload): the owners already built are forgot, and when the allow-list changed, what was read
+  // from /proc too, so every process is named again by the new rules at its next lookup.
+  void update_rules(ProjectResolver rules, std::vector<std::string> environment);
+
  private:
   std::vector<std::string> hpc_jobs(const DeviceIdentity& gpu);
   // Reads the mapping again when it may have changed; mu_ held.
@@ -71,13 +76,22 @@ class HostOwnerResolver final : public OwnerResolver {
   // The kubelet's containers allocated `gpu` in `map`.
   static const std::vector<kubelet::DeviceOwner>* pods_of(const kubelet::DeviceMap& map, const DeviceIdentity& gpu);
 
-  HostOwnerResolverOptions options_;
+  HostOwnerResolverOptions options_;  // rules and environment: see rules_ and cache_
   Logger& log_;
-  bool hostname_allowed_ = false;  // HOSTNAME is read to tell pods apart; kept only if allow-listed
-  ProcessCache cache_;
   std::unique_ptr<kubelet::KubeletWatcher> kubelet_;
 
-  std::mutex mu_;  // guards the members below
+  mutable std::mutex mu_;  // guards the members below
+  // The project rules and the /proc reader for the allow-list in force; replaced, never changed,
+  // by update_rules(), so that a lookup holds its own reference without the lock.
+  std::shared_ptr<const ProjectResolver> rules_;
+  std::shared_ptr<ProcessCache> cache_;
+  bool hostname_allowed_ = false;  // HOSTNAME is read to tell pods apart; kept only if allow-listed
+  // The lookups and errors of the caches replaced, so that their counters never go back.
+  std::uint64_t lookups_before_ = 0, errors_before_ = 0;
+  std::shared_ptr<ProcessCache> cache() const {
+    std::lock_guard lock(mu_);
+    return cache_;
+  }
   std::unordered_map<unsigned, std::chrono::steady_clock::time_point> failed_;
   struct BuiltOwner {
     std::shared_ptr<const ProcessInfo> info;

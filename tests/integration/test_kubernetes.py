@@ -690,6 +690,8 @@ class DeployedAgent(AgentTestCase):
         for a in c["args"]:
             if a.startswith("--web.listen-address="):
                 a = "--web.listen-address=127.0.0.1:%d" % port
+            elif a.startswith("--config.reload-interval="):
+                pass  # a duration, not a path
             elif a.startswith("--"):
                 name, _, value = a.partition("=")
                 for inside, outside in moved.items():

@@ -208,5 +208,32 @@ TEST_F(WebServerTest, MismatchedKeyIsReportedAtStart) {
   EXPECT_NE(r.error().message.find("mismatch"), std::string::npos) << r.error().message;
 }
 
+
+// A reload's web config: TLS turned on applies to the connections accepted after it, and off again.
+TEST_F(WebServerTest, TlsTurnedOnAndOffWhileServing) {
+  ASSERT_TRUE(start("").ok());
+  httplib::Client plain("127.0.0.1", server_->port());
+  auto before = plain.Get("/-/healthy");
+  ASSERT_TRUE(before);
+  EXPECT_EQ(before->status, 200);
+
+  certs_->write("web.yml", tls_yaml());
+  auto tls = load_web_config(certs_->path("web.yml"));
+  ASSERT_TRUE(tls.ok()) << tls.error().message;
+  ASSERT_TRUE(server_->set_web_config(std::make_shared<const WebConfig>(std::move(tls).value())).ok());
+  auto over_tls = tls_client()->Get("/-/healthy");
+  ASSERT_TRUE(over_tls) << httplib::to_string(over_tls.error());
+  EXPECT_EQ(over_tls->status, 200);
+  testing::RawConnection refused(server_->port());
+  ASSERT_TRUE(refused.connected());
+  refused.send("GET /-/healthy HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_EQ(refused.read_until_close().find("Healthy"), std::string::npos) << "no plain HTTP once TLS is on";
+
+  ASSERT_TRUE(server_->set_web_config(nullptr).ok());
+  httplib::Client again("127.0.0.1", server_->port());
+  auto after = again.Get("/-/healthy");
+  ASSERT_TRUE(after);
+  EXPECT_EQ(after->status, 200);
+}
 }  // namespace
 }  // namespace gpumeter

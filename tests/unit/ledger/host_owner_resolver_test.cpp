@@ -73,6 +73,51 @@ TEST(HostOwnerResolver, OwnerFollowsTheProcessAndItsJobs) {
 }
 
 
+ProjectResolver rules(std::vector<ProjectRuleSpec> specs, std::string default_project) {
+  auto r = ProjectResolver::create(std::move(specs), std::move(default_project));
+  EXPECT_TRUE(r.ok()) << r.error().message;
+  return std::move(r).value();
+}
+
+// A config reload: the owners already built are forgotten, so the process is named by the new
+// rules at its next lookup, and a new allow-list reads its environment again.
+TEST(HostOwnerResolver, UpdatedRulesNameTheProcessAgain) {
+  TempDir tmp;
+  const std::string root = tmp.copy_layout("docker-v2");
+  HostOwnerResolverOptions o;
+  o.procfs = root + "/proc";
+  o.rootfs = root;
+  o.environment = {"GPUMETER_PROJECT"};
+  o.rules = rules({ProjectRuleSpec{"env.GPUMETER_PROJECT", std::nullopt, std::nullopt, std::nullopt}}, "none");
+  Logger log(LogLevel::kError);
+  HostOwnerResolver resolver(o, log);
+  DeviceIdentity gpu0;
+  gpu0.index = 0;
+  gpu0.uuid = "GPU-0";
+  EXPECT_EQ(resolver.resolve(5151, gpu0).project, "speech");
+
+  resolver.update_rules(
+      rules({ProjectRuleSpec{"env.GPUMETER_PROJECT", std::nullopt, std::string("team-$0"), std::nullopt}}, "none"),
+      {"GPUMETER_PROJECT"});
+  EXPECT_EQ(resolver.resolve(5151, gpu0).project, "team-speech");
+
+  // The variable is no longer allow-listed: its value is not read, and the default applies.
+  resolver.update_rules(rules({ProjectRuleSpec{"user", std::nullopt, std::nullopt, std::nullopt}}, "none"), {});
+  EXPECT_EQ(resolver.resolve(5151, gpu0).project, "bob");
+  resolver.update_rules(rules({ProjectRuleSpec{"env.GPUMETER_PROJECT", std::nullopt, std::nullopt, std::nullopt}}, "none"),
+                        {});
+  EXPECT_EQ(resolver.resolve(5151, gpu0).project, "none");
+  // Allow-listed again: read again from /proc.
+  resolver.update_rules(rules({ProjectRuleSpec{"env.GPUMETER_PROJECT", std::nullopt, std::nullopt, std::nullopt}}, "none"),
+                        {"GPUMETER_PROJECT"});
+  EXPECT_EQ(resolver.resolve(5151, gpu0).project, "speech");
+  // Lookups counted across the caches an allow-list change replaced.
+  AttributionStatus st;
+  resolver.contribute(st);
+  EXPECT_EQ(st.owner_lookups, 5u);
+}
+
+
 void set_mtime(const std::string& path, std::int64_t unix_us) {
   const timespec t{static_cast<time_t>(unix_us / 1'000'000), static_cast<long>(unix_us % 1'000'000) * 1000};
   const timespec times[2] = {t, t};
