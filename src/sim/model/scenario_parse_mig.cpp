@@ -43,7 +43,6 @@ struct Occupancy {
   void take(const MigInstance& m) {
     for (unsigned i = m.placement; i < m.placement + m.memory_slices; ++i) memory[i] = true;
     compute += m.slices;
-    index[m.mig_index] = true;
   }
 };
 
@@ -131,6 +130,7 @@ void parse_gpu_layouts(Scenario& s, const YAML::Node& node, const std::string& p
         }
         kept.push_back(*same);
         occ.take(old);
+        occ.index[old.mig_index] = true;
         continue;
       }
       if (names.count(name)) {
@@ -139,15 +139,23 @@ void parse_gpu_layouts(Scenario& s, const YAML::Node& node, const std::string& p
       }
       fresh.push_back(Fresh{list[i], ipath, inst, has_placement});
     }
-    // New instances: explicit placements first, then the lowest legal free one, in file order.
+    // New instances: explicit placements first; then, larger profiles first, the highest legal
+    // free placement (an assumption, see docs/nvml-behaviour.md), so that e.g. 3g + 2g + 1g + 1g
+    // fits. MIG indices go in file order.
+    std::vector<std::size_t> order;
+    for (std::size_t k = 0; k < fresh.size(); ++k) order.push_back(k);
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+      return fresh[a].inst.memory_slices > fresh[b].inst.memory_slices;
+    });
     for (int pass = 0; pass < 2; ++pass) {
-      for (Fresh& f : fresh) {
+      for (std::size_t k : order) {
+        Fresh& f = fresh[k];
         if ((pass == 0) != f.placed) continue;
         const MigProfile& p = profiles[f.inst.profile];
         if (pass == 1) {
-          auto free = std::find_if(p.placements.begin(), p.placements.end(),
+          auto free = std::find_if(p.placements.rbegin(), p.placements.rend(),
                                    [&](unsigned st) { return occ.fits(st, p.memory_slices); });
-          if (free == p.placements.end()) {
+          if (free == p.placements.rend()) {
             fail_at(f.node, f.path,
                     fmt::format("no free placement for {} '{}' in this layout: its memory slices are taken", p.name,
                                 f.inst.name));
@@ -163,12 +171,15 @@ void parse_gpu_layouts(Scenario& s, const YAML::Node& node, const std::string& p
                   fmt::format("the layout needs {} compute slices with '{}', more than the GPU's {}",
                               occ.compute + p.slices, f.inst.name, kMigComputeSlices));
         }
-        f.inst.mig_index = static_cast<unsigned>(std::find(occ.index.begin(), occ.index.end(), false) - occ.index.begin());
         f.inst.gpu_instance_id = mig_gpu_instance_id(p.slices, p.memory_slices, f.inst.placement);
         f.inst.compute_instance_id = 0;
         f.inst.memory_bytes = mig_memory_slice_bytes(model) * p.memory_slices;
         occ.take(f.inst);
       }
+    }
+    for (Fresh& f : fresh) {
+      f.inst.mig_index = static_cast<unsigned>(std::find(occ.index.begin(), occ.index.end(), false) - occ.index.begin());
+      occ.index[f.inst.mig_index] = true;
     }
     // Instances of the previous layout not kept are destroyed now.
     for (std::size_t k : previous) {
