@@ -54,7 +54,8 @@ jobs:
   - {name: batch-e, start: 10, end: 44, gpus: [0], mig: small-b, pid: 61005, memory: 5GiB, utilization: 1.0}
   - {name: nb-f-kernel, allocation: notebook-f, start: 50, end: 85, gpus: [0], mig: merged, pid: 61006,
      memory: 12GiB, utilization: 0.6}
-  - {name: train-g, start: 0, end: 90, gpus: [1], pid: 61007, memory: 40GiB, utilization: 0.8}
+  - {name: train-g, start: 0, end: 90, gpus: [1], pid: 61007, memory: 40GiB, utilization: 0.8,
+     kubernetes: {namespace: team-vision, pod: train-g, container: trainer}}
 )" + extra_jobs;
 }
 
