@@ -235,5 +235,28 @@ TEST(MigTruth, RepartitionEndsAndStartsInstances) {
   EXPECT_DOUBLE_EQ(st.gpus[0].unallocated_slice_seconds, 0);
 }
 
+// The acceptance scenario is the layout its comment describes, and its truth adds up.
+TEST(MigScenario, TheMigH100IntegrationScenario) {
+  auto s = load_scenario(std::string(GPUMETER_SOURCE_DIR) + "/tests/integration/scenarios/mig-h100.yaml");
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  EXPECT_TRUE(s->mig.enabled(0));
+  EXPECT_FALSE(s->mig.enabled(1));
+  EXPECT_EQ(named(*s, "train").placement, 4u);
+  EXPECT_EQ(named(*s, "infer").gpu_instance_id, 6u);
+  EXPECT_EQ(named(*s, "merged").start, 45 * S);
+  EXPECT_EQ(named(*s, "merged").mig_index, 2u);
+  for (bool scheduler : {false, true}) {
+    const MigTruth t = compute_mig_truth(*s, 0, s->duration, scheduler);
+    ASSERT_EQ(t.gpus.size(), 1u);
+    double slices = t.gpus[0].unallocated_slice_seconds, energy = t.gpus[0].unallocated_energy_joules;
+    for (const MigInstanceTruth& m : t.instances) {
+      slices += m.slice_seconds;
+      energy += m.energy_joules;
+    }
+    EXPECT_NEAR(slices, 90.0 * 7, 1e-9);
+    EXPECT_NEAR(energy, compute_truth(*s, 0, s->duration).gpus[0].energy_joules, 1e-6);
+  }
+}
+
 }  // namespace
 }  // namespace gpumeter::sim
