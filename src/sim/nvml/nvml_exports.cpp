@@ -138,8 +138,10 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetHandleByUUID(const char* uuid, nv
     auto it = std::find_if(gpus.begin(), gpus.end(), [&](const auto& g) { return g.uuid == uuid; });
     if (it == gpus.end()) {
       // nvml.h: also a MIG device's UUID, while its instance lives.
-      if (auto mig = gpumeter::sim::mig::handle_by_uuid(*session, uuid)) {
-        *device = *mig;
+      if (auto mig = gpumeter::sim::mig::instance_by_uuid(*session, uuid)) {
+        const unsigned parent = session->scenario().mig.instances[*mig].gpu;
+        if (nvmlReturn_t r = session->enter(Fn::nvmlDeviceGetHandleByUUID, parent); r != NVML_SUCCESS) return r;
+        *device = Runtime::instance().mig_handle(*mig);
         return NVML_SUCCESS;
       }
       return NVML_ERROR_NOT_FOUND;

@@ -161,12 +161,12 @@ nvmlReturn_t compute_mode(nvmlDevice_t device, unsigned* mode) {
   });
 }
 
-std::optional<nvmlDevice_t> handle_by_uuid(const Session& session, const char* uuid) {
+std::optional<std::size_t> instance_by_uuid(const Session& session, const char* uuid) {
   const auto& instances = session.scenario().mig.instances;
   const Micros now = session.now();
   for (std::size_t i = 0; i < instances.size(); ++i) {
     const MigInstance& m = instances[i];
-    if (m.uuid == uuid && m.start <= now && now < m.end) return Runtime::instance().mig_handle(i);
+    if (m.uuid == uuid && m.start <= now && now < m.end) return i;
   }
   return std::nullopt;
 }

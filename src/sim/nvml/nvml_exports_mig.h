@@ -19,8 +19,8 @@ nvmlReturn_t compute_processes_v1(nvmlDevice_t device, unsigned* count, nvmlProc
 nvmlReturn_t no_processes(NvmlFunction fn, nvmlDevice_t device, unsigned* count);
 nvmlReturn_t compute_mode(nvmlDevice_t device, unsigned* mode);
 
-// The MIG device handle of the live instance with this MIG UUID, if any.
-std::optional<nvmlDevice_t> handle_by_uuid(const Session& session, const char* uuid);
+// The live instance with this MIG UUID (index into Scenario::mig.instances), if any.
+std::optional<std::size_t> instance_by_uuid(const Session& session, const char* uuid);
 
 // The GPU instance and compute instance ids a process record carries: those of the job's
 // instance, or 0xFFFFFFFF outside MIG.
