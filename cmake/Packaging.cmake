@@ -16,18 +16,23 @@ set(GPUMETER_PACKAGE_COMPONENT gpumeter)
 install(TARGETS gpumeter RUNTIME DESTINATION bin COMPONENT ${GPUMETER_PACKAGE_COMPONENT})
 install(TARGETS nvml_sim LIBRARY DESTINATION lib/gpumeter NAMELINK_SKIP COMPONENT ${GPUMETER_PACKAGE_COMPONENT})
 
-# The man page, compressed as Debian installs man pages (-n: no name or time stamp inside, so the
+# Compressed as Debian installs man pages and changelogs (-n: no name or time stamp inside, so the
 # same source gives the same bytes).
+function(gpumeter_gzip target source output)
+  get_filename_component(dir ${output} DIRECTORY)
+  add_custom_command(
+    OUTPUT ${output}
+    COMMAND ${CMAKE_COMMAND} -E make_directory ${dir}
+    COMMAND sh -c "gzip -9n < \"$0\" > \"$1\"" ${source} ${output}
+    DEPENDS ${source}
+    COMMENT "Compressing ${source}"
+    VERBATIM)
+  add_custom_target(${target} ALL DEPENDS ${output})
+endfunction()
+
 set(GPUMETER_MAN_SOURCE ${CMAKE_SOURCE_DIR}/docs/gpumeter.1)
 set(GPUMETER_MAN_GZ ${CMAKE_BINARY_DIR}/man/gpumeter.1.gz)
-add_custom_command(
-  OUTPUT ${GPUMETER_MAN_GZ}
-  COMMAND ${CMAKE_COMMAND} -E make_directory ${CMAKE_BINARY_DIR}/man
-  COMMAND sh -c "gzip -9n < \"$0\" > \"$1\"" ${GPUMETER_MAN_SOURCE} ${GPUMETER_MAN_GZ}
-  DEPENDS ${GPUMETER_MAN_SOURCE}
-  COMMENT "Compressing the man page gpumeter.1"
-  VERBATIM)
-add_custom_target(gpumeter_man ALL DEPENDS ${GPUMETER_MAN_GZ})
+gpumeter_gzip(gpumeter_man ${GPUMETER_MAN_SOURCE} ${GPUMETER_MAN_GZ})
 install(FILES ${GPUMETER_MAN_GZ} DESTINATION share/man/man1 COMPONENT ${GPUMETER_PACKAGE_COMPONENT})
 
 # Configuration, all three conffiles (listed in the control file's conffiles below).
@@ -58,6 +63,21 @@ endforeach()
 install(FILES ${CMAKE_SOURCE_DIR}/deploy/debian/copyright
         DESTINATION share/doc/gpumeter COMPONENT ${GPUMETER_PACKAGE_COMPONENT})
 
+# The package's changelog, whose newest entry must name the version the package is built as.
+set(GPUMETER_DEBIAN_RELEASE 1)
+set(GPUMETER_CHANGELOG ${CMAKE_SOURCE_DIR}/deploy/debian/changelog)
+file(STRINGS ${GPUMETER_CHANGELOG} GPUMETER_CHANGELOG_TOP LIMIT_COUNT 1)
+if(NOT GPUMETER_CHANGELOG_TOP MATCHES "^gpumeter \\(${PROJECT_VERSION}-${GPUMETER_DEBIAN_RELEASE}\\) ")
+  message(FATAL_ERROR "deploy/debian/changelog: the newest entry is '${GPUMETER_CHANGELOG_TOP}'; "
+                      "the package is gpumeter ${PROJECT_VERSION}-${GPUMETER_DEBIAN_RELEASE}: add an entry")
+endif()
+set(GPUMETER_CHANGELOG_GZ ${CMAKE_BINARY_DIR}/debian/changelog.Debian.gz)
+gpumeter_gzip(gpumeter_changelog ${GPUMETER_CHANGELOG} ${GPUMETER_CHANGELOG_GZ})
+install(FILES ${GPUMETER_CHANGELOG_GZ} DESTINATION share/doc/gpumeter COMPONENT ${GPUMETER_PACKAGE_COMPONENT})
+# lintian's tags that do not apply to a package built outside the archive, each with its reason.
+install(FILES ${CMAKE_SOURCE_DIR}/deploy/debian/lintian-overrides DESTINATION share/lintian/overrides
+        RENAME gpumeter COMPONENT ${GPUMETER_PACKAGE_COMPONENT})
+
 # --- The Debian package -----------------------------------------------------------------------
 set(GPUMETER_DEBIAN_DIR ${CMAKE_BINARY_DIR}/debian)
 string(REPLACE ";" "\n" GPUMETER_CONFFILES_TEXT "${GPUMETER_CONFFILES}")
@@ -74,10 +94,10 @@ set(CPACK_PACKAGE_NAME gpumeter)
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
 set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
 set(CPACK_STRIP_FILES TRUE)  # debug information stays in the build tree
-set(CPACK_PACKAGE_CONTACT "gpumeter maintainers <gpumeter@localhost>"
+set(CPACK_PACKAGE_CONTACT "gpumeter maintainers <maintainers@gpumeter.example.org>"
     CACHE STRING "Maintainer field of the Debian package (name <email>)")
 set(CPACK_DEBIAN_PACKAGE_NAME gpumeter)
-set(CPACK_DEBIAN_PACKAGE_RELEASE 1)
+set(CPACK_DEBIAN_PACKAGE_RELEASE ${GPUMETER_DEBIAN_RELEASE})
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)  # gpumeter_<version>-<release>_<arch>.deb
 set(CPACK_DEBIAN_PACKAGE_SECTION admin)
 set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)

@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 scripts/install-deps.sh build >&2
 cmake -S . -B build-package -G Ninja -DCMAKE_BUILD_TYPE=Release "$@" >&2
 # Only the packaged targets: the binary, the simulator library and the compressed man page.
-cmake --build build-package -j "$(nproc)" --target gpumeter nvml_sim gpumeter_man >&2
+cmake --build build-package -j "$(nproc)" --target gpumeter nvml_sim gpumeter_man gpumeter_changelog >&2
 rm -f build-package/gpumeter_*.deb
 out=$(cd build-package && cpack -G DEB)
 printf '%s\n' "$out" >&2

@@ -86,6 +86,9 @@ void setup_report_command(CLI::App& cmd, ReportOptions& o, int& exit_code) {
   cmd.add_option("--max-answer-size", o.max_answer_size,
                  "Largest API answer accepted (e.g. 256MiB, 1GiB); a larger one fails the report")
       ->capture_default_str();
+  cmd.add_option("--forecast", o.forecast,
+                 "Also forecast each group's GPU-hours over this horizon after the period (e.g. 30d), from the "
+                 "linear trend of the GPUs it held over the period");
   cmd.add_option("--progress", o.progress, "Progress on stderr: auto (when it is a terminal), always, never")
       ->capture_default_str();
   cmd.add_flag("--no-color", o.no_color, "No colours in the table");
@@ -132,6 +135,11 @@ int run_report(const ReportOptions& o) {
       return input_error(fmt::format("--step {}: more than 10,000 steps in the period; choose a longer step", o.step));
     }
     req.step = *step;
+  }
+  if (!o.forecast.empty()) {
+    auto horizon = seconds_flag("--forecast", o.forecast);
+    if (!horizon) return input_error(horizon.error().message);
+    req.forecast = *horizon;
   }
   auto lookback = seconds_flag("--lookback", o.lookback);
   if (!lookback) return input_error(lookback.error().message);

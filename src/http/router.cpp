@@ -4,6 +4,7 @@
 
 #include "http/negotiation.h"
 #include "http/request_target.h"
+#include "render/api_v1.h"
 #include "render/landing_page.h"
 
 namespace gpumeter {
@@ -13,6 +14,16 @@ namespace {
 constexpr const char* kTextPlain = "text/plain; charset=utf-8";
 constexpr const char* kHealthyPath = "/-/healthy";
 constexpr const char* kReadyPath = "/-/ready";
+constexpr std::string_view kApiGpus = "/api/v1/gpus";
+
+HttpResponse api_json(int status, std::string body) {
+  HttpResponse r;
+  r.status = status;
+  r.content_type = "application/json";
+  r.headers.emplace_back("Cache-Control", "no-store");
+  r.owned = std::move(body);
+  return r;
+}
 
 HttpResponse text(int status, std::string body) {
   HttpResponse r;
@@ -59,8 +70,12 @@ Readiness HttpRouter::readiness() const {
   return {false, "no snapshot has been collected yet"};
 }
 
+bool HttpRouter::is_api(std::string_view path) {
+  return path == kApiGpus || (path.size() > kApiGpus.size() + 1 && path.substr(0, kApiGpus.size() + 1) == "/api/v1/gpus/");
+}
+
 bool HttpRouter::known_path(std::string_view path) const {
-  return path == opt_.telemetry_path || path == "/" || path == kHealthyPath || path == kReadyPath;
+  return path == opt_.telemetry_path || path == "/" || path == kHealthyPath || path == kReadyPath || is_api(path);
 }
 
 HttpResponse HttpRouter::handle(const HttpRequest& req, AuthVerdict verdict) const {
@@ -87,6 +102,7 @@ HttpResponse HttpRouter::serve_get(const HttpRequest& req) const {
   if (path == opt_.telemetry_path) return serve_metrics(req);
   if (path == "/") return serve_landing();
   if (path == kHealthyPath) return text(200, "Healthy\n");
+  if (is_api(path)) return serve_api(path);
   if (path == kReadyPath) {
     Readiness r = readiness();
     return r.ready ? text(200, "Ready\n") : text(503, "Not ready: " + r.reason + "\n");
@@ -117,6 +133,20 @@ HttpResponse HttpRouter::serve_metrics(const HttpRequest& req) const {
   r.pieces = scrape->body.pieces();
   r.keep = scrape;
   return r;
+}
+
+HttpResponse HttpRouter::serve_api(std::string_view path) const {
+  std::shared_ptr<const Published> published = store_.latest();
+  if (!published) {
+    HttpResponse r = api_json(503, render_api_error("no snapshot has been collected yet"));
+    r.headers.emplace_back("Retry-After", "1");
+    return r;
+  }
+  const Snapshot& s = *published->snapshot;
+  if (path == kApiGpus) return api_json(200, render_api_gpus(s, now()));
+  const std::string_view uuid = path.substr(kApiGpus.size() + 1);
+  if (auto body = render_api_gpu(s, uuid, now())) return api_json(200, std::move(*body));
+  return api_json(404, render_api_error("no GPU with UUID " + std::string(uuid) + " on this node"));
 }
 
 HttpResponse HttpRouter::serve_landing() const {

@@ -49,12 +49,15 @@ class HttpRouter {
   // The answer to `req` once authentication has given `verdict`.
   HttpResponse handle(const HttpRequest& req, AuthVerdict verdict) const;
   // Paths whose handler calls out to user code or renders: run off the event loop.
-  bool is_slow(std::string_view path) const { return path == "/" || path == "/-/ready"; }
+  bool is_slow(std::string_view path) const { return path == "/" || path == "/-/ready" || is_api(path); }
+  // /api/v1/gpus and /api/v1/gpus/<uuid> (docs/api.md).
+  static bool is_api(std::string_view path);
 
  private:
   HttpResponse serve_get(const HttpRequest& req) const;
   HttpResponse serve_metrics(const HttpRequest& req) const;
   HttpResponse serve_landing() const;
+  HttpResponse serve_api(std::string_view path) const;
   bool known_path(std::string_view path) const;
   double now() const;
   Readiness readiness() const;

@@ -121,7 +121,10 @@ enum : unsigned int {
   NVML_FI_DEV_NVLINK_ERROR_DL_CRC = 163,
   NVML_FI_DEV_NVLINK_GET_SPEED = 164,           // MBps, per link
   NVML_FI_DEV_NVLINK_GET_STATE = 165,           // nvmlEnableState_t, per link
+  NVML_FI_DEV_NVLINK_GET_VERSION = 166,         // nvmlNvlinkVersion_t, per link
 };
+// Values of NVML_FI_DEV_NVLINK_GET_STATE.
+enum : unsigned int { NVML_NVLINK_STATE_INACTIVE = 0, NVML_NVLINK_STATE_ACTIVE = 1, NVML_NVLINK_STATE_SLEEP = 2 };
 enum : unsigned int { NVML_NVLINK_MAX_LINKS = 36 };
 
 // ---- MIG ----

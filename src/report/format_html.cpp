@@ -583,6 +583,40 @@ void rows_section(Page& p, const Context& c) {
   p.raw("</tr></tfoot>\n</table></div>\n");
 }
 
+// With --forecast: each owner group's demand over the horizon, then the total.
+void forecast_section(Page& p, const Context& c) {
+  const Report& r = c.report;
+  if (r.forecast_seconds <= 0) return;
+  p.put("<h2 id=\"forecast\">Forecast for the next {} days</h2>\n", format_number(r.forecast_seconds / 86400, 1));
+  p.raw("<p>The linear trend of the GPUs each group held over the period, carried over the horizon "
+        "(docs/chargeback.md, \"Forecast\").</p>\n<div class=\"table-wrap\"><table id=\"forecast-table\">\n<thead><tr>");
+  for (const auto& d : r.by) p.raw("<th>").text(d).raw("</th>");
+  p.raw("<th>GPUs now</th><th>Trend, GPUs a day</th><th>GPU-hours</th>");
+  if (r.priced) p.raw("<th>Cost</th>");
+  p.raw("</tr></thead>\n<tbody>\n");
+  auto row_cells = [&](const RowForecast& f) {
+    num_cell(p, format_number(f.gpus_at_end, 2));
+    num_cell(p, format_number(f.trend_gpus_per_day, 3));
+    num_cell(p, format_number(f.gpu_hours, 1));
+    if (r.priced) num_cell(p, f.cost ? format_number(*f.cost, 2) : "-");
+  };
+  for (size_t index : c.ranking) {
+    const Row& row = r.rows[index];
+    if (!row.forecast) continue;
+    p.raw("<tr>");
+    for (const auto& part : row.key) p.raw("<td>").text(key_part(part)).raw("</td>");
+    row_cells(*row.forecast);
+    p.raw("</tr>\n");
+  }
+  p.raw("</tbody>\n");
+  if (r.total.forecast) {
+    p.put("<tfoot><tr><td colspan=\"{}\">Total</td>", r.by.size());
+    row_cells(*r.total.forecast);
+    p.raw("</tr></tfoot>\n");
+  }
+  p.raw("</table></div>\n");
+}
+
 void reconciliation_row(Page& p, std::string_view name, double seconds, double covered, int decimals) {
   p.raw("<tr><td>").text(name).raw("</td>");
   num_cell(p, format_number(finite(seconds), decimals));
@@ -656,6 +690,7 @@ std::string render_html(const Report& report) {
   summary_section(p, c);
   charts_section(p, c);
   rows_section(p, c);
+  forecast_section(p, c);
   reconciliation_section(p, report);
   warnings_section(p, report);
   footer(p, report);

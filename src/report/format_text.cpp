@@ -62,6 +62,14 @@ nlohmann::json usage_json(const Usage& u) {
   return j;
 }
 
+nlohmann::json forecast_json(const std::optional<RowForecast>& f) {
+  if (!f) return nullptr;
+  return {{"gpus_at_end", f->gpus_at_end},
+          {"trend_gpus_per_day", f->trend_gpus_per_day},
+          {"gpu_hours", f->gpu_hours},
+          {"cost", f->cost ? nlohmann::json(*f->cost) : nlohmann::json(nullptr)}};
+}
+
 nlohmann::json cost_json(const Cost& c) {
   return {{"allocation", c.allocation}, {"utilization", c.utilization}, {"energy", c.energy},
           {"idle", c.idle}, {"total", c.total()}};
@@ -89,6 +97,7 @@ std::string render_json(const Report& r) {
     j["cost"] = r.priced ? cost_json(row.cost) : nlohmann::json(nullptr);
     j["idle"] = row.idle;
     j["unattributed"] = row.unattributed;
+    if (r.forecast_seconds > 0) j["forecast"] = forecast_json(row.forecast);
     if (row.budget) {
       j["budget"] = {{"monthly", row.budget->monthly}, {"for_period", row.budget->for_period},
                      {"used_ratio", row.budget->used_ratio}};
@@ -99,6 +108,7 @@ std::string render_json(const Report& r) {
   }
   nlohmann::json total = usage_json(r.total.usage);
   total["cost"] = r.priced ? cost_json(r.total.cost) : nlohmann::json(nullptr);
+  if (r.forecast_seconds > 0) total["forecast"] = forecast_json(r.total.forecast);
   const auto& rec = r.reconciliation;
   nlohmann::json warnings = nlohmann::json::array();
   for (const auto& w : r.warnings) {
@@ -127,6 +137,7 @@ std::string render_json(const Report& r) {
       {"currency", r.priced ? nlohmann::json(r.currency) : nlohmann::json(nullptr)},
       {"pricing", r.priced ? nlohmann::json(r.pricing_source) : nlohmann::json(nullptr)},
       {"idle_policy", r.priced ? nlohmann::json(r.idle_policy) : nlohmann::json(nullptr)},
+      {"forecast_seconds", r.forecast_seconds > 0 ? nlohmann::json(r.forecast_seconds) : nlohmann::json(nullptr)},
       {"rows", std::move(rows)},
       {"total", std::move(total)},
       {"reconciliation",
@@ -147,6 +158,9 @@ std::string render_csv(const Report& r) {
   for (const auto& d : r.by) out += csv_field(d) + ",";
   out += "kind,allocated_gpu_hours,busy_gpu_hours,efficiency,memory_gib_hours,energy_kwh,idle_allocated_gpu_hours";
   if (r.priced) out += ",cost_allocation,cost_utilization,cost_energy,cost_idle,cost_total,currency,budget_used_ratio";
+  const bool forecast = r.forecast_seconds > 0;
+  if (forecast) out += ",forecast_gpus_at_end,forecast_trend_gpus_per_day,forecast_gpu_hours";
+  if (forecast && r.priced) out += ",forecast_cost";
   out += "\n";
   for (const auto& row : r.rows) {
     for (std::size_t i = 0; i < r.by.size(); ++i) out += csv_field(row.key[i]) + ",";
@@ -162,20 +176,82 @@ std::string render_csv(const Report& r) {
                          c.idle, c.total(), csv_field(r.currency),
                          row.budget ? fmt::format("{:.17g}", row.budget->used_ratio) : "");
     }
+    if (forecast) {
+      const auto& f = row.forecast;
+      out += f ? fmt::format(",{:.17g},{:.17g},{:.17g}", f->gpus_at_end, f->trend_gpus_per_day, f->gpu_hours) : ",,,";
+      if (r.priced) out += f && f->cost ? fmt::format(",{:.17g}", *f->cost) : ",";
+    }
     out += "\n";
   }
   return out;
 }
 
-std::string render_table(const Report& r, bool color) {
-  auto bold = [&](const std::string& s) { return color ? "\033[1m" + s + "\033[0m" : s; };
-  auto yellow = [&](const std::string& s) { return color ? "\033[33m" + s + "\033[0m" : s; };
+// The --by dimensions upper-cased, as the table heads its key columns.
+std::vector<std::string> key_headers(const Report& r) {
   std::vector<std::string> header;
   for (const auto& d : r.by) {
     std::string h = d;
     for (auto& c : h) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
     header.push_back(h);
   }
+  return header;
+}
+
+// Columns as wide as their widest cell: the first `keys` left-aligned, the numbers right-aligned.
+struct Aligned {
+  std::vector<std::size_t> width;
+  std::size_t keys = 0;
+
+  Aligned(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& body, std::size_t k)
+      : width(header.size()), keys(k) {
+    for (std::size_t i = 0; i < header.size(); ++i) {
+      width[i] = header[i].size();
+      for (const auto& l : body) width[i] = std::max(width[i], l[i].size());
+    }
+  }
+  std::string line(const std::vector<std::string>& c) const {
+    std::string out;
+    for (std::size_t i = 0; i < c.size(); ++i) {
+      if (i) out += "  ";
+      out += i < keys ? fmt::format("{:<{}}", c[i], width[i]) : fmt::format("{:>{}}", c[i], width[i]);
+    }
+    while (!out.empty() && out.back() == ' ') out.pop_back();
+    return out + "\n";
+  }
+};
+
+// The forecast under the table: each owner row with a forecast, then the total.
+template <typename Bold>
+std::string forecast_table(const Report& r, Bold bold) {
+  std::vector<std::string> header = key_headers(r);
+  const std::size_t keys = header.size();
+  for (const char* h : {"GPUS NOW", "TREND GPUS/DAY", "FORECAST GPU-H"}) header.push_back(h);
+  if (r.priced) header.push_back(fmt::format("FORECAST {}", r.currency));
+  std::vector<std::vector<std::string>> body;
+  auto add = [&](const Row& row, bool total) {
+    if (!row.forecast) return;
+    std::vector<std::string> c;
+    for (std::size_t i = 0; i < keys; ++i) c.push_back(total ? (i == 0 ? "TOTAL" : "") : key_text(row, i));
+    c.push_back(grouped(row.forecast->gpus_at_end, 2));
+    c.push_back(fmt::format("{:+.3f}", row.forecast->trend_gpus_per_day));
+    c.push_back(grouped(row.forecast->gpu_hours, 1));
+    if (r.priced) c.push_back(row.forecast->cost ? grouped(*row.forecast->cost, 2) : "-");
+    body.push_back(std::move(c));
+  };
+  for (const auto& row : r.rows) add(row, false);
+  add(r.total, true);
+  const Aligned table(header, body, keys);
+  std::string out = "\n" + bold(fmt::format("forecast for the next {}", period_length(r.forecast_seconds))) +
+                    " (the linear trend of the GPUs each group held over the period; docs/chargeback.md)\n";
+  out += bold(table.line(header));
+  for (const auto& l : body) out += table.line(l);
+  return out;
+}
+
+std::string render_table(const Report& r, bool color) {
+  auto bold = [&](const std::string& s) { return color ? "\033[1m" + s + "\033[0m" : s; };
+  auto yellow = [&](const std::string& s) { return color ? "\033[33m" + s + "\033[0m" : s; };
+  std::vector<std::string> header = key_headers(r);
   const std::size_t keys = header.size();
   // Held with no process: shown when the ledger bills by allocation and some GPU was held idle.
   const bool idle_allocated = has_idle_allocation(r);
@@ -210,20 +286,8 @@ std::string render_table(const Report& r, bool color) {
   for (const auto& row : r.rows) body.push_back(cells(row, false));
   Row total = r.total;
   body.push_back(cells(total, true));
-  std::vector<std::size_t> width(header.size());
-  for (std::size_t i = 0; i < header.size(); ++i) {
-    width[i] = header[i].size();
-    for (const auto& line : body) width[i] = std::max(width[i], line[i].size());
-  }
-  auto line = [&](const std::vector<std::string>& c) {
-    std::string out;
-    for (std::size_t i = 0; i < c.size(); ++i) {
-      if (i) out += "  ";
-      out += i < keys ? fmt::format("{:<{}}", c[i], width[i]) : fmt::format("{:>{}}", c[i], width[i]);
-    }
-    while (!out.empty() && out.back() == ' ') out.pop_back();
-    return out + "\n";
-  };
+  const Aligned table(header, body, keys);
+  auto line = [&](const std::vector<std::string>& c) { return table.line(c); };
 
   std::string out = bold("gpumeter report") + fmt::format("  {} to {} ({})\n", format_utc(r.from), format_utc(r.to),
                                                           period_length(r.to - r.from));
@@ -232,6 +296,7 @@ std::string render_table(const Report& r, bool color) {
   out += "\n\n" + bold(line(header));
   for (std::size_t i = 0; i + 1 < body.size(); ++i) out += line(body[i]);
   out += bold(line(body.back()));
+  if (r.forecast_seconds > 0) out += forecast_table(r, bold);
   const auto& rec = r.reconciliation;
   out += fmt::format("\nreconciliation: owners {} + idle {} = {} GPU-h; covered by the ledger {} GPU-h: {}\n",
                      grouped(rec.owners_seconds / 3600, 3), grouped(rec.idle_seconds / 3600, 3),

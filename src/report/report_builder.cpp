@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "report/counter_reader.h"
+#include "report/forecast.h"
 #include "report/time_spec.h"
 
 namespace gpumeter::report {
@@ -62,6 +63,7 @@ struct GpuIdentity {
 struct RowAcc {
   Row row;
   std::vector<double> step_values;                  // cost (or allocated seconds) per step
+  std::vector<double> allocated_steps;              // allocated seconds per step, for the forecast
   std::map<std::string, double> cost_by_node;       // own cost, for spreading idle cost
   std::map<std::string, std::vector<double>> node_steps;  // idle rows: cost per node per step
 };
@@ -253,12 +255,14 @@ class Builder {
         acc.row.idle = project == kIdle;
         acc.row.unattributed = project == kUnattributed;
         acc.step_values.assign(steps_, 0.0);
+        acc.allocated_steps.assign(steps_, 0.0);
       }
       if (f == kAllocated && acc.row.idle) idle_steps_.resize(steps_, 0.0);
       for (std::size_t i = 1; i <= steps_; ++i) {
         const double x = s.increase[i - 1];
         if (x == 0) continue;
         field(acc.row.usage, f) += x;
+        if (f == kAllocated) acc.allocated_steps[i - 1] += x;
         if (f == kAllocated && acc.row.idle) idle_steps_[i - 1] += x;
         double cost = 0;
         if (req_.pricing) {
@@ -383,9 +387,30 @@ class Builder {
     }
   }
 
+  // The demand forecast of one owner row (or of the total, from the owners' summed steps).
+  std::optional<RowForecast> forecast(const Row& row, const std::vector<double>& allocated_steps) const {
+    std::vector<double> starts, ends;
+    for (std::size_t i = 1; i <= steps_; ++i) {
+      starts.push_back(timeline_[i - 1]);
+      ends.push_back(timeline_[i]);
+    }
+    auto f = forecast_demand(starts, ends, allocated_steps, req_.forecast);
+    if (!f) return std::nullopt;
+    RowForecast out{f->gpus_at_end, f->trend_gpus_per_day, f->gpu_hours, std::nullopt};
+    if (report_.priced && row.usage.allocated_seconds > 0) {
+      out.cost = row.cost.total() / (row.usage.allocated_seconds / 3600) * f->gpu_hours;
+    }
+    return out;
+  }
+
   void finish_rows() {
     const bool by_project_only = req_.by.size() == 1 && req_.by[0] == "project";
+    std::vector<double> owner_steps(steps_, 0.0);
     for (auto& [key, acc] : rows_) {
+      if (req_.forecast > 0 && !acc.row.idle && !acc.row.unattributed) {
+        acc.row.forecast = forecast(acc.row, acc.allocated_steps);
+        for (std::size_t i = 0; i < steps_ && i < acc.allocated_steps.size(); ++i) owner_steps[i] += acc.allocated_steps[i];
+      }
       if (req_.pricing && by_project_only) {
         auto b = req_.pricing->budgets.find(key.first[0]);
         if (b != req_.pricing->budgets.end()) {
@@ -427,6 +452,17 @@ class Builder {
     }
     idle_steps_.resize(steps_, 0.0);
     report_.timeline.idle_seconds = idle_steps_;
+    if (req_.forecast > 0) {
+      report_.forecast_seconds = req_.forecast;
+      // The owners' demand; idle time is not demand. Priced at the owners' mean cost per GPU-hour.
+      Row owners;
+      for (const Row& row : report_.rows) {
+        if (row.idle || row.unattributed) continue;
+        owners.usage += row.usage;
+        owners.cost += row.cost;
+      }
+      report_.total.forecast = forecast(owners, owner_steps);
+    }
   }
 
   void reconcile(const CounterData& covered, const CounterData& gaps) {

@@ -30,6 +30,7 @@ struct ReportRequest {
   std::string node_label = "instance";
   const pricing::Pricing* pricing = nullptr;  // null: usage only
   std::string url;
+  double forecast = 0;  // the horizon of a demand forecast, seconds; 0: none
 };
 
 // A step for the period when none is given: the smallest of 1m, 5m, 15m, 30m, 1h, 3h, 6h, 12h

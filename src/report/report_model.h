@@ -58,6 +58,15 @@ struct Budget {
   double used_ratio = 0;   // total cost / for_period
 };
 
+// What a group will hold over the forecast's horizon (report --forecast), from the trend of the
+// GPUs it held over the period (report/forecast.h).
+struct RowForecast {
+  double gpus_at_end = 0;
+  double trend_gpus_per_day = 0;
+  double gpu_hours = 0;
+  std::optional<double> cost;  // at the group's cost per allocated GPU-hour over the period
+};
+
 struct Row {
   // One value per `--by` dimension, in the same order. Idle time carries "__idle__" and busy
   // time no process accounts for "__unattributed__" in every owner dimension.
@@ -67,6 +76,7 @@ struct Row {
   std::optional<Budget> budget;   // only when grouping by project and the project has one
   bool idle = false;              // the "__idle__" row
   bool unattributed = false;      // the "__unattributed__" row
+  std::optional<RowForecast> forecast;  // owner rows and the total, with --forecast
 };
 
 // Owners plus idle equals the capacity: the checks behind the "reconciliation" section.
@@ -111,6 +121,7 @@ struct Report {
   std::string idle_policy;   // when priced
   std::vector<Row> rows;     // most expensive first (most allocated seconds when unpriced)
   Row total;                 // key empty
+  double forecast_seconds = 0;  // the forecast's horizon; 0 without --forecast
   Timeline timeline;
   Reconciliation reconciliation;
   std::vector<Warning> warnings;

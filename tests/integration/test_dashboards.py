@@ -19,13 +19,16 @@ import urllib.parse
 
 import yaml
 
-from harness import (AgentTestCase, Agent, BIN, Prometheus, SCENARIOS, SOURCE_DIR, SimNode, http_get,
-                     wait_until)
+import harness
+import rocm_namespace
+from harness import (AgentTestCase, Agent, BIN, Process, Prometheus, SCENARIOS, SOURCE_DIR, SimNode, free_port,
+                     http_get, wait_until)
 
 GRAFANA = os.path.join(SOURCE_DIR, "deploy", "grafana")
 DASHBOARDS = os.path.join(GRAFANA, "dashboards")
 PROMETHEUS_DIR = os.path.join(SOURCE_DIR, "deploy", "prometheus")
 SCENARIO = os.path.join(SCENARIOS, "dashboards.yaml")
+MIXED = os.path.join(SCENARIOS, "dashboards-mixed.yaml")
 PRICING = os.path.join(SOURCE_DIR, "tests", "integration", "dashboards", "pricing.yaml")
 DOCS = os.path.join(SOURCE_DIR, "docs", "dashboards.md")
 EXPECTED_UIDS = {"gpumeter-fleet", "gpumeter-gpu", "gpumeter-chargeback", "gpumeter-health"}
@@ -311,24 +314,32 @@ class DashboardStructure(unittest.TestCase):
 class DashboardQueries(AgentTestCase):
     """Every panel query against a real Prometheus fed by the simulator."""
 
+    SCENARIO = SCENARIO
+
+    def alert_rules(self, work):
+        return os.path.join(PROMETHEUS_DIR, "gpumeter-alerts.yml")
+
+    def start_agent(self, node, config, state, env):
+        """The agent on the simulated node; returns its port."""
+        agent = self.track(Agent(scenario=self.SCENARIO, env=env, extra_args=node.agent_args(config, state)))
+        agent.wait_ready()
+        return agent.port
+
     def start_pipeline(self):
         work = tempfile.mkdtemp(prefix="gpumeter-dash-")
         cost_rules = os.path.join(work, "cost-rules.yml")
         out = subprocess.run([BIN, "rules", "--pricing", PRICING, "--output", cost_rules], capture_output=True,
                              text=True, timeout=30)
         self.assertEqual(out.returncode, 0, out.stderr)
-        rule_files = [cost_rules, os.path.join(PROMETHEUS_DIR, "gpumeter-budget.yml"),
-                      os.path.join(PROMETHEUS_DIR, "gpumeter-alerts.yml")]
+        rule_files = [cost_rules, os.path.join(PROMETHEUS_DIR, "gpumeter-budget.yml"), self.alert_rules(work)]
         epoch = time.time() + LEAD
-        node = self.track(SimNode(SCENARIO, epoch))
+        node = self.track(SimNode(self.SCENARIO, epoch))
         config = node.config("ledger:\n  checkpoint_interval: 1s\n")
-        agent = self.track(Agent(scenario=SCENARIO, env={"GPUMETER_SIM_EPOCH": repr(epoch)},
-                                 extra_args=node.agent_args(config, os.path.join(work, "ledger.json"))))
+        port = self.start_agent(node, config, os.path.join(work, "ledger.json"), {"GPUMETER_SIM_EPOCH": repr(epoch)})
         prom = self.track(Prometheus(
-            ["127.0.0.1:%d" % agent.port],
+            ["127.0.0.1:%d" % port],
             job_config="    relabel_configs:\n      - target_label: cluster\n        replacement: %s\n" % CLUSTER,
             extra_config="rule_files:\n" + "".join("  - '%s'\n" % f for f in rule_files)))
-        agent.wait_ready()
         return epoch, prom
 
     def wait_for_data(self, epoch, prom):
@@ -366,11 +377,29 @@ class DashboardQueries(AgentTestCase):
         return variables, values, shown
 
     def test_every_panel_query_returns_data(self):
+        resolved = self.run_every_panel_query()
+        # The chained variables picked real values: the cluster target label, the node, a GPU
+        # shown by index, model and node, and a project from the ledger.
+        gpu = resolved[("gpumeter-gpu", "first")]
+        self.assertEqual(gpu["cluster"], CLUSTER)
+        self.assertRegex(gpu["node"], r"^127\.0\.0\.1:\d+$")
+        self.assertRegex(gpu["gpu"], r"^\d \| NVIDIA H100 80GB HBM3 \| 127\.0\.0\.1:\d+$")
+        self.assertEqual(resolved[("gpumeter-chargeback", "first")]["project"], "climate")
+        self.assertEqual(resolved[("gpumeter-chargeback", "last")]["project"], "vision")
+
+    def expected_empty(self, shown, expr):
+        """Why `expr` may show no data with the variables `shown`; None when it must show data."""
+        return None
+
+    def run_every_panel_query(self):
+        """Runs every panel's queries with each variable at its first value, its last and All;
+        returns the variables' shown values per (dashboard uid, pick)."""
         epoch, prom = self.start_pipeline()
+        self.prom, self.epoch = prom, epoch
         self.wait_for_data(epoch, prom)
         client = PromClient(prom)
         at = time.time()
-        failures, counted, resolved = [], {}, {}
+        failures, counted, resolved, expected_empty = [], {}, {}, set()
         for name, dash in load_dashboards().items():
             for pick in ("first", "last", "all"):
                 variables, values, shown = self.resolve(client, dash, pick, at)
@@ -383,28 +412,113 @@ class DashboardQueries(AgentTestCase):
                         except KeyError as e:
                             failures.append("%s, panel %r query %s: %s" % (name, p["title"], t["refId"], e))
                             continue
+                        empty_because = self.expected_empty(shown, expr)
                         for kind in ("instant", "range"):
                             n += 1
+                            where = "%s, variables %s, panel %r query %s (%s)" % (name, shown, p["title"],
+                                                                                t["refId"], kind)
                             try:
                                 data = client.instant(expr, at) if kind == "instant" else client.range(expr, at)
-                                if not data["result"]:
+                                if empty_because and data["result"]:
+                                    failures.append("%s: data where none was expected (%s); update the list of "
+                                                    "panels empty on this GPU\n    %s" % (where, empty_because, expr))
+                                elif empty_because:
+                                    expected_empty.add(p["title"])
+                                elif not data["result"]:
                                     raise QueryError("no data")
                             except QueryError as e:
-                                failures.append("%s, variables %s, panel %r query %s (%s): %s\n    %s" %
-                                                (name, shown, p["title"], t["refId"], kind, e, expr))
+                                failures.append("%s: %s\n    %s" % (where, e, expr))
                 counted[(name, pick)] = n
         print("variables resolved: %s" % json.dumps({"%s/%s" % k: v for k, v in resolved.items()}, indent=1))
         print("queries run: %r" % counted)
+        print("panels empty where expected: %s" % sorted(expected_empty))
         if failures:
             self.fail("%d of %d queries failed:\n%s" % (len(failures), sum(counted.values()), "\n".join(failures)))
-        # The chained variables picked real values: the cluster target label, the node, a GPU
-        # shown by index, model and node, and a project from the ledger.
-        gpu = resolved[("gpumeter-gpu", "first")]
-        self.assertEqual(gpu["cluster"], CLUSTER)
-        self.assertRegex(gpu["node"], r"^127\.0\.0\.1:\d+$")
-        self.assertRegex(gpu["gpu"], r"^\d \| NVIDIA H100 80GB HBM3 \| 127\.0\.0\.1:\d+$")
+        return resolved
+
+
+class MixedNodeDashboardQueries(DashboardQueries):
+    """The same queries on a node with four NVIDIA and four AMD GPUs in one agent: the AMD GPUs
+    are read through Debian's real ROCm SMI from a simulated amdgpu tree, in a private mount
+    namespace with the tree over /sys/class and /sys/module (docs/rocm-behaviour.md)."""
+    SCENARIO = MIXED
+    # What the GPU and health dashboards cannot show for an MI300X read through ROCm SMI
+    # (docs/dashboards.md, "Mixed nodes"): exactly these panels are empty for the AMD GPU, and
+    # every other panel shows data for it.
+    ABSENT_ON_AMD = {
+        "gpu_fan_speed_ratio": "the MI300X is passively cooled: no fan",
+        "gpu_performance_state": "NVIDIA's P-state; ROCm's performance level is not one",
+        "gpu_clock_event_active": "ROCm's throttle status is not read yet",
+        "gpu_pcie_receive_bytes_total": "ROCm SMI 5.2 gives PCIe traffic only as a sampled rate, not read yet",
+        "gpu_pcie_transmit_bytes_total": "ROCm SMI 5.2 gives PCIe traffic only as a sampled rate, not read yet",
+        "gpu_remapped_rows": "NVIDIA's row remapping; AMD retires pages instead",
+        "gpu_xid_errors_total": "Xid errors are NVIDIA's",
+    }
+
+    def alert_rules(self, work):
+        """The shipped alert rules with every `for` cut to 2 s, so that the memory alerts fire
+        within the test."""
+        with open(os.path.join(PROMETHEUS_DIR, "gpumeter-alerts.yml")) as f:
+            doc = yaml.safe_load(f)
+        for group in doc["groups"]:
+            for rule in group["rules"]:
+                if "for" in rule:
+                    rule["for"] = "2s"
+        path = os.path.join(work, "gpumeter-alerts.yml")
+        with open(path, "w") as f:
+            yaml.safe_dump(doc, f, sort_keys=False)
+        return path
+
+    def expected_empty(self, shown, expr):
+        if not shown.get("gpu", "").startswith("7 | AMD"):
+            return None
+        reasons = [why for family, why in self.ABSENT_ON_AMD.items() if re.search(r"\b%s\b" % family, expr)]
+        return "; ".join(reasons) or None
+
+    def start_agent(self, node, config, state, env):
+        tree = os.path.join(node.dir, "sysfs")
+        self.track(Process(rocm_namespace.follow_argv(BIN, tree, self.SCENARIO), env=env, workdir=node.dir,
+                           name="sim-sysfs"))
+        wait_until(lambda: rocm_namespace.tree_ready(tree), 30, what="sim sysfs")
+        port = free_port()
+        self.track(Process(rocm_namespace.argv(tree, [
+            BIN, "serve", "--web.listen-address", "127.0.0.1:%d" % port, "--collect.interval", "1s",
+            "--sim.scenario", self.SCENARIO]
+            + node.agent_args(config, state)), env=env, name="gpumeter"))
+        wait_until(lambda: http_get("http://127.0.0.1:%d/-/ready" % port, timeout=2)[0] == 200, 30,
+                   what="agent ready")
+        return port
+
+    def test_every_panel_query_returns_data(self):
+        resolved = self.run_every_panel_query()
+        # The GPU variable runs from an NVIDIA GPU (first) to an AMD one (last).
+        self.assertRegex(resolved[("gpumeter-gpu", "first")]["gpu"], r"^0 \| NVIDIA H100 80GB HBM3 \| ")
+        self.assertRegex(resolved[("gpumeter-gpu", "last")]["gpu"], r"^7 \| AMD Instinct MI300X \| ")
         self.assertEqual(resolved[("gpumeter-chargeback", "first")]["project"], "climate")
         self.assertEqual(resolved[("gpumeter-chargeback", "last")]["project"], "vision")
+        # The shipped alerts on both vendors: the Xid alerts on the four H100s only, the memory
+        # alerts on the MI300X whose job fills 90 % of its VRAM (and on no other GPU).
+        firing = {}
+        for a in self.prom.query('ALERTS{alertstate="firing"}'):
+            firing.setdefault(a["metric"]["alertname"], set()).add(a["metric"].get("gpu"))
+        self.assertEqual(firing.get("GpuXidCritical", set()) | firing.get("GpuXidError", set()), {"0", "1", "2", "3"})
+        self.assertEqual(firing.get("GpuMemoryUsageHigh"), {"5"}, firing)
+        # One bill for both vendors: `gpumeter report --by model` prices each model's GPU-hours
+        # at its own price (the H100's, and the catch-all for the MI300X).
+        doc = harness.report_json("--url", self.prom.base, "--from", str(self.epoch - LEAD - 5), "--to",
+                                  str(time.time() - 1.5), "--by", "model", "--pricing", PRICING)
+        rows = {}
+        for r in doc["rows"]:
+            if not r["idle"] and not r["unattributed"]:
+                rows[r["key"]["model"]] = r
+        print("report --by model: %s" % json.dumps(rows, indent=1))
+        self.assertEqual(sorted(rows), ["AMD Instinct MI300X", "NVIDIA H100 80GB HBM3"])
+        for model, gpu_hour, busy_gpu_hour in (("NVIDIA H100 80GB HBM3", 3.20, 0.40), ("AMD Instinct MI300X", 1.00, 0)):
+            r = rows[model]
+            self.assertGreater(r["allocated_seconds"], 4 * 5, model)  # four GPUs, each owned since 3 s
+            self.assertAlmostEqual(r["cost"]["allocation"], r["allocated_seconds"] / 3600 * gpu_hour, places=9)
+            self.assertAlmostEqual(r["cost"]["utilization"], r["busy_seconds"] / 3600 * busy_gpu_hour, places=9)
+            self.assertGreater(r["cost"]["energy"], 0, model)
 
 
 if __name__ == "__main__":

@@ -229,7 +229,8 @@ class PackageTest(unittest.TestCase):
         self.assertEqual(f["Version"], project_version() + "-1")
         self.assertEqual(f["Architecture"], self.arch)
         self.assertEqual(f["Section"], "admin")
-        self.assertRegex(f["Maintainer"], r"^[^<>]+ <[^<>@]+@[^<>]+>$")
+        self.assertRegex(f["Maintainer"], r"^[^<>]+ <[^<>@]+@[^<>]+\.[^<>.]+>$")
+        self.assertNotIn("@localhost", f["Maintainer"])
         self.assertIn("/usr/lib/gpumeter", f["Description"])
         self.assertIn("simulator", f["Description"])
         for line in f["Description"].splitlines():
@@ -285,6 +286,8 @@ class PackageTest(unittest.TestCase):
                            "etc/gpumeter/pricing.yaml": "-rw-r--r--",
                            "etc/default/gpumeter": "-rw-r--r--",
                            "usr/share/doc/gpumeter/copyright": "-rw-r--r--",
+                           "usr/share/doc/gpumeter/changelog.Debian.gz": "-rw-r--r--",
+                           "usr/share/lintian/overrides/gpumeter": "-rw-r--r--",
                            "usr/share/gpumeter/prometheus/gpumeter-alerts.yml": "-rw-r--r--",
                            "usr/share/gpumeter/prometheus/prometheus.yml": "-rw-r--r--",
                            "usr/share/gpumeter/scenarios/" + SCENARIO: "-rw-r--r--"}.items():
@@ -304,6 +307,7 @@ class PackageTest(unittest.TestCase):
         self.assertNotIn("usr/lib/gpumeter/libnvidia-ml.so", files)
         for name in files:
             self.assertRegex(name, r"^(usr/bin/gpumeter|usr/lib/gpumeter/|usr/share/(man/man1|doc/gpumeter|gpumeter)/"
+                                   r"|usr/share/lintian/overrides/gpumeter$"
                                    r"|etc/gpumeter/|etc/default/gpumeter$|lib/systemd/system/gpumeter.service$)")
             self.assertNotIn("/tests/", name)
 
@@ -321,6 +325,31 @@ class PackageTest(unittest.TestCase):
             # With dpkg --root they act inside that root only (scripts run there without chroot).
             self.assertIn("DPKG_ROOT", text, script)
             run(["sh", "-n", os.path.join(control, script)])
+
+    def test_changelog_names_this_version(self):
+        extract = os.path.join(self.tmp, "extract-changelog")
+        run(["dpkg-deb", "--extract", self.deb, extract])
+        with gzip.open(os.path.join(extract, "usr/share/doc/gpumeter/changelog.Debian.gz"), "rt") as f:
+            text = f.read()
+        with open(os.path.join(SOURCE_DIR, "deploy", "debian", "changelog")) as f:
+            self.assertEqual(text, f.read())
+        self.assertTrue(text.startswith("gpumeter (%s) " % self.fields["Version"]), text.splitlines()[0])
+        # dpkg-parsechangelog reads it as Debian's tools do.
+        parsed = run(["dpkg-parsechangelog", "-l", os.path.join(SOURCE_DIR, "deploy", "debian", "changelog"),
+                      "-S", "Version"]).stdout.strip()
+        self.assertEqual(parsed, self.fields["Version"])
+
+    def test_lintian_finds_no_error_and_no_warning(self):
+        # Debian's own package checker. Tags that cannot apply to a package built outside the
+        # archive are overridden in the package (usr/share/lintian/overrides/gpumeter), each with
+        # its reason; anything else it reports fails the test.
+        r = run(["lintian", "--fail-on", "error,warning", "--tag-display-limit", "0", self.deb], check=False)
+        print("lintian:\n" + r.stdout + r.stderr)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertEqual([line for line in r.stdout.splitlines() if re.match(r"^[EW]: ", line)], [])
+        shown = run(["lintian", "--tag-display-limit", "0", "--show-overrides", self.deb], check=False).stdout
+        self.assertEqual([line for line in shown.splitlines() if line.startswith("O: ")],
+                         ["O: gpumeter: initial-upload-closes-no-bugs [usr/share/doc/gpumeter/changelog.Debian.gz:1]"])
 
     # --- installed -----------------------------------------------------------------------------
 

@@ -56,6 +56,21 @@ nlohmann::ordered_json gpu_json(const Scenario& scenario, const GpuTruth& g) {
   j["memory_byte_seconds"] = g.memory_byte_seconds;
   j["allocated_seconds"] = g.allocated_seconds;
   j["idle_seconds"] = g.idle_seconds;
+  if (g.gpm_supported) {
+    const ProfileAverages& p = g.profiling;
+    j["profiling"] = {{"graphics_util_percent", p.graphics}, {"sm_util_percent", p.sm},
+                      {"sm_occupancy_percent", p.occupancy}, {"tensor_util_percent", p.tensor},
+                      {"dram_bw_util_percent", p.dram},    {"fp64_util_percent", p.fp64},
+                      {"fp32_util_percent", p.fp32},       {"fp16_util_percent", p.fp16},
+                      {"pcie_tx_mib_per_second", p.pcie_tx}, {"pcie_rx_mib_per_second", p.pcie_rx},
+                      {"nvlink_tx_mib_per_second", p.nvlink_tx}, {"nvlink_rx_mib_per_second", p.nvlink_rx}};
+  }
+  if (!g.nvlink_tx_bytes.empty()) {
+    nlohmann::ordered_json links = nlohmann::ordered_json::array();
+    for (std::size_t l = 0; l < g.nvlink_tx_bytes.size(); ++l)
+      links.push_back({{"link", l}, {"tx_bytes", g.nvlink_tx_bytes[l]}, {"rx_bytes", g.nvlink_rx_bytes[l]}});
+    j["nvlink"] = std::move(links);
+  }
   return j;
 }
 

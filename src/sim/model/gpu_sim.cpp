@@ -17,6 +17,7 @@ SimGpu::SimGpu(const Scenario& scenario, unsigned index)
       model_(scenario.model_of(index)),
       timeline_(scenario, index),
       counters_(timeline_, model_),
+      profiling_(scenario, timeline_, index),
       utilization_samples_(timeline_, model_, model_.samples.utilization_period,
                            model_.samples.utilization_depth),
       power_samples_(timeline_, model_, model_.samples.power_period, model_.samples.power_depth) {}

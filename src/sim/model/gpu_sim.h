@@ -10,6 +10,7 @@
 #include "sim/model/counters.h"
 #include "sim/model/periods.h"
 #include "sim/model/process_utilization.h"
+#include "sim/model/profiling.h"
 #include "sim/model/readings.h"
 #include "sim/model/scenario.h"
 #include "sim/model/timeline.h"
@@ -32,6 +33,9 @@ class SimGpu {
   unsigned long long pcie_tx_bytes(Micros t);
   unsigned long long pcie_rx_bytes(Micros t);
   double busy_seconds(Micros t);
+
+  // GPM integrals and NVLink counters (profiling.h).
+  ProfileIntegrator& profiling() { return profiling_; }
 
   // The jobs present at t, one entry per process on this GPU.
   const std::vector<JobShare>& processes(Micros t);
@@ -57,6 +61,7 @@ class SimGpu {
   GpuModelSpec model_;
   GpuTimeline timeline_;
   CounterIntegrator counters_;
+  ProfileIntegrator profiling_;
   PeriodHistory utilization_samples_;
   PeriodHistory power_samples_;
 };

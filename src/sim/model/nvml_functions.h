@@ -65,6 +65,14 @@ namespace gpumeter::sim {
   X(nvmlDeviceGetProcessesUtilizationInfo, device)       \
   X(nvmlDeviceGetPcieThroughput, device)                 \
   X(nvmlDeviceGetSamples, device)                        \
+  /* GPM and NVLink: nvml_exports_gpm.cpp, nvml_exports_nvlink.cpp */ \
+  X(nvmlGpmQueryDeviceSupport, device)                   \
+  X(nvmlGpmSampleAlloc, system)                          \
+  X(nvmlGpmSampleFree, system)                           \
+  X(nvmlGpmSampleGet, device)                            \
+  X(nvmlGpmMigSampleGet, device)                         \
+  X(nvmlGpmMetricsGet, system)                           \
+  X(nvmlDeviceGetNvLinkState, device)                    \
   X(nvmlEventSetCreate, system)                          \
   X(nvmlDeviceGetSupportedEventTypes, device)            \
   X(nvmlDeviceRegisterEvents, device)                    \

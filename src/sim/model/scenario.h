@@ -14,6 +14,7 @@
 #include "sim/model/identity.h"
 #include "sim/model/mig.h"
 #include "sim/model/pattern.h"
+#include "sim/model/profiling_spec.h"
 #include "sim/model/time.h"
 
 namespace gpumeter::sim {
@@ -70,6 +71,7 @@ struct GpuModelSpec {
   std::string architecture = "hopper";
   unsigned compute_units = 0;  // AMD: the CUs KFD reports (cu_occupancy counts them)
   SampleSpec samples;
+  NvlinkSpec nvlink;  // `nvlink:`; no links unless given
 };
 
 struct GpuSpec {
@@ -122,6 +124,8 @@ struct Job {
   // process of that pod, or a step of that Slurm job. kNoAllocation when none.
   std::size_t allocation = kNoAllocation;
   std::size_t mig = kNoMigInstance;  // the MIG instance it runs on (`mig:`), into Scenario::mig.instances
+  JobProfile profile;                // `profile:`, fractions of busy time (GPM)
+  std::optional<JobNvlink> nvlink;  // `nvlink:`; unset: the model's traffic
 };
 
 struct WindowFault {  // `lost` and `unknown_errors`: [at, at + duration)
@@ -186,6 +190,7 @@ struct Scenario {
   std::vector<Micros> driver_reloads;  // sorted
   std::vector<DriverUpgrade> driver_upgrades;  // sorted by time
   std::vector<Quirk> quirks;                   // in file order
+  std::vector<NvlinkFault> nvlink_faults;      // `nvlink_down`, `nvlink_errors`, in file order
   // User names for uids (`users: {alice: 2050}`), written to the simulated /etc/passwd.
   std::vector<std::pair<std::string, unsigned>> users;
   MigPlan mig;  // `mig:`: the GPUs in MIG mode and their instances
@@ -194,7 +199,7 @@ struct Scenario {
   bool is_amd(unsigned gpu) const { return model_of(gpu).vendor == "amd"; }
   std::size_t fault_count() const {
     return lost.size() + unknown_errors.size() + hangs.size() + xids.size() + driver_reloads.size() +
-           driver_upgrades.size();
+           driver_upgrades.size() + nvlink_faults.size();
   }
 };
 

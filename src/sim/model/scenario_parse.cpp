@@ -264,7 +264,7 @@ Job parse_job(const YAML::Node& node, const std::string& path, const Scenario& s
   const std::size_t gpu_count = s.gpus.size();
   MapReader m(node, path,
               {"name", "start", "end", "gpus", "pid", "pids", "uid", "cgroup", "cgroup_version", "kubernetes",
-               "env", "memory", "utilization", "allocation", "mig"});
+               "env", "memory", "utilization", "allocation", "mig", "profile", "nvlink"});
   Job j;
   j.name = read_bounded_string(m.require("name"), m.path("name"), 256);
   if (m.has("start")) j.start = read_duration(m.get("start"), m.path("start"));
@@ -331,6 +331,8 @@ Job parse_job(const YAML::Node& node, const std::string& path, const Scenario& s
   j.utilization = parse_pattern(m.require("utilization"), m.path("utilization"));
   if (m.has("allocation")) j.allocation = parse::resolve_allocation(s, m.get("allocation"), m.path("allocation"));
   if (m.has("mig")) j.mig = parse::resolve_mig(s, m.get("mig"), m.path("mig"));
+  if (m.has("profile")) j.profile = parse::parse_job_profile(m.get("profile"), m.path("profile"));
+  if (m.has("nvlink")) j.nvlink = parse::parse_job_nvlink(s, j.gpus, m.get("nvlink"), m.path("nvlink"));
   return j;
 }
 

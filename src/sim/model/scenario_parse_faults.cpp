@@ -105,9 +105,10 @@ void parse_fault(Scenario& s, const YAML::Node& node, const std::string& path) {
   if (!kind_node.IsDefined()) {
     fail_at(node, path,
             "missing required key 'kind' (one of: lost, hang, xid, unknown_errors, driver_reload, "
-            "driver_upgrade)");
+            "driver_upgrade, nvlink_down, nvlink_errors)");
   }
   std::string kind = read_string(kind_node, path + ".kind");
+  if (parse_nvlink_fault(s, kind, node, path)) return;
   auto gpu_of = [&](const MapReader& m) {
     if (s.gpus.empty()) fail_at(m.node(), path, "the scenario has no GPUs");
     return static_cast<unsigned>(read_unsigned(m.require("gpu"), m.path("gpu"), 0, s.gpus.size() - 1));
@@ -160,7 +161,7 @@ void parse_fault(Scenario& s, const YAML::Node& node, const std::string& path) {
   } else {
     fail_at(kind_node, path + ".kind",
             fmt::format("unknown fault kind '{}' (expected one of: lost, hang, xid, unknown_errors, "
-                        "driver_reload, driver_upgrade)",
+                        "driver_reload, driver_upgrade, nvlink_down, nvlink_errors)",
                         kind));
   }
 }

@@ -124,7 +124,7 @@ ClockRange parse_clock(const YAML::Node& node, const std::string& path) {
 GpuModelSpec parse_model(const std::string& id, const YAML::Node& node, const std::string& path) {
   MapReader m(node, path,
               {"vendor", "name", "memory", "memory_reserved", "power", "temperature", "clocks", "fan", "pcie",
-               "vbios_version", "ecc", "profile", "architecture", "compute_units", "samples"});
+               "vbios_version", "ecc", "profile", "architecture", "compute_units", "samples", "nvlink"});
   GpuModelSpec g;
   g.id = id;
   if (m.has("vendor")) {
@@ -241,6 +241,10 @@ GpuModelSpec parse_model(const std::string& id, const YAML::Node& node, const st
   }
   parse_product(g, m);
   if (m.has("samples")) g.samples = parse_samples(m.get("samples"), m.path("samples"));
+  if (m.has("nvlink")) {
+    if (amd) fail_at(m.get("nvlink"), m.path("nvlink"), "an AMD GPU has no NVLink");
+    g.nvlink = parse_nvlink_spec(m.get("nvlink"), m.path("nvlink"));
+  }
   return g;
 }
 

@@ -22,6 +22,14 @@ GpuModelSpec parse_model(const std::string& id, const YAML::Node& node, const st
 // One entry of `faults`, appended to the scenario's fault lists.
 void parse_fault(Scenario& s, const YAML::Node& node, const std::string& path);
 
+// Profiling and NVLink (scenario_parse_profiling.cpp): a model's `nvlink`, a job's `profile`
+// and `nvlink`, and the faults `nvlink_down`/`nvlink_errors` (false for other kinds).
+NvlinkSpec parse_nvlink_spec(const YAML::Node& node, const std::string& path);
+JobProfile parse_job_profile(const YAML::Node& node, const std::string& path);
+JobNvlink parse_job_nvlink(const Scenario& s, const std::vector<unsigned>& gpus, const YAML::Node& node,
+                           const std::string& path);
+bool parse_nvlink_fault(Scenario& s, const std::string& kind, const YAML::Node& node, const std::string& path);
+
 // The `quirks` list.
 void parse_quirks(Scenario& s, const YAML::Node& node);
 

@@ -8,6 +8,24 @@
 
 namespace gpumeter::sim {
 
+namespace {
+
+void add_profile_truth(const Scenario& scenario, const GpuTimeline& timeline, GpuTruth& gt, Micros from, Micros to) {
+  const GpuModelSpec& model = scenario.model_of(gt.gpu);
+  if (model.vendor != "nvidia") return;
+  ProfileIntegrator p(scenario, timeline, gt.gpu);
+  const ProfileTotals a = p.at(from);
+  const ProfileTotals b = p.at(to);
+  gt.gpm_supported = gpm_supported(model);
+  if (gt.gpm_supported) gt.profiling = profile_averages(a, b, to_seconds(to - from), model.nvlink.links);
+  for (unsigned l = 0; l < model.nvlink.links; ++l) {
+    gt.nvlink_tx_bytes.push_back(b.nvlink_tx[l] - a.nvlink_tx[l]);
+    gt.nvlink_rx_bytes.push_back(b.nvlink_rx[l] - a.nvlink_rx[l]);
+  }
+}
+
+}  // namespace
+
 Truth compute_truth(const Scenario& scenario, Micros from, Micros to) {
   Truth truth;
   truth.from = from;
@@ -44,6 +62,7 @@ Truth compute_truth(const Scenario& scenario, Micros from, Micros to) {
         jt.pid = j.pid;
       }
     });
+    add_profile_truth(scenario, timeline, gt, from, to);
     truth.gpus.push_back(gt);
   }
   for (auto& [key, jt] : jobs) {

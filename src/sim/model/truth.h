@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "sim/model/profiling.h"
 #include "sim/model/scenario.h"
 
 namespace gpumeter::sim {
@@ -30,6 +31,11 @@ struct GpuTruth {
   double memory_byte_seconds = 0;
   double allocated_seconds = 0;
   double idle_seconds = 0;
+  // GPM averages over the window (profiling.h), on GPUs that support GPM.
+  bool gpm_supported = false;
+  ProfileAverages profiling;
+  // NVLink bytes over the window per link (empty without NVLink).
+  std::vector<double> nvlink_tx_bytes, nvlink_rx_bytes;
 };
 
 struct JobTruth {

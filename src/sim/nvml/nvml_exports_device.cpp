@@ -9,6 +9,7 @@
 
 #include "sim/model/driver.h"
 #include "sim/model/readings.h"
+#include "sim/nvml/nvlink_fields.h"
 #include "sim/nvml/nvml_call.h"
 #include "sim/nvml/nvml_exports_mig.h"
 
@@ -225,6 +226,7 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, 
         v.nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
         continue;
       }
+      if (gpumeter::sim::fill_nvlink_field(d, now, v)) continue;
       switch (v.fieldId) {
         case NVML_FI_DEV_MEMORY_TEMP:
           v.valueType = NVML_VALUE_TYPE_UNSIGNED_INT;

@@ -12,6 +12,7 @@
 
 #include "nvml/nvml_api.h"
 #include "sim/nvml/event_sets.h"
+#include "sim/nvml/gpm_samples.h"
 #include "sim/nvml/session.h"
 
 // The opaque handle type of nvml_api.h, defined here: handles point into a table that lives
@@ -52,6 +53,8 @@ class Runtime {
   std::shared_ptr<nvmlEventSet_st> event_set(nvmlEventSet_t set) const;
   bool free_event_set(nvmlEventSet_t set);
 
+  GpmSampleTable& gpm_samples() { return gpm_samples_; }
+
  private:
   Runtime();
 
@@ -63,6 +66,7 @@ class Runtime {
   std::array<nvmlDevice_st, kMaxMigInstances> mig_handles_;
   std::array<nvmlGpuInstance_st, kMaxMigInstances> gi_handles_;
   std::map<std::uintptr_t, std::shared_ptr<nvmlEventSet_st>> event_sets_;
+  GpmSampleTable gpm_samples_;
 };
 
 }  // namespace gpumeter::sim

@@ -76,7 +76,7 @@ TEST(SimCli, TruthJsonHasStableKeysAndExactValues) {
   for (auto it = j["gpus"][0].begin(); it != j["gpus"][0].end(); ++it) gpu_keys.push_back(it.key());
   EXPECT_EQ(gpu_keys, (std::vector<std::string>{"gpu", "uuid", "model", "busy_seconds", "energy_joules",
                                                 "idle_energy_joules", "memory_byte_seconds",
-                                                "allocated_seconds", "idle_seconds"}));
+                                                "allocated_seconds", "idle_seconds", "profiling"}));
   // GPU 0: 50% on [10, 30), 75% on [30, 60), 25% on [60, 100).
   EXPECT_NEAR(j["gpus"][0]["busy_seconds"].template get<double>(), 10 + 22.5 + 10, 1e-9);
   EXPECT_NEAR(j["gpus"][0]["idle_seconds"].template get<double>(), 10, 1e-9);

@@ -1,0 +1,133 @@
+#include "render/api_v1.h"
+
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+namespace gpumeter {
+
+namespace {
+
+// Keys in the order written (index and uuid first), so the answer reads top-down.
+using json = nlohmann::ordered_json;
+
+json optional_number(const std::optional<double>& v) { return v ? json(*v) : json(nullptr); }
+
+json labeled(const std::vector<LabeledValue>& values) {
+  json out = json::object();
+  for (const auto& v : values) out[v.label] = v.value;
+  return out;
+}
+
+json owner_json(const OwnerLabels& o) {
+  json out = json::object();
+  out["project"] = o.project;
+  // Scheduler labels only where known, as on the metrics.
+  for (const auto& [key, value] : {std::pair<const char*, const std::string&>{"user", o.user},
+                                   {"namespace", o.namespace_}, {"pod", o.pod}, {"container", o.container},
+                                   {"hpc_job", o.hpc_job}}) {
+    if (!value.empty()) out[key] = value;
+  }
+  return out;
+}
+
+json profiling_json(const ProfilingReading& p) {
+  return {{"graphics_active_ratio", optional_number(p.graphics_active_ratio)},
+          {"sm_active_ratio", optional_number(p.sm_active_ratio)},
+          {"sm_occupancy_ratio", optional_number(p.sm_occupancy_ratio)},
+          {"tensor_active_ratio", optional_number(p.tensor_active_ratio)},
+          {"dram_active_ratio", optional_number(p.dram_active_ratio)},
+          {"fp64_active_ratio", optional_number(p.fp64_active_ratio)},
+          {"fp32_active_ratio", optional_number(p.fp32_active_ratio)},
+          {"fp16_active_ratio", optional_number(p.fp16_active_ratio)}};
+}
+
+json gpu_json(const GpuSnapshot& g) {
+  const DeviceIdentity& id = g.identity;
+  json out{{"index", id.index},
+           {"uuid", id.uuid},
+           {"vendor", id.vendor},
+           {"model", id.model},
+           {"pci_bus_id", id.pci_bus_id},
+           {"driver_version", id.driver_version},
+           {"up", g.up},
+           {"down_reason", g.up ? json(nullptr) : json(g.down_reason)},
+           {"reading_unix", g.last_success_unix > 0 ? json(g.last_success_unix) : json(nullptr)}};
+  const DeviceReading* r = g.up ? g.reading.get() : nullptr;
+  if (r != nullptr) {
+    out["utilization_ratio"] = optional_number(r->utilization_ratio);
+    out["memory_utilization_ratio"] = optional_number(r->memory_utilization_ratio);
+    out["memory"] = {{"total_bytes", optional_number(r->memory_total_bytes)},
+                     {"used_bytes", optional_number(r->memory_used_bytes)},
+                     {"free_bytes", optional_number(r->memory_free_bytes)}};
+    out["temperature_celsius"] = labeled(r->temperature_celsius);
+    out["power_watts"] = optional_number(r->power_watts);
+    out["power_limit_watts"] = optional_number(r->power_limit_watts);
+    out["clock_hertz"] = labeled(r->clock_hertz);
+    out["profiling"] = r->profiling ? profiling_json(*r->profiling) : json(nullptr);
+    if (r->mig_enabled) {
+      json instances = json::array();
+      for (const auto& m : r->mig_instances) {
+        instances.push_back({{"mig_uuid", m.uuid},
+                             {"gpu_instance", m.gpu_instance},
+                             {"compute_instance", m.compute_instance},
+                             {"profile", m.profile},
+                             {"slices", m.slices},
+                             {"memory", {{"total_bytes", optional_number(m.memory_total_bytes)},
+                                         {"used_bytes", optional_number(m.memory_used_bytes)}}},
+                             {"profiling", m.profiling ? profiling_json(*m.profiling) : json(nullptr)}});
+      }
+      out["mig"] = {{"enabled", *r->mig_enabled},
+                    {"slices", r->mig_slices ? json(*r->mig_slices) : json(nullptr)},
+                    {"instances", std::move(instances)}};
+    }
+  }
+  // The processes on the GPU now, with their owners, and the owners once each.
+  json processes = json::array();
+  std::set<OwnerLabels> owners;
+  for (const auto& p : g.processes) {
+    if (!p.running) continue;
+    processes.push_back({{"pid", p.pid},
+                         {"memory_bytes", optional_number(p.memory_bytes)},
+                         {"utilization_ratio", optional_number(p.utilization_ratio)},
+                         {"owner", owner_json(p.owner)}});
+    owners.insert(p.owner);
+  }
+  out["processes"] = std::move(processes);
+  json owner_list = json::array();
+  for (const auto& o : owners) owner_list.push_back(owner_json(o));
+  out["owners"] = std::move(owner_list);
+  return out;
+}
+
+json envelope(const Snapshot& s, double now_unix) {
+  return {{"api_version", "v1"},
+          {"snapshot_unix", s.taken_unix},
+          {"snapshot_age_seconds", now_unix > s.taken_unix ? now_unix - s.taken_unix : 0.0}};
+}
+
+}  // namespace
+
+std::string render_api_gpus(const Snapshot& s, double now_unix) {
+  json out = envelope(s, now_unix);
+  json gpus = json::array();
+  for (const auto& g : s.gpus) gpus.push_back(gpu_json(g));
+  out["gpus"] = std::move(gpus);
+  return out.dump(2) + "\n";
+}
+
+std::optional<std::string> render_api_gpu(const Snapshot& s, std::string_view uuid, double now_unix) {
+  for (const auto& g : s.gpus) {
+    if (g.identity.uuid != uuid) continue;
+    json out = envelope(s, now_unix);
+    out["gpu"] = gpu_json(g);
+    return out.dump(2) + "\n";
+  }
+  return std::nullopt;
+}
+
+std::string render_api_error(std::string_view message) {
+  return json{{"error", std::string(message)}}.dump() + "\n";
+}
+
+}  // namespace gpumeter

@@ -1,0 +1,100 @@
+#pragma once
+// Profiling (GPM) and NVLink counters of one GPU, as exact integrals over scenario time.
+//
+// Per segment of the GPU's timeline, with jobs j present at utilization u_j and S = sum u_j,
+// job j is busy a fraction b_j = u_j / max(100, S) of the time (so sum b_j is the GPU's
+// utilization U, as in truth.h). Each GPM activity is the busy time weighted by the job's
+// profile fraction (JobProfile): SM-active seconds += b_j * sm_j * d, tensor += b_j * tensor_j
+// * d, and so on; the graphics engine is active sum b_j * d (the GPU's busy seconds). PCIe bytes
+// are the busy seconds times the model's PCIe rates (as the PCIe counters of gpu_sim.h), NVLink
+// bytes b_j times the job's (or the model's) NVLink rate, spread evenly over the links that are
+// up (a link in an `nvlink_down` window carries nothing).
+//
+// The integrator walks pieces: the timeline's segments, cut further at the GPU's NVLink fault
+// edges. It keeps the totals at the start of the current piece, so a query only adds whole pieces
+// crossed since the last one and a reading depends only on the time asked for. A query earlier
+// than the current piece restarts from time 0 (the agent only moves forward).
+//
+// MIG: the integrator takes an optional job filter. The integrals of a GPU instance are those of
+// the jobs that run in it, with the same b_j (a job's busy fraction is its own, not the GPU's),
+// so an integrator built with `filter` = "runs in instance i" gives the instance's totals; its
+// percentages are then divided by the instance's share of the GPU's SMs or memory, which the
+// caller knows and this class does not.
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "nvml/nvml_api.h"
+#include "sim/model/scenario.h"
+#include "sim/model/timeline.h"
+
+namespace gpumeter::sim {
+
+struct ProfileTotals {
+  // Seconds of activity since time 0.
+  double graphics = 0, sm = 0, occupancy = 0, tensor = 0, dram = 0, fp64 = 0, fp32 = 0, fp16 = 0;
+  // Bytes since time 0.
+  double pcie_tx = 0, pcie_rx = 0;
+  std::array<double, NVML_NVLINK_MAX_LINKS> nvlink_tx{}, nvlink_rx{};
+
+  double nvlink_tx_total(unsigned links) const;
+  double nvlink_rx_total(unsigned links) const;
+};
+
+// GPM is "for Hopper or newer fully supported devices" ([H] nvmlGpmQueryDeviceSupport).
+bool gpm_supported(const GpuModelSpec& model);
+
+class ProfileIntegrator {
+ public:
+  using JobFilter = std::function<bool(std::uint32_t job)>;
+
+  // The timeline must outlive the integrator; the scenario is copied from.
+  ProfileIntegrator(const Scenario& scenario, const GpuTimeline& timeline, unsigned gpu, JobFilter filter = {});
+
+  ProfileTotals at(Micros t);  // t >= 0
+
+  // NVLink state and counters as NVML serves them (fields 138/139, 161-163, 165).
+  bool link_up(unsigned link, Micros t) const;
+  // KiB since time 0 or the last driver reload, rounded down.
+  std::uint64_t nvlink_tx_kib(unsigned link, Micros t);
+  std::uint64_t nvlink_rx_kib(unsigned link, Micros t);
+  // Errors of one type on one link since time 0 or the last driver reload.
+  std::uint64_t nvlink_errors(unsigned link, NvlinkErrorType type, Micros t) const;
+
+ private:
+  struct JobRates {
+    JobProfile profile;
+    double nvlink_tx = 0, nvlink_rx = 0;  // bytes per second at 100%
+  };
+  struct Piece {
+    Micros start = 0, end = kForever;
+    ProfileTotals rate;  // per second
+  };
+
+  Piece piece_at(Micros t) const;
+  Micros last_reload(Micros t) const;  // the last driver reload at or before t, or 0
+  const ProfileTotals& at_reload(Micros reload);
+
+  const GpuTimeline& timeline_;
+  JobFilter filter_;
+  NvlinkSpec nvlink_;
+  double pcie_tx_rate_ = 0, pcie_rx_rate_ = 0;
+  std::vector<JobRates> jobs_;
+  std::vector<NvlinkFault> faults_;  // this GPU's
+  std::vector<Micros> edges_;        // sorted instants at which a link goes down or up
+  std::vector<Micros> reloads_;      // sorted
+  std::vector<std::pair<Micros, ProfileTotals>> reload_totals_;  // cached totals at reloads
+  Piece current_;
+  ProfileTotals at_start_;
+};
+
+// Average GPM values and NVLink bytes of one GPU over [from, to), for `sim truth`.
+struct ProfileAverages {
+  double graphics = 0, sm = 0, occupancy = 0, tensor = 0, dram = 0, fp64 = 0, fp32 = 0, fp16 = 0;  // percent
+  double pcie_tx = 0, pcie_rx = 0, nvlink_tx = 0, nvlink_rx = 0;  // MiB/s
+};
+ProfileAverages profile_averages(const ProfileTotals& a, const ProfileTotals& b, double seconds, unsigned links);
+
+}  // namespace gpumeter::sim

@@ -1,0 +1,141 @@
+"""GPM and NVLink read through ctypes the way pynvml reads them (CDLL on the simulated library,
+nvmlGpmSampleAlloc into a c_void_p, a c_nvmlGpmMetricsGet_t with version 1 and a metrics array,
+nvmlGpmMetricsGet by reference), on the profiling scenarios: on the H100 node the metrics of a
+constant load match `gpumeter sim truth`; on the A100 node GPM is unsupported and NVLink present."""
+import ctypes
+import os
+import re
+import subprocess
+import sys
+import time
+import unittest
+from ctypes import byref, c_char_p, c_double, c_int, c_uint, c_void_p
+
+
+def _preload_sanitizer_runtime():
+    """A sanitizer build of the simulator needs its runtime loaded first (see test_pynvml_client)."""
+    lib = os.environ.get("GPUMETER_SIM_LIB", "")
+    if not lib or os.environ.get("LD_PRELOAD"):
+        return
+    deps = subprocess.run(["ldd", lib], capture_output=True, text=True).stdout
+    m = re.search(r"libasan\.so\S* => (\S+)", deps)
+    if not m:
+        return
+    asan = os.environ.get("ASAN_OPTIONS", "")
+    env = dict(os.environ, LD_PRELOAD=m.group(1),
+               ASAN_OPTIONS=asan + (":" if asan else "") + "detect_leaks=0")
+    os.execve(sys.executable, [sys.executable, "-m", "unittest", "-v", __name__], env)
+
+
+_preload_sanitizer_runtime()
+
+import harness
+
+SUCCESS, INVALID_ARGUMENT, NOT_SUPPORTED = 0, 2, 3
+GPM_METRIC_MAX = 333  # header 13.2+; pynvml sizes the array with its own NVML_GPM_METRIC_MAX
+GPM_METRICS_GET_VERSION, GPM_SUPPORT_VERSION = 1, 1
+SM_UTIL, SM_OCCUPANCY, ANY_TENSOR_UTIL, DRAM_BW_UTIL, FP16_UTIL = 2, 3, 5, 10, 13
+PCIE_TX_PER_SEC, NVLINK_TOTAL_RX_PER_SEC, NVLINK_TOTAL_TX_PER_SEC = 20, 60, 61
+FI_NVLINK_LINK_COUNT, FI_NVLINK_GET_STATE = 91, 165
+MIB = 1024.0 * 1024.0
+
+
+class MetricInfo(ctypes.Structure):
+    _fields_ = [("shortName", c_char_p), ("longName", c_char_p), ("unit", c_char_p)]
+
+
+class GpmMetric(ctypes.Structure):  # nvmlGpmMetric_t
+    _fields_ = [("metricId", c_uint), ("nvmlReturn", c_int), ("value", c_double), ("metricInfo", MetricInfo)]
+
+
+class GpmMetricsGet(ctypes.Structure):  # nvmlGpmMetricsGet_t
+    _fields_ = [("version", c_uint), ("numMetrics", c_uint), ("sample1", c_void_p), ("sample2", c_void_p),
+                ("metrics", GpmMetric * GPM_METRIC_MAX)]
+
+
+class GpmSupport(ctypes.Structure):
+    _fields_ = [("version", c_uint), ("isSupportedDevice", c_uint)]
+
+
+class FieldValue(ctypes.Structure):  # nvmlFieldValue_t
+    _fields_ = [("fieldId", c_uint), ("scopeId", c_uint), ("timestamp", ctypes.c_longlong),
+                ("latencyUsec", ctypes.c_longlong), ("valueType", c_uint), ("nvmlReturn", c_int),
+                ("value", ctypes.c_ulonglong)]
+
+
+class GpmClient(unittest.TestCase):
+    lib = None
+
+    def start(self, scenario, now):
+        os.environ["GPUMETER_SIM_SCENARIO"] = os.path.join(harness.SCENARIOS, scenario)
+        os.environ["GPUMETER_SIM_EPOCH"] = repr(time.time() - now)
+        os.environ.pop("GPUMETER_SIM_TIME_SCALE", None)
+        if GpmClient.lib is None:
+            GpmClient.lib = ctypes.CDLL(harness.SIM_LIB)
+        self.assertEqual(self.lib.nvmlInit_v2(), SUCCESS)
+        self.addCleanup(self.lib.nvmlShutdown)
+
+    def handle(self, i):
+        h = c_void_p()
+        self.assertEqual(self.lib.nvmlDeviceGetHandleByIndex_v2(c_uint(i), byref(h)), SUCCESS)
+        return h
+
+    def supported(self, h):
+        s = GpmSupport(GPM_SUPPORT_VERSION, 7)
+        self.assertEqual(self.lib.nvmlGpmQueryDeviceSupport(h, byref(s)), SUCCESS)
+        return s.isSupportedDevice
+
+    def alloc(self):
+        s = c_void_p()
+        self.assertEqual(self.lib.nvmlGpmSampleAlloc(byref(s)), SUCCESS)
+        self.addCleanup(self.lib.nvmlGpmSampleFree, s)
+        return s
+
+    def test_h100_metrics_match_the_truth(self):
+        self.start("profiling-h100.yaml", 20)
+        h = self.handle(0)
+        self.assertEqual(self.supported(h), 1)
+        s1, s2 = self.alloc(), self.alloc()
+        self.assertEqual(self.lib.nvmlGpmSampleGet(h, s1), SUCCESS)
+        time.sleep(0.5)
+        self.assertEqual(self.lib.nvmlGpmSampleGet(h, s2), SUCCESS)
+        ids = [SM_UTIL, SM_OCCUPANCY, ANY_TENSOR_UTIL, DRAM_BW_UTIL, FP16_UTIL, PCIE_TX_PER_SEC,
+               NVLINK_TOTAL_RX_PER_SEC, NVLINK_TOTAL_TX_PER_SEC]
+        get = GpmMetricsGet()
+        get.version = GPM_METRICS_GET_VERSION
+        get.numMetrics = len(ids)
+        get.sample1, get.sample2 = s1, s2
+        for i, m in enumerate(ids):
+            get.metrics[i].metricId = m
+        self.assertEqual(self.lib.nvmlGpmMetricsGet(byref(get)), SUCCESS)
+        # GPU 0 runs a constant 95 % from 3 s: the truth of any window after 3 s is its rate.
+        g = harness.sim_truth(os.environ["GPUMETER_SIM_SCENARIO"], 10, 20)["gpus"][0]["profiling"]
+        want = [g["sm_util_percent"], g["sm_occupancy_percent"], g["tensor_util_percent"],
+                g["dram_bw_util_percent"], g["fp16_util_percent"], g["pcie_tx_mib_per_second"],
+                g["nvlink_rx_mib_per_second"], g["nvlink_tx_mib_per_second"]]
+        for i, m in enumerate(ids):
+            self.assertEqual(get.metrics[i].nvmlReturn, SUCCESS, m)
+            self.assertAlmostEqual(get.metrics[i].value, want[i], delta=want[i] * 0.01, msg=str(m))
+        self.assertAlmostEqual(want[0], 95 * 0.9, places=6)
+        self.assertAlmostEqual(want[7], 0.95 * 40e9 / MIB, places=3)
+        self.assertEqual(get.metrics[0].metricInfo.unit, b"%")
+
+    def test_a100_has_nvlink_but_no_gpm(self):
+        self.start("profiling-a100.yaml", 45)
+        h = self.handle(0)
+        self.assertEqual(self.supported(h), 0)
+        s = self.alloc()
+        self.assertEqual(self.lib.nvmlGpmSampleGet(h, s), NOT_SUPPORTED)
+        values = (FieldValue * 3)()
+        values[0].fieldId = FI_NVLINK_LINK_COUNT
+        values[1].fieldId, values[1].scopeId = FI_NVLINK_GET_STATE, 7  # down on [40, 55) s
+        values[2].fieldId, values[2].scopeId = FI_NVLINK_GET_STATE, 6
+        self.assertEqual(self.lib.nvmlDeviceGetFieldValues(h, c_int(3), values), SUCCESS)
+        self.assertEqual([v.nvmlReturn for v in values], [SUCCESS] * 3)
+        self.assertEqual(values[0].value & 0xFFFFFFFF, 12)
+        self.assertEqual(values[1].value & 0xFFFFFFFF, 0)
+        self.assertEqual(values[2].value & 0xFFFFFFFF, 1)
+
+
+if __name__ == "__main__":
+    unittest.main()
