@@ -18,6 +18,7 @@
 #include "sim/host/sim_kubelet.h"
 #include "sim/model/truth.h"
 #include "sim/cli/truth_format.h"
+#include "sim/cli/truth_format_mig.h"
 #include "sim/model/units.h"
 
 namespace gpumeter::sim {
@@ -84,20 +85,38 @@ int run_truth(const TruthArgs& args, std::ostream& out, std::ostream& err) {
                        to_seconds(*from), to_seconds(*to));
     return kBadInput;
   }
-  if (args.policy == "scheduler") {
+  // Scenarios with `mig:` add the per-instance truth: a "mig" object, a table after the others.
+  const bool mig = !scenario->mig.gpus.empty();
+  const bool scheduler = args.policy == "scheduler";
+  nlohmann::ordered_json json;
+  std::string table;
+  if (scheduler) {
     SchedulerTruth truth = compute_scheduler_truth(*scenario, *from, *to);
     if (args.format == "json") {
-      out << scheduler_truth_to_json(*scenario, truth).dump(2) << "\n";
+      json = scheduler_truth_to_json(*scenario, truth);
     } else {
-      out << scheduler_truth_to_table(*scenario, truth);
+      table = scheduler_truth_to_table(*scenario, truth);
     }
-    return kOk;
-  }
-  Truth truth = compute_truth(*scenario, *from, *to);
-  if (args.format == "json") {
-    out << truth_to_json(*scenario, truth).dump(2) << "\n";
   } else {
-    out << truth_to_table(truth);
+    Truth truth = compute_truth(*scenario, *from, *to);
+    if (args.format == "json") {
+      json = truth_to_json(*scenario, truth);
+    } else {
+      table = truth_to_table(truth);
+    }
+  }
+  if (mig) {
+    MigTruth truth = compute_mig_truth(*scenario, *from, *to, scheduler);
+    if (args.format == "json") {
+      json["mig"] = mig_truth_to_json(truth);
+    } else {
+      table += mig_truth_to_table(truth);
+    }
+  }
+  if (args.format == "json") {
+    out << json.dump(2) << "\n";
+  } else {
+    out << table;
   }
   return kOk;
 }

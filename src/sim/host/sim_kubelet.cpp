@@ -24,27 +24,25 @@ SimKubelet::SimKubelet(const Scenario& scenario, Micros lead)
   for (const sim::Allocation& alloc : scenario.allocations) {
     const Micros end = std::min(alloc.end, scenario.duration);
     if (alloc.kubernetes.empty() || alloc.start >= end) continue;
-    listings_.push_back(Listing{alloc.kubernetes, alloc.gpus, alloc.start, end, {}});
+    listings_.push_back(Listing{alloc.kubernetes, alloc.gpus, alloc.start, end, {}, alloc.mig, {}});
   }
   for (const Job& job : scenario.jobs) {
     const Micros end = std::min(job.end, scenario.duration);
     if (job.kubernetes.empty() || job.start >= end) continue;
     if (job.allocation != kNoAllocation && !scenario.allocations[job.allocation].kubernetes.empty()) continue;
     listings_.push_back(
-        Listing{job.kubernetes, job.gpus, job.start - lead, end >= kForever - lead ? kForever : end + lead, {}});
+        Listing{job.kubernetes, job.gpus, job.start - lead, end >= kForever - lead ? kForever : end + lead, {},
+                job.mig, {}});
   }
   // Per GPU: its allocations by start; replica numbers handed out as the plugin would.
   struct Slot {
     std::size_t listing;
     unsigned replica;
   };
-  std::vector<std::map<std::size_t, unsigned>> replica(scenario.gpus.size());  // listing -> n
-  for (unsigned g = 0; g < scenario.gpus.size(); ++g) {
-    std::vector<std::size_t> on_gpu;
-    for (std::size_t i = 0; i < listings_.size(); ++i) {
-      const std::vector<unsigned>& gpus = listings_[i].gpus;
-      if (std::find(gpus.begin(), gpus.end(), g) != gpus.end()) on_gpu.push_back(i);
-    }
+  // One device: a GPU (listings without a MIG instance) or a MIG instance (listings on it).
+  std::map<std::size_t, unsigned> replica;  // listing -> n, per device
+  auto assign = [&](std::vector<std::size_t> on_gpu) {
+    bool sliced = false;
     std::stable_sort(on_gpu.begin(), on_gpu.end(),
                      [&](std::size_t a, std::size_t b) { return listings_[a].from < listings_[b].from; });
     std::vector<Slot> assigned;
@@ -60,7 +58,7 @@ SimKubelet::SimKubelet(const Scenario& scenario, Micros lead)
           same_container = s.replica;  // two processes of one container share its allocation
         } else {
           taken.insert(s.replica);
-          time_sliced_[g] = true;
+          sliced = true;
         }
       }
       unsigned n = 0;
@@ -70,26 +68,57 @@ SimKubelet::SimKubelet(const Scenario& scenario, Micros lead)
         while (taken.count(n)) ++n;
       }
       assigned.push_back({i, n});
-      replica[g][i] = n;
+      replica[i] = n;
+    }
+    return sliced;
+  };
+  std::vector<std::vector<std::string>> ids(listings_.size());
+  for (unsigned g = 0; g < scenario.gpus.size(); ++g) {
+    std::vector<std::size_t> on_gpu;
+    for (std::size_t i = 0; i < listings_.size(); ++i) {
+      const std::vector<unsigned>& gpus = listings_[i].gpus;
+      if (listings_[i].mig == kNoMigInstance && std::find(gpus.begin(), gpus.end(), g) != gpus.end())
+        on_gpu.push_back(i);
+    }
+    replica.clear();
+    time_sliced_[g] = assign(on_gpu);
+    const std::string& uuid = scenario.gpus[g].uuid;
+    for (std::size_t i : on_gpu) ids[i].push_back(time_sliced_[g] ? fmt::format("{}::{}", uuid, replica[i]) : uuid);
+  }
+  // A MIG instance is its own device: its MIG UUID, under its profile's resource, time-sliced
+  // (replicas) as a GPU is when two containers hold it at once.
+  for (std::size_t m = 0; m < scenario.mig.instances.size(); ++m) {
+    std::vector<std::size_t> on_instance;
+    for (std::size_t i = 0; i < listings_.size(); ++i) {
+      if (listings_[i].mig == m) on_instance.push_back(i);
+    }
+    if (on_instance.empty()) continue;
+    replica.clear();
+    const bool sliced = assign(on_instance);
+    const MigInstance& inst = scenario.mig.instances[m];
+    for (std::size_t i : on_instance) {
+      ids[i].push_back(sliced ? fmt::format("{}::{}", inst.uuid, replica[i]) : inst.uuid);
+      listings_[i].resource = mig_resource_name(inst.profile_name);
     }
   }
   for (std::size_t i = 0; i < listings_.size(); ++i) {
-    Listing& a = listings_[i];
-    for (unsigned g : a.gpus) {
-      const std::string& uuid = scenario.gpus[g].uuid;
-      a.device_ids.push_back(time_sliced_[g] ? fmt::format("{}::{}", uuid, replica[g][i]) : uuid);
-    }
+    listings_[i].device_ids = std::move(ids[i]);
+    if (listings_[i].resource.empty()) listings_[i].resource = kGpuResourceName;
   }
 }
 
+std::string mig_resource_name(const std::string& profile) { return "nvidia.com/mig-" + profile; }
+
 std::vector<kubelet::PodResources> SimKubelet::pods_at(Micros t) const {
   t = std::max<Micros>(t, 0);
-  // namespace, pod -> container -> device ids
-  std::map<std::pair<std::string, std::string>, std::map<std::string, std::vector<std::string>>> pods;
+  // namespace, pod -> container -> resource -> device ids
+  std::map<std::pair<std::string, std::string>,
+           std::map<std::string, std::map<std::string, std::vector<std::string>>>>
+      pods;
   for (const Listing& a : listings_) {
     if (t < a.from || t >= a.to) continue;
     const KubernetesRef& k = a.ref;
-    std::vector<std::string>& ids = pods[{k.namespace_, k.pod}][k.container];
+    std::vector<std::string>& ids = pods[{k.namespace_, k.pod}][k.container][a.resource];
     for (const std::string& id : a.device_ids) {
       if (std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
     }
@@ -99,10 +128,10 @@ std::vector<kubelet::PodResources> SimKubelet::pods_at(Micros t) const {
     kubelet::PodResources pod;
     pod.namespace_ = pod_key.first;
     pod.name = pod_key.second;
-    for (auto& [name, ids] : containers) {
+    for (auto& [name, resources] : containers) {
       kubelet::ContainerResources c;
       c.name = name;
-      c.devices.push_back(kubelet::ContainerDevices{kGpuResourceName, std::move(ids)});
+      for (auto& [resource, ids] : resources) c.devices.push_back(kubelet::ContainerDevices{resource, std::move(ids)});
       pod.containers.push_back(std::move(c));
     }
     out.push_back(std::move(pod));

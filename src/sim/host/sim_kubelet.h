@@ -4,7 +4,8 @@
 //
 // Each job with a `kubernetes` reference is one container's allocation of `nvidia.com/gpu`
 // during [start - lead, end + lead), the same window `gpumeter sim procfs` gives its pids.
-// Its device ids are the UUIDs of its GPUs. A GPU that two different containers hold at the
+// Its device ids are the UUIDs of its GPUs; a job or allocation on a MIG instance (`mig:`) holds
+// that instance instead: its MIG UUID, under the resource nvidia.com/mig-<profile>. A GPU that two different containers hold at the
 // same time somewhere in the scenario is time-sliced: as the NVIDIA device plugin does with a
 // sharing configuration, every allocation of it, for its whole window, is a replica
 // "<uuid>::<n>", n the lowest replica number not held by another container at the
@@ -25,6 +26,10 @@ namespace gpumeter::sim {
 
 inline constexpr const char* kGpuResourceName = "nvidia.com/gpu";
 
+// The resource NVIDIA's device plugin advertises a MIG device of `profile` under with its
+// "mixed" MIG strategy: "nvidia.com/mig-3g.40gb".
+std::string mig_resource_name(const std::string& profile);
+
 class SimKubelet {
  public:
   SimKubelet(const Scenario& scenario, Micros lead);
@@ -42,6 +47,8 @@ class SimKubelet {
     std::vector<unsigned> gpus;
     Micros from, to;
     std::vector<std::string> device_ids;  // in `gpus` order
+    std::size_t mig = kNoMigInstance;     // the MIG instance held, if any
+    std::string resource;                 // nvidia.com/gpu, or the instance's nvidia.com/mig-<profile>
   };
   std::vector<Listing> listings_;
   std::vector<bool> time_sliced_;

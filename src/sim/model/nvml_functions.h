@@ -117,7 +117,18 @@ namespace gpumeter::sim {
   X(nvmlSystemGetProcessName, system)                     \
   X(nvmlDeviceGetArchitecture, device)                    \
   X(nvmlDeviceGetCudaComputeCapability, device)           \
-  X(nvmlDeviceGetMigMode, device)
+  X(nvmlDeviceGetMigMode, device)                         \
+  /* MIG: nvml_exports_mig.cpp */                         \
+  X(nvmlDeviceGetMaxMigDeviceCount, device)               \
+  X(nvmlDeviceGetMigDeviceHandleByIndex, device)          \
+  X(nvmlDeviceIsMigDeviceHandle, device)                  \
+  X(nvmlDeviceGetDeviceHandleFromMigDeviceHandle, device) \
+  X(nvmlDeviceGetGpuInstanceId, device)                   \
+  X(nvmlDeviceGetComputeInstanceId, device)               \
+  X(nvmlDeviceGetAttributes_v2, device)                   \
+  X(nvmlDeviceGetGpuInstanceProfileInfoV, device)         \
+  X(nvmlDeviceGetGpuInstanceById, device)                 \
+  X(nvmlGpuInstanceGetInfo, device)
 
 enum class NvmlFunction : unsigned {
 #define GPUMETER_SIM_X(name, kind) name,

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "sim/model/identity.h"
+#include "sim/model/mig.h"
 #include "sim/model/pattern.h"
 #include "sim/model/profiling_spec.h"
 #include "sim/model/time.h"
@@ -100,6 +101,7 @@ struct Allocation {
   KubernetesRef kubernetes;
   std::string slurm_job;  // the Slurm job id, e.g. "51234"
   unsigned uid = 0;
+  std::size_t mig = kNoMigInstance;  // the MIG instance it holds (`mig:`), into Scenario::mig.instances
 };
 
 // The index of no allocation, for jobs outside any.
@@ -121,6 +123,7 @@ struct Job {
   // The allocation the job runs in (`allocation:`), index into Scenario::allocations: a
   // process of that pod, or a step of that Slurm job. kNoAllocation when none.
   std::size_t allocation = kNoAllocation;
+  std::size_t mig = kNoMigInstance;  // the MIG instance it runs on (`mig:`), into Scenario::mig.instances
   JobProfile profile;                // `profile:`, fractions of busy time (GPM)
   std::optional<JobNvlink> nvlink;  // `nvlink:`; unset: the model's traffic
 };
@@ -190,6 +193,7 @@ struct Scenario {
   std::vector<NvlinkFault> nvlink_faults;      // `nvlink_down`, `nvlink_errors`, in file order
   // User names for uids (`users: {alice: 2050}`), written to the simulated /etc/passwd.
   std::vector<std::pair<std::string, unsigned>> users;
+  MigPlan mig;  // `mig:`: the GPUs in MIG mode and their instances
 
   const GpuModelSpec& model_of(unsigned gpu) const { return models[gpus[gpu].model]; }
   bool is_amd(unsigned gpu) const { return model_of(gpu).vendor == "amd"; }

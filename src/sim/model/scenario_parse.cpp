@@ -264,7 +264,7 @@ Job parse_job(const YAML::Node& node, const std::string& path, const Scenario& s
   const std::size_t gpu_count = s.gpus.size();
   MapReader m(node, path,
               {"name", "start", "end", "gpus", "pid", "pids", "uid", "cgroup", "cgroup_version", "kubernetes",
-               "env", "memory", "utilization", "allocation", "profile", "nvlink"});
+               "env", "memory", "utilization", "allocation", "mig", "profile", "nvlink"});
   Job j;
   j.name = read_bounded_string(m.require("name"), m.path("name"), 256);
   if (m.has("start")) j.start = read_duration(m.get("start"), m.path("start"));
@@ -330,6 +330,7 @@ Job parse_job(const YAML::Node& node, const std::string& path, const Scenario& s
   if (m.has("memory")) j.memory_bytes = read_bytes(m.get("memory"), m.path("memory"));
   j.utilization = parse_pattern(m.require("utilization"), m.path("utilization"));
   if (m.has("allocation")) j.allocation = parse::resolve_allocation(s, m.get("allocation"), m.path("allocation"));
+  if (m.has("mig")) j.mig = parse::resolve_mig(s, m.get("mig"), m.path("mig"));
   if (m.has("profile")) j.profile = parse::parse_job_profile(m.get("profile"), m.path("profile"));
   if (m.has("nvlink")) j.nvlink = parse::parse_job_nvlink(s, j.gpus, m.get("nvlink"), m.path("nvlink"));
   return j;
@@ -412,7 +413,7 @@ Scenario parse_root(const YAML::Node& root, const std::string& source) {
   }
   MapReader m(root, "",
               {"description", "driver_version", "amdgpu_version", "cuda_driver_version", "time_scale", "duration", "uuid_seed",
-               "models", "gpus", "users", "allocations", "jobs", "faults", "quirks"});
+               "models", "gpus", "mig", "users", "allocations", "jobs", "faults", "quirks"});
   Scenario s;
   s.source = source;
   s.driver_version = "550.90.07";
@@ -453,6 +454,7 @@ Scenario parse_root(const YAML::Node& root, const std::string& source) {
       fail_at(m.get("gpus"), "gpus", fmt::format("GPU {} is NVIDIA but follows an AMD GPU; list the NVIDIA GPUs first", i));
     }
   }
+  if (m.has("mig")) parse::parse_mig(s, m.get("mig"), uuid_seed);
   if (m.has("users")) parse_users(s, m.get("users"));
   std::vector<YAML::Node> allocation_nodes;
   if (m.has("allocations")) parse::parse_allocations(s, m.get("allocations"), allocation_nodes);
@@ -488,6 +490,7 @@ Scenario parse_root(const YAML::Node& root, const std::string& source) {
   check_memory(s, job_nodes);
   check_pids(s, job_nodes);
   parse::check_allocation_jobs(s, job_nodes, allocation_nodes);
+  parse::check_mig_holders(s, job_nodes, allocation_nodes);
   return s;
 }
 

@@ -26,7 +26,7 @@ std::string describe_end(Micros end) {
 }
 
 Allocation parse_allocation(const Scenario& s, const YAML::Node& node, const std::string& path) {
-  MapReader m(node, path, {"name", "start", "end", "gpus", "kubernetes", "slurm", "uid"});
+  MapReader m(node, path, {"name", "start", "end", "gpus", "kubernetes", "slurm", "uid", "mig"});
   Allocation a;
   a.name = read_bounded_string(m.require("name"), m.path("name"), 256);
   if (m.has("start")) a.start = read_duration(m.get("start"), m.path("start"));
@@ -59,6 +59,7 @@ Allocation parse_allocation(const Scenario& s, const YAML::Node& node, const std
     }
   }
   if (m.has("uid")) a.uid = static_cast<unsigned>(read_unsigned(m.get("uid"), m.path("uid"), 0, 4294967294U));
+  if (m.has("mig")) a.mig = resolve_mig(s, m.get("mig"), m.path("mig"));
   return a;
 }
 

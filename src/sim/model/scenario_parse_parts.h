@@ -48,4 +48,15 @@ std::size_t resolve_allocation(const Scenario& s, const YAML::Node& node, const 
 void check_allocation_jobs(Scenario& s, const std::vector<YAML::Node>& job_nodes,
                            const std::vector<YAML::Node>& allocation_nodes);
 
+// `mig:` (scenario_parse_mig.cpp), after the GPUs and before allocations and jobs.
+void parse_mig(Scenario& s, const YAML::Node& node, const std::string& uuid_seed);
+
+// A job's or allocation's `mig:` instance name, as an index into s.mig.instances.
+std::size_t resolve_mig(const Scenario& s, const YAML::Node& node, const std::string& path);
+
+// After the jobs: a job or allocation on a MIG-mode GPU names an instance of that GPU and lies
+// within the instance's life; the jobs of an instance fit in its memory.
+void check_mig_holders(const Scenario& s, const std::vector<YAML::Node>& job_nodes,
+                       const std::vector<YAML::Node>& allocation_nodes);
+
 }  // namespace gpumeter::sim::parse

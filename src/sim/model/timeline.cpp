@@ -1,18 +1,22 @@
 #include "sim/model/timeline.h"
 
 #include <algorithm>
+#include <cmath>
+#include <map>
 
 namespace gpumeter::sim {
 
-GpuTimeline::GpuTimeline(const Scenario& scenario, unsigned gpu) : reloads_(scenario.driver_reloads) {
+GpuTimeline::GpuTimeline(const Scenario& scenario, unsigned gpu)
+    : mig_(scenario.mig.enabled(gpu)), reloads_(scenario.driver_reloads) {
   for (std::size_t j = 0; j < scenario.jobs.size(); ++j) {
     const Job& job = scenario.jobs[j];
     Micros end = std::min(job.end, scenario.duration);
     if (job.start >= end) continue;
     for (std::size_t k = 0; k < job.gpus.size(); ++k) {
       if (job.gpus[k] != gpu) continue;
+      const unsigned slices = job.mig == kNoMigInstance ? 0 : scenario.mig.instances[job.mig].slices;
       entries_.push_back(Entry{static_cast<std::uint32_t>(j), job.pids[k], job.start, end, job.memory_bytes,
-                               job.utilization});
+                               job.utilization, job.mig, slices});
     }
   }
 }
@@ -31,11 +35,23 @@ Segment GpuTimeline::segment_at(Micros t) const {
     Micros change = next_change(e.pattern, rel);
     s.end = std::min(s.end, e.end);
     if (change != kForever) s.end = std::min(s.end, e.start + change);
-    s.jobs.push_back(JobShare{e.job, e.pid, u, e.memory_bytes});
+    s.jobs.push_back(JobShare{e.job, e.pid, u, e.memory_bytes, e.mig});
     s.sum_percent += u;
     s.memory_bytes += e.memory_bytes;
   }
   s.util_percent = std::min(100, s.sum_percent);
+  if (mig_) {
+    std::map<std::size_t, std::pair<int, unsigned>> per_instance;  // instance -> sum u_j, slices
+    for (const Entry& e : entries_) {
+      if (t < e.start || t >= e.end) continue;
+      auto& [sum, slices] = per_instance[e.mig];
+      sum += percent_at(e.pattern, t - e.start);
+      slices = e.mig_slices;
+    }
+    int weighted = 0;  // percent x slices
+    for (const auto& [instance, v] : per_instance) weighted += std::min(100, v.first) * static_cast<int>(v.second);
+    s.util_percent = static_cast<int>(std::lround(weighted / static_cast<double>(kMigComputeSlices)));
+  }
   auto next_reload = std::upper_bound(reloads_.begin(), reloads_.end(), t);
   if (next_reload != reloads_.end()) s.end = std::min(s.end, *next_reload);
   s.driver_reload = std::binary_search(reloads_.begin(), reloads_.end(), t);

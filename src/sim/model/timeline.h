@@ -17,12 +17,15 @@ struct JobShare {
   std::uint32_t pid = 0;  // the job's process on this GPU
   int percent = 0;        // the job's own utilization u_j
   std::uint64_t memory_bytes = 0;
+  std::size_t mig = kNoMigInstance;  // the MIG instance it runs on, into Scenario::mig.instances
 };
 
 struct Segment {
   Micros start = 0;
   Micros end = kForever;           // exclusive
-  int util_percent = 0;            // min(100, sum_percent)
+  // min(100, sum_percent); on a GPU in MIG mode, each instance's min(100, sum of its u_j)
+  // weighted by its compute slices of 7, rounded to a whole percent.
+  int util_percent = 0;
   int sum_percent = 0;             // sum of u_j over present jobs
   std::uint64_t memory_bytes = 0;  // sum of present jobs' memory
   bool driver_reload = false;      // a driver reload happens at `start`
@@ -56,7 +59,10 @@ class GpuTimeline {
     Micros end;
     std::uint64_t memory_bytes;
     Pattern pattern;
+    std::size_t mig;
+    unsigned mig_slices;
   };
+  bool mig_ = false;
   std::vector<Entry> entries_;
   std::vector<Micros> reloads_;
 };

@@ -34,11 +34,51 @@ nvmlReturn_t device_call(NvmlFunction fn, nvmlDevice_t device, Body&& body) noex
     auto session = Runtime::instance().session();
     if (!session) return NVML_ERROR_UNINITIALIZED;
     auto index = Runtime::instance().index_of(device);
-    if (!index || *index >= session->device_count()) return NVML_ERROR_INVALID_ARGUMENT;
+    if (!index) {
+      // A MIG device handle where the function takes none (see mig_call): NOT_SUPPORTED while
+      // its instance lives, INVALID_ARGUMENT once it is destroyed.
+      auto mig = Runtime::instance().mig_index_of(device);
+      const auto& instances = session->scenario().mig.instances;
+      if (!mig || *mig >= instances.size()) return NVML_ERROR_INVALID_ARGUMENT;
+      const MigInstance& m = instances[*mig];
+      const Micros now = session->now();
+      if (now < m.start || now >= m.end) return NVML_ERROR_INVALID_ARGUMENT;
+      if (nvmlReturn_t r = session->enter(fn, m.gpu); r != NVML_SUCCESS) return r;
+      return NVML_ERROR_NOT_SUPPORTED;
+    }
+    if (*index >= session->device_count()) return NVML_ERROR_INVALID_ARGUMENT;
     if (nvmlReturn_t r = session->enter(fn, *index); r != NVML_SUCCESS) return r;
     DeviceState& d = session->device(*index);
     std::lock_guard lock(d.mu);
     return body(*session, d, session->now());
+  } catch (...) {
+    return NVML_ERROR_UNKNOWN;
+  }
+}
+
+inline bool is_mig_handle(nvmlDevice_t device) { return Runtime::instance().mig_index_of(device).has_value(); }
+
+// A call on a MIG device handle. Body: nvmlReturn_t(Session&, DeviceState& parent, const
+// MigInstance&, std::size_t instance, Micros now), run with the parent locked. A handle whose
+// instance is not alive (destroyed by a layout change) is invalid: nvml.h says it "would remain
+// invalid and must be requested again" (nvmlDeviceGetMigDeviceHandleByIndex).
+template <typename Body>
+nvmlReturn_t mig_call(NvmlFunction fn, nvmlDevice_t device, Body&& body) noexcept {
+  try {
+    auto session = Runtime::instance().session();
+    if (!session) return NVML_ERROR_UNINITIALIZED;
+    auto mig = Runtime::instance().mig_index_of(device);
+    const auto& instances = session->scenario().mig.instances;
+    if (!mig || *mig >= instances.size()) return NVML_ERROR_INVALID_ARGUMENT;
+    const MigInstance& m = instances[*mig];
+    if (session->now() < m.start || session->now() >= m.end) {
+      if (session->stale(session->now())) return NVML_ERROR_LIB_RM_VERSION_MISMATCH;
+      return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    if (nvmlReturn_t r = session->enter(fn, m.gpu); r != NVML_SUCCESS) return r;
+    DeviceState& d = session->device(m.gpu);
+    std::lock_guard lock(d.mu);
+    return body(*session, d, m, *mig, session->now());
   } catch (...) {
     return NVML_ERROR_UNKNOWN;
   }

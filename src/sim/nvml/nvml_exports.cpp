@@ -12,6 +12,7 @@
 #include "sim/nvml/event_sets.h"
 #include "sim/model/identity.h"
 #include "sim/nvml/nvml_call.h"
+#include "sim/nvml/nvml_exports_mig.h"
 
 using gpumeter::sim::copy_string;
 using gpumeter::sim::device_call;
@@ -135,7 +136,16 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetHandleByUUID(const char* uuid, nv
     if (uuid == nullptr || device == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
     const auto& gpus = session->scenario().gpus;
     auto it = std::find_if(gpus.begin(), gpus.end(), [&](const auto& g) { return g.uuid == uuid; });
-    if (it == gpus.end()) return NVML_ERROR_NOT_FOUND;
+    if (it == gpus.end()) {
+      // nvml.h: also a MIG device's UUID, while its instance lives.
+      if (auto mig = gpumeter::sim::mig::instance_by_uuid(*session, uuid)) {
+        const unsigned parent = session->scenario().mig.instances[*mig].gpu;
+        if (nvmlReturn_t r = session->enter(Fn::nvmlDeviceGetHandleByUUID, parent); r != NVML_SUCCESS) return r;
+        *device = Runtime::instance().mig_handle(*mig);
+        return NVML_SUCCESS;
+      }
+      return NVML_ERROR_NOT_FOUND;
+    }
     auto index = static_cast<unsigned>(it - gpus.begin());
     if (nvmlReturn_t r = session->enter(Fn::nvmlDeviceGetHandleByUUID, index); r != NVML_SUCCESS) return r;
     *device = Runtime::instance().handle(index);
@@ -146,6 +156,7 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetHandleByUUID(const char* uuid, nv
 }
 
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int* index) {
+  if (gpumeter::sim::is_mig_handle(device)) return gpumeter::sim::mig::index(device, index);
   return device_call(Fn::nvmlDeviceGetIndex, device, [&](Session&, DeviceState& d, Micros) {
     if (index == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
     *index = d.gpu.index();
@@ -156,12 +167,14 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsign
 // ---- identity ----
 
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char* uuid, unsigned int length) {
+  if (gpumeter::sim::is_mig_handle(device)) return gpumeter::sim::mig::uuid(device, uuid, length);
   return device_call(Fn::nvmlDeviceGetUUID, device, [&](Session&, DeviceState& d, Micros) {
     return copy_string(d.gpu.spec().uuid, uuid, length);
   });
 }
 
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char* name, unsigned int length) {
+  if (gpumeter::sim::is_mig_handle(device)) return gpumeter::sim::mig::name(device, name, length);
   return device_call(Fn::nvmlDeviceGetName, device, [&](Session&, DeviceState& d, Micros) {
     return copy_string(d.gpu.model().name, name, length);
   });

@@ -11,6 +11,7 @@
 #include "sim/model/readings.h"
 #include "sim/nvml/nvlink_fields.h"
 #include "sim/nvml/nvml_call.h"
+#include "sim/nvml/nvml_exports_mig.h"
 
 using gpumeter::sim::device_call;
 using gpumeter::sim::DeviceState;
@@ -77,8 +78,10 @@ unsigned max_clock_of(const gpumeter::sim::GpuModelSpec& m, unsigned type) {
 
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device,
                                                                 nvmlUtilization_t* utilization) {
-  return device_call(Fn::nvmlDeviceGetUtilizationRates, device, [&](Session&, DeviceState& d, Micros now) {
+  return device_call(Fn::nvmlDeviceGetUtilizationRates, device, [&](Session& s, DeviceState& d, Micros now) {
     if (utilization == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    // nvml.h: "not currently supported" on a GPU in MIG mode.
+    if (s.scenario().mig.enabled(d.gpu.index())) return NVML_ERROR_NOT_SUPPORTED;
     Reading r = d.gpu.reading(now);
     utilization->gpu = r.util_percent;
     utilization->memory = r.memory_util_percent;
@@ -88,6 +91,7 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t dev
 
 // v1 "used" includes memory the driver reserves; v2 separates it, as real drivers do.
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory) {
+  if (gpumeter::sim::is_mig_handle(device)) return gpumeter::sim::mig::memory_info(device, memory);
   return device_call(Fn::nvmlDeviceGetMemoryInfo, device, [&](Session&, DeviceState& d, Micros now) {
     if (memory == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
     const auto& m = d.gpu.model();
@@ -99,6 +103,7 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, n
 }
 
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t* memory) {
+  if (gpumeter::sim::is_mig_handle(device)) return gpumeter::sim::mig::memory_info_v2(device, memory);
   return device_call(Fn::nvmlDeviceGetMemoryInfo_v2, device, [&](Session&, DeviceState& d, Micros now) {
     if (memory == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
     // Real drivers answer a wrong version (often the bare number 2) this way, not with

@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "sim/nvml/nvml_exports_info.h"
+#include "sim/nvml/nvml_exports_mig.h"
 
 using gpumeter::sim::copy_string;
 using gpumeter::sim::device_call;
@@ -80,7 +81,7 @@ std::pair<int, int> compute_capability_of(const GpuModelSpec& m) {
   return {9, 0};
 }
 
-// MIG exists on GA100, Hopper and Blackwell datacenter boards; no scenario enables it.
+// MIG exists on GA100, Hopper and Blackwell datacenter boards; a scenario's `mig:` enables it.
 bool mig_capable(const GpuModelSpec& m) {
   return !geforce(m) && (m.architecture == "ga100" || m.architecture == "hopper" || m.architecture == "blackwell");
 }
@@ -112,6 +113,7 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetPersistenceMode(nvmlDevice_t devi
 }
 
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetComputeMode(nvmlDevice_t device, unsigned int* mode) {
+  if (gpumeter::sim::is_mig_handle(device)) return gpumeter::sim::mig::compute_mode(device, mode);
   return constant(Fn::nvmlDeviceGetComputeMode, device, mode, NVML_COMPUTEMODE_DEFAULT);
 }
 
@@ -197,10 +199,11 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_
 
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int* current,
                                                        unsigned int* pending) {
-  return device_call(Fn::nvmlDeviceGetMigMode, device, [&](Session&, DeviceState& d, Micros) {
+  return device_call(Fn::nvmlDeviceGetMigMode, device, [&](Session& s, DeviceState& d, Micros) {
     if (!mig_capable(d.gpu.model())) return NVML_ERROR_NOT_SUPPORTED;
     if (current == nullptr || pending == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-    *current = *pending = NVML_DEVICE_MIG_DISABLE;
+    // A GPU under the scenario's `mig:` is in MIG mode for the whole run.
+    *current = *pending = s.scenario().mig.enabled(d.gpu.index()) ? NVML_DEVICE_MIG_ENABLE : NVML_DEVICE_MIG_DISABLE;
     return NVML_SUCCESS;
   });
 }

@@ -8,6 +8,7 @@
 
 #include "sim/model/periods.h"
 #include "sim/nvml/nvml_call.h"
+#include "sim/nvml/nvml_exports_mig.h"
 
 using gpumeter::sim::device_call;
 using gpumeter::sim::DeviceState;
@@ -37,12 +38,12 @@ nvmlReturn_t list_processes(const std::vector<JobShare>& jobs, unsigned int* cou
   return NVML_SUCCESS;
 }
 
-void fill_v2(nvmlProcessInfo_t& info, const JobShare& j) {
+// The ids of the process's MIG instance, or 0xFFFFFFFF outside MIG.
+void fill_v2(const gpumeter::sim::Scenario& s, nvmlProcessInfo_t& info, const JobShare& j) {
   info = nvmlProcessInfo_t{};
   info.pid = j.pid;
   info.usedGpuMemory = j.memory_bytes;
-  info.gpuInstanceId = 0xFFFFFFFFU;  // not a MIG instance
-  info.computeInstanceId = 0xFFFFFFFFU;
+  gpumeter::sim::mig::instance_ids(s, j, info.gpuInstanceId, info.computeInstanceId);
 }
 
 // Records in another stride than nvmlProcessInfo_t's 24 bytes, as some drivers wrote them
@@ -64,13 +65,17 @@ void write_record(unsigned char* base, unsigned stride, unsigned i, const JobSha
 }
 
 nvmlReturn_t compute_processes(Fn fn, nvmlDevice_t device, unsigned int* count, nvmlProcessInfo_t* infos) {
+  if (gpumeter::sim::is_mig_handle(device)) return gpumeter::sim::mig::compute_processes(fn, device, count, infos);
   return device_call(fn, device, [&](Session& s, DeviceState& d, Micros now) {
     const auto& jobs = d.gpu.processes(now);
     const gpumeter::sim::Quirk* layout =
         fn == Fn::nvmlDeviceGetComputeRunningProcesses_v3
             ? s.quirk(gpumeter::sim::QuirkKind::process_record_layout, d.gpu.index(), now)
             : nullptr;
-    if (layout == nullptr) return list_processes(jobs, count, infos, fill_v2);
+    if (layout == nullptr) {
+      return list_processes(jobs, count, infos,
+                            [&](nvmlProcessInfo_t& info, const JobShare& j) { fill_v2(s.scenario(), info, j); });
+    }
     return list_processes(jobs, count, infos, [&, i = 0U](nvmlProcessInfo_t&, const JobShare& j) mutable {
       write_record(reinterpret_cast<unsigned char*>(infos), layout->record_bytes, i++, j);
     });
@@ -78,6 +83,7 @@ nvmlReturn_t compute_processes(Fn fn, nvmlDevice_t device, unsigned int* count, 
 }
 
 nvmlReturn_t no_processes(Fn fn, nvmlDevice_t device, unsigned int* count) {
+  if (gpumeter::sim::is_mig_handle(device)) return gpumeter::sim::mig::no_processes(fn, device, count);
   return device_call(fn, device, [&](Session&, DeviceState&, Micros) {
     if (count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
     *count = 0;
@@ -102,6 +108,7 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDe
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device,
                                                                        unsigned int* info_count,
                                                                        nvmlProcessInfo_v1_t* infos) {
+  if (gpumeter::sim::is_mig_handle(device)) return gpumeter::sim::mig::compute_processes_v1(device, info_count, infos);
   return device_call(Fn::nvmlDeviceGetComputeRunningProcesses, device,
                      [&](Session&, DeviceState& d, Micros now) {
                        return list_processes(d.gpu.processes(now), info_count, infos,
@@ -139,6 +146,8 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t device, unsi
         type != NVML_MEMORY_UTILIZATION_SAMPLES) {
       return NVML_ERROR_NOT_SUPPORTED;
     }
+    // nvml.h: GPU and memory utilization samples are not supported on a GPU in MIG mode.
+    if (type != NVML_TOTAL_POWER_SAMPLES && s.scenario().mig.enabled(d.gpu.index())) return NVML_ERROR_NOT_SUPPORTED;
     if (samples != nullptr && *sample_count == 0) return NVML_ERROR_INVALID_ARGUMENT;
     *sample_val_type = NVML_VALUE_TYPE_UNSIGNED_INT;
     PeriodHistory& buffer =

@@ -79,7 +79,8 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t d
   return device_call(Fn::nvmlDeviceGetProcessUtilization, device,
                      [&](Session& s, DeviceState& d, Micros now) {
                        if (process_samples_count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-                       if (!per_process_supported(d)) return NVML_ERROR_NOT_SUPPORTED;
+                       if (!per_process_supported(d) || s.scenario().mig.enabled(d.gpu.index()))
+                         return NVML_ERROR_NOT_SUPPORTED;
                        const std::vector<Record> records = records_at(s, d, now, last_seen_time_stamp);
                        const auto n = static_cast<unsigned>(records.size());
                        if (utilization == nullptr) {
@@ -122,7 +123,8 @@ nvmlDeviceGetProcessesUtilizationInfo(nvmlDevice_t device, nvmlProcessesUtilizat
                        if (info == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
                        if (info->version != nvmlProcessesUtilizationInfo_v1)
                          return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
-                       if (!per_process_supported(d)) return NVML_ERROR_NOT_SUPPORTED;
+                       if (!per_process_supported(d) || s.scenario().mig.enabled(d.gpu.index()))
+                         return NVML_ERROR_NOT_SUPPORTED;
                        const std::vector<Record> records = records_at(s, d, now, info->lastSeenTimeStamp);
                        const auto n = static_cast<unsigned>(records.size());
                        if (n == 0) {

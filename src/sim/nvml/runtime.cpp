@@ -18,6 +18,8 @@ Runtime& Runtime::instance() {
 
 Runtime::Runtime() {
   for (unsigned i = 0; i < handles_.size(); ++i) handles_[i].index = i;
+  for (unsigned i = 0; i < mig_handles_.size(); ++i) mig_handles_[i].index = i;
+  for (unsigned i = 0; i < gi_handles_.size(); ++i) gi_handles_[i].index = i;
 }
 
 nvmlReturn_t Runtime::init() {
@@ -69,6 +71,22 @@ std::optional<unsigned> Runtime::index_of(nvmlDevice_t device) const {
   if (p < base || p >= base + sizeof(handles_) || (p - base) % sizeof(nvmlDevice_st) != 0)
     return std::nullopt;
   return static_cast<unsigned>((p - base) / sizeof(nvmlDevice_st));
+}
+
+std::optional<std::size_t> Runtime::mig_index_of(nvmlDevice_t device) const {
+  const auto p = reinterpret_cast<std::uintptr_t>(device);
+  const auto base = reinterpret_cast<std::uintptr_t>(mig_handles_.data());
+  if (p < base || p >= base + sizeof(mig_handles_) || (p - base) % sizeof(nvmlDevice_st) != 0)
+    return std::nullopt;
+  return static_cast<std::size_t>((p - base) / sizeof(nvmlDevice_st));
+}
+
+std::optional<std::size_t> Runtime::gpu_instance_index_of(nvmlGpuInstance_t handle) const {
+  const auto p = reinterpret_cast<std::uintptr_t>(handle);
+  const auto base = reinterpret_cast<std::uintptr_t>(gi_handles_.data());
+  if (p < base || p >= base + sizeof(gi_handles_) || (p - base) % sizeof(nvmlGpuInstance_st) != 0)
+    return std::nullopt;
+  return static_cast<std::size_t>((p - base) / sizeof(nvmlGpuInstance_st));
 }
 
 nvmlEventSet_t Runtime::create_event_set() {

@@ -22,6 +22,11 @@ struct nvmlDevice_st {
   unsigned index = 0;
 };
 
+// GPU instance handles, one per MIG instance of the scenario, as the MIG device handles.
+struct nvmlGpuInstance_st {
+  unsigned index = 0;
+};
+
 namespace gpumeter::sim {
 
 class Runtime {
@@ -37,6 +42,12 @@ class Runtime {
 
   nvmlDevice_t handle(unsigned index) { return &handles_[index]; }
   std::optional<unsigned> index_of(nvmlDevice_t device) const;
+  // MIG device handles: one per MIG instance of the scenario (Scenario::mig.instances), so a
+  // handle of a destroyed instance never names its successor.
+  nvmlDevice_t mig_handle(std::size_t instance) { return &mig_handles_[instance]; }
+  std::optional<std::size_t> mig_index_of(nvmlDevice_t device) const;
+  nvmlGpuInstance_t gpu_instance_handle(std::size_t instance) { return &gi_handles_[instance]; }
+  std::optional<std::size_t> gpu_instance_index_of(nvmlGpuInstance_t handle) const;
 
   nvmlEventSet_t create_event_set();
   std::shared_ptr<nvmlEventSet_st> event_set(nvmlEventSet_t set) const;
@@ -52,6 +63,8 @@ class Runtime {
   std::shared_ptr<Session> session_;
   std::optional<std::int64_t> first_init_ns_;  // the default epoch
   std::array<nvmlDevice_st, kMaxGpus> handles_;
+  std::array<nvmlDevice_st, kMaxMigInstances> mig_handles_;
+  std::array<nvmlGpuInstance_st, kMaxMigInstances> gi_handles_;
   std::map<std::uintptr_t, std::shared_ptr<nvmlEventSet_st>> event_sets_;
   GpmSampleTable gpm_samples_;
 };

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "mig_scenario.h"
 #include "sim/cli/sim_cli.h"
 #include "test_support.h"
 
@@ -266,6 +267,36 @@ quirks:
                 "  quirk: call_error: nvmlDeviceGetFanSpeed fails with unknown on GPU 1, from 5 s to 15 s\n"
                 "  quirk: process_record_layout: _v3 process records of 32 bytes on every GPU, from 0 s on\n"
                 "  quirk: garbage_process_records on GPU 0, from 60 s on\n");
+}
+
+// A scenario with `mig:` adds the per-instance truth, as the last JSON key and a table, under
+// both policies; one without keeps its output unchanged.
+TEST(SimCli, TruthShowsMigInstancesWhenTheScenarioHasThem) {
+  const std::string path = testing::write_file("cli-mig.yaml", testing::mig_yaml());
+  for (const char* policy : {"process", "scheduler"}) {
+    CliRun r = run({"truth", "--scenario", path, "--format", "json", "--policy", policy});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    auto j = nlohmann::ordered_json::parse(r.out);
+    ASSERT_TRUE(j.contains("mig")) << policy;
+    EXPECT_EQ((--j.end()).key(), "mig");
+    const auto& instances = j["mig"]["instances"];
+    ASSERT_EQ(instances.size(), 5u);
+    EXPECT_EQ(instances[0]["name"], "train");
+    EXPECT_EQ(instances[0]["gpu_instance"], 1);
+    EXPECT_EQ(instances[0]["profile"], "3g.40gb");
+    EXPECT_EQ(instances[0]["mig_uuid"].get<std::string>().rfind("MIG-", 0), 0u);
+    EXPECT_DOUBLE_EQ(j["mig"]["gpus"][0]["slice_seconds"].get<double>(), 630.0);
+    const auto& merged_owner = instances[4]["owners"][0];
+    EXPECT_EQ(merged_owner["owner"], std::string(policy) == "scheduler" ? "notebook-f" : "nb-f-kernel");
+  }
+  CliRun table = run({"truth", "--scenario", path});
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_NE(table.out.find("MIG instances"), std::string::npos);
+  EXPECT_NE(table.out.find("GPU 0: 630.000 slice-seconds, 0.000 unallocated"), std::string::npos) << table.out;
+  CliRun plain = run({"truth", "--scenario", testing::write_file("cli-plain.yaml", kScenario), "--to", "100",
+                      "--format", "json"});
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_FALSE(nlohmann::ordered_json::parse(plain.out).contains("mig"));
 }
 
 }  // namespace
