@@ -3,9 +3,9 @@
 # routing tree, grouping and inhibition stay in one place whatever the channel:
 #
 #   deploy/alertmanager/with-receivers.sh deploy/alertmanager/receivers/slack.yml \
-#     > /etc/alertmanager/alertmanager.yml
-#   cp -r deploy/alertmanager/templates /etc/alertmanager/
-#   amtool check-config /etc/alertmanager/alertmanager.yml
+#     > /etc/prometheus/alertmanager.yml
+#   cp deploy/alertmanager/templates/gpumeter.tmpl /etc/prometheus/alertmanager_templates/
+#   amtool check-config /etc/prometheus/alertmanager.yml
 #
 # Usage: with-receivers.sh RECEIVERS_FILE [BASE_CONFIG]
 #   RECEIVERS_FILE  a YAML file with the top-level keys `receivers:` (the four receivers the routes

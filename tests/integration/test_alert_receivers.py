@@ -52,12 +52,13 @@ def with_receivers(*args):
 
 
 def amtool_check(text, template_edit=None):
-    """amtool check-config on `text` written as /etc/alertmanager would hold it: the config, and
-    the templates folder beside it (gpumeter.tmpl passed through template_edit if given)."""
+    """amtool check-config on `text` written as Debian's /etc/prometheus would hold it: the config,
+    and the folder alertmanager_templates beside it (gpumeter.tmpl passed through template_edit if
+    given)."""
     with tempfile.TemporaryDirectory(prefix="gpumeter-amcheck-") as d:
-        shutil.copytree(TEMPLATES, os.path.join(d, "templates"))
+        shutil.copytree(TEMPLATES, os.path.join(d, "alertmanager_templates"))
         if template_edit:
-            tmpl = os.path.join(d, "templates", "gpumeter.tmpl")
+            tmpl = os.path.join(d, "alertmanager_templates", "gpumeter.tmpl")
             with open(tmpl) as f:
                 edited = template_edit(f.read())
             with open(tmpl, "w") as f:
@@ -89,7 +90,7 @@ class Config(unittest.TestCase):
                 # One routing tree: the base's route, inhibitions and globals, unchanged.
                 for part in ("global", "route", "inhibit_rules"):
                     self.assertEqual(doc[part], shipped[part], part)
-                self.assertEqual(doc["templates"], ["templates/gpumeter.tmpl"])
+                self.assertEqual(doc["templates"], ["alertmanager_templates/gpumeter.tmpl"])
                 self.assertEqual([x["name"] for x in doc["receivers"]], RECEIVERS)
                 for x in doc["receivers"]:
                     self.assertEqual(set(x), {"name", key}, x["name"])
@@ -104,10 +105,10 @@ class Config(unittest.TestCase):
             with self.subTest(channel=channel):
                 for c in configs:
                     if channel == "slack":
-                        self.assertTrue(c["api_url_file"].startswith("/etc/alertmanager/secrets/"))
+                        self.assertTrue(c["api_url_file"].startswith("/etc/prometheus/alertmanager_secrets/"))
                         self.assertNotIn("api_url", c)
                     elif channel == "email":
-                        self.assertTrue(c["auth_password_file"].startswith("/etc/alertmanager/secrets/"))
+                        self.assertTrue(c["auth_password_file"].startswith("/etc/prometheus/alertmanager_secrets/"))
                         self.assertNotIn("auth_password", c)
                     elif channel == "discord":  # no webhook_url_file before 0.27
                         self.assertIn("REPLACE_WITH_", c["webhook_url"])
@@ -327,12 +328,12 @@ class Delivery(AgentTestCase):
         remove_after(self, folder)
         with open(receivers_file(channel)) as f:
             text = f.read()
-        substitutions = [(r"- templates/gpumeter\.tmpl", "- " + os.path.join(TEMPLATES, "gpumeter.tmpl"))] + substitutions
+        substitutions = [(r"- alertmanager_templates/gpumeter\.tmpl", "- " + os.path.join(TEMPLATES, "gpumeter.tmpl"))] + substitutions
         for old, new in substitutions:
             text, n = re.subn(old, new, text)
             self.assertGreater(n, 0, "%s matches nothing in %s.yml" % (old, channel))
         config_lines = "\n".join(x for x in text.splitlines() if not x.lstrip().startswith("#"))
-        for left in ("REPLACE_WITH_", "/etc/alertmanager", "example.com:"):
+        for left in ("REPLACE_WITH_", "/etc/prometheus", "example.com:"):
             self.assertNotIn(left, config_lines)
         path = os.path.join(folder, channel + ".yml")
         with open(path, "w") as f:
@@ -410,7 +411,7 @@ class Delivery(AgentTestCase):
         for name in ("pager", "chat", "info", "budget"):
             with open(os.path.join(folder, "slack-%s.url" % name), "w") as f:
                 f.write(fake.base + "/services/T000/B000/%s\n" % name)  # api_url_file: the URL alone, a newline after
-        am, _ = self.start_alertmanager("slack", [(r"/etc/alertmanager/secrets/", folder + "/")])
+        am, _ = self.start_alertmanager("slack", [(r"/etc/prometheus/alertmanager_secrets/", folder + "/")])
         by_path = {"/services/T000/B000/" + k: r for k, r in zip(["pager", "chat", "info", "budget"], RECEIVERS)}
         colors = {}
 
@@ -488,7 +489,7 @@ class Delivery(AgentTestCase):
         am, _ = self.start_alertmanager("email", [
             (r"smtp\.example\.com:587", "127.0.0.1:%d" % smtp.port),
             (r"require_tls: true", "require_tls: false"),
-            (r"/etc/alertmanager/secrets/", secrets + "/")])
+            (r"/etc/prometheus/alertmanager_secrets/", secrets + "/")])
         by_to = dict(zip(["gpu-oncall@example.com", "gpu-team@example.com", "gpu-info@example.com",
                           "gpu-budget@example.com"], RECEIVERS))
 
