@@ -342,7 +342,7 @@ class Delivery(AgentTestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         am = self.track(Alertmanager(r.stdout))
         remove_after(self, am.dir)
-        return am, folder
+        return am
 
     def fire_and_resolve(self, am, messages):
         """Posts SENT firing, then resolved. messages() -> [(receiver, status, text)] so far.
@@ -382,7 +382,7 @@ class Delivery(AgentTestCase):
             return (204, None) if method == "POST" and path.startswith("/api/webhooks/") else (404, {"message": "Unknown Webhook"})
         fake = self.track(FakeService(respond))
         remove_after(self, fake.dir)
-        am, _ = self.start_alertmanager("discord", [
+        am = self.start_alertmanager("discord", [
             (r"https://discord\.com/api/webhooks/REPLACE_WITH_(\w+)_WEBHOOK_ID/REPLACE_WITH_TOKEN",
              fake.base + r"/api/webhooks/\1/token-\1")])
         by_path = {"/api/webhooks/%s/token-%s" % (k, k): r for k, r in
@@ -411,7 +411,7 @@ class Delivery(AgentTestCase):
         for name in ("pager", "chat", "info", "budget"):
             with open(os.path.join(folder, "slack-%s.url" % name), "w") as f:
                 f.write(fake.base + "/services/T000/B000/%s\n" % name)  # api_url_file: the URL alone, a newline after
-        am, _ = self.start_alertmanager("slack", [(r"/etc/prometheus/alertmanager_secrets/", folder + "/")])
+        am = self.start_alertmanager("slack", [(r"/etc/prometheus/alertmanager_secrets/", folder + "/")])
         by_path = {"/services/T000/B000/" + k: r for k, r in zip(["pager", "chat", "info", "budget"], RECEIVERS)}
         colors = {}
 
@@ -449,7 +449,7 @@ class Delivery(AgentTestCase):
         fake = self.track(FakeService(respond))
         remove_after(self, fake.dir)
         parties = {"PAGER": "11", "CHAT": "12", "INFO": "13", "BUDGET": "14"}
-        am, _ = self.start_alertmanager("wechat", [
+        am = self.start_alertmanager("wechat", [
             (r"https://qyapi\.weixin\.qq\.com/cgi-bin/", fake.base + "/cgi-bin/"),
             (r"REPLACE_WITH_CORP_ID", "ww-test-corp"),
             (r"REPLACE_WITH_APPLICATION_SECRET", "test-app-secret"),
@@ -486,7 +486,7 @@ class Delivery(AgentTestCase):
             f.write("relay-password-for-test")
         smtp = self.track(FakeSmtp("gpumeter-alerts@example.com", "relay-password-for-test"))
         remove_after(self, smtp.dir)
-        am, _ = self.start_alertmanager("email", [
+        am = self.start_alertmanager("email", [
             (r"smtp\.example\.com:587", "127.0.0.1:%d" % smtp.port),
             (r"require_tls: true", "require_tls: false"),
             (r"/etc/prometheus/alertmanager_secrets/", secrets + "/")])
