@@ -11,6 +11,7 @@ build_pkgs=(cmake ninja-build g++ git pkg-config
   dpkg-dev file)  # the Debian package: cpack -G DEB computes Depends with dpkg-shlibdeps, which needs file
 run_pkgs=(prometheus prometheus-alertmanager victoria-metrics util-linux)
 test_pkgs=(prometheus prometheus-alertmanager victoria-metrics python3-pil python3 python3-yaml python3-prometheus-client curl chromium procps
+  python3-aiosmtpd  # test_alert_receivers: the SMTP relay Alertmanager mails to
   systemd man-db lintian  # test_package: systemd-analyze verify, man --warnings, Debian's package checker
   clang-14 libclang-rt-14-dev  # the fuzz preset: libFuzzer and the sanitizers' runtimes
   faketime  # test_clock: libfaketime steps the agent's wall clock
