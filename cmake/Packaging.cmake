@@ -56,8 +56,11 @@ install(DIRECTORY ${CMAKE_SOURCE_DIR}/deploy/prometheus/
         DESTINATION share/gpumeter/prometheus COMPONENT ${GPUMETER_PACKAGE_COMPONENT}
         FILES_MATCHING PATTERN "*.yml" PATTERN "tests" EXCLUDE)
 foreach(dir alertmanager grafana pricing scenarios)
+  # Scripts among the samples (deploy/alertmanager/with-receivers.sh) stay executable.
   install(DIRECTORY ${CMAKE_SOURCE_DIR}/deploy/${dir}/ DESTINATION share/gpumeter/${dir}
-          COMPONENT ${GPUMETER_PACKAGE_COMPONENT} OPTIONAL)
+          COMPONENT ${GPUMETER_PACKAGE_COMPONENT} OPTIONAL
+          PATTERN "*.sh" PERMISSIONS OWNER_READ OWNER_WRITE OWNER_EXECUTE GROUP_READ GROUP_EXECUTE
+                                     WORLD_READ WORLD_EXECUTE)
 endforeach()
 
 install(FILES ${CMAKE_SOURCE_DIR}/deploy/debian/copyright
