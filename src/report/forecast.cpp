@@ -52,4 +52,20 @@ std::optional<DemandForecast> forecast_demand(const std::vector<double>& starts,
   return f;
 }
 
+std::optional<RowForecast> row_forecast(const std::vector<double>& timeline, const std::vector<double>& allocated_steps,
+                                        double horizon_seconds, bool priced, const Row& row) {
+  std::vector<double> starts, ends;
+  for (std::size_t i = 1; i < timeline.size(); ++i) {
+    starts.push_back(timeline[i - 1]);
+    ends.push_back(timeline[i]);
+  }
+  auto f = forecast_demand(starts, ends, allocated_steps, horizon_seconds);
+  if (!f) return std::nullopt;
+  RowForecast out{f->gpus_at_end, f->trend_gpus_per_day, f->gpu_hours, std::nullopt};
+  if (priced && row.usage.allocated_seconds > 0) {
+    out.cost = row.cost.total() / (row.usage.allocated_seconds / 3600) * f->gpu_hours;
+  }
+  return out;
+}
+
 }  // namespace gpumeter::report

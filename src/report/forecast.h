@@ -5,6 +5,8 @@
 #include <optional>
 #include <vector>
 
+#include "report/report_model.h"
+
 namespace gpumeter::report {
 
 struct DemandForecast {
@@ -20,5 +22,10 @@ struct DemandForecast {
 // no step has a length.
 std::optional<DemandForecast> forecast_demand(const std::vector<double>& starts, const std::vector<double>& ends,
                                               const std::vector<double>& allocated_seconds, double horizon_seconds);
+
+// The forecast of one report row from its allocated seconds per step of `timeline` (the steps'
+// boundaries); priced at the row's cost per allocated GPU-hour over the period when `priced`.
+std::optional<RowForecast> row_forecast(const std::vector<double>& timeline, const std::vector<double>& allocated_steps,
+                                        double horizon_seconds, bool priced, const Row& row);
 
 }  // namespace gpumeter::report

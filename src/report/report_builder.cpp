@@ -387,20 +387,8 @@ class Builder {
     }
   }
 
-  // The demand forecast of one owner row (or of the total, from the owners' summed steps).
   std::optional<RowForecast> forecast(const Row& row, const std::vector<double>& allocated_steps) const {
-    std::vector<double> starts, ends;
-    for (std::size_t i = 1; i <= steps_; ++i) {
-      starts.push_back(timeline_[i - 1]);
-      ends.push_back(timeline_[i]);
-    }
-    auto f = forecast_demand(starts, ends, allocated_steps, req_.forecast);
-    if (!f) return std::nullopt;
-    RowForecast out{f->gpus_at_end, f->trend_gpus_per_day, f->gpu_hours, std::nullopt};
-    if (report_.priced && row.usage.allocated_seconds > 0) {
-      out.cost = row.cost.total() / (row.usage.allocated_seconds / 3600) * f->gpu_hours;
-    }
-    return out;
+    return row_forecast(timeline_, allocated_steps, req_.forecast, report_.priced, row);
   }
 
   void finish_rows() {
