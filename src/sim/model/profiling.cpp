@@ -1,6 +1,7 @@
 #include "sim/model/profiling.h"
 
 #include <algorithm>
+#include <map>
 #include <cmath>
 
 namespace gpumeter::sim {
@@ -53,6 +54,7 @@ ProfileIntegrator::ProfileIntegrator(const Scenario& scenario, const GpuTimeline
       pcie_tx_rate_(scenario.model_of(gpu).pcie_tx_bytes_per_second),
       pcie_rx_rate_(scenario.model_of(gpu).pcie_rx_bytes_per_second),
       reloads_(scenario.driver_reloads) {
+  for (const MigInstance& m : scenario.mig.instances) instance_slices_.push_back(m.slices);
   for (const Job& j : scenario.jobs) {
     JobRates r;
     r.profile = j.profile;
@@ -88,10 +90,21 @@ ProfileIntegrator::Piece ProfileIntegrator::piece_at(Micros t) const {
   auto edge = std::upper_bound(edges_.begin(), edges_.end(), t);
   if (edge != edges_.end()) p.end = std::min(p.end, *edge);
   const double denom = std::max(100, s.sum_percent);
+  // On a GPU in MIG mode the instances run side by side on their own SMs: a job shares its
+  // instance's time with the instance's other jobs only, and the instance is its compute slices'
+  // share (of 7) of the GPU, as the MIG parent's utilization counts it (timeline.h). An assumption:
+  // NVML does not say how the whole GPU's GPM metrics weigh its instances.
+  std::map<std::size_t, int> instance_percent;
+  for (const JobShare& js : s.jobs) {
+    if (js.mig != kNoMigInstance) instance_percent[js.mig] += js.percent;
+  }
   double busy = 0, tx = 0, rx = 0;
   for (const JobShare& js : s.jobs) {
     if (filter_ && !filter_(js.job)) continue;
-    const double b = js.percent / denom;
+    const double b = js.mig == kNoMigInstance
+                         ? js.percent / denom
+                         : js.percent / static_cast<double>(std::max(100, instance_percent[js.mig])) *
+                               instance_slices_[js.mig] / kMigComputeSlices;
     const JobRates& r = jobs_[js.job];
     busy += b;
     p.rate.sm += b * r.profile.sm;

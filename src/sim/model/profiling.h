@@ -82,6 +82,7 @@ class ProfileIntegrator {
   NvlinkSpec nvlink_;
   double pcie_tx_rate_ = 0, pcie_rx_rate_ = 0;
   std::vector<JobRates> jobs_;
+  std::vector<unsigned> instance_slices_;  // compute slices of each MIG instance (Scenario::mig.instances)
   std::vector<NvlinkFault> faults_;  // this GPU's
   std::vector<Micros> edges_;        // sorted instants at which a link goes down or up
   std::vector<Micros> reloads_;      // sorted
