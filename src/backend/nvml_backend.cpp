@@ -101,6 +101,14 @@ constexpr std::array<ClockEventReason, 9> kClockEventReasons = {{
 
 std::string c_string(const char* buf, size_t size) { return std::string(buf, strnlen(buf, size)); }
 
+
+std::string loaded_detail(const BackendStatus& s, unsigned count) {
+  return "loaded " + s.library + ", driver " + (s.driver_version.empty() ? "unknown" : s.driver_version) + ", " +
+         std::to_string(count) + " GPU(s)";
+}
+
+}  // namespace
+
 std::optional<double> field_as_double(const nvmlFieldValue_t& f) {
   if (f.nvmlReturn != NVML_SUCCESS) return std::nullopt;
   switch (f.valueType) {
@@ -114,13 +122,6 @@ std::optional<double> field_as_double(const nvmlFieldValue_t& f) {
     default: return std::nullopt;
   }
 }
-
-std::string loaded_detail(const BackendStatus& s, unsigned count) {
-  return "loaded " + s.library + ", driver " + (s.driver_version.empty() ? "unknown" : s.driver_version) + ", " +
-         std::to_string(count) + " GPU(s)";
-}
-
-}  // namespace
 
 std::unique_ptr<NvmlBackend> NvmlBackend::create(const NvmlBackendOptions& options, Logger& log) {
   auto lib = DynamicLibrary::open_first(options.library_candidates);

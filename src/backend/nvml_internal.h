@@ -160,6 +160,10 @@ class NvmlCollection {
 nvmlReturn_t read_process_list(const nvmlDeviceGetProcessesRaw_fn (&fns)[3], nvmlDevice_t h, unsigned type_bit,
                                std::vector<GpuProcess>& out);
 
+// A field value as a number, whatever its type; nullopt when its own status is not SUCCESS
+// (nvml_backend.cpp).
+std::optional<double> field_as_double(const nvmlFieldValue_t& f);
+
 constexpr unsigned char kRecordSentinel = 0xA5;
 unsigned detect_record_stride(const unsigned char* buf, size_t size, unsigned count, unsigned nominal);
 

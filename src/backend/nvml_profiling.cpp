@@ -35,19 +35,6 @@ constexpr std::array<GpmMetricSpec, 12> kGpmMetricSpecs = {{
     {NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC, &ProfilingReading::nvlink_receive_bytes_per_second, kMiB},
 }};
 
-std::optional<double> field_number(const nvmlFieldValue_t& f) {
-  if (f.nvmlReturn != NVML_SUCCESS) return std::nullopt;
-  switch (f.valueType) {
-    case NVML_VALUE_TYPE_DOUBLE: return f.value.dVal;
-    case NVML_VALUE_TYPE_UNSIGNED_INT: return f.value.uiVal;
-    case NVML_VALUE_TYPE_UNSIGNED_LONG: return static_cast<double>(f.value.ulVal);
-    case NVML_VALUE_TYPE_UNSIGNED_LONG_LONG: return static_cast<double>(f.value.ullVal);
-    case NVML_VALUE_TYPE_SIGNED_LONG_LONG: return static_cast<double>(f.value.sllVal);
-    case NVML_VALUE_TYPE_SIGNED_INT: return f.value.siVal;
-    case NVML_VALUE_TYPE_UNSIGNED_SHORT: return f.value.usVal;
-    default: return std::nullopt;
-  }
-}
 
 }  // namespace
 
@@ -144,12 +131,12 @@ void NvmlBackend::collect_nvlinks(Device& d, nvmlDevice_t h, NvmlCollection& c, 
     if (!c.ok(kNvlinkFields, s.field_values(h, kFields, f.data()), "nvmlDeviceGetFieldValues")) continue;
     NvlinkReading l;
     l.link = link;
-    if (auto v = field_number(f[kState])) l.active = *v == static_cast<double>(NVML_FEATURE_ENABLED);
-    if (auto v = field_number(f[kSpeed])) l.speed_bytes_per_second = *v * 1e6;  // MBps ([H])
-    if (auto v = field_number(f[kTx])) l.transmit_bytes = *v * 1024;           // KiB ([H])
-    if (auto v = field_number(f[kRx])) l.receive_bytes = *v * 1024;
+    if (auto v = field_as_double(f[kState])) l.active = *v == static_cast<double>(NVML_FEATURE_ENABLED);
+    if (auto v = field_as_double(f[kSpeed])) l.speed_bytes_per_second = *v * 1e6;  // MBps ([H])
+    if (auto v = field_as_double(f[kTx])) l.transmit_bytes = *v * 1024;           // KiB ([H])
+    if (auto v = field_as_double(f[kRx])) l.receive_bytes = *v * 1024;
     for (auto [i, type] : {std::pair{kReplay, "replay"}, std::pair{kRecovery, "recovery"}, std::pair{kCrc, "crc"}}) {
-      if (auto v = field_number(f[i])) l.errors.push_back({type, *v});
+      if (auto v = field_as_double(f[i])) l.errors.push_back({type, *v});
     }
     if (l.active || l.speed_bytes_per_second || l.transmit_bytes || l.receive_bytes || !l.errors.empty()) {
       r.nvlinks.push_back(std::move(l));

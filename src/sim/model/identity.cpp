@@ -29,10 +29,13 @@ constexpr std::array<unsigned, 8> kHgxBuses = {0x18, 0x2A, 0x3A, 0x5D, 0x9A, 0xA
 
 }  // namespace
 
+std::pair<std::uint64_t, std::uint64_t> seeded_words(std::string_view seed, std::uint64_t salt, std::uint64_t second) {
+  const std::uint64_t a = splitmix64(fnv1a(seed) ^ salt);
+  return {a, splitmix64(a ^ second)};
+}
+
 std::string default_uuid(std::string_view seed, unsigned index) {
-  std::uint64_t base = fnv1a(seed) ^ (static_cast<std::uint64_t>(index) << 32);
-  std::uint64_t a = splitmix64(base);
-  std::uint64_t b = splitmix64(a ^ 0x5555555555555555ULL);
+  auto [a, b] = seeded_words(seed, static_cast<std::uint64_t>(index) << 32, 0x5555555555555555ULL);
   return fmt::format("GPU-{:08x}-{:04x}-{:04x}-{:04x}-{:012x}", a >> 32, (a >> 16) & 0xFFFF, a & 0xFFFF,
                      b >> 48, b & 0xFFFFFFFFFFFFULL);
 }

@@ -6,10 +6,14 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace gpumeter::sim {
 
 std::string default_uuid(std::string_view seed, unsigned index);
+// Two 64-bit words drawn from `seed` and `salt` (FNV-1a of the seed, mixed by splitmix64): the
+// deterministic bits behind every simulated identifier.
+std::pair<std::uint64_t, std::uint64_t> seeded_words(std::string_view seed, std::uint64_t salt, std::uint64_t second);
 std::string default_serial(std::string_view seed, unsigned index);
 
 struct PciAddress {

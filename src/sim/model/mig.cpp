@@ -1,5 +1,7 @@
 #include "sim/model/mig.h"
 
+#include "sim/model/identity.h"
+
 #include <algorithm>
 
 #include <fmt/format.h>
@@ -52,19 +54,6 @@ std::vector<MigProfile> table(const char* g1, const char* g2, const char* g3, co
       profile(g7, NVML_GPU_INSTANCE_PROFILE_7_SLICE, 0, 7, 8, 1, hopper ? 132 : 98, hopper ? 7 : 5,
               hopper ? 7 : 1, 1, {0}),
   };
-}
-
-std::uint64_t splitmix64(std::uint64_t x) {
-  x += 0x9E3779B97F4A7C15ULL;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
-  return x ^ (x >> 31);
-}
-
-std::uint64_t fnv1a(std::string_view s) {
-  std::uint64_t h = 0xCBF29CE484222325ULL;
-  for (unsigned char c : s) h = (h ^ c) * 0x100000001B3ULL;
-  return h;
 }
 
 }  // namespace
@@ -144,9 +133,8 @@ std::vector<Micros> MigPlan::edges(unsigned gpu, Micros from, Micros to) const {
 // The format drivers print since R470 (MIG user guide, "Device Enumeration"): "MIG-" and a UUID
 // in 8-4-4-4-12 hex groups, here with the version 5 and RFC 4122 variant bits real ones show.
 std::string mig_uuid(std::string_view seed, unsigned gpu, std::size_t ordinal) {
-  std::uint64_t base = fnv1a(seed) ^ 0x4D49470000000000ULL ^ (static_cast<std::uint64_t>(gpu) << 20) ^ ordinal;
-  std::uint64_t a = splitmix64(base);
-  std::uint64_t b = splitmix64(a ^ 0x3333333333333333ULL);
+  auto [a, b] = seeded_words(seed, 0x4D49470000000000ULL ^ (static_cast<std::uint64_t>(gpu) << 20) ^ ordinal,
+                             0x3333333333333333ULL);
   a = (a & ~0xF000ULL) | 0x5000ULL;                        // version 5
   b = (b & ~(0xC000ULL << 48)) | (0x8000ULL << 48);       // variant 10xx
   return fmt::format("MIG-{:08x}-{:04x}-{:04x}-{:04x}-{:012x}", a >> 32, (a >> 16) & 0xFFFF, a & 0xFFFF,
