@@ -4,30 +4,14 @@ nvmlGpmMetricsGet by reference), on the profiling scenarios: on the H100 node th
 constant load match `gpumeter sim truth`; on the A100 node GPM is unsupported and NVLink present."""
 import ctypes
 import os
-import re
-import subprocess
-import sys
 import time
 import unittest
+
+import sanitizer_preload
 from ctypes import byref, c_char_p, c_double, c_int, c_uint, c_void_p
 
 
-def _preload_sanitizer_runtime():
-    """A sanitizer build of the simulator needs its runtime loaded first (see test_pynvml_client)."""
-    lib = os.environ.get("GPUMETER_SIM_LIB", "")
-    if not lib or os.environ.get("LD_PRELOAD"):
-        return
-    deps = subprocess.run(["ldd", lib], capture_output=True, text=True).stdout
-    m = re.search(r"libasan\.so\S* => (\S+)", deps)
-    if not m:
-        return
-    asan = os.environ.get("ASAN_OPTIONS", "")
-    env = dict(os.environ, LD_PRELOAD=m.group(1),
-               ASAN_OPTIONS=asan + (":" if asan else "") + "detect_leaks=0")
-    os.execve(sys.executable, [sys.executable, "-m", "unittest", "-v", __name__], env)
-
-
-_preload_sanitizer_runtime()
+sanitizer_preload.preload(__name__)
 
 import harness
 

@@ -7,33 +7,15 @@ never a missing symbol or FUNCTION_NOT_FOUND.
 Debian has no pynvml package, so the client is written here, after pynvml's conventions."""
 import ctypes
 import os
-import re
-import subprocess
-import sys
 import tempfile
 import time
 import unittest
+
+import sanitizer_preload
 from ctypes import byref, c_uint, c_ulonglong, c_void_p, create_string_buffer
 
 
-def _preload_sanitizer_runtime():
-    """An AddressSanitizer build of the simulator needs the sanitizer's runtime loaded before
-    anything else, which Python is not built with: run this module again with it preloaded (and
-    leak checking off, since Python does not free everything at exit)."""
-    lib = os.environ.get("GPUMETER_SIM_LIB", "")
-    if not lib or os.environ.get("LD_PRELOAD"):
-        return
-    deps = subprocess.run(["ldd", lib], capture_output=True, text=True).stdout
-    m = re.search(r"libasan\.so\S* => (\S+)", deps)
-    if not m:
-        return
-    asan = os.environ.get("ASAN_OPTIONS", "")
-    env = dict(os.environ, LD_PRELOAD=m.group(1),
-               ASAN_OPTIONS=asan + (":" if asan else "") + "detect_leaks=0")
-    os.execve(sys.executable, [sys.executable, "-m", "unittest", "-v", __name__], env)
-
-
-_preload_sanitizer_runtime()
+sanitizer_preload.preload(__name__)
 
 import harness
 
