@@ -11,13 +11,14 @@ from harness import (AgentTestCase, Agent, Prometheus, SCENARIOS, SimNode, expec
                      wait_until)
 
 SCENARIO = os.path.join(SCENARIOS, "ledger-intervals.yaml")
-FIRST_EDGE = 3.34  # the first job's start
-# Scenario time 0 is this far after the test begins starting its peers: the agents must take
-# their first reading before the first job starts. On a loaded 2-core machine (ASan, the
-# wall-clock tests side by side) starting the node and the three agents took 8 s.
-LEAD = 12.0
-END = 85.0  # the scenario's duration
-LAST_EDGE = 81.23  # the last job's end
+# The first job's start. An agent charges nothing before its first reading that has driver
+# samples, and the simulated GPUs have samples from scenario time 0 on: the 5 s and 30 s agents
+# drain every 5 s, so that reading comes up to 5.2 s after time 0 (more on a loaded machine), and
+# every job starts 4 s later than that.
+FIRST_EDGE = 9.34
+LEAD = 3.0  # the agents start at scenario time -3 s
+END = 95.0  # the scenario's duration
+LAST_EDGE = 87.23  # the last job's end
 TOLERANCE = 5e-3  # 0.5 %
 INTERVALS = ("1s", "5s", "30s")
 CHECKED = {"gpu_allocated_seconds_total": "allocated_seconds", "gpu_busy_seconds_total": "busy_seconds"}
