@@ -207,11 +207,11 @@ def owner_edges(truth):
     return out
 
 
-def allowed_deviation(value, allocated, edges, tolerance):
+def allowed_deviation(value, allocated, edges, tolerance, edge_seconds=EDGE_SECONDS):
     """The bound on an owner's counter: a relative tolerance, plus what its edges may move at
-    the counter's rate while the owner was there."""
+    the counter's rate while the owner was there (`edge_seconds` each)."""
     rate = value / allocated if allocated > 0 else 0.0
-    return tolerance * abs(value) + edges * EDGE_SECONDS * rate + 1e-6
+    return tolerance * abs(value) + edges * edge_seconds * rate + 1e-6
 
 
 def expected_owners(truth):

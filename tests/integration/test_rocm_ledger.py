@@ -13,6 +13,10 @@ import test_ledger
 from harness import AgentTestCase, Process, Prometheus, SCENARIOS, SimNode, free_port, wait_until
 
 SCENARIO = os.path.join(SCENARIOS, "ledger-amd.yaml")
+# What one job edge may move on AMD: a process is billed from the first collection that lists it
+# (every 200 ms here), and the tree shows it up to one writer period (100 ms) after it starts
+# (docs/rocm-behaviour.md); NVIDIA's edge is one driver sample period.
+AMD_EDGE_SECONDS = 0.2 + 0.1
 LEDGER_CONFIG = 'ledger:\n  allocation: process\n  checkpoint_interval: 2s\n  idle_power_watts: {"AMD Instinct MI300X": 140}\n'
 
 
@@ -72,7 +76,7 @@ class RocmLedgerAccuracy(AgentTestCase):
                 print("%s %r: ledger %.6g truth %.6g" % (field, key, measured, value))
                 self.assertLessEqual(abs(measured - value),
                                      harness.allowed_deviation(value, fields["allocated_seconds"], edge_count[key],
-                                                               test_ledger.TOLERANCE),
+                                                               test_ledger.TOLERANCE, AMD_EDGE_SECONDS),
                                      "%s of %r: ledger %.6g, truth %.6g" % (field, key, measured, value))
         print("largest relative deviation from the truth: %.3g (%s)" % worst)
 
