@@ -139,30 +139,6 @@ nvmlReturn_t read_process_utilization(nvmlDeviceGetProcessUtilization_fn fn, nvm
 
 void NvmlBackend::collect_usage(Device& d, nvmlDevice_t h, NvmlCollection& c, UsageReading& u) {
   const NvmlSymbols& s = symbols_;
-  // Processes: compute, graphics and MPS lists merged by pid.
-  std::vector<GpuProcess> procs;
-  bool any_list = false;
-  struct List {
-    const nvmlDeviceGetProcessesRaw_fn (&fns)[3];
-    Call call;
-    unsigned bit;
-    const char* name;
-  };
-  for (const List& l : {List{s.compute_processes, kComputeProcesses, kProcessCompute,
-                             "nvmlDeviceGetComputeRunningProcesses_v3"},
-                        List{s.graphics_processes, kGraphicsProcesses, kProcessGraphics,
-                             "nvmlDeviceGetGraphicsRunningProcesses_v3"},
-                        List{s.mps_processes, kMpsProcesses, kProcessMps, "nvmlDeviceGetMPSComputeRunningProcesses_v3"}}) {
-    if (c.fatal() || c.unsupported(l.call)) continue;
-    if (c.ok(l.call, read_process_list(l.fns, h, l.bit, procs), l.name)) any_list = true;
-  }
-  std::vector<unsigned> pids;
-  if (any_list) {
-    for (const auto& p : procs) pids.push_back(p.pid);
-    std::sort(pids.begin(), pids.end());
-    u.processes = std::move(procs);
-  }
-
   // A step of the wall clock moves the driver's timestamps with it: the cursors move by the
   // same amount, or a step back would hide every new sample until the clock caught up (and a
   // step forward would read as a hole). After a step back the buffers still hold samples
@@ -235,6 +211,35 @@ void NvmlBackend::collect_usage(Device& d, nvmlDevice_t h, NvmlCollection& c, Us
                u.utilization_samples_supported, u.utilization_samples);
   read_samples(kPowerSamples, NVML_TOTAL_POWER_SAMPLES, d.power_seen_us, 0.001, u.power_samples_supported,
                u.power_samples);
+
+  // Processes: compute, graphics and MPS lists merged by pid. Read after the sample buffers, so
+  // the list is at least as new as every sample the ledger integrates from this reading: a
+  // process that started before the newest sample is listed (with its start time from the
+  // host), however long the reads took. Read before them, a slow collection would integrate
+  // samples past the list's instant with the process missing, and bill its first moments to
+  // nobody.
+  std::vector<GpuProcess> procs;
+  bool any_list = false;
+  struct List {
+    const nvmlDeviceGetProcessesRaw_fn (&fns)[3];
+    Call call;
+    unsigned bit;
+    const char* name;
+  };
+  for (const List& l : {List{s.compute_processes, kComputeProcesses, kProcessCompute,
+                             "nvmlDeviceGetComputeRunningProcesses_v3"},
+                        List{s.graphics_processes, kGraphicsProcesses, kProcessGraphics,
+                             "nvmlDeviceGetGraphicsRunningProcesses_v3"},
+                        List{s.mps_processes, kMpsProcesses, kProcessMps, "nvmlDeviceGetMPSComputeRunningProcesses_v3"}}) {
+    if (c.fatal() || c.unsupported(l.call)) continue;
+    if (c.ok(l.call, read_process_list(l.fns, h, l.bit, procs), l.name)) any_list = true;
+  }
+  std::vector<unsigned> pids;
+  if (any_list) {
+    for (const auto& p : procs) pids.push_back(p.pid);
+    std::sort(pids.begin(), pids.end());
+    u.processes = std::move(procs);
+  }
 
   // Per-process utilization: the R550 call where the driver has it (the legacy one reads zeros
   // on some newer GPUs), else the legacy one. Both are windowed by this GPU's cursor.
