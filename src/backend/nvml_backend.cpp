@@ -414,7 +414,12 @@ void NvmlBackend::collect_device(Device& d, nvmlDevice_t h, CollectScope scope, 
       r.energy_joules = static_cast<double>(mj) / 1000.0;
     }
   }
-  if (scope == CollectScope::kUsage) return;
+  if (scope == CollectScope::kUsage) {
+    // On a GPU in MIG mode the ledger bills each MIG device: their processes and activity are
+    // usage too (GPM support was probed by the first full collection, which comes first).
+    if (d.mig_enabled.value_or(false)) collect_mig(d, h, c, r);
+    return;
+  }
 
   // v2 first: its "used" excludes driver-reserved memory and matches nvidia-smi.
   auto set_memory = [&r](unsigned long long total, unsigned long long used, unsigned long long free) {
