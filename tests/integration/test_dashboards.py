@@ -503,10 +503,11 @@ class MixedNodeDashboardQueries(DashboardQueries):
         return path
 
     def expected_empty(self, shown, expr):
+        mig = super().expected_empty(shown, expr)  # the MIG row: no GPU in MIG mode here
         if not shown.get("gpu", "").startswith("7 | AMD"):
-            return super().expected_empty(shown, expr)
+            return mig
         reasons = [why for family, why in self.ABSENT_ON_AMD.items() if re.search(r"\b%s\b" % family, expr)]
-        return "; ".join(reasons) or None
+        return "; ".join(reasons + ([mig] if mig else [])) or None
 
     def start_agent(self, node, config, state, env):
         tree = os.path.join(node.dir, "sysfs")
