@@ -14,7 +14,7 @@ interval; a pod edge under the scheduler policy, one kubelet refresh and the Lis
 instance created or destroyed, one collection interval of the instance's own time (the free
 slices take it over). Busy time of the two pods time-sliced on one instance cannot be split (NVML
 has no per-process utilization on MIG): while both run it goes to __unattributed__ on that
-instance, and only the instance's total is compared.
+instance, with the power above idle, and only the instance's totals are compared.
 
 The layout change needs no restart (one agent process throughout), drives no counter backwards
 (PromQL resets() is 0 on every ledger series), keeps the destroyed instances' series, and the
@@ -73,7 +73,7 @@ class MigLedger(AgentTestCase):
         return agents
 
     def test_mig_instances_are_billed_as_allocated(self):
-        epoch = time.time() + LEAD
+        epoch = self.epoch = time.time() + LEAD
         agents = self.start_agents(epoch)
         targets = {policy: "127.0.0.1:%d" % a.port for policy, a in agents.items()}
         prom = self.track(Prometheus(list(targets.values())))
@@ -117,6 +117,12 @@ class MigLedger(AgentTestCase):
                 acc[field] = acc.get(field, 0.0) + value
         self.assertEqual(set(got) - {""}, set(instances), "every MIG device billed, destroyed ones kept")
 
+        def owner_edges(name):
+            """Seconds an owner's edges may move: half an interval at a process's stop; under the
+            scheduler policy, a kubelet refresh and a List call at each pod edge."""
+            return (0.5 * INTERVAL * (1 if ends.get(name, END) < END else 0)
+                    + (2 * (REFRESH + SOURCE_READ) if policy == "scheduler" else 0))
+
         layout_edges = {uuid: sum(1 for e in (i["start"], i["end"]) if 0 < e < END) for uuid, i in instances.items()}
         worst = []
         for uuid, inst in instances.items():
@@ -126,12 +132,10 @@ class MigLedger(AgentTestCase):
             for o in inst["owners"]:
                 name = o["owner"]
                 self.assertIn(name, mine, "%s on %s: %r" % (name, inst["name"], sorted(mine)))
-                edges = 0.5 * INTERVAL * (1 if ends.get(name, END) < END else 0)
-                if policy == "scheduler":
-                    edges += 2 * (REFRESH + SOURCE_READ)
+                edges = owner_edges(name)
                 for field in FIELDS.values():
-                    if field == "busy_seconds" and shared:
-                        continue  # compared on the instance's total below
+                    if field != "allocated_seconds" and shared:
+                        continue  # busy time and the energy above idle: compared on the instance's total
                     want, measured = o[field], mine[name].get(field, 0.0)
                     rate = 1.0 if field == "allocated_seconds" else want / max(o["allocated_seconds"], 1e-9)
                     bound = TOLERANCE * want + edges * rate + 1e-6
@@ -140,7 +144,7 @@ class MigLedger(AgentTestCase):
                                          % (policy, field, name, inst["name"], measured, want))
             # The instance as a whole, whoever got it: its owners' seconds and energy (the agent ran
             # before and after the scenario's window: its __idle__ time is not compared), its busy time.
-            edges = INTERVAL * layout_edges[uuid] + (2 * (REFRESH + SOURCE_READ) if policy == "scheduler" else 0)
+            edges = INTERVAL * layout_edges[uuid] + sum(owner_edges(o["owner"]) for o in inst["owners"])
             owners = [v for k, v in mine.items() if k != "__idle__"]
             for field, want, values in (
                     ("allocated_seconds", inst["allocated_seconds"], owners),
@@ -164,8 +168,12 @@ class MigLedger(AgentTestCase):
         covered = prom.query('gpumeter_ledger_covered_seconds_total{instance="%s",gpu="0"}' % instance, at=at)
         held = prom.query('sum(gpu_allocated_seconds_total{instance="%s",gpu="0"})' % instance, at=at)
         self.assertAlmostEqual(float(held[0]["value"][1]), float(covered[0]["value"][1]), delta=1e-6)
-        free = got.get("", {}).get("__idle__", {}).get("allocated_seconds", 0.0)
-        self.assertLessEqual(free, truth["mig"]["gpus"][0]["unallocated_slice_seconds"] / SLICES + 2 * INTERVAL / SLICES)
+        # The free slices: none in either layout, so from scenario time 5 s on (before 0 the GPU has
+        # no instance yet) they get at most the collection around the change.
+        free = 'gpu_allocated_seconds_total{instance="%s",gpu="0",mig_uuid="",project="__idle__"}' % instance
+        grown = float(prom.query(free, at=at)[0]["value"][1]) - float(prom.query(free, at=self.epoch + 5)[0]["value"][1])
+        self.assertLessEqual(grown, truth["mig"]["gpus"][0]["unallocated_slice_seconds"] / SLICES
+                             + 2 * INTERVAL * 2 / SLICES + 1e-6)
         # No ledger counter ever went back, across the layout change.
         for family in FIELDS:
             resets = prom.query('max(resets(%s{instance="%s"}[3m]))' % (family, instance), at=at)
