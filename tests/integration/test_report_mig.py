@@ -5,7 +5,8 @@ parent's unallocated slice as __idle__. The ledger's series are written as the l
 (docs/ledger.md): an instance of s compute slices accrues s/7 GPU-seconds per second, split among
 its owners, with the instance's mig labels. The report must price each slice by its share of the
 H100's price, by its profile's price per instance-hour where the pricing file sets one, group
-by mig_profile, and show the slice hours."""
+by mig_profile, and show the slice hours; `gpumeter rules`, evaluated by promtool on the same
+history, must charge each namespace what the report charges it."""
 import csv
 import io
 import os
@@ -70,6 +71,19 @@ class History:
         t1 = self.end if second else self.mid
         self.series.append((labels, rate, t0, t1))
         self.truth[key] = self.truth.get(key, 0.0) + rate * (t1 - t0)
+
+    def promtool_series(self):
+        """gpu_info and the allocated seconds as `promtool test rules` input series, one value a
+        minute from time 0 ("_" where a series has no sample)."""
+        minutes = int(self.end - self.start) // 60
+        rows = [('gpu_info{%s}' % labels_text(dict(GPU, vendor="nvidia", model=MODEL)), "1x%d" % minutes)]
+        for labels, rate, t0, t1 in self.series:
+            values = []
+            for k in range(minutes + 1):
+                t = self.start + 60 * k
+                values.append(repr(rate * (t - t0)) if t0 <= t <= t1 else "_")
+            rows.append(("gpu_allocated_seconds_total{%s}" % labels_text(labels), " ".join(values)))
+        return "".join("      - series: '%s'\n        values: '%s'\n" % row for row in rows)
 
     def openmetrics(self):
         out = []
@@ -218,6 +232,36 @@ class ReportMig(unittest.TestCase):
         self.assertEqual(by_profile[("3g.40gb", "owner")]["mig_profiles"], "3g.40gb")
         self.assert_close(float(by_profile[("3g.40gb", "owner")]["mig_allocated_gpu_hours"]) * 3600,
                           owners["3g.40gb"], "CSV slice hours")
+
+    def test_rules_price_as_the_report(self):
+        """`gpumeter rules` from the same pricing file, evaluated by promtool on the same history
+        (shifted to 1970, where promtool starts), gives each namespace the cost per hour the
+        report charges it in each half."""
+        pricing = self.pricing('mig_profiles:\n  "*":\n    3g.40gb: {instance_hour: 2.0}\n'
+                               '  "%s":\n    1g.10gb: {instance_hour: 0.9}\n' % MODEL)
+        h = self.history
+        expected = []
+        for a, b, at in ((h.start, h.mid, "90m"), (h.mid, h.end, "270m")):
+            doc = report_json("--url", self.url, "--from", a, "--to", b, "--step", "30m", "--by", "namespace",
+                              "--pricing", pricing)
+            samples = ""
+            for r in doc["rows"]:
+                per_hour = round(r["cost"]["allocation"] / ((b - a) / 3600) * 1e6) / 1e6
+                namespace = "" if r["idle"] else r["key"]["namespace"]
+                labels = '{namespace="%s",currency="USD"}' % namespace if namespace else '{currency="USD"}'
+                samples += "          - labels: '%s'\n            value: %r\n" % (labels, per_hour)
+            expected.append("      - expr: round(gpumeter:cost_per_hour:by_namespace * 1e6) / 1e6\n"
+                            "        eval_time: %s\n        exp_samples:\n%s" % (at, samples))
+        work = tempfile.mkdtemp(dir=self.tmp)
+        r = subprocess.run([harness.BIN, "rules", "--pricing", pricing, "--output", os.path.join(work, "rules.yml")],
+                           capture_output=True, text=True, timeout=30)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        test = os.path.join(work, "test.yml")
+        with open(test, "w") as f:
+            f.write("rule_files: [rules.yml]\nevaluation_interval: 1m\ntests:\n  - interval: 1m\n"
+                    "    input_series:\n%s    promql_expr_test:\n%s" % (h.promtool_series(), "".join(expected)))
+        r = subprocess.run(["promtool", "test", "rules", test], capture_output=True, text=True, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
 
     def test_unknown_dimension_names_mig_profile(self):
         r = report("--url", self.url, "--by", "mig", check=False)
