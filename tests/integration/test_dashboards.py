@@ -576,6 +576,9 @@ class MigNodeDashboardQueries(DashboardQueries):
                 for r in self.prom.query('7 * sum by (mig_profile, pod, project) '
                                          '(rate(gpu_allocated_seconds_total{gpu="3"}[5s]))', at=at)}
         want = {("3g.40gb", "jupyter-bob", "vision"): 3, ("3g.40gb", "eval-harness-0", "nlp"): 3, ("", "", "__idle__"): 1}
+        # Owners of the first moments (before the pods' projects were read, the instances' idle
+        # time before the jobs started) hold nothing now.
+        held = {k: v for k, v in held.items() if v > 0.01}
         self.assertEqual(set(held), set(want), held)
         for key, slices in want.items():
             self.assertAlmostEqual(held[key], slices, delta=0.05, msg=key)
