@@ -18,7 +18,10 @@ instance, with the power above idle, and only the instance's totals are compared
 
 The layout change needs no restart (one agent process throughout), drives no counter backwards
 (PromQL resets() is 0 on every ledger series), keeps the destroyed instances' series, and the
-ledger reconciles: per GPU the owners' allocated seconds add up to the covered seconds."""
+ledger reconciles: per GPU the owners' allocated seconds add up to the covered seconds.
+
+`gpumeter report --by namespace` on the history prices each slice by its share of the GPU's
+price, and where the pricing file prices a profile (1g.10gb here), its instances by instance-hour."""
 import os
 import subprocess
 import tempfile
@@ -26,7 +29,7 @@ import time
 
 import yaml
 
-from harness import BIN, SCENARIOS, Agent, AgentTestCase, Prometheus, SimNode, wait_until
+from harness import BIN, SCENARIOS, Agent, AgentTestCase, Prometheus, SimNode, report_json, wait_until
 
 SCENARIO = os.path.join(SCENARIOS, "mig-h100.yaml")
 LEAD = 3.0
@@ -41,6 +44,8 @@ FIELDS = {"gpu_allocated_seconds_total": "allocated_seconds",
           "gpu_busy_seconds_total": "busy_seconds",
           "gpu_attributed_energy_joules_total": "energy_joules"}
 SECONDS_FIELDS = ("allocated_seconds", "busy_seconds")
+H100_HOUR = 7.0      # the test's price per GPU-hour of an H100: a slice of s costs s per hour
+PROFILE_HOUR = 2.5   # and, in the second pricing, per instance-hour of a 1g.10gb
 
 
 def truth_for(policy):
@@ -85,6 +90,7 @@ class MigLedger(AgentTestCase):
             self.assertEqual((agent.process.proc.pid, agent.process.proc.poll()), (pids[policy], None))  # no restart
             self.assertEqual(agent.process.log().count("starting gpumeter"), 1)
             self.check_policy(prom, targets[policy], policy, truth_for(policy), scenario, at)
+        self.check_report(prom, targets["process"], at)
 
     def check_policy(self, prom, instance, policy, truth, scenario, at):
         pod_to_owner = {}
@@ -178,3 +184,41 @@ class MigLedger(AgentTestCase):
         for family in FIELDS:
             resets = prom.query('max(resets(%s{instance="%s"}[3m]))' % (family, instance), at=at)
             self.assertEqual(float(resets[0]["value"][1]), 0.0, family)
+
+    def check_report(self, prom, instance, at):
+        """`gpumeter report --by namespace` on this history prices each slice by its share of the
+        GPU's price, and a 1g.10gb by its profile's price per instance-hour where the pricing file
+        sets one; each namespace's cost against its GPU-seconds from the same Prometheus."""
+        work = tempfile.mkdtemp(prefix="gpumeter-mig-report-")
+        share = os.path.join(work, "share.yaml")
+        with open(share, "w") as f:
+            f.write('currency: USD\ngpu_models:\n  "NVIDIA H100 80GB HBM3": [{gpu_hour: %g}]\n' % H100_HOUR)
+        profile = os.path.join(work, "profile.yaml")
+        with open(profile, "w") as f:
+            f.write('currency: USD\ngpu_models:\n  "NVIDIA H100 80GB HBM3": [{gpu_hour: %g}]\n'
+                    'mig_profiles:\n  "*": {1g.10gb: [{instance_hour: %g}]}\n' % (H100_HOUR, PROFILE_HOUR))
+        start = self.epoch - LEAD - 5
+        # GPU-seconds per namespace and profile over the period, from the ledger's series.
+        held = {}
+        for r in prom.query('sum by (namespace, mig_profile) (max_over_time(gpu_allocated_seconds_total'
+                            '{instance="%s",project!~"__.*"}[%ds]))' % (instance, int(at - start) + 1), at=at):
+            key = (r["metric"].get("namespace", ""), r["metric"].get("mig_profile", ""))
+            held[key] = float(r["value"][1])
+        for pricing, name in ((share, "share"), (profile, "profile")):
+            doc = report_json("--url", prom.base, "--from", str(start), "--to", str(at), "--by", "node,namespace",
+                              "--pricing", pricing)
+            rows = {r["key"]["namespace"]: r for r in doc["rows"] if r["key"]["node"] == instance}
+            for ns in ("team-vision", "team-nlp", "team-speech", "team-ml", "team-ops"):
+                want = 0.0
+                for (n, prof), seconds in held.items():
+                    if n != ns:
+                        continue
+                    if name == "profile" and prof == "1g.10gb":
+                        want += seconds * 7 / 3600 * PROFILE_HOUR  # instance-hours x its price
+                    else:
+                        want += seconds / 3600 * H100_HOUR        # GPU-hours x the GPU's price
+                self.assertIn(ns, rows, sorted(rows))
+                got = rows[ns]["cost"]["allocation"]
+                self.assertAlmostEqual(got, want, delta=1e-6 * want + 1e-9, msg="%s pricing, %s" % (name, ns))
+            print("report --by namespace, %s pricing: %r" % (name, {ns: round(r["cost"]["allocation"], 6)
+                                                                   for ns, r in rows.items()}))
