@@ -1,26 +1,39 @@
 #!/usr/bin/env bash
 # The full gpumeter pipeline on this machine, on loopback:
-#   the agent       on this machine's GPUs, or on the bundled simulated 8x H100 node
-#   Prometheus      scraping it, with the cost rules (`gpumeter rules`), budget and alert rules
+#   the agents      on this machine's GPUs, or, without NVML, a simulated fleet (`fleet` below):
+#                   an agent per node on consecutive ports, each with its own /proc tree and
+#                   kubelet, named by its `instance` in Prometheus
+#   Prometheus      scraping them, with the cost rules (`gpumeter rules`), budget and alert rules
 #   Alertmanager    with deploy/alertmanager/alertmanager.yml
 #   VictoriaMetrics long-term storage, fed by Prometheus' remote_write
-# then prints the URLs and, every minute, a chargeback table from `gpumeter report` (since the
-# pipeline started) and the alerts that fire. Ctrl-C stops everything, Prometheus first so that
-# it flushes to VictoriaMetrics. Data stays in the state directory, so a second run continues.
+# On the simulated fleet, the first run of a state directory backfills the fleet's last days
+# before Prometheus starts (scripts/history.py: each node's scenario played back to back, from the
+# simulator's truth), and then the alerts those days fired (scripts/alert_history.py). It prints
+# the URLs, a chargeback table from `gpumeter report` (the history's days on the simulated fleet,
+# else since the pipeline started) and the HTML report's path at once, then a table and the
+# alerts that fire every minute, and the HTML report again every few minutes. Ctrl-C stops
+# everything, Prometheus first so that it flushes to VictoriaMetrics. Data stays in the state
+# directory, so a second run continues (without backfilling again).
 #
 # scripts/run.sh installs the packages, builds, and runs this. Run alone, it needs:
 #   GPUMETER_BIN                  the gpumeter binary (default build/bin/gpumeter)
 # and takes, all optional:
 #   GPUMETER_STATE_DIR            data, logs and generated configs (default ~/.local/state/gpumeter)
-#   GPUMETER_LISTEN_ADDRESS       the agent (default :9400)
+#   GPUMETER_LISTEN_ADDRESS       the agent (default :9400); the simulated fleet's nodes take this
+#                                 port and the ones after it
 #   GPUMETER_PROMETHEUS_PORT      default 9490   (the ports of the packaged services, 9090, 9093
 #   GPUMETER_ALERTMANAGER_PORT    default 9493    and 8428, are left alone: Debian starts those
 #   GPUMETER_VICTORIAMETRICS_PORT default 9428    services when it installs the packages)
 #   GPUMETER_PRICING              pricing file (default deploy/pricing/list-prices.yaml; on the
 #                                 simulated node, with budgets for its projects added)
-#   GPUMETER_REPORT_INTERVAL      seconds between reports (default 60)
+#   GPUMETER_REPORT_INTERVAL      seconds between chargeback tables (default 60)
+#   GPUMETER_HTML_INTERVAL        seconds between rewrites of the HTML report, <state>/report.html
+#                                 (default 300)
+#   GPUMETER_COLLECT_INTERVAL     the simulated nodes' --collect.interval (default 5s)
+#   GPUMETER_HISTORY_DAYS         days of history backfilled for the simulated fleet (default 30)
+#   GPUMETER_HISTORY_INTERVAL     seconds between the history's samples (default 600)
 #   GPUMETER_SCRAPE_INTERVAL      Prometheus' scrape and rule evaluation interval (default 15s)
-#   GPUMETER_SIMULATE=1           use the simulated node even where NVML is present
+#   GPUMETER_SIMULATE=1           use the simulated fleet even where NVML is present
 # Extra arguments go to `gpumeter serve`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
