@@ -98,9 +98,23 @@ def scenario_duration(path):
     return int(sum(float(n) * {"h": 3600, "m": 60, "s": 1}[u] for n, u in parts))
 
 
-def owner_labels(job, users):
+def amd_uuid(uuid):
+    """An AMD GPU's `uuid` label: ROCm SMI's unique id as rocm-smi prints it, which the simulated
+    amdgpu tree takes from the scenario's UUID (its last 16 hex digits, top nibble never 0)."""
+    digits = "".join(c for c in uuid.lower() if c in "0123456789abcdef")[-16:].rjust(16, "0")
+    if digits[0] == "0":
+        digits = "4" + digits[1:]
+    return "0x%x" % int(digits, 16)
+
+
+def owner_labels(job, users, amd=False):
     env = job.get("env", {})
     k8s = job.get("kubernetes", {})
+    if amd:
+        # Pods are not named on AMD GPUs (the kubelet's device map knows NVIDIA's resource only):
+        # the container is the first 12 hex digits of the container id in the cgroup path.
+        m = re.search(r"[0-9a-f]{64}", job.get("cgroup", ""))
+        k8s = {"container": m.group(0)[:12]} if m else {}
     project = env.get("GPUMETER_PROJECT", "")
     if not project:
         m = re.fullmatch(r"team-(.*)", k8s.get("namespace", ""))
@@ -132,6 +146,12 @@ def usage(t):
             acc[f] += v
 
     for g in t["gpus"]:
+        amd = g["model"].startswith("AMD")
+        if amd:
+            g["uuid"] = amd_uuid(g["uuid"])
+            for j in t["jobs"]:
+                if j["gpu"] == g["gpu"]:
+                    j["uuid"], j["amd"] = g["uuid"], True
         key = (("gpu", str(g["gpu"])), ("uuid", g["uuid"]))
         covered[key] = window
         totals[g["uuid"]] = {"busy": g["busy_seconds"], "energy": g["energy_joules"],
@@ -144,7 +164,7 @@ def usage(t):
         add(key, reserved("__idle__"), {"allocated_seconds": g["idle_seconds"], "energy_joules": g["idle_energy_joules"]})
         jobs = [j for j in t["jobs"] if j["uuid"] == g["uuid"]]
         for j in jobs:
-            add(key, owner_labels(j, users), {f: j[f] for f in FIELDS})
+            add(key, owner_labels(j, users, j.get("amd", False)), {f: j[f] for f in FIELDS})
         rest = g["busy_seconds"] - sum(j["busy_seconds"] for j in jobs)
         if rest > 1e-6 * max(1.0, g["busy_seconds"]):
             add(key, reserved("__unattributed__"), {"busy_seconds": rest})
@@ -173,7 +193,8 @@ class Node:
         one = truth(gpumeter, scenario, 1)  # the scenario's length and its GPUs
         self.period = None
         self.gpumeter = gpumeter
-        self.gpus = {g["uuid"]: (g["gpu"], g["model"]) for g in one["gpus"]}
+        self.gpus = {(amd_uuid(g["uuid"]) if g["model"].startswith("AMD") else g["uuid"]): (g["gpu"], g["model"])
+                     for g in one["gpus"]}
         self.mig = {g["uuid"] for g in one.get("mig", {}).get("gpus", [])}
         self.vendor = {}
         self.interval, self.span = interval, span
