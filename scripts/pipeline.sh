@@ -280,6 +280,7 @@ start alertmanager "$logs/alertmanager.log" "$alertmanager_bin" \
   --config.file="$root/deploy/alertmanager/alertmanager.yml" --storage.path="$state_dir/alertmanager" \
   --web.listen-address="127.0.0.1:$am_port" --cluster.listen-address= --log.level=warn
 wait_listening alertmanager "$am_port" "$logs/alertmanager.log"
+# A retention past the default 15 days, which would delete the backfilled month's older half.
 start prometheus "$logs/prometheus.log" prometheus \
   --config.file="$conf/prometheus.yml" --storage.tsdb.path="$state_dir/prometheus/data" \
   --web.listen-address="127.0.0.1:$prom_port" --storage.remote.flush-deadline=10s --log.level=warn \
