@@ -9,7 +9,8 @@ build_pkgs=(cmake ninja-build g++ git pkg-config
   libgtest-dev libgmock-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   dpkg-dev file)  # the Debian package: cpack -G DEB computes Depends with dpkg-shlibdeps, which needs file
-run_pkgs=(prometheus prometheus-alertmanager victoria-metrics util-linux)
+run_pkgs=(prometheus prometheus-alertmanager victoria-metrics util-linux
+  python3 python3-yaml librocm-smi64-1)  # scripts/history.py, alert_history.py; the simulated AMD node
 test_pkgs=(prometheus prometheus-alertmanager victoria-metrics python3-pil python3 python3-yaml python3-prometheus-client curl chromium procps
   python3-aiosmtpd  # test_alert_receivers: the SMTP relay Alertmanager mails to
   systemd man-db lintian  # test_package: systemd-analyze verify, man --warnings, Debian's package checker

@@ -1,8 +1,11 @@
-"""The README's main command runs scripts/pipeline.sh: the agent on the simulated node, a real
-Prometheus with the cost, budget and alert rules, a real Alertmanager and a real VictoriaMetrics
-fed by remote_write, and a chargeback table from `gpumeter report` at each interval. Ctrl-C
-(SIGINT to the script) stops every process it started, and a second run on the same state
-directory works and keeps the first run's data."""
+"""The README's main command runs scripts/pipeline.sh: a simulated fleet (an agent per node, each
+with its host side), a real Prometheus with the cost, budget and alert rules, a real Alertmanager
+and a real VictoriaMetrics fed by remote_write, and a chargeback table from `gpumeter report` at
+each interval. The first run of a state directory backfills the fleet's last 30 days from the
+simulator's truth and the alerts they fired, and within 60 s of its start prints a month's
+chargeback across the projects, with the totals the truth gives, and writes an HTML report that
+headless Chromium renders. Ctrl-C (SIGINT to the script) stops every process it started, and a
+second run on the same state directory works and keeps the first run's data."""
 import json
 import os
 import re
@@ -15,7 +18,16 @@ import time
 import unittest
 import urllib.parse
 
+import harness
 from harness import BIN, SOURCE_DIR, free_port, http_get, wait_until
+from test_report_html import chromium
+
+# The fleet of scripts/pipeline.sh: instance, scenario, price per GPU-hour of its model in
+# deploy/pricing/list-prices.yaml (the MI300X is priced by its "*" placeholder).
+FLEET = [("gpu-node-01", "h100-8x-three-teams.yaml", 6.88), ("gpu-node-02", "faults-demo.yaml", 6.88),
+         ("gpu-node-03", "mig-h100.yaml", 6.88), ("gpu-node-04", "mi300x-8x-three-teams.yaml", 1.00)]
+DAYS = 30
+FIRST_TABLE_SECONDS = 60  # issue 19: a month of chargeback within 60 s of the start, on 2 cores
 
 PIPELINE = os.path.join(SOURCE_DIR, "scripts", "pipeline.sh")
 
@@ -35,6 +47,63 @@ def processes_mentioning(text):
     return found
 
 
+def consecutive_free_ports(n):
+    """A first port with the n - 1 after it free too: the fleet's agents listen on consecutive ports."""
+    import socket
+    for _ in range(50):
+        base = free_port()
+        socks = []
+        try:
+            for p in range(base, base + n):
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.1", p))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise AssertionError("no %d consecutive free ports" % n)
+
+
+def month_truth(nodes):
+    """{project: (allocated GPU-hours, USD)} over the fleet's 30 days: each node plays its scenario
+    back to back, so a project's month is (30 d / the play) times its usage in one play
+    (`gpumeter sim truth`), priced at its node's model."""
+    out = {}
+    for _, scenario, price in nodes:
+        path = os.path.join(SOURCE_DIR, "deploy", "scenarios", scenario)
+        # One play: `sim truth` runs to the scenario's duration by default.
+        truth = json.loads(subprocess.run([BIN, "sim", "truth", "--scenario", path, "--format", "json"], check=True,
+                                          capture_output=True, text=True).stdout)
+        play = truth["to_seconds"]
+        if truth.get("mig"):
+            continue  # its pods' projects come from namespaces; checked through the totals below
+        plays = DAYS * 86400 / play
+        for job in truth["jobs"]:
+            project = job.get("env", {}).get("GPUMETER_PROJECT")
+            if project is None:
+                continue
+            hours, usd = out.get(project, (0.0, 0.0))
+            h = job["allocated_seconds"] * plays / 3600
+            out[project] = (hours + h, usd + h * price)
+    return out
+
+
+def table_rows(text):
+    """{project: [cells]} of the first chargeback table in `text`, and its header line."""
+    start = text.index("chargeback over")
+    header = re.search(r"^gpumeter report .*\((\S+ d)\)$", text[start:], re.M)
+    rows = {}
+    block = text[start:text.index("reconciliation:", start)]
+    for line in block.splitlines():
+        cells = line.split()
+        if len(cells) == 12 and re.match(r"[\d,]+\.\d\d$", cells[1]):
+            rows[cells[0]] = [float(c.replace(",", "")) if re.match(r"[\d,.]+$", c) else c for c in cells[1:]]
+    return rows, header.group(1) if header else None
+
+
 def get_json(url):
     status, _, body = http_get(url)
     if status != 200:
@@ -47,6 +116,7 @@ class Run:
 
     def __init__(self, state_dir, ports):
         self.ports = ports
+        self.started = time.time()
         env = dict(os.environ, GPUMETER_BIN=BIN, GPUMETER_STATE_DIR=state_dir, GPUMETER_SIMULATE="1",
                    GPUMETER_LISTEN_ADDRESS="127.0.0.1:%d" % ports["agent"],
                    GPUMETER_PROMETHEUS_PORT=str(ports["prometheus"]),
@@ -93,7 +163,8 @@ class Pipeline(unittest.TestCase):
         shutil.rmtree(self.state_dir, ignore_errors=True)
 
     def start(self):
-        ports = {name: free_port() for name in ("agent", "prometheus", "alertmanager", "victoriametrics")}
+        ports = {name: free_port() for name in ("prometheus", "alertmanager", "victoriametrics")}
+        ports["agent"] = consecutive_free_ports(len(FLEET))
         run = Run(self.state_dir, ports)
         self.runs.append(run)
         return run
@@ -115,8 +186,12 @@ class Pipeline(unittest.TestCase):
         for name, port in ports.items():
             self.assertIn(":%d/" % port, out, "the %s URL is printed" % name)
         # Prometheus scrapes the agent, loaded the three rule files, and knows the Alertmanager.
+        nodes = self.fleet(run)
+        wait_until(lambda: len(get_json(prom + "/api/v1/query?query=" + urllib.parse.quote('up{job="gpumeter"} == 1'))
+                               ["data"]["result"]) == len(nodes), 30, what="every node scraped")
         up = get_json(prom + "/api/v1/query?query=" + urllib.parse.quote('up{job="gpumeter"}'))["data"]["result"]
-        self.assertEqual([r["value"][1] for r in up], ["1"])
+        self.assertEqual(sorted((r["metric"]["instance"], r["value"][1]) for r in up),
+                         [(name, "1") for name, _, _ in nodes])
         groups = {g["name"] for g in get_json(prom + "/api/v1/rules")["data"]["groups"]}
         self.assertTrue({"gpumeter.cost", "gpumeter.budget", "gpumeter.gpu.memory", "gpumeter.agent"} <= groups, groups)
         want = ["http://127.0.0.1:%d/api/v2/alerts" % ports["alertmanager"]]
@@ -132,6 +207,58 @@ class Pipeline(unittest.TestCase):
                    what="remote_write into VictoriaMetrics")
         self.assertTrue(all(s.get("cluster") == "local" for s in in_vm("gpu_up")))
 
+    def fleet(self, run):
+        """The nodes the run started: the AMD node needs root and ROCm SMI, and says so when it is left out."""
+        out = run.output()
+        return FLEET[:3] if "(without the AMD node:" in out else FLEET
+
+    def check_month(self, run):
+        """Within 60 s of the start: a month's chargeback across the projects with the truth's
+        totals, priced, and the HTML report's path; then the month's alerts in Prometheus."""
+        def first_table():
+            if run.proc.poll() is not None:
+                raise AssertionError("pipeline exited early (%s):\n%s" % (run.proc.returncode, run.output()))
+            return "== HTML report: " in run.output()
+        wait_until(first_table, FIRST_TABLE_SECONDS + 30, interval=0.2, what="the first table and the HTML report")
+        elapsed = time.time() - run.started
+        print("first table and HTML report %.1f s after the start" % elapsed)  # shown in the test log
+        self.assertLessEqual(elapsed, FIRST_TABLE_SECONDS, run.output())
+        out = run.output()
+        self.assertIn("history: backfilled into", out)
+        rows, period = table_rows(out)
+        self.assertEqual(period, "30 d", out)
+        want = month_truth(self.fleet(run))
+        self.assertGreaterEqual(len([p for p in want if p in rows]), 3, rows)
+        for project, (hours, usd) in want.items():
+            with self.subTest(project=project):
+                self.assertIn(project, rows, out)
+                alloc, total_usd = rows[project][0], rows[project][9]
+                # The live minute adds at most 8 GPUs x 60 s to a project; the rest is the history.
+                self.assertAlmostEqual(alloc, hours, delta=max(0.3, hours * 1e-4), msg=out)
+                self.assertAlmostEqual(total_usd, usd, delta=max(3.0, usd * 1e-4), msg=out)
+        # The report's own check: every covered GPU-hour is an owner's or idle.
+        self.assertRegex(out, r"reconciliation: owners [\d,.]+ \+ idle [\d,.]+ = [\d,.]+ GPU-h; covered by the ledger [\d,.]+ GPU-h: ok")
+        # The HTML report: its path is printed, and headless Chromium renders it, charts and rows.
+        path = re.search(r"^== HTML report: (\S+)", out, re.M).group(1)
+        self.assertTrue(path.startswith(self.state_dir), path)
+        dom = chromium(["--dump-dom", "file://" + path])
+        for chart in ("chart-cost", "chart-timeline"):
+            self.assertIn('id="%s"' % chart, dom)
+        for project in want:
+            self.assertIn(project, dom)
+        # The alerts of the month: the faults node's Xids, one a day, in ALERTS over the 30 days.
+        prom = "http://127.0.0.1:%d" % run.ports["prometheus"]
+        query = 'count_over_time(ALERTS{alertname="GpuXidCritical",instance="gpu-node-02",xid="79"}[31d])'
+
+        def alerts():
+            r = get_json(prom + "/api/v1/query?" + urllib.parse.urlencode({"query": query}))["data"]["result"]
+            return r
+        result = wait_until(alerts, 90, interval=2, what="the history's alerts in Prometheus")
+        # An evaluation after each day's Xid 79, and one at the series' first sample (a new Xid
+        # series is born at 1 in the rule's eyes).
+        self.assertEqual(result[0]["value"][1], str(DAYS + 1), out)
+        self.assertIn("fired: GpuXidCritical", run.output())
+
     def check_stopped(self, run):
         rc = run.interrupt()
         self.assertEqual(rc, 130, run.output())
@@ -144,12 +271,14 @@ class Pipeline(unittest.TestCase):
 
     def test_runs_stops_on_ctrl_c_and_runs_again(self):
         first = self.start()
+        self.check_month(first)
         self.check_running(first)
         first_end = time.time()
         self.check_stopped(first)
 
         second = self.start()
         self.check_running(second)
+        self.assertIn("history: already backfilled", second.output())
         # The first run's samples are still in Prometheus.
         prom = "http://127.0.0.1:%d" % second.ports["prometheus"]
         before = get_json(prom + "/api/v1/query?" + urllib.parse.urlencode(
