@@ -27,7 +27,7 @@ from test_report_html import chromium
 FLEET = [("gpu-node-01", "h100-8x-three-teams.yaml", 6.88), ("gpu-node-02", "faults-demo.yaml", 6.88),
          ("gpu-node-03", "mig-h100.yaml", 6.88), ("gpu-node-04", "mi300x-8x-three-teams.yaml", 1.00)]
 DAYS = 30
-FIRST_TABLE_SECONDS = 60  # issue 19: a month of chargeback within 60 s of the start, on 2 cores
+FIRST_TABLE_SECONDS = 60  # a month of chargeback within 60 s of the start, on 2 cores
 
 PIPELINE = os.path.join(SOURCE_DIR, "scripts", "pipeline.sh")
 
@@ -97,9 +97,13 @@ def table_rows(text):
     header = re.search(r"^gpumeter report .*\((\S+ d)\)$", text[start:], re.M)
     rows = {}
     block = text[start:text.index("reconciliation:", start)]
+    # The table has a MIG SLICE GPU-H column after ALLOC GPU-H when some row held a MIG slice.
+    mig = "MIG SLICE GPU-H" in block
     for line in block.splitlines():
         cells = line.split()
-        if len(cells) == 12 and re.match(r"[\d,]+\.\d\d$", cells[1]):
+        if len(cells) == 12 + mig and re.match(r"[\d,]+\.\d\d$", cells[1]):
+            if mig:
+                del cells[2]
             rows[cells[0]] = [float(c.replace(",", "")) if re.match(r"[\d,.]+$", c) else c for c in cells[1:]]
     return rows, header.group(1) if header else None
 
