@@ -96,4 +96,14 @@ void carry_forward(CollectorId id, const DeviceReading& p, DeviceReading& n) {
   }
 }
 
+void clear_collector(CollectorId id, DeviceReading& r) {
+  if (id == CollectorId::kDevice) {
+    r.utilization_ratio.reset();
+    r.memory_utilization_ratio.reset();
+    r.power_watts.reset();
+    r.energy_joules.reset();
+  }
+  carry_forward(id, DeviceReading{}, r);
+}
+
 }  // namespace gpumeter

@@ -47,4 +47,8 @@ Result<CollectionPlan> make_collection_plan(const CollectorSwitches& flags, cons
 // read it (its interval had not passed).
 void carry_forward(CollectorId id, const DeviceReading& previous, DeviceReading& next);
 
+// Removes what collector `id` reads from `reading`: a switched-off collector exports nothing,
+// whatever a backend read beyond what it was asked for.
+void clear_collector(CollectorId id, DeviceReading& reading);
+
 }  // namespace gpumeter

@@ -1,5 +1,6 @@
 #include "collect/collector.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <optional>
@@ -291,8 +292,18 @@ void Collector::run_worker(Slot& slot, size_t index) {
           }
         }
         for (const auto& c : kCollectors) {
-          if (!c.per_device || !current_plan->has(c.id) || groups.has(c.id) || !slot.reading) continue;
-          carry_forward(c.id, *slot.reading, r);
+          if (!c.per_device) continue;
+          const auto i = static_cast<size_t>(c.id);
+          if (!current_plan->has(c.id)) {
+            clear_collector(c.id, r);
+          } else if (!groups.has(c.id)) {
+            if (slot.reading) carry_forward(c.id, *slot.reading, r);
+          } else if (std::none_of(r.runs.begin(), r.runs.end(),
+                                  [&](const CollectorRun& run) { return run.collector == c.id; })) {
+            // A backend that does not time its collectors (ROCm SMI): read, with no run to report.
+            slot.runs[i].reset();
+            slot.last_read[i] = slot.last_end;
+          }
         }
         r.runs.clear();  // kept in the slot: the snapshot carries every collector's last run
         slot.reading = std::make_shared<const DeviceReading>(std::move(result).value());

@@ -85,5 +85,20 @@ TEST(CollectionPlan, CarryForwardCopiesOnlyTheSkippedCollectorsValues) {
   EXPECT_TRUE(next.ecc_errors.empty());
 }
 
+TEST(CollectionPlan, ClearingACollectorRemovesAllItsValues) {
+  DeviceReading r;
+  r.utilization_ratio = 0.5;
+  r.power_watts = 100;
+  r.temperature_celsius = {{"gpu", 50}};
+  r.clock_hertz = {{"sm", 1e9}};
+  clear_collector(CollectorId::kDevice, r);
+  EXPECT_FALSE(r.utilization_ratio);
+  EXPECT_FALSE(r.power_watts);
+  EXPECT_TRUE(r.temperature_celsius.empty());
+  EXPECT_EQ(r.clock_hertz.size(), 1u);  // another collector's
+  clear_collector(CollectorId::kClocks, r);
+  EXPECT_TRUE(r.clock_hertz.empty());
+}
+
 }  // namespace
 }  // namespace gpumeter

@@ -432,5 +432,21 @@ TEST(Collector, EventsOffCountsNoXid) {
   EXPECT_EQ(c.stop(), 0u);
 }
 
+TEST(Collector, ASwitchedOffCollectorExportsNothingABackendReadAnyway) {
+  FakeBackend backend(1);  // reads power (the device collector's) whatever it is asked
+  SinkRecorder rec;
+  CollectorOptions o = fast_options();
+  o.plan.enabled = CollectorSet::defaults().set(CollectorId::kDevice, false).set(CollectorId::kLedger, false);
+  Collector c({&backend}, o, rec.sink(), quiet_logger());
+  c.start();
+  auto snap = rec.wait_for([](const Snapshot& s) { return s.gpus[0].up; });
+  ASSERT_NE(snap, nullptr);
+  EXPECT_FALSE(snap->gpus[0].reading->power_watts);
+  EXPECT_FALSE(snap->gpus[0].reading->utilization_ratio);
+  EXPECT_FALSE(snap->gpus[0].reading->clock_hertz.empty());
+  EXPECT_FALSE(backend.groups(0).front().has(CollectorId::kDevice));
+  EXPECT_EQ(c.stop(), 0u);
+}
+
 }  // namespace
 }  // namespace gpumeter
