@@ -46,7 +46,9 @@ void NvmlBackend::collect_slow_values(Device& d, nvmlDevice_t h, CollectorId gro
       v.power_limit_watts.reset();
       if (c.wanted(s.power_limit, kPowerLimit)) {
         unsigned mw = 0;
-        if (ok(kPowerLimit, s.power_limit(h, &mw), "nvmlDeviceGetEnforcedPowerLimit")) v.power_limit_watts = mw / 1000.0;
+        if (ok(kPowerLimit, s.power_limit(h, &mw), "nvmlDeviceGetEnforcedPowerLimit")) {
+          v.power_limit_watts = mw / 1000.0;
+        }
       }
       break;
     case CollectorId::kPcie:

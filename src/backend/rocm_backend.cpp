@@ -339,7 +339,8 @@ Result<DeviceReading> RocmBackend::collect(unsigned device, CollectScope scope, 
       if (rate) r.pcie_link_generation = pcie_generation(*rate);
       if (lanes && *lanes > 0) r.pcie_link_width = *lanes;
     }
-    if (s.replay != nullptr && groups.has(CollectorId::kPcie) && ok("rsmi_dev_pci_replay_counter_get", s.replay(device, &u64))) {
+    if (s.replay != nullptr && groups.has(CollectorId::kPcie) &&
+        ok("rsmi_dev_pci_replay_counter_get", s.replay(device, &u64))) {
       r.pcie_replay_errors = static_cast<double>(u64);
     }
     if (s.fan != nullptr && s.fan_max != nullptr) {

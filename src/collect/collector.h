@@ -98,7 +98,8 @@ class Collector {
   std::shared_ptr<const CollectionPlan> plan_;
   // The device collectors due in a full collection at `now`, with the usage part when the
   // ledger or the per-process series are on.
-  CollectorSet due_groups(const Slot& slot, const CollectionPlan& plan, std::chrono::steady_clock::time_point now) const;
+  CollectorSet due_groups(const Slot& slot, const CollectionPlan& plan,
+                          std::chrono::steady_clock::time_point now) const;
 
   std::mutex stop_mu_;
   std::condition_variable stop_cv_;

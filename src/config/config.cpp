@@ -347,7 +347,8 @@ bool read_bool(const YAML::Node& node, std::string_view path) {
     if (node.Scalar() == "true") return true;
     if (node.Scalar() == "false") return false;
   }
-  fail_at(node, path, fmt::format("expected true or false, got '{}'", node.IsScalar() ? node.Scalar() : "a collection"));
+  fail_at(node, path,
+          fmt::format("expected true or false, got '{}'", node.IsScalar() ? node.Scalar() : "a collection"));
   return false;
 }
 
