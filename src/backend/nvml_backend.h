@@ -78,6 +78,7 @@ class NvmlBackend final : public Backend {
   void collect_usage(Device& d, nvmlDevice_t h, class NvmlCollection& c, UsageReading& out);
   // GPM, NVLink and MIG (nvml_profiling.cpp, nvml_mig.cpp).
   void collect_gpm(Device& d, nvmlDevice_t h, class NvmlCollection& c, DeviceReading& r);
+  void probe_gpm(Device& d, nvmlDevice_t h, class NvmlCollection& c);  // whether the GPU has GPM, once
   void collect_nvlinks(Device& d, nvmlDevice_t h, class NvmlCollection& c, DeviceReading& r);
   void collect_mig(Device& d, nvmlDevice_t h, bool profiling, class NvmlCollection& c, DeviceReading& r);
   // Reads a new sample into `pair` with `take`; the metrics since the previous sample, if any.

@@ -129,11 +129,21 @@ void NvmlBackend::collect_device(Device& d, nvmlDevice_t h, CollectScope scope, 
       }
     }
   };
+  // On a GPU in MIG mode the ledger bills each MIG device: their processes and activity are
+  // usage too (GPM support was probed by the first full collection, which comes first).
+  // A full collection reads the mode even where the MIG collector is off or not due, so that the
+  // ledger never loses the MIG devices it bills.
+  const bool ledger = groups.has(CollectorId::kLedger);
+  // The ledger bills a MIG device's busy time by its GPM activity: sampled whenever the ledger is
+  // on, and exported only with the profiling collector.
+  const bool profiling = groups.has(CollectorId::kProfiling) || ledger;
   if (scope == CollectScope::kUsage) {
     ledger_values();
+    if (ledger && d.mig_enabled.value_or(false)) collect_mig(d, h, profiling, c, r);
     return;
   }
-  if (!groups.has(CollectorId::kDevice) && groups.has(CollectorId::kLedger)) ledger_values();
+  if (!groups.has(CollectorId::kDevice) && ledger) ledger_values();
+  if (!groups.has(CollectorId::kMig) && ledger) collect_mig(d, h, profiling, c, r);
   // A collector fails when one of its queries failed for another reason than NOT_SUPPORTED, or
   // when the GPU is gone.
   auto run = [&](CollectorId id, auto&& read) {
@@ -155,13 +165,19 @@ void NvmlBackend::collect_device(Device& d, nvmlDevice_t h, CollectScope scope, 
     collect_slow_values(d, h, CollectorId::kNvlink, c);
     collect_nvlinks(d, h, c, r);
   });
+  // Before MIG: the instances' GPM needs the device's support probed.
   if (groups.has(CollectorId::kProfiling)) {
-    // Before MIG: the instances' GPM needs the device's support probed.
     run(CollectorId::kProfiling, [&] { collect_gpm(d, h, c, r); });
-  } else if (d.gpm.previous >= 0 || !d.mig_gpm.empty()) {
-    free_gpm_samples(d);  // switched off: a later sample must not average over the time it was off
+  } else {
+    // Switched off: a later sample must not average over the time it was off.
+    if (d.gpm.previous >= 0) free_gpm_pair(d.gpm);
+    if (ledger) {
+      probe_gpm(d, h, c);
+    } else if (!d.mig_gpm.empty()) {
+      free_gpm_samples(d);
+    }
   }
-  run(CollectorId::kMig, [&] { collect_mig(d, h, groups.has(CollectorId::kProfiling), c, r); });
+  run(CollectorId::kMig, [&] { collect_mig(d, h, profiling, c, r); });
 }
 
 void NvmlBackend::collect_basics(Device& d, nvmlDevice_t h, bool memory_temperature, NvmlCollection& c,

@@ -1,5 +1,6 @@
 // MIG: the mode of a GPU and, while it is enabled, its MIG devices (one per compute instance),
-// enumerated at every full collection so a new layout needs no restart.
+// enumerated at every collection (the usage ones too: the ledger bills each MIG device), so a
+// new layout needs no restart.
 
 #include <algorithm>
 #include <cstring>
@@ -137,8 +138,9 @@ void NvmlBackend::collect_mig(Device& d, nvmlDevice_t h, bool profiling, NvmlCol
       }
     }
     // A compute instance smaller than its GPU instance: "1c.3g.40gb", as nvidia-smi names it.
-    if (!m.profile.empty() && ci_slices > 0 && ci_slices < m.slices) {
-      m.profile = std::to_string(ci_slices) + "c." + m.profile;
+    if (ci_slices > 0 && ci_slices < m.slices) {
+      m.compute_slices = ci_slices;
+      if (!m.profile.empty()) m.profile = std::to_string(ci_slices) + "c." + m.profile;
     }
 
     // Memory of the MIG device (the GPU instance's memory), then its processes.

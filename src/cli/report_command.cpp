@@ -69,8 +69,8 @@ void setup_report_command(CLI::App& cmd, ReportOptions& o, int& exit_code) {
   cmd.add_option("--from", o.from, "Start of the period")->capture_default_str();
   cmd.add_option("--to", o.to, "End of the period")->capture_default_str();
   cmd.add_option("--by", o.by,
-                 "Group by: project, user, namespace, pod, hpc_job, model, gpu (uuid), node; "
-                 "repeat or separate with commas")
+                 "Group by: project, user, namespace, pod, hpc_job, model, gpu (uuid), node, mig_profile "
+                 "(a MIG instance's profile; empty on whole GPUs); repeat or separate with commas")
       ->capture_default_str();
   cmd.add_option("--pricing", o.pricing_file, "Pricing file (YAML); without one the report shows usage only");
   cmd.add_option("--format", o.format, "table, csv, json or html")->capture_default_str();
@@ -111,7 +111,7 @@ int run_report(const ReportOptions& o) {
   if (req.by.empty()) return input_error("--by: at least one dimension is needed");
   for (const auto& d : req.by) {
     if (!report::is_dimension(d)) {
-      return input_error(fmt::format("--by \"{}\": expected project, user, namespace, pod, hpc_job, model, gpu or node", d));
+      return input_error(fmt::format("--by \"{}\": expected project, user, namespace, pod, hpc_job, model, gpu, node or mig_profile", d));
     }
   }
   auto from = report::parse_time(o.from, now);

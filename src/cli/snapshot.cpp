@@ -178,6 +178,12 @@ json ledger_json(const LedgerStateGpu& g) {
                       {"busy_seconds", e.busy_seconds},
                       {"energy_joules", e.energy_joules},
                       {"memory_byte_seconds", e.memory_byte_seconds}});
+    if (!e.mig.mig_uuid.empty()) {
+      owners.back()["mig"] = {{"mig_uuid", e.mig.mig_uuid},
+                              {"gpu_instance", e.mig.gpu_instance},
+                              {"compute_instance", e.mig.compute_instance},
+                              {"mig_profile", e.mig.mig_profile}};
+    }
   }
   return {{"problem", g.problem.empty() ? json(nullptr) : json(g.problem)},
           {"covered_seconds", g.covered_seconds},

@@ -87,6 +87,7 @@ void carry_forward(CollectorId id, const DeviceReading& p, DeviceReading& n) {
       }
       break;
     case CollectorId::kMig:
+      if (n.mig_enabled) break;  // read anyway, for the ledger
       n.mig_enabled = p.mig_enabled;
       n.mig_slices = p.mig_slices;
       n.mig_instances = p.mig_instances;
@@ -102,6 +103,17 @@ void clear_collector(CollectorId id, DeviceReading& r) {
     r.memory_utilization_ratio.reset();
     r.power_watts.reset();
     r.energy_joules.reset();
+  }
+  if (id == CollectorId::kProfiling) {  // the MIG devices' GPM is read for the ledger anyway
+    r.profiling.reset();
+    for (auto& m : r.mig_instances) m.profiling.reset();
+    return;
+  }
+  if (id == CollectorId::kMig) {
+    r.mig_enabled.reset();
+    r.mig_slices.reset();
+    r.mig_instances.clear();
+    return;
   }
   carry_forward(id, DeviceReading{}, r);
 }

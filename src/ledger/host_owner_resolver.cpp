@@ -143,14 +143,22 @@ std::vector<std::string> HostOwnerResolver::hpc_jobs(const DeviceIdentity& gpu) 
   if (options_.hpc_job_mapping_dir.empty()) return {};
   std::lock_guard lock(mu_);
   refresh_hpc_locked();
-  return hpc_jobs_for_gpu(hpc_, gpu.index, gpu.uuid);
+  return jobs_of_locked(gpu);
+}
+
+std::vector<std::string> HostOwnerResolver::jobs_of_locked(const DeviceIdentity& gpu) const {
+  if (gpu.parent_uuid.empty()) return hpc_jobs_for_gpu(hpc_, gpu.index, gpu.uuid);
+  // A MIG device is named by its own uuid only: its parent's index names the whole GPU.
+  auto it = hpc_.find(gpu.uuid);
+  return it == hpc_.end() ? std::vector<std::string>{} : it->second;
 }
 
 const std::vector<kubelet::DeviceOwner>* HostOwnerResolver::pods_of(const kubelet::DeviceMap& map,
                                                                      const DeviceIdentity& gpu) {
-  for (const std::string& key : {gpu.uuid, std::to_string(gpu.index)}) {
-    if (auto it = map.by_device.find(key); it != map.by_device.end()) return &it->second;
-  }
+  if (auto it = map.by_device.find(gpu.uuid); it != map.by_device.end()) return &it->second;
+  // A MIG device is named by its "MIG-…" uuid only; the index and minor name its parent.
+  if (!gpu.parent_uuid.empty()) return nullptr;
+  if (auto it = map.by_device.find(std::to_string(gpu.index)); it != map.by_device.end()) return &it->second;
   if (gpu.device_minor) {
     if (auto it = map.by_device.find(kubelet::dra_gpu_key(*gpu.device_minor)); it != map.by_device.end()) {
       return &it->second;
@@ -185,7 +193,7 @@ void HostOwnerResolver::refresh_slurm_locked() {
 
 void HostOwnerResolver::learn_locked(const DeviceIdentity& gpu, const OwnerLabels& owner) {
   if (!options_.allocations) return;
-  auto it = allocations_.find(gpu.index);
+  auto it = allocations_.find(gpu.uuid);
   if (it == allocations_.end()) return;
   GpuAllocation& a = it->second;
   for (const SourceOwners* src : {&a.pods, &a.mapped_jobs, &a.slurm_jobs}) {
@@ -203,7 +211,7 @@ std::optional<AllocationState> HostOwnerResolver::allocation(const DeviceIdentit
   std::shared_ptr<const kubelet::DeviceMap> map = kubelet_ ? kubelet_->latest() : nullptr;
   std::lock_guard lock(mu_);
   const ProjectResolver& rules = *rules_;
-  GpuAllocation& a = allocations_[gpu.index];
+  GpuAllocation& a = allocations_[gpu.uuid];
   if (map && map != a.map) {
     // A pod's allocation is seen when the List that first shows it returns: up to one refresh
     // interval after it began (docs/ledger.md, "Edges").
@@ -227,15 +235,17 @@ std::optional<AllocationState> HostOwnerResolver::allocation(const DeviceIdentit
     refresh_hpc_locked();
     // A mapping file changed when it was written (its own time) or removed (the directory's).
     std::int64_t changed = 0;
-    for (const std::string& file : {std::to_string(gpu.index), gpu.uuid}) {
+    for (const std::string& file : {gpu.parent_uuid.empty() ? std::to_string(gpu.index) : gpu.uuid, gpu.uuid}) {
       if (auto it = hpc_changed_us_.find(file); it != hpc_changed_us_.end()) changed = std::max(changed, it->second);
     }
-    a.mapped_jobs.update(job_owners(hpc_jobs_for_gpu(hpc_, gpu.index, gpu.uuid)), changed);
+    a.mapped_jobs.update(job_owners(jobs_of_locked(gpu)), changed);
   }
   if (slurm) {
     refresh_slurm_locked();
     // Slurm numbers GPUs by their device minor (/dev/nvidia<N>); without one, by the index.
-    const std::string number = std::to_string(gpu.device_minor.value_or(gpu.index));
+    // A MIG device by its uuid only.
+    const std::string number =
+        gpu.parent_uuid.empty() ? std::to_string(gpu.device_minor.value_or(gpu.index)) : gpu.uuid;
     std::vector<std::string> ids;
     for (const auto& job : slurm_jobs_) {
       if (std::find(job.gpus.begin(), job.gpus.end(), number) != job.gpus.end() ||
@@ -325,7 +335,7 @@ OwnerLabels HostOwnerResolver::resolve(unsigned pid, const DeviceIdentity& gpu) 
   std::vector<std::string> jobs = hpc_jobs(gpu);
   // The owner is a function of what was read, the pod and the jobs: built again only when one
   // of them changed, not every round.
-  const std::uint64_t key = (std::uint64_t{pid} << 32) | gpu.index;
+  const std::pair<unsigned, std::string> key{pid, gpu.uuid};
   {
     std::lock_guard lock(mu_);
     if (auto it = built_.find(key);
@@ -357,7 +367,7 @@ void HostOwnerResolver::retain(const std::vector<unsigned>& live_pids) {
     return !std::binary_search(live_pids.begin(), live_pids.end(), kv.first);
   });
   std::erase_if(built_, [&](const auto& kv) {
-    return !std::binary_search(live_pids.begin(), live_pids.end(), static_cast<unsigned>(kv.first >> 32));
+    return !std::binary_search(live_pids.begin(), live_pids.end(), kv.first.first);
   });
 }
 

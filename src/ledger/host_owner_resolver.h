@@ -70,6 +70,8 @@ class HostOwnerResolver final : public OwnerResolver {
 
  private:
   std::vector<std::string> hpc_jobs(const DeviceIdentity& gpu);
+  // The mapped jobs of a GPU (by index or uuid) or of a MIG device (by its uuid). Under mu_.
+  std::vector<std::string> jobs_of_locked(const DeviceIdentity& gpu) const;
   // Reads the mapping again when it may have changed; mu_ held.
   void refresh_hpc_locked();
   std::int64_t wall_clock_us() const;
@@ -99,7 +101,7 @@ class HostOwnerResolver final : public OwnerResolver {
     std::vector<std::string> jobs;
     OwnerLabels owner;
   };
-  std::unordered_map<std::uint64_t, BuiltOwner> built_;  // by pid << 32 | GPU index
+  std::map<std::pair<unsigned, std::string>, BuiltOwner> built_;  // by pid and GPU (or MIG device) uuid
   HpcJobMapping hpc_;
   std::chrono::steady_clock::time_point hpc_read_{};
   std::int64_t hpc_read_wall_us_ = 0;
@@ -130,7 +132,7 @@ class HostOwnerResolver final : public OwnerResolver {
   };
   // Notes `owner`, of a process on `gpu`, as the first of an allocation it is inside; mu_ held.
   void learn_locked(const DeviceIdentity& gpu, const OwnerLabels& owner);
-  std::unordered_map<unsigned, GpuAllocation> allocations_;
+  std::unordered_map<std::string, GpuAllocation> allocations_;  // by GPU (or MIG device) uuid
 };
 
 }  // namespace gpumeter

@@ -94,7 +94,7 @@ std::vector<std::pair<GpuLedger::Period, GpuLedger::OwnerSet>> GpuLedger::split_
 
 void GpuLedger::note_gap(std::int64_t us) {
   if (us <= 0) return;
-  gap_seconds_ += static_cast<double>(us) / 1e6;
+  gap_seconds_ += weight_ * static_cast<double>(us) / 1e6;
   ++gaps_;
 }
 
@@ -217,6 +217,7 @@ void GpuLedger::restart_at(std::int64_t cursor_us, const LedgerTick& tick) {
 
 AdvanceResult GpuLedger::advance(const LedgerTick& tick) {
   AdvanceResult result;
+  weight_ = tick.weight;
   rebase(tick.clock_step_us);
   if (options_.scheduler && tick.allocation) note_allocation(*tick.allocation);
   // Pending samples: a buffer read can run ahead of another by one period; keep what is not
@@ -356,6 +357,7 @@ void GpuLedger::integrate(const std::vector<Period>& input, const LedgerTick& ti
   std::map<OwnerLabels, LedgerTotals> delta;
   double tick_energy = 0;
   const double idle_w = options_.idle_power_watts;
+  const double weight = tick.weight;
 
   // Members of each period: processes with a record whose window covers part of the period,
   // and processes listed at both ends of the collection interval (an idle process has no
@@ -456,14 +458,15 @@ void GpuLedger::integrate(const std::vector<Period>& input, const LedgerTick& ti
     const Period& p = periods[i];
     const double d = static_cast<double>(p.end_us - p.start_us) / 1e6;
     if (d <= 0) continue;
+    const double ds = d * weight;  // GPU-seconds (LedgerTick::weight)
     const double power = p.power_w.value_or(last_power_w_.value_or(0.0));
     if (p.power_w) last_power_w_ = p.power_w;
     std::vector<Member>& members = period_members[i];
 
-    const double busy = p.utilization * d;
+    const double busy = p.utilization * ds;
     const double energy = power * d;
     busy_seconds_ += busy;
-    covered_seconds_ += d;
+    covered_seconds_ += ds;
     tick_energy += energy;
     // Who holds the period. Process policy: each member, for the part of it it was there.
     // Scheduler policy: owners, each once: every owner of the allocation for all of it, and the
@@ -502,12 +505,12 @@ void GpuLedger::integrate(const std::vector<Period>& input, const LedgerTick& ti
     }
     if (holders.empty()) {
       auto& t = delta[idle_owner()];
-      t.allocated_seconds += d;
+      t.allocated_seconds += ds;
       t.energy_joules += energy;
       if (busy > 0) delta[unattributed_owner()].busy_seconds += busy;
       continue;
     }
-    foreign_seconds_ += d * foreign;
+    foreign_seconds_ += ds * foreign;
     // Each holder's part of the period: its presence, shared evenly with the others present
     // (d / n when all are there throughout); what nobody covers is idle.
     double present = 0;
@@ -526,9 +529,9 @@ void GpuLedger::integrate(const std::vector<Period>& input, const LedgerTick& ti
     for (const auto& h : holders) {
       auto& t = delta[*h.owner];
       const double part = h.presence / crowd;
-      t.allocated_seconds += d * part;
+      t.allocated_seconds += ds * part;
       allocated += part;
-      if (h.allocation) t.idle_allocated_seconds += d * part * (1.0 - h.process_presence);
+      if (h.allocation) t.idle_allocated_seconds += ds * part * (1.0 - h.process_presence);
       t.energy_joules += idle_part * part;
       if (busy <= 0) t.energy_joules += dynamic * part;  // power above idle with no utilization: shared
     }
@@ -544,7 +547,7 @@ void GpuLedger::integrate(const std::vector<Period>& input, const LedgerTick& ti
     }
     if (allocated < 1.0 - 1e-12) {
       auto& idle = delta[idle_owner()];
-      idle.allocated_seconds += d * (1.0 - allocated);
+      idle.allocated_seconds += ds * (1.0 - allocated);
       idle.energy_joules += (busy <= 0 ? energy : idle_part) * (1.0 - allocated);
     }
     if (busy > 0 && !split) {

@@ -100,6 +100,11 @@ struct LedgerTick {
   std::int64_t clock_step_us = 0;
   // Scheduler policy: the GPU's allocation as the scheduler sources say now. Unset: unchanged.
   std::optional<AllocationState> allocation;
+  // The part of the GPU this ledger bills, 0..1: 1 for a whole GPU; on a GPU in MIG mode, an
+  // instance's slices of the GPU's (3/7 for a 3g instance), or the part no instance holds for
+  // the GPU's own ledger. Seconds (allocated, busy, covered, gap, foreign) are GPU-seconds: each
+  // second of this tick's time counts `weight`. Memory and energy are not scaled.
+  double weight = 1;
 };
 
 // What a tick found out about the ledger's own clock.
@@ -225,6 +230,7 @@ class GpuLedger {
   std::map<unsigned, std::int64_t> last_process_sample_us_;
   std::int64_t device_period_us_ = 0;  // spacing of the device's utilization samples; 0: not seen yet
   bool interrupted_ = false;            // a collection failed since the last tick
+  double weight_ = 1;                   // the current tick's LedgerTick::weight, for gaps
   std::map<OwnerLabels, LedgerTotals> owners_;
   double covered_seconds_ = 0;
   double busy_seconds_ = 0;

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "ledger/ledger.h"
+#include "ledger/mig_ledgers.h"
 
 namespace gpumeter {
 
@@ -76,6 +77,11 @@ LoadedLedgerState load_ledger_state(const std::string& path) {
       }
       if (auto l = GpuLedger::from_json(entry["ledger"], {}); !l) {
         problem = "GPU " + uuid + ": " + l.error().message;
+        break;
+      }
+      if (!entry.contains("mig")) continue;
+      if (auto m = MigLedgers::from_json(entry["mig"], {}); !m) {
+        problem = "GPU " + uuid + ": " + m.error().message;
         break;
       }
     }

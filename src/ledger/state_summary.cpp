@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ledger/ledger.h"
+#include "ledger/mig_ledgers.h"
 #include "ledger/state_file.h"
 
 namespace gpumeter {
@@ -23,7 +24,7 @@ LedgerStateSummary unusable(std::string problem) {
   return s;
 }
 
-// One GPU's entry as UsageTracker::checkpoint() writes it: {"index", "model", "ledger"}. The
+// One GPU's entry as UsageTracker::checkpoint() writes it: {"index", "model", "ledger", "mig"}. The
 // ledger is parsed by the agent's own reader, so what it would refuse is refused here too.
 LedgerStateGpu summarize_gpu(const nlohmann::json& entry) {
   LedgerStateGpu g;
@@ -48,6 +49,19 @@ LedgerStateGpu summarize_gpu(const nlohmann::json& entry) {
   g.gap_seconds = parsed->gap_seconds();
   for (const auto& [owner, t] : parsed->owners()) {
     g.owners.push_back({owner, t.allocated_seconds, t.busy_seconds, t.memory_byte_seconds, t.energy_joules});
+  }
+  // A GPU in MIG mode: its MIG devices' ledgers, each owner with the device's labels.
+  if (auto mig = entry.find("mig"); mig != entry.end()) {
+    auto units = MigLedgers::from_json(*mig, {});
+    if (!units) {
+      g.problem = units.error().message;
+      return g;
+    }
+    GpuLedgerSnapshot more;
+    units->append(more);
+    g.covered_seconds += more.covered_seconds;
+    g.gap_seconds += more.gap_seconds;
+    g.owners.insert(g.owners.end(), more.owners.begin(), more.owners.end());
   }
   std::stable_sort(g.owners.begin(), g.owners.end(), [](const LedgerEntry& a, const LedgerEntry& b) {
     return a.allocated_seconds > b.allocated_seconds;

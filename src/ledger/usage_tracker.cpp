@@ -79,7 +79,8 @@ UsageTracker::Gpu& UsageTracker::gpu(size_t slot) {
 
 namespace {
 
-std::shared_ptr<const GpuLedgerSnapshot> ledger_snapshot(const GpuLedger& ledger, bool scheduler) {
+std::shared_ptr<const GpuLedgerSnapshot> ledger_snapshot(const GpuLedger& ledger, const MigLedgers& mig,
+                                                         bool scheduler) {
   auto ls = std::make_shared<GpuLedgerSnapshot>();
   ls->scheduler = scheduler;
   ls->covered_seconds = ledger.covered_seconds();
@@ -89,6 +90,7 @@ std::shared_ptr<const GpuLedgerSnapshot> ledger_snapshot(const GpuLedger& ledger
     ls->owners.push_back({owner, t.allocated_seconds, t.busy_seconds, t.memory_byte_seconds, t.energy_joules,
                           t.idle_allocated_seconds});
   }
+  mig.append(*ls);
   return ls;
 }
 
@@ -133,6 +135,11 @@ Result<void> UsageTracker::load_state() {
       if (!l) continue;  // checked when the file was read
       l->rebase(step_while_down_us_);
       entry["ledger"] = l->to_json();
+      if (!entry.contains("mig")) continue;
+      auto m = MigLedgers::from_json(entry["mig"], {});
+      if (!m) continue;  // checked when the file was read
+      m->rebase(step_while_down_us_);
+      entry["mig"] = m->to_json();
     }
   }
   std::lock_guard lock(restored_mu_);
@@ -150,26 +157,65 @@ void UsageTracker::on_reading(size_t slot, const DeviceIdentity& id, const Devic
 
   // Owners are resolved outside the GPU's lock: a slow /proc read must not block a scrape's
   // snapshot assembly.
+  // After the processes: an allocation takes its project and user from the first of them.
+  auto allocation_of = [&](const DeviceIdentity& unit) {
+    std::optional<AllocationState> a;
+    if (!options_.scheduler) return a;
+    a = resolver_.allocation(unit);
+    if (a) {
+      for (auto& o : a->owners) o = reduce(o);
+      std::sort(a->owners.begin(), a->owners.end());
+      a->owners.erase(std::unique(a->owners.begin(), a->owners.end()), a->owners.end());
+    }
+    return a;
+  };
+  // A GPU in MIG mode is billed by MIG device (ledger/mig_ledgers.h); its own ledger bills the
+  // slices no instance holds.
+  std::optional<MigRound> mig;
+  std::map<unsigned, OwnerLabels> mig_owners;  // the full owner of each MIG device's process
+  if (reading.mig_enabled.value_or(false)) {
+    mig.emplace();
+    mig->wall_us = now;
+    mig->clock_step_us = reading.usage.clock_step_us;
+    mig->energy_joules = reading.energy_joules;
+    mig->power_watts = reading.power_watts;
+    mig->scheduler = options_.scheduler;
+    // NVIDIA's MIG GPUs (A100, H100, H200, B200) have 7 compute slices.
+    const double gpu_slices = reading.mig_slices.value_or(7);
+    for (const auto& m : reading.mig_instances) {
+      if (m.uuid.empty()) continue;
+      DeviceIdentity unit = id;
+      unit.uuid = m.uuid;
+      unit.parent_uuid = id.uuid;
+      unit.device_minor.reset();  // the parent's: it names the whole GPU
+      MigUnitTick t;
+      t.labels = {m.uuid, std::to_string(m.gpu_instance), std::to_string(m.compute_instance), m.profile};
+      const unsigned slices = m.compute_slices > 0 ? m.compute_slices : m.slices;
+      t.weight = gpu_slices > 0 ? std::min(1.0, slices / gpu_slices) : 0.0;
+      if (m.profiling) t.activity = m.profiling->sm_active_ratio;
+      for (const auto& p : m.processes.value_or(std::vector<GpuProcess>{})) {
+        OwnerLabels owner = resolver_.resolve(p.pid, unit);
+        t.processes.push_back({p.pid, reduce(owner), p.memory_bytes.value_or(0), resolver_.start_time_us(p.pid)});
+        mig_owners.emplace(p.pid, std::move(owner));
+      }
+      t.allocation = allocation_of(unit);
+      mig->units.push_back(std::move(t));
+    }
+  }
+  // The GPU's own processes (on a GPU in MIG mode, its list of every instance's processes, for
+  // the per-process series: each named as its MIG device's).
   std::vector<LedgerProcess> procs;
   std::vector<OwnerLabels> full_owners;
   if (reading.usage.processes) {
     for (const auto& p : *reading.usage.processes) {
-      OwnerLabels owner = resolver_.resolve(p.pid, id);
+      auto known = mig_owners.find(p.pid);
+      OwnerLabels owner = known != mig_owners.end() ? known->second : resolver_.resolve(p.pid, id);
       procs.push_back({p.pid, reduce(owner), p.memory_bytes.value_or(0), resolver_.start_time_us(p.pid)});
       full_owners.push_back(std::move(owner));
     }
   }
-  // After the processes: an allocation takes its project and user from the first of them.
   std::optional<AllocationState> allocation;
-  if (options_.scheduler) {
-    allocation = resolver_.allocation(id);
-    if (allocation) {
-      for (auto& o : allocation->owners) o = reduce(o);
-      std::sort(allocation->owners.begin(), allocation->owners.end());
-      allocation->owners.erase(std::unique(allocation->owners.begin(), allocation->owners.end()),
-                               allocation->owners.end());
-    }
-  }
+  if (!mig) allocation = allocation_of(id);
 
   std::lock_guard lock(g.mu);
   GpuLedgerOptions lo;
@@ -187,17 +233,21 @@ void UsageTracker::on_reading(size_t slot, const DeviceIdentity& id, const Devic
     }
     g.uuid = id.uuid;
     g.ledger = GpuLedger(lo);
+    g.mig = MigLedgers();
     g.published.reset();
     g.processes.clear();
     std::lock_guard rlock(restored_mu_);
     if (restored_.is_object() && restored_.contains(id.uuid)) {
-      auto restored = GpuLedger::from_json(restored_[id.uuid]["ledger"], lo);
-      if (restored) {
+      const nlohmann::json& entry = restored_[id.uuid];
+      auto restored = GpuLedger::from_json(entry["ledger"], lo);
+      auto mig = entry.contains("mig") ? MigLedgers::from_json(entry["mig"], lo) : Result<MigLedgers>(MigLedgers());
+      if (restored && mig) {
         g.ledger = std::move(restored).value();
-        g.published = ledger_snapshot(g.ledger, options_.scheduler);
+        g.mig = std::move(mig).value();
+        g.published = ledger_snapshot(g.ledger, g.mig, options_.scheduler);
       } else {
         log_.error("ledger state for a GPU unusable; starting it afresh",
-                   {{"uuid", id.uuid}, {"err", restored.error().message}});
+                   {{"uuid", id.uuid}, {"err", restored ? mig.error().message : restored.error().message}});
       }
       restored_.erase(id.uuid);
     }
@@ -224,7 +274,13 @@ void UsageTracker::on_reading(size_t slot, const DeviceIdentity& id, const Devic
   tick.energy_joules = reading.energy_joules;
   tick.clock_step_us = reading.usage.clock_step_us;
   tick.allocation = std::move(allocation);
-  const AdvanceResult advanced = g.ledger.advance(tick);
+  AdvanceResult advanced;
+  if (mig) {
+    advanced = g.mig.advance(g.ledger, *mig, lo);
+  } else {
+    g.mig.leave();
+    advanced = g.ledger.advance(tick);
+  }
   if (advanced.cursor_ahead_us > 0) {
     log_.warn("ledger cursor ahead of the GPU's clock (the wall clock went back while the agent was down); "
               "integration restarts from now, the time in between is a gap",
@@ -232,7 +288,7 @@ void UsageTracker::on_reading(size_t slot, const DeviceIdentity& id, const Devic
   }
 
   const auto retention_us = std::chrono::duration_cast<std::chrono::microseconds>(options_.owner_retention).count();
-  if (std::size_t pruned = g.ledger.prune(now - retention_us)) {
+  if (std::size_t pruned = g.ledger.prune(now - retention_us) + g.mig.prune(now - retention_us)) {
     std::lock_guard slock(stats_mu_);
     dropped_["owner"] += pruned;
   }
@@ -261,6 +317,7 @@ void UsageTracker::on_reading(size_t slot, const DeviceIdentity& id, const Devic
     s.last_seen_us = mono;
     g.live_pids.push_back(p.pid);
   }
+  for (const auto& [pid, owner] : mig_owners) g.live_pids.push_back(pid);
   const auto proc_retention_us =
       std::chrono::duration_cast<std::chrono::microseconds>(options_.process_retention).count();
   for (auto it = g.processes.begin(); it != g.processes.end();) {
@@ -281,7 +338,10 @@ void UsageTracker::on_reading(size_t slot, const DeviceIdentity& id, const Devic
 void UsageTracker::on_failure(size_t slot, const DeviceIdentity& id) {
   Gpu& g = gpu(slot);
   std::lock_guard lock(g.mu);
-  if (!g.uuid.empty() && g.uuid == id.uuid) g.ledger.interrupt();
+  if (!g.uuid.empty() && g.uuid == id.uuid) {
+    g.ledger.interrupt();
+    g.mig.interrupt();
+  }
 }
 
 void UsageTracker::contribute(Snapshot& snap) const {
@@ -298,7 +358,7 @@ void UsageTracker::contribute(Snapshot& snap) const {
       std::lock_guard glock(g.mu);
       if (g.uuid.empty() || g.uuid != snap.gpus[i].identity.uuid) continue;
       // Without a state file there is nothing to resume from, so live values are safe.
-      snap.gpus[i].ledger = options_.state_file.empty() ? ledger_snapshot(g.ledger, options_.scheduler) : g.published;
+      snap.gpus[i].ledger = options_.state_file.empty() ? ledger_snapshot(g.ledger, g.mig, options_.scheduler) : g.published;
       live.insert(live.end(), g.live_pids.begin(), g.live_pids.end());
       // A down GPU's processes are those of its last collection, memory and utilization
       // included: they are neither served nor counted against the per-process limit.
@@ -381,7 +441,8 @@ Result<std::size_t> UsageTracker::checkpoint() {
       std::lock_guard glock(g.mu);
       if (g.uuid.empty()) continue;
       gpus[g.uuid] = {{"index", i}, {"model", g.model}, {"ledger", g.ledger.to_json()}};
-      saved.push_back({&g, g.uuid, ledger_snapshot(g.ledger, options_.scheduler)});
+      if (!g.mig.empty()) gpus[g.uuid]["mig"] = g.mig.to_json();
+      saved.push_back({&g, g.uuid, ledger_snapshot(g.ledger, g.mig, options_.scheduler)});
     }
   }
   doc["gpus"] = std::move(gpus);

@@ -19,6 +19,7 @@
 
 #include "collect/collector.h"
 #include "ledger/ledger.h"
+#include "ledger/mig_ledgers.h"
 #include "ledger/state_file.h"
 #include "util/log.h"
 
@@ -97,7 +98,8 @@ class UsageTracker final : public ReadingObserver {
     mutable std::mutex mu;
     std::string uuid;
     std::string model;
-    GpuLedger ledger;
+    GpuLedger ledger;  // in MIG mode, the slices no instance holds
+    MigLedgers mig;    // one ledger per MIG device, kept after the GPU leaves MIG mode
     // With a state file, the ledger values that scrapes see: those of the last checkpoint
     // written (or loaded). A restarted agent resumes from that file, so no value it ever
     // exported can be higher than what it resumes from, and Prometheus never sees a counter

@@ -36,6 +36,10 @@ struct DeviceIdentity {
   // The minor number of the GPU's character device (/dev/nvidia<N>), where the backend knows it:
   // what cgroup device lists and a scheduler's GPU numbers name, which need not be the index.
   std::optional<unsigned> device_minor;
+  // Set only on the identity of a MIG device (a compute instance of a GPU in MIG mode), as the
+  // ledger bills it: the parent GPU's uuid. `uuid` is then the MIG device's "MIG-…" uuid, which
+  // is what a scheduler hands out for the slice, and `index` the parent's.
+  std::string parent_uuid;
   bool operator==(const DeviceIdentity&) const = default;
 };
 
@@ -131,6 +135,9 @@ struct MigInstanceReading {
   std::optional<double> memory_used_bytes;
   std::optional<std::vector<GpuProcess>> processes;
   std::optional<ProfilingReading> profiling;  // GPM of this GPU instance, where supported
+  // The compute instance's slices, where it is smaller than its GPU instance (of `slices`); 0:
+  // it spans the GPU instance, or unknown.
+  unsigned compute_slices = 0;
   bool operator==(const MigInstanceReading&) const = default;
 };
 

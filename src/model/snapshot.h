@@ -23,7 +23,19 @@ struct ProcessSnapshot {
   bool running = true;                      // false while kept after exit
 };
 
-// One owner's ledger counters on one GPU.
+// The MIG device a ledger entry bills, as its series' labels; all empty for a whole GPU (and for
+// the slices of a GPU in MIG mode that no instance holds).
+struct MigUnitLabels {
+  std::string mig_uuid;
+  std::string gpu_instance;
+  std::string compute_instance;
+  std::string mig_profile;
+  bool operator==(const MigUnitLabels&) const = default;
+  auto operator<=>(const MigUnitLabels&) const = default;
+};
+
+// One owner's ledger counters on one GPU, or on one MIG device of it. Seconds are GPU-seconds:
+// on a MIG device, each second counts its slices of the GPU's (3/7 for a 3g instance).
 struct LedgerEntry {
   OwnerLabels owner;
   double allocated_seconds = 0;
@@ -31,6 +43,7 @@ struct LedgerEntry {
   double memory_byte_seconds = 0;
   double energy_joules = 0;
   double idle_allocated_seconds = 0;  // scheduler policy: allocated with none of its processes on the GPU
+  MigUnitLabels mig;                  // the MIG device billed; empty for the GPU itself
 };
 
 struct GpuLedgerSnapshot {

@@ -191,6 +191,33 @@ void parse_gpu_models(const YAML::Node& node, Pricing& p) {
   }
 }
 
+MigPrice read_mig_price(const MapReader& m) {
+  return MigPrice{read_price(m.require("instance_hour"), m.path("instance_hour"))};
+}
+
+// mig_profiles: model (or "*") -> profile -> a dated price per instance-hour.
+void parse_mig_profiles(const YAML::Node& node, Pricing& p) {
+  const std::string path = "mig_profiles";
+  for (const MapEntry& model : read_entries(node, path)) {
+    if (model.key.empty()) fail_at(model.key_node, path, "a model name must not be empty");
+    auto profiles = read_entries(model.value, model.path);
+    if (profiles.empty()) {
+      fail_at(model.value, model.path, "expected MIG profiles and their prices, such as 3g.40gb: {instance_hour: 2.5}");
+    }
+    auto& by_profile = p.mig_profiles[model.key];
+    for (const MapEntry& e : profiles) {
+      if (!mig_compute_slices(e.key)) {
+        fail_at(e.key_node, model.path,
+                fmt::format("'{}' is not a MIG profile name such as 1g.10gb, 3g.40gb or 1c.3g.40gb (compute and "
+                            "GPU slices from 1 to {}, the compute slices no more than the GPU slices)",
+                            e.key, kMigSlicesPerGpu));
+      }
+      by_profile.emplace(e.key, read_dated<MigPrice>(e.value, e.path, {"from", "instance_hour"}, read_mig_price,
+                                                     "{instance_hour: 2.5}"));
+    }
+  }
+}
+
 IdlePolicy read_idle_policy(const YAML::Node& node, const std::string& path) {
   std::string s = read_string(node, path);
   for (const auto& [policy, name] : kIdlePolicies) {
@@ -246,13 +273,15 @@ bool present(const YAML::Node& n) { return n.IsDefined() && !n.IsNull(); }
 
 Pricing parse_document(const YAML::Node& root, std::string_view source) {
   if (!root.IsMap()) {
-    fail_at(root, "", "expected a mapping with the key gpu_models and optionally currency, energy, idle, budgets");
+    fail_at(root, "",
+            "expected a mapping with the key gpu_models and optionally currency, mig_profiles, energy, idle, budgets");
   }
-  MapReader top(root, "", {"currency", "gpu_models", "energy", "idle", "budgets"});
+  MapReader top(root, "", {"currency", "gpu_models", "mig_profiles", "energy", "idle", "budgets"});
   Pricing p;
   p.source = std::string(source);
   if (top.has("currency")) parse_currency(top.get("currency"), p);
   parse_gpu_models(top.require("gpu_models"), p);
+  if (present(top.get("mig_profiles"))) parse_mig_profiles(top.get("mig_profiles"), p);
   if (present(top.get("energy"))) {
     p.energy = read_dated<EnergyPrice>(top.get("energy"), "energy", {"from", "kwh", "pue"}, read_energy_price,
                                        "{kwh: 0.12, pue: 1.3}");
@@ -305,6 +334,31 @@ Result<std::string> read_small_file(const std::string& path) {
 
 }  // namespace
 
+std::optional<int> mig_compute_slices(std::string_view profile) {
+  // One slice count, 1..7, and the letter after it; the rest of the name is left to NVIDIA.
+  auto count = [](std::string_view s, char unit) -> std::optional<int> {
+    if (s.size() < 2 || !is_digit(s[0]) || s[1] != unit) return std::nullopt;
+    int n = s[0] - '0';
+    if (n < 1 || n > kMigSlicesPerGpu) return std::nullopt;
+    return n;
+  };
+  std::optional<int> compute;
+  if (auto c = count(profile, 'c'); c && profile.size() > 3 && profile[2] == '.') {
+    compute = c;
+    profile.remove_prefix(3);
+  }
+  auto gpu = count(profile, 'g');
+  // "<n>g.<memory>gb" and any suffix such as "+me".
+  if (!gpu || profile.size() < 6 || profile[2] != '.' || !is_digit(profile[3])) return std::nullopt;
+  std::size_t i = 3;
+  while (i < profile.size() && is_digit(profile[i])) ++i;
+  if (profile.substr(i, 2) != "gb") return std::nullopt;
+  i += 2;
+  if (i < profile.size() && ((profile[i] != '+' && profile[i] != '-') || i + 1 == profile.size())) return std::nullopt;
+  if (compute && *compute > *gpu) return std::nullopt;
+  return compute ? compute : gpu;
+}
+
 std::optional<double> parse_timestamp(std::string_view text) {
   auto day = parse_date(text);
   if (!day) return std::nullopt;
@@ -342,6 +396,17 @@ std::optional<GpuPrice> Pricing::gpu_price(std::string_view model, double t) con
   return std::nullopt;
 }
 
+std::optional<MigPrice> Pricing::mig_price(std::string_view model, std::string_view profile, double t) const {
+  for (std::string_view key : {model, kAnyModel}) {
+    auto it = mig_profiles.find(key);
+    if (it == mig_profiles.end()) continue;
+    auto prices = it->second.find(profile);
+    if (prices == it->second.end()) continue;
+    if (const MigPrice* p = in_effect(prices->second, t)) return *p;
+  }
+  return std::nullopt;
+}
+
 std::optional<EnergyPrice> Pricing::energy_price(double t) const {
   if (const EnergyPrice* p = in_effect(energy, t)) return *p;
   return std::nullopt;
@@ -350,6 +415,9 @@ std::optional<EnergyPrice> Pricing::energy_price(double t) const {
 std::vector<double> Pricing::change_points(double from, double to) const {
   std::vector<double> out;
   for (const auto& [model, list] : gpu_models) add_change_points(list, from, to, out);
+  for (const auto& [model, profiles] : mig_profiles) {
+    for (const auto& [profile, list] : profiles) add_change_points(list, from, to, out);
+  }
   add_change_points(energy, from, to, out);
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());

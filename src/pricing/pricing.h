@@ -30,6 +30,21 @@ struct EnergyPrice {
   double pue = 1;  // facility overhead: charged energy = GPU energy x pue
 };
 
+// A MIG instance's own price: per hour that one instance of the profile is allocated.
+struct MigPrice {
+  double instance_hour = 0;
+};
+
+// A GPU in MIG mode is cut into this many compute slices (A100, H100: NVIDIA's MIG User Guide,
+// "Supported MIG Profiles"); the ledger bills an instance of s slices s/7 GPU-seconds per second.
+inline constexpr int kMigSlicesPerGpu = 7;
+
+// The compute slices of a MIG profile as NVIDIA names it ("MIG Device Names"): the leading
+// number, "3g.40gb" -> 3; a compute instance smaller than its GPU instance is "1c.3g.40gb" -> 1.
+// nullopt for a name that is not such a profile (the slice counts must lie in 1..7, and a
+// compute instance may not exceed its GPU instance).
+std::optional<int> mig_compute_slices(std::string_view profile);
+
 // A value that takes effect at `from` (unix seconds; -infinity for the first entry when the
 // file gives no date) and holds until the next entry's `from`.
 template <typename T>
@@ -58,6 +73,9 @@ struct Pricing {
   // Model name (gpu_info's `model` label, exactly as NVML reports it) or "*".
   // Each list is sorted by `from`, strictly increasing.
   std::map<std::string, std::vector<Dated<GpuPrice>>, std::less<>> gpu_models;
+  // Model name or "*" -> MIG profile ("3g.40gb") -> its dated prices, sorted like gpu_models.
+  std::map<std::string, std::map<std::string, std::vector<Dated<MigPrice>>, std::less<>>, std::less<>>
+      mig_profiles;
   std::vector<Dated<EnergyPrice>> energy;  // empty: energy is not charged
   IdlePolicy idle_policy = IdlePolicy::kSeparate;
   std::vector<Pool> pools;                         // kSpreadByPool only, in file order
@@ -66,6 +84,10 @@ struct Pricing {
   // The price in effect at unix time `t` for `model`, falling back to "*"; nullopt when
   // neither has an entry in effect at `t`.
   std::optional<GpuPrice> gpu_price(std::string_view model, double t) const;
+  // The price per instance-hour of `profile` on a GPU of `model` in effect at `t`: the model's
+  // own entry, else the "*" entry; nullopt when neither has one in effect (the instance is then
+  // priced by its share of the GPU's price).
+  std::optional<MigPrice> mig_price(std::string_view model, std::string_view profile, double t) const;
   // The energy price in effect at `t`; nullopt when energy is not charged at `t`.
   std::optional<EnergyPrice> energy_price(double t) const;
   // Every effective date strictly inside (from, to), sorted and unique: a report splits its

@@ -25,6 +25,8 @@ constexpr std::string_view kBusyGpuHourPrice = "gpumeter:busy_gpu_hour_price";
 constexpr std::string_view kEnergyPrice = "gpumeter:energy_kwh_price";
 constexpr std::string_view kGpuHourPriceByUuid = "gpumeter:gpu_hour_price:by_uuid";
 constexpr std::string_view kBusyGpuHourPriceByUuid = "gpumeter:busy_gpu_hour_price:by_uuid";
+constexpr std::string_view kMigGpuHourPrice = "gpumeter:mig_gpu_hour_price";
+constexpr std::string_view kMigGpuHourPriceByUuid = "gpumeter:mig_gpu_hour_price:by_uuid";
 constexpr std::string_view kCostByInstanceOwner = "gpumeter:cost_per_hour:by_instance_owner";
 constexpr std::string_view kCostByProject = "gpumeter:cost_per_hour:by_project";
 constexpr std::string_view kIdleShareByProject = "gpumeter:idle_cost_per_hour:by_project";
@@ -152,6 +154,46 @@ std::string per_gpu_price_expr(const Pricing& p, std::string_view price) {
       by_model, kGpuJoin, kGpuJoin, price, quoted(kAnyModel));
 }
 
+// A MIG profile's price per instance-hour as a price per GPU-hour of the ledger's GPU-seconds:
+// an instance of s compute slices accrues s/7 of them per second.
+void add_mig_prices(RuleFile& file, const Pricing& p) {
+  if (p.mig_profiles.empty()) return;
+  file.describe(kMigGpuHourPrice, "model, mig_profile, currency",
+                fmt::format("price per allocated GPU-hour on a MIG instance of the profile: its price per "
+                            "instance-hour x {} / its compute slices (model=\"*\": every other model)",
+                            kMigSlicesPerGpu));
+  for (const auto& [model, profiles] : p.mig_profiles) {
+    for (const auto& [profile, list] : profiles) {
+      const int slices = mig_compute_slices(profile).value_or(kMigSlicesPerGpu);
+      std::string expr = dated_expr(list, [&](const MigPrice& price) {
+        return fmt::format("{} * {} / {}", number(price.instance_hour), kMigSlicesPerGpu, slices);
+      });
+      file.add(Rule{kMigGpuHourPrice, std::move(expr),
+                    {{"model", model}, {"mig_profile", profile}, {"currency", p.currency}}});
+    }
+  }
+  // Each GPU's profiles that have a price, found through gpu_info's model (else "*"); the
+  // instances are those with ledger series in the last rate window, so an instance's last
+  // minutes are priced as the report prices them.
+  const std::string instances = fmt::format(
+      "group by ({0}, mig_profile) (last_over_time(gpu_allocated_seconds_total{{mig_profile!=\"\"}}[{1}]))\n"
+      "* on ({0}) group_left (model) gpu_info",
+      kGpuJoin, kRateWindow);
+  std::string expr = fmt::format(
+      "max by ({0}, mig_profile, currency) (\n"
+      "  (\n{1}  )\n"
+      "  * on (model, mig_profile) group_left (currency) {2}\n"
+      "  or\n"
+      "  (\n{1}  )\n"
+      "  * on (mig_profile) group_left (currency) {2}{{model={3}}}\n"
+      ")\n",
+      kGpuJoin, indent(instances, "    "), kMigGpuHourPrice, quoted(kAnyModel));
+  file.describe(kMigGpuHourPriceByUuid, "job, instance, uuid, mig_profile, currency",
+                "the price per allocated GPU-hour of each priced MIG profile on each GPU, by its gpu_info model, "
+                "else the \"*\" price; instances of other profiles cost their share of the GPU's price");
+  file.add(Rule{kMigGpuHourPriceByUuid, std::move(expr), {}});
+}
+
 void add_prices(RuleFile& file, const Pricing& p, Charges charges) {
   file.describe(kGpuHourPrice, "model, currency",
                 "price per allocated GPU-hour of each model in the pricing file (model=\"*\": every other "
@@ -172,6 +214,7 @@ void add_prices(RuleFile& file, const Pricing& p, Charges charges) {
                 "each GPU's price per allocated GPU-hour, by its gpu_info model, else the \"*\" price (a GPU "
                 "with neither in effect has none, and no cost below)");
   file.add(Rule{kGpuHourPriceByUuid, per_gpu_price_expr(p, kGpuHourPrice), {}});
+  add_mig_prices(file, p);
   if (charges.busy) {
     file.describe(kBusyGpuHourPriceByUuid, "job, instance, uuid, model, currency",
                   "each GPU's price per busy GPU-hour");
@@ -194,11 +237,18 @@ std::string component(std::string_view name, std::string_view cost) {
 
 // rate() of a ledger counter is in GPUs (GPU-seconds per second), so times a price per GPU-hour
 // it is a cost per hour; joules per second are watts, and W / 1000 x price per kWh is per hour.
-std::string cost_by_instance_owner_expr(Charges charges) {
+// A MIG instance whose profile has a price is charged that price ("or" keeps the first of two
+// series with the same labels); everything else its GPU-seconds at the GPU's price.
+std::string cost_by_instance_owner_expr(const Pricing& p, Charges charges) {
   std::vector<std::string> parts;
-  parts.push_back(component(
-      "allocation", fmt::format("rate(gpu_allocated_seconds_total[{}])\n* on ({}) group_left (currency) {}",
-                                kRateWindow, kGpuJoin, kGpuHourPriceByUuid)));
+  std::string allocation = fmt::format("rate(gpu_allocated_seconds_total[{}])\n* on ({}) group_left (currency) {}",
+                                       kRateWindow, kGpuJoin, kGpuHourPriceByUuid);
+  if (!p.mig_profiles.empty()) {
+    allocation = fmt::format(
+        "rate(gpu_allocated_seconds_total[{0}])\n* on ({1}, mig_profile) group_left (currency) {2}\nor\n{3}",
+        kRateWindow, kGpuJoin, kMigGpuHourPriceByUuid, allocation);
+  }
+  parts.push_back(component("allocation", allocation));
   if (charges.busy) {
     parts.push_back(component(
         "utilization", fmt::format("rate(gpu_busy_seconds_total[{}])\n* on ({}) group_left (currency) {}",
@@ -216,13 +266,13 @@ std::string cost_by_instance_owner_expr(Charges charges) {
       indent(body, "  "));
 }
 
-void add_cost_rates(RuleFile& file, Charges charges) {
+void add_cost_rates(RuleFile& file, const Pricing& p, Charges charges) {
   file.describe(kCostByInstanceOwner,
                 "cluster, instance, project, user, namespace, pod, container, hpc_job, component, currency",
                 fmt::format("cost per hour over the last {} of each owner on each node; component is allocation, "
                             "utilization or energy",
                             kRateWindow));
-  file.add(Rule{kCostByInstanceOwner, cost_by_instance_owner_expr(charges), {}});
+  file.add(Rule{kCostByInstanceOwner, cost_by_instance_owner_expr(p, charges), {}});
   struct Rollup {
     std::string_view record;
     std::string_view by;
@@ -351,7 +401,7 @@ std::string render_rules(const Pricing& pricing) {
   RuleFile file;
   Charges charges = charges_of(pricing);
   add_prices(file, pricing, charges);
-  add_cost_rates(file, charges);
+  add_cost_rates(file, pricing, charges);
   add_idle_spread(file, pricing);
   add_budgets(file, pricing);
   return file.render(pricing);

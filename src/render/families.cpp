@@ -58,6 +58,28 @@ Labels mig_labels(const DeviceIdentity& id, const MigInstanceReading& m) {
   return l;
 }
 
+Labels owner_labels(Labels l, const OwnerLabels& o) {
+  l.emplace_back("project", o.project);
+  l.emplace_back("user", o.user);
+  l.emplace_back("namespace", o.namespace_);
+  l.emplace_back("pod", o.pod);
+  l.emplace_back("container", o.container);
+  l.emplace_back("hpc_job", o.hpc_job);
+  return l;
+}
+
+// A ledger entry's labels: its GPU's, its MIG device's where it bills one, then its owner's.
+Labels ledger_labels(const DeviceIdentity& id, const LedgerEntry& e) {
+  Labels l = device_labels(id);
+  if (!e.mig.mig_uuid.empty()) {
+    l.emplace_back(kMigLabels[0], e.mig.mig_uuid);
+    l.emplace_back(kMigLabels[1], e.mig.gpu_instance);
+    l.emplace_back(kMigLabels[2], e.mig.compute_instance);
+    l.emplace_back(kMigLabels[3], e.mig.mig_profile);
+  }
+  return owner_labels(std::move(l), e.owner);
+}
+
 // A family holding MIG instances keeps one label set: its whole-GPU samples carry the MIG labels
 // empty (to Prometheus the same series as without them), placed where an instance has them.
 void pad_mig_labels(MetricFamily& f) {
@@ -286,15 +308,6 @@ std::vector<MetricFamily> build_families(const Snapshot& snap) {
   }
 
   // Per-process series (bounded by the tracker) and the ledger, with owner labels.
-  auto owner_labels = [](Labels l, const OwnerLabels& o) {
-    l.emplace_back("project", o.project);
-    l.emplace_back("user", o.user);
-    l.emplace_back("namespace", o.namespace_);
-    l.emplace_back("pod", o.pod);
-    l.emplace_back("container", o.container);
-    l.emplace_back("hpc_job", o.hpc_job);
-    return l;
-  };
   auto& pmem = fams.add("gpu_process_memory_used_bytes", kGauge,
                         "Device memory used by the process in bytes (0 for a while after it exits).");
   auto& putil = fams.add("gpu_process_utilization_ratio", kGauge,
@@ -332,8 +345,9 @@ std::vector<MetricFamily> build_families(const Snapshot& snap) {
     auto& f = fams.add(spec.name, kCounter, spec.help);
     for (const auto& g : snap.gpus) {
       if (!g.ledger) continue;
-      for (const auto& e : g.ledger->owners) add_sample(f, owner_labels(device_labels(g.identity), e.owner), e.*(spec.field));
+      for (const auto& e : g.ledger->owners) add_sample(f, ledger_labels(g.identity, e), e.*(spec.field));
     }
+    pad_mig_labels(f);
   }
   // Scheduler policy only: under the process policy nobody holds a GPU without a process.
   auto& idle_allocated = fams.add("gpu_idle_allocated_seconds_total", kCounter,
@@ -356,9 +370,10 @@ std::vector<MetricFamily> build_families(const Snapshot& snap) {
     add_sample(foreign, device_labels(g.identity), g.ledger->foreign_seconds);
     for (const auto& e : g.ledger->owners) {
       if (e.owner.project == kIdleProject || e.owner.project == kUnattributedProject) continue;
-      add_sample(idle_allocated, owner_labels(device_labels(g.identity), e.owner), e.idle_allocated_seconds);
+      add_sample(idle_allocated, ledger_labels(g.identity, e), e.idle_allocated_seconds);
     }
   }
+  pad_mig_labels(idle_allocated);
 
   auto& build =
       fams.add("gpumeter_build_info", kGauge, "Version and revision of the gpumeter agent, always 1.");

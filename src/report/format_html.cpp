@@ -467,8 +467,9 @@ struct Columns {
   bool idle_cost = false;  // only when some idle cost was spread; "separate" leaves it all zero
   bool budget = false;
   bool idle_allocated = false;  // some group held a GPU with no process (scheduler policy)
+  bool mig = false;             // some group held MIG slices
 
-  size_t usage() const { return idle_allocated ? 6 : 5; }
+  size_t usage() const { return 5 + (idle_allocated ? 1 : 0) + (mig ? 1 : 0); }
   size_t count() const { return keys + usage() + (cost ? (idle_cost ? 5 : 4) : 0) + (budget ? 2 : 0); }
 };
 
@@ -477,6 +478,7 @@ Columns table_columns(const Report& r) {
   c.keys = std::max<size_t>(r.by.size(), 1);
   c.cost = r.priced;
   c.idle_allocated = has_idle_allocation(r);
+  c.mig = has_mig_slices(r);
   for (const Row& row : r.rows) {
     c.keys = std::max(c.keys, row.key.size());
     c.idle_cost |= r.priced && row.cost.idle != 0;
@@ -507,6 +509,7 @@ void table_head(Page& p, const Report& r, const Columns& columns) {
   p.raw("</tr>\n<tr>");
   column_head(p, "Allocated", "GPU-h");
   if (columns.idle_allocated) column_head(p, "Held idle", "GPU-h");
+  if (columns.mig) column_head(p, "On MIG slices", "GPU-h");
   column_head(p, "Busy", "GPU-h");
   column_head(p, "Efficiency", "busy/alloc.");
   column_head(p, "Memory", "GiB-h");
@@ -538,6 +541,7 @@ void number_cells(Page& p, const Columns& columns, const Row& row) {
   const Usage& u = row.usage;
   num_cell(p, hours(finite(u.allocated_seconds)));
   if (columns.idle_allocated) num_cell(p, hours(finite(u.idle_allocated_seconds)));
+  if (columns.mig) num_cell(p, hours(finite(u.mig_allocated_seconds)));
   num_cell(p, hours(finite(u.busy_seconds)));
   num_cell(p, optional_percent(u.efficiency()));
   num_cell(p, format_number(finite(u.memory_byte_seconds) / kBytesPerGiB / kSecondsPerHour, 0));

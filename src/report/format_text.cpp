@@ -56,7 +56,8 @@ nlohmann::json usage_json(const Usage& u) {
                    {"busy_seconds", u.busy_seconds},
                    {"memory_byte_seconds", u.memory_byte_seconds},
                    {"energy_joules", u.energy_joules},
-                   {"idle_allocated_seconds", u.idle_allocated_seconds}};
+                   {"idle_allocated_seconds", u.idle_allocated_seconds},
+                   {"mig_allocated_seconds", u.mig_allocated_seconds}};
   auto e = u.efficiency();
   j["efficiency"] = e ? nlohmann::json(*e) : nlohmann::json(nullptr);
   return j;
@@ -97,6 +98,7 @@ std::string render_json(const Report& r) {
     j["cost"] = r.priced ? cost_json(row.cost) : nlohmann::json(nullptr);
     j["idle"] = row.idle;
     j["unattributed"] = row.unattributed;
+    j["mig_profiles"] = row.mig_profiles;
     if (r.forecast_seconds > 0) j["forecast"] = forecast_json(row.forecast);
     if (row.budget) {
       j["budget"] = {{"monthly", row.budget->monthly}, {"for_period", row.budget->for_period},
@@ -157,6 +159,8 @@ std::string render_csv(const Report& r) {
   std::string out;
   for (const auto& d : r.by) out += csv_field(d) + ",";
   out += "kind,allocated_gpu_hours,busy_gpu_hours,efficiency,memory_gib_hours,energy_kwh,idle_allocated_gpu_hours";
+  const bool mig = has_mig_slices(r);
+  if (mig) out += ",mig_allocated_gpu_hours,mig_profiles";
   if (r.priced) out += ",cost_allocation,cost_utilization,cost_energy,cost_idle,cost_total,currency,budget_used_ratio";
   const bool forecast = r.forecast_seconds > 0;
   if (forecast) out += ",forecast_gpus_at_end,forecast_trend_gpus_per_day,forecast_gpu_hours";
@@ -170,6 +174,11 @@ std::string render_csv(const Report& r) {
     out += fmt::format("{:.17g},{:.17g},{},{:.17g},{:.17g}", u.allocated_seconds / 3600, u.busy_seconds / 3600,
                        e ? fmt::format("{:.17g}", *e) : "", u.memory_byte_seconds / kGiB / 3600, u.energy_joules / 3.6e6);
     out += fmt::format(",{:.17g}", u.idle_allocated_seconds / 3600);
+    if (mig) {
+      std::string profiles;
+      for (const auto& p : row.mig_profiles) profiles += (profiles.empty() ? "" : " ") + p;
+      out += fmt::format(",{:.17g},{}", u.mig_allocated_seconds / 3600, csv_field(profiles));
+    }
     if (r.priced) {
       const auto& c = row.cost;
       out += fmt::format(",{:.17g},{:.17g},{:.17g},{:.17g},{:.17g},{},{}", c.allocation, c.utilization, c.energy,
@@ -257,6 +266,9 @@ std::string render_table(const Report& r, bool color) {
   const bool idle_allocated = has_idle_allocation(r);
   header.push_back("ALLOC GPU-H");
   if (idle_allocated) header.push_back("IDLE ALLOC GPU-H");
+  // Part of the allocation on MIG slices: shown when some row has any.
+  const bool mig = has_mig_slices(r);
+  if (mig) header.push_back("MIG SLICE GPU-H");
   for (const char* h : {"BUSY GPU-H", "EFFICIENCY", "MEM GIB-H", "ENERGY KWH"}) header.push_back(h);
   if (r.priced) {
     for (const char* h : {"ALLOCATION", "UTILIZATION", "ENERGY", "IDLE SHARE", "TOTAL"}) {
@@ -270,6 +282,7 @@ std::string render_table(const Report& r, bool color) {
     const auto& u = row.usage;
     c.push_back(grouped(u.allocated_seconds / 3600, 2));
     if (idle_allocated) c.push_back(grouped(u.idle_allocated_seconds / 3600, 2));
+    if (mig) c.push_back(grouped(u.mig_allocated_seconds / 3600, 2));
     c.push_back(grouped(u.busy_seconds / 3600, 2));
     c.push_back(efficiency_text(u));
     c.push_back(grouped(u.memory_byte_seconds / kGiB / 3600, 1));

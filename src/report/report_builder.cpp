@@ -13,6 +13,7 @@
 
 #include "report/counter_reader.h"
 #include "report/forecast.h"
+#include "report/pricer.h"
 #include "report/time_spec.h"
 
 namespace gpumeter::report {
@@ -110,6 +111,7 @@ class Builder {
                          progress_);
     timeline_ = reader.timeline();
     steps_ = reader.steps();
+    if (req_.pricing) pricer_.emplace(*req_.pricing, timeline_);
 
     auto flags = reader.reset_steps(kCovered);
     if (!flags) return flags.error();
@@ -145,7 +147,7 @@ class Builder {
     }
     const CounterData* gaps = &*results.back();
 
-    if (!missing_prices_.empty()) return missing_price_error();
+    if (pricer_ && pricer_->missing()) return pricer_->missing_price_error();
     if (req_.pricing && req_.pricing->idle_policy != pricing::IdlePolicy::kSeparate) spread_idle();
     finish_rows();
     reconcile(*covered, *gaps);
@@ -201,7 +203,10 @@ class Builder {
     const bool reserved = project == kIdle || project == kUnattributed;
     std::vector<std::string> key;
     for (const auto& dim : req_.by) {
-      if (dim == "model") {
+      if (dim == "mig_profile") {
+        // Not an owner: idle slices keep their profile, and "" is a whole GPU.
+        key.push_back(label(labels, "mig_profile"));
+      } else if (dim == "model") {
         auto it = gpus_.find(uuid);
         key.push_back(it == gpus_.end() || it->second.model.empty() ? "unknown" : it->second.model);
       } else if (dim == "gpu") {
@@ -215,30 +220,6 @@ class Builder {
     return key;
   }
 
-  // The price of one step for a GPU model, cached; nullopt (and noted) when there is none.
-  std::optional<pricing::GpuPrice> gpu_price(const std::string& model, const std::string& uuid, std::size_t step) {
-    auto& cache = price_cache_[model];
-    if (cache.empty()) {
-      cache.resize(steps_);
-      for (std::size_t i = 0; i < steps_; ++i) cache[i] = req_.pricing->gpu_price(model, mid(i + 1));
-    }
-    if (!cache[step - 1]) missing_prices_[model].insert(uuid);
-    return cache[step - 1];
-  }
-
-  double energy_price(std::size_t step) {
-    if (energy_cache_.empty()) {
-      energy_cache_.resize(steps_);
-      for (std::size_t i = 0; i < steps_; ++i) {
-        auto p = req_.pricing->energy_price(mid(i + 1));
-        energy_cache_[i] = p ? p->kwh * p->pue / 3.6e6 : 0.0;  // per joule
-      }
-    }
-    return energy_cache_[step - 1];
-  }
-
-  double mid(std::size_t step) const { return (timeline_[step - 1] + timeline_[step]) / 2; }
-
   Result<void> add_metric(const CounterData& data, Field f) {
     for (const auto& s : data.series) {
       const std::string uuid = label(s.labels, "uuid");
@@ -246,6 +227,7 @@ class Builder {
       auto gi = gpus_.find(uuid);
       const std::string model = gi == gpus_.end() ? "" : gi->second.model;
       const std::string project = label(s.labels, "project");
+      const std::string mig_profile = label(s.labels, "mig_profile");
       auto key = row_key(s.labels, uuid, node);
       // Idle and unattributed time stay rows of their own whatever the grouping.
       auto [it, inserted] = rows_.try_emplace(std::pair(key, reserved_kind(project)));
@@ -262,23 +244,23 @@ class Builder {
         const double x = s.increase[i - 1];
         if (x == 0) continue;
         field(acc.row.usage, f) += x;
+        if (f == kAllocated && !mig_profile.empty()) {
+          acc.row.usage.mig_allocated_seconds += x;
+          acc.row.mig_profiles.insert(mig_profile);
+        }
         if (f == kAllocated) acc.allocated_steps[i - 1] += x;
         if (f == kAllocated && acc.row.idle) idle_steps_[i - 1] += x;
         double cost = 0;
         if (req_.pricing) {
           if (f == kEnergy) {
-            cost = x * energy_price(i);
+            cost = pricer_->energy(i, x);
             acc.row.cost.energy += cost;
           } else if (f == kAllocated || f == kBusy) {
-            auto price = gpu_price(model, uuid, i);
-            if (!price) continue;
-            if (f == kAllocated) {
-              cost = x / 3600 * price->gpu_hour;
-              acc.row.cost.allocation += cost;
-            } else {
-              cost = x / 3600 * price->busy_gpu_hour;
-              acc.row.cost.utilization += cost;
-            }
+            auto priced = f == kAllocated ? pricer_->allocation(model, mig_profile, uuid, i, x)
+                                          : pricer_->utilization(model, uuid, i, x);
+            if (!priced) continue;
+            cost = *priced;
+            (f == kAllocated ? acc.row.cost.allocation : acc.row.cost.utilization) += cost;
           }
           acc.step_values[i - 1] += cost;
           acc.cost_by_node[node] += cost;
@@ -293,18 +275,6 @@ class Builder {
       }
     }
     return {};
-  }
-
-  Error missing_price_error() const {
-    std::string what;
-    for (const auto& [model, uuids] : missing_prices_) {
-      if (!what.empty()) what += "; ";
-      what += fmt::format("\"{}\" ({} GPU{}, e.g. {})", model.empty() ? "unknown model (no gpu_info)" : model,
-                          uuids.size(), uuids.size() == 1 ? "" : "s", *uuids.begin());
-    }
-    return Error{2, fmt::format("{}: no price for GPU model {} during the period; add the model or a \"*\" "
-                                "entry under gpu_models",
-                                req_.pricing->source, what)};
   }
 
   // Moves idle cost onto the owners of the same node or pool, in proportion to their own cost
@@ -580,9 +550,7 @@ class Builder {
   std::map<std::string, GpuIdentity> gpus_;
   std::map<std::pair<std::vector<std::string>, int>, RowAcc> rows_;
   std::vector<double> idle_steps_;
-  std::map<std::string, std::vector<std::optional<pricing::GpuPrice>>> price_cache_;
-  std::vector<double> energy_cache_;
-  std::map<std::string, std::set<std::string>> missing_prices_;
+  std::optional<Pricer> pricer_;
 };
 
 }  // namespace

@@ -4,6 +4,7 @@
 // it and do no I/O of their own.
 
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -18,9 +19,13 @@ struct Usage {
   // Part of allocated_seconds the scheduler allocated with none of the owner's processes on the
   // GPU (gpu_idle_allocated_seconds_total; 0 under the process allocation policy).
   double idle_allocated_seconds = 0;
+  // Part of allocated_seconds on MIG instances (series with a mig_profile): GPU-seconds, so an
+  // instance of 3 slices of 7 adds 3/7 per second.
+  double mig_allocated_seconds = 0;
 
   Usage& operator+=(const Usage& o) {
     allocated_seconds += o.allocated_seconds;
+    mig_allocated_seconds += o.mig_allocated_seconds;
     idle_allocated_seconds += o.idle_allocated_seconds;
     busy_seconds += o.busy_seconds;
     memory_byte_seconds += o.memory_byte_seconds;
@@ -76,6 +81,7 @@ struct Row {
   std::optional<Budget> budget;   // only when grouping by project and the project has one
   bool idle = false;              // the "__idle__" row
   bool unattributed = false;      // the "__unattributed__" row
+  std::set<std::string> mig_profiles;  // the MIG profiles of the instances the row's time was on
   std::optional<RowForecast> forecast;  // owner rows and the total, with --forecast
 };
 
@@ -128,6 +134,15 @@ struct Report {
   int queries = 0;           // HTTP API requests made
   double elapsed_seconds = 0;
 };
+
+// Whether any row holds time on MIG instances: the table, CSV and HTML page show the slice
+// column only then.
+inline bool has_mig_slices(const Report& r) {
+  for (const Row& row : r.rows) {
+    if (row.usage.mig_allocated_seconds > 0) return true;
+  }
+  return false;
+}
 
 // Whether any row was held with no process (the scheduler allocation policy was in force and
 // some GPU sat idle in an allocation): the table and the HTML page show that column only then.

@@ -28,6 +28,7 @@ GRAFANA = os.path.join(SOURCE_DIR, "deploy", "grafana")
 DASHBOARDS = os.path.join(GRAFANA, "dashboards")
 PROMETHEUS_DIR = os.path.join(SOURCE_DIR, "deploy", "prometheus")
 SCENARIO = os.path.join(SCENARIOS, "dashboards.yaml")
+MIG_SCENARIO = os.path.join(SCENARIOS, "dashboards-mig.yaml")
 MIXED = os.path.join(SCENARIOS, "dashboards-mixed.yaml")
 PRICING = os.path.join(SOURCE_DIR, "tests", "integration", "dashboards", "pricing.yaml")
 DOCS = os.path.join(SOURCE_DIR, "docs", "dashboards.md")
@@ -389,8 +390,31 @@ class DashboardQueries(AgentTestCase):
         self.assertEqual(resolved[("gpumeter-chargeback", "first")]["project"], "climate")
         self.assertEqual(resolved[("gpumeter-chargeback", "last")]["project"], "vision")
 
+    # GPUs of SCENARIO in MIG mode. The GPU dashboard's MIG row selects MIG instances only
+    # (mig_uuid!=""): it is empty for a GPU that is not in MIG mode, and on a node with none.
+    MIG_GPUS = ()
+    # What a GPU in MIG mode does not give for the whole GPU (docs/dashboards.md, "MIG"): exactly
+    # these panels are empty for it, and every other panel shows data for it.
+    ABSENT_ON_MIG = {
+        "gpu_utilization_ratio": "NVML gives no utilization on a MIG-enabled GPU",
+        "gpu_process_utilization_ratio": "NVML gives no per-process utilization on MIG",
+        "gpu_memory_utilization_ratio": "NVML gives no memory utilization on a MIG-enabled GPU",
+        "gpu_remapped_rows": "not supported on a GPU with MIG instances",
+    }
+
     def expected_empty(self, shown, expr):
         """Why `expr` may show no data with the variables `shown`; None when it must show data."""
+        gpu = shown.get("gpu", "All")
+        index = None if gpu == "All" else int(gpu.split(" |")[0])
+        if 'mig_uuid!=""' in expr:
+            if not self.MIG_GPUS:
+                return "no GPU in MIG mode on this node"
+            if index is not None and index not in self.MIG_GPUS:
+                return "GPU %d is not in MIG mode" % index
+            return None
+        if index in self.MIG_GPUS:
+            reasons = [why for family, why in self.ABSENT_ON_MIG.items() if re.search(r"\b%s\b" % family, expr)]
+            return "; ".join(reasons) or None
         return None
 
     def run_every_panel_query(self):
@@ -481,10 +505,11 @@ class MixedNodeDashboardQueries(DashboardQueries):
         return path
 
     def expected_empty(self, shown, expr):
+        mig = super().expected_empty(shown, expr)  # the MIG row: no GPU in MIG mode here
         if not shown.get("gpu", "").startswith("7 | AMD"):
-            return None
+            return mig
         reasons = [why for family, why in self.ABSENT_ON_AMD.items() if re.search(r"\b%s\b" % family, expr)]
-        return "; ".join(reasons) or None
+        return "; ".join(reasons + ([mig] if mig else [])) or None
 
     def start_agent(self, node, config, state, env):
         tree = os.path.join(node.dir, "sysfs")
@@ -534,3 +559,25 @@ class MixedNodeDashboardQueries(DashboardQueries):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class MigNodeDashboardQueries(DashboardQueries):
+    """The same queries on dashboards.yaml's node with GPU 3 in MIG mode: the MIG row shows its
+    instances' layout, their owners' slices, SM activity and memory; for GPU 3 the panels NVML
+    cannot fill for a MIG parent are empty (ABSENT_ON_MIG), and every other panel has data."""
+    SCENARIO = MIG_SCENARIO
+    MIG_GPUS = (3,)
+
+    def test_every_panel_query_returns_data(self):
+        resolved = self.run_every_panel_query()
+        self.assertRegex(resolved[("gpumeter-gpu", "last")]["gpu"], r"^3 \| NVIDIA H100 80GB HBM3 \| ")
+        # The slices held on GPU 3: each pod its 3g instance, the seventh slice __idle__.
+        at = time.time()
+        held = {(r["metric"].get("mig_profile", ""), r["metric"].get("pod", ""), r["metric"]["project"]):
+                float(r["value"][1])
+                for r in self.prom.query('7 * sum by (mig_profile, pod, project) '
+                                         '(rate(gpu_allocated_seconds_total{gpu="3"}[5s]))', at=at)}
+        want = {("3g.40gb", "jupyter-bob", "vision"): 3, ("3g.40gb", "eval-harness-0", "nlp"): 3, ("", "", "__idle__"): 1}
+        self.assertEqual(set(held), set(want), held)
+        for key, slices in want.items():
+            self.assertAlmostEqual(held[key], slices, delta=0.05, msg=key)

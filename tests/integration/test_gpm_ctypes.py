@@ -1,7 +1,9 @@
 """GPM and NVLink read through ctypes the way pynvml reads them (CDLL on the simulated library,
 nvmlGpmSampleAlloc into a c_void_p, a c_nvmlGpmMetricsGet_t with version 1 and a metrics array,
 nvmlGpmMetricsGet by reference), on the profiling scenarios: on the H100 node the metrics of a
-constant load match `gpumeter sim truth`; on the A100 node GPM is unsupported and NVLink present."""
+constant load match `gpumeter sim truth`; on the A100 node GPM is unsupported and NVLink present. On
+mig-h100.yaml each MIG GPU instance's samples (nvmlGpmMigSampleGet on the parent, nvmlGpmSampleGet on
+the MIG device handle) match the truth's per-instance GPM, and PCIe/NVLink answer NOT_SUPPORTED."""
 import ctypes
 import os
 import time
@@ -15,10 +17,10 @@ sanitizer_preload.preload(__name__)
 
 import harness
 
-SUCCESS, INVALID_ARGUMENT, NOT_SUPPORTED = 0, 2, 3
+SUCCESS, INVALID_ARGUMENT, NOT_SUPPORTED, NOT_FOUND = 0, 2, 3, 6
 GPM_METRIC_MAX = 333  # header 13.2+; pynvml sizes the array with its own NVML_GPM_METRIC_MAX
 GPM_METRICS_GET_VERSION, GPM_SUPPORT_VERSION = 1, 1
-SM_UTIL, SM_OCCUPANCY, ANY_TENSOR_UTIL, DRAM_BW_UTIL, FP16_UTIL = 2, 3, 5, 10, 13
+GRAPHICS_UTIL, SM_UTIL, SM_OCCUPANCY, ANY_TENSOR_UTIL, DRAM_BW_UTIL, FP32_UTIL, FP16_UTIL = 1, 2, 3, 5, 10, 12, 13
 PCIE_TX_PER_SEC, NVLINK_TOTAL_RX_PER_SEC, NVLINK_TOTAL_TX_PER_SEC = 20, 60, 61
 FI_NVLINK_LINK_COUNT, FI_NVLINK_GET_STATE = 91, 165
 MIB = 1024.0 * 1024.0
@@ -119,6 +121,65 @@ class GpmClient(unittest.TestCase):
         self.assertEqual(values[0].value & 0xFFFFFFFF, 12)
         self.assertEqual(values[1].value & 0xFFFFFFFF, 0)
         self.assertEqual(values[2].value & 0xFFFFFFFF, 1)
+
+    def metrics(self, s1, s2, ids):
+        get = GpmMetricsGet()
+        get.version = GPM_METRICS_GET_VERSION
+        get.numMetrics = len(ids)
+        get.sample1, get.sample2 = s1, s2
+        for i, m in enumerate(ids):
+            get.metrics[i].metricId = m
+        rc = self.lib.nvmlGpmMetricsGet(byref(get))
+        return rc, get
+
+    def test_mig_instance_samples_match_the_truth(self):
+        # Scenario time 30 s of mig-h100.yaml: every job runs at a constant rate from 20 s to 40 s.
+        self.start("mig-h100.yaml", 30)
+        parent = self.handle(0)
+        truth = {m["gpu_instance"]: m for m in
+                 harness.sim_truth(os.environ["GPUMETER_SIM_SCENARIO"], 21, 39)["mig"]["instances"]}
+        self.assertEqual(sorted(truth), [1, 6, 7, 8])
+        # The MIG device handles, by GPU instance id.
+        handles = {}
+        for index in range(4):
+            mh, gi = c_void_p(), c_uint()
+            self.assertEqual(self.lib.nvmlDeviceGetMigDeviceHandleByIndex(parent, c_uint(index), byref(mh)), SUCCESS)
+            self.assertEqual(self.lib.nvmlDeviceGetGpuInstanceId(mh, byref(gi)), SUCCESS)
+            handles[gi.value] = mh
+        self.assertEqual(sorted(handles), sorted(truth))
+        first = {gi: (self.alloc(), self.alloc()) for gi in truth}
+        second = {gi: (self.alloc(), self.alloc()) for gi in truth}
+        for samples in (first, second):
+            for gi, (by_id, by_handle) in samples.items():
+                self.assertEqual(self.lib.nvmlGpmMigSampleGet(parent, c_uint(gi), by_id), SUCCESS, gi)
+                self.assertEqual(self.lib.nvmlGpmSampleGet(handles[gi], by_handle), SUCCESS, gi)
+            if samples is first:
+                time.sleep(0.5)
+        ids = [GRAPHICS_UTIL, SM_UTIL, SM_OCCUPANCY, ANY_TENSOR_UTIL, DRAM_BW_UTIL, FP32_UTIL, FP16_UTIL]
+        fields = ["graphics_util_percent", "sm_util_percent", "sm_occupancy_percent", "tensor_util_percent",
+                  "dram_bw_util_percent", "fp32_util_percent", "fp16_util_percent"]
+        for gi, m in truth.items():
+            want = [m["profiling"][f] for f in fields]
+            # Each instance's own activity (min(100, its jobs' sum)), not its slice share of the GPU.
+            self.assertAlmostEqual(want[0], 100 * m["busy_seconds"] / m["seconds"], places=6)
+            for which in (0, 1):
+                rc, get = self.metrics(first[gi][which], second[gi][which], ids)
+                self.assertEqual(rc, SUCCESS)
+                for i, metric in enumerate(ids):
+                    self.assertEqual(get.metrics[i].nvmlReturn, SUCCESS, (gi, metric))
+                    self.assertAlmostEqual(get.metrics[i].value, want[i], delta=max(want[i] * 0.01, 1e-9),
+                                           msg="GPU instance %d, metric %d" % (gi, metric))
+        self.assertAlmostEqual(truth[1]["profiling"]["graphics_util_percent"], 90, places=6)
+        self.assertAlmostEqual(truth[6]["profiling"]["graphics_util_percent"], 80, places=6)
+        # PCIe and NVLink belong to the whole GPU; two instances' samples make no interval.
+        rc, get = self.metrics(first[1][0], second[1][0], [PCIE_TX_PER_SEC, NVLINK_TOTAL_TX_PER_SEC])
+        self.assertEqual(rc, SUCCESS)
+        self.assertEqual([get.metrics[0].nvmlReturn, get.metrics[1].nvmlReturn], [NOT_SUPPORTED] * 2)
+        self.assertEqual(self.metrics(first[1][0], second[6][0], [SM_UTIL])[0], INVALID_ARGUMENT)
+        # GPU instance 5 exists only after the re-partition at 45 s; GPU 1 is not in MIG mode.
+        spare = self.alloc()
+        self.assertEqual(self.lib.nvmlGpmMigSampleGet(parent, c_uint(5), spare), NOT_FOUND)
+        self.assertEqual(self.lib.nvmlGpmMigSampleGet(self.handle(1), c_uint(0), spare), NOT_SUPPORTED)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """`gpumeter rules`: the rule files written from the shipped pricing files pass `promtool check
 rules`; promtool evaluates rules written from test pricing files (rules/*.yaml) against input
 series and finds the prices switching at their effective dates and the cost rates, idle shares
-and budget burn rates worked out by hand in rules/*_test.yml; the shipped list prices cover
+budget burn rates and MIG slice prices worked out by hand in rules/*_test.yml; the shipped list prices cover
 every GPU model the scenarios simulate; and the exit codes for a bad pricing file (2) and an
 output that cannot be written (1)."""
 import glob
@@ -66,7 +66,8 @@ class Rules(unittest.TestCase):
     def test_promtool_evaluates_the_rules(self):
         cases = [("pricing-1970.yaml", "cost_test.yml"),
                  ("pricing-1970-pools.yaml", "spread_pool_test.yml"),
-                 ("pricing-1970-nodes.yaml", "spread_node_test.yml")]
+                 ("pricing-1970-nodes.yaml", "spread_node_test.yml"),
+                 ("pricing-1970-mig.yaml", "mig_cost_test.yml")]
         for pricing, test in cases:
             with self.subTest(test=test):
                 # Each test file reads rules.yml beside it.

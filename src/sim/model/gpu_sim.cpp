@@ -20,7 +20,17 @@ SimGpu::SimGpu(const Scenario& scenario, unsigned index)
       profiling_(scenario, timeline_, index),
       utilization_samples_(timeline_, model_, model_.samples.utilization_period,
                            model_.samples.utilization_depth),
-      power_samples_(timeline_, model_, model_.samples.power_period, model_.samples.power_depth) {}
+      power_samples_(timeline_, model_, model_.samples.power_period, model_.samples.power_depth) {
+  for (std::size_t i = 0; i < scenario.mig.instances.size(); ++i) {
+    if (scenario.mig.instances[i].gpu == index)
+      instance_profiling_.emplace(i, std::make_unique<ProfileIntegrator>(scenario, timeline_, index, i));
+  }
+}
+
+ProfileIntegrator* SimGpu::instance_profiling(std::size_t instance) {
+  auto it = instance_profiling_.find(instance);
+  return it == instance_profiling_.end() ? nullptr : it->second.get();
+}
 
 Reading SimGpu::reading(Micros t) { return reading_for(model_, counters_.segment(std::max<Micros>(t, 0))); }
 

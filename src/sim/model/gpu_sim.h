@@ -5,6 +5,8 @@
 
 #include <cstdint>
 #include <deque>
+#include <map>
+#include <memory>
 #include <vector>
 
 #include "sim/model/counters.h"
@@ -36,6 +38,9 @@ class SimGpu {
 
   // GPM integrals and NVLink counters (profiling.h).
   ProfileIntegrator& profiling() { return profiling_; }
+  // The GPM integrals of one MIG instance of this GPU (index into Scenario::mig.instances), or
+  // nullptr for an instance of another GPU.
+  ProfileIntegrator* instance_profiling(std::size_t instance);
 
   // The jobs present at t, one entry per process on this GPU.
   const std::vector<JobShare>& processes(Micros t);
@@ -62,6 +67,7 @@ class SimGpu {
   GpuTimeline timeline_;
   CounterIntegrator counters_;
   ProfileIntegrator profiling_;
+  std::map<std::size_t, std::unique_ptr<ProfileIntegrator>> instance_profiling_;  // this GPU's instances
   PeriodHistory utilization_samples_;
   PeriodHistory power_samples_;
 };

@@ -47,9 +47,9 @@ bool gpm_supported(const GpuModelSpec& model) {
 }
 
 ProfileIntegrator::ProfileIntegrator(const Scenario& scenario, const GpuTimeline& timeline, unsigned gpu,
-                                     JobFilter filter)
+                                     std::size_t instance)
     : timeline_(timeline),
-      filter_(std::move(filter)),
+      instance_(instance),
       nvlink_(scenario.model_of(gpu).nvlink),
       pcie_tx_rate_(scenario.model_of(gpu).pcie_tx_bytes_per_second),
       pcie_rx_rate_(scenario.model_of(gpu).pcie_rx_bytes_per_second),
@@ -90,21 +90,22 @@ ProfileIntegrator::Piece ProfileIntegrator::piece_at(Micros t) const {
   auto edge = std::upper_bound(edges_.begin(), edges_.end(), t);
   if (edge != edges_.end()) p.end = std::min(p.end, *edge);
   const double denom = std::max(100, s.sum_percent);
-  // On a GPU in MIG mode the instances run side by side on their own SMs: a job shares its
-  // instance's time with the instance's other jobs only, and the instance is its compute slices'
-  // share (of 7) of the GPU, as the MIG parent's utilization counts it (timeline.h). An assumption:
-  // NVML does not say how the whole GPU's GPM metrics weigh its instances.
+  // On a GPU in MIG mode a job shares its instance's time with the instance's other jobs only,
+  // and the whole GPU counts an instance by its compute slices' share (of 7), as the MIG
+  // parent's utilization does (timeline.h). An assumption: NVML does not say how the whole GPU's
+  // GPM metrics weigh its instances. An instance's own integrator counts it unweighted.
   std::map<std::size_t, int> instance_percent;
   for (const JobShare& js : s.jobs) {
     if (js.mig != kNoMigInstance) instance_percent[js.mig] += js.percent;
   }
   double busy = 0, tx = 0, rx = 0;
   for (const JobShare& js : s.jobs) {
-    if (filter_ && !filter_(js.job)) continue;
-    const double b = js.mig == kNoMigInstance
-                         ? js.percent / denom
-                         : js.percent / static_cast<double>(std::max(100, instance_percent[js.mig])) *
-                               instance_slices_[js.mig] / kMigComputeSlices;
+    if (instance_ != kNoMigInstance && js.mig != instance_) continue;
+    double b = js.percent / denom;
+    if (js.mig != kNoMigInstance) {
+      b = js.percent / static_cast<double>(std::max(100, instance_percent[js.mig]));
+      if (instance_ == kNoMigInstance) b *= instance_slices_[js.mig] / static_cast<double>(kMigComputeSlices);
+    }
     const JobRates& r = jobs_[js.job];
     busy += b;
     p.rate.sm += b * r.profile.sm;
@@ -118,6 +119,7 @@ ProfileIntegrator::Piece ProfileIntegrator::piece_at(Micros t) const {
     rx += b * r.nvlink_rx;
   }
   p.rate.graphics = busy;
+  if (instance_ != kNoMigInstance) return p;  // PCIe and NVLink are the whole GPU's
   p.rate.pcie_tx = busy * pcie_tx_rate_;
   p.rate.pcie_rx = busy * pcie_rx_rate_;
   unsigned up = 0;

@@ -15,15 +15,17 @@
 // crossed since the last one and a reading depends only on the time asked for. A query earlier
 // than the current piece restarts from time 0 (the agent only moves forward).
 //
-// MIG: the integrator takes an optional job filter. The integrals of a GPU instance are those of
-// the jobs that run in it, with the same b_j (a job's busy fraction is its own, not the GPU's),
-// so an integrator built with `filter` = "runs in instance i" gives the instance's totals; its
-// percentages are then divided by the instance's share of the GPU's SMs or memory, which the
-// caller knows and this class does not.
+// MIG: on a GPU in MIG mode the instances run side by side on their own SMs, so a job shares
+// its instance's time only: with S_i the sum of the percents of instance i's jobs, b_j = u_j /
+// max(100, S_i). The whole GPU weighs each instance by its compute slices of 7 (as the parent's
+// utilization does, timeline.h). An integrator built for one instance (`instance`, an index into
+// Scenario::mig.instances) integrates only that instance's jobs, unweighted: its activity is
+// the instance's own, U_i = min(100, S_i) / 100 as truth_mig.h defines it, and its metrics are
+// percentages of the instance's SMs and memory bandwidth. Its PCIe and NVLink bytes stay 0: the
+// buses are the whole GPU's (docs/nvml-behaviour.md, "GPM").
 
 #include <array>
 #include <cstdint>
-#include <functional>
 #include <vector>
 
 #include "nvml/nvml_api.h"
@@ -48,10 +50,10 @@ bool gpm_supported(const GpuModelSpec& model);
 
 class ProfileIntegrator {
  public:
-  using JobFilter = std::function<bool(std::uint32_t job)>;
-
-  // The timeline must outlive the integrator; the scenario is copied from.
-  ProfileIntegrator(const Scenario& scenario, const GpuTimeline& timeline, unsigned gpu, JobFilter filter = {});
+  // The timeline must outlive the integrator; the scenario is copied from. `instance`: the MIG
+  // instance whose jobs alone are integrated, or kNoMigInstance for the whole GPU.
+  ProfileIntegrator(const Scenario& scenario, const GpuTimeline& timeline, unsigned gpu,
+                    std::size_t instance = kNoMigInstance);
 
   ProfileTotals at(Micros t);  // t >= 0
 
@@ -78,7 +80,7 @@ class ProfileIntegrator {
   const ProfileTotals& at_reload(Micros reload);
 
   const GpuTimeline& timeline_;
-  JobFilter filter_;
+  std::size_t instance_ = kNoMigInstance;
   NvlinkSpec nvlink_;
   double pcie_tx_rate_ = 0, pcie_rx_rate_ = 0;
   std::vector<JobRates> jobs_;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <utility>
 
 #include "sim/model/readings.h"
@@ -119,6 +120,7 @@ MigTruth compute_mig_truth(const Scenario& scenario, Micros from, Micros to, boo
     }
     truth.gpus.push_back(gt);
   }
+  std::map<unsigned, std::unique_ptr<GpuTimeline>> timelines;  // for the instances' GPM
   for (auto& [i, it] : instances) {
     const MigInstance& m = plan.instances[i];
     it.instance = i;
@@ -132,6 +134,16 @@ MigTruth compute_mig_truth(const Scenario& scenario, Micros from, Micros to, boo
     it.slices = m.slices;
     it.start = std::max(m.start, from);
     it.end = std::min(m.end, to);
+    const GpuModelSpec& model = scenario.model_of(m.gpu);
+    it.gpm_supported = gpm_supported(model);
+    if (it.gpm_supported && it.end > it.start) {
+      auto& timeline = timelines[m.gpu];
+      if (!timeline) timeline = std::make_unique<GpuTimeline>(scenario, m.gpu);
+      ProfileIntegrator p(scenario, *timeline, m.gpu, i);
+      const ProfileTotals a = p.at(it.start);
+      const ProfileTotals b = p.at(it.end);
+      it.profiling = profile_averages(a, b, to_seconds(it.end - it.start), model.nvlink.links);
+    }
     for (auto& [k, o] : owners[i]) {
       o.is_allocation = k.first == 0;
       o.index = k.second;

@@ -20,11 +20,16 @@
 // energy) + unallocated energy = the GPU's energy; per instance sum(owner allocated) + idle =
 // seconds. Owners: under the process policy each job (by name); under the scheduler policy as
 // in truth_scheduler.h, allocations holding the instance (`mig:`) included.
+//
+// On GPUs with GPM (Hopper and newer) each instance also carries its GPM averages over its life
+// in the window (profiling.h, integrating only its own jobs, not weighted by slices): what
+// nvmlGpmMigSampleGet's samples at `start` and `end` give. No PCIe or NVLink per instance.
 
 #include <cstddef>
 #include <string>
 #include <vector>
 
+#include "sim/model/profiling.h"
 #include "sim/model/scenario.h"
 
 namespace gpumeter::sim {
@@ -60,6 +65,8 @@ struct MigInstanceTruth {
   double energy_joules = 0;
   double idle_energy_joules = 0;  // while no owner held it
   std::vector<MigOwnerTruth> owners;  // allocations in scenario order, then jobs
+  bool gpm_supported = false;
+  ProfileAverages profiling;  // over [start, end), when gpm_supported
 };
 
 struct MigGpuTruth {

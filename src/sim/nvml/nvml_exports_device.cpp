@@ -300,11 +300,14 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t devic
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t device, unsigned int* corr_rows,
                                                             unsigned int* unc_rows, unsigned int* is_pending,
                                                             unsigned int* failure_occurred) {
-  return device_call(Fn::nvmlDeviceGetRemappedRows, device, [&](Session&, DeviceState& d, Micros) {
+  return device_call(Fn::nvmlDeviceGetRemappedRows, device, [&](Session& s, DeviceState& d, Micros) {
     // nvml.h: "For Ampere or newer fully supported devices"; Volta and Turing retire pages
-    // instead (nvmlDeviceGetRetiredPages).
+    // instead (nvmlDeviceGetRetiredPages). "NOT_SUPPORTED If MIG is enabled" (its note: "on
+    // MIG-enabled GPUs with active instances"; the simulator's MIG GPUs are enabled for the whole
+    // run, and always have instances but for an empty layout, taken as having them).
     const std::string& arch = d.gpu.model().architecture;
     if (arch == "volta" || arch == "turing") return NVML_ERROR_NOT_SUPPORTED;
+    if (s.scenario().mig.enabled(d.gpu.index())) return NVML_ERROR_NOT_SUPPORTED;
     if (!d.gpu.model().ecc) return NVML_ERROR_NOT_SUPPORTED;
     if (corr_rows == nullptr || unc_rows == nullptr || is_pending == nullptr || failure_occurred == nullptr) {
       return NVML_ERROR_INVALID_ARGUMENT;

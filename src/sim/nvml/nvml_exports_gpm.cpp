@@ -1,6 +1,7 @@
 // GPM (GPU Performance Monitoring): support, sample buffers and metrics. A sample is a snapshot
-// of the GPU's exact profiling integrals (profiling.h) at the last 100 ms refresh instant;
-// nvmlGpmMetricsGet divides the differences of two samples by the time between them.
+// of the exact profiling integrals (profiling.h) of a GPU, or of one MIG GPU instance, at the
+// last 100 ms refresh instant; nvmlGpmMetricsGet divides the differences of two samples of the
+// same GPU or instance by the time between them.
 
 #include <algorithm>
 #include <string_view>
@@ -12,7 +13,11 @@
 
 using gpumeter::sim::device_call;
 using gpumeter::sim::DeviceState;
+using gpumeter::sim::kNoMigInstance;
 using gpumeter::sim::Micros;
+using gpumeter::sim::mig_call;
+using gpumeter::sim::MigInstance;
+using gpumeter::sim::ProfileIntegrator;
 using gpumeter::sim::ProfileTotals;
 using gpumeter::sim::Runtime;
 using gpumeter::sim::Session;
@@ -78,8 +83,11 @@ int per_link(unsigned id, bool& tx) {
   return -1;
 }
 
+// A GPU instance's samples carry no PCIe or NVLink traffic: both buses belong to the whole GPU
+// (docs/nvml-behaviour.md, "GPM", an assumption).
 void compute(nvmlGpmMetric_t& m, const nvmlGpmSample_st& a, const nvmlGpmSample_st& b, unsigned links) {
   const double dt = gpumeter::sim::to_seconds(b.at - a.at);
+  const bool instance = a.mig != kNoMigInstance;
   m.value = 0;
   m.metricInfo.shortName = m.metricInfo.longName = m.metricInfo.unit = nullptr;
   if (m.metricId == 0 || m.metricId >= GPUMETER_NVML_GPM_METRIC_MAX) {
@@ -88,7 +96,7 @@ void compute(nvmlGpmMetric_t& m, const nvmlGpmSample_st& a, const nvmlGpmSample_
   }
   bool tx = false;
   if (int link = per_link(m.metricId, tx); link >= 0) {
-    if (static_cast<unsigned>(link) >= links) {
+    if (instance || static_cast<unsigned>(link) >= links) {
       m.nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
       return;
     }
@@ -103,7 +111,7 @@ void compute(nvmlGpmMetric_t& m, const nvmlGpmSample_st& a, const nvmlGpmSample_
   for (const MetricDef& d : kMetrics) {
     if (d.id == m.metricId) def = &d;
   }
-  if (def == nullptr) {  // a metric the simulator does not model
+  if (def == nullptr || (instance && def->kind != Kind::percent)) {  // a metric the simulator does not model
     m.nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
     return;
   }
@@ -126,15 +134,50 @@ void compute(nvmlGpmMetric_t& m, const nvmlGpmSample_st& a, const nvmlGpmSample_
   m.nvmlReturn = NVML_SUCCESS;
 }
 
+// Snapshots `p` at the last refresh instant into `sample`.
+nvmlReturn_t take_sample(const DeviceState& d, ProfileIntegrator& p, std::size_t mig, Micros now,
+                         nvmlGpmSample_t sample) {
+  nvmlGpmSample_st value;
+  value.filled = true;
+  value.gpu = d.gpu.index();
+  value.mig = mig;
+  value.at = std::max<Micros>(now, 0) / kGpmRefresh * kGpmRefresh;
+  value.totals = p.at(value.at);
+  return Runtime::instance().gpm_samples().store(sample, value) ? NVML_SUCCESS : NVML_ERROR_INVALID_ARGUMENT;
+}
+
+nvmlReturn_t check_support(const DeviceState& d, nvmlGpmSupport_t* support) {
+  if (support == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (support->version != NVML_GPM_SUPPORT_VERSION) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+  support->isSupportedDevice = gpumeter::sim::gpm_supported(d.gpu.model()) ? 1 : 0;
+  return NVML_SUCCESS;
+}
+
+// A MIG device handle samples its GPU instance ([H] nvmlGpmSampleGet: "This API supports the
+// device handle and MIG device handle"); the simulator models one compute instance per GPU
+// instance, so the compute instance's activity is the GPU instance's.
+nvmlReturn_t mig_sample(nvmlDevice_t device, nvmlGpmSample_t sample) {
+  return mig_call(Fn::nvmlGpmSampleGet, device, [&](Session&, DeviceState& d, const MigInstance&, std::size_t i, Micros now) -> nvmlReturn_t {
+    if (!gpumeter::sim::gpm_supported(d.gpu.model())) return NVML_ERROR_NOT_SUPPORTED;
+    ProfileIntegrator* p = d.gpu.instance_profiling(i);
+    if (p == nullptr) return NVML_ERROR_UNKNOWN;
+    return take_sample(d, *p, i, now, sample);
+  });
+}
+
 }  // namespace
 
+// [H] nvmlGpmQueryDeviceSupport: "This API supports the device handle and MIG device handle";
+// a MIG device answers as its parent.
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlGpmQueryDeviceSupport(nvmlDevice_t device, nvmlGpmSupport_t* support) {
-  return device_call(Fn::nvmlGpmQueryDeviceSupport, device, [&](Session&, DeviceState& d, Micros) {
-    if (support == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-    if (support->version != NVML_GPM_SUPPORT_VERSION) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
-    support->isSupportedDevice = gpumeter::sim::gpm_supported(d.gpu.model()) ? 1 : 0;
-    return NVML_SUCCESS;
-  });
+  if (gpumeter::sim::is_mig_handle(device)) {
+    return mig_call(Fn::nvmlGpmQueryDeviceSupport, device,
+                    [&](Session&, DeviceState& d, const MigInstance&, std::size_t, Micros) {
+                      return check_support(d, support);
+                    });
+  }
+  return device_call(Fn::nvmlGpmQueryDeviceSupport, device,
+                     [&](Session&, DeviceState& d, Micros) { return check_support(d, support); });
 }
 
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlGpmSampleAlloc(nvmlGpmSample_t* sample) {
@@ -152,24 +195,29 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlGpmSampleFree(nvmlGpmSample_t sample) {
 }
 
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlGpmSampleGet(nvmlDevice_t device, nvmlGpmSample_t sample) {
-  return device_call(Fn::nvmlGpmSampleGet, device, [&](Session&, DeviceState& d, Micros now) {
+  if (gpumeter::sim::is_mig_handle(device)) return mig_sample(device, sample);
+  return device_call(Fn::nvmlGpmSampleGet, device, [&](Session&, DeviceState& d, Micros now) -> nvmlReturn_t {
     if (!gpumeter::sim::gpm_supported(d.gpu.model())) return NVML_ERROR_NOT_SUPPORTED;
-    nvmlGpmSample_st value;
-    value.filled = true;
-    value.gpu = d.gpu.index();
-    value.at = std::max<Micros>(now, 0) / kGpmRefresh * kGpmRefresh;
-    value.totals = d.gpu.profiling().at(value.at);
-    return Runtime::instance().gpm_samples().store(sample, value) ? NVML_SUCCESS : NVML_ERROR_INVALID_ARGUMENT;
+    return take_sample(d, d.gpu.profiling(), kNoMigInstance, now, sample);
   });
 }
 
-// No GPU instance exists until MIG is modelled: every id is invalid on a GPM-capable GPU.
-GPUMETER_NVML_EXPORT nvmlReturn_t nvmlGpmMigSampleGet(nvmlDevice_t device, unsigned int /*gpu_instance_id*/,
+// The parent's handle and a GPU instance id. [H] names no error codes; as
+// nvmlDeviceGetGpuInstanceById: NOT_SUPPORTED without MIG mode, NOT_FOUND for an id no live GPU
+// instance has (one never created, or destroyed by a re-partition) (assumptions).
+GPUMETER_NVML_EXPORT nvmlReturn_t nvmlGpmMigSampleGet(nvmlDevice_t device, unsigned int gpu_instance_id,
                                                       nvmlGpmSample_t sample) {
-  return device_call(Fn::nvmlGpmMigSampleGet, device, [&](Session&, DeviceState& d, Micros) {
+  return device_call(Fn::nvmlGpmMigSampleGet, device, [&](Session& s, DeviceState& d, Micros now) -> nvmlReturn_t {
     if (!gpumeter::sim::gpm_supported(d.gpu.model())) return NVML_ERROR_NOT_SUPPORTED;
-    (void)sample;
-    return NVML_ERROR_INVALID_ARGUMENT;
+    const auto& plan = s.scenario().mig;
+    if (!plan.enabled(d.gpu.index())) return NVML_ERROR_NOT_SUPPORTED;
+    for (std::size_t i : plan.live(d.gpu.index(), now)) {
+      if (plan.instances[i].gpu_instance_id != gpu_instance_id) continue;
+      ProfileIntegrator* p = d.gpu.instance_profiling(i);
+      if (p == nullptr) return NVML_ERROR_UNKNOWN;
+      return take_sample(d, *p, i, now, sample);
+    }
+    return NVML_ERROR_NOT_FOUND;
   });
 }
 
@@ -183,6 +231,9 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlGpmMetricsGet(nvmlGpmMetricsGet_t* get) {
     auto b = table.load(get->sample2);
     if (!a || !b || !a->filled || !b->filled) return NVML_ERROR_INVALID_ARGUMENT;
     if (a->gpu != b->gpu || a->gpu >= s.scenario().gpus.size()) return NVML_ERROR_INVALID_ARGUMENT;
+    // Two samples of different GPU instances, or of an instance and the whole GPU, describe no
+    // one device's interval (an assumption: [H] speaks of two samples of one device).
+    if (a->mig != b->mig) return NVML_ERROR_INVALID_ARGUMENT;
     // sample1 is the older one; the same refresh twice, or the order reversed, gives no interval.
     if (b->at <= a->at) return NVML_ERROR_INVALID_ARGUMENT;
     const unsigned links = s.scenario().model_of(a->gpu).nvlink.links;

@@ -194,5 +194,37 @@ TEST(pricing_rules, HeaderDocumentsEveryRecord) {
   EXPECT_NE(header.find("\"p.yaml\""), std::string::npos);
 }
 
+TEST(pricing_rules, MigProfilePricesOnlyWhenTheFileHasThem) {
+  auto plain = rules_for("gpu_models: {m: {gpu_hour: 7}}\n");
+  EXPECT_EQ(records(plain).count("gpumeter:mig_gpu_hour_price"), 0u);
+  const RuleView* cost = find(plain, "gpumeter:cost_per_hour:by_instance_owner");
+  ASSERT_NE(cost, nullptr);
+  EXPECT_EQ(cost->expr.find("mig"), std::string::npos) << cost->expr;
+
+  auto rules = rules_for(R"(gpu_models: {m: {gpu_hour: 7}}
+mig_profiles:
+  "*": {3g.40gb: {instance_hour: 2.5}}
+  m: {1c.3g.40gb: {instance_hour: 1}}
+)");
+  const RuleView* any = find(rules, "gpumeter:mig_gpu_hour_price", "*");
+  ASSERT_NE(any, nullptr);
+  // Per instance-hour x 7 / slices: the price of the ledger's GPU-seconds on such an instance.
+  EXPECT_EQ(any->expr, "vector(2.5 * 7 / 3)\n");
+  EXPECT_EQ(any->labels, (std::map<std::string, std::string>{
+                             {"model", "*"}, {"mig_profile", "3g.40gb"}, {"currency", "USD"}}));
+  const RuleView* own = find(rules, "gpumeter:mig_gpu_hour_price", "m");
+  ASSERT_NE(own, nullptr);
+  EXPECT_EQ(own->expr, "vector(1 * 7 / 1)\n");  // a compute instance of 1 slice
+  ASSERT_NE(find(rules, "gpumeter:mig_gpu_hour_price:by_uuid"), nullptr);
+  cost = find(rules, "gpumeter:cost_per_hour:by_instance_owner");
+  ASSERT_NE(cost, nullptr);
+  // The profile's price first; "or" leaves the GPU's price to every other series.
+  std::size_t mig = cost->expr.find("group_left (currency) gpumeter:mig_gpu_hour_price:by_uuid");
+  std::size_t gpu = cost->expr.find("group_left (currency) gpumeter:gpu_hour_price:by_uuid");
+  ASSERT_NE(mig, std::string::npos) << cost->expr;
+  ASSERT_NE(gpu, std::string::npos) << cost->expr;
+  EXPECT_LT(mig, gpu);
+}
+
 }  // namespace
 }  // namespace gpumeter::pricing

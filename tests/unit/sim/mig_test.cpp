@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <regex>
+#include <stdexcept>
 
 #include "mig_scenario.h"
 #include "sim/model/scenario_parse.h"
@@ -256,6 +257,80 @@ TEST(MigScenario, TheMigH100IntegrationScenario) {
     EXPECT_NEAR(slices, 90.0 * 7, 1e-9);
     EXPECT_NEAR(energy, compute_truth(*s, 0, s->duration).gpus[0].energy_joules, 1e-6);
   }
+}
+
+
+// GPM per instance: only the instance's jobs, its own activity (capped at 100 %, not weighted by
+// slices), averaged over its life in the window.
+TEST(MigTruth, GpmPerInstanceIsTheInstancesOwnActivity) {
+  // small-b gets a second job: 150 % asked for 10-44 s, so its jobs share it.
+  Scenario s = parse_ok(testing::mig_yaml(
+      "  - {name: extra, start: 0, end: 45, gpus: [0], mig: small-b, pid: 61099, utilization: 0.5,\n"
+      "     profile: {sm: 0.4, tensor: 0.2, occupancy: 0.2, fp32: 0.2}}\n"));
+  const MigTruth t = compute_mig_truth(s, 0, 90 * S, false);
+  ASSERT_EQ(t.instances.size(), 5u);
+  for (const MigInstanceTruth& m : t.instances) {
+    ASSERT_TRUE(m.gpm_supported) << m.name;
+    // The graphics engine's activity is the instance's busy time, U_i, over its life.
+    EXPECT_NEAR(m.profiling.graphics, 100 * m.busy_seconds / m.seconds, 1e-9) << m.name;
+    EXPECT_DOUBLE_EQ(m.profiling.pcie_tx, 0) << m.name;
+  }
+  auto named_truth = [&](const std::string& name) -> const MigInstanceTruth& {
+    for (const MigInstanceTruth& m : t.instances) {
+      if (m.name == name) return m;
+    }
+    throw std::runtime_error(name);
+  };
+  // train: 90 % for 86 of 90 s; default profile (sm 1, occupancy and DRAM 0.5, no tensor).
+  EXPECT_NEAR(named_truth("train").profiling.sm, 90.0 * 86 / 90, 1e-9);
+  EXPECT_NEAR(named_truth("train").profiling.occupancy, 45.0 * 86 / 90, 1e-9);
+  EXPECT_NEAR(named_truth("train").profiling.tensor, 0, 1e-12);
+  // infer: 50 % for 75 s and 30 % for 40 s of 90 s, under 100 % together.
+  EXPECT_NEAR(named_truth("infer").profiling.graphics, (0.5 * 75 + 0.3 * 40) / 90 * 100, 1e-9);
+  // merged lives 45-90 s: its kernel runs 35 s at 60 %.
+  EXPECT_NEAR(named_truth("merged").profiling.sm, 60.0 * 35 / 45, 1e-9);
+  // small-b over 0-45 s: extra alone 0-10 and 44-45 s (b = 0.5); 10-44 s batch-e (100 %) and
+  // extra (50 %) share it, b = 2/3 and 1/3.
+  const MigInstanceTruth& b = named_truth("small-b");
+  EXPECT_NEAR(b.profiling.graphics, (0.5 * 11 + 34) / 45 * 100, 1e-9);
+  EXPECT_NEAR(b.profiling.sm, (0.5 * 0.4 * 11 + (2.0 / 3 + 0.4 / 3) * 34) / 45 * 100, 1e-9);
+  EXPECT_NEAR(b.profiling.tensor, (0.5 * 0.2 * 11 + 0.2 / 3 * 34) / 45 * 100, 1e-9);
+  // A window inside an instance's life averages over the window only.
+  const MigTruth w = compute_mig_truth(s, 20 * S, 30 * S, false);
+  for (const MigInstanceTruth& m : w.instances) {
+    if (m.name == "small-b") EXPECT_NEAR(m.profiling.graphics, 100, 1e-9);
+    if (m.name == "infer") EXPECT_NEAR(m.profiling.graphics, 80, 1e-9);
+  }
+}
+
+// No GPM on A100: its instances carry no profiling averages.
+TEST(MigTruth, NoGpmPerInstanceOnA100) {
+  Scenario s = parse_ok(R"(
+duration: 60
+models:
+  a100:
+    name: NVIDIA A100-SXM4-80GB
+    architecture: ga100
+    memory: 81920MiB
+    power: {limit: 400, idle: 50, max: 400}
+    clocks:
+      graphics: {idle: 210, max: 1410}
+      sm: {idle: 210, max: 1410}
+      memory: {idle: 1593, max: 1593}
+      video: {idle: 795, max: 1290}
+gpus: [{model: a100}]
+mig:
+  - gpu: 0
+    layouts:
+      - at: 0
+        instances: [{name: a, profile: 3g.40gb}]
+jobs:
+  - {name: j, start: 0, end: 60, gpus: [0], mig: a, pid: 1, utilization: 0.5}
+)");
+  const MigTruth t = compute_mig_truth(s, 0, 60 * S, false);
+  ASSERT_EQ(t.instances.size(), 1u);
+  EXPECT_FALSE(t.instances[0].gpm_supported);
+  EXPECT_DOUBLE_EQ(t.instances[0].profiling.graphics, 0);
 }
 
 }  // namespace

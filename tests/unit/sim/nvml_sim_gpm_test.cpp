@@ -128,8 +128,8 @@ TEST_F(NvmlGpm, UnsupportedDevicesAnswerNotSupported) {
   nvmlGpmSample_t s = alloc();
   EXPECT_EQ(gpm().get(handle(2), s), NVML_ERROR_NOT_SUPPORTED);
   EXPECT_EQ(gpm().mig_get(handle(2), 1, s), NVML_ERROR_NOT_SUPPORTED);
-  // No GPU instance exists: MIG samples of a GPM device are invalid.
-  EXPECT_EQ(gpm().mig_get(handle(0), 1, s), NVML_ERROR_INVALID_ARGUMENT);
+  // Not in MIG mode: no GPU instance to sample (MIG per instance: nvml_sim_mig_gpm_test.cpp).
+  EXPECT_EQ(gpm().mig_get(handle(0), 1, s), NVML_ERROR_NOT_SUPPORTED);
   EXPECT_EQ(gpm().free(s), NVML_SUCCESS);
 }
 

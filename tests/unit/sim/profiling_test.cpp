@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "mig_scenario.h"
 #include "sim/cli/truth_format.h"
 #include "sim/model/profiling.h"
 #include "sim/model/scenario_parse.h"
@@ -156,12 +157,22 @@ TEST(ProfilingModel, GpmIsHopperAndNewer) {
   EXPECT_FALSE(gpm_supported(s.models[1]));  // ga100
 }
 
-TEST(ProfilingModel, AJobFilterIntegratesASubsetOfTheJobs) {
-  Scenario s = testing::parse_ok(kScenario);
+TEST(ProfilingModel, AnInstanceIntegratesOnlyItsJobsUnweighted) {
+  Scenario s = testing::parse_ok(testing::mig_yaml());
   GpuTimeline timeline(s, 0);
-  ProfileIntegrator only_b(s, timeline, 0, [](std::uint32_t job) { return job == 1; });
-  EXPECT_NEAR(only_b.at(100 * kS).sm, 0.6 * 1.0 * 50, 1e-9);
-  EXPECT_NEAR(only_b.at(100 * kS).graphics, 0.6 * 50, 1e-9);
+  const std::size_t infer = s.mig.find("infer");
+  ASSERT_NE(infer, kNoMigInstance);
+  ProfileIntegrator only_infer(s, timeline, 0, infer);
+  ProfileIntegrator whole(s, timeline, 0);
+  // 20-30 s: infer's two jobs at 50 % and 30 %, its own 80 %, not 2/7 of it.
+  EXPECT_NEAR(only_infer.at(30 * kS).graphics - only_infer.at(20 * kS).graphics, 0.8 * 10, 1e-9);
+  EXPECT_NEAR(only_infer.at(30 * kS).sm - only_infer.at(20 * kS).sm, 0.8 * 10, 1e-9);
+  // The whole GPU weighs its instances by slices: train 3 x 90, infer 2 x 80, 1 x 70, 1 x 100.
+  EXPECT_NEAR(whole.at(30 * kS).graphics - whole.at(20 * kS).graphics, (2.7 + 1.6 + 0.7 + 1.0) / 7 * 10, 1e-9);
+  // Before its jobs start and after the instance is gone nothing accrues.
+  ProfileIntegrator small_a(s, timeline, 0, s.mig.find("small-a"));
+  EXPECT_DOUBLE_EQ(small_a.at(3 * kS).graphics, 0);
+  EXPECT_NEAR(small_a.at(90 * kS).graphics, 0.7 * 37, 1e-9);
 }
 
 TEST(ProfilingTruth, AveragesAndLinkBytesOverTheWindow) {

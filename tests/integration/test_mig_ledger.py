@@ -1,0 +1,180 @@
+"""MIG billing end to end (tests/integration/scenarios/mig-h100.yaml: one H100 split 3g + 2g + 1g +
+1g, pods of five namespaces on the slices, two of them time-sliced on the 2g instance, the two 1g
+instances merged into a 2g at 45 s; a notebook pod holding the new slice from 47 s, its kernel
+running 50-85 s; a whole H100 beside it). Two agents read the simulated node at once, one per
+allocation policy, and a real Prometheus scrapes both.
+
+Per MIG instance and per owner, the ledger's allocated, busy and energy counters against `gpumeter
+sim truth`'s "mig" section (docs/ledger.md, "MIG"). Ledger seconds on a MIG instance are GPU-seconds
+(its slices of 7 per second): the test divides them by the instance's share to compare with the
+truth's instance seconds. Bounds: 0.1 %, plus at each edge what the agent can know of it
+(docs/ledger.md): a process that stops on a MIG instance (no per-process records there) is taken
+to have stopped halfway through the collection that no longer lists it, so half a collection
+interval; a pod edge under the scheduler policy, one kubelet refresh and the List call; an
+instance created or destroyed, one collection interval of the instance's own time (the free
+slices take it over). Busy time of the two pods time-sliced on one instance cannot be split (NVML
+has no per-process utilization on MIG): while both run it goes to __unattributed__ on that
+instance, with the power above idle, and only the instance's totals are compared.
+
+The layout change needs no restart (one agent process throughout), drives no counter backwards
+(PromQL resets() is 0 on every ledger series), keeps the destroyed instances' series, and the
+ledger reconciles: per GPU the owners' allocated seconds add up to the covered seconds."""
+import os
+import subprocess
+import tempfile
+import time
+
+import yaml
+
+from harness import BIN, SCENARIOS, Agent, AgentTestCase, Prometheus, SimNode, wait_until
+
+SCENARIO = os.path.join(SCENARIOS, "mig-h100.yaml")
+LEAD = 3.0
+END = 90.0
+SETTLE = 5.0          # a checkpoint (1 s) publishes the last round, then a scrape reads it
+INTERVAL = 1.0        # --collect.interval (the harness's)
+REFRESH = 1.0         # the kubelet refresh interval
+SOURCE_READ = 0.25    # one List call on a loaded machine
+TOLERANCE = 1e-3
+SLICES = 7.0
+FIELDS = {"gpu_allocated_seconds_total": "allocated_seconds",
+          "gpu_busy_seconds_total": "busy_seconds",
+          "gpu_attributed_energy_joules_total": "energy_joules"}
+SECONDS_FIELDS = ("allocated_seconds", "busy_seconds")
+
+
+def truth_for(policy):
+    out = subprocess.run([BIN, "sim", "truth", "--scenario", SCENARIO, "--from", "0", "--to", str(END),
+                          "--format", "json", "--policy", policy], check=True, capture_output=True, text=True)
+    import json
+    return json.loads(out.stdout)
+
+
+def load_scenario():
+    with open(SCENARIO) as f:
+        return yaml.safe_load(f)
+
+
+class MigLedger(AgentTestCase):
+    def start_agents(self, epoch):
+        node = self.track(SimNode(SCENARIO, epoch))
+        agents = {}
+        for policy in ("process", "scheduler"):
+            path = node.config("ledger:\n  allocation: %s\n  checkpoint_interval: 1s\n"
+                               '  idle_power_watts: {"NVIDIA H100 80GB HBM3": 70}\n' % policy, refresh="%gs" % REFRESH)
+            mine = os.path.join(tempfile.mkdtemp(prefix="gpumeter-mig-%s-" % policy), "gpumeter.yaml")
+            os.replace(path, mine)
+            state = os.path.join(os.path.dirname(mine), "ledger.json")
+            agents[policy] = self.track(Agent(scenario=SCENARIO, env={"GPUMETER_SIM_EPOCH": repr(epoch)},
+                                              extra_args=node.agent_args(mine, state)))
+        for agent in agents.values():
+            agent.wait_ready()
+        self.assert_ready_before(epoch, 2.0)  # the first job's start
+        return agents
+
+    def test_mig_instances_are_billed_as_allocated(self):
+        epoch = self.epoch = time.time() + LEAD
+        agents = self.start_agents(epoch)
+        targets = {policy: "127.0.0.1:%d" % a.port for policy, a in agents.items()}
+        prom = self.track(Prometheus(list(targets.values())))
+        pids = {policy: a.process.proc.pid for policy, a in agents.items()}
+        wait_until(lambda: time.time() > epoch + END + SETTLE, END + LEAD + 30, interval=0.5, what="scenario end")
+        at = time.time() - 1.5
+        scenario = load_scenario()
+        for policy, agent in agents.items():
+            self.assertEqual((agent.process.proc.pid, agent.process.proc.poll()), (pids[policy], None))  # no restart
+            self.assertEqual(agent.process.log().count("starting gpumeter"), 1)
+            self.check_policy(prom, targets[policy], policy, truth_for(policy), scenario, at)
+
+    def check_policy(self, prom, instance, policy, truth, scenario, at):
+        pod_to_owner = {}
+        for j in scenario["jobs"]:
+            pod = (j.get("kubernetes") or {}).get("pod") or j["env"]["HOSTNAME"]
+            pod_to_owner[pod] = j["name"]
+        if policy == "scheduler":
+            for a in scenario["allocations"]:
+                pod_to_owner[a["kubernetes"]["pod"]] = a["name"]
+        instances = {i["mig_uuid"]: i for i in truth["mig"]["instances"]}
+        ends = {j["name"]: j.get("end", END) for j in scenario["jobs"]}
+
+        # The ledger's series, by MIG device and owner (or reserved project), in instance seconds.
+        got = {}  # mig_uuid -> owner -> field -> value
+        for family, field in FIELDS.items():
+            rows = prom.query('%s{instance="%s",gpu="0"}' % (family, instance), at=at)
+            self.assertTrue(rows, family)
+            for r in rows:
+                m = r["metric"]
+                uuid = m.get("mig_uuid", "")
+                owner = m.get("project") if m.get("project", "").startswith("__") else pod_to_owner[m["pod"]]
+                value = float(r["value"][1])
+                if uuid:
+                    share = instances[uuid]["slices"] / SLICES
+                    self.assertEqual(m["mig_profile"], instances[uuid]["profile"])
+                    self.assertEqual(m["gpu_instance"], str(instances[uuid]["gpu_instance"]))
+                    if field in SECONDS_FIELDS:
+                        value /= share
+                acc = got.setdefault(uuid, {}).setdefault(owner, {})
+                acc[field] = acc.get(field, 0.0) + value
+        self.assertEqual(set(got) - {""}, set(instances), "every MIG device billed, destroyed ones kept")
+
+        def owner_edges(name):
+            """Seconds an owner's edges may move: half an interval at a process's stop; under the
+            scheduler policy, a kubelet refresh and a List call at each pod edge."""
+            return (0.5 * INTERVAL * (1 if ends.get(name, END) < END else 0)
+                    + (2 * (REFRESH + SOURCE_READ) if policy == "scheduler" else 0))
+
+        layout_edges = {uuid: sum(1 for e in (i["start"], i["end"]) if 0 < e < END) for uuid, i in instances.items()}
+        worst = []
+        for uuid, inst in instances.items():
+            mine = got[uuid]
+            shared = len(inst["owners"]) > 1
+            # Each owner of the instance.
+            for o in inst["owners"]:
+                name = o["owner"]
+                self.assertIn(name, mine, "%s on %s: %r" % (name, inst["name"], sorted(mine)))
+                edges = owner_edges(name)
+                for field in FIELDS.values():
+                    if field != "allocated_seconds" and shared:
+                        continue  # busy time and the energy above idle: compared on the instance's total
+                    want, measured = o[field], mine[name].get(field, 0.0)
+                    rate = 1.0 if field == "allocated_seconds" else want / max(o["allocated_seconds"], 1e-9)
+                    bound = TOLERANCE * want + edges * rate + 1e-6
+                    worst.append((abs(measured - want) / max(want, 1e-9), policy, inst["name"], name, field))
+                    self.assertLessEqual(abs(measured - want), bound, "%s: %s of %s on %s: ledger %.6g, truth %.6g"
+                                         % (policy, field, name, inst["name"], measured, want))
+            # The instance as a whole, whoever got it: its owners' seconds and energy (the agent ran
+            # before and after the scenario's window: its __idle__ time is not compared), its busy time.
+            edges = INTERVAL * layout_edges[uuid] + sum(owner_edges(o["owner"]) for o in inst["owners"])
+            owners = [v for k, v in mine.items() if k != "__idle__"]
+            for field, want, values in (
+                    ("allocated_seconds", inst["allocated_seconds"], owners),
+                    ("busy_seconds", inst["busy_seconds"], list(mine.values())),
+                    ("energy_joules", inst["energy_joules"] - inst["idle_energy_joules"], owners)):
+                total = sum(v.get(field, 0.0) for v in values)
+                rate = want / max(inst["allocated_seconds"], 1e-9)
+                bound = TOLERANCE * want + edges * rate + 1e-6
+                self.assertLessEqual(abs(total - want), bound, "%s: %s of instance %s: ledger %.6g, truth %.6g"
+                                     % (policy, field, inst["name"], total, want))
+            if shared:
+                # Both pods' busy time while alone, and the unattributed part while together.
+                for o in inst["owners"]:
+                    self.assertLessEqual(mine[o["owner"]].get("busy_seconds", 0.0), o["busy_seconds"] * (1 + TOLERANCE)
+                                         + INTERVAL)
+                self.assertGreater(mine.get("__unattributed__", {}).get("busy_seconds", 0.0), 0)
+        print("%s: largest relative deviations %r" % (policy, sorted(worst, reverse=True)[:4]))
+
+        # The GPU: owners' allocated GPU-seconds add up to the covered seconds (the free slices'
+        # __idle__ included: none in this layout but for the rounds around the change).
+        covered = prom.query('gpumeter_ledger_covered_seconds_total{instance="%s",gpu="0"}' % instance, at=at)
+        held = prom.query('sum(gpu_allocated_seconds_total{instance="%s",gpu="0"})' % instance, at=at)
+        self.assertAlmostEqual(float(held[0]["value"][1]), float(covered[0]["value"][1]), delta=1e-6)
+        # The free slices: none in either layout, so from scenario time 5 s on (before 0 the GPU has
+        # no instance yet) they get at most the collection around the change.
+        free = 'gpu_allocated_seconds_total{instance="%s",gpu="0",mig_uuid="",project="__idle__"}' % instance
+        grown = float(prom.query(free, at=at)[0]["value"][1]) - float(prom.query(free, at=self.epoch + 5)[0]["value"][1])
+        self.assertLessEqual(grown, truth["mig"]["gpus"][0]["unallocated_slice_seconds"] / SLICES
+                             + 2 * INTERVAL * 2 / SLICES + 1e-6)
+        # No ledger counter ever went back, across the layout change.
+        for family in FIELDS:
+            resets = prom.query('max(resets(%s{instance="%s"}[3m]))' % (family, instance), at=at)
+            self.assertEqual(float(resets[0]["value"][1]), 0.0, family)
