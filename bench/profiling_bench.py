@@ -11,6 +11,9 @@ configuration's CPU and peak RSS and its ratio to the first.
                each collection (one field-values call per link)
   MIG          bench/scenarios/mig-8x-h100.yaml, when present: every GPU in MIG mode with four
                instances, each enumerated, read and sampled by GPM every collection
+  defaults     profiling-h100.yaml again with the default collectors: NVLink and profiling off
+
+All but the last run with --collector.profiling --collector.nvlink (both off by default).
 
 Usage: bench/profiling_bench.py --build build   (about 4 minutes with the defaults)"""
 import argparse
@@ -28,14 +31,19 @@ from rocm_bench import measure, seconds_of  # noqa: E402
 GPM_CALLS = "nvmlGpmQueryDeviceSupport"  # unsupported here, the agent never takes a sample
 
 
+ON = ["--collector.profiling", "--collector.nvlink"]
+
+
 def configurations():
     scenarios = os.path.join(ROOT, "deploy", "scenarios")
-    out = [("no GPM", os.path.join(scenarios, "h100-8x-three-teams.yaml"), {"GPUMETER_SIM_UNSUPPORTED": GPM_CALLS}),
-           ("GPM", os.path.join(scenarios, "h100-8x-three-teams.yaml"), {}),
-           ("GPM+NVLink", os.path.join(ROOT, "tests", "integration", "scenarios", "profiling-h100.yaml"), {})]
+    h100 = os.path.join(ROOT, "tests", "integration", "scenarios", "profiling-h100.yaml")
+    out = [("no GPM", os.path.join(scenarios, "h100-8x-three-teams.yaml"), {"GPUMETER_SIM_UNSUPPORTED": GPM_CALLS}, ON),
+           ("GPM", os.path.join(scenarios, "h100-8x-three-teams.yaml"), {}, ON),
+           ("GPM+NVLink", h100, {}, ON)]
     mig = os.path.join(HERE, "scenarios", "mig-8x-h100.yaml")
     if os.path.exists(mig):
-        out.append(("MIG", mig, {}))
+        out.append(("MIG", mig, {}, ON))
+    out.append(("defaults", h100, {}, []))
     return out
 
 
@@ -51,11 +59,12 @@ def main():
     work = tempfile.mkdtemp(prefix="gpumeter-profiling-bench-")
     results = []
     try:
-        for name, scenario, extra in configurations():
+        for name, scenario, extra, flags in configurations():
             env = dict(os.environ, GPUMETER_SIM_EPOCH="%.6f" % (time.time() - seconds_of(args.at)), **extra)
-            r = measure(args, work, name.replace(" ", "-").replace("+", "-"), ["--sim.scenario", scenario], env=env)
+            r = measure(args, work, name.replace(" ", "-").replace("+", "-"), ["--sim.scenario", scenario] + flags,
+                        env=env)
             has_gpm = b"gpu_sm_active_ratio{" in r["body"]
-            if has_gpm != (name != "no GPM"):
+            if has_gpm != (name != "no GPM" and bool(flags)):
                 raise SystemExit("profiling_bench: %s: GPM series %s" % (name, "present" if has_gpm else "absent"))
             results.append((name, os.path.basename(scenario), r))
     finally:

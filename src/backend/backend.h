@@ -21,7 +21,10 @@ class Backend {
   virtual BackendStatus status() const = 0;
   virtual unsigned device_count() const = 0;
   virtual Result<DeviceIdentity> identify(unsigned device) = 0;
-  virtual Result<DeviceReading> collect(unsigned device, CollectScope scope = CollectScope::kFull) = 0;
+  // `groups` names the device collectors to read (docs/configuration.md#collectors); the usage
+  // part is read when kLedger or kProcesses is in it. A backend may read more than it is asked.
+  virtual Result<DeviceReading> collect(unsigned device, CollectScope scope = CollectScope::kFull,
+                                        CollectorSet groups = CollectorSet::all()) = 0;
   // True when wait_event can deliver events at all.
   virtual bool supports_events() const = 0;
   // Blocks up to `timeout`; returns nullopt when nothing happened.

@@ -83,24 +83,7 @@ std::optional<Error> NvmlCollection::failure() const {
 
 namespace {
 
-struct ClockEventReason {
-  unsigned long long bit;
-  const char* label;
-};
-constexpr std::array<ClockEventReason, 9> kClockEventReasons = {{
-    {nvmlClocksEventReasonGpuIdle, "gpu_idle"},
-    {nvmlClocksEventReasonApplicationsClocksSetting, "applications_clocks_setting"},
-    {nvmlClocksEventReasonSwPowerCap, "sw_power_cap"},
-    {nvmlClocksThrottleReasonHwSlowdown, "hw_slowdown"},
-    {nvmlClocksEventReasonSyncBoost, "sync_boost"},
-    {nvmlClocksEventReasonSwThermalSlowdown, "sw_thermal_slowdown"},
-    {nvmlClocksThrottleReasonHwThermalSlowdown, "hw_thermal_slowdown"},
-    {nvmlClocksThrottleReasonHwPowerBrakeSlowdown, "hw_power_brake_slowdown"},
-    {nvmlClocksEventReasonDisplayClockSetting, "display_clock_setting"},
-}};
-
 std::string c_string(const char* buf, size_t size) { return std::string(buf, strnlen(buf, size)); }
-
 
 std::string loaded_detail(const BackendStatus& s, unsigned count) {
   return "loaded " + s.library + ", driver " + (s.driver_version.empty() ? "unknown" : s.driver_version) + ", " +
@@ -241,7 +224,7 @@ Result<nvmlDevice_t> NvmlBackend::acquire(unsigned index) {
   if (rc != NVML_SUCCESS) return Error{rc, std::string(how) + ": " + error_text(rc)};
   // A reset or a MIG change can change what the GPU supports: ask again.
   d.unsupported.reset();
-  d.slow.valid = false;
+  d.slow.valid.reset();
   d.mig_profiles.reset();
   // A sample taken before a reset is no start for one taken after it.
   d.gpm.previous = -1;
@@ -306,7 +289,7 @@ Result<DeviceIdentity> NvmlBackend::identify(unsigned index) {
   return id;
 }
 
-Result<DeviceReading> NvmlBackend::collect(unsigned index, CollectScope scope) {
+Result<DeviceReading> NvmlBackend::collect(unsigned index, CollectScope scope, CollectorSet groups) {
   if (index >= devices_.size()) return Error{NVML_ERROR_INVALID_ARGUMENT, "no such GPU"};
   maybe_reinitialize();
   std::shared_lock calls(calls_mu_);
@@ -319,8 +302,8 @@ Result<DeviceReading> NvmlBackend::collect(unsigned index, CollectScope scope) {
   }
   NvmlCollection c(d.unsupported, [this](nvmlReturn_t rc) { return error_text(rc); });
   DeviceReading r;
-  collect_device(d, *handle, scope, c, r);
-  collect_usage(d, *handle, c, r.usage);
+  collect_device(d, *handle, scope, groups, c, r);
+  if (groups.has(CollectorId::kLedger) || groups.has(CollectorId::kProcesses)) collect_usage(d, *handle, c, r.usage);
   const auto failure = c.failure();
   // A failed collection's errors are not counted: gpu_up and its reason tell of them already.
   merge_counters(index, c, /*with_call_errors=*/!failure);
@@ -339,186 +322,6 @@ void NvmlBackend::merge_counters(unsigned index, const NvmlCollection& c, bool w
     for (const auto& [call, rc] : c.call_errors()) ++status_.counters.call_errors[{index, call, error_name(rc)}];
   }
   for (const auto& [reason, n] : c.dropped_records()) status_.counters.dropped_records[{index, reason}] += n;
-}
-
-void NvmlBackend::collect_slow_values(Device& d, nvmlDevice_t h, NvmlCollection& c) {
-  const NvmlSymbols& s = symbols_;
-  Device::SlowValues v;
-  v.valid = true;
-  v.read_at = steady_now();
-  bool complete = true;  // a call that failed is tried again at the next collection
-  auto ok = [&](Call call, nvmlReturn_t rc, const char* name) {
-    const bool good = c.ok(call, rc, name);
-    if (!good && rc != NVML_ERROR_NOT_SUPPORTED) complete = false;
-    return good;
-  };
-  if (c.wanted(s.power_limit, kPowerLimit)) {
-    unsigned mw = 0;
-    if (ok(kPowerLimit, s.power_limit(h, &mw), "nvmlDeviceGetEnforcedPowerLimit")) v.power_limit_watts = mw / 1000.0;
-  }
-  if (c.wanted(s.pcie_link_generation, kPcieGeneration)) {
-    unsigned g = 0;
-    if (ok(kPcieGeneration, s.pcie_link_generation(h, &g), "nvmlDeviceGetCurrPcieLinkGeneration")) {
-      v.pcie_link_generation = g;
-    }
-  }
-  if (c.wanted(s.pcie_link_width, kPcieWidth)) {
-    unsigned w = 0;
-    if (ok(kPcieWidth, s.pcie_link_width(h, &w), "nvmlDeviceGetCurrPcieLinkWidth")) v.pcie_link_width = w;
-  }
-  if (c.wanted(s.supported_clock_event_reasons, kSupportedClockEvents)) {
-    unsigned long long m = 0;
-    if (ok(kSupportedClockEvents, s.supported_clock_event_reasons(h, &m), "nvmlDeviceGetSupportedClocksEventReasons")) {
-      v.supported_clock_events = m;
-    }
-  }
-  if (c.wanted(s.remapped_rows, kRemappedRows)) {
-    unsigned corr = 0, unc = 0, pending = 0, failure = 0;
-    if (ok(kRemappedRows, s.remapped_rows(h, &corr, &unc, &pending, &failure), "nvmlDeviceGetRemappedRows")) {
-      v.remapped_rows = {{"correctable", static_cast<double>(corr)},
-                         {"uncorrectable", static_cast<double>(unc)},
-                         {"pending", static_cast<double>(pending)},
-                         {"failure", static_cast<double>(failure)}};
-    }
-  }
-  if (c.wanted(s.field_values, kNvlinkCount)) {
-    nvmlFieldValue_t f{};
-    f.fieldId = NVML_FI_DEV_NVLINK_LINK_COUNT;
-    if (ok(kNvlinkCount, s.field_values(h, 1, &f), "nvmlDeviceGetFieldValues")) {
-      // A GPU without NVLink answers the field with its own NOT_SUPPORTED: no links.
-      if (auto n = field_as_double(f); n && *n > 0) v.nvlink_count = static_cast<unsigned>(*n);
-    }
-  }
-  if (!complete) v.valid = false;
-  d.slow = std::move(v);
-}
-
-void NvmlBackend::collect_device(Device& d, nvmlDevice_t h, CollectScope scope, NvmlCollection& c,
-                                 DeviceReading& r) {
-  const NvmlSymbols& s = symbols_;
-  // What the usage ledger reads comes first; a kUsage collection stops after it.
-  if (c.wanted(s.utilization, kUtilization)) {
-    nvmlUtilization_t u{};
-    if (c.ok(kUtilization, s.utilization(h, &u), "nvmlDeviceGetUtilizationRates")) {
-      r.utilization_ratio = u.gpu / 100.0;
-      r.memory_utilization_ratio = u.memory / 100.0;
-    }
-  }
-  if (c.wanted(s.power_usage, kPowerUsage)) {
-    unsigned mw = 0;
-    if (c.ok(kPowerUsage, s.power_usage(h, &mw), "nvmlDeviceGetPowerUsage")) r.power_watts = mw / 1000.0;
-  }
-  if (c.wanted(s.total_energy, kEnergy)) {
-    unsigned long long mj = 0;
-    if (c.ok(kEnergy, s.total_energy(h, &mj), "nvmlDeviceGetTotalEnergyConsumption")) {
-      r.energy_joules = static_cast<double>(mj) / 1000.0;
-    }
-  }
-  if (scope == CollectScope::kUsage) {
-    // On a GPU in MIG mode the ledger bills each MIG device: their processes and activity are
-    // usage too (GPM support was probed by the first full collection, which comes first).
-    if (d.mig_enabled.value_or(false)) collect_mig(d, h, c, r);
-    return;
-  }
-
-  // v2 first: its "used" excludes driver-reserved memory and matches nvidia-smi.
-  auto set_memory = [&r](unsigned long long total, unsigned long long used, unsigned long long free) {
-    r.memory_total_bytes = static_cast<double>(total);
-    r.memory_used_bytes = static_cast<double>(used);
-    r.memory_free_bytes = static_cast<double>(free);
-  };
-  if (c.wanted(s.memory_v2, kMemoryV2)) {
-    nvmlMemory_v2_t m{};
-    m.version = nvmlMemory_v2;
-    if (c.ok(kMemoryV2, s.memory_v2(h, &m), "nvmlDeviceGetMemoryInfo_v2")) set_memory(m.total, m.used, m.free);
-  }
-  if (!r.memory_total_bytes && c.wanted(s.memory_v1, kMemoryV1)) {
-    nvmlMemory_t m{};
-    if (c.ok(kMemoryV1, s.memory_v1(h, &m), "nvmlDeviceGetMemoryInfo")) set_memory(m.total, m.used, m.free);
-  }
-  if (c.wanted(s.temperature, kTemperature)) {
-    unsigned t = 0;
-    if (c.ok(kTemperature, s.temperature(h, NVML_TEMPERATURE_GPU, &t), "nvmlDeviceGetTemperature")) {
-      r.temperature_celsius.push_back({"gpu", static_cast<double>(t)});
-    }
-  }
-  // The slow class: read again every kSlowValuesInterval, or after a call of it failed.
-  if (!d.slow.valid || steady_now() - d.slow.read_at >= kSlowValuesInterval) {
-    collect_slow_values(d, h, c);
-  }
-  r.power_limit_watts = d.slow.power_limit_watts;
-  r.pcie_link_generation = d.slow.pcie_link_generation;
-  r.pcie_link_width = d.slow.pcie_link_width;
-  r.remapped_rows = d.slow.remapped_rows;
-  struct ClockQuery {
-    Call call;
-    unsigned type;
-    const char* label;
-  };
-  for (const ClockQuery& q : {ClockQuery{kClockGraphics, NVML_CLOCK_GRAPHICS, "graphics"},
-                              ClockQuery{kClockSm, NVML_CLOCK_SM, "sm"},
-                              ClockQuery{kClockMemory, NVML_CLOCK_MEM, "memory"},
-                              ClockQuery{kClockVideo, NVML_CLOCK_VIDEO, "video"}}) {
-    if (!c.wanted(s.clock_info, q.call)) continue;
-    unsigned mhz = 0;
-    if (c.ok(q.call, s.clock_info(h, q.type, &mhz), "nvmlDeviceGetClockInfo")) {
-      r.clock_hertz.push_back({q.label, mhz * 1e6});
-    }
-  }
-  if (c.wanted(s.performance_state, kPerformanceState)) {
-    unsigned p = NVML_PSTATE_UNKNOWN;
-    if (c.ok(kPerformanceState, s.performance_state(h, &p), "nvmlDeviceGetPerformanceState") && p <= 15) {
-      r.performance_state = p;
-    }
-  }
-  if (c.wanted(s.fan_speed, kFanSpeed)) {
-    unsigned pct = 0;
-    if (c.ok(kFanSpeed, s.fan_speed(h, &pct), "nvmlDeviceGetFanSpeed")) r.fan_speed_ratio = pct / 100.0;
-  }
-  if (c.wanted(s.pcie_replay_counter, kPcieReplay)) {
-    unsigned v = 0;
-    if (c.ok(kPcieReplay, s.pcie_replay_counter(h, &v), "nvmlDeviceGetPcieReplayCounter")) {
-      r.pcie_replay_errors = v;
-    }
-  }
-  if (c.wanted(s.field_values, kFieldValues)) {
-    // One call for the values only the field API offers; each field has its own status.
-    std::array<nvmlFieldValue_t, 3> f{};
-    f[0].fieldId = NVML_FI_DEV_MEMORY_TEMP;
-    f[1].fieldId = NVML_FI_DEV_PCIE_COUNT_TX_BYTES;
-    f[2].fieldId = NVML_FI_DEV_PCIE_COUNT_RX_BYTES;
-    if (c.ok(kFieldValues, s.field_values(h, static_cast<int>(f.size()), f.data()), "nvmlDeviceGetFieldValues")) {
-      if (auto v = field_as_double(f[0])) r.temperature_celsius.push_back({"memory", *v});
-      r.pcie_transmit_bytes = field_as_double(f[1]);
-      r.pcie_receive_bytes = field_as_double(f[2]);
-    }
-  }
-  if (c.wanted(s.clock_event_reasons, kClockEvents)) {
-    unsigned long long current = 0;
-    if (c.ok(kClockEvents, s.clock_event_reasons(h, &current), "nvmlDeviceGetCurrentClocksEventReasons")) {
-      const unsigned long long supported = d.slow.supported_clock_events;
-      for (const auto& reason : kClockEventReasons) {
-        if ((supported & reason.bit) == 0) continue;
-        r.clock_event_active.push_back({reason.label, (current & reason.bit) != 0 ? 1.0 : 0.0});
-      }
-    }
-  }
-  struct EccQuery {
-    Call call;
-    unsigned type;
-    const char* label;
-  };
-  for (const EccQuery& q : {EccQuery{kEccCorrected, NVML_MEMORY_ERROR_TYPE_CORRECTED, "corrected"},
-                            EccQuery{kEccUncorrected, NVML_MEMORY_ERROR_TYPE_UNCORRECTED, "uncorrected"}}) {
-    if (!c.wanted(s.total_ecc_errors, q.call)) continue;
-    unsigned long long n = 0;
-    if (c.ok(q.call, s.total_ecc_errors(h, q.type, NVML_VOLATILE_ECC, &n), "nvmlDeviceGetTotalEccErrors")) {
-      r.ecc_errors.push_back({q.label, static_cast<double>(n)});
-    }
-  }
-  collect_nvlinks(d, h, c, r);
-  collect_gpm(d, h, c, r);  // before MIG: the instances' GPM needs the device's support probed
-  collect_mig(d, h, c, r);
 }
 
 void NvmlBackend::request_reinit(const std::string& reason) {

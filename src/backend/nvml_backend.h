@@ -48,7 +48,8 @@ class NvmlBackend final : public Backend {
   BackendStatus status() const override;
   unsigned device_count() const override { return static_cast<unsigned>(devices_.size()); }
   Result<DeviceIdentity> identify(unsigned device) override;
-  Result<DeviceReading> collect(unsigned device, CollectScope scope = CollectScope::kFull) override;
+  Result<DeviceReading> collect(unsigned device, CollectScope scope = CollectScope::kFull,
+                                CollectorSet groups = CollectorSet::all()) override;
   bool supports_events() const override;
   Result<std::optional<DeviceEvent>> wait_event(std::chrono::milliseconds timeout) override;
 
@@ -65,13 +66,21 @@ class NvmlBackend final : public Backend {
 
   Result<nvmlDevice_t> acquire(unsigned device);
   void drop_handle(unsigned device);
-  void collect_device(Device& d, nvmlDevice_t h, CollectScope scope, class NvmlCollection& c, DeviceReading& r);
-  void collect_slow_values(Device& d, nvmlDevice_t h, class NvmlCollection& c);
+  // The device collectors' queries (nvml_device.cpp), each group timed into r.runs.
+  void collect_device(Device& d, nvmlDevice_t h, CollectScope scope, CollectorSet groups, class NvmlCollection& c,
+                      DeviceReading& r);
+  void collect_basics(Device& d, nvmlDevice_t h, bool memory_temperature, class NvmlCollection& c, DeviceReading& r);
+  void collect_clocks(Device& d, nvmlDevice_t h, class NvmlCollection& c, DeviceReading& r);
+  void collect_ecc(Device& d, nvmlDevice_t h, class NvmlCollection& c, DeviceReading& r);
+  void collect_pcie(Device& d, nvmlDevice_t h, bool memory_temperature, class NvmlCollection& c, DeviceReading& r);
+  // The slow class of `group` (read again every kSlowValuesInterval, or after a call failed).
+  void collect_slow_values(Device& d, nvmlDevice_t h, CollectorId group, class NvmlCollection& c);
   void collect_usage(Device& d, nvmlDevice_t h, class NvmlCollection& c, UsageReading& out);
   // GPM, NVLink and MIG (nvml_profiling.cpp, nvml_mig.cpp).
   void collect_gpm(Device& d, nvmlDevice_t h, class NvmlCollection& c, DeviceReading& r);
+  void probe_gpm(Device& d, nvmlDevice_t h, class NvmlCollection& c);  // whether the GPU has GPM, once
   void collect_nvlinks(Device& d, nvmlDevice_t h, class NvmlCollection& c, DeviceReading& r);
-  void collect_mig(Device& d, nvmlDevice_t h, class NvmlCollection& c, DeviceReading& r);
+  void collect_mig(Device& d, nvmlDevice_t h, bool profiling, class NvmlCollection& c, DeviceReading& r);
   // Reads a new sample into `pair` with `take`; the metrics since the previous sample, if any.
   std::optional<ProfilingReading> gpm_step(struct GpmPair& pair, const std::function<nvmlReturn_t(nvmlGpmSample_t)>& take,
                                            Call call, const char* call_name, class NvmlCollection& c);

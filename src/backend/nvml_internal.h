@@ -2,6 +2,7 @@
 // What the NVML backend's source files share: the per-device state, the classification of
 // return codes and the bookkeeping of one collection. Not part of the backend's interface.
 
+#include <array>
 #include <bitset>
 #include <chrono>
 #include <cstdint>
@@ -93,8 +94,8 @@ struct NvmlBackend::Device {
   // Values that change only when an operator or a rare hardware event changes them, read every
   // kSlowValuesInterval and served from here in between (docs/metrics.md lists them).
   struct SlowValues {
-    bool valid = false;  // read since the handle was acquired
-    std::chrono::steady_clock::time_point read_at;
+    std::bitset<kCollectorCount> valid;  // by collector: read since the handle was acquired
+    std::array<std::chrono::steady_clock::time_point, kCollectorCount> read_at{};
     std::optional<double> power_limit_watts;
     std::optional<unsigned> pcie_link_generation;
     std::optional<unsigned> pcie_link_width;

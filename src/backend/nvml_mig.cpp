@@ -24,7 +24,7 @@ std::string profile_name(const char* buf, size_t size) {
 
 }  // namespace
 
-void NvmlBackend::collect_mig(Device& d, nvmlDevice_t h, NvmlCollection& c, DeviceReading& r) {
+void NvmlBackend::collect_mig(Device& d, nvmlDevice_t h, bool profiling, NvmlCollection& c, DeviceReading& r) {
   const NvmlSymbols& s = symbols_;
   if (!c.wanted(s.mig_mode, kMigMode)) return;
   unsigned current = 0, pending = 0;
@@ -35,7 +35,7 @@ void NvmlBackend::collect_mig(Device& d, nvmlDevice_t h, NvmlCollection& c, Devi
     // The mode changes what the parent answers ([H] nvmlDeviceGetUtilizationRates: not supported
     // on MIG-enabled GPUs): every remembered NOT_SUPPORTED is asked again.
     d.unsupported.reset();
-    d.slow.valid = false;
+    d.slow.valid.reset();
     d.mig_profiles.reset();
     free_gpm_pair(d.gpm);
     for (auto& [gi, m] : d.mig_gpm) free_gpm_pair(m.pair);
@@ -75,7 +75,7 @@ void NvmlBackend::collect_mig(Device& d, nvmlDevice_t h, NvmlCollection& c, Devi
   if (!c.wanted(s.max_mig_device_count, kMigDevices) || s.mig_device_handle_by_index == nullptr) return;
   unsigned max_count = 0;
   if (!c.ok(kMigDevices, s.max_mig_device_count(h, &max_count), "nvmlDeviceGetMaxMigDeviceCount")) return;
-  const bool gpm = s.has_gpm() && d.gpm_supported == true;
+  const bool gpm = profiling && s.has_gpm() && d.gpm_supported == true;
   std::map<unsigned, std::optional<ProfilingReading>> gi_profiling;  // this round's, by GPU instance
   std::set<unsigned> gpu_instances_seen;
   std::map<unsigned, std::optional<unsigned>> gi_profile_ids;

@@ -98,6 +98,15 @@ void NvmlBackend::free_gpm_samples(Device& d) {
 void NvmlBackend::collect_gpm(Device& d, nvmlDevice_t h, NvmlCollection& c, DeviceReading& r) {
   const NvmlSymbols& s = symbols_;
   if (!s.has_gpm()) return;
+  probe_gpm(d, h, c);
+  if (d.gpm_supported != true) return;
+  r.profiling = gpm_step(
+      d.gpm, [&](nvmlGpmSample_t smp) { return s.gpm_sample_get(h, smp); }, kGpmSample, "nvmlGpmSampleGet", c);
+}
+
+void NvmlBackend::probe_gpm(Device& d, nvmlDevice_t h, NvmlCollection& c) {
+  const NvmlSymbols& s = symbols_;
+  if (!s.has_gpm()) return;
   if (!d.gpm_supported && c.wanted(s.gpm_query_device_support, kGpmSupport)) {
     nvmlGpmSupport_t support{};
     support.version = NVML_GPM_SUPPORT_VERSION;
@@ -108,9 +117,6 @@ void NvmlBackend::collect_gpm(Device& d, nvmlDevice_t h, NvmlCollection& c, Devi
       d.gpm_supported = false;
     }  // any other error: asked again at the next collection
   }
-  if (d.gpm_supported != true) return;
-  r.profiling = gpm_step(
-      d.gpm, [&](nvmlGpmSample_t smp) { return s.gpm_sample_get(h, smp); }, kGpmSample, "nvmlGpmSampleGet", c);
 }
 
 void NvmlBackend::collect_nvlinks(Device& d, nvmlDevice_t h, NvmlCollection& c, DeviceReading& r) {

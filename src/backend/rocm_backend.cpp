@@ -248,7 +248,7 @@ Result<DeviceIdentity> RocmBackend::identify(unsigned device) {
   return id;
 }
 
-Result<DeviceReading> RocmBackend::collect(unsigned device, CollectScope scope) {
+Result<DeviceReading> RocmBackend::collect(unsigned device, CollectScope scope, CollectorSet groups) {
   if (device >= device_count_) return Error{RSMI_STATUS_INVALID_ARGS, fmt::format("no AMD GPU {}", device)};
   const Symbols& s = *sym_;
   DeviceReading r;
@@ -287,8 +287,9 @@ Result<DeviceReading> RocmBackend::collect(unsigned device, CollectScope scope) 
       r.energy_joules = static_cast<double>(counter) * static_cast<double>(resolution) * 1e-6;
     }
   }
+  const bool usage = groups.has(CollectorId::kLedger) || groups.has(CollectorId::kProcesses);
   if (scope == CollectScope::kUsage) {
-    collect_usage(device, r);
+    if (usage) collect_usage(device, r);
   } else {
     if (s.memory_busy != nullptr && ok("rsmi_dev_memory_busy_percent_get", s.memory_busy(device, &pct))) {
       r.memory_utilization_ratio = pct / 100.0;
@@ -306,7 +307,7 @@ Result<DeviceReading> RocmBackend::collect(unsigned device, CollectScope scope) 
     if (s.power_cap != nullptr && ok("rsmi_dev_power_cap_get", s.power_cap(device, 0, &u64))) {
       r.power_limit_watts = u64 / 1e6;
     }
-    if (s.clock != nullptr) {
+    if (s.clock != nullptr && groups.has(CollectorId::kClocks)) {
       static constexpr std::pair<rsmi_clk_type_t, const char*> kClocks[] = {{RSMI_CLK_TYPE_SYS, "graphics"},
                                                                            {RSMI_CLK_TYPE_MEM, "memory"},
                                                                            {RSMI_CLK_TYPE_SOC, "soc"},
@@ -323,7 +324,7 @@ Result<DeviceReading> RocmBackend::collect(unsigned device, CollectScope scope) 
         if (hz) r.clock_hertz.push_back({label, static_cast<double>(*hz)});
       }
     }
-    if (s.pcie_bandwidth != nullptr) {
+    if (s.pcie_bandwidth != nullptr && groups.has(CollectorId::kPcie)) {
       std::optional<std::uint64_t> rate;
       std::optional<std::uint32_t> lanes;
       if (abi_ == "6") {
@@ -338,7 +339,8 @@ Result<DeviceReading> RocmBackend::collect(unsigned device, CollectScope scope) 
       if (rate) r.pcie_link_generation = pcie_generation(*rate);
       if (lanes && *lanes > 0) r.pcie_link_width = *lanes;
     }
-    if (s.replay != nullptr && ok("rsmi_dev_pci_replay_counter_get", s.replay(device, &u64))) {
+    if (s.replay != nullptr && groups.has(CollectorId::kPcie) &&
+        ok("rsmi_dev_pci_replay_counter_get", s.replay(device, &u64))) {
       r.pcie_replay_errors = static_cast<double>(u64);
     }
     if (s.fan != nullptr && s.fan_max != nullptr) {
@@ -350,7 +352,7 @@ Result<DeviceReading> RocmBackend::collect(unsigned device, CollectScope scope) 
       }
     }
     std::uint64_t enabled = 0;
-    if (s.ecc_enabled != nullptr && s.ecc_count != nullptr &&
+    if (s.ecc_enabled != nullptr && s.ecc_count != nullptr && groups.has(CollectorId::kEcc) &&
         ok("rsmi_dev_ecc_enabled_get", s.ecc_enabled(device, &enabled))) {
       double corrected = 0, uncorrected = 0;
       bool any = false;
@@ -365,7 +367,7 @@ Result<DeviceReading> RocmBackend::collect(unsigned device, CollectScope scope) 
       }
       if (any) r.ecc_errors = {{"corrected", corrected}, {"uncorrected", uncorrected}};
     }
-    collect_usage(device, r);
+    if (usage) collect_usage(device, r);
   }
   if (!answered && first_error) return *first_error;
   return r;

@@ -37,7 +37,8 @@ class RocmBackend final : public Backend {
   BackendStatus status() const override;
   unsigned device_count() const override { return device_count_; }
   Result<DeviceIdentity> identify(unsigned device) override;
-  Result<DeviceReading> collect(unsigned device, CollectScope scope = CollectScope::kFull) override;
+  Result<DeviceReading> collect(unsigned device, CollectScope scope = CollectScope::kFull,
+                                CollectorSet groups = CollectorSet::all()) override;
   bool supports_events() const override { return false; }
   Result<std::optional<DeviceEvent>> wait_event(std::chrono::milliseconds timeout) override;
 

@@ -11,6 +11,7 @@
 #include <mutex>
 
 #include "cli/agent_setup.h"
+#include "cli/collector_flags.h"
 #include "cli/config_reload.h"
 #include "cli/version.h"
 #include "collect/collector.h"
@@ -90,8 +91,10 @@ void setup_serve_command(CLI::App& cmd, ServeOptions& o, int& exit_code) {
                  "How often --config.file and --web.config.file are checked for a change of content, which "
                  "reloads them (a Kubernetes ConfigMap volume swaps its files); 0 turns the check off")
       ->capture_default_str();
+  add_collector_flags(cmd, o.collectors);
   cmd.callback([&o, &exit_code] { exit_code = run_serve(o); });
 }
+
 
 namespace {
 
@@ -164,6 +167,11 @@ int run_serve(const ServeOptions& o) {
     }
   }
   const Config config = std::move(loaded_config).value();
+  auto plan = make_collection_plan(o.collectors, config.collectors);
+  if (!plan) {
+    log.error("bad collector settings", {{"err", plan.error().message}});
+    return 2;
+  }
   auto compat = compat_options(config, o.compat, o.compat_collectors, log);
   if (!compat) {
     log.error("bad compat settings", {{"err", compat.error().message}});
@@ -231,17 +239,25 @@ int run_serve(const ServeOptions& o) {
   // Set up before the store so that the render lambda can read its status; the server it
   // reconfigures is bound below.
   HttpServer* server_ptr = nullptr;
+  Collector* collector_ptr = nullptr;
   ConfigReloader reloader(
       {o.config_file, o.web_config_file}, config,
       [&](const ReloadedSettings& next) -> Result<std::function<void()>> {
         auto next_compat = compat_options(next.config, o.compat, o.compat_collectors, log);
         if (!next_compat) return Error{0, "compat settings: " + next_compat.error().message};
+        auto next_plan = make_collection_plan(o.collectors, next.config.collectors);
+        if (!next_plan) return Error{0, "collector settings: " + next_plan.error().message};
         if (next.web) {
           if (auto ok = check_web_config(*next.web); !ok) return ok.error();
         }
-        return std::function<void()>([&, next, c = std::move(next_compat).value()]() mutable {
+        return std::function<void()>([&, next, c = std::move(next_compat).value(),
+                                      p = std::move(next_plan).value()]() mutable {
           resolver.update_rules(next.config.project.resolver, next.config.attribution.environment);
           live_compat.set(std::move(c));
+          if (collector_ptr != nullptr && *collector_ptr->plan() != p) {
+            log.info("collectors", {{"enabled", p.enabled_names()}});
+            collector_ptr->set_plan(std::move(p));
+          }
           if (server_ptr != nullptr) {
             if (auto ok = server_ptr->set_web_config(next.web); !ok) {
               log.error("cannot serve the new web config; the previous one stays", {{"err", ok.error().message}});
@@ -266,6 +282,8 @@ int run_serve(const ServeOptions& o) {
   collector_options.interval = *interval;
   collector_options.observer = &tracker;
   collector_options.build = {kVersion, kRevision};
+  collector_options.plan = *plan;
+  log.info("collectors", {{"enabled", plan->enabled_names()}});
   std::vector<Backend*> backends{nvml.get(), rocm.get()};
   Collector collector(backends, collector_options,
                       [&store, &log](std::shared_ptr<const Snapshot> s) {
@@ -273,6 +291,7 @@ int run_serve(const ServeOptions& o) {
                         if (!published) log.error("cannot render snapshot", {{"err", published.error().message}});
                       },
                       log);
+  collector_ptr = &collector;
 
   // Ready when a backend is up: a node has NVIDIA GPUs, AMD GPUs or both, and the vendor it
   // lacks is down for good.

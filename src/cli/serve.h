@@ -6,6 +6,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "collect/collection_plan.h"
+
 namespace gpumeter::cli {
 
 struct ServeOptions {
@@ -28,7 +30,9 @@ struct ServeOptions {
   std::string compat_collectors;
   bool enable_lifecycle = false;
   std::string config_reload_interval = "30s";
+  CollectorSwitches collectors;  // --collector.<name>, --no-collector.<name>
 };
+
 
 // Adds the flags to `cmd`; its callback runs the agent and stores the exit code.
 void setup_serve_command(CLI::App& cmd, ServeOptions& options, int& exit_code);

@@ -1,6 +1,9 @@
 #include "collect/collector.h"
 
+#include <algorithm>
+#include <array>
 #include <cmath>
+#include <optional>
 #include <cstdio>
 #include <map>
 
@@ -36,6 +39,9 @@ struct Collector::Slot {
   uint64_t busy_round = 0;
   bool reidentify = false;  // a collection failed since the GPU was last identified
   std::map<uint64_t, uint64_t> xids;
+  // Each device collector's last successful read (the collector's clock), and its last run.
+  std::array<std::optional<std::chrono::steady_clock::time_point>, kCollectorCount> last_read;
+  std::array<std::optional<CollectorRun>, kCollectorCount> runs;
 };
 
 const CollectorClock& steady_collector_clock() {
@@ -53,6 +59,7 @@ const CollectorClock& steady_collector_clock() {
 Collector::Collector(std::vector<Backend*> backends, CollectorOptions options, SnapshotSink sink, Logger& log)
     : backends_(std::move(backends)), options_(std::move(options)), sink_(std::move(sink)), log_(log) {
   if (options_.clock == nullptr) options_.clock = &steady_collector_clock();
+  plan_ = std::make_shared<const CollectionPlan>(options_.plan);
   for (Backend* b : backends_) {
     for (unsigned i = 0; i < b->device_count(); ++i) {
       auto s = std::make_shared<Slot>();
@@ -66,6 +73,30 @@ Collector::Collector(std::vector<Backend*> backends, CollectorOptions options, S
 }
 
 Collector::~Collector() { stop(); }
+
+void Collector::set_plan(CollectionPlan plan) {
+  auto next = std::make_shared<const CollectionPlan>(std::move(plan));
+  std::lock_guard lock(plan_mu_);
+  plan_ = std::move(next);
+}
+
+std::shared_ptr<const CollectionPlan> Collector::plan() const {
+  std::lock_guard lock(plan_mu_);
+  return plan_;
+}
+
+CollectorSet Collector::due_groups(const Slot& slot, const CollectionPlan& plan,
+                                   std::chrono::steady_clock::time_point now) const {
+  CollectorSet due;
+  for (const auto& c : kCollectors) {
+    if (!plan.has(c.id)) continue;
+    const auto i = static_cast<size_t>(c.id);
+    // A collector with an interval is read again at the first collection at least that long
+    // after its last read; one never read (or failed) at once.
+    due.set(c.id, !c.per_device || !slot.last_read[i] || now - *slot.last_read[i] >= plan.interval[i]);
+  }
+  return due;
+}
 
 void Collector::spawn(std::string name, std::function<void()> fn) {
   auto done = std::make_shared<std::atomic<bool>>(false);
@@ -156,6 +187,7 @@ void Collector::observe(Slot& slot, size_t index, const Result<DeviceReading>& r
   }
   if (reidentify) this->reidentify(slot);
   if (options_.observer == nullptr) return;
+  if (const auto p = plan(); !p->has(CollectorId::kLedger) && !p->has(CollectorId::kProcesses)) return;
   DeviceIdentity identity;
   {
     std::lock_guard lock(slot.mu);
@@ -191,7 +223,9 @@ void Collector::run_worker(Slot& slot, size_t index) {
       }
       // Only the ledger sees it: the snapshot keeps the full collection's reading, and whether
       // the GPU is up is for the next full collection to say.
-      observe(slot, index, slot.backend->collect(slot.device, CollectScope::kUsage));
+      if (const auto p = plan(); p->has(CollectorId::kLedger)) {
+        observe(slot, index, slot.backend->collect(slot.device, CollectScope::kUsage, p->enabled));
+      }
       {
         std::lock_guard lock(slot.mu);
         slot.busy = false;
@@ -218,8 +252,14 @@ void Collector::run_worker(Slot& slot, size_t index) {
         slot.reidentify = false;
       }
     }
+    const auto current_plan = plan();
+    CollectorSet groups;
+    {
+      std::lock_guard lock(slot.mu);
+      groups = due_groups(slot, *current_plan, clock().now());
+    }
     auto begin = std::chrono::steady_clock::now();
-    auto result = slot.backend->collect(slot.device, CollectScope::kFull);
+    auto result = slot.backend->collect(slot.device, CollectScope::kFull, groups);
     auto end = std::chrono::steady_clock::now();
     observe(slot, index, result);
     {
@@ -229,7 +269,43 @@ void Collector::run_worker(Slot& slot, size_t index) {
       slot.last_end = clock().now();
       slot.duration = seconds(end - begin);
       slot.completed_round = round;
+      for (const auto& c : kCollectors) {
+        const auto i = static_cast<size_t>(c.id);
+        if (!current_plan->has(c.id) || !c.per_device) {
+          slot.runs[i].reset();
+          slot.last_read[i].reset();
+        } else if (groups.has(c.id) && !result.ok()) {
+          slot.runs[i] = CollectorRun{c.id, false, slot.duration};
+          slot.last_read[i].reset();
+        }
+      }
       if (result.ok()) {
+        DeviceReading& r = *result;
+        for (const CollectorRun& run : r.runs) {
+          const auto i = static_cast<size_t>(run.collector);
+          if (!groups.has(run.collector)) continue;
+          slot.runs[i] = run;
+          if (run.success) {
+            slot.last_read[i] = slot.last_end;
+          } else {
+            slot.last_read[i].reset();
+          }
+        }
+        for (const auto& c : kCollectors) {
+          if (!c.per_device) continue;
+          const auto i = static_cast<size_t>(c.id);
+          if (!current_plan->has(c.id)) {
+            clear_collector(c.id, r);
+          } else if (!groups.has(c.id)) {
+            if (slot.reading) carry_forward(c.id, *slot.reading, r);
+          } else if (std::none_of(r.runs.begin(), r.runs.end(),
+                                  [&](const CollectorRun& run) { return run.collector == c.id; })) {
+            // A backend that does not time its collectors (ROCm SMI): read, with no run to report.
+            slot.runs[i].reset();
+            slot.last_read[i] = slot.last_end;
+          }
+        }
+        r.runs.clear();  // kept in the slot: the snapshot carries every collector's last run
         slot.reading = std::make_shared<const DeviceReading>(std::move(result).value());
         slot.last_success_unix = unix_now();
         slot.error.clear();
@@ -268,6 +344,10 @@ void Collector::run_events(Backend& backend, size_t first_slot) {
       std::lock_guard lock(stop_mu_);
       if (stopping_) return;
     }
+    if (!plan()->has(CollectorId::kEvents)) {
+      if (!wait_until(clock().now() + options_.interval)) return;
+      continue;
+    }
     // An event ends the wait at once; the timeout only bounds how long a stop waits for this
     // thread (within stop()'s grace), so it is long: each wait costs two context switches.
     auto ev = backend.wait_event(std::chrono::milliseconds(1000));
@@ -300,6 +380,7 @@ std::shared_ptr<const Snapshot> Collector::assemble() const {
   for (Backend* b : backends_) snap->backends.push_back(b->status());
   const auto now = clock().now();
   const auto overdue_after = 2 * options_.interval;
+  const auto current_plan = plan();
   for (const auto& sp : slots_) {
     const Slot& s = *sp;
     GpuSnapshot g;
@@ -309,7 +390,10 @@ std::shared_ptr<const Snapshot> Collector::assemble() const {
     g.collect_success = s.reading != nullptr;
     g.collect_duration_seconds = s.duration;
     g.last_success_unix = s.last_success_unix;
-    g.xid_counts = s.xids;
+    if (current_plan->has(CollectorId::kEvents)) g.xid_counts = s.xids;
+    for (const auto& run : s.runs) {
+      if (run) g.runs.push_back(*run);
+    }
     if (!s.attempted) {
       g.down_reason = s.busy ? "first collection has not finished" : "not collected yet";
     } else if (!s.reading) {
@@ -325,7 +409,15 @@ std::shared_ptr<const Snapshot> Collector::assemble() const {
     }
     snap->gpus.push_back(std::move(g));
   }
-  if (options_.observer != nullptr) options_.observer->contribute(*snap);
+  const bool ledger = current_plan->has(CollectorId::kLedger);
+  const bool processes = current_plan->has(CollectorId::kProcesses);
+  if (options_.observer != nullptr && (ledger || processes)) {
+    options_.observer->contribute(*snap);
+    for (auto& g : snap->gpus) {
+      if (!ledger) g.ledger.reset();
+      if (!processes) g.processes.clear();
+    }
+  }
   return snap;
 }
 

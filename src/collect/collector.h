@@ -14,6 +14,7 @@
 
 #include "backend/backend.h"
 #include "collect/clock.h"
+#include "collect/collection_plan.h"
 #include "model/snapshot.h"
 #include "util/log.h"
 
@@ -47,6 +48,9 @@ struct CollectorOptions {
   // interval is no longer than this.
   std::chrono::milliseconds usage_interval = kUsageDrainInterval;
   const CollectorClock* clock = nullptr;  // the steady clock when unset; must outlive the collector
+  // Which collectors run, and how often the device collectors read (every one by default);
+  // set_plan() replaces it while the collector runs.
+  CollectionPlan plan;
 };
 
 using SnapshotSink = std::function<void(std::shared_ptr<const Snapshot>)>;
@@ -69,6 +73,10 @@ class Collector {
   // Assembles a snapshot from the latest results now (also used by the publisher thread).
   std::shared_ptr<const Snapshot> assemble() const;
 
+  // Takes effect at each GPU's next collection (a config reload's collector settings).
+  void set_plan(CollectionPlan plan);
+  std::shared_ptr<const CollectionPlan> plan() const;
+
  private:
   struct Slot;
   void run_worker(Slot& slot, size_t index);
@@ -86,6 +94,12 @@ class Collector {
   SnapshotSink sink_;
   Logger& log_;
   std::vector<std::shared_ptr<Slot>> slots_;
+  mutable std::mutex plan_mu_;
+  std::shared_ptr<const CollectionPlan> plan_;
+  // The device collectors due in a full collection at `now`, with the usage part when the
+  // ledger or the per-process series are on.
+  CollectorSet due_groups(const Slot& slot, const CollectionPlan& plan,
+                          std::chrono::steady_clock::time_point now) const;
 
   std::mutex stop_mu_;
   std::condition_variable stop_cv_;

@@ -342,6 +342,35 @@ void parse_processes(const YAML::Node& node, ProcessesConfig& p) {
   }
 }
 
+bool read_bool(const YAML::Node& node, std::string_view path) {
+  if (node.IsScalar()) {
+    if (node.Scalar() == "true") return true;
+    if (node.Scalar() == "false") return false;
+  }
+  fail_at(node, path,
+          fmt::format("expected true or false, got '{}'", node.IsScalar() ? node.Scalar() : "a collection"));
+  return false;
+}
+
+void parse_collectors(const YAML::Node& node, CollectorsConfig& out) {
+  static_assert(kCollectorCount == 10, "list every collector below");
+  MapReader m(node, "collectors",
+              {"device", "clocks", "ecc", "pcie", "nvlink", "profiling", "mig", "processes", "ledger", "events"});
+  for (const auto& c : kCollectors) {
+    if (!m.has(c.name)) continue;
+    const std::string path = m.path(c.name);
+    YAML::Node n = m.get(c.name);
+    if (!present(n)) continue;
+    // The others run with the collections they ride on: no interval of their own.
+    MapReader e = c.per_device ? MapReader(n, path, {"enabled", "interval"}) : MapReader(n, path, {"enabled"});
+    CollectorSettings& settings = out[static_cast<size_t>(c.id)];
+    if (e.has("enabled")) settings.enabled = read_bool(e.get("enabled"), e.path("enabled"));
+    if (e.has("interval")) {
+      settings.interval = read_ms(e.get("interval"), e.path("interval"), milliseconds(0), milliseconds(3'600'000));
+    }
+  }
+}
+
 void parse_compat(const YAML::Node& node, CompatConfig& c) {
   MapReader m(node, "compat", {"sets", "collectors", "hostname"});
   if (m.has("sets")) {
@@ -378,14 +407,16 @@ Result<Config> parse_config(std::string_view yaml, std::string source_name) {
     const YAML::Node& root = docs[0];
     if (!root.IsMap()) {
       fail_at(root, "",
-              "expected a mapping with some of the keys attribution, project, ledger, processes, compat");
+              "expected a mapping with some of the keys attribution, project, ledger, processes, compat, "
+              "collectors");
     }
-    MapReader top(root, "", {"attribution", "project", "ledger", "processes", "compat"});
+    MapReader top(root, "", {"attribution", "project", "ledger", "processes", "compat", "collectors"});
     if (present(top.get("attribution"))) parse_attribution(top.get("attribution"), c.attribution);
     if (present(top.get("project"))) parse_project(top.get("project"), c.attribution, c.project);
     if (present(top.get("ledger"))) parse_ledger(top.get("ledger"), c.ledger);
     if (present(top.get("processes"))) parse_processes(top.get("processes"), c.processes);
     if (present(top.get("compat"))) parse_compat(top.get("compat"), c.compat);
+    if (present(top.get("collectors"))) parse_collectors(top.get("collectors"), c.collectors);
     return c;
   } catch (const YamlError& e) {
     return to_error(source_name, e);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "attribution/project_rules.h"
+#include "collect/collection_plan.h"
 #include "util/result.h"
 
 namespace gpumeter {
@@ -88,6 +89,8 @@ struct Config {
   LedgerConfig ledger;
   ProcessesConfig processes;
   CompatConfig compat;
+  // `collectors.<name>.enabled` and `.interval` (docs/configuration.md#collectors).
+  CollectorsConfig collectors{};
 };
 
 // The policy in force: kAuto resolved against the sources that are on (`kubelet_socket` is the

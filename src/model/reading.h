@@ -12,6 +12,8 @@
 #include <tuple>
 #include <vector>
 
+#include "model/collectors.h"
+
 namespace gpumeter {
 
 // A value with one distinguishing label value, e.g. {sensor="gpu"} or {clock="sm"}.
@@ -168,6 +170,9 @@ struct DeviceReading {
   std::optional<unsigned> mig_slices;             // slices of the whole GPU (7 on A100 and H100)
   std::vector<MigInstanceReading> mig_instances;  // every MIG device, when MIG is enabled
   UsageReading usage;
+  // The device collectors this collection ran, each with its outcome (the NVML backend's;
+  // empty where a backend does not report them).
+  std::vector<CollectorRun> runs;
   bool operator==(const DeviceReading&) const = default;
 };
 

@@ -412,10 +412,17 @@ std::vector<MetricFamily> build_families(const Snapshot& snap) {
   auto& duration = fams.add("gpumeter_collector_duration_seconds", kGauge,
                             "Duration of the collector's last finished run in seconds.");
   for (const auto& g : snap.gpus) {
-    Labels l = {
-        {"collector", "device"}, {"gpu", std::to_string(g.identity.index)}, {"uuid", g.identity.uuid}};
-    add_sample(success, l, g.collect_success ? 1 : 0);
-    add_sample(duration, std::move(l), g.collect_duration_seconds);
+    const std::string gpu = std::to_string(g.identity.index);
+    if (g.runs.empty()) {  // a backend that does not time its collectors: the collection as a whole
+      Labels l = {{"collector", "device"}, {"gpu", gpu}, {"uuid", g.identity.uuid}};
+      add_sample(success, l, g.collect_success ? 1 : 0);
+      add_sample(duration, std::move(l), g.collect_duration_seconds);
+    }
+    for (const CollectorRun& run : g.runs) {
+      Labels l = {{"collector", std::string(collector_name(run.collector))}, {"gpu", gpu}, {"uuid", g.identity.uuid}};
+      add_sample(success, l, run.success ? 1 : 0);
+      add_sample(duration, std::move(l), run.duration_seconds);
+    }
   }
   for (const auto& c : snap.collectors) {
     Labels l = {{"collector", c.collector}, {"gpu", ""}, {"uuid", ""}};

@@ -88,7 +88,8 @@ class Compat(unittest.TestCase):
                               ("dcgm-exporter-1.x", []), ("nvidia-smi", [])):
             # NODE_NAME names the Hostname label, as dcgm-exporter's DaemonSet sets it.
             agent = Agent(scenario=SCENARIO, env={"GPUMETER_SIM_EPOCH": repr(cls.epoch), "NODE_NAME": "gpu-node-07"},
-                          extra_args=cls.node.agent_args(config, "") + ["--compat", compat] + extra)
+                          extra_args=cls.node.agent_args(config, "") + ["--compat", compat] + extra
+                          + ["--collector.profiling", "--collector.nvlink"])  # the DCGM profiling fields
             cls.procs.append(agent)
             cls.agents[compat] = agent
         for agent in cls.agents.values():

@@ -322,7 +322,9 @@ class DashboardQueries(AgentTestCase):
 
     def start_agent(self, node, config, state, env):
         """The agent on the simulated node; returns its port."""
-        agent = self.track(Agent(scenario=self.SCENARIO, env=env, extra_args=node.agent_args(config, state)))
+        # The profiling and NVLink panels need their collectors (off by default).
+        agent = self.track(Agent(scenario=self.SCENARIO, env=env,
+                                 extra_args=node.agent_args(config, state) + ["--collector.profiling", "--collector.nvlink"]))
         agent.wait_ready()
         return agent.port
 
@@ -517,7 +519,7 @@ class MixedNodeDashboardQueries(DashboardQueries):
         port = free_port()
         self.track(Process(rocm_namespace.argv(tree, [
             BIN, "serve", "--web.listen-address", "127.0.0.1:%d" % port, "--collect.interval", "1s",
-            "--sim.scenario", self.SCENARIO]
+            "--sim.scenario", self.SCENARIO, "--collector.profiling", "--collector.nvlink"]
             + node.agent_args(config, state)), env=env, name="gpumeter"))
         wait_until(lambda: http_get("http://127.0.0.1:%d/-/ready" % port, timeout=2)[0] == 200, 30,
                    what="agent ready")

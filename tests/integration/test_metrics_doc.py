@@ -73,7 +73,8 @@ class MetricsDoc(AgentTestCase):
                                  extra_args=node.agent_args(node.config("ledger:\n  checkpoint_interval: 1s\n"),
                                                             state)
                                  + ["--compat", "dcgm-exporter", "--compat", "dcgm-exporter-1.x",
-                                    "--compat", "nvidia-smi", "--compat.collectors", ALL_SERVED]))
+                                    "--compat", "nvidia-smi", "--compat.collectors", ALL_SERVED,
+                                    "--collector.profiling", "--collector.nvlink"]))
         agent.wait_ready()
         # Processes on every busy GPU, and a checkpoint written.
         wait_until(lambda: time.time() > epoch + 12 and "gpu_process_utilization_ratio{" in agent.metrics()[1]

@@ -46,7 +46,8 @@ def instances(truth):
 class MigProfiling(AgentTestCase):
     def test_gpm_per_instance_matches_the_truth_across_a_repartition(self):
         epoch = time.time() + LEAD
-        agent = self.track(Agent(scenario=SCENARIO, env={"GPUMETER_SIM_EPOCH": repr(epoch)}))
+        agent = self.track(Agent(scenario=SCENARIO, env={"GPUMETER_SIM_EPOCH": repr(epoch)},
+                                 extra_args=["--collector.profiling"]))  # off by default
         prom = self.track(Prometheus(["127.0.0.1:%d" % agent.port]))
         agent.wait_ready()
         pid = agent.process.proc.pid

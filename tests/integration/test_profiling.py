@@ -19,6 +19,8 @@ from harness import AgentTestCase, Agent, Prometheus, SCENARIOS, parse_text, sim
 H100 = os.path.join(SCENARIOS, "profiling-h100.yaml")
 A100 = os.path.join(SCENARIOS, "profiling-a100.yaml")
 LEAD = 3.0
+# Both collectors are off by default (docs/configuration.md#collectors).
+ON = ["--collector.profiling", "--collector.nvlink"]
 FROM, TO = 30.0, 80.0
 GAUGES = {  # family{labels} -> field of the truth's profiling object, scale to the family's unit
     ("gpu_graphics_engine_active_ratio", ()): ("graphics_util_percent", 0.01),
@@ -45,7 +47,7 @@ def promtool_clean(test, body):
 class Profiling(AgentTestCase):
     def test_h100_gpm_and_nvlink_match_the_truth(self):
         epoch = time.time() + LEAD
-        agent = self.track(Agent(scenario=H100, env={"GPUMETER_SIM_EPOCH": repr(epoch)}))
+        agent = self.track(Agent(scenario=H100, env={"GPUMETER_SIM_EPOCH": repr(epoch)}, extra_args=ON))
         prom = self.track(Prometheus(["127.0.0.1:%d" % agent.port]))
         agent.wait_ready()
         wait_until(lambda: time.time() > epoch + TO + 2, TO + 30, interval=0.5, what="scenario time 82 s")
@@ -93,7 +95,7 @@ class Profiling(AgentTestCase):
         self.assertEqual(prom.query('count(gpu_nvlink_up{gpu="0"})', at=at)[0]["value"][1], "18")
 
     def test_a100_has_no_profiling_metrics_and_keeps_nvlink(self):
-        agent = self.track(Agent(scenario=A100))
+        agent = self.track(Agent(scenario=A100, extra_args=ON))
         agent.wait_ready()
         wait_until(lambda: "gpu_nvlink_up{" in agent.metrics()[1], 30, what="NVLink series")
         time.sleep(2.5)  # two more collections: GPM would have a pair by now

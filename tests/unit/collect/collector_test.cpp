@@ -328,5 +328,125 @@ TEST(Collector, StopDoesNotWaitForAWorkerStuckInTheDriver) {
   std::this_thread::sleep_for(100ms);  // let the released worker leave
 }
 
+TEST(Collector, ReadsOnlyTheEnabledCollectorsEachAtItsInterval) {
+  FakeBackend backend(1);
+  SinkRecorder rec;
+  CollectorOptions o = fast_options();
+  o.plan.enabled = CollectorSet::defaults();                                // nvlink and profiling off
+  o.plan.interval[static_cast<size_t>(CollectorId::kClocks)] = 3'600'000ms;  // read once in this test
+  Collector c({&backend}, o, rec.sink(), quiet_logger());
+  c.start();
+  auto snap = rec.wait_for([&](const Snapshot& s) { return s.gpus[0].up && backend.calls(0) >= 4; });
+  ASSERT_NE(snap, nullptr);
+  const auto groups = backend.groups(0);
+  ASSERT_GE(groups.size(), 4u);
+  EXPECT_TRUE(groups[0].has(CollectorId::kClocks));
+  for (size_t i = 0; i < groups.size(); ++i) {
+    EXPECT_FALSE(groups[i].has(CollectorId::kNvlink)) << i;
+    EXPECT_FALSE(groups[i].has(CollectorId::kProfiling)) << i;
+    EXPECT_TRUE(groups[i].has(CollectorId::kPcie)) << i;
+    if (i > 0) EXPECT_FALSE(groups[i].has(CollectorId::kClocks)) << i;
+  }
+  // The clocks read by the first collection are carried into every later reading; the PCIe
+  // value is the latest collection's.
+  snap = rec.wait_for([](const Snapshot& s) {
+    return s.gpus[0].reading && s.gpus[0].reading->pcie_link_generation > 2;
+  });
+  ASSERT_NE(snap, nullptr);
+  ASSERT_EQ(snap->gpus[0].reading->clock_hertz.size(), 1u);
+  EXPECT_EQ(snap->gpus[0].reading->clock_hertz[0].value, 1.0);
+  EXPECT_TRUE(snap->gpus[0].reading->nvlinks.empty());
+  // One run per enabled device collector, the clocks' from its one read.
+  std::vector<std::string> names;
+  for (const auto& run : snap->gpus[0].runs) names.emplace_back(collector_name(run.collector));
+  EXPECT_EQ(names, (std::vector<std::string>{"device", "clocks", "ecc", "pcie", "mig"}));
+  EXPECT_EQ(c.stop(), 0u);
+}
+
+TEST(Collector, ANewPlanTakesEffectWithoutARestart) {
+  FakeBackend backend(1);
+  SinkRecorder rec;
+  Collector c({&backend}, fast_options(), rec.sink(), quiet_logger());
+  c.start();
+  ASSERT_NE(rec.wait_for([](const Snapshot& s) { return s.gpus[0].up && !s.gpus[0].reading->nvlinks.empty(); }),
+            nullptr);
+  CollectionPlan plan;
+  plan.enabled = CollectorSet::defaults().set(CollectorId::kPcie, false);
+  c.set_plan(plan);
+  const int after = backend.calls(0);
+  auto snap = rec.wait_for([&](const Snapshot& s) {
+    return backend.calls(0) > after + 1 && s.gpus[0].reading && s.gpus[0].reading->nvlinks.empty() &&
+           !s.gpus[0].reading->pcie_link_generation;
+  });
+  ASSERT_NE(snap, nullptr);
+  for (const auto& run : snap->gpus[0].runs) {
+    EXPECT_NE(run.collector, CollectorId::kPcie);
+    EXPECT_NE(run.collector, CollectorId::kNvlink);
+  }
+  EXPECT_EQ(c.stop(), 0u);
+}
+
+TEST(Collector, AFailedCollectorRunIsReportedAndReadAgainAtOnce) {
+  FakeBackend backend(1);
+  backend.set_failing_collector(0, CollectorId::kEcc);
+  SinkRecorder rec;
+  CollectorOptions o = fast_options();
+  o.plan.interval[static_cast<size_t>(CollectorId::kEcc)] = 3'600'000ms;
+  Collector c({&backend}, o, rec.sink(), quiet_logger());
+  c.start();
+  auto snap = rec.wait_for([&](const Snapshot& s) { return s.gpus[0].up && backend.calls(0) >= 3; });
+  ASSERT_NE(snap, nullptr);
+  EXPECT_TRUE(snap->gpus[0].up);  // one collector failing leaves the GPU up
+  bool found = false;
+  for (const auto& run : snap->gpus[0].runs) {
+    if (run.collector == CollectorId::kEcc) {
+      found = true;
+      EXPECT_FALSE(run.success);
+    } else {
+      EXPECT_TRUE(run.success) << collector_name(run.collector);
+    }
+  }
+  EXPECT_TRUE(found);
+  // Its interval does not hold back a collector whose last run failed.
+  const auto groups = backend.groups(0);
+  for (size_t i = 0; i < groups.size(); ++i) EXPECT_TRUE(groups[i].has(CollectorId::kEcc)) << i;
+  EXPECT_EQ(c.stop(), 0u);
+}
+
+TEST(Collector, EventsOffCountsNoXid) {
+  FakeBackend backend(1);
+  SinkRecorder rec;
+  CollectorOptions o = fast_options();
+  o.plan.enabled.set(CollectorId::kEvents, false);
+  Collector c({&backend}, o, rec.sink(), quiet_logger());
+  c.start();
+  backend.push_event({0, DeviceEventKind::kXid, 79});
+  ASSERT_NE(rec.wait_for([&](const Snapshot& s) { return s.gpus[0].up && backend.calls(0) >= 5; }), nullptr);
+  auto snap = rec.wait_for([](const Snapshot& s) { return s.gpus[0].up; });
+  ASSERT_NE(snap, nullptr);
+  EXPECT_TRUE(snap->gpus[0].xid_counts.empty());
+  // Switched on, the queued event is counted.
+  CollectionPlan plan;
+  c.set_plan(plan);
+  EXPECT_NE(rec.wait_for([](const Snapshot& s) { return s.gpus[0].xid_counts.count(79) == 1; }), nullptr);
+  EXPECT_EQ(c.stop(), 0u);
+}
+
+TEST(Collector, ASwitchedOffCollectorExportsNothingABackendReadAnyway) {
+  FakeBackend backend(1);  // reads power (the device collector's) whatever it is asked
+  SinkRecorder rec;
+  CollectorOptions o = fast_options();
+  o.plan.enabled = CollectorSet::defaults().set(CollectorId::kDevice, false).set(CollectorId::kLedger, false);
+  Collector c({&backend}, o, rec.sink(), quiet_logger());
+  c.start();
+  auto snap = rec.wait_for([](const Snapshot& s) { return s.gpus[0].up; });
+  ASSERT_NE(snap, nullptr);
+  EXPECT_FALSE(snap->gpus[0].reading->power_watts);
+  EXPECT_FALSE(snap->gpus[0].reading->utilization_ratio);
+  EXPECT_FALSE(snap->gpus[0].reading->clock_hertz.empty());
+  EXPECT_FALSE(backend.groups(0).front().has(CollectorId::kDevice));
+  EXPECT_EQ(c.stop(), 0u);
+}
+
 }  // namespace
 }  // namespace gpumeter

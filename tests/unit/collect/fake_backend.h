@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,10 +38,12 @@ class FakeBackend : public Backend {
     return id;
   }
 
-  Result<DeviceReading> collect(unsigned d, CollectScope scope = CollectScope::kFull) override {
+  Result<DeviceReading> collect(unsigned d, CollectScope scope = CollectScope::kFull,
+                                CollectorSet groups = CollectorSet::all()) override {
     Device& dev = devices_[d];
     std::unique_lock lock(mu_);
     dev.scopes.push_back(scope);
+    dev.groups.push_back(groups);
     dev.calls++;
     if (dev.hang) {
       dev.hanging = true;
@@ -53,6 +56,14 @@ class FakeBackend : public Backend {
     r.utilization_ratio = scope == CollectScope::kUsage ? 0.25 : 0.5;
     if (scope == CollectScope::kUsage) return r;
     r.power_watts = 100.0 + d;
+    // A value per device collector asked for, numbered by the call, and the collector's run.
+    const double n = dev.calls;
+    if (groups.has(CollectorId::kClocks)) r.clock_hertz = {{"sm", n}};
+    if (groups.has(CollectorId::kPcie)) r.pcie_link_generation = n;
+    if (groups.has(CollectorId::kNvlink)) r.nvlinks = {NvlinkReading{0, true}};
+    for (const auto& c : kCollectors) {
+      if (c.per_device && groups.has(c.id)) r.runs.push_back({c.id, c.id != dev.failing_collector, 0.001});
+    }
     return r;
   }
 
@@ -85,6 +96,15 @@ class FakeBackend : public Backend {
     std::lock_guard lock(mu_);
     driver_version_ = std::move(v);
   }
+  std::vector<CollectorSet> groups(unsigned d) {
+    std::lock_guard lock(mu_);
+    return devices_[d].groups;
+  }
+  // The device collector whose run reports failure (one query failed; the GPU stays up).
+  void set_failing_collector(unsigned d, CollectorId id) {
+    std::lock_guard lock(mu_);
+    devices_[d].failing_collector = id;
+  }
   std::vector<CollectScope> scopes(unsigned d) {
     std::lock_guard lock(mu_);
     return devices_[d].scopes;
@@ -108,6 +128,8 @@ class FakeBackend : public Backend {
     std::atomic<int> calls{0};
     std::atomic<int> identifies{0};
     std::vector<CollectScope> scopes;  // every collect() call, in order
+    std::vector<CollectorSet> groups;  // the collectors each call asked for
+    std::optional<CollectorId> failing_collector;
     bool fail_usage = false;
     bool hang = false;
     bool hanging = false;

@@ -198,10 +198,10 @@ TEST(config_parse, StrayCommaIsAnErrorNotAHang) {
 TEST(config_parse, ErrorsNameFileLineColumnAndField) {
   std::vector<BadConfig> cases = {
       {"unknown top-level key", "ledger: {}\nledgr: {}\n",
-       "test.yaml:2:1: unknown key 'ledgr' (expected one of: attribution, project, ledger, processes, compat)"},
+       "test.yaml:2:1: unknown key 'ledgr' (expected one of: attribution, project, ledger, processes, compat, collectors)"},
       {"duplicate top-level key", "ledger: {}\nledger: {}\n", "test.yaml:2:1: duplicate key 'ledger'"},
       {"not a mapping", "- a\n- b\n",
-       "test.yaml:1:1: expected a mapping with some of the keys attribution, project, ledger, processes, compat"},
+       "test.yaml:1:1: expected a mapping with some of the keys attribution, project, ledger, processes, compat, collectors"},
       {"two documents", "ledger: {}\n---\nledger: {}\n",
        "test.yaml:3:1: expected one YAML document, found 2"},
       {"syntax error", "ledger: {checkpoint_interval: 5s\n", "test.yaml:2:1: ..."},
@@ -382,6 +382,30 @@ TEST(config_parse, CompatSetsCollectorsAndHostname) {
   ASSERT_TRUE(d.ok());
   EXPECT_TRUE(d->compat.sets.empty());
   EXPECT_FALSE(d->compat.hostname_set);
+}
+
+TEST(config_parse, Collectors) {
+  Config c = parse_ok(
+      "collectors:\n  nvlink: {enabled: true, interval: 30s}\n  clocks: {interval: 10s}\n"
+      "  ledger: {enabled: false}\n");
+  const auto& nvlink = c.collectors[static_cast<size_t>(CollectorId::kNvlink)];
+  EXPECT_EQ(nvlink.enabled, true);
+  EXPECT_EQ(nvlink.interval, milliseconds(30'000));
+  const auto& clocks = c.collectors[static_cast<size_t>(CollectorId::kClocks)];
+  EXPECT_FALSE(clocks.enabled);
+  EXPECT_EQ(clocks.interval, milliseconds(10'000));
+  EXPECT_EQ(c.collectors[static_cast<size_t>(CollectorId::kLedger)].enabled, false);
+  EXPECT_FALSE(c.collectors[static_cast<size_t>(CollectorId::kDevice)].enabled);
+  // Errors name the key at fault.
+  for (const auto& [yaml, needle] : std::vector<std::pair<std::string, std::string>>{
+           {"collectors:\n  gpm: {enabled: true}\n", "gpm"},
+           {"collectors:\n  nvlink: {enabled: yes please}\n", "collectors.nvlink.enabled: expected true or false"},
+           {"collectors:\n  ledger: {interval: 5s}\n", "interval"},
+           {"collectors:\n  ecc: {interval: 2h}\n", "collectors.ecc.interval"}}) {
+    auto r = parse_config(yaml, "test.yaml");
+    ASSERT_FALSE(r.ok()) << yaml;
+    EXPECT_NE(r.error().message.find(needle), std::string::npos) << r.error().message;
+  }
 }
 
 }  // namespace
