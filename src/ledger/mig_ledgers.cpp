@@ -49,10 +49,11 @@ AdvanceResult MigLedgers::advance(GpuLedger& gpu, const MigRound& round, const G
   if (round.scheduler) tick.allocation = AllocationState{{}, round.wall_us};
   const AdvanceResult result = gpu.advance(tick);
 
-  for (auto& [uuid, unit] : units_) {
+  for (auto& entry : units_) {
+    const std::string& uuid = entry.first;
     const bool listed = std::any_of(round.units.begin(), round.units.end(),
                                     [&](const MigUnitTick& u) { return u.labels.mig_uuid == uuid; });
-    if (!listed) unit.ledger.rebase(round.clock_step_us);  // destroyed, or not read this round
+    if (!listed) entry.second.ledger.rebase(round.clock_step_us);  // destroyed, or not read this round
   }
   for (std::size_t k = 0; k < round.units.size(); ++k) {
     const MigUnitTick& u = round.units[k];
