@@ -259,13 +259,20 @@ TEST(Collector, AUsageReadThatHangsDoesNotHoldBackTheOtherGpusSnapshots) {
   Collector c({&backend}, o, rec.sink(), quiet_logger());
   c.start();
   ASSERT_TRUE(clock.settle(3));  // two workers and the publisher
+  // The last worker wakes the publisher and goes to sleep: for a moment all three can look
+  // asleep before the publisher runs and publishes round 0.
+  for (int i = 0; i < 10000 && rec.count() < 1; ++i) std::this_thread::sleep_for(1ms);
+  ASSERT_TRUE(clock.settle(3));
   ASSERT_EQ(rec.count(), 1);
   backend.set_hang(1, true);  // its usage read at 5 s never returns
   for (int s = 0; s < 30; ++s) {
     clock.advance(1s);
     ASSERT_TRUE(clock.settle(s < 4 ? 3 : 2)) << "at " << s + 1 << " s";
   }
-  // Published at 30 s without waiting half an interval for GPU 1's full collection.
+  // Published at 30 s without waiting half an interval for GPU 1's full collection (the clock
+  // stands still, so it can publish that round once and no more; it may still be waking).
+  for (int i = 0; i < 10000 && rec.count() < 2; ++i) std::this_thread::sleep_for(1ms);
+  ASSERT_TRUE(clock.settle(2));
   EXPECT_EQ(rec.count(), 2);
   EXPECT_EQ(backend.scopes(0).back(), F);
   EXPECT_TRUE(backend.hanging(1));
