@@ -69,6 +69,9 @@ class NvmlBackend final : public Backend {
   // The device collectors' queries (nvml_device.cpp), each group timed into r.runs.
   void collect_device(Device& d, nvmlDevice_t h, CollectScope scope, CollectorSet groups, class NvmlCollection& c,
                       DeviceReading& r);
+  // Utilization, power and the energy counter: what the usage ledger integrates, read by every
+  // collection that feeds it.
+  void collect_ledger_values(nvmlDevice_t h, class NvmlCollection& c, DeviceReading& r);
   void collect_basics(Device& d, nvmlDevice_t h, bool memory_temperature, class NvmlCollection& c, DeviceReading& r);
   void collect_clocks(Device& d, nvmlDevice_t h, class NvmlCollection& c, DeviceReading& r);
   void collect_ecc(Device& d, nvmlDevice_t h, class NvmlCollection& c, DeviceReading& r);

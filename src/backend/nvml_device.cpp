@@ -107,28 +107,6 @@ void NvmlBackend::collect_slow_values(Device& d, nvmlDevice_t h, CollectorId gro
 
 void NvmlBackend::collect_device(Device& d, nvmlDevice_t h, CollectScope scope, CollectorSet groups,
                                  NvmlCollection& c, DeviceReading& r) {
-  const NvmlSymbols& s = symbols_;
-  // What the usage ledger reads: between full collections, and in a full collection that does
-  // not read the device collector (its interval has not passed) while the ledger is on.
-  auto ledger_values = [&] {
-    if (c.wanted(s.utilization, kUtilization)) {
-      nvmlUtilization_t u{};
-      if (c.ok(kUtilization, s.utilization(h, &u), "nvmlDeviceGetUtilizationRates")) {
-        r.utilization_ratio = u.gpu / 100.0;
-        r.memory_utilization_ratio = u.memory / 100.0;
-      }
-    }
-    if (c.wanted(s.power_usage, kPowerUsage)) {
-      unsigned mw = 0;
-      if (c.ok(kPowerUsage, s.power_usage(h, &mw), "nvmlDeviceGetPowerUsage")) r.power_watts = mw / 1000.0;
-    }
-    if (c.wanted(s.total_energy, kEnergy)) {
-      unsigned long long mj = 0;
-      if (c.ok(kEnergy, s.total_energy(h, &mj), "nvmlDeviceGetTotalEnergyConsumption")) {
-        r.energy_joules = static_cast<double>(mj) / 1000.0;
-      }
-    }
-  };
   // On a GPU in MIG mode the ledger bills each MIG device: their processes and activity are
   // usage too (GPM support was probed by the first full collection, which comes first).
   // A full collection reads the mode even where the MIG collector is off or not due, so that the
@@ -138,11 +116,13 @@ void NvmlBackend::collect_device(Device& d, nvmlDevice_t h, CollectScope scope, 
   // on, and exported only with the profiling collector.
   const bool profiling = groups.has(CollectorId::kProfiling) || ledger;
   if (scope == CollectScope::kUsage) {
-    ledger_values();
+    collect_ledger_values(h, c, r);
     if (ledger && d.mig_enabled.value_or(false)) collect_mig(d, h, profiling, c, r);
     return;
   }
-  if (!groups.has(CollectorId::kDevice) && ledger) ledger_values();
+  // A full collection that does not read the device collector (its interval has not passed)
+  // still reads what the ledger integrates.
+  if (!groups.has(CollectorId::kDevice) && ledger) collect_ledger_values(h, c, r);
   if (!groups.has(CollectorId::kMig) && ledger) collect_mig(d, h, profiling, c, r);
   // A collector fails when one of its queries failed for another reason than NOT_SUPPORTED, or
   // when the GPU is gone.
@@ -180,10 +160,8 @@ void NvmlBackend::collect_device(Device& d, nvmlDevice_t h, CollectScope scope, 
   run(CollectorId::kMig, [&] { collect_mig(d, h, profiling, c, r); });
 }
 
-void NvmlBackend::collect_basics(Device& d, nvmlDevice_t h, bool memory_temperature, NvmlCollection& c,
-                                 DeviceReading& r) {
+void NvmlBackend::collect_ledger_values(nvmlDevice_t h, NvmlCollection& c, DeviceReading& r) {
   const NvmlSymbols& s = symbols_;
-  // What the usage ledger reads comes first, as in a usage-only collection.
   if (c.wanted(s.utilization, kUtilization)) {
     nvmlUtilization_t u{};
     if (c.ok(kUtilization, s.utilization(h, &u), "nvmlDeviceGetUtilizationRates")) {
@@ -201,6 +179,13 @@ void NvmlBackend::collect_basics(Device& d, nvmlDevice_t h, bool memory_temperat
       r.energy_joules = static_cast<double>(mj) / 1000.0;
     }
   }
+}
+
+void NvmlBackend::collect_basics(Device& d, nvmlDevice_t h, bool memory_temperature, NvmlCollection& c,
+                                 DeviceReading& r) {
+  const NvmlSymbols& s = symbols_;
+  // What the usage ledger reads comes first, as in a usage-only collection.
+  collect_ledger_values(h, c, r);
   // v2 first: its "used" excludes driver-reserved memory and matches nvidia-smi.
   auto set_memory = [&r](unsigned long long total, unsigned long long used, unsigned long long free) {
     r.memory_total_bytes = static_cast<double>(total);
