@@ -80,6 +80,10 @@ class PromApi {
 Result<std::vector<Series>> parse_query_response(std::string_view body, std::string_view what);
 Result<std::vector<Labels>> parse_series_response(std::string_view body, std::string_view what);
 
+// A printable excerpt of an answer for an error message: no control characters, at most `max`
+// bytes and "..." after them.
+std::string excerpt(std::string_view body, std::size_t max = 160);
+
 // Keeps the samples in (after, upto] (to the millisecond, the APIs' resolution); drops series left empty.
 std::vector<Series> samples_between(std::vector<Series> series, double after, double upto);
 
