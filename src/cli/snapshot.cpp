@@ -3,24 +3,21 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
-#include <ctime>
 #include <filesystem>
 #include <limits>
 #include <memory>
 #include <mutex>
-#include <set>
 #include <thread>
 #include <vector>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include "cli/agent_setup.h"
+#include "cli/snapshot_render.h"
 #include "cli/version.h"
 #include "ledger/state_summary.h"
 #include "util/duration.h"
@@ -30,7 +27,6 @@ namespace gpumeter::cli {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using nlohmann::json;
 
 // How long past its schedule a GPU's collection may take before it is reported as hung.
 constexpr std::chrono::seconds kCallGrace{10};
@@ -131,441 +127,6 @@ Collection collect_twice(Backend& backend, UsageTracker& tracker, std::chrono::m
   return c;
 }
 
-// The lists a process was found in ("compute", "graphics", "mps"), from the reading: the
-// snapshot model keeps owners, not types.
-std::vector<std::string> process_types(const GpuSnapshot& g, unsigned pid) {
-  std::vector<std::string> types;
-  if (!g.reading || !g.reading->usage.processes) return types;
-  for (const auto& p : *g.reading->usage.processes) {
-    if (p.pid != pid) continue;
-    if (p.types & kProcessCompute) types.push_back("compute");
-    if (p.types & kProcessGraphics) types.push_back("graphics");
-    if (p.types & kProcessMps) types.push_back("mps");
-  }
-  return types;
-}
-
-const LabeledValue* find_label(const std::vector<LabeledValue>& v, std::string_view label) {
-  for (const auto& x : v) {
-    if (x.label == label) return &x;
-  }
-  return nullptr;
-}
-
-// Everything that is printed, in one place for both formats.
-struct Report {
-  Snapshot snap;
-  std::chrono::milliseconds interval{0};
-  std::string kubelet_socket;
-  std::string state_path;  // "" when the ledger file is off
-  LedgerStateSummary ledger;
-};
-
-// ---- JSON: base units, every key always present, null where a value is unknown.
-
-json opt(const std::optional<double>& v) { return v ? json(*v) : json(nullptr); }
-
-json owner_json(const OwnerLabels& o) {
-  return {{"project", o.project}, {"user", o.user},           {"namespace", o.namespace_},
-          {"pod", o.pod},         {"container", o.container}, {"hpc_job", o.hpc_job}};
-}
-
-json ledger_json(const LedgerStateGpu& g) {
-  json owners = json::array();
-  for (const auto& e : g.owners) {
-    owners.push_back({{"owner", owner_json(e.owner)},
-                      {"allocated_seconds", e.allocated_seconds},
-                      {"busy_seconds", e.busy_seconds},
-                      {"energy_joules", e.energy_joules},
-                      {"memory_byte_seconds", e.memory_byte_seconds}});
-    if (!e.mig.mig_uuid.empty()) {
-      owners.back()["mig"] = {{"mig_uuid", e.mig.mig_uuid},
-                              {"gpu_instance", e.mig.gpu_instance},
-                              {"compute_instance", e.mig.compute_instance},
-                              {"mig_profile", e.mig.mig_profile}};
-    }
-  }
-  return {{"problem", g.problem.empty() ? json(nullptr) : json(g.problem)},
-          {"covered_seconds", g.covered_seconds},
-          {"gap_seconds", g.gap_seconds},
-          {"owners", std::move(owners)}};
-}
-
-json report_json(const Report& r) {
-  const Snapshot& s = r.snap;
-  json backends = json::array();
-  for (const auto& b : s.backends) {
-    backends.push_back({{"backend", b.backend},
-                        {"up", b.up},
-                        {"detail", b.detail},
-                        {"library", b.library},
-                        {"driver_version", b.driver_version}});
-  }
-  const AttributionStatus& a = s.attribution;
-  json attribution = {{"kubelet_socket", r.kubelet_socket},
-                      {"kubelet_up", a.kubelet_up ? json(*a.kubelet_up) : json(nullptr)},
-                      {"owner_lookups", a.owner_lookups},
-                      {"owner_lookup_errors", a.owner_lookup_errors}};
-
-  std::set<std::string> shown;
-  json gpus = json::array();
-  for (const auto& g : s.gpus) {
-    const DeviceReading* rd = g.reading.get();
-    auto value = [&](std::optional<double> DeviceReading::*field) {
-      return rd ? opt(rd->*field) : json(nullptr);
-    };
-    json temperature = json::object();
-    if (rd) {
-      for (const auto& t : rd->temperature_celsius) temperature[t.label] = t.value;
-    }
-    json procs = json::array();
-    for (const auto& p : g.processes) {
-      procs.push_back({{"pid", p.pid},
-                       {"running", p.running},
-                       {"types", process_types(g, p.pid)},
-                       {"memory_bytes", opt(p.memory_bytes)},
-                       {"sm_utilization_ratio", opt(p.utilization_ratio)},
-                       {"owner", owner_json(p.owner)}});
-    }
-    json ledger = nullptr;
-    if (auto it = r.ledger.gpus.find(g.identity.uuid);
-        !g.identity.uuid.empty() && it != r.ledger.gpus.end()) {
-      ledger = ledger_json(it->second);
-      shown.insert(it->first);
-    }
-    gpus.push_back({{"gpu", g.identity.index},
-                    {"uuid", g.identity.uuid},
-                    {"model", g.identity.model},
-                    {"pci_bus_id", g.identity.pci_bus_id},
-                    {"up", g.up},
-                    {"down_reason", g.up ? json(nullptr) : json(g.down_reason)},
-                    {"utilization_ratio", value(&DeviceReading::utilization_ratio)},
-                    {"memory_utilization_ratio", value(&DeviceReading::memory_utilization_ratio)},
-                    {"memory_used_bytes", value(&DeviceReading::memory_used_bytes)},
-                    {"memory_total_bytes", value(&DeviceReading::memory_total_bytes)},
-                    {"power_watts", value(&DeviceReading::power_watts)},
-                    {"power_limit_watts", value(&DeviceReading::power_limit_watts)},
-                    {"temperature_celsius", std::move(temperature)},
-                    {"processes", std::move(procs)},
-                    {"ledger", std::move(ledger)}});
-  }
-
-  json other = json::array();
-  for (const auto& [uuid, lg] : r.ledger.gpus) {
-    if (shown.count(uuid)) continue;
-    json e = {{"uuid", uuid}, {"gpu", lg.index ? json(*lg.index) : json(nullptr)}, {"model", lg.model}};
-    e["ledger"] = ledger_json(lg);
-    other.push_back(std::move(e));
-  }
-  json state = {{"path", r.state_path},
-                {"status", r.state_path.empty() ? "off" : std::string(to_string(r.ledger.status))},
-                {"problem", r.ledger.problem.empty() ? json(nullptr) : json(r.ledger.problem)},
-                {"saved_unix", r.ledger.saved_unix ? json(*r.ledger.saved_unix) : json(nullptr)},
-                {"other_gpus", std::move(other)}};
-
-  return {{"format", "gpumeter-snapshot"},
-          {"version", 1},
-          {"taken_unix", s.taken_unix},
-          {"interval_seconds", std::chrono::duration<double>(r.interval).count()},
-          {"build", {{"version", s.build.version}, {"revision", s.build.revision}}},
-          {"backends", std::move(backends)},
-          {"attribution", std::move(attribution)},
-          {"ledger_state", std::move(state)},
-          {"gpus", std::move(gpus)}};
-}
-
-// ---- Table: aligned columns, long values cut with "…", ANSI colour only when asked.
-
-struct Style {
-  bool color = false;
-  std::string wrap(std::string_view s, const char* code) const {
-    if (!color || s.empty()) return std::string(s);
-    return std::string("\033[") + code + "m" + std::string(s) + "\033[0m";
-  }
-  std::string bold(std::string_view s) const { return wrap(s, "1"); }
-  std::string dim(std::string_view s) const { return wrap(s, "2"); }
-  std::string good(std::string_view s) const { return wrap(s, "32"); }
-  std::string bad(std::string_view s) const { return wrap(s, "1;31"); }
-};
-
-// Terminal columns of UTF-8 text (every code point one column: names here are not CJK).
-size_t width(std::string_view s) {
-  return static_cast<size_t>(std::count_if(s.begin(), s.end(), [](char c) { return (c & 0xC0) != 0x80; }));
-}
-
-// The length of the UTF-8 sequence a byte starts; 0 when it cannot start one.
-size_t utf8_length(unsigned char c) {
-  if (c < 0x80) return 1;
-  if ((c & 0xE0) == 0xC0) return c >= 0xC2 ? 2 : 0;
-  if ((c & 0xF0) == 0xE0) return 3;
-  if ((c & 0xF8) == 0xF0) return c <= 0xF4 ? 4 : 0;
-  return 0;
-}
-
-// Owner values come from /proc and the kubelet: control characters (C0 and C1, which could carry
-// terminal escape sequences) and bytes that are not UTF-8 become '?'.
-std::string printable(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (size_t i = 0; i < s.size();) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    const size_t n = utf8_length(c);
-    bool ok = n > 0 && i + n <= s.size();
-    for (size_t k = 1; ok && k < n; ++k) ok = (static_cast<unsigned char>(s[i + k]) & 0xC0) == 0x80;
-    if (ok && n == 1) ok = c >= 0x20 && c != 0x7f;
-    if (ok && n == 2) ok = !(c == 0xC2 && static_cast<unsigned char>(s[i + 1]) < 0xA0);  // U+0080..U+009F
-    if (!ok) {
-      out += '?';
-      ++i;
-      continue;
-    }
-    out.append(s.substr(i, n));
-    i += n;
-  }
-  return out;
-}
-
-std::string truncate(std::string_view s, size_t max) {
-  if (width(s) <= max) return std::string(s);
-  std::string out;
-  size_t cols = 0;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if ((s[i] & 0xC0) != 0x80 && ++cols > max - 1) break;
-    out += s[i];
-  }
-  return out + "…";
-}
-
-struct Column {
-  std::string header;
-  size_t max_width = 40;
-  bool right = false;          // numbers
-  bool drop_if_empty = false;  // left out of a table where no row has a value
-};
-
-class Table {
- public:
-  explicit Table(std::vector<Column> columns) : columns_(std::move(columns)) {}
-  void add(std::vector<std::string> cells) { rows_.push_back(std::move(cells)); }
-
-  void render(std::string& out, std::string_view indent, const Style& style) const {
-    std::vector<size_t> shown;
-    std::vector<size_t> widths;
-    for (size_t c = 0; c < columns_.size(); ++c) {
-      const bool any = std::any_of(rows_.begin(), rows_.end(), [&](const auto& r) { return !r[c].empty(); });
-      if (columns_[c].drop_if_empty && !any) continue;
-      size_t w = width(columns_[c].header);
-      for (const auto& r : rows_) w = std::max(w, width(cell(r, c)));
-      shown.push_back(c);
-      widths.push_back(w);
-    }
-    auto line = [&](auto text_of, bool header) {
-      std::string l(indent);
-      for (size_t k = 0; k < shown.size(); ++k) {
-        const Column& col = columns_[shown[k]];
-        std::string text = text_of(shown[k]);
-        const std::string pad(widths[k] - width(text), ' ');
-        std::string padded = col.right ? pad + text : text + (k + 1 < shown.size() ? pad : "");
-        l += header ? style.bold(padded) : padded;
-        if (k + 1 < shown.size()) l += "  ";
-      }
-      out += l + "\n";
-    };
-    line([&](size_t c) { return columns_[c].header; }, true);
-    for (const auto& r : rows_) line([&](size_t c) { return cell(r, c); }, false);
-  }
-
- private:
-  std::string cell(const std::vector<std::string>& row, size_t c) const {
-    if (row[c].empty()) return "-";
-    return truncate(printable(row[c]), columns_[c].max_width);
-  }
-  std::vector<Column> columns_;
-  std::vector<std::vector<std::string>> rows_;
-};
-
-std::string bytes_text(double b) {
-  if (b >= 1024.0 * 1024 * 1024) return fmt::format("{:.1f} GiB", b / (1024.0 * 1024 * 1024));
-  return fmt::format("{:.0f} MiB", b / (1024.0 * 1024));
-}
-
-std::string percent_text(double ratio) { return fmt::format("{:.0f}%", 100 * ratio); }
-
-std::string utc_text(double unix_seconds) {
-  const std::time_t t = static_cast<std::time_t>(unix_seconds);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
-std::string duration_text(double seconds) {
-  if (seconds < 60) return fmt::format("{:.0f} s", seconds);
-  if (seconds < 3600) return fmt::format("{:.1f} min", seconds / 60);
-  return fmt::format("{:.2f} h", seconds / 3600);
-}
-
-std::string short_uuid(const std::string& uuid) { return truncate(uuid, 13); }  // "GPU-" and 8 hex digits
-
-void render_ledger_table(std::string& out, const LedgerStateGpu& lg, const Style& style) {
-  out += "  " + style.bold("ledger totals") + " " +
-         style.dim("(state file: covered " + duration_text(lg.covered_seconds) + ", gaps " +
-                   duration_text(lg.gap_seconds) + ")") +
-         "\n";
-  if (!lg.problem.empty()) {
-    out += "    " + style.bad("unreadable entry: ") + printable(lg.problem) + "\n";
-    return;
-  }
-  if (lg.owners.empty()) {
-    out += "    no owners recorded\n";
-    return;
-  }
-  Table t({{"PROJECT", 24},
-           {"USER", 16, false, true},
-           {"NAMESPACE", 24, false, true},
-           {"POD", 40, false, true},
-           {"CONTAINER", 20, false, true},
-           {"HPC_JOB", 16, false, true},
-           {"ALLOCATED h", 12, true},
-           {"BUSY h", 12, true},
-           {"EFFICIENCY", 10, true},
-           {"ENERGY kWh", 12, true},
-           {"MEMORY GiB·h", 14, true}});
-  for (const auto& e : lg.owners) {
-    const OwnerLabels& o = e.owner;
-    t.add({o.project, o.user, o.namespace_, o.pod, o.container, o.hpc_job,
-           fmt::format("{:.3f}", e.allocated_seconds / 3600), fmt::format("{:.3f}", e.busy_seconds / 3600),
-           e.allocated_seconds > 0 ? percent_text(e.busy_seconds / e.allocated_seconds) : "",
-           fmt::format("{:.3f}", e.energy_joules / 3.6e6),
-           fmt::format("{:.2f}", e.memory_byte_seconds / (1024.0 * 1024 * 1024) / 3600)});
-  }
-  t.render(out, "    ", style);
-}
-
-std::string report_table(const Report& r, const Style& style) {
-  const Snapshot& s = r.snap;
-  std::string out;
-  out += style.bold("gpumeter snapshot") + "  " + utc_text(s.taken_unix) + "  " +
-         style.dim("(per-process utilization over " +
-                   fmt::format("{:.1f} s", std::chrono::duration<double>(r.interval).count()) + ")") +
-         "\n";
-  for (const auto& b : s.backends) {
-    out += "backend  " + b.backend + " " + (b.up ? style.good("up") : style.bad("DOWN")) + ": " +
-           printable(b.detail) + "\n";
-  }
-  const AttributionStatus& a = s.attribution;
-  if (r.kubelet_socket.empty()) {
-    out += "kubelet  off\n";
-  } else {
-    out += "kubelet  " + (a.kubelet_up.value_or(false) ? style.good("up") : style.bad("DOWN")) + ": " +
-           printable(r.kubelet_socket) + "\n";
-  }
-  if (a.owner_lookup_errors > 0) {
-    // Processes whose /proc entry could not be read: their owner is __unattributed__.
-    out += "owners   " + style.bad(std::to_string(a.owner_lookup_errors) + " lookup(s) failed") +
-           ": /proc/<pid> unreadable under --path.procfs\n";
-  }
-  out += "ledger   ";
-  if (r.state_path.empty()) {
-    out += "off (--ledger.state-file is empty): no totals\n";
-  } else {
-    switch (r.ledger.status) {
-      case LedgerStateSummary::Status::kMissing:
-        out += printable(r.state_path) + ": no state file, so no ledger totals\n";
-        break;
-      case LedgerStateSummary::Status::kUnusable:
-        out += printable(r.state_path) + ": " + style.bad("unusable") + ": " + printable(r.ledger.problem) +
-               " (file left as it is)\n";
-        break;
-      case LedgerStateSummary::Status::kOk:
-        out += printable(r.state_path) + ": saved " +
-               (r.ledger.saved_unix ? utc_text(*r.ledger.saved_unix) : std::string("at an unknown time")) +
-               ", " + std::to_string(r.ledger.gpus.size()) + " GPU(s)\n";
-        break;
-    }
-  }
-  if (s.gpus.empty()) out += "\nno GPUs\n";
-
-  std::set<std::string> shown;
-  for (const auto& g : s.gpus) {
-    const DeviceIdentity& id = g.identity;
-    out += "\n" + style.bold("GPU " + std::to_string(id.index));
-    for (const std::string& part :
-         {truncate(printable(id.model), 32), short_uuid(printable(id.uuid)), id.pci_bus_id}) {
-      if (!part.empty()) out += "  " + part;
-    }
-    out += "  " + (g.up ? style.good("up") : style.bad("DOWN")) + "\n";
-    if (!g.up) out += "  " + style.bad("down: ") + printable(g.down_reason) + "\n";
-    if (const DeviceReading* rd = g.reading.get()) {
-      std::vector<std::string> facts;
-      if (rd->utilization_ratio) facts.push_back("utilization " + percent_text(*rd->utilization_ratio));
-      if (rd->memory_used_bytes && rd->memory_total_bytes) {
-        facts.push_back("memory " + bytes_text(*rd->memory_used_bytes) + " / " +
-                        bytes_text(*rd->memory_total_bytes));
-      } else if (rd->memory_used_bytes) {
-        facts.push_back("memory " + bytes_text(*rd->memory_used_bytes));
-      }
-      if (rd->power_watts) {
-        facts.push_back("power " + fmt::format("{:.0f} W", *rd->power_watts) +
-                        (rd->power_limit_watts ? fmt::format(" / {:.0f} W", *rd->power_limit_watts) : ""));
-      }
-      if (const LabeledValue* t = find_label(rd->temperature_celsius, "gpu")) {
-        facts.push_back("temperature " + fmt::format("{:.0f} °C", t->value));
-      }
-      std::string line = " ";
-      for (const auto& f : facts) line += "  " + f;
-      if (!facts.empty()) out += line.substr(1) + "\n";
-    }
-
-    if (g.processes.empty()) {
-      out += "  " + style.dim("no processes") + "\n";
-    } else {
-      Table t({{"PID", 10, true},
-               {"TYPE", 8},
-               {"MEMORY", 10, true},
-               {"SM", 5, true},
-               {"PROJECT", 24},
-               {"USER", 16},
-               {"NAMESPACE", 24, false, true},
-               {"POD", 40, false, true},
-               {"CONTAINER", 20, false, true},
-               {"HPC_JOB", 16, false, true}});
-      for (const auto& p : g.processes) {
-        const OwnerLabels& o = p.owner;
-        // nvidia-smi's letters: C, G, M, C+G.
-        std::string type;
-        for (const auto& name : process_types(g, p.pid)) {
-          type += (type.empty() ? "" : "+") + std::string(1, static_cast<char>(std::toupper(name[0])));
-        }
-        if (!p.running) type = "exited";
-        t.add({std::to_string(p.pid), type, p.memory_bytes ? bytes_text(*p.memory_bytes) : "",
-               p.utilization_ratio ? percent_text(*p.utilization_ratio) : "", o.project, o.user, o.namespace_,
-               o.pod, o.container, o.hpc_job});
-      }
-      t.render(out, "  ", style);
-    }
-
-    if (r.ledger.status != LedgerStateSummary::Status::kOk) continue;
-    auto it = r.ledger.gpus.find(id.uuid);
-    if (id.uuid.empty() || it == r.ledger.gpus.end()) {
-      out += "  " + style.dim("ledger totals: none recorded for this GPU") + "\n";
-      continue;
-    }
-    shown.insert(it->first);
-    render_ledger_table(out, it->second, style);
-  }
-
-  for (const auto& [uuid, lg] : r.ledger.gpus) {
-    if (shown.count(uuid)) continue;
-    out += "\n" + style.bold("not on this node now: " + printable(uuid));
-    if (lg.index) out += "  (was GPU " + std::to_string(*lg.index) + ")";
-    if (!lg.model.empty()) out += "  " + printable(lg.model);
-    out += "\n";
-    render_ledger_table(out, lg, style);
-  }
-  return out;
-}
 
 bool use_color(const SnapshotOptions& o) {
   if (o.no_color || o.format != "table") return false;
@@ -640,7 +201,7 @@ int run_snapshot(const SnapshotOptions& o) {
     if (auto ok = check_sim_scenario(o.sim_scenario); !ok) return bad_flag("--sim.scenario", ok.error().message);
   }
 
-  Report report;
+  SnapshotReport report;
   report.interval = *interval;
   report.state_path = o.ledger_state_file;
   if (!report.state_path.empty()) report.ledger = read_ledger_state_summary(report.state_path);
@@ -687,8 +248,7 @@ int run_snapshot(const SnapshotOptions& o) {
 
   // Owner values come from /proc and need not be valid UTF-8: JSON replaces bad bytes, never throws.
   const std::string text =
-      o.format == "json" ? report_json(report).dump(2, ' ', false, json::error_handler_t::replace) + "\n"
-                         : report_table(report, Style{use_color(o)});
+      o.format == "json" ? snapshot_json(report) : snapshot_table(report, use_color(o));
   std::fwrite(text.data(), 1, text.size(), stdout);
   std::fflush(stdout);
   if (c.stuck > 0) {
