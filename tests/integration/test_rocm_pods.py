@@ -121,6 +121,9 @@ class RocmPods(AgentTestCase):
                                                                TOLERANCE, AMD_EDGE_SECONDS),
                                      "process policy, %s of %r: ledger %.6g, truth %.6g" % (field, key, measured, value))
         print("process policy: largest relative deviation from the truth: %.3g (%s)" % worst)
+        print("process policy: allocated seconds, ledger - truth: %s" % ", ".join(
+            "%s/%s gpu %s %+.3f s of %.1f" % (k[3], k[4], k[0], got[k]["allocated_seconds"] - f["allocated_seconds"],
+                                              f["allocated_seconds"]) for k, f in sorted(want.items())))
 
     def check_scheduler_policy(self, prom, instance, at):
         scenario = load_scenario()
@@ -152,6 +155,9 @@ class RocmPods(AgentTestCase):
                 self.assertLessEqual(abs(measured - v), bound,
                                      "scheduler policy, %s of %r: ledger %.6g, truth %.6g" % (field, key, measured, v))
         print("scheduler policy: largest deviations (seconds, field, owner, bound): %r" % sorted(worst, reverse=True)[:5])
+        print("scheduler policy: allocated seconds, ledger - truth: %s" % ", ".join(
+            "%s gpu %d %+.3f s of %.1f" % (k[1], k[0], got[k]["allocated_seconds"] - o["allocated_seconds"],
+                                           o["allocated_seconds"]) for k, o in sorted(want.items())))
 
 
 if __name__ == "__main__":
