@@ -23,7 +23,8 @@ struct KubeletConfig {
   std::chrono::milliseconds refresh_interval{10'000};
   std::chrono::milliseconds timeout{5'000};
   std::uint64_t max_message_size = 16ULL << 20;
-  std::vector<std::string> resource_names = {"nvidia.com/gpu", "nvidia.com/gpu.shared", "nvidia.com/mig-*"};
+  std::vector<std::string> resource_names = {"nvidia.com/gpu", "nvidia.com/gpu.shared", "nvidia.com/mig-*",
+                                            "amd.com/gpu"};
 
   // The socket to dial, or "" when the kubelet is not used: kPath gives `socket`; kAuto gives
   // <rootfs>/var/lib/kubelet/pod-resources/kubelet.sock when that exists.

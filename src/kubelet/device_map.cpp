@@ -1,6 +1,7 @@
 #include "kubelet/device_map.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "kubelet/pod_resources_client.h"
 #include "util/thread_name.h"
@@ -29,6 +30,43 @@ bool resource_selected(std::string_view resource_name, const std::vector<std::st
   return false;
 }
 
+std::optional<std::string> canonical_pci_address(std::string_view text) {
+  // domain ':' bus ':' device '.' function, each field hex; bus and device two digits, the
+  // function one.
+  auto hex = [](std::string_view field, std::size_t min_digits, std::size_t max_digits) -> std::optional<unsigned> {
+    if (field.size() < min_digits || field.size() > max_digits) return std::nullopt;
+    unsigned v = 0;
+    for (char c : field) {
+      unsigned d = 0;
+      if (c >= '0' && c <= '9') {
+        d = static_cast<unsigned>(c - '0');
+      } else if (c >= 'a' && c <= 'f') {
+        d = static_cast<unsigned>(c - 'a' + 10);
+      } else if (c >= 'A' && c <= 'F') {
+        d = static_cast<unsigned>(c - 'A' + 10);
+      } else {
+        return std::nullopt;
+      }
+      v = v * 16 + d;
+    }
+    return v;
+  };
+  const std::size_t c1 = text.find(':');
+  if (c1 == std::string_view::npos) return std::nullopt;
+  const std::size_t c2 = text.find(':', c1 + 1);
+  if (c2 == std::string_view::npos) return std::nullopt;
+  const std::size_t dot = text.find('.', c2 + 1);
+  if (dot == std::string_view::npos) return std::nullopt;
+  const auto domain = hex(text.substr(0, c1), 1, 8);
+  const auto bus = hex(text.substr(c1 + 1, c2 - c1 - 1), 2, 2);
+  const auto device = hex(text.substr(c2 + 1, dot - c2 - 1), 2, 2);
+  const auto function = hex(text.substr(dot + 1), 1, 1);
+  if (!domain || !bus || !device || !function || *device > 0x1f || *function > 7) return std::nullopt;
+  char out[32];
+  std::snprintf(out, sizeof out, "%04x:%02x:%02x.%x", *domain, *bus, *device, *function);
+  return std::string(out);
+}
+
 std::string dra_gpu_key(unsigned device_minor) { return "gpu-" + std::to_string(device_minor); }
 
 namespace {
@@ -52,7 +90,8 @@ DeviceMap build_device_map(const std::vector<PodResources>& pods,
         for (const std::string& id : devices.device_ids) {
           const std::string_view device = strip_replica_suffix(id);
           if (device.empty()) continue;
-          map.by_device[std::string(device)].push_back(
+          const std::optional<std::string> pci = canonical_pci_address(device);
+          map.by_device[pci ? *pci : std::string(device)].push_back(
               DeviceOwner{pod.namespace_, pod.name, container.name, devices.resource_name});
         }
       }

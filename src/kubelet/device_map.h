@@ -33,8 +33,9 @@ struct DeviceOwner {
 
 // GPU id -> every container it is allocated to, sorted, each container once.
 // The id is what the device plugin reported with any replica suffix removed: a UUID such as
-// "GPU-6f1c...", a MIG device UUID "MIG-...", or a GPU index as a string ("0") for plugins
-// configured with deviceIDStrategy=index. Time-sliced and MPS replicas from the NVIDIA device
+// "GPU-6f1c...", a MIG device UUID "MIG-...", a GPU index as a string ("0") for plugins
+// configured with deviceIDStrategy=index, or a PCI address (AMD's plugin), kept in the form
+// canonical_pci_address gives. Time-sliced and MPS replicas from the NVIDIA device
 // plugin are reported as "GPU-<uuid>::<n>"; they all map to "GPU-<uuid>", so a GPU shared by
 // two pods lists both.
 struct DeviceMap {
@@ -45,6 +46,11 @@ struct DeviceMap {
 // "GPU-abc::3" -> "GPU-abc". Only a "::" followed by decimal digits to the end is a replica
 // suffix; any other id is returned unchanged.
 std::string_view strip_replica_suffix(std::string_view device_id);
+
+// A PCI address in one spelling: "%04x:%02x:%02x.%x", lower case ("0000:c1:00.0"). Accepts a
+// domain of 1 to 8 hex digits and either case ("00000000:C1:00.0", as NVML prints it, gives
+// "0000:c1:00.0"); nullopt for anything that is not a PCI address.
+std::optional<std::string> canonical_pci_address(std::string_view text);
 
 // Whether `resource_name` is selected by `patterns`: an entry matches the name exactly, or,
 // when it ends in '*', every name that starts with the part before the '*'

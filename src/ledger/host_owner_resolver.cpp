@@ -158,6 +158,11 @@ const std::vector<kubelet::DeviceOwner>* HostOwnerResolver::pods_of(const kubele
   if (auto it = map.by_device.find(gpu.uuid); it != map.by_device.end()) return &it->second;
   // A MIG device is named by its "MIG-…" uuid only; the index and minor name its parent.
   if (!gpu.parent_uuid.empty()) return nullptr;
+  // Plugins that name a GPU by its PCI address (AMD's): compared in one spelling, so that the
+  // kubelet's "0000:c1:00.0" is the same slot as NVML's "00000000:C1:00.0".
+  if (auto pci = kubelet::canonical_pci_address(gpu.pci_bus_id)) {
+    if (auto it = map.by_device.find(*pci); it != map.by_device.end()) return &it->second;
+  }
   if (auto it = map.by_device.find(std::to_string(gpu.index)); it != map.by_device.end()) return &it->second;
   if (gpu.device_minor) {
     if (auto it = map.by_device.find(kubelet::dra_gpu_key(*gpu.device_minor)); it != map.by_device.end()) {

@@ -68,6 +68,11 @@ class HostOwnerResolver final : public OwnerResolver {
   // from /proc too, so every process is named again by the new rules at its next lookup.
   void update_rules(ProjectResolver rules, std::vector<std::string> environment);
 
+  // The kubelet's containers allocated `gpu` in `map`: the entry of its uuid, else of its PCI
+  // address, of its index, or of its DRA name (by device minor); a MIG device by its uuid only.
+  // Matched by the identity's fields, whatever the vendor (docs/kubelet.md, "Device ids").
+  static const std::vector<kubelet::DeviceOwner>* pods_of(const kubelet::DeviceMap& map, const DeviceIdentity& gpu);
+
  private:
   std::vector<std::string> hpc_jobs(const DeviceIdentity& gpu);
   // The mapped jobs of a GPU (by index or uuid) or of a MIG device (by its uuid). Under mu_.
@@ -75,8 +80,6 @@ class HostOwnerResolver final : public OwnerResolver {
   // Reads the mapping again when it may have changed; mu_ held.
   void refresh_hpc_locked();
   std::int64_t wall_clock_us() const;
-  // The kubelet's containers allocated `gpu` in `map`.
-  static const std::vector<kubelet::DeviceOwner>* pods_of(const kubelet::DeviceMap& map, const DeviceIdentity& gpu);
 
   HostOwnerResolverOptions options_;  // rules and environment: see rules_ and cache_
   Logger& log_;

@@ -477,11 +477,12 @@ void setup_sim_command(CLI::App& sim, int& exit_code) {
       "following the scenario clock");
   kubelet->footer(
       "Each job with a `kubernetes` reference is listed as its pod and container, holding resource\n"
-      "nvidia.com/gpu with the UUIDs of its GPUs as device ids, from --lead scenario time before it\n"
-      "starts until --lead after it ends (as `gpumeter sim procfs` keeps its pids). A pod's allocation\n"
+      "nvidia.com/gpu with the UUIDs of its NVIDIA GPUs as device ids and amd.com/gpu with the PCI\n"
+      "addresses of its AMD GPUs (as AMD's device plugin names them), from --lead scenario time before\n"
+      "it starts until --lead after it ends (as `gpumeter sim procfs` keeps its pids). A pod's allocation\n"
       "(`allocations:` with `kubernetes`) is listed over exactly its span, with or without a process.\n"
-      "A GPU that two containers hold at once somewhere in the scenario is time-sliced: its device ids\n"
-      "are the NVIDIA device plugin's replicas, <uuid>::<n>. Scenario time comes from GPUMETER_SIM_EPOCH and\n"
+      "An NVIDIA GPU that two containers hold at once somewhere in the scenario is time-sliced: its device\n"
+      "ids are the NVIDIA device plugin's replicas, <uuid>::<n>. Scenario time comes from GPUMETER_SIM_EPOCH and\n"
       "GPUMETER_SIM_TIME_SCALE as the simulator library computes it; with no epoch, scenario time 0 is\n"
       "the moment it starts. Runs until SIGINT or SIGTERM, then removes the socket.\n"
       "Exit codes: 0 ok, 1 runtime error (e.g. the socket cannot be created), 2 bad input.");

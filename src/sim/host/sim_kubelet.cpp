@@ -24,15 +24,15 @@ SimKubelet::SimKubelet(const Scenario& scenario, Micros lead)
   for (const sim::Allocation& alloc : scenario.allocations) {
     const Micros end = std::min(alloc.end, scenario.duration);
     if (alloc.kubernetes.empty() || alloc.start >= end) continue;
-    listings_.push_back(Listing{alloc.kubernetes, alloc.gpus, alloc.start, end, {}, alloc.mig, {}});
+    listings_.push_back(Listing{alloc.kubernetes, alloc.gpus, alloc.start, end, alloc.mig, {}});
   }
   for (const Job& job : scenario.jobs) {
     const Micros end = std::min(job.end, scenario.duration);
     if (job.kubernetes.empty() || job.start >= end) continue;
     if (job.allocation != kNoAllocation && !scenario.allocations[job.allocation].kubernetes.empty()) continue;
     listings_.push_back(
-        Listing{job.kubernetes, job.gpus, job.start - lead, end >= kForever - lead ? kForever : end + lead, {},
-                job.mig, {}});
+        Listing{job.kubernetes, job.gpus, job.start - lead, end >= kForever - lead ? kForever : end + lead, job.mig,
+                {}});
   }
   // Per GPU: its allocations by start; replica numbers handed out as the plugin would.
   struct Slot {
@@ -72,7 +72,7 @@ SimKubelet::SimKubelet(const Scenario& scenario, Micros lead)
     }
     return sliced;
   };
-  std::vector<std::vector<std::string>> ids(listings_.size());
+  std::vector<std::vector<std::pair<std::string, std::string>>> devices(listings_.size());
   for (unsigned g = 0; g < scenario.gpus.size(); ++g) {
     std::vector<std::size_t> on_gpu;
     for (std::size_t i = 0; i < listings_.size(); ++i) {
@@ -80,10 +80,18 @@ SimKubelet::SimKubelet(const Scenario& scenario, Micros lead)
       if (listings_[i].mig == kNoMigInstance && std::find(gpus.begin(), gpus.end(), g) != gpus.end())
         on_gpu.push_back(i);
     }
+    if (scenario.is_amd(g)) {
+      // AMD's plugin: the GPU's PCI address, in every container that holds it (no replicas).
+      for (std::size_t i : on_gpu) devices[i].emplace_back(kAmdGpuResourceName, amd_device_id(scenario.gpus[g].pci));
+      continue;
+    }
     replica.clear();
     time_sliced_[g] = assign(on_gpu);
     const std::string& uuid = scenario.gpus[g].uuid;
-    for (std::size_t i : on_gpu) ids[i].push_back(time_sliced_[g] ? fmt::format("{}::{}", uuid, replica[i]) : uuid);
+    for (std::size_t i : on_gpu) {
+      devices[i].emplace_back(kGpuResourceName,
+                              time_sliced_[g] ? fmt::format("{}::{}", uuid, replica[i]) : uuid);
+    }
   }
   // A MIG instance is its own device: its MIG UUID, under its profile's resource, time-sliced
   // (replicas) as a GPU is when two containers hold it at once.
@@ -97,14 +105,15 @@ SimKubelet::SimKubelet(const Scenario& scenario, Micros lead)
     const bool sliced = assign(on_instance);
     const MigInstance& inst = scenario.mig.instances[m];
     for (std::size_t i : on_instance) {
-      ids[i].push_back(sliced ? fmt::format("{}::{}", inst.uuid, replica[i]) : inst.uuid);
-      listings_[i].resource = mig_resource_name(inst.profile_name);
+      devices[i].emplace_back(mig_resource_name(inst.profile_name),
+                              sliced ? fmt::format("{}::{}", inst.uuid, replica[i]) : inst.uuid);
     }
   }
-  for (std::size_t i = 0; i < listings_.size(); ++i) {
-    listings_[i].device_ids = std::move(ids[i]);
-    if (listings_[i].resource.empty()) listings_[i].resource = kGpuResourceName;
-  }
+  for (std::size_t i = 0; i < listings_.size(); ++i) listings_[i].devices = std::move(devices[i]);
+}
+
+std::string amd_device_id(const PciAddress& pci) {
+  return fmt::format("{:04x}:{:02x}:{:02x}.0", pci.domain, pci.bus, pci.device);
 }
 
 std::string mig_resource_name(const std::string& profile) { return "nvidia.com/mig-" + profile; }
@@ -118,8 +127,9 @@ std::vector<kubelet::PodResources> SimKubelet::pods_at(Micros t) const {
   for (const Listing& a : listings_) {
     if (t < a.from || t >= a.to) continue;
     const KubernetesRef& k = a.ref;
-    std::vector<std::string>& ids = pods[{k.namespace_, k.pod}][k.container][a.resource];
-    for (const std::string& id : a.device_ids) {
+    auto& resources = pods[{k.namespace_, k.pod}][k.container];
+    for (const auto& [resource, id] : a.devices) {
+      std::vector<std::string>& ids = resources[resource];
       if (std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
     }
   }

@@ -30,7 +30,7 @@ void expect_defaults(const Config& c) {
   EXPECT_EQ(c.attribution.kubelet.refresh_interval, milliseconds(10'000));
   EXPECT_EQ(c.attribution.kubelet.timeout, milliseconds(5'000));
   EXPECT_EQ(c.attribution.kubelet.max_message_size, 16u << 20);
-  EXPECT_EQ(c.attribution.kubelet.resource_names, (Strings{"nvidia.com/gpu", "nvidia.com/gpu.shared", "nvidia.com/mig-*"}));
+  EXPECT_EQ(c.attribution.kubelet.resource_names, (Strings{"nvidia.com/gpu", "nvidia.com/gpu.shared", "nvidia.com/mig-*", "amd.com/gpu"}));
   EXPECT_TRUE(c.project.rules.empty());
   EXPECT_EQ(c.project.default_project, "");
   EXPECT_EQ(c.project.resolver.rules().size(), 0u);

@@ -82,6 +82,34 @@ TEST(kubelet_device_map, FiltersByEveryListedResourceName) {
   EXPECT_THAT(ids, ElementsAre("0000:c1:00.0", kUuidA, "MIG-11111111-2222-5333-8444-555555555555"));
 }
 
+TEST(kubelet_device_map, PciAddressesInOneSpelling) {
+  EXPECT_EQ(canonical_pci_address("0000:c1:00.0"), "0000:c1:00.0");
+  EXPECT_EQ(canonical_pci_address("0000:C1:00.0"), "0000:c1:00.0");
+  EXPECT_EQ(canonical_pci_address("00000000:C1:00.0"), "0000:c1:00.0");  // as NVML prints it
+  EXPECT_EQ(canonical_pci_address("0:03:1f.7"), "0000:03:1f.7");
+  EXPECT_EQ(canonical_pci_address("10000:e2:00.1"), "10000:e2:00.1");  // a VMD domain
+  for (const char* not_pci : {"", "0", "GPU-6f1c4a2e-0b9d-4c51-8e3f-2d7a9b1c0e11", "0x8a1c3e5f7b2d4e60",
+                              "amd-0000:c1:00.0", "0000:c1:00", "0000:c1:00.0.0", "0000:c1:20.0", "0000:c1:00.8",
+                              "000000000:c1:00.0", "0000:1:00.0", "0000:c1:0g.0", "gpu-3", "0000:c1:00.0::1"}) {
+    EXPECT_EQ(canonical_pci_address(not_pci), std::nullopt) << not_pci;
+  }
+}
+
+TEST(kubelet_device_map, PciAddressIdsAreKeptInOneSpelling) {
+  // AMD's plugin names a GPU by its sysfs PCI address; another plugin may spell it otherwise.
+  std::vector<PodResources> pods = {
+      {"train-0", "ml", {{"main", {{"amd.com/gpu", {"0000:c1:00.0", "0000:C2:00.0"}}}}}},
+      {"infer-0", "ml", {{"main", {{"amd.com/gpu", {"00000000:c1:00.0"}}}}}},
+  };
+  const DeviceMap map = build_device_map(pods, {"amd.com/gpu"});
+  std::vector<std::string> ids;
+  for (const auto& [id, owners] : map.by_device) ids.push_back(id);
+  EXPECT_THAT(ids, ElementsAre("0000:c1:00.0", "0000:c2:00.0"));
+  EXPECT_THAT(map.by_device.at("0000:c1:00.0"),
+              ElementsAre(DeviceOwner{"ml", "infer-0", "main", "amd.com/gpu"},
+                          DeviceOwner{"ml", "train-0", "main", "amd.com/gpu"}));
+}
+
 TEST(kubelet_device_map, ResourcePatterns) {
   EXPECT_TRUE(resource_selected("anything", {}));
   EXPECT_TRUE(resource_selected("nvidia.com/gpu", {"nvidia.com/gpu"}));

@@ -217,5 +217,64 @@ TEST(HostOwnerResolver, SlurmJobsFromTheirCgroupsByDeviceMinor) {
   EXPECT_EQ(released->since_us, now_us);
 }
 
+
+// The kubelet's device ids matched to a GPU by the fields of its identity, whatever its vendor:
+// AMD's plugin names a GPU by its PCI address (docs/kubelet.md, "Device ids").
+TEST(HostOwnerResolver, PodsOfAGpuByUuidPciAddressIndexOrMinor) {
+  const std::vector<kubelet::PodResources> pods = {
+      {"train-0", "ml", {{"main", {{"amd.com/gpu", {"0000:c1:00.0", "0000:c2:00.0"}}}}}},
+      {"infer-0", "ml", {{"main", {{"nvidia.com/gpu", {"GPU-aaaa"}}, {"amd.com/gpu", {"0000:C3:00.0"}}}}}},
+      {"by-index", "ml", {{"main", {{"nvidia.com/gpu", {"4"}}}}}},
+      {"by-minor", "ml", {{"main", {}, {{"gpu.nvidia.com", "node-1", "gpu-7"}}}}},
+  };
+  const kubelet::DeviceMap map = kubelet::build_device_map(pods, {"nvidia.com/gpu", "amd.com/gpu"});
+  auto pod_names = [&](const DeviceIdentity& gpu) {
+    std::vector<std::string> out;
+    if (const auto* owners = HostOwnerResolver::pods_of(map, gpu)) {
+      for (const auto& o : *owners) out.push_back(o.pod);
+    }
+    return out;
+  };
+  using Names = std::vector<std::string>;
+  DeviceIdentity amd;  // ROCm SMI's identity: the unique id, the PCI address
+  amd.index = 4;
+  amd.uuid = "0x8a1c3e5f7b2d4e60";
+  amd.vendor = "amd";
+  amd.pci_bus_id = "0000:c1:00.0";
+  EXPECT_EQ(pod_names(amd), Names{"train-0"}) << "the PCI address comes before the index";
+  DeviceIdentity radeon;  // no unique id: the uuid names the slot
+  radeon.index = 5;
+  radeon.uuid = "amd-0000:c2:00.0";
+  radeon.vendor = "amd";
+  radeon.pci_bus_id = "0000:c2:00.0";
+  EXPECT_EQ(pod_names(radeon), Names{"train-0"});
+  DeviceIdentity nvml;  // NVML spells its address otherwise; the uuid comes first
+  nvml.index = 0;
+  nvml.uuid = "GPU-aaaa";
+  nvml.vendor = "nvidia";
+  nvml.pci_bus_id = "00000000:C1:00.0";
+  EXPECT_EQ(pod_names(nvml), Names{"infer-0"});
+  nvml.uuid = "GPU-bbbb";
+  EXPECT_EQ(pod_names(nvml), Names{"train-0"}) << "the same slot in another spelling";
+  nvml.pci_bus_id = "00000000:C3:00.0";
+  EXPECT_EQ(pod_names(nvml), Names{"infer-0"});
+  DeviceIdentity elsewhere = amd;
+  elsewhere.pci_bus_id = "0000:c4:00.0";
+  EXPECT_EQ(pod_names(elsewhere), Names{"by-index"}) << "no entry of its address: its index";
+  elsewhere.index = 6;
+  EXPECT_EQ(pod_names(elsewhere), Names{});
+  elsewhere.device_minor = 7;
+  EXPECT_EQ(pod_names(elsewhere), Names{"by-minor"});
+  elsewhere.device_minor.reset();
+  elsewhere.pci_bus_id = "";
+  EXPECT_EQ(pod_names(elsewhere), Names{});
+  DeviceIdentity mig;  // a MIG device is its own uuid only, not its parent's slot
+  mig.index = 0;
+  mig.uuid = "MIG-cccc";
+  mig.parent_uuid = "GPU-bbbb";
+  mig.pci_bus_id = "00000000:C1:00.0";
+  EXPECT_EQ(pod_names(mig), Names{});
+}
+
 }  // namespace
 }  // namespace gpumeter

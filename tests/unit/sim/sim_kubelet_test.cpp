@@ -132,5 +132,51 @@ TEST(SimKubelet, NoKubernetesJobsNoPods) {
   EXPECT_FALSE(k.time_sliced(0));
 }
 
+
+// AMD GPUs as AMD's device plugin lists them: amd.com/gpu, the sysfs PCI address, no replicas.
+TEST(SimKubelet, AmdGpusByPciAddressUnderAmdResource) {
+  Scenario s = testing::parse_ok(std::string(testing::kModel) + R"(
+  mi:
+    vendor: amd
+    name: AMD Instinct MI300X
+    memory: 192GiB
+    power: {limit: 750, idle: 150, max: 750}
+    temperature: {idle: 40, max: 80, memory_offset: 4}
+    clocks:
+      graphics: {idle: 500, max: 2100}
+      memory: {idle: 1300, max: 1300}
+    pcie: {generation: 5, width: 16, device_id: 0x74a1}
+    compute_units: 304
+gpus:
+  - {model: m, uuid: GPU-0}
+  - {model: mi, pci_bus_id: "0000:C1:00.0"}
+  - {model: mi, pci_bus_id: "0000:0A:00.0"}
+duration: 100
+jobs:
+  - {name: mixed, start: 0, end: 50, gpus: [0, 1], pids: [10, 11], utilization: 0.5,
+     kubernetes: {namespace: team-a, pod: both, container: main}}
+  - {name: a, start: 10, end: 60, gpus: [2], pid: 20, utilization: 0.3,
+     kubernetes: {namespace: team-b, pod: one, container: main}}
+  - {name: b, start: 30, end: 70, gpus: [2], pid: 21, utilization: 0.3,
+     kubernetes: {namespace: team-b, pod: two, container: main}}
+)");
+  ASSERT_TRUE(s.is_amd(1));
+  EXPECT_EQ(amd_device_id(s.gpus[1].pci), "0000:c1:00.0");
+  SimKubelet k(s, 0);
+  EXPECT_FALSE(k.time_sliced(2)) << "AMD's plugin has no replicas";
+  // One container holding an NVIDIA and an AMD GPU: each under its vendor's resource.
+  EXPECT_EQ(k.pods_at(40 * S),
+            (std::vector<PodResources>{
+                pod("team-a", "both",
+                    {ContainerResources{"main", {ContainerDevices{"amd.com/gpu", {"0000:c1:00.0"}},
+                                                 ContainerDevices{"nvidia.com/gpu", {"GPU-0"}}}}}),
+                pod("team-b", "one", {ContainerResources{"main", {ContainerDevices{"amd.com/gpu", {"0000:0a:00.0"}}}}}),
+                pod("team-b", "two", {ContainerResources{"main", {ContainerDevices{"amd.com/gpu", {"0000:0a:00.0"}}}}})}))
+      << describe(k.pods_at(40 * S));
+  EXPECT_EQ(k.pods_at(65 * S),
+            (std::vector<PodResources>{
+                pod("team-b", "two", {ContainerResources{"main", {ContainerDevices{"amd.com/gpu", {"0000:0a:00.0"}}}}})}));
+}
+
 }  // namespace
 }  // namespace gpumeter::sim
