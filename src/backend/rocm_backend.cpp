@@ -254,15 +254,15 @@ Result<DeviceReading> RocmBackend::collect(unsigned device, CollectScope scope, 
   DeviceReading r;
   bool answered = false;
   std::optional<Error> first_error;
-  // Records a call's outcome: true when it answered. A GPU none of whose calls answer is down.
+  // Records a call's outcome: true when it answered. A GPU none of whose calls answer is down,
+  // also when they all say NOT_SUPPORTED: the 5.2.3 library answers that for a file that is
+  // missing (ENOENT), so a GPU whose sysfs files are gone says nothing else.
   auto ok = [&](const char* call, rsmi_status_t rc) {
     if (rc == RSMI_STATUS_SUCCESS) {
       answered = true;
       return true;
     }
-    if (rc == RSMI_STATUS_NOT_SUPPORTED || rc == RSMI_STATUS_NOT_YET_IMPLEMENTED) {
-      answered = true;
-    } else {
+    if (rc != RSMI_STATUS_NOT_SUPPORTED && rc != RSMI_STATUS_NOT_YET_IMPLEMENTED) {
       note_call_error(device, call, rc);
       if (!first_error) first_error = Error{rc, error_text(call, rc)};
     }
@@ -370,6 +370,12 @@ Result<DeviceReading> RocmBackend::collect(unsigned device, CollectScope scope, 
     if (usage) collect_usage(device, r);
   }
   if (!answered && first_error) return *first_error;
+  if (!answered) {
+    return Error{RSMI_STATUS_NOT_SUPPORTED,
+                 fmt::format("every ROCm SMI call on device {} returned NOT_SUPPORTED (as when its sysfs files are "
+                             "gone)",
+                             device)};
+  }
   return r;
 }
 
