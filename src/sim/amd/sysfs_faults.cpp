@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "sim/amd/amdgpu_files.h"
 #include "sim/amd/sysfs_writer.h"
 #include "sim/host/tree_files.h"
 
@@ -32,7 +33,19 @@ Result<void> rename_path(const fs::path& from, const fs::path& to) {
 
 }  // namespace
 
-std::vector<fs::path> SysfsTree::hang_files(const Gpu& g) const {
+std::vector<fs::path> SysfsTree::hang_files(const Gpu& g, bool processes) const {
+  if (processes) {
+    // KFD reads a process's CU occupancy from the GPU only when the process has queues on it
+    // (kfd_get_cu_occupancy): the files of the processes that use this GPU.
+    const unsigned id = kfd_gpu_id(g.index);
+    const std::string queue = fmt::format("{},", id);
+    std::vector<fs::path> out;
+    for (const auto& [pid, signature] : present_) {
+      if (("," + signature).find("," + queue) == std::string::npos) continue;
+      out.push_back(dir_ / "class/kfd/kfd/proc" / std::to_string(pid) / fmt::format("stats_{}", id) / "cu_occupancy");
+    }
+    return out;
+  }
   // The files of every collection that ROCm SMI 5.2.3 opens without checking first that they
   // are regular files: gpu_metrics (fopen, rsmi_dev_energy_count_get) and hwmon files (an
   // ifstream, rsmi_dev_power_ave_get). A FIFO in place of gpu_busy_percent would not block:
@@ -46,20 +59,24 @@ Result<void> SysfsTree::sync_faults(Gpu& g, Micros t) {
     if (f.gpu == g.index && in_window(t, f.at, f.duration)) lost = true;
   }
   bool hung = false;
+  bool processes = false;
   if (hangs_) {
     for (const HangFault& f : scenario_.hangs) {
       const auto duration = static_cast<Micros>(f.wall_seconds * static_cast<double>(kMicrosPerSecond));
-      if (f.gpu == g.index && in_window(t, f.at, duration)) hung = true;
+      if (f.gpu == g.index && in_window(t, f.at, duration)) {
+        hung = true;
+        processes = f.call == kAmdProcessHangCall;
+      }
     }
   }
   hung = hung && !lost;
   if (g.hung && !hung) {
-    if (auto r = release(g, t); !r) return r;
+    if (auto r = release(g); !r) return r;
   }
   if (g.lost != lost) {
     if (auto r = set_lost(g, lost); !r) return r;
   }
-  if (hung && !g.hung) return hang(g);
+  if (hung && !g.hung) return hang(g, processes);
   return {};
 }
 
@@ -81,8 +98,9 @@ Result<void> SysfsTree::set_lost(Gpu& g, bool lost) {
   return {};
 }
 
-Result<void> SysfsTree::hang(Gpu& g) {
-  for (const fs::path& path : hang_files(g)) {
+Result<void> SysfsTree::hang(Gpu& g, bool processes) {
+  g.held = hang_files(g, processes);
+  for (const fs::path& path : g.held) {
     const fs::path tmp = beside(path, "fifo");
     std::error_code ec;
     fs::remove(tmp, ec);
@@ -96,13 +114,14 @@ Result<void> SysfsTree::hang(Gpu& g) {
   return {};
 }
 
-Result<void> SysfsTree::release(Gpu& g, Micros) {
+Result<void> SysfsTree::release(Gpu& g) {
   // Opening a FIFO for reading and writing never blocks (Linux, fifo(7)), and a writer lets
   // every reader blocked in open() go on. Each file is then put back as a regular file (new
   // readers get it), and the current value is written into the FIFO for the readers that were
   // waiting: the first one reads it, any other finds the FIFO empty once it is closed (EOF).
   std::vector<std::pair<int, std::string>> waiting;
-  for (const fs::path& path : hang_files(g)) {
+  for (const fs::path& path : g.held) {
+    if (held_.count(path.string()) == 0) continue;  // its process entry was rebuilt or removed
     const int fd = ::open(path.c_str(), O_RDWR | O_NONBLOCK | O_CLOEXEC);
     held_.erase(path.string());
     const auto it = written_.find(path.string());
@@ -121,13 +140,14 @@ Result<void> SysfsTree::release(Gpu& g, Micros) {
     ::close(fd);
   }
   g.hung = false;
+  g.held.clear();
   return {};
 }
 
 Result<void> SysfsTree::release_hangs() {
   for (Gpu& g : gpus_) {
     if (!g.hung) continue;
-    if (auto r = release(g, 0); !r) return r;
+    if (auto r = release(g); !r) return r;
   }
   return {};
 }

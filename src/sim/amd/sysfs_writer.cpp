@@ -307,6 +307,8 @@ Result<void> SysfsTree::sync(Micros t) {
 
 void SysfsTree::forget_under(const fs::path& dir) {
   const std::string prefix = dir.string() + "/";
+  for (auto it = held_.lower_bound(prefix); it != held_.end() && it->compare(0, prefix.size(), prefix) == 0;)
+    it = held_.erase(it);
   for (auto it = written_.lower_bound(prefix); it != written_.end() && it->first.compare(0, prefix.size(), prefix) == 0;)
     it = written_.erase(it);
 }

@@ -20,7 +20,9 @@
 // and its class/drm/card link are gone, as after a surprise removal, and come back at its end;
 // during a `hang` (modelled only when the tree follows the clock) gpu_metrics and
 // hwmon power1_average are FIFOs, so a reader's open() blocks until the hang ends, when the
-// writer lets the waiting readers through with the current value and puts the files back.
+// writer lets the waiting readers through with the current value and puts the files back. A hang
+// with `call: rsmi_compute_process_info_by_pid_get` makes FIFOs of the GPU's KFD cu_occupancy
+// files (of the processes that use it) instead.
 
 #include <filesystem>
 #include <map>
@@ -62,6 +64,7 @@ class SysfsTree {
     std::unique_ptr<SimGpu> sim;
     bool lost = false;  // its device folder and card link are moved aside
     bool hung = false;  // its hang files are FIFOs
+    std::vector<std::filesystem::path> held;  // those files
   };
   // One process's use of one GPU at t.
   struct Use {
@@ -80,9 +83,9 @@ class SysfsTree {
   // Faults (sysfs_faults.cpp): brings the GPU's lost and hung states to those at t.
   Result<void> sync_faults(Gpu& g, Micros t);
   Result<void> set_lost(Gpu& g, bool lost);
-  Result<void> hang(Gpu& g);
-  Result<void> release(Gpu& g, Micros t);
-  std::vector<std::filesystem::path> hang_files(const Gpu& g) const;
+  Result<void> hang(Gpu& g, bool processes);
+  Result<void> release(Gpu& g);
+  std::vector<std::filesystem::path> hang_files(const Gpu& g, bool processes) const;
 
   std::filesystem::path dir_;
   const Scenario& scenario_;

@@ -134,8 +134,16 @@ void parse_fault(Scenario& s, const YAML::Node& node, const std::string& path) {
     f.gpu = gpu_of(m);
     f.at = read_duration(m.require("at"), m.path("at"));
     f.wall_seconds = read_double(m.require("seconds"), m.path("seconds"), 0.001, 3600);
-    if (m.has("call")) {
-      nvidia_only(m, f.gpu, "call names an NVML function; an AMD GPU's hang blocks its gpu_metrics and power reads");
+    if (m.has("call") && s.is_amd(f.gpu)) {
+      // On an AMD GPU the one call a hang may name: its KFD process files block instead.
+      f.call = read_string(m.get("call"), m.path("call"));
+      if (f.call != kAmdProcessHangCall) {
+        fail_at(m.get("call"), m.path("call"),
+                fmt::format("GPU {} is an AMD GPU: a hang's call can only be {} (its KFD process files block); "
+                            "without call, its gpu_metrics and power reads block",
+                            f.gpu, kAmdProcessHangCall));
+      }
+    } else if (m.has("call")) {
       f.call = read_string(m.get("call"), m.path("call"));
       auto fn = nvml_function_from_name(f.call);
       if (!fn || nvml_function_kind(*fn) != NvmlFunctionKind::device) {

@@ -133,7 +133,7 @@ TEST(AmdFaults, NoXidOrErrorWindowOnAnAmdGpu) {
                 .find("AMD GPU"),
             std::string::npos);
   EXPECT_NE(parse_error(amd + "faults:\n  - {kind: hang, gpu: 0, at: 1s, seconds: 2, call: nvmlDeviceGetPowerUsage}\n")
-                .find("NVML function"),
+                .find("can only be rsmi_compute_process_info_by_pid_get"),
             std::string::npos);
   EXPECT_EQ(parse_error(amd + "faults:\n  - {kind: hang, gpu: 0, at: 1s, seconds: 2}\n"
                               "  - {kind: lost, gpu: 1, at: 1s, duration: 2s}\n"),
