@@ -58,6 +58,9 @@ void resolve(const SymbolSource& lib, const char* name, Fn& out, std::vector<std
   if (out == nullptr) missing.emplace_back(name);
 }
 
+// How long a worker may be in the process calls before the others stop waiting for it.
+constexpr std::int64_t kProcessCallsStuckUs = 500'000;
+
 std::int64_t wall_now_us() {
   return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
@@ -384,8 +387,25 @@ void RocmBackend::collect_usage(unsigned device, DeviceReading& r) {
   if (s.process_list == nullptr || s.process_gpus == nullptr || s.process_by_pid == nullptr) return;
   DeviceState& state = devices_[device];
   const std::int64_t now = wall_now_us();
-  // One worker at a time in the process calls (see below).
-  std::unique_lock lock(processes_mu_);
+  // One worker at a time in the process calls (see below). A worker that has been in them for
+  // over half a second is stuck in a read (a hung GPU's KFD files): the others then collect without
+  // processes rather than wait behind it, so one hung GPU does not stall every AMD GPU.
+  std::unique_lock lock(processes_mu_, std::defer_lock);
+  while (!lock.try_lock_for(std::chrono::milliseconds(50))) {
+    const std::int64_t entered = processes_entered_us_.load();
+    if (entered != 0 && wall_now_us() - entered > kProcessCallsStuckUs) return;
+  }
+  processes_entered_us_.store(wall_now_us());
+  struct Leave {  // leaves the process calls on every path out
+    std::atomic<std::int64_t>& entered;
+    std::unique_lock<std::timed_mutex>& lock;
+    void now() {
+      if (!lock.owns_lock()) return;
+      entered.store(0);
+      lock.unlock();
+    }
+    ~Leave() { now(); }
+  } leave{processes_entered_us_, lock};
   std::uint32_t n = 0;
   if (s.process_list(nullptr, &n) != RSMI_STATUS_SUCCESS) return;
   std::vector<rsmi_process_info_t> list(n + 8);  // room for processes that start meanwhile
@@ -427,7 +447,7 @@ void RocmBackend::collect_usage(unsigned device, DeviceReading& r) {
     }
     process_gpus_ = std::move(known);  // forget pids that are gone (a pid can be reused)
   }
-  lock.unlock();
+  leave.now();
   r.usage.processes = std::move(processes);
   // Each process's share of the busy time is sampled from its CU occupancy at this instant
   // (ROCm compute records no engine time; docs/rocm-behaviour.md), applied since the previous

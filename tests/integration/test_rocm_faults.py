@@ -1,9 +1,10 @@
 """Faults on AMD GPUs, through Debian's real ROCm SMI: the fault tests of test_faults.py repeated
 for AMD. scenarios/faults-amd.yaml is a mixed node, NVIDIA GPUs 0-1 through the simulated NVML
-and AMD GPUs 2-4 through ROCm SMI reading `gpumeter sim sysfs --follow`'s tree in a private
+and AMD GPUs 2-5 through ROCm SMI reading `gpumeter sim sysfs --follow`'s tree in a private
 mount namespace (docs/rocm-behaviour.md). The AMD GPU 3 hangs (its gpu_metrics and hwmon power
-reads block) and the AMD GPU 4 is lost (its sysfs files are gone); neither stalls the other GPUs,
-of either vendor, or the scrape, and both recover without a restart. AMD has no Xid, and no
+reads block), the AMD GPU 4 is lost (its sysfs files are gone), and the AMD GPU 5's KFD process
+files hang (a read inside the backend's one-at-a-time process calls); none stalls the other
+GPUs, of either vendor, or the scrape, and all recover without a restart. AMD has no Xid, and no
 error window is modelled for it (docs/rocm-behaviour.md, "Faults")."""
 import os
 import tempfile
@@ -56,7 +57,7 @@ class RocmFaults(AgentTestCase):
         self.assertEqual(sample(timeline[-1][1], "gpumeter_backend_up", backend="rocm_smi"), 1)
         self.assertEqual(sample(timeline[-1][1], "gpumeter_backend_up", backend="nvml"), 1)
         vendors = {dict(ls)["gpu"]: dict(ls)["vendor"] for (n, ls) in timeline[-1][1] if n == "gpu_info"}
-        self.assertEqual(vendors, {"0": "nvidia", "1": "nvidia", "2": "amd", "3": "amd", "4": "amd"})
+        self.assertEqual(vendors, {"0": "nvidia", "1": "nvidia", "2": "amd", "3": "amd", "4": "amd", "5": "amd"})
 
         # GPUs 0-2 (NVIDIA 0 and 1, AMD 2) have no fault: up in every scrape, and their energy
         # counters keep moving while GPU 3 hangs and GPU 4 is lost.
@@ -77,6 +78,12 @@ class RocmFaults(AgentTestCase):
         self.assertEqual(process_series(down, 3), [])
         energy3 = [sample(s, "gpu_energy_joules_total", gpu="3") for s in during(17, 22)]
         self.assertGreater(len(set(energy3)), 4, "gpu 3 is collected again after the hang")
+
+        # GPU 5's process files hang from 6 s for 8 s: it is down (its worker waits in the process
+        # calls), the other AMD GPUs stay up (checked above), and it comes back with its process.
+        self.assertTrue(any(up(s, 5) == 0 for s in during(8.5, 13.5)))
+        self.assertTrue(all(up(s, 5) == 1 for s in during(17, 22)))
+        self.assertEqual(sample(timeline[-1][1], "gpu_process_memory_used_bytes", gpu="5", pid="5005"), 8 * 2**30)
 
         # GPU 4 is lost from 6 s to 12 s, then comes back in the same agent process, with its job.
         before = during(3, 5.5)[-1]
