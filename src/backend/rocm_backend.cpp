@@ -58,6 +58,9 @@ void resolve(const SymbolSource& lib, const char* name, Fn& out, std::vector<std
   if (out == nullptr) missing.emplace_back(name);
 }
 
+// How long a worker may be in the process calls before the others stop waiting for it.
+constexpr std::int64_t kProcessCallsStuckUs = 500'000;
+
 std::int64_t wall_now_us() {
   return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
@@ -254,15 +257,15 @@ Result<DeviceReading> RocmBackend::collect(unsigned device, CollectScope scope, 
   DeviceReading r;
   bool answered = false;
   std::optional<Error> first_error;
-  // Records a call's outcome: true when it answered. A GPU none of whose calls answer is down.
+  // Records a call's outcome: true when it answered. A GPU none of whose calls answer is down,
+  // also when they all say NOT_SUPPORTED: the 5.2.3 library answers that for a file that is
+  // missing (ENOENT), so a GPU whose sysfs files are gone says nothing else.
   auto ok = [&](const char* call, rsmi_status_t rc) {
     if (rc == RSMI_STATUS_SUCCESS) {
       answered = true;
       return true;
     }
-    if (rc == RSMI_STATUS_NOT_SUPPORTED || rc == RSMI_STATUS_NOT_YET_IMPLEMENTED) {
-      answered = true;
-    } else {
+    if (rc != RSMI_STATUS_NOT_SUPPORTED && rc != RSMI_STATUS_NOT_YET_IMPLEMENTED) {
       note_call_error(device, call, rc);
       if (!first_error) first_error = Error{rc, error_text(call, rc)};
     }
@@ -370,6 +373,12 @@ Result<DeviceReading> RocmBackend::collect(unsigned device, CollectScope scope, 
     if (usage) collect_usage(device, r);
   }
   if (!answered && first_error) return *first_error;
+  if (!answered) {
+    return Error{RSMI_STATUS_NOT_SUPPORTED,
+                 fmt::format("every ROCm SMI call on device {} returned NOT_SUPPORTED (as when its sysfs files are "
+                             "gone)",
+                             device)};
+  }
   return r;
 }
 
@@ -378,8 +387,25 @@ void RocmBackend::collect_usage(unsigned device, DeviceReading& r) {
   if (s.process_list == nullptr || s.process_gpus == nullptr || s.process_by_pid == nullptr) return;
   DeviceState& state = devices_[device];
   const std::int64_t now = wall_now_us();
-  // One worker at a time in the process calls (see below).
-  std::unique_lock lock(processes_mu_);
+  // One worker at a time in the process calls (see below). A worker that has been in them for
+  // over half a second is stuck in a read (a hung GPU's KFD files): the others then collect without
+  // processes rather than wait behind it, so one hung GPU does not stall every AMD GPU.
+  std::unique_lock lock(processes_mu_, std::defer_lock);
+  while (!lock.try_lock_for(std::chrono::milliseconds(50))) {
+    const std::int64_t entered = processes_entered_us_.load();
+    if (entered != 0 && wall_now_us() - entered > kProcessCallsStuckUs) return;
+  }
+  processes_entered_us_.store(wall_now_us());
+  struct Leave {  // leaves the process calls on every path out
+    std::atomic<std::int64_t>& entered;
+    std::unique_lock<std::timed_mutex>& lock;
+    void now() {
+      if (!lock.owns_lock()) return;
+      entered.store(0);
+      lock.unlock();
+    }
+    ~Leave() { now(); }
+  } leave{processes_entered_us_, lock};
   std::uint32_t n = 0;
   if (s.process_list(nullptr, &n) != RSMI_STATUS_SUCCESS) return;
   std::vector<rsmi_process_info_t> list(n + 8);  // room for processes that start meanwhile
@@ -421,7 +447,7 @@ void RocmBackend::collect_usage(unsigned device, DeviceReading& r) {
     }
     process_gpus_ = std::move(known);  // forget pids that are gone (a pid can be reused)
   }
-  lock.unlock();
+  leave.now();
   r.usage.processes = std::move(processes);
   // Each process's share of the busy time is sampled from its CU occupancy at this instant
   // (ROCm compute records no engine time; docs/rocm-behaviour.md), applied since the previous

@@ -3,6 +3,7 @@
 // no ROCm SDK to build and still starts (reporting itself down) where no library or no AMD GPU
 // is found. It fills the same DeviceReading as NVML; what ROCm SMI cannot say is left out.
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -64,7 +65,10 @@ class RocmBackend final : public Backend {
   struct DeviceState;
   std::vector<DeviceState> devices_;  // each touched only by its own collect()
 
-  std::mutex processes_mu_;  // serializes the process calls; guards process_gpus_
+  std::timed_mutex processes_mu_;  // serializes the process calls; guards process_gpus_
+  // When the worker now in the process calls entered them (wall clock, µs), 0 when none is: a
+  // worker that waits sees whether the one ahead of it is stuck (docs/rocm-behaviour.md, Faults).
+  std::atomic<std::int64_t> processes_entered_us_{0};
   std::map<unsigned, std::vector<std::uint32_t>> process_gpus_;  // pid -> its GPUs, asked once
 
   mutable std::mutex status_mu_;  // guards status_

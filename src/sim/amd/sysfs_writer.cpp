@@ -53,15 +53,16 @@ unsigned cu_occupancy(const GpuModelSpec& m, int sum_percent, const JobShare& j)
 
 }  // namespace
 
-SysfsTree::SysfsTree(fs::path dir, const Scenario& scenario) : dir_(std::move(dir)), scenario_(scenario) {}
+SysfsTree::SysfsTree(fs::path dir, const Scenario& scenario, bool hangs)
+    : dir_(std::move(dir)), scenario_(scenario), hangs_(hangs) {}
 
-Result<std::unique_ptr<SysfsTree>> SysfsTree::open(const fs::path& dir, const Scenario& scenario) {
+Result<std::unique_ptr<SysfsTree>> SysfsTree::open(const fs::path& dir, const Scenario& scenario, bool hangs) {
   const std::vector<unsigned> amd = amd_gpus(scenario);
   if (amd.empty()) return Error{EINVAL, fmt::format("{} has no AMD GPU (a model with vendor: amd)", scenario.source)};
   std::error_code ec;
   fs::path root = fs::absolute(dir, ec);
   if (ec) return Error{ec.value(), fmt::format("cannot resolve {}: {}", dir.string(), ec.message())};
-  std::unique_ptr<SysfsTree> tree(new SysfsTree(root.lexically_normal(), scenario));
+  std::unique_ptr<SysfsTree> tree(new SysfsTree(root.lexically_normal(), scenario, hangs));
   // A tree left by an earlier run is replaced: its cards may not match this scenario.
   for (const char* part : {"class", "devices", "module"}) fs::remove_all(tree->dir_ / part, ec);
   const fs::path drm = tree->dir_ / "class/drm";
@@ -95,6 +96,10 @@ Result<std::unique_ptr<SysfsTree>> SysfsTree::open(const fs::path& dir, const Sc
 
 Result<void> SysfsTree::replace_file(const fs::path& path, const std::string& content) {
   // Most values stand still between segment edges: a file already holding them is left alone.
+  if (held_.count(path.string()) != 0) {
+    written_[path.string()] = content;  // written when the hang ends
+    return {};
+  }
   auto [it, inserted] = written_.try_emplace(path.string(), content);
   if (!inserted) {
     if (it->second == content) return {};
@@ -293,12 +298,17 @@ Result<void> SysfsTree::sync_processes(Micros t) {
 }
 
 Result<void> SysfsTree::sync(Micros t) {
-  for (Gpu& g : gpus_) TRY(write_dynamic(g, t));
+  for (Gpu& g : gpus_) {
+    TRY(sync_faults(g, t));
+    if (!g.lost) TRY(write_dynamic(g, t));
+  }
   return sync_processes(t);
 }
 
 void SysfsTree::forget_under(const fs::path& dir) {
   const std::string prefix = dir.string() + "/";
+  for (auto it = held_.lower_bound(prefix); it != held_.end() && it->compare(0, prefix.size(), prefix) == 0;)
+    it = held_.erase(it);
   for (auto it = written_.lower_bound(prefix); it != written_.end() && it->first.compare(0, prefix.size(), prefix) == 0;)
     it = written_.erase(it);
 }

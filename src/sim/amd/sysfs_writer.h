@@ -15,10 +15,19 @@
 // sync(t) rewrites every value that changes with time (each file replaced by a rename, so a
 // reader sees the old file or the new one) and makes the KFD process entries exactly those of
 // the processes present at t.
+//
+// Faults (docs/rocm-behaviour.md, "Faults"): during a `lost` window the GPU's PCI device folder
+// and its class/drm/card link are gone, as after a surprise removal, and come back at its end;
+// during a `hang` (modelled only when the tree follows the clock) gpu_metrics and
+// hwmon power1_average are FIFOs, so a reader's open() blocks until the hang ends, when the
+// writer lets the waiting readers through with the current value and puts the files back. A hang
+// with `call: rsmi_compute_process_info_by_pid_get` makes FIFOs of the GPU's KFD cu_occupancy
+// files (of the processes that use it) instead.
 
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -33,9 +42,14 @@ class SysfsTree {
   // Writes the static part of the tree under `dir` (made absolute; the card links must be) and
   // the values at time 0, then module/amdgpu/initstate: once it exists, the tree is whole.
   // Fails when the scenario has no AMD GPU.
-  static Result<std::unique_ptr<SysfsTree>> open(const std::filesystem::path& dir, const Scenario& scenario);
+  // `hangs`: model the scenario's `hang` faults (a follower that lets the readers go on at the
+  // hang's end); a one-shot tree leaves them out, as nothing would unblock its readers.
+  static Result<std::unique_ptr<SysfsTree>> open(const std::filesystem::path& dir, const Scenario& scenario,
+                                                 bool hangs = false);
 
   Result<void> sync(Micros t);
+  // Lets the readers of a hung GPU go on and puts its files back (when the follower stops).
+  Result<void> release_hangs();
 
   std::size_t gpu_count() const { return gpus_.size(); }
   // The pids with a KFD process entry after the last sync().
@@ -48,6 +62,9 @@ class SysfsTree {
     std::filesystem::path device;  // the PCI device folder
     std::filesystem::path hwmon;
     std::unique_ptr<SimGpu> sim;
+    bool lost = false;  // its device folder and card link are moved aside
+    bool hung = false;  // its hang files are FIFOs
+    std::vector<std::filesystem::path> held;  // those files
   };
   // One process's use of one GPU at t.
   struct Use {
@@ -57,18 +74,26 @@ class SysfsTree {
   };
   // `used` completed with a zero entry for every other AMD GPU, in card order.
   std::vector<Use> per_gpu(const std::vector<Use>& used) const;
-  SysfsTree(std::filesystem::path dir, const Scenario& scenario);
+  SysfsTree(std::filesystem::path dir, const Scenario& scenario, bool hangs);
   Result<void> write_static(Gpu& g);
   Result<void> write_dynamic(Gpu& g, Micros t);
   Result<void> sync_processes(Micros t);
   Result<void> replace_file(const std::filesystem::path& path, const std::string& content);
   void forget_under(const std::filesystem::path& dir);  // drops cached contents of a removed entry
+  // Faults (sysfs_faults.cpp): brings the GPU's lost and hung states to those at t.
+  Result<void> sync_faults(Gpu& g, Micros t);
+  Result<void> set_lost(Gpu& g, bool lost);
+  Result<void> hang(Gpu& g, bool processes);
+  Result<void> release(Gpu& g);
+  std::vector<std::filesystem::path> hang_files(const Gpu& g, bool processes) const;
 
   std::filesystem::path dir_;
   const Scenario& scenario_;
+  const bool hangs_;
   std::vector<Gpu> gpus_;
   std::map<unsigned, std::string> present_;  // pid -> the content signature of its entry
   std::map<std::string, std::string> written_;  // path -> what the last replace_file wrote there
+  std::set<std::string> held_;  // FIFOs of a hung GPU: replace_file only notes their content
 };
 
 }  // namespace gpumeter::sim::amd

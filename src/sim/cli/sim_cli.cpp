@@ -337,7 +337,7 @@ int run_sysfs(const HostArgs& args, const EnvLookup& getenv, std::ostream& out, 
   if (args.follow) block_stop_signals();
   auto setup = host_setup("sysfs", args, args.follow, getenv, err);
   if (!setup) return kBadInput;
-  auto tree = amd::SysfsTree::open(args.out, setup->scenario);
+  auto tree = amd::SysfsTree::open(args.out, setup->scenario, args.follow);
   if (!tree) {
     err << "gpumeter sim sysfs: " << tree.error().message << "\n";
     return tree.error().code == EINVAL ? kBadInput : kRuntimeError;
@@ -353,7 +353,14 @@ int run_sysfs(const HostArgs& args, const EnvLookup& getenv, std::ostream& out, 
                          (*tree)->gpu_count(), (*tree)->processes().size(), to_seconds(std::max<Micros>(t, 0)));
       return kOk;
     }
-    if (!setup->clock->wait_until(t + *interval)) return kOk;
+    if (!setup->clock->wait_until(t + *interval)) {
+      // Stopped: readers blocked on a hung GPU's files are let go, not left waiting forever.
+      if (auto r = (*tree)->release_hangs(); !r) {
+        err << "gpumeter sim sysfs: " << r.error().message << "\n";
+        return kRuntimeError;
+      }
+      return kOk;
+    }
     t = std::max(setup->clock->now(), t + *interval);
   }
 }

@@ -140,6 +140,9 @@ struct HangFault {
   double wall_seconds = 0;
   std::string call;  // empty: any call on the GPU
 };
+// On an AMD GPU, a hang with this `call` blocks the GPU's KFD process files (cu_occupancy)
+// instead of its sysfs attributes.
+inline constexpr const char* kAmdProcessHangCall = "rsmi_compute_process_info_by_pid_get";
 
 struct XidFault {
   unsigned gpu = 0;

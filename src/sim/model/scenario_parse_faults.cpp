@@ -113,10 +113,19 @@ void parse_fault(Scenario& s, const YAML::Node& node, const std::string& path) {
     if (s.gpus.empty()) fail_at(m.node(), path, "the scenario has no GPUs");
     return static_cast<unsigned>(read_unsigned(m.require("gpu"), m.path("gpu"), 0, s.gpus.size() - 1));
   };
+  // What `gpumeter sim sysfs` can do to an AMD GPU: lose it and hang it (docs/rocm-behaviour.md).
+  auto nvidia_only = [&](const MapReader& m, unsigned gpu, const char* why) {
+    if (s.is_amd(gpu)) fail_at(m.get("gpu"), m.path("gpu"), fmt::format("GPU {} is an AMD GPU: {}", gpu, why));
+  };
   if (kind == "lost" || kind == "unknown_errors") {
     MapReader m(node, path, {"kind", "gpu", "at", "duration"});
     WindowFault f{gpu_of(m), read_duration(m.require("at"), m.path("at")),
                   read_duration(m.require("duration"), m.path("duration"))};
+    if (kind == "unknown_errors") {
+      nvidia_only(m, f.gpu,
+                  "unknown_errors is an NVML error window; the amdgpu tree cannot make a sysfs read fail the "
+                  "way the kernel does");
+    }
     if (f.duration <= 0) fail_at(m.get("duration"), m.path("duration"), "must be more than 0");
     (kind == "lost" ? s.lost : s.unknown_errors).push_back(f);
   } else if (kind == "hang") {
@@ -125,7 +134,16 @@ void parse_fault(Scenario& s, const YAML::Node& node, const std::string& path) {
     f.gpu = gpu_of(m);
     f.at = read_duration(m.require("at"), m.path("at"));
     f.wall_seconds = read_double(m.require("seconds"), m.path("seconds"), 0.001, 3600);
-    if (m.has("call")) {
+    if (m.has("call") && s.is_amd(f.gpu)) {
+      // On an AMD GPU the one call a hang may name: its KFD process files block instead.
+      f.call = read_string(m.get("call"), m.path("call"));
+      if (f.call != kAmdProcessHangCall) {
+        fail_at(m.get("call"), m.path("call"),
+                fmt::format("GPU {} is an AMD GPU: a hang's call can only be {} (its KFD process files block); "
+                            "without call, its gpu_metrics and power reads block",
+                            f.gpu, kAmdProcessHangCall));
+      }
+    } else if (m.has("call")) {
       f.call = read_string(m.get("call"), m.path("call"));
       auto fn = nvml_function_from_name(f.call);
       if (!fn || nvml_function_kind(*fn) != NvmlFunctionKind::device) {
@@ -140,6 +158,7 @@ void parse_fault(Scenario& s, const YAML::Node& node, const std::string& path) {
     f.gpu = gpu_of(m);
     f.at = read_duration(m.require("at"), m.path("at"));
     f.code = static_cast<unsigned>(read_unsigned(m.require("code"), m.path("code"), 1, 65535));
+    nvidia_only(m, f.gpu, "an Xid is an NVIDIA driver event; amdgpu has none");
     s.xids.push_back(f);
   } else if (kind == "driver_reload") {
     MapReader m(node, path, {"kind", "at"});
