@@ -44,6 +44,11 @@ inline constexpr rsmi_clk_type_t RSMI_CLK_TYPE_MEM = 4;
 inline constexpr rsmi_memory_type_t RSMI_MEM_TYPE_VRAM = 0;
 inline constexpr rsmi_sw_component_t RSMI_SW_COMP_DRIVER = 0;
 inline constexpr rsmi_dev_perf_level_t RSMI_DEV_PERF_LEVEL_UNKNOWN = 0x100;
+// rsmi_dev_perf_level_t 0..8 (AUTO .. DETERMINISM), named as the enum in lower case, which is
+// also how rocm-smi prints levels 0..7 (--showperflevel).
+inline constexpr const char* kRsmiPerfLevels[] = {"auto",        "low",             "high",
+                                                  "manual",      "stable_std",      "stable_peak",
+                                                  "stable_min_mclk", "stable_min_sclk", "determinism"};
 
 // rsmi_gpu_block_t bits, with the names amdgpu gives the blocks under ras/.
 struct RsmiBlock {
@@ -101,6 +106,30 @@ typedef struct {
   std::uint32_t cu_occupancy;
 } rsmi_process_info_t;
 
+// gpu_metrics as ROCm SMI 5.x returns it (rsmi_dev_gpu_metrics_info_get): the kernel's
+// gpu_metrics_v1_1 layout, which 5.2.3 also converts content revisions 2 and 3 into. Only
+// throttle_status is read.
+typedef struct {
+  std::uint16_t structure_size;
+  std::uint8_t format_revision;
+  std::uint8_t content_revision;
+  std::uint16_t temperature[6];         // edge, hotspot, mem, vrgfx, vrsoc, vrmem
+  std::uint16_t average_activity[3];    // gfx, umc, mm
+  std::uint16_t average_socket_power;
+  std::uint64_t energy_accumulator;
+  std::uint64_t system_clock_counter;
+  std::uint16_t average_clocks[7];
+  std::uint16_t current_clocks[7];
+  std::uint32_t throttle_status;
+  std::uint16_t current_fan_speed;
+  std::uint16_t pcie_link_width;
+  std::uint16_t pcie_link_speed;
+  std::uint16_t padding;
+  std::uint32_t gfx_activity_acc;
+  std::uint32_t mem_activity_acc;
+  std::uint16_t temperature_hbm[4];
+} rsmi_gpu_metrics_v5_t;
+
 }  // extern "C"
 
 static_assert(sizeof(rsmi_frequencies_v5_t) == 264);
@@ -111,6 +140,10 @@ static_assert(sizeof(rsmi_frequencies_v6_t) == 280);
 static_assert(sizeof(rsmi_pcie_bandwidth_v6_t) == 416);
 static_assert(sizeof(rsmi_error_count_t) == 16);
 static_assert(sizeof(rsmi_process_info_t) == 32);
+static_assert(offsetof(rsmi_gpu_metrics_v5_t, energy_accumulator) == 24);
+static_assert(offsetof(rsmi_gpu_metrics_v5_t, throttle_status) == 68);
+static_assert(offsetof(rsmi_gpu_metrics_v5_t, gfx_activity_acc) == 80);
+static_assert(sizeof(rsmi_gpu_metrics_v5_t) == 96);
 
 namespace gpumeter::rsmi {
 
@@ -133,6 +166,8 @@ using PcieBandwidthFn = rsmi_status_t (*)(std::uint32_t, void*);          // rsm
 using FanFn = rsmi_status_t (*)(std::uint32_t, std::uint32_t, std::int64_t*);
 using EccCountFn = rsmi_status_t (*)(std::uint32_t, rsmi_gpu_block_t, rsmi_error_count_t*);
 using PerfLevelFn = rsmi_status_t (*)(std::uint32_t, rsmi_dev_perf_level_t*);
+using GpuMetricsFn = rsmi_status_t (*)(std::uint32_t, void*);  // rsmi_gpu_metrics_v5_t (ABI 5 only)
+using ThroughputFn = rsmi_status_t (*)(std::uint32_t, std::uint64_t*, std::uint64_t*, std::uint64_t*);
 using ProcessListFn = rsmi_status_t (*)(rsmi_process_info_t*, std::uint32_t*);
 using ProcessByPidFn = rsmi_status_t (*)(std::uint32_t, rsmi_process_info_t*);
 using ProcessGpusFn = rsmi_status_t (*)(std::uint32_t, std::uint32_t*, std::uint32_t*);

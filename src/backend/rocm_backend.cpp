@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "backend/rocm_api.h"
+#include "backend/rocm_values.h"
 
 namespace gpumeter {
 
@@ -41,6 +42,8 @@ struct RocmBackend::Symbols {
   rsmi::U64Fn ecc_enabled = nullptr;
   rsmi::EccCountFn ecc_count = nullptr;
   rsmi::PerfLevelFn perf_level = nullptr;
+  rsmi::ThroughputFn pcie_throughput = nullptr;
+  rsmi::GpuMetricsFn gpu_metrics = nullptr;
   rsmi::ProcessListFn process_list = nullptr;
   rsmi::ProcessByPidFn process_by_pid = nullptr;
   rsmi::ProcessGpusFn process_gpus = nullptr;
@@ -95,6 +98,12 @@ RocmBackend::RocmBackend(Logger& log) : log_(log), sym_(std::make_unique<Symbols
 }
 
 RocmBackend::~RocmBackend() {
+  {
+    std::lock_guard lock(pcie_mu_);
+    pcie_stop_ = true;
+  }
+  pcie_cv_.notify_all();
+  if (pcie_thread_.joinable()) pcie_thread_.join();
   if (initialized_ && sym_->shut_down != nullptr) sym_->shut_down();
 }
 
@@ -156,6 +165,8 @@ void RocmBackend::start(std::unique_ptr<SymbolSource> library) {
   resolve(lib, "rsmi_dev_ecc_enabled_get", s.ecc_enabled, missing_);
   resolve(lib, "rsmi_dev_ecc_count_get", s.ecc_count, missing_);
   resolve(lib, "rsmi_dev_perf_level_get", s.perf_level, missing_);
+  resolve(lib, "rsmi_dev_pci_throughput_get", s.pcie_throughput, missing_);
+  resolve(lib, "rsmi_dev_gpu_metrics_info_get", s.gpu_metrics, missing_);
   resolve(lib, "rsmi_compute_process_info_get", s.process_list, missing_);
   resolve(lib, "rsmi_compute_process_info_by_pid_get", s.process_by_pid, missing_);
   resolve(lib, "rsmi_compute_process_gpus_get", s.process_gpus, missing_);
@@ -195,6 +206,7 @@ void RocmBackend::start(std::unique_ptr<SymbolSource> library) {
   }
   device_count_ = count;
   devices_.resize(count);
+  pcie_.resize(count);
   status_.up = true;
   status_.library = lib.path();
   status_.detail = fmt::format("{} (ROCm SMI {}.{}.{}, ABI {}), {} AMD GPUs", lib.path(), v.major, v.minor, v.patch,
@@ -327,6 +339,18 @@ Result<DeviceReading> RocmBackend::collect(unsigned device, CollectScope scope, 
         if (hz) r.clock_hertz.push_back({label, static_cast<double>(*hz)});
       }
     }
+    // Throttle status: only the 5.x struct is declared here (6.x rewrote rsmi_gpu_metrics_t).
+    if (s.gpu_metrics != nullptr && abi_ == "5" && groups.has(CollectorId::kClocks)) {
+      rsmi_gpu_metrics_v5_t m{};
+      if (ok("rsmi_dev_gpu_metrics_info_get", s.gpu_metrics(device, &m))) {
+        r.clock_event_active = rocm::throttle_events(m.throttle_status);
+      }
+    }
+    rsmi_dev_perf_level_t level = RSMI_DEV_PERF_LEVEL_UNKNOWN;
+    if (s.perf_level != nullptr && groups.has(CollectorId::kClocks) &&
+        ok("rsmi_dev_perf_level_get", s.perf_level(device, &level))) {
+      r.performance_level = rocm::performance_levels(level);
+    }
     if (s.pcie_bandwidth != nullptr && groups.has(CollectorId::kPcie)) {
       std::optional<std::uint64_t> rate;
       std::optional<std::uint32_t> lanes;
@@ -341,6 +365,12 @@ Result<DeviceReading> RocmBackend::collect(unsigned device, CollectScope scope, 
       }
       if (rate) r.pcie_link_generation = pcie_generation(*rate);
       if (lanes && *lanes > 0) r.pcie_link_width = *lanes;
+    }
+    if (s.pcie_throughput != nullptr && groups.has(CollectorId::kPcie)) {
+      start_pcie_reader();
+      std::lock_guard lock(pcie_mu_);
+      r.pcie_transmit_bytes_per_second = pcie_[device].transmit;
+      r.pcie_receive_bytes_per_second = pcie_[device].receive;
     }
     if (s.replay != nullptr && groups.has(CollectorId::kPcie) &&
         ok("rsmi_dev_pci_replay_counter_get", s.replay(device, &u64))) {
@@ -357,18 +387,20 @@ Result<DeviceReading> RocmBackend::collect(unsigned device, CollectScope scope, 
     std::uint64_t enabled = 0;
     if (s.ecc_enabled != nullptr && s.ecc_count != nullptr && groups.has(CollectorId::kEcc) &&
         ok("rsmi_dev_ecc_enabled_get", s.ecc_enabled(device, &enabled))) {
+      // Each block ECC covers (ras/features), counted apart (ras/<block>_err_count); the sums
+      // feed what is vendor-neutral (the compat names).
       double corrected = 0, uncorrected = 0;
-      bool any = false;
       for (const RsmiBlock& b : kRsmiBlocks) {
         if ((enabled & b.bit) == 0) continue;
         rsmi_error_count_t ec{};
         if (ok("rsmi_dev_ecc_count_get", s.ecc_count(device, b.bit, &ec))) {
           corrected += static_cast<double>(ec.correctable_err);
           uncorrected += static_cast<double>(ec.uncorrectable_err);
-          any = true;
+          r.ecc_block_errors.push_back(
+              {b.name, static_cast<double>(ec.correctable_err), static_cast<double>(ec.uncorrectable_err)});
         }
       }
-      if (any) r.ecc_errors = {{"corrected", corrected}, {"uncorrected", uncorrected}};
+      if (!r.ecc_block_errors.empty()) r.ecc_errors = {{"corrected", corrected}, {"uncorrected", uncorrected}};
     }
     if (usage) collect_usage(device, r);
   }
@@ -380,6 +412,48 @@ Result<DeviceReading> RocmBackend::collect(unsigned device, CollectScope scope, 
                              device)};
   }
   return r;
+}
+
+void RocmBackend::start_pcie_reader() {
+  std::lock_guard lock(pcie_mu_);
+  if (pcie_started_ || pcie_stop_) return;
+  pcie_started_ = true;
+  pcie_thread_ = std::thread([this] { read_pcie_loop(); });
+}
+
+void RocmBackend::read_pcie_loop() {
+  // The kernel counts for one second inside each read (msleep(1000) in amdgpu's
+  // *_get_pcie_usage), so a round over N GPUs takes N seconds on real hardware; a round that
+  // took less (a simulated tree) is followed by a pause, so that no GPU is asked more than once a
+  // second.
+  constexpr auto kMinRound = std::chrono::seconds(1);
+  std::unique_lock lock(pcie_mu_);
+  while (!pcie_stop_) {
+    const auto begin = std::chrono::steady_clock::now();
+    for (unsigned d = 0; d < device_count_ && !pcie_stop_; ++d) {
+      if (pcie_[d].unsupported) continue;
+      lock.unlock();
+      std::uint64_t first = 0, second = 0, mps = 0;
+      const rsmi_status_t rc = sym_->pcie_throughput(d, &first, &second, &mps);
+      lock.lock();
+      PcieState& st = pcie_[d];
+      st.transmit.reset();
+      st.receive.reset();
+      if (rc == RSMI_STATUS_SUCCESS) {
+        if (auto rates = rocm::pcie_rates(first, second, mps)) {
+          st.transmit = rates->transmit_bytes_per_second;
+          st.receive = rates->receive_bytes_per_second;
+        }
+      } else if (rc == RSMI_STATUS_NOT_SUPPORTED || rc == RSMI_STATUS_NOT_YET_IMPLEMENTED) {
+        st.unsupported = true;
+      } else {
+        lock.unlock();
+        note_call_error(d, "rsmi_dev_pci_throughput_get", rc);
+        lock.lock();
+      }
+    }
+    pcie_cv_.wait_until(lock, begin + kMinRound, [this] { return pcie_stop_; });
+  }
 }
 
 void RocmBackend::collect_usage(unsigned device, DeviceReading& r) {

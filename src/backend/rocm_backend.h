@@ -4,11 +4,14 @@
 // is found. It fills the same DeviceReading as NVML; what ROCm SMI cannot say is left out.
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "backend/backend.h"
@@ -54,6 +57,10 @@ class RocmBackend final : public Backend {
   std::string error_text(const char* call, int rc) const;
   void collect_usage(unsigned device, DeviceReading& r);
   void note_call_error(unsigned device, const char* call, int rc);
+  // PCIe throughput: the kernel measures it for one second inside each read of pcie_bw, so a
+  // thread of its own reads the GPUs in turn and collect() serves the last value.
+  void start_pcie_reader();
+  void read_pcie_loop();
 
   Logger& log_;
   std::unique_ptr<SymbolSource> library_;
@@ -70,6 +77,17 @@ class RocmBackend final : public Backend {
   // worker that waits sees whether the one ahead of it is stuck (docs/rocm-behaviour.md, Faults).
   std::atomic<std::int64_t> processes_entered_us_{0};
   std::map<unsigned, std::vector<std::uint32_t>> process_gpus_;  // pid -> its GPUs, asked once
+
+  std::mutex pcie_mu_;  // guards the members below
+  std::condition_variable pcie_cv_;
+  bool pcie_stop_ = false;
+  bool pcie_started_ = false;
+  struct PcieState {
+    std::optional<double> transmit, receive;  // bytes per second
+    bool unsupported = false;                  // NOT_SUPPORTED: not asked again
+  };
+  std::vector<PcieState> pcie_;
+  std::thread pcie_thread_;
 
   mutable std::mutex status_mu_;  // guards status_
   BackendStatus status_;

@@ -63,9 +63,11 @@ void carry_forward(CollectorId id, const DeviceReading& p, DeviceReading& n) {
       n.clock_hertz = p.clock_hertz;
       n.performance_state = p.performance_state;
       n.clock_event_active = p.clock_event_active;
+      n.performance_level = p.performance_level;
       break;
     case CollectorId::kEcc:
       n.ecc_errors = p.ecc_errors;
+      n.ecc_block_errors = p.ecc_block_errors;
       n.remapped_rows = p.remapped_rows;
       break;
     case CollectorId::kPcie:
@@ -74,6 +76,8 @@ void carry_forward(CollectorId id, const DeviceReading& p, DeviceReading& n) {
       n.pcie_replay_errors = p.pcie_replay_errors;
       n.pcie_transmit_bytes = p.pcie_transmit_bytes;
       n.pcie_receive_bytes = p.pcie_receive_bytes;
+      n.pcie_transmit_bytes_per_second = p.pcie_transmit_bytes_per_second;
+      n.pcie_receive_bytes_per_second = p.pcie_receive_bytes_per_second;
       break;
     case CollectorId::kNvlink:
       n.nvlinks = p.nvlinks;

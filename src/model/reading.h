@@ -141,6 +141,14 @@ struct MigInstanceReading {
   bool operator==(const MigInstanceReading&) const = default;
 };
 
+// The error counts of one hardware block (a memory controller, an engine), by severity.
+struct BlockErrors {
+  std::string block;
+  double corrected = 0;
+  double uncorrected = 0;
+  bool operator==(const BlockErrors&) const = default;
+};
+
 // One collection of one GPU, in base units. An unset optional or an absent entry means
 // "unsupported or unknown": the renderer leaves it out, it never prints a sentinel.
 struct DeviceReading {
@@ -163,6 +171,16 @@ struct DeviceReading {
   std::optional<double> pcie_receive_bytes;       // counter
   std::vector<LabeledValue> clock_event_active;   // label: reason; 0/1, only reasons the GPU supports
   std::vector<LabeledValue> ecc_errors;           // label: severity ("corrected", "uncorrected"); counter
+  // ECC counts per hardware block where the backend reads them so (ROCm SMI: umc, sdma, gfx, ...);
+  // when set, they are exported in place of ecc_errors, which holds their sums.
+  std::vector<BlockErrors> ecc_block_errors;
+  // One entry per performance level the backend knows (ROCm SMI's "auto", "manual", ...), 1 on
+  // the current one, 0 on the others; empty where the level is unknown or not a concept (NVML).
+  std::vector<LabeledValue> performance_level;
+  // PCIe throughput in bytes per second measured by the backend outside GPM (ROCm SMI's pcie_bw
+  // estimate over one second).
+  std::optional<double> pcie_transmit_bytes_per_second;
+  std::optional<double> pcie_receive_bytes_per_second;
   std::vector<LabeledValue> remapped_rows;        // label: kind
   std::optional<ProfilingReading> profiling;      // unset where GPM is unsupported
   std::vector<NvlinkReading> nvlinks;             // the GPU's links, empty without NVLink

@@ -195,6 +195,9 @@ std::vector<MetricFamily> build_families(const Snapshot& snap) {
            &R::clock_hertz});
   scalar({"gpu_performance_state", kGauge,
           "Performance state (P-state): 0 is maximum performance, 15 minimum.", &R::performance_state});
+  labeled({"gpu_performance_level", kGauge,
+           "1 on the GPU's current performance level (AMD's power_dpm_force_performance_level), 0 on the others.",
+           "level", &R::performance_level});
   scalar({"gpu_fan_speed_ratio", kGauge,
           "Fan speed as a fraction of its maximum; may exceed 1 on some boards.", &R::fan_speed_ratio});
   scalar({"gpu_pcie_link_generation", kGauge, "Current PCIe link generation.", &R::pcie_link_generation});
@@ -210,8 +213,23 @@ std::vector<MetricFamily> build_families(const Snapshot& snap) {
            "the GPU reports.",
            "reason", &R::clock_event_active});
   labeled({"gpu_ecc_errors_total", kCounter,
-           "ECC memory errors since the driver was loaded (volatile counts), by severity.", "severity",
-           &R::ecc_errors});
+           "ECC memory errors since the driver was loaded (volatile counts), by severity (and by block on AMD GPUs).",
+           "severity", &R::ecc_errors});
+  {
+    // A GPU whose errors are counted per block (ROCm SMI) has its blocks' series instead of the
+    // sums: sum by (gpu, severity) gives the same totals for both vendors.
+    MetricFamily& f = *fams.last();
+    for (const auto& g : snap.gpus) {
+      if (!g.up || !g.reading || g.reading->ecc_block_errors.empty()) continue;
+      const std::string gpu = std::to_string(g.identity.index);
+      std::erase_if(f.samples, [&](const MetricSample& s) { return !s.labels.empty() && s.labels[0].second == gpu; });
+      for (const BlockErrors& b : g.reading->ecc_block_errors) {
+        const Labels base = with(device_labels(g.identity), "block", b.block);
+        add_sample(f, with(base, "severity", "corrected"), b.corrected);
+        add_sample(f, with(base, "severity", "uncorrected"), b.uncorrected);
+      }
+    }
+  }
   labeled({"gpu_remapped_rows", kGauge, "Device memory rows remapped, by kind.", "kind", &R::remapped_rows});
 
   // GPM profiling, averaged between the backend's last two samples: whole GPUs, then the MIG
@@ -237,7 +255,8 @@ std::vector<MetricFamily> build_families(const Snapshot& snap) {
        {{"", &P::dram_active_ratio}}},
       {"gpu_pipe_active_ratio", "Fraction of time a floating-point pipe was active, by pipe, 0..1 (GPM).", "pipe",
        {{"fp64", &P::fp64_active_ratio}, {"fp32", &P::fp32_active_ratio}, {"fp16", &P::fp16_active_ratio}}},
-      {"gpu_pcie_throughput_bytes_per_second", "PCIe throughput in bytes per second, by direction (GPM).",
+      {"gpu_pcie_throughput_bytes_per_second",
+       "PCIe throughput in bytes per second, by direction (GPM; on AMD GPUs the driver's estimate over one second).",
        "direction", {{"transmit", &P::pcie_transmit_bytes_per_second}, {"receive", &P::pcie_receive_bytes_per_second}}},
       {"gpu_nvlink_throughput_bytes_per_second",
        "NVLink throughput over all links in bytes per second, by direction (GPM).", "direction",
@@ -254,6 +273,13 @@ std::vector<MetricFamily> build_families(const Snapshot& snap) {
     for (const auto& g : snap.gpus) {
       if (!g.up || !g.reading) continue;
       if (g.reading->profiling) add(device_labels(g.identity), *g.reading->profiling);
+      if (spec.fields[0].second == &P::pcie_transmit_bytes_per_second && !g.reading->profiling) {
+        // Measured outside GPM (ROCm SMI's pcie_bw), read by the pcie collector.
+        ProfilingReading pcie;
+        pcie.pcie_transmit_bytes_per_second = g.reading->pcie_transmit_bytes_per_second;
+        pcie.pcie_receive_bytes_per_second = g.reading->pcie_receive_bytes_per_second;
+        add(device_labels(g.identity), pcie);
+      }
       for (const auto& m : g.reading->mig_instances) {
         if (m.profiling) add(mig_labels(g.identity, m), *m.profiling);
       }

@@ -16,6 +16,7 @@ CONDITIONAL = {
     "gpu_xid_errors_total": "no Xid event in the scenario",
     "gpu_pcie_transmit_bytes_total": "the byte-count fields exist from R555; this node runs R550",
     "gpu_pcie_receive_bytes_total": "the byte-count fields exist from R555; this node runs R550",
+    "gpu_performance_level": "AMD GPUs only (this node is NVIDIA's); test_rocm.py checks it against rocm-smi",
     "gpumeter_backend_call_errors_total": "no call fails on these GPUs",
     "gpumeter_backend_dropped_records_total": "no per-process record is insane",
     # The simulator serves no GPM, NVLink or MIG instances yet (its GPUs answer MIG disabled).

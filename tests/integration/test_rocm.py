@@ -31,7 +31,6 @@ NOT_EXPORTED = {
     "Serial Number",         # the serial is on the landing page, not in gpu_info
     "Voltage (mV)",          # no voltage metric in the schema
     "Energy counter",        # the raw count behind Accumulated Energy, which is compared
-    "Performance Level",     # a string; the schema's performance state is NVIDIA's P-state
     "GFX Activity", "Memory Activity",  # gpu_metrics accumulators the agent does not read
     "mclk clock level:", "sclk clock level:", "sclk clock level",  # DPM level indices
     "Temperature (Sensor HBM 0) (C)", "Temperature (Sensor HBM 1) (C)",
@@ -55,8 +54,12 @@ def inner(out_dir, scenario=None):
         agent.wait_ready()
         def complete():
             body = agent.metrics()[1]
-            return 'pid="' in body and all('gpu_allocated_seconds_total{gpu="%d"' % g in body for g in range(8))
-        harness.wait_until(complete, what="process series and every GPU's ledger series")
+            # PCIe throughput comes from the backend's own reader thread (AMD GPUs only; NVIDIA's
+            # is GPM, off by default): on the mixed node the AMD GPUs are 4..7.
+            amd = range(4, 8) if scenario else range(8)
+            return ('pid="' in body and all('gpu_allocated_seconds_total{gpu="%d"' % g in body for g in range(8)) and
+                    all('gpu_pcie_throughput_bytes_per_second{gpu="%d"' % g in body for g in amd))
+        harness.wait_until(complete, what="process series and every GPU's ledger and PCIe throughput series")
         _, body = agent.metrics()
     finally:
         agent.stop()
@@ -67,7 +70,29 @@ def inner(out_dir, scenario=None):
     smi = subprocess.run(["rocm-smi"] + ROCM_SMI_FLAGS, capture_output=True, text=True, timeout=60)
     with open(os.path.join(out_dir, "rocm-smi.json"), "w") as f:
         f.write(smi.stdout)
+    # --showrasinfo prints no JSON at 5.2.3 (printTableLog returns under --json): its table.
+    ras = subprocess.run(["rocm-smi", "--showrasinfo", "all"], capture_output=True, text=True, timeout=60)
+    with open(os.path.join(out_dir, "rocm-smi-ras.txt"), "w") as f:
+        f.write(ras.stdout)
     return 0
+
+
+def ras_tables(text):
+    """rocm-smi --showrasinfo's text: {gpu: {block: (status, first count, second count) or (status,)}}.
+    At 5.2.3 the header names the third column 'uncorrectable err' but the rows hold the
+    correctable count there and the uncorrectable one after it (showRasInfo appends
+    correctable_err first)."""
+    out, gpu = {}, None
+    for line in text.splitlines():
+        if line.startswith("GPU["):
+            gpu = int(line[4:line.index("]")])
+            out[gpu] = {}
+            continue
+        words = line.split()
+        if gpu is None or not words or words[0] == "Block" or not words[0].isupper() or len(words) not in (2, 4):
+            continue
+        out[gpu][words[0].lower()] = tuple([words[1]] + [int(w) for w in words[2:]])
+    return out
 
 
 def mhz_of(text):
@@ -92,6 +117,8 @@ class RocmSmiAgreement(AgentTestCase):
             cls.smi = json.load(f)
         with open(os.path.join(cls.dir, "agent.log")) as f:
             cls.log = f.read()
+        with open(os.path.join(cls.dir, "rocm-smi-ras.txt")) as f:
+            cls.ras = ras_tables(f.read())
 
     def value(self, name, gpu, **labels):
         return sample(self.samples, name, gpu=str(gpu), **labels)
@@ -150,8 +177,61 @@ class RocmSmiAgreement(AgentTestCase):
                                            self.value("gpu_pcie_link_width", g)), (gen, int(width)))
                 check("PCIe Replay Count", self.value("gpu_pcie_replay_errors_total", g),
                       float(c["PCIe Replay Count"]))
+                check("Performance Level", self.value("gpu_performance_level", g, level=c["Performance Level"]), 1)
+                self.assertEqual(sum(v for (n, l), v in self.samples.items()
+                                     if n == "gpu_performance_level" and dict(l)["gpu"] == str(g)), 1)
+                # rocm-smi: (sent + received) x max payload / 2^20, printed with three decimals.
+                tx = self.value("gpu_pcie_throughput_bytes_per_second", g, direction="transmit")
+                rx = self.value("gpu_pcie_throughput_bytes_per_second", g, direction="receive")
+                key = "Estimated maximum PCIe bandwidth over the last second (MB/s)"
+                check(key, "%.3f" % ((tx + rx) / 1024.0 / 1024.0))
                 unexplained = set(c) - checked - NOT_EXPORTED
                 self.assertFalse(unexplained, "rocm-smi prints values the test does not compare")
+
+    def test_pcie_directions_follow_the_kernels_counters(self):
+        # rocm-smi prints only the sum; the directions are checked against pcie_bw itself, whose
+        # first counter counts received messages and the second sent ones (amdgpu).
+        busy = 0
+        for g in range(8):
+            link = os.path.join(self.tree, "class", "drm", "card%d" % g)
+            with open(os.path.join(link, "device", "pcie_bw")) as f:
+                received, sent, mps = (int(x) for x in f.read().split())
+            with self.subTest(gpu=g):
+                self.assertEqual(self.value("gpu_pcie_throughput_bytes_per_second", g, direction="receive"),
+                                 received * mps)
+                self.assertEqual(self.value("gpu_pcie_throughput_bytes_per_second", g, direction="transmit"),
+                                 sent * mps)
+            busy += received > 0
+        self.assertGreater(busy, 0, "no GPU moved data over PCIe at %s: the check would be vacuous" % AT)
+
+    def test_throttle_status_from_gpu_metrics(self):
+        # rocm-smi 5.2.3 prints no throttle status: the agent's is checked against gpu_metrics'
+        # throttle_status (a u32 at byte 68 of content revision 1) in the tree.
+        for g in range(8):
+            with open(os.path.join(self.tree, "class", "drm", "card%d" % g, "device", "gpu_metrics"), "rb") as f:
+                status = int.from_bytes(f.read()[68:72], "little")
+            with self.subTest(gpu=g):
+                self.assertEqual(self.value("gpu_clock_event_active", g, reason="throttled"), 1 if status else 0)
+                reasons = {dict(l)["reason"] for (n, l), _ in self.samples.items()
+                           if n == "gpu_clock_event_active" and dict(l)["gpu"] == str(g)}
+                self.assertEqual(reasons, {"throttled"})
+
+    def test_ecc_per_block_matches_rocm_smi_ras_info(self):
+        self.assertEqual(sorted(self.ras), list(range(8)))
+        for g, blocks in self.ras.items():
+            with self.subTest(gpu=g):
+                enabled = {b for b, row in blocks.items() if row[0] == "ENABLED"}
+                self.assertEqual(enabled, {"umc", "sdma", "gfx", "mmhub"})
+                agent = {}
+                for (n, l), v in self.samples.items():
+                    d = dict(l)
+                    if n == "gpu_ecc_errors_total" and d["gpu"] == str(g):
+                        agent[(d["block"], d["severity"])] = v
+                self.assertEqual({b for b, _ in agent}, enabled)
+                for b in enabled:
+                    _, corrected, uncorrected = blocks[b]
+                    self.assertEqual(agent[(b, "corrected")], corrected, b)
+                    self.assertEqual(agent[(b, "uncorrected")], uncorrected, b)
 
     def test_driver_version_and_processes(self):
         system = self.smi["system"]

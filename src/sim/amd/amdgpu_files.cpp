@@ -1,5 +1,7 @@
 #include "sim/amd/amdgpu_files.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -118,6 +120,12 @@ unsigned pcie_tenths_gts(unsigned generation) {
 std::string dpm_pcie(const GpuModelSpec& model) {
   const unsigned r = pcie_tenths_gts(model.pcie_generation);
   return fmt::format("0: {}.{}GT/s, x{} 1000Mhz *\n", r / 10, r % 10, model.pcie_width);
+}
+
+std::string pcie_bw(double transmit_bytes_per_second, double receive_bytes_per_second) {
+  auto messages = [](double bytes) { return static_cast<unsigned long long>(std::llround(std::max(0.0, bytes) / kMaxPayloadBytes)); };
+  return fmt::format("{} {} {}\n", messages(receive_bytes_per_second), messages(transmit_bytes_per_second),
+                     kMaxPayloadBytes);
 }
 
 std::string gpu_metrics_v1_1(const MetricsInput& in) {

@@ -63,4 +63,13 @@ std::string gpu_metrics_v1_1(const MetricsInput& in);
 // PCIe transfer rate per lane of a generation, in tenths of GT/s (gen 4: 160).
 unsigned pcie_tenths_gts(unsigned generation);
 
+// The maximum payload size pcie_bw reports (pcie_get_mps of the device): 256 bytes, an
+// assumption (a common server setting; the kernel reports whatever the link negotiated).
+inline constexpr unsigned kMaxPayloadBytes = 256;
+// pcie_bw as amdgpu writes it: "<received messages> <sent messages> <max payload size>\n", the
+// messages counted over the last second (kernel: count0 counts received messages, count1 posted
+// requests sent). The traffic is taken as carried in full-size payloads (an assumption), so
+// messages = bytes / payload size, rounded.
+std::string pcie_bw(double transmit_bytes_per_second, double receive_bytes_per_second);
+
 }  // namespace gpumeter::sim::amd

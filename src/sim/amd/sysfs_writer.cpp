@@ -190,6 +190,7 @@ Result<void> SysfsTree::write_dynamic(Gpu& g, Micros t) {
   TRY(replace_file(d / "mem_info_gtt_used", "0\n"));
   TRY(replace_file(d / "pp_dpm_sclk", dpm_levels(m.graphics_clock, r.graphics_clock_mhz)));
   TRY(replace_file(d / "pp_dpm_mclk", dpm_levels(m.memory_clock, r.memory_clock_mhz)));
+  TRY(replace_file(d / "pcie_bw", pcie_bw(g.sim->pcie_tx_rate(t, kMicrosPerSecond), g.sim->pcie_rx_rate(t, kMicrosPerSecond))));
   const unsigned junction = r.temperature_c + kJunctionAboveEdgeC;
   TRY(replace_file(h / "temp1_input", fmt::format("{}\n", r.temperature_c * 1000)));
   TRY(replace_file(h / "temp2_input", fmt::format("{}\n", junction * 1000)));

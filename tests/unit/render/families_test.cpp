@@ -7,6 +7,7 @@
 #include <cctype>
 #include <cmath>
 #include <set>
+#include <tuple>
 
 #include "fixture_snapshot.h"
 
@@ -458,6 +459,40 @@ TEST(MigFamilies, NamesTypesAndLabelSetsAreConsistent) {
       EXPECT_TRUE(seen.insert(smp.labels).second) << "duplicate series in " << f.name;
     }
   }
+}
+
+TEST(AmdFamilies, EccPerBlockPerformanceLevelAndPcieThroughput) {
+  Snapshot s = testing::fixture_snapshot();
+  GpuSnapshot amd;
+  amd.identity.index = 7;
+  amd.identity.uuid = "0x4f1a2b3c4d5e6f70";
+  amd.identity.vendor = "amd";
+  amd.up = true;
+  auto r = std::make_shared<DeviceReading>();
+  r->ecc_errors = {{"corrected", 5}, {"uncorrected", 1}};
+  r->ecc_block_errors = {{"umc", 3, 1}, {"gfx", 2, 0}};
+  r->performance_level = {{"auto", 0}, {"manual", 1}};
+  r->pcie_transmit_bytes_per_second = 1e9;
+  r->pcie_receive_bytes_per_second = 2e9;
+  amd.reading = r;
+  s.gpus.push_back(amd);
+  auto fams = build_families(s);
+
+  // The blocks' series replace the GPU's sums; the NVIDIA GPU keeps its own, without a block.
+  std::set<std::tuple<std::string, std::string, double>> ecc;
+  for (const auto& smp : find(fams, "gpu_ecc_errors_total")->samples) {
+    if (label(smp, "gpu") == "7") ecc.insert({label(smp, "block"), label(smp, "severity"), smp.value});
+  }
+  EXPECT_EQ(ecc, (std::set<std::tuple<std::string, std::string, double>>{
+                     {"umc", "corrected", 3}, {"umc", "uncorrected", 1}, {"gfx", "corrected", 2}, {"gfx", "uncorrected", 0}}));
+  EXPECT_THAT(samples_for_gpu(*find(fams, "gpu_ecc_errors_total"), 0, "block"),
+              ElementsAre(Pair("<absent>", 12), Pair("<absent>", 0)));
+
+  EXPECT_THAT(samples_for_gpu(*find(fams, "gpu_performance_level"), 7, "level"),
+              ElementsAre(Pair("auto", 0), Pair("manual", 1)));
+  EXPECT_TRUE(samples_for_gpu(*find(fams, "gpu_performance_level"), 0).empty());
+  EXPECT_THAT(samples_for_gpu(*find(fams, "gpu_pcie_throughput_bytes_per_second"), 7, "direction"),
+              ElementsAre(Pair("transmit", 1e9), Pair("receive", 2e9)));
 }
 
 }  // namespace

@@ -84,6 +84,13 @@ TEST(AmdGpuMetrics, LayoutOfContentRevisionOne) {
   EXPECT_EQ(static_cast<unsigned char>(b[31]), 0x01);
 }
 
+TEST(AmdGpuFiles, PcieBwIsReceivedThenSentMessagesThenPayloadSize) {
+  // 2 GB/s out and 4 GB/s in, in 256-byte payloads.
+  EXPECT_EQ(pcie_bw(2e9, 4e9), "15625000 7812500 256\n");
+  EXPECT_EQ(pcie_bw(0, 0), "0 0 256\n");
+  EXPECT_EQ(pcie_bw(100, 0), "0 0 256\n");  // under half a payload rounds to no message
+}
+
 TEST(AmdGpuFiles, DpmLevelsMarkTheCurrentOne) {
   EXPECT_EQ(dpm_levels({500, 2100}, 2100), "0: 500Mhz\n1: 2100Mhz *\n");
   EXPECT_EQ(dpm_levels({500, 2100}, 500), "0: 500Mhz *\n1: 2100Mhz\n");
@@ -110,6 +117,9 @@ jobs:
 
   ASSERT_TRUE((*tree)->sync(12 * kMicrosPerSecond).ok());
   EXPECT_EQ(read(card1 / "device/gpu_busy_percent"), "50\n");
+  // The last second at 50 %: half the model's 2 GB/s out and 4 GB/s in, in 256-byte messages.
+  EXPECT_EQ(read(card1 / "device/pcie_bw"), "7812500 3906250 256\n");
+  EXPECT_EQ(read(dir / "class/drm/card0/device/pcie_bw"), "0 0 256\n");
   EXPECT_EQ((*tree)->processes(), std::vector<unsigned>{700});
   const fs::path proc = dir / "class/kfd/kfd/proc/700";
   const unsigned id0 = kfd_gpu_id(0), id1 = kfd_gpu_id(1);
