@@ -209,20 +209,36 @@ Result<std::vector<DrmClient>> DrmClientScanner::scan() const {
 }
 
 Result<std::vector<DrmClient>> DrmClientScanner::clients(const std::string& pdev) {
-  // Held across the scan, so that the workers of one round wait for one scan, not make eight.
-  std::lock_guard scanning(scan_mu_);
+  auto of_device = [&](const std::vector<DrmClient>& all) {
+    std::vector<DrmClient> out;
+    for (const auto& c : all) {
+      if (c.pdev == pdev) out.push_back(c);
+    }
+    return out;
+  };
+  // One walk at a time. A worker that finds a walk under way takes the last one instead of
+  // waiting: the counters are cumulative, so an older reading only moves time to the next
+  // interval, and a walk stuck in the kernel (an fdinfo read of a hung GPU) holds only the worker
+  // making it. Before the first walk there is nothing to take, and every worker waits for it.
+  std::unique_lock walking(walk_mu_, std::try_to_lock);
+  if (!walking.owns_lock()) {
+    {
+      std::lock_guard lock(mu_);
+      if (scanned_at_) return of_device(last_);
+    }
+    walking.lock();
+  }
   const auto now = std::chrono::steady_clock::now();
-  if (!scanned_at_ || now - *scanned_at_ >= options_.max_age) {
-    auto fresh = scan();
-    if (!fresh) return fresh.error();
-    last_ = std::move(fresh).value();
-    scanned_at_ = now;
+  {
+    std::lock_guard lock(mu_);
+    if (scanned_at_ && now - *scanned_at_ < options_.max_age) return of_device(last_);
   }
-  std::vector<DrmClient> out;
-  for (const auto& c : last_) {
-    if (c.pdev == pdev) out.push_back(c);
-  }
-  return out;
+  auto fresh = scan();
+  if (!fresh) return fresh.error();
+  std::lock_guard lock(mu_);
+  last_ = std::move(fresh).value();
+  scanned_at_ = now;
+  return of_device(last_);
 }
 
 DrmClientScanner::Stats DrmClientScanner::stats() const {

@@ -76,7 +76,8 @@ struct DrmScanOptions {
   std::chrono::milliseconds max_age{100};
 };
 
-// Walks <procfs>/<pid>/fd. Thread-safe: workers asking at once share one scan.
+// Walks <procfs>/<pid>/fd. Thread-safe: workers asking at once share one walk, and a worker that
+// finds a walk under way takes the last one (see clients()).
 class DrmClientScanner final : public DrmClientSource {
  public:
   explicit DrmClientScanner(DrmScanOptions options);
@@ -94,8 +95,8 @@ class DrmClientScanner final : public DrmClientSource {
 
  private:
   DrmScanOptions options_;
-  std::mutex scan_mu_;  // guards scanned_at_ and last_
-  mutable std::mutex mu_;  // guards stats_
+  std::mutex walk_mu_;     // held by the worker walking /proc
+  mutable std::mutex mu_;  // guards scanned_at_, last_ and stats_
   std::optional<std::chrono::steady_clock::time_point> scanned_at_;
   std::vector<DrmClient> last_;
   mutable Stats stats_;

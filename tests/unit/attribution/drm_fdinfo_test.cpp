@@ -4,7 +4,12 @@
 #include "attribution/drm_fdinfo.h"
 
 #include <gtest/gtest.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <future>
+#include <thread>
 
 #include <filesystem>
 
@@ -208,6 +213,38 @@ TEST(DrmClientScanner, WorkersOfOneRoundShareAScan) {
   ASSERT_TRUE(again);
   EXPECT_EQ((*again)[0].busy_ns, 10u);  // the same scan
   EXPECT_EQ(scanner.stats().scans, 1u);
+}
+
+TEST(DrmClientScanner, AWorkerDoesNotWaitForAWalkStuckInTheKernel) {
+  // An fdinfo read that blocks (a FIFO here; amdgpu's show_fdinfo of a hung GPU on a real host)
+  // holds the worker walking, not the others: they take the last walk.
+  TempDir tmp;
+  const std::string proc = tmp / "proc";
+  add_fd(proc, 300, 5, "/dev/dri/renderD128", amdgpu_fdinfo("0000:0c:00.0", 11, 10, 0, 0));
+  DrmClientScanner scanner({.procfs = proc, .max_age = std::chrono::milliseconds(0)});
+  ASSERT_EQ(scanner.clients("0000:0c:00.0")->size(), 1u);
+  const std::string fifo = proc + "/301/fdinfo/5";
+  std::filesystem::create_directories(proc + "/301/fd");
+  std::filesystem::create_directories(proc + "/301/fdinfo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  std::filesystem::create_symlink("/dev/dri/renderD128", proc + "/301/fd/5");
+  auto stuck = std::async(std::launch::async, [&] { return scanner.clients("0000:0c:00.0"); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the walk is now in the FIFO's open
+  const bool stuck_meanwhile = stuck.wait_for(std::chrono::milliseconds(0)) != std::future_status::ready;
+  // Another worker gets the first walk's clients without waiting (10 s: a generous bound).
+  auto other = std::async(std::launch::async, [&] { return scanner.clients("0000:0c:00.0"); });
+  const bool answered = other.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+  // Let the stuck walk go on (a writer), with the FIFO gone for any walk after it.
+  const int w = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+  std::filesystem::remove_all(proc + "/301");
+  if (w >= 0) ::close(w);
+  EXPECT_TRUE(stuck_meanwhile);
+  EXPECT_GE(w, 0);
+  EXPECT_TRUE(answered);
+  auto got = other.get();
+  ASSERT_TRUE(got);
+  EXPECT_EQ(got->size(), 1u);
+  ASSERT_TRUE(stuck.get());
 }
 
 TEST(DrmClientScanner, MissingProcfsIsAnError) {
