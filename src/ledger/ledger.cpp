@@ -461,7 +461,14 @@ void GpuLedger::integrate(const std::vector<Period>& input, const LedgerTick& ti
           exact_sum[i] += exact[i][k];
         }
       }
-      period_busy[i] = d > 0 ? std::max(periods[i].utilization * d * tick.weight, exact_sum[i]) : 0.0;
+      // Every member measured exactly (graphics clients only): their engine time is the GPU's busy
+      // time, and the polled utilization, an instant, would only add its sampling error.
+      bool all_exact = !period_members[i].empty();
+      for (const Member& m : period_members[i]) {
+        if (m.proc == nullptr || !m.proc->busy_seconds) all_exact = false;
+      }
+      const double polled = periods[i].utilization * d * tick.weight;
+      period_busy[i] = d > 0 ? (all_exact ? exact_sum[i] : std::max(polled, exact_sum[i])) : 0.0;
       shared[i] = period_busy[i] - exact_sum[i];
     }
     pending_exact_.clear();

@@ -11,7 +11,8 @@
 // one OwnerLabels), device utilization U, power P and idle power I:
 //   allocated:  d / |M| to each member's owner; d to __idle__ when M is empty
 //   busy:       a member's exact busy time E (LedgerProcess::busy_seconds) as it is; the rest,
-//               max(U·d, ΣE) − ΣE, split in proportion to the members' SM shares; only busy
+//               max(U·d, ΣE) − ΣE (nothing when every member is measured exactly: ΣE is then
+//               the GPU's busy time), split in proportion to the members' SM shares; only busy
 //               time with no share at all (or no member) goes to __unattributed__ (a lone
 //               member takes it all where the GPU has no per-process utilization at all)
 //   memory:     each member's memory · d
@@ -70,7 +71,8 @@ struct LedgerProcess {
   std::optional<std::int64_t> start_us;
   // Busy seconds measured exactly by the host since the previous tick (a DRM client's engine
   // time, attribution/drm_fdinfo.h): charged as they are, ahead of the sampled shares, which
-  // split only the rest of the GPU's busy time.
+  // split only the rest of the GPU's busy time. Set (even to 0) only on processes whose whole
+  // busy time it is, e.g. graphics clients the backend does not list.
   std::optional<double> busy_seconds;
   bool operator==(const LedgerProcess&) const = default;
 };

@@ -254,11 +254,18 @@ void UsageTracker::on_reading(size_t slot, const DeviceIdentity& id, const Devic
       listed.push_back({pid, use.memory_bytes, kProcessGraphics});
     }
   }
-  for (const auto& p : listed) {
+  const std::size_t backend_listed = reading.usage.processes ? reading.usage.processes->size() : 0;
+  for (std::size_t i = 0; i < listed.size(); ++i) {
+    const GpuProcess& p = listed[i];
     auto known = mig_owners.find(p.pid);
     OwnerLabels owner = known != mig_owners.end() ? known->second : resolver_.resolve(p.pid, id);
     procs.push_back({p.pid, reduce(owner), p.memory_bytes.value_or(0), resolver_.start_time_us(p.pid)});
-    if (auto d = drm.find(p.pid); d != drm.end()) procs.back().busy_seconds = d->second.busy_seconds;
+    // A DRM client the backend does not list: its engine time is all of its busy time. One the
+    // backend lists (a ROCm process with the render node open) keeps its sampled share, plus any
+    // engine time it has.
+    if (auto d = drm.find(p.pid); d != drm.end() && (i >= backend_listed || d->second.busy_seconds > 0)) {
+      procs.back().busy_seconds = d->second.busy_seconds;
+    }
     full_owners.push_back(std::move(owner));
   }
   std::optional<AllocationState> allocation;

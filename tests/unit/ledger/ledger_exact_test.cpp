@@ -59,6 +59,22 @@ TEST(GpuLedgerExact, ExactTimeAbovePolledUtilizationRaisesTheGpusBusyTime) {
   EXPECT_EQ(l.owners().at(owner("compute")).busy_seconds, 0);  // no sampled share: nothing left
 }
 
+TEST(GpuLedgerExact, AGpuWithOnlyExactClientsIsAsBusyAsTheirEngineTime) {
+  // The polled utilization of a GPU used by graphics clients alone is an instant: its error would
+  // go to __unattributed__, busy time and energy alike.
+  GpuLedger l(GpuLedgerOptions{100, 10'000'000});
+  LedgerTick t = tick(0, 0.5, 0.0);
+  t.processes.erase(t.processes.begin());  // the graphics client alone
+  l.advance(t);
+  t = tick(1'000'000, 0.5, 0.3);
+  t.processes.erase(t.processes.begin());
+  l.advance(t);
+  EXPECT_NEAR(l.owners().at(owner("graphics")).busy_seconds, 0.3, 1e-12);
+  EXPECT_NEAR(l.busy_seconds(), 0.3, 1e-12);
+  EXPECT_EQ(l.owners().count(unattributed_owner()), 0u);
+  EXPECT_NEAR(l.owners().at(owner("graphics")).energy_joules, 300, 1e-9);
+}
+
 TEST(GpuLedgerExact, WithoutSharesTheRestIsUnattributed) {
   GpuLedger l(GpuLedgerOptions{0, 10'000'000});
   l.advance(tick(0, 0.5, std::nullopt));
