@@ -229,6 +229,14 @@ int run_serve(const ServeOptions& o) {
       to.state_file.clear();
     }
   }
+  // Graphics clients of the AMD GPUs record exact engine time in DRM fdinfo; ROCm compute does
+  // not (docs/rocm-behaviour.md). Walked only where ROCm SMI found GPUs.
+  std::unique_ptr<DrmClientScanner> drm_clients;
+  if (rocm->status().up && rocm->device_count() > 0) {
+    drm_clients = std::make_unique<DrmClientScanner>(DrmScanOptions{.procfs = o.procfs});
+    to.drm_clients = drm_clients.get();
+    log.info("reading DRM clients' engine time from fdinfo", {{"procfs", o.procfs}});
+  }
   UsageTracker tracker(to, resolver, log);
   if (auto loaded = tracker.load_state(); !loaded) {
     log.error("cannot start", {{"err", loaded.error().message}});

@@ -210,6 +210,7 @@ void GpuLedger::restart_at(std::int64_t cursor_us, const LedgerTick& tick) {
   previous_ = tick.processes;
   energy_counter_ = tick.energy_joules;
   pending_process_.clear();
+  pending_exact_.clear();
   last_process_sample_us_.clear();
   std::erase_if(pending_power_, [&](const TimedSample& s) { return s.timestamp_us <= cursor_us_; });
   ++gaps_;  // of unknown length: nobody knows how long the agent was down
@@ -224,6 +225,9 @@ AdvanceResult GpuLedger::advance(const LedgerTick& tick) {
   // used yet for the next tick instead of losing it.
   for (const auto& s : tick.power_samples) pending_power_.push_back(s);
   add_process_records(tick.process_samples, tick.processes);
+  for (const auto& p : tick.processes) {
+    if (p.busy_seconds && *p.busy_seconds > 0) pending_exact_[p.pid] += *p.busy_seconds;
+  }
   if (tick.power_watts) last_power_w_ = tick.power_watts;
   const bool interrupted = std::exchange(interrupted_, false);
 
@@ -258,6 +262,7 @@ AdvanceResult GpuLedger::advance(const LedgerTick& tick) {
     if (mode_ != Mode::kSamples) {
       // First tick (or a switch from polling): start at the newest sample; history from
       // before the agent ran is not charged.
+      pending_exact_.clear();  // spent before the ledger's time starts
       if (fresh.empty()) return result;
       mode_ = Mode::kSamples;
       started_ = true;
@@ -295,6 +300,7 @@ AdvanceResult GpuLedger::advance(const LedgerTick& tick) {
     }
   } else {
     if (mode_ != Mode::kPolled) {
+      pending_exact_.clear();  // spent before the ledger's time starts
       mode_ = Mode::kPolled;
       started_ = true;
       cursor_us_ = tick.wall_us;
@@ -316,6 +322,7 @@ AdvanceResult GpuLedger::advance(const LedgerTick& tick) {
     }
     if (d > options_.max_gap_us || interrupted) {
       note_gap(d);
+      pending_exact_.clear();
       cursor_us_ = tick.wall_us;
       previous_ = tick.processes;
       energy_counter_ = tick.energy_joules;
@@ -328,6 +335,7 @@ AdvanceResult GpuLedger::advance(const LedgerTick& tick) {
       energy_total = *tick.energy_joules - *energy_counter_;
     }
   }
+  if (runs.size() > 1) pending_exact_.clear();  // part of it may have been spent in the gap
   for (size_t i = 0; i < runs.size(); ++i) {
     if (i > 0) previous_.clear();  // who was present across a gap is unknown
     if (!runs[i].empty()) integrate(runs[i], tick, energy_total);
@@ -424,6 +432,46 @@ void GpuLedger::integrate(const std::vector<Period>& input, const LedgerTick& ti
       auto it = member(pending_process_[k].pid);
       if (it != members.end()) it->sm_seconds += share_seconds(pending_process_[k], carry_to[k], p.start_us, p.end_us);
     }
+    // A process with exact busy time is a member where it holds some, whether or not it is
+    // known to have been there (listed for the first time, without a start time): presence 0.
+    for (const auto& [pid, e] : pending_exact_) {
+      if (member(pid) != members.end()) continue;
+      const LedgerProcess* lp = find_pid(tick.processes, pid);
+      if (lp == nullptr) lp = find_pid(previous_, pid);
+      members.push_back({lp, pid, 0.0, 0.0});
+    }
+  }
+  // Exact busy time (LedgerProcess::busy_seconds) by member, spread over the periods in
+  // proportion to their length; the sampled shares split only what is left of each period's busy
+  // time, which is at least the exact time in it (the engine counters are exact, the polled
+  // utilization is not).
+  std::vector<std::vector<double>> exact(periods.size());
+  std::vector<double> exact_sum(periods.size(), 0.0), period_busy(periods.size(), 0.0), shared(periods.size(), 0.0);
+  {
+    double total_us = 0;
+    for (const Period& p : periods) total_us += static_cast<double>(std::max<std::int64_t>(0, p.end_us - p.start_us));
+    for (size_t i = 0; i < periods.size(); ++i) {
+      const double d = static_cast<double>(periods[i].end_us - periods[i].start_us) / 1e6;
+      exact[i].assign(period_members[i].size(), 0.0);
+      if (d > 0 && total_us > 0) {
+        for (size_t k = 0; k < period_members[i].size(); ++k) {
+          auto e = pending_exact_.find(period_members[i][k].pid);
+          if (e == pending_exact_.end()) continue;
+          exact[i][k] = e->second * d * 1e6 / total_us;
+          exact_sum[i] += exact[i][k];
+        }
+      }
+      // Every member measured exactly (graphics clients only): their engine time is the GPU's busy
+      // time, and the polled utilization, an instant, would only add its sampling error.
+      bool all_exact = !period_members[i].empty();
+      for (const Member& m : period_members[i]) {
+        if (m.proc == nullptr || !m.proc->busy_seconds) all_exact = false;
+      }
+      const double polled = periods[i].utilization * d * tick.weight;
+      period_busy[i] = d > 0 ? (all_exact ? exact_sum[i] : std::max(polled, exact_sum[i])) : 0.0;
+      shared[i] = period_busy[i] - exact_sum[i];
+    }
+    pending_exact_.clear();
   }
   // Each period's busy time split so that both the device's samples and each process's records
   // hold (ledger/share_fit.h): the window-average shares alone would move busy time between
@@ -436,16 +484,15 @@ void GpuLedger::integrate(const std::vector<Period>& input, const LedgerTick& ti
       }
     }
     std::vector<std::vector<double>> prior(pids.size(), std::vector<double>(periods.size(), 0.0));
-    std::vector<double> busy(periods.size(), 0.0);
+    std::vector<double> target(periods.size(), 0.0);
     for (size_t i = 0; i < periods.size(); ++i) {
-      const double d = static_cast<double>(periods[i].end_us - periods[i].start_us) / 1e6;
-      busy[i] = d > 0 ? periods[i].utilization * d : 0.0;
+      target[i] = tick.weight > 0 ? shared[i] / tick.weight : 0.0;  // SM seconds are not weighted
       for (const auto& m : period_members[i]) {
         if (m.sm_seconds <= 0) continue;
         prior[static_cast<size_t>(std::find(pids.begin(), pids.end(), m.pid) - pids.begin())][i] = m.sm_seconds;
       }
     }
-    const auto fitted = fit_shares(prior, busy);
+    const auto fitted = fit_shares(prior, target);
     for (size_t i = 0; i < periods.size(); ++i) {
       for (auto& m : period_members[i]) {
         if (m.sm_seconds <= 0) continue;
@@ -463,7 +510,7 @@ void GpuLedger::integrate(const std::vector<Period>& input, const LedgerTick& ti
     if (p.power_w) last_power_w_ = p.power_w;
     std::vector<Member>& members = period_members[i];
 
-    const double busy = p.utilization * ds;
+    const double busy = period_busy[i];
     const double energy = power * d;
     busy_seconds_ += busy;
     covered_seconds_ += ds;
@@ -516,7 +563,8 @@ void GpuLedger::integrate(const std::vector<Period>& input, const LedgerTick& ti
     double present = 0;
     for (const auto& h : holders) present += h.presence;
     const double crowd = std::max(1.0, present);
-    if (!tick.process_samples_supported && members.size() == 1) members[0].sm_seconds = busy;
+    const double rest = shared[i];  // what the sampled shares split
+    if (!tick.process_samples_supported && members.size() == 1) members[0].sm_seconds = rest;
     double sm_sum = 0;
     for (const auto& m : members) sm_sum += m.sm_seconds;
     // The driver rounds every record to a whole percent, so the shares rarely add up to U:
@@ -524,7 +572,7 @@ void GpuLedger::integrate(const std::vector<Period>& input, const LedgerTick& ti
     // it to __unattributed__.
     const double idle_part = std::min(power, idle_w) * d;
     const double dynamic = energy - idle_part;
-    const bool split = sm_sum > 0 && busy > 0;
+    const bool split = sm_sum > 0 && rest > 0;
     double allocated = 0;
     for (const auto& h : holders) {
       auto& t = delta[*h.owner];
@@ -539,10 +587,10 @@ void GpuLedger::integrate(const std::vector<Period>& input, const LedgerTick& ti
       const Member& m = members[k];
       auto& t = delta[*holders[holder_of[k]].owner];
       if (m.proc != nullptr) t.memory_byte_seconds += m.proc->memory_bytes * d * m.presence;
-      if (split) {
-        const double share = m.sm_seconds / sm_sum;
-        t.busy_seconds += busy * share;
-        t.energy_joules += dynamic * share;
+      const double mine = exact[i][k] + (split ? rest * m.sm_seconds / sm_sum : 0.0);
+      if (mine > 0) {
+        t.busy_seconds += mine;
+        t.energy_joules += dynamic * mine / busy;
       }
     }
     if (allocated < 1.0 - 1e-12) {
@@ -550,11 +598,11 @@ void GpuLedger::integrate(const std::vector<Period>& input, const LedgerTick& ti
       idle.allocated_seconds += ds * (1.0 - allocated);
       idle.energy_joules += (busy <= 0 ? energy : idle_part) * (1.0 - allocated);
     }
-    if (busy > 0 && !split) {
+    if (rest > 0 && !split) {
       // Busy time no process claims any share of: it and its energy are unattributed.
       auto& u = delta[unattributed_owner()];
-      u.busy_seconds += busy;
-      u.energy_joules += dynamic;
+      u.busy_seconds += rest;
+      u.energy_joules += dynamic * rest / busy;
     }
   }
   const double scale = energy_total && tick_energy > 0 ? *energy_total / tick_energy : 1.0;

@@ -10,13 +10,16 @@
 // For each period of length d with the set M of members present (processes, each owned by
 // one OwnerLabels), device utilization U, power P and idle power I:
 //   allocated:  d / |M| to each member's owner; d to __idle__ when M is empty
-//   busy:       U·d split in proportion to the members' SM shares; only busy time with no
-//               share at all (or no member) goes to __unattributed__ (a lone member takes it
-//               all where the GPU has no per-process utilization at all)
+//   busy:       a member's exact busy time E (LedgerProcess::busy_seconds) as it is; the rest,
+//               max(U·d, ΣE) − ΣE (nothing when every member is measured exactly: ΣE is then
+//               the GPU's busy time), split in proportion to the members' SM shares; only busy
+//               time with no share at all (or no member) goes to __unattributed__ (a lone
+//               member takes it all where the GPU has no per-process utilization at all)
 //   memory:     each member's memory · d
 //   energy:     min(P, I)·d / |M| to each member, the rest (P − I)·d by busy share; P·d to
 //               __idle__ when M is empty
-// so per GPU, Σ allocated = covered seconds, Σ busy = ∫U, Σ energy = ∫P, exactly.
+// so per GPU, Σ allocated = covered seconds, Σ busy = ∫U (or the exact busy time where that is
+// more), Σ energy = ∫P, exactly.
 //
 // Under the scheduler policy (GpuLedgerOptions::scheduler) the members are owners, not
 // processes: the owners the scheduler allocated the GPU to (LedgerTick::allocation), whether or
@@ -66,6 +69,11 @@ struct LedgerProcess {
   // When the process started (the system clock, µs), where the host says: no record window
   // reaches back before it.
   std::optional<std::int64_t> start_us;
+  // Busy seconds measured exactly by the host since the previous tick (a DRM client's engine
+  // time, attribution/drm_fdinfo.h): charged as they are, ahead of the sampled shares, which
+  // split only the rest of the GPU's busy time. Set (even to 0) only on processes whose whole
+  // busy time it is, e.g. graphics clients the backend does not list.
+  std::optional<double> busy_seconds;
   bool operator==(const LedgerProcess&) const = default;
 };
 
@@ -203,6 +211,9 @@ class GpuLedger {
   std::vector<LedgerProcess> previous_;   // the process list of the previous tick
   std::optional<double> last_power_w_;
   std::vector<TimedSample> pending_power_;      // not yet matched to a utilization period
+  // Exact busy seconds by pid (LedgerProcess::busy_seconds) not yet integrated; spread over the
+  // next integrated periods, dropped with a gap (nobody knows when in the gap they were spent).
+  std::map<unsigned, double> pending_exact_;
   // What one per-process record says: the process's SM share over (from_us, to_us].
   struct ProcessWindow {
     unsigned pid = 0;

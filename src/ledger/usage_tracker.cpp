@@ -148,6 +148,44 @@ Result<void> UsageTracker::load_state() {
   return {};
 }
 
+std::map<unsigned, UsageTracker::DrmUse> UsageTracker::drm_use(Gpu& g, const DeviceIdentity& id, std::int64_t now_us,
+                                                              double& interval_s) {
+  std::map<unsigned, DrmUse> out;
+  interval_s = 0;
+  if (options_.drm_clients == nullptr) return out;
+  const std::string pdev = normalize_pci_address(id.pci_bus_id);
+  if (pdev.empty()) return out;
+  auto clients = options_.drm_clients->clients(pdev);
+  if (!clients) return out;  // the counters are cumulative: the next reading covers this one too
+  std::lock_guard lock(g.mu);
+  if (g.drm_uuid != id.uuid) {
+    g.drm_uuid = id.uuid;
+    g.drm_seen.clear();
+    g.drm_read_us = 0;
+  }
+  const bool started = g.drm_read_us != 0;
+  interval_s = started ? static_cast<double>(now_us - g.drm_read_us) / 1e6 : 0;
+  std::map<std::uint64_t, std::uint64_t> seen;
+  for (const DrmClient& c : *clients) {
+    auto before = g.drm_seen.find(c.client_id);
+    // A counter may lag behind a value read before (drm-usage-stats.rst): stay with the larger.
+    const std::uint64_t now = before != g.drm_seen.end() ? std::max(before->second, c.busy_ns) : c.busy_ns;
+    seen[c.client_id] = now;
+    DrmUse& u = out[c.pid];
+    // A client first seen after the GPU's first reading opened its DRM file since the previous
+    // one: all of its time is new. At the first reading, the counters are where billing starts.
+    if (before != g.drm_seen.end()) {
+      u.busy_seconds += static_cast<double>(now - before->second) / 1e9;
+    } else if (started) {
+      u.busy_seconds += static_cast<double>(now) / 1e9;
+    }
+    if (c.vram_bytes) u.memory_bytes = u.memory_bytes.value_or(0) + static_cast<double>(*c.vram_bytes);
+  }
+  g.drm_seen = std::move(seen);
+  g.drm_read_us = now_us;
+  return out;
+}
+
 void UsageTracker::on_reading(size_t slot, const DeviceIdentity& id, const DeviceReading& reading) {
   if (id.uuid.empty()) return;  // not identified yet: nothing to key the ledger by
   Gpu& g = gpu(slot);
@@ -203,16 +241,32 @@ void UsageTracker::on_reading(size_t slot, const DeviceIdentity& id, const Devic
     }
   }
   // The GPU's own processes (on a GPU in MIG mode, its list of every instance's processes, for
-  // the per-process series: each named as its MIG device's).
+  // the per-process series: each named as its MIG device's), then the DRM clients the backend
+  // does not list, with their exact busy time.
+  double drm_interval_s = 0;
+  std::map<unsigned, DrmUse> drm = mig ? std::map<unsigned, DrmUse>{} : drm_use(g, id, now, drm_interval_s);
   std::vector<LedgerProcess> procs;
   std::vector<OwnerLabels> full_owners;
-  if (reading.usage.processes) {
-    for (const auto& p : *reading.usage.processes) {
-      auto known = mig_owners.find(p.pid);
-      OwnerLabels owner = known != mig_owners.end() ? known->second : resolver_.resolve(p.pid, id);
-      procs.push_back({p.pid, reduce(owner), p.memory_bytes.value_or(0), resolver_.start_time_us(p.pid)});
-      full_owners.push_back(std::move(owner));
+  std::vector<GpuProcess> listed;
+  if (reading.usage.processes) listed = *reading.usage.processes;
+  for (const auto& [pid, use] : drm) {
+    if (std::none_of(listed.begin(), listed.end(), [&](const GpuProcess& p) { return p.pid == pid; })) {
+      listed.push_back({pid, use.memory_bytes, kProcessGraphics});
     }
+  }
+  const std::size_t backend_listed = reading.usage.processes ? reading.usage.processes->size() : 0;
+  for (std::size_t i = 0; i < listed.size(); ++i) {
+    const GpuProcess& p = listed[i];
+    auto known = mig_owners.find(p.pid);
+    OwnerLabels owner = known != mig_owners.end() ? known->second : resolver_.resolve(p.pid, id);
+    procs.push_back({p.pid, reduce(owner), p.memory_bytes.value_or(0), resolver_.start_time_us(p.pid)});
+    // A DRM client the backend does not list: its engine time is all of its busy time. One the
+    // backend lists (a ROCm process with the render node open) keeps its sampled share, plus any
+    // engine time it has.
+    if (auto d = drm.find(p.pid); d != drm.end() && (i >= backend_listed || d->second.busy_seconds > 0)) {
+      procs.back().busy_seconds = d->second.busy_seconds;
+    }
+    full_owners.push_back(std::move(owner));
   }
   std::optional<AllocationState> allocation;
   if (!mig) allocation = allocation_of(id);
@@ -297,13 +351,16 @@ void UsageTracker::on_reading(size_t slot, const DeviceIdentity& id, const Devic
   // retention ends, so graphs drop to zero instead of holding a stale value.
   g.live_pids.clear();
   for (size_t i = 0; i < procs.size(); ++i) {
-    const auto& p = (*reading.usage.processes)[i];
+    const auto& p = listed[i];
     ProcessSeries& s = g.processes[p.pid];
     s.latest.pid = p.pid;
     s.latest.owner = full_owners[i];
     s.latest.memory_bytes = p.memory_bytes;
     s.latest.running = true;
-    if (reading.usage.process_samples_supported) {
+    if (auto d = drm.find(p.pid); d != drm.end() && (p.types & kProcessCompute) == 0) {
+      // A DRM client's utilization over the interval since its GPU's previous reading.
+      if (drm_interval_s > 0) s.latest.utilization_ratio = std::min(1.0, d->second.busy_seconds / drm_interval_s);
+    } else if (reading.usage.process_samples_supported) {
       double sum = 0;
       int n = 0;
       for (const auto& smp : reading.usage.process_samples) {

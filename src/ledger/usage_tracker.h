@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "attribution/drm_fdinfo.h"
 #include "collect/collector.h"
 #include "ledger/ledger.h"
 #include "ledger/mig_ledgers.h"
@@ -64,6 +65,10 @@ struct UsageTrackerOptions {
   std::function<std::string()> boot_id;
   // A checkpoint that keeps failing is logged once, then at most this often, with a count.
   std::chrono::milliseconds checkpoint_failure_log_interval{10 * 60 * 1000};
+  // DRM clients (graphics, Vulkan, Mesa OpenCL) with exact engine time, matched to a GPU by its
+  // PCI address; null: none. Each client's busy time is the increase of its engine counters
+  // between two readings of its GPU; the GPU's other busy time is split by sampled shares.
+  DrmClientSource* drm_clients = nullptr;
 };
 
 class UsageTracker final : public ReadingObserver {
@@ -107,7 +112,18 @@ class UsageTracker final : public ReadingObserver {
     std::shared_ptr<const GpuLedgerSnapshot> published;
     std::map<unsigned, ProcessSeries> processes;
     std::vector<unsigned> live_pids;
+    // DRM clients of this GPU (by uuid): each client's largest engine counter seen (ns), and
+    // when they were read (wall µs, 0: not yet).
+    std::string drm_uuid;
+    std::map<std::uint64_t, std::uint64_t> drm_seen;
+    std::int64_t drm_read_us = 0;
   };
+  // What the GPU's DRM clients used since its previous reading, by pid.
+  struct DrmUse {
+    double busy_seconds = 0;
+    std::optional<double> memory_bytes;
+  };
+  std::map<unsigned, DrmUse> drm_use(Gpu& g, const DeviceIdentity& id, std::int64_t now_us, double& interval_s);
   Gpu& gpu(size_t slot);
   void run_checkpoints();
   std::int64_t wall_now_us() const;

@@ -3,7 +3,9 @@
 ledger-amd.yaml (the owners of ledger-mixed.yaml on 8 MI300X) is played in real time: `gpumeter
 sim sysfs --follow` keeps the amdgpu tree in step with the scenario clock, `sim procfs` and `sim
 kubelet` name the owners (pods by their AMD GPUs' PCI addresses, as AMD's device plugin lists them), and the agent reads the GPUs through Debian's real ROCm SMI in a private
-mount namespace with the tree over /sys/class and /sys/module (docs/rocm-behaviour.md)."""
+mount namespace with the tree over /sys/class and /sys/module (docs/rocm-behaviour.md). The
+graphics client viz-render is billed from its DRM fdinfo engine time, which `sim procfs` writes:
+its busy seconds carry no sampling error, only the time after the last counter the agent read."""
 import os
 import time
 
@@ -17,6 +19,11 @@ SCENARIO = os.path.join(SCENARIOS, "ledger-amd.yaml")
 # (every 200 ms here), and the tree shows it up to one writer period (100 ms) after it starts
 # (docs/rocm-behaviour.md); NVIDIA's edge is one driver sample period.
 AMD_EDGE_SECONDS = 0.2 + 0.1
+# A graphics client's engine counter is exact, and a client first seen is billed all of its time,
+# so its start moves nothing; at its end, the time since the last counter read is lost: up to one
+# collection interval plus one procfs writer period (docs/rocm-behaviour.md).
+GRAPHICS_PROJECT = "viz"
+GRAPHICS_END_SECONDS = 0.2 + 0.1
 LEDGER_CONFIG = 'ledger:\n  allocation: process\n  checkpoint_interval: 2s\n  idle_power_watts: {"AMD Instinct MI300X": 140}\n'
 
 
@@ -69,6 +76,16 @@ class RocmLedgerAccuracy(AgentTestCase):
                                                                test_ledger.TOLERANCE, AMD_EDGE_SECONDS),
                                      "%s of %r: ledger %.6g, truth %.6g" % (field, key, measured, value))
         print("largest relative deviation from the truth: %.3g (%s)" % worst)
+        graphics = [k for k in want if k[1] == GRAPHICS_PROJECT]
+        self.assertEqual(len(graphics), 1, sorted(want))
+        key = graphics[0]
+        value, measured = want[key]["busy_seconds"], got[key].get("busy_seconds", 0.0)
+        rate = value / want[key]["allocated_seconds"]
+        print("graphics client busy seconds: ledger %.6f truth %.6f (%.3g)" % (measured, value,
+                                                                               (measured - value) / value))
+        self.assertLessEqual(measured, value * (1 + test_ledger.TOLERANCE), "graphics busy above its engine time")
+        self.assertGreaterEqual(measured, value * (1 - test_ledger.TOLERANCE) - GRAPHICS_END_SECONDS * rate,
+                                "graphics busy of %r: ledger %.6f, truth %.6f" % (key, measured, value))
 
 
 if __name__ == "__main__":

@@ -244,6 +244,7 @@ Result<void> SysfsTree::sync_processes(Micros t) {
     int sum = 0;
     for (const JobShare& j : jobs) sum += j.percent;
     for (const JobShare& j : jobs) {
+      if (scenario_.jobs[j.job].graphics) continue;  // a DRM client, not a KFD process
       uses[j.pid].push_back({kfd_gpu_id(g.index), j.memory_bytes, cu_occupancy(g.sim->model(), sum, j)});
     }
   }

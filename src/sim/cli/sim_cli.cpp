@@ -271,12 +271,18 @@ int run_procfs(const HostArgs& args, const EnvLookup& getenv, std::ostream& out,
                        args.slurm_cgroup);
     return kBadInput;
   }
+  auto interval = parse_duration(args.interval);
+  if (!interval || *interval <= 0) {
+    err << fmt::format("gpumeter sim procfs: --interval: expected a scenario duration such as 100ms, got '{}'\n",
+                       args.interval);
+    return kBadInput;
+  }
   // Before anything else, so that the stop signals are queued for the follow loop.
   if (args.follow) block_stop_signals();
   auto setup = host_setup("procfs", args, args.follow, getenv, err);
   if (!setup) return kBadInput;
   auto tree = ProcfsTree::open(args.out, setup->scenario, setup->lead, boot_for_epoch(setup->clock->epoch_unix_us()),
-                               *layout);
+                               *layout, *interval);
   if (!tree) {
     err << "gpumeter sim procfs: " << tree.error().message << "\n";
     return kRuntimeError;
@@ -442,6 +448,10 @@ void setup_sim_command(CLI::App& sim, int& exit_code) {
       "over the allocation's span: v1, devices/slurm/uid_<uid>/job_<id>/devices.list; v2,\n"
       "system.slice/slurmstepd.scope/job_<id>/ (v2-sluid: /<SLUID>/, Slurm 26.05's default) with the\n"
       "cgroup.procs of its batch script and running steps, and the batch script as a process in DIR/proc.\n"
+      "Processes of jobs on AMD GPUs also get DIR/proc/<pid>/fd/ and fdinfo/: fds 0-2 on /dev/null and,\n"
+      "while the job runs, the GPU's render node with amdgpu's DRM fdinfo; a graphics client\n"
+      "(client: graphics) on two fds sharing one drm-client-id, with drm-engine-gfx its busy time so far,\n"
+      "rewritten every --interval.\n"
       "Exit codes: 0 ok, 1 runtime error (e.g. DIR not writable), 2 bad input.");
   procfs->add_option("--scenario", procfs_args->scenario, "Scenario YAML file");
   procfs->add_option("--out", procfs_args->out, "Directory to write proc/ and etc/passwd into");
@@ -449,6 +459,9 @@ void setup_sim_command(CLI::App& sim, int& exit_code) {
   procfs->add_option("--lead", procfs_args->lead,
                      "Scenario time an entry exists before its job starts and after it ends (default 5s)");
   procfs->add_option("--at", procfs_args->at, "Write the tree at this scenario time instead of now");
+  procfs->add_option("--interval", procfs_args->interval,
+                     "With --follow, scenario time between two rewrites of graphics clients' DRM fdinfo "
+                     "(default 100ms)");
   procfs->add_option("--slurm-cgroup", procfs_args->slurm_cgroup,
                      "Slurm jobs' cgroup layout to write: none, v1, v2 or v2-sluid (default none)");
   procfs->callback(

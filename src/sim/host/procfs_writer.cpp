@@ -291,7 +291,7 @@ ProcfsTree::ProcfsTree(fs::path dir, const Scenario& scenario, Micros lead, Micr
 
 Result<std::unique_ptr<ProcfsTree>> ProcfsTree::open(const fs::path& dir, const Scenario& given,
                                                      Micros lead, SimulatedBoot boot,
-                                                     SlurmCgroupLayout slurm_cgroups) {
+                                                     SlurmCgroupLayout slurm_cgroups, Micros drm_period) {
   // The batch scripts are processes like the scenario's: the same windows, entries and lead.
   std::unique_ptr<Scenario> with_batch;
   if (std::vector<Job> batch = slurm_batch_jobs(given, slurm_cgroups); !batch.empty()) {
@@ -301,6 +301,7 @@ Result<std::unique_ptr<ProcfsTree>> ProcfsTree::open(const fs::path& dir, const 
   const Scenario& scenario = with_batch ? *with_batch : given;
   std::unique_ptr<ProcfsTree> tree(new ProcfsTree(dir, scenario, lead, boot.before_scenario));
   tree->with_batch_scripts_ = std::move(with_batch);
+  tree->drm_ = std::make_unique<DrmFiles>(tree->scenario_, drm_period);
   std::error_code ec;
   for (const fs::path& d : {dir / "proc", dir / "etc"}) {
     fs::create_directories(d, ec);
@@ -350,7 +351,51 @@ Result<void> ProcfsTree::write_entry(const ProcessWindow& w, bool replace) {
                            replace);
 }
 
-Result<void> ProcfsTree::remove_entry(unsigned pid) { return remove_directory(proc_ / std::to_string(pid)); }
+Result<void> ProcfsTree::remove_entry(unsigned pid) {
+  drm_written_.erase(pid);
+  return remove_directory(proc_ / std::to_string(pid));
+}
+
+Result<void> ProcfsTree::sync_drm(Micros t) {
+  for (const auto& [pid, job] : present_) {
+    if (job == kUnknownJob) continue;
+    std::map<unsigned, OpenFile>& written = drm_written_[pid];
+    std::map<unsigned, OpenFile> wanted;
+    for (OpenFile& f : drm_->files(pid, job, t)) wanted.emplace(f.fd, std::move(f));
+    const fs::path entry = proc_ / std::to_string(pid);
+    // Closed: the link goes first, so a reader that finds a link finds its fdinfo.
+    for (auto it = written.begin(); it != written.end();) {
+      if (wanted.count(it->first) != 0) {
+        ++it;
+        continue;
+      }
+      std::error_code ec;
+      fs::remove(entry / "fd" / std::to_string(it->first), ec);
+      if (ec) return fs_error("cannot remove", entry / "fd" / std::to_string(it->first), ec);
+      fs::remove(entry / "fdinfo" / std::to_string(it->first), ec);
+      it = written.erase(it);
+    }
+    for (auto& [fd, f] : wanted) {
+      auto w = written.find(fd);
+      if (w != written.end() && w->second == f) continue;
+      std::error_code ec;
+      fs::create_directories(entry / "fd", ec);
+      if (!ec) fs::create_directories(entry / "fdinfo", ec);
+      if (ec) return fs_error("cannot create", entry / "fdinfo", ec);
+      if (auto r = write_file_atomic(entry / "fdinfo" / std::to_string(fd), f.fdinfo); !r) return r;
+      if (w == written.end() || w->second.target != f.target) {
+        const fs::path link = entry / "fd" / std::to_string(fd);
+        const fs::path tmp = beside(link, "tmp");
+        fs::remove(tmp, ec);
+        fs::create_symlink(f.target, tmp, ec);
+        if (!ec) fs::rename(tmp, link, ec);
+        if (ec) return fs_error("cannot link", link, ec);
+      }
+      written[fd] = f;
+    }
+  }
+  return {};
+}
 
 Result<void> ProcfsTree::sync(Micros t) {
   t = std::max<Micros>(t, 0);
@@ -371,7 +416,9 @@ Result<void> ProcfsTree::sync(Micros t) {
     if (it != present_.end() && it->second == w->job) continue;
     if (auto r = write_entry(*w, it != present_.end()); !r) return r;
     present_[pid] = w->job;
+    drm_written_.erase(pid);  // a new entry: its files are written again
   }
+  if (auto r = sync_drm(t); !r) return r;
   if (hpc_jobs_) {
     if (auto r = hpc_jobs_->sync(t); !r) return r;
   }
@@ -385,7 +432,9 @@ Micros ProcfsTree::next_change_after(Micros t) const {
   const Micros next = it == edges_.end() ? kForever : *it;
   const Micros hpc = hpc_jobs_ ? hpc_jobs_->next_change_after(t) : kForever;
   const Micros cgroups = slurm_cgroups_ ? slurm_cgroups_->next_change_after(t) : kForever;
-  return std::min({next, hpc, cgroups});
+  auto e = std::upper_bound(drm_->edges().begin(), drm_->edges().end(), t);
+  const Micros drm = std::min(e == drm_->edges().end() ? kForever : *e, drm_->next_rewrite_after(t));
+  return std::min({next, hpc, cgroups, drm});
 }
 
 Result<std::unique_ptr<HostClock>> make_scenario_clock(const Scenario& scenario,

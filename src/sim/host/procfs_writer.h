@@ -10,6 +10,9 @@
 // renamed into place (or exchanged with the entry it replaces), and removed by renaming it
 // away first, so <dir>/proc/<pid> is always either absent or complete.
 //
+// Processes of jobs on AMD GPUs also get fd/ and fdinfo/ (sim/host/drm_files.h): their DRM files
+// while the job runs, with a graphics client's engine time rewritten every `drm_period`.
+//
 // When the scenario has Slurm allocations, the tree also holds the HPC job-mapping directory
 // <dir>/run/gpumeter-hpc-jobs/ (see slurm_tree.h), and, when asked, the jobs' cgroup trees
 // under <dir>/sys/fs/cgroup with a batch script process per job (see slurm_cgroup_tree.h),
@@ -25,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/host/drm_files.h"
 #include "sim/host/slurm_cgroup_tree.h"
 #include "sim/host/slurm_tree.h"
 #include "sim/model/env_config.h"
@@ -34,6 +38,7 @@
 namespace gpumeter::sim {
 
 inline constexpr Micros kDefaultHostLead = 5 * kMicrosPerSecond;
+inline constexpr Micros kDefaultDrmPeriod = 100'000;  // 100 ms
 
 // Clock ticks per second in /proc/<pid>/stat (USER_HZ on every Linux architecture).
 inline constexpr std::uint64_t kClockTicksPerSecond = 100;
@@ -84,13 +89,15 @@ class ProcfsTree {
   // and Slurm allocations in the scenario, the tree also writes their cgroups and batch scripts.
   static Result<std::unique_ptr<ProcfsTree>> open(const std::filesystem::path& dir, const Scenario& scenario,
                                                   Micros lead, SimulatedBoot boot = {},
-                                                  SlurmCgroupLayout slurm_cgroups = SlurmCgroupLayout::kNone);
+                                                  SlurmCgroupLayout slurm_cgroups = SlurmCgroupLayout::kNone,
+                                                  Micros drm_period = kDefaultDrmPeriod);
 
   // Makes <dir>/proc hold exactly the entries of the windows that contain t (t < 0 counts as 0,
   // as the library reads time 0 before its epoch).
   Result<void> sync(Micros t);
 
-  // The earliest window edge after t, when the next sync() may change something; kForever if none.
+  // The earliest window edge after t, when the next sync() may change something (or the next
+  // rewrite of a graphics client's counters); kForever if none.
   Micros next_change_after(Micros t) const;
 
   // The pids present after the last sync(), with the job each belongs to.
@@ -105,6 +112,7 @@ class ProcfsTree {
   ProcfsTree(std::filesystem::path dir, const Scenario& scenario, Micros lead, Micros boot_before_scenario);
   Result<void> write_entry(const ProcessWindow& w, bool replace);
   Result<void> remove_entry(unsigned pid);
+  Result<void> sync_drm(Micros t);
 
   static constexpr std::size_t kUnknownJob = static_cast<std::size_t>(-1);
   std::filesystem::path proc_;
@@ -116,6 +124,8 @@ class ProcfsTree {
   // The scenario with the Slurm batch scripts added, when they are written (scenario_ is it).
   std::unique_ptr<Scenario> with_batch_scripts_;
   std::unique_ptr<SlurmCgroupTree> slurm_cgroups_;
+  std::unique_ptr<DrmFiles> drm_;
+  std::map<unsigned, std::map<unsigned, OpenFile>> drm_written_;  // pid -> fd -> what is written
 };
 
 // Scenario time for the host-side commands, from the same settings the library reads.

@@ -126,6 +126,10 @@ struct Job {
   std::size_t mig = kNoMigInstance;  // the MIG instance it runs on (`mig:`), into Scenario::mig.instances
   JobProfile profile;                // `profile:`, fractions of busy time (GPM)
   std::optional<JobNvlink> nvlink;  // `nvlink:`; unset: the model's traffic
+  // `client: graphics`: a graphics, Vulkan or Mesa OpenCL process on AMD GPUs, which submits
+  // through the DRM render node and so records engine time in DRM fdinfo, and is no KFD
+  // process. `client: compute` (the default): ROCm compute through /dev/kfd, or CUDA.
+  bool graphics = false;
 };
 
 struct WindowFault {  // `lost` and `unknown_errors`: [at, at + duration)

@@ -264,7 +264,7 @@ Job parse_job(const YAML::Node& node, const std::string& path, const Scenario& s
   const std::size_t gpu_count = s.gpus.size();
   MapReader m(node, path,
               {"name", "start", "end", "gpus", "pid", "pids", "uid", "cgroup", "cgroup_version", "kubernetes",
-               "env", "memory", "utilization", "allocation", "mig", "profile", "nvlink"});
+               "env", "memory", "utilization", "allocation", "mig", "profile", "nvlink", "client"});
   Job j;
   j.name = read_bounded_string(m.require("name"), m.path("name"), 256);
   if (m.has("start")) j.start = read_duration(m.get("start"), m.path("start"));
@@ -333,6 +333,20 @@ Job parse_job(const YAML::Node& node, const std::string& path, const Scenario& s
   if (m.has("mig")) j.mig = parse::resolve_mig(s, m.get("mig"), m.path("mig"));
   if (m.has("profile")) j.profile = parse::parse_job_profile(m.get("profile"), m.path("profile"));
   if (m.has("nvlink")) j.nvlink = parse::parse_job_nvlink(s, j.gpus, m.get("nvlink"), m.path("nvlink"));
+  if (m.has("client")) {
+    const std::string client = read_string(m.get("client"), m.path("client"));
+    if (client != "compute" && client != "graphics") {
+      fail_at(m.get("client"), m.path("client"), fmt::format("must be compute or graphics, got '{}'", client));
+    }
+    j.graphics = client == "graphics";
+    for (unsigned g : j.gpus) {
+      if (j.graphics && s.model_of(g).vendor != "amd") {
+        fail_at(m.get("client"), m.path("client"),
+                fmt::format("a graphics client is modelled on AMD GPUs only (DRM fdinfo); GPU {} is {}", g,
+                            s.model_of(g).vendor));
+      }
+    }
+  }
   return j;
 }
 
