@@ -22,19 +22,7 @@ using sim::testing::parse_ok;
 using sim::testing::temp_dir;
 namespace fs = std::filesystem;
 
-const char* kTwoAmdGpus = R"(
-models:
-  mi:
-    vendor: amd
-    name: AMD Instinct MI300X
-    memory: 192GiB
-    power: {limit: 750, idle: 150, max: 750}
-    clocks:
-      graphics: {idle: 500, max: 2100}
-      memory: {idle: 1300, max: 1300}
-    pcie: {generation: 5, width: 16, device_id: 0x74a1}
-    compute_units: 304
-gpus: {count: 2, model: mi}
+const std::string kTwoAmdGpus = sim::testing::kAmdModel + R"(gpus: {count: 2, model: mi}
 jobs:
   - {name: a, gpus: [0, 1], pids: [700, 701], utilization: 0.5}
 )";

@@ -16,20 +16,7 @@ using sim::testing::parse_ok;
 using sim::testing::temp_dir;
 namespace fs = std::filesystem;
 
-const char* kAmdModel = R"(
-models:
-  mi:
-    vendor: amd
-    name: AMD Instinct MI300X
-    memory: 192GiB
-    power: {limit: 750, idle: 150, max: 750}
-    temperature: {idle: 40, max: 80, memory_offset: 4}
-    clocks:
-      graphics: {idle: 500, max: 2100}
-      memory: {idle: 1300, max: 1300}
-    pcie: {generation: 5, width: 16, device_id: 0x74a1}
-    compute_units: 304
-)";
+using sim::testing::kAmdModel;
 
 std::string read(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
@@ -63,7 +50,7 @@ TEST(AmdScenario, RejectsWhatAnAmdModelCannotBe) {
 }
 
 TEST(AmdScenario, NvidiaGpusComeFirst) {
-  std::string yaml = std::string(sim::testing::kModel) + std::string(kAmdModel).substr(std::string("\nmodels:\n").size() - 1) +
+  std::string yaml = std::string(sim::testing::kModel) + std::string(sim::testing::kAmdModelEntry) +
                      "gpus:\n  - {model: mi}\n  - {model: m}\n";
   EXPECT_NE(parse_error(yaml).find("list the NVIDIA GPUs first"), std::string::npos) << parse_error(yaml);
 }

@@ -22,21 +22,7 @@ using testing::parse_ok;
 constexpr Micros S = kMicrosPerSecond;
 
 // Two AMD GPUs; a graphics client shares GPU 1 with a ROCm job.
-const char* kScenario = R"(
-duration: 100
-models:
-  mi:
-    vendor: amd
-    name: AMD Instinct MI300X
-    memory: 192GiB
-    power: {limit: 750, idle: 150, max: 750}
-    temperature: {idle: 40, max: 80, memory_offset: 4}
-    clocks:
-      graphics: {idle: 500, max: 2100}
-      memory: {idle: 1300, max: 1300}
-    pcie: {generation: 5, width: 16, device_id: 0x74a1}
-    compute_units: 304
-gpus: {count: 2, model: mi}
+const std::string kScenario = "\nduration: 100" + sim::testing::kAmdModel + R"(gpus: {count: 2, model: mi}
 jobs:
   - name: rocm
     start: 10

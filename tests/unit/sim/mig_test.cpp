@@ -298,8 +298,12 @@ TEST(MigTruth, GpmPerInstanceIsTheInstancesOwnActivity) {
   // A window inside an instance's life averages over the window only.
   const MigTruth w = compute_mig_truth(s, 20 * S, 30 * S, false);
   for (const MigInstanceTruth& m : w.instances) {
-    if (m.name == "small-b") EXPECT_NEAR(m.profiling.graphics, 100, 1e-9);
-    if (m.name == "infer") EXPECT_NEAR(m.profiling.graphics, 80, 1e-9);
+    if (m.name == "small-b") {
+      EXPECT_NEAR(m.profiling.graphics, 100, 1e-9);
+    }
+    if (m.name == "infer") {
+      EXPECT_NEAR(m.profiling.graphics, 80, 1e-9);
+    }
   }
 }
 

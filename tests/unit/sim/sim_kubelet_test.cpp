@@ -135,19 +135,7 @@ TEST(SimKubelet, NoKubernetesJobsNoPods) {
 
 // AMD GPUs as AMD's device plugin lists them: amd.com/gpu, the sysfs PCI address, no replicas.
 TEST(SimKubelet, AmdGpusByPciAddressUnderAmdResource) {
-  Scenario s = testing::parse_ok(std::string(testing::kModel) + R"(
-  mi:
-    vendor: amd
-    name: AMD Instinct MI300X
-    memory: 192GiB
-    power: {limit: 750, idle: 150, max: 750}
-    temperature: {idle: 40, max: 80, memory_offset: 4}
-    clocks:
-      graphics: {idle: 500, max: 2100}
-      memory: {idle: 1300, max: 1300}
-    pcie: {generation: 5, width: 16, device_id: 0x74a1}
-    compute_units: 304
-gpus:
+  Scenario s = testing::parse_ok(std::string(testing::kModel) + testing::kAmdModelEntry + R"(gpus:
   - {model: m, uuid: GPU-0}
   - {model: mi, pci_bus_id: "0000:C1:00.0"}
   - {model: mi, pci_bus_id: "0000:0A:00.0"}

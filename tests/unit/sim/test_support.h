@@ -79,6 +79,22 @@ models:
       video: {idle: 500, max: 1500}
 )";
 
+// An AMD model `mi` (MI300X): the entry alone, to add to a models list, and as a models list.
+inline const char* kAmdModelEntry = R"(
+  mi:
+    vendor: amd
+    name: AMD Instinct MI300X
+    memory: 192GiB
+    power: {limit: 750, idle: 150, max: 750}
+    temperature: {idle: 40, max: 80, memory_offset: 4}
+    clocks:
+      graphics: {idle: 500, max: 2100}
+      memory: {idle: 1300, max: 1300}
+    pcie: {generation: 5, width: 16, device_id: 0x74a1}
+    compute_units: 304
+)";
+inline const std::string kAmdModel = std::string("\nmodels:") + kAmdModelEntry;
+
 inline Scenario parse_ok(const std::string& yaml) {
   auto s = parse_scenario(yaml, "test.yaml");
   if (!s) {
