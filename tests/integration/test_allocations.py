@@ -68,16 +68,16 @@ def owner_name(labels, scenario):
     return names[0] if len(names) == 1 else "?%r" % (labels,)
 
 
-def edges_per_gpu(scenario):
-    """(pod allocation edges, process edges) inside the run, per GPU index."""
+def edges_per_gpu(scenario, end=END):
+    """(pod allocation edges, process edges) inside a run that ends at `end`, per GPU index."""
     pods, procs = {}, {}
     for a in scenario["allocations"]:
-        n = sum(1 for t in (a["start"], a["end"]) if 0 < t < END)
+        n = sum(1 for t in (a["start"], a["end"]) if 0 < t < end)
         for g in a["gpus"]:
             if "kubernetes" in a:
                 pods[g] = pods.get(g, 0) + n
     for j in scenario["jobs"]:
-        n = sum(1 for t in (j["start"], j["end"]) if 0 < t < END)
+        n = sum(1 for t in (j["start"], j["end"]) if 0 < t < end)
         for g in j["gpus"]:
             procs[g] = procs.get(g, 0) + n
     return pods, procs

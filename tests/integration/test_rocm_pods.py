@@ -21,6 +21,7 @@ import yaml
 
 import harness
 import rocm_namespace
+import test_allocations
 import test_rocm_ledger
 from harness import AgentTestCase, Process, Prometheus, SCENARIOS, SimNode, free_port, wait_until
 
@@ -136,13 +137,7 @@ class RocmPods(AgentTestCase):
         got = self.scraped(prom, instance, at, FIELDS, key_of)
         want = {(o["gpu"], o["name"]): o for o in scheduler_truth()["owners"]}
         self.assertEqual(set(got), set(want))
-        pod_edges, proc_edges = {}, {}
-        for a in scenario["allocations"]:
-            for g in a["gpus"]:
-                pod_edges[g] = pod_edges.get(g, 0) + sum(1 for t in (a["start"], a["end"]) if 0 < t < END)
-        for j in scenario["jobs"]:
-            for g in j["gpus"]:
-                proc_edges[g] = proc_edges.get(g, 0) + sum(1 for t in (j["start"], j["end"]) if 0 < t < END)
+        pod_edges, proc_edges = test_allocations.edges_per_gpu(scenario, END)
         worst = []
         for key, o in want.items():
             gpu = key[0]
