@@ -249,9 +249,10 @@ void UsageTracker::on_reading(size_t slot, const DeviceIdentity& id, const Devic
   std::vector<OwnerLabels> full_owners;
   std::vector<GpuProcess> listed;
   if (reading.usage.processes) listed = *reading.usage.processes;
-  for (const auto& [pid, use] : drm) {
+  for (const auto& client : drm) {  // not a structured binding: clang 14 (the fuzz build) cannot capture one
+    const unsigned pid = client.first;
     if (std::none_of(listed.begin(), listed.end(), [&](const GpuProcess& p) { return p.pid == pid; })) {
-      listed.push_back({pid, use.memory_bytes, kProcessGraphics});
+      listed.push_back({pid, client.second.memory_bytes, kProcessGraphics});
     }
   }
   const std::size_t backend_listed = reading.usage.processes ? reading.usage.processes->size() : 0;
