@@ -43,9 +43,10 @@ def in_namespace(tree, argv, timeout=120):
     return subprocess.run(rocm_namespace.argv(tree, argv), capture_output=True, text=True, timeout=timeout)
 
 
-def inner(out_dir, scenario=None):
+def inner(out_dir, scenario=None, gpus=8, smi_flags=ROCM_SMI_FLAGS):
     """In the namespace: the agent's metrics and rocm-smi's JSON, written to out_dir. With a
-    scenario, NVIDIA GPUs come from the simulated NVML playing it; without, NVML is missing."""
+    scenario, NVIDIA GPUs come from the simulated NVML playing it; without, NVML is missing and
+    all `gpus` GPUs are AMD's."""
     if scenario:
         agent = Agent(scenario=scenario)
     else:
@@ -56,8 +57,8 @@ def inner(out_dir, scenario=None):
             body = agent.metrics()[1]
             # PCIe throughput comes from the backend's own reader thread (AMD GPUs only; NVIDIA's
             # is GPM, off by default): on the mixed node the AMD GPUs are 4..7.
-            amd = range(4, 8) if scenario else range(8)
-            return ('pid="' in body and all('gpu_allocated_seconds_total{gpu="%d"' % g in body for g in range(8)) and
+            amd = range(4, 8) if scenario else range(gpus)
+            return ('pid="' in body and all('gpu_allocated_seconds_total{gpu="%d"' % g in body for g in range(gpus)) and
                     all('gpu_pcie_throughput_bytes_per_second{gpu="%d"' % g in body for g in amd))
         harness.wait_until(complete, what="process series and every GPU's ledger and PCIe throughput series")
         _, body = agent.metrics()
@@ -67,7 +68,7 @@ def inner(out_dir, scenario=None):
         f.write(body)
     with open(os.path.join(out_dir, "agent.log"), "w") as f:
         f.write(agent.process.log())
-    smi = subprocess.run(["rocm-smi"] + ROCM_SMI_FLAGS, capture_output=True, text=True, timeout=60)
+    smi = subprocess.run(["rocm-smi"] + list(smi_flags), capture_output=True, text=True, timeout=60)
     with open(os.path.join(out_dir, "rocm-smi.json"), "w") as f:
         f.write(smi.stdout)
     # --showrasinfo prints no JSON at 5.2.3 (printTableLog returns under --json): its table.
@@ -98,6 +99,63 @@ def ras_tables(text):
 def mhz_of(text):
     """'(2100Mhz)' -> 2100"""
     return int(text.strip("()").lower().replace("mhz", ""))
+
+
+def compare_card(tc, samples, g, c, info):
+    """Compares every value rocm-smi printed for card `g` (`c`, its JSON object) that the agent
+    exports with the agent's `samples` (parse_text); `info` is the card's gpu_info labels.
+    Returns the keys compared."""
+    def value(name, **labels):
+        return sample(samples, name, gpu=str(g), **labels)
+
+    checked = set()
+
+    def check(key, agent_value, smi_value=None):
+        checked.add(key)
+        tc.assertEqual(agent_value, smi_value if smi_value is not None else c[key], key)
+
+    tc.assertEqual(info["vendor"], "amd")
+    check("Unique ID", info["uuid"])
+    check("VBIOS version", info["vbios_version"])
+    check("PCI Bus", info["pci_bus_id"].upper(), c["PCI Bus"].upper())
+    check("Card series", info["model"])
+    check("GPU use (%)", round(value("gpu_utilization_ratio") * 100), int(c["GPU use (%)"]))
+    check("GPU memory use (%)", round(value("gpu_memory_utilization_ratio") * 100),
+          int(c["GPU memory use (%)"]))
+    check("VRAM Total Memory (B)", int(value("gpu_memory_total_bytes")),
+          int(c["VRAM Total Memory (B)"]))
+    check("VRAM Total Used Memory (B)", int(value("gpu_memory_used_bytes")),
+          int(c["VRAM Total Used Memory (B)"]))
+    for key, sensor in (("Temperature (Sensor edge) (C)", "gpu"),
+                        ("Temperature (Sensor junction) (C)", "junction"),
+                        ("Temperature (Sensor memory) (C)", "memory")):
+        check(key, value("gpu_temperature_celsius", sensor=sensor), float(c[key]))
+    check("Average Graphics Package Power (W)", value("gpu_power_watts"),
+          float(c["Average Graphics Package Power (W)"]))
+    check("Max Graphics Package Power (W)", value("gpu_power_limit_watts"),
+          float(c["Max Graphics Package Power (W)"]))
+    # rocm-smi prints µJ with two decimals; the agent's joules carry the same count.
+    check("Accumulated Energy (uJ)", round(value("gpu_energy_joules_total") * 1e6, 2),
+          float(c["Accumulated Energy (uJ)"]))
+    check("sclk clock speed:", value("gpu_clock_hertz", clock="graphics"),
+          mhz_of(c["sclk clock speed:"]) * 1e6)
+    check("mclk clock speed:", value("gpu_clock_hertz", clock="memory"),
+          mhz_of(c["mclk clock speed:"]) * 1e6)
+    gts, width = c["pcie clock level"].split("(")[1].rstrip(")").split(" x")
+    gen = {"2.5GT/s": 1, "5.0GT/s": 2, "8.0GT/s": 3, "16.0GT/s": 4, "32.0GT/s": 5}[gts]
+    check("pcie clock level", (value("gpu_pcie_link_generation"),
+                               value("gpu_pcie_link_width")), (gen, int(width)))
+    check("PCIe Replay Count", value("gpu_pcie_replay_errors_total"),
+          float(c["PCIe Replay Count"]))
+    check("Performance Level", value("gpu_performance_level", level=c["Performance Level"]), 1)
+    tc.assertEqual(sum(v for (n, l), v in samples.items()
+                       if n == "gpu_performance_level" and dict(l)["gpu"] == str(g)), 1)
+    # rocm-smi: (sent + received) x max payload / 2^20, printed with three decimals.
+    tx = value("gpu_pcie_throughput_bytes_per_second", direction="transmit")
+    rx = value("gpu_pcie_throughput_bytes_per_second", direction="receive")
+    key = "Estimated maximum PCIe bandwidth over the last second (MB/s)"
+    check(key, "%.3f" % ((tx + rx) / 1024.0 / 1024.0))
+    return checked
 
 
 class RocmSmiAgreement(AgentTestCase):
@@ -138,53 +196,7 @@ class RocmSmiAgreement(AgentTestCase):
             c = self.smi[card]
             info = self.info(g)
             with self.subTest(card=card):
-                checked = set()
-
-                def check(key, agent_value, smi_value=None):
-                    checked.add(key)
-                    self.assertEqual(agent_value, smi_value if smi_value is not None else c[key], key)
-
-                self.assertEqual(info["vendor"], "amd")
-                check("Unique ID", info["uuid"])
-                check("VBIOS version", info["vbios_version"])
-                check("PCI Bus", info["pci_bus_id"].upper(), c["PCI Bus"].upper())
-                check("Card series", info["model"])
-                check("GPU use (%)", round(self.value("gpu_utilization_ratio", g) * 100), int(c["GPU use (%)"]))
-                check("GPU memory use (%)", round(self.value("gpu_memory_utilization_ratio", g) * 100),
-                      int(c["GPU memory use (%)"]))
-                check("VRAM Total Memory (B)", int(self.value("gpu_memory_total_bytes", g)),
-                      int(c["VRAM Total Memory (B)"]))
-                check("VRAM Total Used Memory (B)", int(self.value("gpu_memory_used_bytes", g)),
-                      int(c["VRAM Total Used Memory (B)"]))
-                for key, sensor in (("Temperature (Sensor edge) (C)", "gpu"),
-                                    ("Temperature (Sensor junction) (C)", "junction"),
-                                    ("Temperature (Sensor memory) (C)", "memory")):
-                    check(key, self.value("gpu_temperature_celsius", g, sensor=sensor), float(c[key]))
-                check("Average Graphics Package Power (W)", self.value("gpu_power_watts", g),
-                      float(c["Average Graphics Package Power (W)"]))
-                check("Max Graphics Package Power (W)", self.value("gpu_power_limit_watts", g),
-                      float(c["Max Graphics Package Power (W)"]))
-                # rocm-smi prints µJ with two decimals; the agent's joules carry the same count.
-                check("Accumulated Energy (uJ)", round(self.value("gpu_energy_joules_total", g) * 1e6, 2),
-                      float(c["Accumulated Energy (uJ)"]))
-                check("sclk clock speed:", self.value("gpu_clock_hertz", g, clock="graphics"),
-                      mhz_of(c["sclk clock speed:"]) * 1e6)
-                check("mclk clock speed:", self.value("gpu_clock_hertz", g, clock="memory"),
-                      mhz_of(c["mclk clock speed:"]) * 1e6)
-                gts, width = c["pcie clock level"].split("(")[1].rstrip(")").split(" x")
-                gen = {"2.5GT/s": 1, "5.0GT/s": 2, "8.0GT/s": 3, "16.0GT/s": 4, "32.0GT/s": 5}[gts]
-                check("pcie clock level", (self.value("gpu_pcie_link_generation", g),
-                                           self.value("gpu_pcie_link_width", g)), (gen, int(width)))
-                check("PCIe Replay Count", self.value("gpu_pcie_replay_errors_total", g),
-                      float(c["PCIe Replay Count"]))
-                check("Performance Level", self.value("gpu_performance_level", g, level=c["Performance Level"]), 1)
-                self.assertEqual(sum(v for (n, l), v in self.samples.items()
-                                     if n == "gpu_performance_level" and dict(l)["gpu"] == str(g)), 1)
-                # rocm-smi: (sent + received) x max payload / 2^20, printed with three decimals.
-                tx = self.value("gpu_pcie_throughput_bytes_per_second", g, direction="transmit")
-                rx = self.value("gpu_pcie_throughput_bytes_per_second", g, direction="receive")
-                key = "Estimated maximum PCIe bandwidth over the last second (MB/s)"
-                check(key, "%.3f" % ((tx + rx) / 1024.0 / 1024.0))
+                checked = compare_card(self, self.samples, g, c, info)
                 unexplained = set(c) - checked - NOT_EXPORTED
                 self.assertFalse(unexplained, "rocm-smi prints values the test does not compare")
 

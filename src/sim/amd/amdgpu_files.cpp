@@ -154,4 +154,29 @@ std::string gpu_metrics_v1_1(const MetricsInput& in) {
   return b;
 }
 
+std::string gpu_metrics_v1_3(const MetricsInput& in, bool hbm) {
+  std::string b = gpu_metrics_v1_1(in);
+  b.resize(120, '\0');
+  put_u16(b, 0, 120);
+  b[3] = 3;  // content revision
+  // smu_cmn_init_soft_gpu_metrics() fills the table with 0xFF before the ASIC's code sets its
+  // fields: the padding keeps it, and so do the fields an ASIC leaves alone.
+  for (std::size_t at : {78, 79, 110, 111}) b[at] = '\xff';
+  if (!hbm) {
+    // Navi 31 (smu_v13_0_0_get_gpu_metrics) sets no activity accumulators, HBM temperatures
+    // or firmware timestamp: bytes 80..103 stay 0xFF.
+    for (std::size_t at = 80; at < 104; ++at) b[at] = '\xff';
+  }
+  return b;
+}
+
+unsigned gpu_metrics_content_revision(const GpuModelSpec& model) {
+  return model.architecture == "cdna2" || model.architecture == "rdna3" ? 3 : 1;
+}
+
+std::string gpu_metrics(const GpuModelSpec& model, const MetricsInput& in) {
+  if (gpu_metrics_content_revision(model) != 3) return gpu_metrics_v1_1(in);
+  return gpu_metrics_v1_3(in, model.architecture != "rdna3");
+}
+
 }  // namespace gpumeter::sim::amd

@@ -59,6 +59,18 @@ struct MetricsInput {
   unsigned pcie_width = 0, pcie_speed_tenths_gts = 0;
 };
 std::string gpu_metrics_v1_1(const MetricsInput& in);
+// Content revision 3 (120 bytes): revision 1's fields at the same offsets, then a u64
+// firmware_timestamp (96), u16 voltage_soc/gfx/mem (104..109), padding and a u64
+// indep_throttle_status (112), not modelled (0). kgd_pp_interface.h, struct gpu_metrics_v1_3.
+// Padding is 0xFF, as the kernel initialises the table; without `hbm` (a GDDR board) the
+// activity accumulators, HBM temperatures and firmware timestamp (80..103) are 0xFF too.
+std::string gpu_metrics_v1_3(const MetricsInput& in, bool hbm);
+// The content revision amdgpu's SMU code writes for the model's architecture: 3 for CDNA 2
+// (aldebaran_ppt.c) and RDNA 3 (smu_v13_0_0_ppt.c both return sizeof(struct gpu_metrics_v1_3)),
+// 1 for CDNA 3 (an assumption kept from the MI300X model: its kernel writes revision 4 or 5,
+// which Debian's 5.2.3 library cannot read; docs/rocm-behaviour.md).
+unsigned gpu_metrics_content_revision(const GpuModelSpec& model);
+std::string gpu_metrics(const GpuModelSpec& model, const MetricsInput& in);
 
 // PCIe transfer rate per lane of a generation, in tenths of GT/s (gen 4: 160).
 unsigned pcie_tenths_gts(unsigned generation);

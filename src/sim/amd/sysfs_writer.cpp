@@ -221,7 +221,7 @@ Result<void> SysfsTree::write_dynamic(Gpu& g, Micros t) {
   in.fan_rpm = fan_rpm;
   in.pcie_width = m.pcie_width;
   in.pcie_speed_tenths_gts = pcie_tenths_gts(m.pcie_generation);
-  TRY(replace_file(d / "gpu_metrics", gpu_metrics_v1_1(in)));
+  TRY(replace_file(d / "gpu_metrics", gpu_metrics(m, in)));
   return {};
 }
 

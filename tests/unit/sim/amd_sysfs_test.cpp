@@ -71,6 +71,42 @@ TEST(AmdGpuMetrics, LayoutOfContentRevisionOne) {
   EXPECT_EQ(static_cast<unsigned char>(b[31]), 0x01);
 }
 
+TEST(AmdGpuMetrics, ContentRevisionThreeKeepsRevisionOnesOffsets) {
+  MetricsInput in;
+  in.edge_c = 61;
+  in.fan_rpm = 1234;
+  in.energy_accumulator = 0x0102030405060708ULL;
+  const std::string v1 = gpu_metrics_v1_1(in);
+  const std::string b = gpu_metrics_v1_3(in, true);
+  ASSERT_EQ(b.size(), 120u);
+  EXPECT_EQ(static_cast<unsigned char>(b[0]), 120);
+  EXPECT_EQ(b[2], 1);
+  EXPECT_EQ(b[3], 3);
+  EXPECT_EQ(b.substr(4, 74), v1.substr(4, 74));
+  EXPECT_EQ(b.substr(78, 2), "\xff\xff");  // padding, as smu_cmn_init_soft_gpu_metrics leaves it
+  EXPECT_EQ(b.substr(80, 16), v1.substr(80, 16));
+  EXPECT_EQ(b.substr(96, 14), std::string(14, '\0'));  // firmware timestamp, voltages
+  EXPECT_EQ(b.substr(110, 2), "\xff\xff");
+  EXPECT_EQ(b.substr(112), std::string(8, '\0'));  // indep_throttle_status
+  // A GDDR board (Navi 31): no accumulators, HBM temperatures or firmware timestamp.
+  const std::string g = gpu_metrics_v1_3(in, false);
+  EXPECT_EQ(g.substr(80, 24), std::string(24, '\xff'));
+  EXPECT_EQ(g.substr(4, 74), v1.substr(4, 74));
+  EXPECT_EQ(static_cast<unsigned char>(g[72]) | static_cast<unsigned char>(g[73]) << 8, 1234);
+}
+
+TEST(AmdGpuMetrics, RevisionFollowsTheArchitecture) {
+  GpuModelSpec m;
+  m.architecture = "cdna2";  // aldebaran_ppt.c
+  EXPECT_EQ(gpu_metrics_content_revision(m), 3u);
+  m.architecture = "rdna3";  // smu_v13_0_0_ppt.c
+  EXPECT_EQ(gpu_metrics_content_revision(m), 3u);
+  EXPECT_EQ(gpu_metrics(m, MetricsInput{}).size(), 120u);
+  m.architecture = "cdna3";
+  EXPECT_EQ(gpu_metrics_content_revision(m), 1u);
+  EXPECT_EQ(gpu_metrics(m, MetricsInput{}).size(), 96u);
+}
+
 TEST(AmdGpuFiles, PcieBwIsReceivedThenSentMessagesThenPayloadSize) {
   // 2 GB/s out and 4 GB/s in, in 256-byte payloads.
   EXPECT_EQ(pcie_bw(2e9, 4e9), "15625000 7812500 256\n");
