@@ -158,25 +158,31 @@ def compare_card(tc, samples, g, c, info):
     return checked
 
 
+def read_tree(cls, scenario, at, script, prefix):
+    """Writes the scenario's tree at `at`, runs `script --inner` on it in the namespace (the agent
+    and rocm-smi), and keeps what they printed on `cls`: dir, tree, body, samples, smi, log, ras."""
+    cls.dir = tempfile.mkdtemp(prefix=prefix)
+    cls.tree = os.path.join(cls.dir, "tree")
+    subprocess.run([harness.BIN, "sim", "sysfs", cls.tree, "--scenario", scenario, "--at", at], check=True,
+                   capture_output=True)
+    r = in_namespace(cls.tree, [sys.executable, os.path.abspath(script), "--inner", cls.dir], timeout=240)
+    if r.returncode != 0:
+        raise AssertionError("namespace run failed:\n" + r.stdout + r.stderr)
+    with open(os.path.join(cls.dir, "metrics.txt")) as f:
+        cls.body = f.read()
+    cls.samples = parse_text(cls.body)
+    with open(os.path.join(cls.dir, "rocm-smi.json")) as f:
+        cls.smi = json.load(f)
+    with open(os.path.join(cls.dir, "agent.log")) as f:
+        cls.log = f.read()
+    with open(os.path.join(cls.dir, "rocm-smi-ras.txt")) as f:
+        cls.ras = ras_tables(f.read())
+
+
 class RocmSmiAgreement(AgentTestCase):
     @classmethod
     def setUpClass(cls):
-        cls.dir = tempfile.mkdtemp(prefix="gpumeter-rocm-")
-        cls.tree = os.path.join(cls.dir, "tree")
-        subprocess.run([harness.BIN, "sim", "sysfs", cls.tree, "--scenario", SCENARIO, "--at", AT], check=True,
-                       capture_output=True)
-        r = in_namespace(cls.tree, [sys.executable, os.path.abspath(__file__), "--inner", cls.dir], timeout=240)
-        if r.returncode != 0:
-            raise AssertionError("namespace run failed:\n" + r.stdout + r.stderr)
-        with open(os.path.join(cls.dir, "metrics.txt")) as f:
-            cls.body = f.read()
-        cls.samples = parse_text(cls.body)
-        with open(os.path.join(cls.dir, "rocm-smi.json")) as f:
-            cls.smi = json.load(f)
-        with open(os.path.join(cls.dir, "agent.log")) as f:
-            cls.log = f.read()
-        with open(os.path.join(cls.dir, "rocm-smi-ras.txt")) as f:
-            cls.ras = ras_tables(f.read())
+        read_tree(cls, SCENARIO, AT, __file__, "gpumeter-rocm-")
 
     def value(self, name, gpu, **labels):
         return sample(self.samples, name, gpu=str(gpu), **labels)

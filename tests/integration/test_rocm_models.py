@@ -7,16 +7,14 @@ RX 7900 XTX (card 2: a fan, no ECC), with a job on each. In a private mount name
 rocm-smi prints, the fan included (-f), is compared with the agent's, as test_rocm does for the
 MI300X node.
 """
-import json
 import os
 import subprocess
 import sys
-import tempfile
 import unittest
 
 import harness
 import test_rocm
-from harness import AgentTestCase, parse_text, sample
+from harness import AgentTestCase, sample
 
 SCENARIO = os.path.join(harness.SOURCE_DIR, "tests", "integration", "scenarios", "amd-models.yaml")
 AT = "20m"
@@ -38,21 +36,7 @@ def gpu_metrics_header(tree, card):
 class RocmModels(AgentTestCase):
     @classmethod
     def setUpClass(cls):
-        cls.dir = tempfile.mkdtemp(prefix="gpumeter-rocm-models-")
-        cls.tree = os.path.join(cls.dir, "tree")
-        subprocess.run([harness.BIN, "sim", "sysfs", cls.tree, "--scenario", SCENARIO, "--at", AT], check=True,
-                       capture_output=True)
-        r = test_rocm.in_namespace(cls.tree, [sys.executable, os.path.abspath(__file__), "--inner", cls.dir],
-                                   timeout=240)
-        if r.returncode != 0:
-            raise AssertionError("namespace run failed:\n" + r.stdout + r.stderr)
-        with open(os.path.join(cls.dir, "metrics.txt")) as f:
-            cls.body = f.read()
-        cls.samples = parse_text(cls.body)
-        with open(os.path.join(cls.dir, "rocm-smi.json")) as f:
-            cls.smi = json.load(f)
-        with open(os.path.join(cls.dir, "rocm-smi-ras.txt")) as f:
-            cls.ras = test_rocm.ras_tables(f.read())
+        test_rocm.read_tree(cls, SCENARIO, AT, __file__, "gpumeter-rocm-models-")
 
     def infos(self):
         out = {}
