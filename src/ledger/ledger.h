@@ -194,7 +194,20 @@ class GpuLedger {
     std::optional<double> power_w;  // average over the period when known
   };
   using OwnerSet = std::shared_ptr<const std::vector<OwnerLabels>>;
+  // Divides the periods' time, busy time and energy among the owners present (ledger_integrate.cpp).
   void integrate(const std::vector<Period>& periods, const LedgerTick& tick, std::optional<double> energy_total);
+  struct Member;
+  // Members of each period: processes with a record whose window covers part of the period,
+  // and processes listed at both ends of the collection interval (an idle process has no
+  // records). A process's SM share in a period comes from its record windows over it, with its
+  // last share carried over the hole before the next query's window.
+  // A member's presence is the part of the period it was there: 1 for a process listed at both
+  // ends of the collection interval, else the part its record windows cover (a process that
+  // started or stopped inside the period is there for part of it only).
+  std::vector<std::vector<Member>> period_members(const std::vector<Period>& periods, const LedgerTick& tick) const;
+  static const LedgerProcess* find_pid(const std::vector<LedgerProcess>& v, unsigned pid);
+  // The process of the pid in `now`, else in the previous tick's list.
+  const LedgerProcess* known_process(const std::vector<LedgerProcess>& now, unsigned pid) const;
   // The periods cut at each pending allocation change inside them, each with the allocation in
   // effect over it; changes at or before a period's start take effect first.
   std::vector<std::pair<Period, OwnerSet>> split_at_allocation_changes(const std::vector<Period>& periods);

@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <string_view>
+#include <vector>
 
 #include "nvml/nvml_api.h"
 #include "sim/nvml/runtime.h"
@@ -89,6 +90,23 @@ inline nvmlReturn_t copy_string(std::string_view value, char* out, unsigned leng
   if (length < value.size() + 1) return NVML_ERROR_INSUFFICIENT_SIZE;
   std::memcpy(out, value.data(), value.size());
   out[value.size()] = '\0';
+  return NVML_SUCCESS;
+}
+
+// NVML's size query for a list of records (the running processes): a count below the number
+// there are (0 included) answers INSUFFICIENT_SIZE with the number; an empty list answers
+// SUCCESS with 0 whatever the buffer.
+template <typename Item, typename Info, typename Fill>
+nvmlReturn_t list_records(const std::vector<Item>& items, unsigned* count, Info* infos, Fill&& fill) {
+  if (count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  const auto n = static_cast<unsigned>(items.size());
+  if (*count < n) {
+    *count = n;
+    return NVML_ERROR_INSUFFICIENT_SIZE;
+  }
+  if (n > 0 && infos == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  for (unsigned i = 0; i < n; ++i) fill(infos[i], items[i]);
+  *count = n;
   return NVML_SUCCESS;
 }
 

@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 using gpumeter::sim::device_call;
+using gpumeter::sim::list_records;
 using gpumeter::sim::DeviceState;
 using gpumeter::sim::JobShare;
 using gpumeter::sim::kMaxMigDevices;
@@ -46,20 +47,6 @@ std::uint64_t used_bytes(DeviceState& d, std::size_t instance, Micros now) {
   std::uint64_t used = 0;
   for (const JobShare& j : jobs_of(d, instance, now)) used += j.memory_bytes;
   return used;
-}
-
-template <typename Info, typename Fill>
-nvmlReturn_t list(const std::vector<JobShare>& jobs, unsigned* count, Info* infos, Fill&& fill) {
-  if (count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  const auto n = static_cast<unsigned>(jobs.size());
-  if (*count < n) {
-    *count = n;
-    return NVML_ERROR_INSUFFICIENT_SIZE;
-  }
-  if (n > 0 && infos == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  for (unsigned i = 0; i < n; ++i) fill(infos[i], jobs[i]);
-  *count = n;
-  return NVML_SUCCESS;
 }
 
 }  // namespace
@@ -124,7 +111,7 @@ nvmlReturn_t memory_info_v2(nvmlDevice_t device, nvmlMemory_v2_t* memory) {
 
 nvmlReturn_t compute_processes(Fn fn, nvmlDevice_t device, unsigned* count, nvmlProcessInfo_t* infos) {
   return mig_call(fn, device, [&](Session&, DeviceState& d, const MigInstance& m, std::size_t i, Micros now) {
-    return list(jobs_of(d, i, now), count, infos, [&](nvmlProcessInfo_t& info, const JobShare& j) {
+    return list_records(jobs_of(d, i, now), count, infos, [&](nvmlProcessInfo_t& info, const JobShare& j) {
       info = nvmlProcessInfo_t{};
       info.pid = j.pid;
       info.usedGpuMemory = j.memory_bytes;
@@ -137,11 +124,12 @@ nvmlReturn_t compute_processes(Fn fn, nvmlDevice_t device, unsigned* count, nvml
 nvmlReturn_t compute_processes_v1(nvmlDevice_t device, unsigned* count, nvmlProcessInfo_v1_t* infos) {
   return mig_call(Fn::nvmlDeviceGetComputeRunningProcesses, device,
                   [&](Session&, DeviceState& d, const MigInstance&, std::size_t i, Micros now) {
-                    return list(jobs_of(d, i, now), count, infos, [](nvmlProcessInfo_v1_t& info, const JobShare& j) {
-                      info = nvmlProcessInfo_v1_t{};
-                      info.pid = j.pid;
-                      info.usedGpuMemory = j.memory_bytes;
-                    });
+                    return list_records(jobs_of(d, i, now), count, infos,
+                                        [](nvmlProcessInfo_v1_t& info, const JobShare& j) {
+                                          info = nvmlProcessInfo_v1_t{};
+                                          info.pid = j.pid;
+                                          info.usedGpuMemory = j.memory_bytes;
+                                        });
                   });
 }
 

@@ -11,6 +11,7 @@
 #include "sim/nvml/nvml_exports_mig.h"
 
 using gpumeter::sim::device_call;
+using gpumeter::sim::list_records;
 using gpumeter::sim::DeviceState;
 using gpumeter::sim::JobShare;
 using gpumeter::sim::Micros;
@@ -20,23 +21,6 @@ using gpumeter::sim::Session;
 using Fn = gpumeter::sim::NvmlFunction;
 
 namespace {
-
-// infoCount below the number running (0 included) answers INSUFFICIENT_SIZE with the number;
-// nothing running answers SUCCESS with 0 whatever the buffer.
-template <typename Info, typename Fill>
-nvmlReturn_t list_processes(const std::vector<JobShare>& jobs, unsigned int* count, Info* infos,
-                            Fill&& fill) {
-  if (count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  const auto n = static_cast<unsigned>(jobs.size());
-  if (*count < n) {
-    *count = n;
-    return NVML_ERROR_INSUFFICIENT_SIZE;
-  }
-  if (n > 0 && infos == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  for (unsigned i = 0; i < n; ++i) fill(infos[i], jobs[i]);
-  *count = n;
-  return NVML_SUCCESS;
-}
 
 // The ids of the process's MIG instance, or 0xFFFFFFFF outside MIG.
 void fill_v2(const gpumeter::sim::Scenario& s, nvmlProcessInfo_t& info, const JobShare& j) {
@@ -73,10 +57,10 @@ nvmlReturn_t compute_processes(Fn fn, nvmlDevice_t device, unsigned int* count, 
             ? s.quirk(gpumeter::sim::QuirkKind::process_record_layout, d.gpu.index(), now)
             : nullptr;
     if (layout == nullptr) {
-      return list_processes(jobs, count, infos,
+      return list_records(jobs, count, infos,
                             [&](nvmlProcessInfo_t& info, const JobShare& j) { fill_v2(s.scenario(), info, j); });
     }
-    return list_processes(jobs, count, infos, [&, i = 0U](nvmlProcessInfo_t&, const JobShare& j) mutable {
+    return list_records(jobs, count, infos, [&, i = 0U](nvmlProcessInfo_t&, const JobShare& j) mutable {
       write_record(reinterpret_cast<unsigned char*>(infos), layout->record_bytes, i++, j);
     });
   });
@@ -111,7 +95,7 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevic
   if (gpumeter::sim::is_mig_handle(device)) return gpumeter::sim::mig::compute_processes_v1(device, info_count, infos);
   return device_call(Fn::nvmlDeviceGetComputeRunningProcesses, device,
                      [&](Session&, DeviceState& d, Micros now) {
-                       return list_processes(d.gpu.processes(now), info_count, infos,
+                       return list_records(d.gpu.processes(now), info_count, infos,
                                              [](nvmlProcessInfo_v1_t& info, const JobShare& j) {
                                                info = nvmlProcessInfo_v1_t{};
                                                info.pid = j.pid;

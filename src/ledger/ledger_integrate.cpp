@@ -1,0 +1,286 @@
+// How one tick's periods are divided among the owners present over them (ledger.h, "GpuLedger").
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <utility>
+
+#include "ledger/ledger.h"
+#include "ledger/share_fit.h"
+
+namespace gpumeter {
+
+// A process present over a period: its SM seconds in it, and the part of it it was there.
+struct GpuLedger::Member {
+  const LedgerProcess* proc;
+  unsigned pid;
+  double sm_seconds;
+  double presence;
+};
+
+std::vector<std::vector<GpuLedger::Member>> GpuLedger::period_members(const std::vector<Period>& periods,
+                                                                     const LedgerTick& tick) const {
+  // Where each window's share is carried to: the same for every period, so found once.
+  const std::vector<std::int64_t> carry_to = carry_ends();
+  std::vector<std::vector<Member>> out(periods.size());
+  for (size_t i = 0; i < periods.size(); ++i) {
+    const Period& p = periods[i];
+    if (p.end_us <= p.start_us) continue;
+    std::vector<Member>& members = out[i];
+    auto member = [&](unsigned pid) {
+      return std::find_if(members.begin(), members.end(), [&](const Member& m) { return m.pid == pid; });
+    };
+    const double period_us = static_cast<double>(p.end_us - p.start_us);
+    for (const auto& w : pending_process_) {
+      const std::int64_t overlap = std::min(w.to_us, p.end_us) - std::max(w.from_us, p.start_us);
+      if (overlap <= 0) continue;
+      auto it = member(w.pid);
+      if (it == members.end()) {
+        it = members.insert(members.end(), Member{known_process(tick.processes, w.pid), w.pid, 0.0, 0.0});
+      }
+      it->presence = std::min(1.0, it->presence + static_cast<double>(overlap) / period_us);
+    }
+    for (auto& m : members) {
+      // Listed at both ends and started before the period: there for all of it.
+      const LedgerProcess* before = find_pid(previous_, m.pid);
+      const LedgerProcess* after = find_pid(tick.processes, m.pid);
+      if (before != nullptr && after != nullptr && (!after->start_us || *after->start_us <= p.start_us)) {
+        m.presence = 1.0;
+      }
+    }
+    for (const auto& now : tick.processes) {
+      if (member(now.pid) != members.end()) continue;
+      if (find_pid(previous_, now.pid) != nullptr) {
+        members.push_back({&now, now.pid, 0.0, 1.0});
+      } else if (now.start_us && *now.start_us < p.end_us) {
+        // Listed for the first time, with a start time from the host: there since it started.
+        const double there = static_cast<double>(p.end_us - std::max(*now.start_us, p.start_us));
+        members.push_back({&now, now.pid, 0.0, std::min(1.0, there / period_us)});
+      }
+    }
+    if (!tick.process_samples_supported) {
+      // Without per-process records, a process listed last time and gone now stopped at an
+      // unknown instant of the reading: half of it is the estimate with the least error.
+      for (const auto& before : previous_) {
+        if (find_pid(tick.processes, before.pid) != nullptr || member(before.pid) != members.end()) continue;
+        members.push_back({&before, before.pid, 0.0, 0.5});
+      }
+    }
+    for (size_t k = 0; k < pending_process_.size(); ++k) {
+      auto it = member(pending_process_[k].pid);
+      if (it != members.end()) it->sm_seconds += share_seconds(pending_process_[k], carry_to[k], p.start_us, p.end_us);
+    }
+    // A process with exact busy time is a member where it holds some, whether or not it is
+    // known to have been there (listed for the first time, without a start time): presence 0.
+    for (const auto& [pid, e] : pending_exact_) {
+      if (member(pid) != members.end()) continue;
+      members.push_back({known_process(tick.processes, pid), pid, 0.0, 0.0});
+    }
+  }
+  return out;
+}
+
+void GpuLedger::integrate(const std::vector<Period>& input, const LedgerTick& tick,
+                          std::optional<double> energy_total) {
+  std::vector<Period> periods;
+  std::vector<OwnerSet> allocations;  // in effect over each period
+  for (auto& [p, a] : split_at_allocation_changes(input)) {
+    periods.push_back(p);
+    allocations.push_back(std::move(a));
+  }
+  const OwnerLabels unattributed = unattributed_owner();
+  std::map<OwnerLabels, LedgerTotals> delta;
+  double tick_energy = 0;
+  const double idle_w = options_.idle_power_watts;
+  const double weight = tick.weight;
+  std::vector<std::vector<Member>> period_members = this->period_members(periods, tick);
+
+  // Exact busy time (LedgerProcess::busy_seconds) by member, spread over the periods in
+  // proportion to their length; the sampled shares split only what is left of each period's busy
+  // time, which is at least the exact time in it (the engine counters are exact, the polled
+  // utilization is not).
+  std::vector<std::vector<double>> exact(periods.size());
+  std::vector<double> exact_sum(periods.size(), 0.0), period_busy(periods.size(), 0.0), shared(periods.size(), 0.0);
+  {
+    double total_us = 0;
+    for (const Period& p : periods) total_us += static_cast<double>(std::max<std::int64_t>(0, p.end_us - p.start_us));
+    for (size_t i = 0; i < periods.size(); ++i) {
+      const double d = static_cast<double>(periods[i].end_us - periods[i].start_us) / 1e6;
+      exact[i].assign(period_members[i].size(), 0.0);
+      if (d > 0 && total_us > 0) {
+        for (size_t k = 0; k < period_members[i].size(); ++k) {
+          auto e = pending_exact_.find(period_members[i][k].pid);
+          if (e == pending_exact_.end()) continue;
+          exact[i][k] = e->second * d * 1e6 / total_us;
+          exact_sum[i] += exact[i][k];
+        }
+      }
+      // Every member measured exactly (graphics clients only): their engine time is the GPU's busy
+      // time, and the polled utilization, an instant, would only add its sampling error.
+      bool all_exact = !period_members[i].empty();
+      for (const Member& m : period_members[i]) {
+        if (m.proc == nullptr || !m.proc->busy_seconds) all_exact = false;
+      }
+      const double polled = periods[i].utilization * d * tick.weight;
+      period_busy[i] = d > 0 ? (all_exact ? exact_sum[i] : std::max(polled, exact_sum[i])) : 0.0;
+      shared[i] = period_busy[i] - exact_sum[i];
+    }
+    pending_exact_.clear();
+  }
+  // Each period's busy time split so that both the device's samples and each process's records
+  // hold (ledger/share_fit.h): the window-average shares alone would move busy time between
+  // processes whenever the mix changes inside a window.
+  {
+    std::vector<unsigned> pids;
+    for (const auto& members : period_members) {
+      for (const auto& m : members) {
+        if (m.sm_seconds > 0 && std::find(pids.begin(), pids.end(), m.pid) == pids.end()) pids.push_back(m.pid);
+      }
+    }
+    std::vector<std::vector<double>> prior(pids.size(), std::vector<double>(periods.size(), 0.0));
+    std::vector<double> target(periods.size(), 0.0);
+    for (size_t i = 0; i < periods.size(); ++i) {
+      target[i] = tick.weight > 0 ? shared[i] / tick.weight : 0.0;  // SM seconds are not weighted
+      for (const auto& m : period_members[i]) {
+        if (m.sm_seconds <= 0) continue;
+        prior[static_cast<size_t>(std::find(pids.begin(), pids.end(), m.pid) - pids.begin())][i] = m.sm_seconds;
+      }
+    }
+    const auto fitted = fit_shares(prior, target);
+    for (size_t i = 0; i < periods.size(); ++i) {
+      for (auto& m : period_members[i]) {
+        if (m.sm_seconds <= 0) continue;
+        m.sm_seconds = fitted[static_cast<size_t>(std::find(pids.begin(), pids.end(), m.pid) - pids.begin())][i];
+      }
+    }
+  }
+
+  for (size_t i = 0; i < periods.size(); ++i) {
+    const Period& p = periods[i];
+    const double d = static_cast<double>(p.end_us - p.start_us) / 1e6;
+    if (d <= 0) continue;
+    const double ds = d * weight;  // GPU-seconds (LedgerTick::weight)
+    const double power = p.power_w.value_or(last_power_w_.value_or(0.0));
+    if (p.power_w) last_power_w_ = p.power_w;
+    std::vector<Member>& members = period_members[i];
+
+    const double busy = period_busy[i];
+    const double energy = power * d;
+    busy_seconds_ += busy;
+    covered_seconds_ += ds;
+    tick_energy += energy;
+    // Who holds the period. Process policy: each member, for the part of it it was there.
+    // Scheduler policy: owners, each once: every owner of the allocation for all of it, and the
+    // owner of each process outside the allocation for the part its processes were there.
+    struct Holder {
+      const OwnerLabels* owner;
+      double presence;          // the part of the period it holds
+      double process_presence;  // the part of it one of its processes was there
+      bool allocation;
+    };
+    std::vector<Holder> holders;
+    std::vector<std::size_t> holder_of(members.size());
+    double foreign = 0;  // the part a process outside the allocation was there
+    if (options_.scheduler) {
+      const std::vector<OwnerLabels>& allocation = *allocations[i];
+      for (const auto& a : allocation) holders.push_back({&a, 1.0, 0.0, true});
+      for (std::size_t k = 0; k < members.size(); ++k) {
+        const OwnerLabels& o = members[k].proc != nullptr ? members[k].proc->owner : unattributed;
+        auto h = std::find_if(holders.begin(), holders.begin() + static_cast<std::ptrdiff_t>(allocation.size()),
+                              [&](const Holder& x) { return allocation_owns(*x.owner, o); });
+        if (h == holders.begin() + static_cast<std::ptrdiff_t>(allocation.size())) {
+          h = std::find_if(h, holders.end(), [&](const Holder& x) { return *x.owner == o; });
+          if (h == holders.end()) h = holders.insert(h, Holder{&o, 0.0, 0.0, false});
+          if (!allocation.empty()) foreign = std::max(foreign, members[k].presence);
+        }
+        h->process_presence = std::max(h->process_presence, members[k].presence);
+        if (!h->allocation) h->presence = h->process_presence;
+        holder_of[k] = static_cast<std::size_t>(h - holders.begin());
+      }
+    } else {
+      for (std::size_t k = 0; k < members.size(); ++k) {
+        const OwnerLabels& o = members[k].proc != nullptr ? members[k].proc->owner : unattributed;
+        holders.push_back({&o, members[k].presence, members[k].presence, false});
+        holder_of[k] = k;
+      }
+    }
+    if (holders.empty()) {
+      auto& t = delta[idle_owner()];
+      t.allocated_seconds += ds;
+      t.energy_joules += energy;
+      if (busy > 0) delta[unattributed_owner()].busy_seconds += busy;
+      continue;
+    }
+    foreign_seconds_ += ds * foreign;
+    // Each holder's part of the period: its presence, shared evenly with the others present
+    // (d / n when all are there throughout); what nobody covers is idle.
+    double present = 0;
+    for (const auto& h : holders) present += h.presence;
+    const double crowd = std::max(1.0, present);
+    const double rest = shared[i];  // what the sampled shares split
+    if (!tick.process_samples_supported && members.size() == 1) members[0].sm_seconds = rest;
+    double sm_sum = 0;
+    for (const auto& m : members) sm_sum += m.sm_seconds;
+    // The driver rounds every record to a whole percent, so the shares rarely add up to U:
+    // splitting U·d in proportion keeps that rounding inside the members instead of sending
+    // it to __unattributed__.
+    const double idle_part = std::min(power, idle_w) * d;
+    const double dynamic = energy - idle_part;
+    const bool split = sm_sum > 0 && rest > 0;
+    double allocated = 0;
+    for (const auto& h : holders) {
+      auto& t = delta[*h.owner];
+      const double part = h.presence / crowd;
+      t.allocated_seconds += ds * part;
+      allocated += part;
+      if (h.allocation) t.idle_allocated_seconds += ds * part * (1.0 - h.process_presence);
+      t.energy_joules += idle_part * part;
+      if (busy <= 0) t.energy_joules += dynamic * part;  // power above idle with no utilization: shared
+    }
+    for (std::size_t k = 0; k < members.size(); ++k) {
+      const Member& m = members[k];
+      auto& t = delta[*holders[holder_of[k]].owner];
+      if (m.proc != nullptr) t.memory_byte_seconds += m.proc->memory_bytes * d * m.presence;
+      const double mine = exact[i][k] + (split ? rest * m.sm_seconds / sm_sum : 0.0);
+      if (mine > 0) {
+        t.busy_seconds += mine;
+        t.energy_joules += dynamic * mine / busy;
+      }
+    }
+    if (allocated < 1.0 - 1e-12) {
+      auto& idle = delta[idle_owner()];
+      idle.allocated_seconds += ds * (1.0 - allocated);
+      idle.energy_joules += (busy <= 0 ? energy : idle_part) * (1.0 - allocated);
+    }
+    if (rest > 0 && !split) {
+      // Busy time no process claims any share of: it and its energy are unattributed.
+      auto& u = delta[unattributed_owner()];
+      u.busy_seconds += rest;
+      u.energy_joules += dynamic * rest / busy;
+    }
+  }
+  const double scale = energy_total && tick_energy > 0 ? *energy_total / tick_energy : 1.0;
+  if (energy_total && tick_energy <= 0 && *energy_total > 0) {
+    // The counter moved while the power basis said nothing: charge it like allocation.
+    double alloc = 0;
+    for (const auto& [o, t] : delta) alloc += t.allocated_seconds;
+    for (auto& [o, t] : delta) t.energy_joules = alloc > 0 ? *energy_total * t.allocated_seconds / alloc : 0;
+    energy_joules_ += *energy_total;
+  } else {
+    for (auto& [o, t] : delta) t.energy_joules *= scale;
+    energy_joules_ += tick_energy * scale;
+  }
+  for (const auto& [o, t] : delta) charge(o, t, tick.wall_us);
+}
+
+void GpuLedger::charge(const OwnerLabels& owner, const LedgerTotals& d, std::int64_t wall_us) {
+  auto& t = owners_[owner];
+  t.allocated_seconds += d.allocated_seconds;
+  t.busy_seconds += d.busy_seconds;
+  t.memory_byte_seconds += d.memory_byte_seconds;
+  t.energy_joules += d.energy_joules;
+  t.idle_allocated_seconds += d.idle_allocated_seconds;
+  t.last_active_us = std::max(t.last_active_us, wall_us);
+}
+
+}  // namespace gpumeter
