@@ -474,10 +474,6 @@ class MixedNodeDashboardQueries(DashboardQueries):
     ABSENT_ON_AMD = {
         "gpu_fan_speed_ratio": "the MI300X is passively cooled: no fan",
         "gpu_performance_state": "NVIDIA's P-state; ROCm's performance level is not one",
-        "gpu_pcie_receive_bytes_total": "ROCm SMI gives PCIe traffic only as a one-second estimate "
-                                        "(gpu_pcie_throughput_bytes_per_second), not as byte counters",
-        "gpu_pcie_transmit_bytes_total": "ROCm SMI gives PCIe traffic only as a one-second estimate "
-                                         "(gpu_pcie_throughput_bytes_per_second), not as byte counters",
         "gpu_remapped_rows": "NVIDIA's row remapping; AMD retires pages instead",
         "gpu_xid_errors_total": "Xid errors are NVIDIA's",
         "gpu_sm_active_ratio": "profiling metrics come from NVML's GPM",
