@@ -303,7 +303,10 @@ Result<DeviceReading> NvmlBackend::collect(unsigned index, CollectScope scope, C
   NvmlCollection c(d.unsupported, [this](nvmlReturn_t rc) { return error_text(rc); });
   DeviceReading r;
   collect_device(d, *handle, scope, groups, c, r);
-  if (groups.has(CollectorId::kLedger) || groups.has(CollectorId::kProcesses)) collect_usage(d, *handle, c, r.usage);
+  // The processes and their records, read for the per-process series and for the ledger alike.
+  if (groups.has(CollectorId::kLedger) || groups.has(CollectorId::kProcesses)) {
+    r.runs.push_back(c.timed(CollectorId::kProcesses, [&] { collect_usage(d, *handle, c, r.usage); }));
+  }
   const auto failure = c.failure();
   // A failed collection's errors are not counted: gpu_up and its reason tell of them already.
   merge_counters(index, c, /*with_call_errors=*/!failure);

@@ -124,15 +124,8 @@ void NvmlBackend::collect_device(Device& d, nvmlDevice_t h, CollectScope scope, 
   // still reads what the ledger integrates.
   if (!groups.has(CollectorId::kDevice) && ledger) collect_ledger_values(h, c, r);
   if (!groups.has(CollectorId::kMig) && ledger) collect_mig(d, h, profiling, c, r);
-  // A collector fails when one of its queries failed for another reason than NOT_SUPPORTED, or
-  // when the GPU is gone.
   auto run = [&](CollectorId id, auto&& read) {
-    if (!groups.has(id)) return;
-    const auto begin = std::chrono::steady_clock::now();
-    const size_t errors = c.call_errors().size();
-    read();
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
-    r.runs.push_back({id, !c.fatal() && c.call_errors().size() == errors, seconds});
+    if (groups.has(id)) r.runs.push_back(c.timed(id, read));
   };
   // The memory temperature is a field: with the PCIe collector on, it rides on that collector's
   // field-values call (one call is cheaper than two).

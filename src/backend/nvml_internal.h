@@ -139,6 +139,16 @@ class NvmlCollection {
   void drop_record(const char* reason) { ++dropped_[reason]; }
 
   const std::optional<Error>& fatal() const { return fatal_; }
+  // Runs `read`, one collector's part of the collection, and times it. It failed when one of its
+  // queries failed for another reason than NOT_SUPPORTED, or when the GPU is gone.
+  template <typename Read>
+  CollectorRun timed(CollectorId id, Read&& read) {
+    const auto begin = std::chrono::steady_clock::now();
+    const size_t errors = call_errors_.size();
+    read();
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+    return {id, !fatal_ && call_errors_.size() == errors, seconds};
+  }
   // Why the collection fails: a fatal error, or the first error when no query answered at all.
   std::optional<Error> failure() const;
   const std::vector<std::pair<std::string, nvmlReturn_t>>& call_errors() const { return call_errors_; }

@@ -457,8 +457,15 @@ void RocmBackend::read_pcie_loop() {
 }
 
 void RocmBackend::collect_usage(unsigned device, DeviceReading& r) {
+  const auto begin = std::chrono::steady_clock::now();
+  const bool read = read_processes(device, r);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+  r.runs.push_back({CollectorId::kProcesses, read, seconds});
+}
+
+bool RocmBackend::read_processes(unsigned device, DeviceReading& r) {
   const Symbols& s = *sym_;
-  if (s.process_list == nullptr || s.process_gpus == nullptr || s.process_by_pid == nullptr) return;
+  if (s.process_list == nullptr || s.process_gpus == nullptr || s.process_by_pid == nullptr) return true;
   DeviceState& state = devices_[device];
   const std::int64_t now = wall_now_us();
   // One worker at a time in the process calls (see below). A worker that has been in them for
@@ -467,7 +474,7 @@ void RocmBackend::collect_usage(unsigned device, DeviceReading& r) {
   std::unique_lock lock(processes_mu_, std::defer_lock);
   while (!lock.try_lock_for(std::chrono::milliseconds(50))) {
     const std::int64_t entered = processes_entered_us_.load();
-    if (entered != 0 && wall_now_us() - entered > kProcessCallsStuckUs) return;
+    if (entered != 0 && wall_now_us() - entered > kProcessCallsStuckUs) return false;
   }
   processes_entered_us_.store(wall_now_us());
   struct Leave {  // leaves the process calls on every path out
@@ -481,12 +488,12 @@ void RocmBackend::collect_usage(unsigned device, DeviceReading& r) {
     ~Leave() { now(); }
   } leave{processes_entered_us_, lock};
   std::uint32_t n = 0;
-  if (s.process_list(nullptr, &n) != RSMI_STATUS_SUCCESS) return;
+  if (s.process_list(nullptr, &n) != RSMI_STATUS_SUCCESS) return false;
   std::vector<rsmi_process_info_t> list(n + 8);  // room for processes that start meanwhile
   n = static_cast<std::uint32_t>(list.size());
   if (rsmi_status_t rc = s.process_list(list.data(), &n); rc != RSMI_STATUS_SUCCESS && rc != RSMI_STATUS_INSUFFICIENT_SIZE) {
     note_call_error(device, "rsmi_compute_process_info_get", rc);
-    return;
+    return false;
   }
   list.resize(std::min<std::size_t>(n, list.size()));
   std::vector<GpuProcess> processes;
@@ -540,6 +547,7 @@ void RocmBackend::collect_usage(unsigned device, DeviceReading& r) {
     }
   }
   state.last_usage_us = now;
+  return true;
 }
 
 }  // namespace gpumeter

@@ -55,7 +55,11 @@ class RocmBackend final : public Backend {
   explicit RocmBackend(Logger& log);
   void start(std::unique_ptr<SymbolSource> library);
   std::string error_text(const char* call, int rc) const;
+  // Reads the processes on the device (read_processes) and reports the read as the processes
+  // collector's run.
   void collect_usage(unsigned device, DeviceReading& r);
+  // False when the process list could not be read, or was skipped behind a stuck read.
+  bool read_processes(unsigned device, DeviceReading& r);
   void note_call_error(unsigned device, const char* call, int rc);
   // PCIe throughput: the kernel measures it for one second inside each read of pcie_bw, so a
   // thread of its own reads the GPUs in turn and collect() serves the last value.

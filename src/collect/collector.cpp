@@ -187,17 +187,42 @@ void Collector::observe(Slot& slot, size_t index, const Result<DeviceReading>& r
   }
   if (reidentify) this->reidentify(slot);
   if (options_.observer == nullptr) return;
-  if (const auto p = plan(); !p->has(CollectorId::kLedger) && !p->has(CollectorId::kProcesses)) return;
+  const auto p = plan();
+  const bool ledger = p->has(CollectorId::kLedger);
+  const bool processes = p->has(CollectorId::kProcesses);
+  if (!ledger && !processes) return;
   DeviceIdentity identity;
   {
     std::lock_guard lock(slot.mu);
     identity = slot.identity;
   }
   identity.index = slot.gpu;
+  const auto begin = std::chrono::steady_clock::now();
   if (result.ok()) {
     options_.observer->on_reading(index, identity, *result);
   } else {
     options_.observer->on_failure(index, identity);
+  }
+  const double observed = seconds(std::chrono::steady_clock::now() - begin);
+  // The processes collector's run is the backend's read of them; the ledger's, the observer's
+  // work on the reading (owners and the ledger's advance). Both are reported from this pass,
+  // whether it was a full collection or a usage-only one.
+  std::lock_guard lock(slot.mu);
+  auto& process_run = slot.runs[static_cast<size_t>(CollectorId::kProcesses)];
+  if (!processes) {
+    process_run.reset();
+  } else if (!result.ok()) {
+    process_run = CollectorRun{CollectorId::kProcesses, false, 0.0};
+  } else {
+    for (const CollectorRun& run : result->runs) {
+      if (run.collector == CollectorId::kProcesses) process_run = run;
+    }
+  }
+  auto& ledger_run = slot.runs[static_cast<size_t>(CollectorId::kLedger)];
+  if (ledger) {
+    ledger_run = CollectorRun{CollectorId::kLedger, result.ok(), observed};
+  } else {
+    ledger_run.reset();
   }
 }
 
@@ -272,7 +297,7 @@ void Collector::run_worker(Slot& slot, size_t index) {
       for (const auto& c : kCollectors) {
         const auto i = static_cast<size_t>(c.id);
         if (!current_plan->has(c.id) || !c.per_device) {
-          slot.runs[i].reset();
+          if (!current_plan->has(c.id)) slot.runs[i].reset();  // else set by observe()
           slot.last_read[i].reset();
         } else if (groups.has(c.id) && !result.ok()) {
           slot.runs[i] = CollectorRun{c.id, false, slot.duration};
@@ -283,7 +308,7 @@ void Collector::run_worker(Slot& slot, size_t index) {
         DeviceReading& r = *result;
         for (const CollectorRun& run : r.runs) {
           const auto i = static_cast<size_t>(run.collector);
-          if (!groups.has(run.collector)) continue;
+          if (!groups.has(run.collector) || !collector_info(run.collector).per_device) continue;
           slot.runs[i] = run;
           if (run.success) {
             slot.last_read[i] = slot.last_end;
@@ -351,6 +376,7 @@ void Collector::run_events(Backend& backend, size_t first_slot) {
     // An event ends the wait at once; the timeout only bounds how long a stop waits for this
     // thread (within stop()'s grace), so it is long: each wait costs two context switches.
     auto ev = backend.wait_event(std::chrono::milliseconds(1000));
+    events_ok_.store(ev.ok() ? 1 : 0);
     if (!ev) {
       if (!backend.supports_events()) return;
       if (ev.error().message != last_error) {
@@ -408,6 +434,10 @@ std::shared_ptr<const Snapshot> Collector::assemble() const {
       g.reading = s.reading;
     }
     snap->gpus.push_back(std::move(g));
+  }
+  // The event wait blocks until an event comes: it has an outcome, not a duration.
+  if (const int events = events_ok_.load(); events >= 0 && current_plan->has(CollectorId::kEvents)) {
+    snap->collectors.push_back({std::string(collector_name(CollectorId::kEvents)), events == 1, std::nullopt});
   }
   const bool ledger = current_plan->has(CollectorId::kLedger);
   const bool processes = current_plan->has(CollectorId::kProcesses);

@@ -117,6 +117,8 @@ class Collector {
   std::atomic<uint64_t> awaited_round_{0};
   // Every worker not stuck in an older round has finished `round` (or the collector stops).
   bool round_complete(uint64_t round);
+  // The event wait's last outcome: -1 not waited yet, 0 failed, 1 answered (an event or none).
+  std::atomic<int> events_ok_{-1};
 };
 
 }  // namespace gpumeter

@@ -84,10 +84,11 @@ struct AttributionStatus {
   uint64_t owner_lookup_errors = 0;
 };
 
+// A collector that is not run per GPU (the event wait).
 struct CollectorStatus {
   std::string collector;  // e.g. "events"
   bool success = false;
-  double duration_seconds = 0;
+  std::optional<double> duration_seconds;  // unset where a run has no duration (a blocking wait)
 };
 
 struct BuildInfo {

@@ -439,7 +439,9 @@ std::vector<MetricFamily> build_families(const Snapshot& snap) {
                             "Duration of the collector's last finished run in seconds.");
   for (const auto& g : snap.gpus) {
     const std::string gpu = std::to_string(g.identity.index);
-    if (g.runs.empty()) {  // a backend that does not time its collectors: the collection as a whole
+    const bool timed = std::any_of(g.runs.begin(), g.runs.end(),
+                                   [](const CollectorRun& run) { return collector_info(run.collector).per_device; });
+    if (!timed) {  // a backend that does not time its device collectors: the collection as a whole
       Labels l = {{"collector", "device"}, {"gpu", gpu}, {"uuid", g.identity.uuid}};
       add_sample(success, l, g.collect_success ? 1 : 0);
       add_sample(duration, std::move(l), g.collect_duration_seconds);
@@ -453,7 +455,7 @@ std::vector<MetricFamily> build_families(const Snapshot& snap) {
   for (const auto& c : snap.collectors) {
     Labels l = {{"collector", c.collector}, {"gpu", ""}, {"uuid", ""}};
     add_sample(success, l, c.success ? 1 : 0);
-    add_sample(duration, std::move(l), c.duration_seconds);
+    if (c.duration_seconds) add_sample(duration, std::move(l), *c.duration_seconds);
   }
 
   const AttributionStatus& at = snap.attribution;

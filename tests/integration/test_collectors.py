@@ -1,6 +1,6 @@
 """Collector switches (docs/configuration.md#collectors): `--collector.<name>` and
 `--no-collector.<name>` as node_exporter spells them, the config file's `collectors:` section,
-which a reload applies without a restart, each device collector's success and duration as
+which a reload applies without a restart, each collector's success and duration as
 `gpumeter_collector_success` / `gpumeter_collector_duration_seconds`, NVLink and profiling off by
 default, and the ledger's rule: it cannot run without the device collector it bills from.
 
@@ -79,9 +79,13 @@ class Collectors(AgentTestCase):
         self.assertNotIn("gpu_nvlink_transmit_bytes_total", names)
         self.assertNotIn("gpu_sm_active_ratio", names)
         self.assertIn("gpu_allocated_seconds_total", names)
+        s = self.wait_for(agent, lambda s: {"ledger", "events"} <= set(collector_rows(s)), "the ledger's and events' runs")
         success = collector_rows(s)
         duration = collector_rows(s, "gpumeter_collector_duration_seconds")
-        self.assertEqual(sorted(success), sorted(["device", "clocks", "ecc", "pcie", "mig"]))
+        # The event wait: one series for the node, success only (a wait has no duration).
+        self.assertEqual(success.pop("events"), {"": 1})
+        self.assertNotIn("events", duration)
+        self.assertEqual(sorted(success), sorted(["device", "clocks", "ecc", "pcie", "mig", "processes", "ledger"]))
         for collector, gpus in success.items():
             self.assertEqual(sorted(gpus), [str(g) for g in range(8)], collector)
             self.assertTrue(all(v == 1 for v in gpus.values()), (collector, gpus))
@@ -105,7 +109,10 @@ class Collectors(AgentTestCase):
             self.assertNotIn(gone, names)
         # Without the PCIe collector's field call, the device collector reads the memory temperature itself.
         self.assertTrue(any(n == "gpu_temperature_celsius" and dict(l).get("sensor") == "memory" for n, l in s), s)
-        self.assertEqual(sorted(collector_rows(s)), sorted(["device", "ecc", "nvlink", "profiling", "mig"]))
+        s = self.wait_for(agent, lambda s: {"ledger", "events"} <= set(collector_rows(s)), "the ledger's and events' runs")
+        # The process lists are still read for the ledger, but the processes collector is off.
+        self.assertEqual(sorted(collector_rows(s)),
+                         sorted(["device", "ecc", "nvlink", "profiling", "mig", "ledger", "events"]))
 
     def test_the_ledger_cannot_lose_the_device_collector(self):
         r = subprocess.run([BIN, "serve", "--web.listen-address", "127.0.0.1:0", "--ledger.state-file", "",
@@ -125,7 +132,10 @@ class Collectors(AgentTestCase):
         for gone in ("gpu_utilization_ratio", "gpu_power_watts", "gpu_energy_joules_total", "gpu_temperature_celsius",
                      "gpu_allocated_seconds_total", "gpumeter_ledger_covered_seconds_total"):
             self.assertNotIn(gone, names)
-        self.assertNotIn("device", collector_rows(s))
+        rows = collector_rows(s)
+        self.assertNotIn("device", rows)
+        self.assertNotIn("ledger", rows)
+        self.assertEqual(sorted(rows["processes"]), [str(g) for g in range(8)])
 
     def test_an_interval_reads_a_collector_less_often(self):
         with tempfile.TemporaryDirectory() as d:

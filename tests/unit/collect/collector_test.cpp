@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <map>
 #include <thread>
 
 #include "fake_backend.h"
@@ -367,6 +368,54 @@ TEST(Collector, ReadsOnlyTheEnabledCollectorsEachAtItsInterval) {
   std::vector<std::string> names;
   for (const auto& run : snap->gpus[0].runs) names.emplace_back(collector_name(run.collector));
   EXPECT_EQ(names, (std::vector<std::string>{"device", "clocks", "ecc", "pcie", "mig"}));
+  EXPECT_EQ(c.stop(), 0u);
+}
+
+// The processes collector reports the backend's read of them; the ledger, the observer's work on
+// the reading; the event wait, its outcome only.
+TEST(Collector, ProcessesLedgerAndEventsReportTheirRuns) {
+  FakeBackend backend(1);
+  SinkRecorder rec;
+  RecordingObserver observer;
+  CollectorOptions o = fast_options();
+  o.observer = &observer;
+  Collector c({&backend}, o, rec.sink(), quiet_logger());
+  c.start();
+  backend.push_event({0, DeviceEventKind::kXid, 79});
+  auto runs_of = [](const Snapshot& s) {
+    std::map<std::string, CollectorRun> out;
+    for (const auto& run : s.gpus[0].runs) out[std::string(collector_name(run.collector))] = run;
+    return out;
+  };
+  auto snap = rec.wait_for([&](const Snapshot& s) {
+    return s.gpus[0].up && runs_of(s).count("ledger") == 1 && !s.collectors.empty();
+  });
+  ASSERT_NE(snap, nullptr);
+  auto runs = runs_of(*snap);
+  ASSERT_EQ(runs.count("processes"), 1u);
+  EXPECT_TRUE(runs["processes"].success);
+  EXPECT_EQ(runs["processes"].duration_seconds, 0.002);  // the backend's figure
+  EXPECT_TRUE(runs["ledger"].success);
+  EXPECT_GE(runs["ledger"].duration_seconds, 0.0);
+  ASSERT_EQ(snap->collectors.size(), 1u);
+  EXPECT_EQ(snap->collectors[0].collector, "events");
+  EXPECT_TRUE(snap->collectors[0].success);
+  EXPECT_FALSE(snap->collectors[0].duration_seconds);
+
+  // A failed collection fails both runs; with both collectors off, neither is reported.
+  backend.set_fail(0, true);
+  snap = rec.wait_for([&](const Snapshot& s) { return !s.gpus[0].up && !runs_of(s)["ledger"].success; });
+  ASSERT_NE(snap, nullptr);
+  EXPECT_FALSE(runs_of(*snap)["processes"].success);
+  backend.set_fail(0, false);
+  CollectionPlan plan;
+  plan.enabled = CollectorSet::defaults().set(CollectorId::kLedger, false).set(CollectorId::kProcesses, false);
+  c.set_plan(plan);
+  snap = rec.wait_for([&](const Snapshot& s) {
+    return s.gpus[0].up && runs_of(s).count("ledger") == 0 && runs_of(s).count("processes") == 0;
+  });
+  ASSERT_NE(snap, nullptr);
+  EXPECT_EQ(runs_of(*snap).count("device"), 1u);
   EXPECT_EQ(c.stop(), 0u);
 }
 

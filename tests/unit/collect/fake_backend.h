@@ -54,6 +54,10 @@ class FakeBackend : public Backend {
     DeviceReading r;
     // A usage-only reading has what the ledger needs and nothing else.
     r.utilization_ratio = scope == CollectScope::kUsage ? 0.25 : 0.5;
+    // The processes, read for the ledger and the per-process series alike, as a run.
+    if (groups.has(CollectorId::kLedger) || groups.has(CollectorId::kProcesses)) {
+      r.runs.push_back({CollectorId::kProcesses, true, 0.002});
+    }
     if (scope == CollectScope::kUsage) return r;
     r.power_watts = 100.0 + d;
     // A value per device collector asked for, numbered by the call, and the collector's run.

@@ -261,7 +261,30 @@ TEST(BuildFamilies, SelfMetrics) {
   EXPECT_THAT(success->samples[3].labels,
               ElementsAre(Pair("collector", "events"), Pair("gpu", ""), Pair("uuid", "")));
   EXPECT_EQ(duration->samples[2].value, 1.5);
-  EXPECT_EQ(duration->samples[3].value, 0.000125);
+  ASSERT_EQ(duration->samples.size(), 3u);  // the event wait has an outcome, not a duration
+}
+
+// A backend that times no device collector (ROCm SMI) still has the collection as a whole as its
+// device collector, beside the processes and ledger runs of the usage pass.
+TEST(BuildFamilies, ProcessesAndLedgerRunsBesideAnUntimedDeviceCollection) {
+  Snapshot s = testing::fixture_snapshot();
+  s.gpus[0].runs = {{CollectorId::kProcesses, true, 0.004}, {CollectorId::kLedger, false, 0.0002}};
+  s.gpus[1].runs = {{CollectorId::kDevice, true, 0.01}, {CollectorId::kProcesses, true, 0.003}};
+  const auto fams = build_families(s);
+  const auto* success = find(fams, "gpumeter_collector_success");
+  const auto* duration = find(fams, "gpumeter_collector_duration_seconds");
+  ASSERT_NE(success, nullptr);
+  ASSERT_NE(duration, nullptr);
+  std::vector<std::tuple<std::string, std::string, double>> got;
+  for (const auto& sample : duration->samples) {
+    got.emplace_back(sample.labels[0].second, sample.labels[1].second, sample.value);
+  }
+  EXPECT_THAT(got, ElementsAre(std::tuple("device", "0", s.gpus[0].collect_duration_seconds),
+                               std::tuple("processes", "0", 0.004), std::tuple("ledger", "0", 0.0002),
+                               std::tuple("device", "1", 0.01), std::tuple("processes", "1", 0.003),
+                               std::tuple("device", "2", 1.5)));
+  ASSERT_GE(success->samples.size(), 3u);
+  EXPECT_EQ(success->samples[2].value, 0);  // GPU 0's ledger run failed
 }
 
 // [a-zA-Z_][a-zA-Z0-9_]*, the metric name syntax without the colons reserved for recording rules.

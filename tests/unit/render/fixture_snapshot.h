@@ -106,7 +106,7 @@ inline Snapshot fixture_snapshot() {
   g2.xid_counts = {{79, 1}, {48, 3}};
 
   s.gpus = {g0, g1, g2};
-  s.collectors = {{"events", true, 0.000125}};
+  s.collectors = {{"events", true, std::nullopt}};
   return s;
 }
 
