@@ -564,5 +564,44 @@ TEST_F(DriverBehaviourTest, AUsageCollectionReadsOnlyWhatTheLedgerNeeds) {
   EXPECT_EQ(script().calls["nvmlDeviceGetFanSpeed"], 1);
 }
 
+// The processes collector's run is the read of the process lists and records, at a usage
+// collection and at a full one; a failing process query fails it and only it.
+TEST_F(DriverBehaviourTest, TheProcessReadIsTheProcessesCollectorsRun) {
+  auto b = make();
+  script().processes[0] = {{100, 1 << 20}};
+  auto process_runs = [](const DeviceReading& r) {
+    std::vector<CollectorRun> out;
+    for (const auto& run : r.runs) {
+      if (run.collector == CollectorId::kProcesses) out.push_back(run);
+    }
+    return out;
+  };
+  for (CollectScope scope : {CollectScope::kUsage, CollectScope::kFull}) {
+    auto r = b->collect(0, scope);
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    const auto runs = process_runs(*r);
+    ASSERT_EQ(runs.size(), 1u);
+    EXPECT_TRUE(runs[0].success);
+    EXPECT_GE(runs[0].duration_seconds, 0.0);
+  }
+  script().rc["nvmlDeviceGetComputeRunningProcesses_v3"] = NVML_ERROR_UNKNOWN;
+  auto r = b->collect(0, CollectScope::kFull);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  const auto runs = process_runs(*r);
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_FALSE(runs[0].success);
+  for (const auto& run : r->runs) {
+    if (run.collector != CollectorId::kProcesses) {
+      EXPECT_TRUE(run.success) << collector_name(run.collector);
+    }
+  }
+  // Neither the ledger nor the per-process series: no process read, no run.
+  auto none = b->collect(0, CollectScope::kFull, CollectorSet::defaults()
+                                                     .set(CollectorId::kLedger, false)
+                                                     .set(CollectorId::kProcesses, false));
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(process_runs(*none).empty());
+}
+
 }  // namespace
 }  // namespace gpumeter
