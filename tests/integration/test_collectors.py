@@ -168,7 +168,8 @@ class Collectors(AgentTestCase):
                               "gpu_nvlink_up" not in families(s) and "gpu_clock_hertz" not in families(s),
                               "the reloaded collectors")
             self.assertEqual(s[("gpumeter_config_last_reload_successful", frozenset())], 1)
-            self.assertEqual(sorted(collector_rows(s)), sorted(["device", "pcie", "profiling", "mig"]))
+            self.assertEqual(sorted(collector_rows(s)),
+                             sorted(["device", "pcie", "profiling", "mig", "processes", "ledger", "events"]))
 
             # A config the ledger cannot run with is refused with its reason; the last good one stays.
             self.write(config, "collectors:\n  device: {enabled: false}\n  clocks: {enabled: true}\n")
