@@ -6,7 +6,7 @@
 //
 // NVML gives a MIG device no sample buffers and no power, so its ledger is polled at each
 // round, and per interval of length d with the GPU's average power P (from its energy counter),
-// configured idle power I, instance weights w_i (slices of 7) and GPM SM activities U_i:
+// configured idle power I, instance weights w_i (slices of the GPU's) and GPM SM activities U_i:
 //   busy of instance i:  U_i · w_i · d GPU-seconds (0 where GPM gives no activity: A100)
 //   power of instance i: min(P, I) · w_i + (P − min(P, I)) · w_i U_i / Σ w_k U_k
 //   the free slices:     min(P, I) · w_free

@@ -218,7 +218,8 @@ void UsageTracker::on_reading(size_t slot, const DeviceIdentity& id, const Devic
     mig->energy_joules = reading.energy_joules;
     mig->power_watts = reading.power_watts;
     mig->scheduler = options_.scheduler;
-    // NVIDIA's MIG GPUs (A100, H100, H200, B200) have 7 compute slices.
+    // The GPU's compute slices in MIG mode (7 on A100 and H100, 4 on A30); 7 where NVML gave no
+    // instance profile.
     const double gpu_slices = reading.mig_slices.value_or(7);
     for (const auto& m : reading.mig_instances) {
       if (m.uuid.empty()) continue;

@@ -185,7 +185,7 @@ struct DeviceReading {
   std::optional<ProfilingReading> profiling;      // unset where GPM is unsupported
   std::vector<NvlinkReading> nvlinks;             // the GPU's links, empty without NVLink
   std::optional<bool> mig_enabled;                // unset where the GPU cannot do MIG
-  std::optional<unsigned> mig_slices;             // slices of the whole GPU (7 on A100 and H100)
+  std::optional<unsigned> mig_slices;             // slices of the whole GPU (7 on A100 and H100, 4 on A30)
   std::vector<MigInstanceReading> mig_instances;  // every MIG device, when MIG is enabled
   UsageReading usage;
   // The device collectors this collection ran, each with its outcome (the NVML backend's;

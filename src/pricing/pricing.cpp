@@ -210,7 +210,7 @@ void parse_mig_profiles(const YAML::Node& node, Pricing& p) {
         fail_at(e.key_node, model.path,
                 fmt::format("'{}' is not a MIG profile name such as 1g.10gb, 3g.40gb or 1c.3g.40gb (compute and "
                             "GPU slices from 1 to {}, the compute slices no more than the GPU slices)",
-                            e.key, kMigSlicesPerGpu));
+                            e.key, kMaxMigSlicesPerGpu));
       }
       by_profile.emplace(e.key, read_dated<MigPrice>(e.value, e.path, {"from", "instance_hour"}, read_mig_price,
                                                      "{instance_hour: 2.5}"));
@@ -334,12 +334,16 @@ Result<std::string> read_small_file(const std::string& path) {
 
 }  // namespace
 
+double mig_gpu_hour_price(double instance_hour, int profile_slices, int gpu_slices) {
+  return instance_hour * gpu_slices / profile_slices;
+}
+
 std::optional<int> mig_compute_slices(std::string_view profile) {
   // One slice count, 1..7, and the letter after it; the rest of the name is left to NVIDIA.
   auto count = [](std::string_view s, char unit) -> std::optional<int> {
     if (s.size() < 2 || !is_digit(s[0]) || s[1] != unit) return std::nullopt;
     int n = s[0] - '0';
-    if (n < 1 || n > kMigSlicesPerGpu) return std::nullopt;
+    if (n < 1 || n > kMaxMigSlicesPerGpu) return std::nullopt;
     return n;
   };
   std::optional<int> compute;

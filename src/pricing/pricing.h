@@ -35,15 +35,22 @@ struct MigPrice {
   double instance_hour = 0;
 };
 
-// A GPU in MIG mode is cut into this many compute slices (A100, H100: NVIDIA's MIG User Guide,
-// "Supported MIG Profiles"); the ledger bills an instance of s slices s/7 GPU-seconds per second.
-inline constexpr int kMigSlicesPerGpu = 7;
+// A GPU in MIG mode is cut into G compute slices, 7 on A100 and H100 and 4 on A30 (NVIDIA's MIG
+// User Guide, "Supported MIG Profiles"); the agent exports each GPU's G as gpu_mig_slices, and
+// the ledger bills an instance of s slices s/G GPU-seconds per second. No GPU has more than 7:
+// that bounds a profile's slices, and is the G taken for a GPU whose own is not known.
+inline constexpr int kMaxMigSlicesPerGpu = 7;
 
 // The compute slices of a MIG profile as NVIDIA names it ("MIG Device Names"): the leading
 // number, "3g.40gb" -> 3; a compute instance smaller than its GPU instance is "1c.3g.40gb" -> 1.
 // nullopt for a name that is not such a profile (the slice counts must lie in 1..7, and a
 // compute instance may not exceed its GPU instance).
 std::optional<int> mig_compute_slices(std::string_view profile);
+
+// A price per instance-hour of a profile of `profile_slices` compute slices as a price per
+// GPU-hour of the ledger's GPU-seconds on a GPU of `gpu_slices`: an hour of the instance is
+// profile_slices / gpu_slices GPU-hours, so x gpu_slices / profile_slices.
+double mig_gpu_hour_price(double instance_hour, int profile_slices, int gpu_slices);
 
 // A value that takes effect at `from` (unix seconds; -infinity for the first entry when the
 // file gives no date) and holds until the next entry's `from`.

@@ -25,7 +25,7 @@ constexpr std::string_view kBusyGpuHourPrice = "gpumeter:busy_gpu_hour_price";
 constexpr std::string_view kEnergyPrice = "gpumeter:energy_kwh_price";
 constexpr std::string_view kGpuHourPriceByUuid = "gpumeter:gpu_hour_price:by_uuid";
 constexpr std::string_view kBusyGpuHourPriceByUuid = "gpumeter:busy_gpu_hour_price:by_uuid";
-constexpr std::string_view kMigGpuHourPrice = "gpumeter:mig_gpu_hour_price";
+constexpr std::string_view kMigSliceHourPrice = "gpumeter:mig_slice_hour_price";
 constexpr std::string_view kMigGpuHourPriceByUuid = "gpumeter:mig_gpu_hour_price:by_uuid";
 constexpr std::string_view kCostByInstanceOwner = "gpumeter:cost_per_hour:by_instance_owner";
 constexpr std::string_view kCostByProject = "gpumeter:cost_per_hour:by_project";
@@ -155,30 +155,36 @@ std::string per_gpu_price_expr(const Pricing& p, std::string_view price) {
 }
 
 // A MIG profile's price per instance-hour as a price per GPU-hour of the ledger's GPU-seconds:
-// an instance of s compute slices accrues s/7 of them per second.
+// an instance of s compute slices on a GPU of G accrues s/G of them per second, so the price per
+// instance-hour / s (a slice-hour of the profile) x G. G is each GPU's gpu_mig_slices (7 on A100
+// and H100, 4 on A30), or kMaxMigSlicesPerGpu for a GPU that exports none.
 void add_mig_prices(RuleFile& file, const Pricing& p) {
   if (p.mig_profiles.empty()) return;
-  file.describe(kMigGpuHourPrice, "model, mig_profile, currency",
-                fmt::format("price per allocated GPU-hour on a MIG instance of the profile: its price per "
-                            "instance-hour x {} / its compute slices (model=\"*\": every other model)",
-                            kMigSlicesPerGpu));
+  file.describe(kMigSliceHourPrice, "model, mig_profile, currency",
+                "price per compute-slice-hour of a MIG instance of the profile: its price per instance-hour / its "
+                "compute slices (model=\"*\": every other model)");
   for (const auto& [model, profiles] : p.mig_profiles) {
     for (const auto& [profile, list] : profiles) {
-      const int slices = mig_compute_slices(profile).value_or(kMigSlicesPerGpu);
+      const int slices = mig_compute_slices(profile).value_or(kMaxMigSlicesPerGpu);
       std::string expr = dated_expr(list, [&](const MigPrice& price) {
-        return fmt::format("{} * {} / {}", number(price.instance_hour), kMigSlicesPerGpu, slices);
+        return fmt::format("{} / {}", number(price.instance_hour), slices);
       });
-      file.add(Rule{kMigGpuHourPrice, std::move(expr),
+      file.add(Rule{kMigSliceHourPrice, std::move(expr),
                     {{"model", model}, {"mig_profile", profile}, {"currency", p.currency}}});
     }
   }
   // Each GPU's profiles that have a price, found through gpu_info's model (else "*"); the
   // instances are those with ledger series in the last rate window, so an instance's last
-  // minutes are priced as the report prices them.
+  // minutes are priced as the report prices them; and the GPU's slices over the same window.
   const std::string instances = fmt::format(
       "group by ({0}, mig_profile) (last_over_time(gpu_allocated_seconds_total{{mig_profile!=\"\"}}[{1}]))\n"
       "* on ({0}) group_left (model) gpu_info",
       kGpuJoin, kRateWindow);
+  const std::string gpu_slices = fmt::format(
+      "max by ({0}) (last_over_time(gpu_mig_slices[{1}]))\n"
+      "or on ({0})\n"
+      "max by ({0}) (gpu_info) * 0 + {2}",
+      kGpuJoin, kRateWindow, kMaxMigSlicesPerGpu);
   std::string expr = fmt::format(
       "max by ({0}, mig_profile, currency) (\n"
       "  (\n{1}  )\n"
@@ -186,11 +192,15 @@ void add_mig_prices(RuleFile& file, const Pricing& p) {
       "  or\n"
       "  (\n{1}  )\n"
       "  * on (mig_profile) group_left (currency) {2}{{model={3}}}\n"
-      ")\n",
-      kGpuJoin, indent(instances, "    "), kMigGpuHourPrice, quoted(kAnyModel));
+      ")\n"
+      "* on ({0}) group_left ()\n"
+      "(\n{4})\n",
+      kGpuJoin, indent(instances, "    "), kMigSliceHourPrice, quoted(kAnyModel), indent(gpu_slices, "  "));
   file.describe(kMigGpuHourPriceByUuid, "job, instance, uuid, mig_profile, currency",
-                "the price per allocated GPU-hour of each priced MIG profile on each GPU, by its gpu_info model, "
-                "else the \"*\" price; instances of other profiles cost their share of the GPU's price");
+                fmt::format("the price per allocated GPU-hour of each priced MIG profile on each GPU, by its gpu_info "
+                            "model, else the \"*\" price: its slice-hour price x the GPU's gpu_mig_slices ({} where "
+                            "the GPU exports none); instances of other profiles cost their share of the GPU's price",
+                            kMaxMigSlicesPerGpu));
   file.add(Rule{kMigGpuHourPriceByUuid, std::move(expr), {}});
 }
 

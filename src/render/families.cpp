@@ -311,7 +311,7 @@ std::vector<MetricFamily> build_families(const Snapshot& snap) {
 
   // MIG: the mode, the GPU's slices and each instance's share of them.
   auto& mig_enabled = fams.add("gpu_mig_enabled", kGauge, "1 if MIG mode is enabled on the GPU, 0 otherwise.");
-  auto& mig_slices = fams.add("gpu_mig_slices", kGauge, "Slices of the whole GPU in MIG mode (7 on A100 and H100).");
+  auto& mig_slices = fams.add("gpu_mig_slices", kGauge, "Slices of the whole GPU in MIG mode (7 on A100 and H100, 4 on A30).");
   auto& instance_slices = fams.add("gpu_mig_instance_slices", kGauge,
                                    "Slices of the GPU held by the MIG instance's GPU instance.");
   for (const auto& g : snap.gpus) {

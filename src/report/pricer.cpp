@@ -18,21 +18,21 @@ std::optional<pricing::GpuPrice> Pricer::gpu_price(const std::string& model, con
   return cache[step - 1];
 }
 
-std::optional<double> Pricer::allocation(const std::string& model, const std::string& mig_profile,
+std::optional<double> Pricer::allocation(const std::string& model, const std::string& mig_profile, int mig_slices,
                                          const std::string& uuid, std::size_t step, double gpu_seconds) {
-  if (!mig_profile.empty() && !pricing_.mig_profiles.empty()) {
+  auto slices = mig_profile.empty() ? std::nullopt : pricing::mig_compute_slices(mig_profile);
+  if (slices && !pricing_.mig_profiles.empty()) {
     auto& cache = mig_cache_[{model, mig_profile}];
     if (cache.empty()) {
       cache.resize(steps_);
-      // An instance of s compute slices accrues s/7 GPU-seconds per second: x 7/s is its hours.
-      auto slices = pricing::mig_compute_slices(mig_profile);
-      for (std::size_t i = 0; i < steps_ && slices; ++i) {
-        if (auto p = pricing_.mig_price(model, mig_profile, mid(i + 1))) {
-          cache[i] = p->instance_hour * pricing::kMigSlicesPerGpu / *slices / 3600;
-        }
+      for (std::size_t i = 0; i < steps_; ++i) {
+        if (auto p = pricing_.mig_price(model, mig_profile, mid(i + 1))) cache[i] = p->instance_hour;
       }
     }
-    if (cache[step - 1]) return gpu_seconds * *cache[step - 1];
+    // An instance of s compute slices on a GPU of G accrues s/G GPU-seconds per second.
+    const int gpu_slices = mig_slices > 0 ? mig_slices : pricing::kMaxMigSlicesPerGpu;
+    if (cache[step - 1])
+      return gpu_seconds / 3600 * pricing::mig_gpu_hour_price(*cache[step - 1], *slices, gpu_slices);
   }
   auto price = gpu_price(model, uuid, step);
   if (!price) return std::nullopt;

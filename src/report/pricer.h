@@ -23,9 +23,11 @@ class Pricer {
   Pricer(const pricing::Pricing& pricing, std::vector<double> timeline);
 
   // Cost of `gpu_seconds` allocated in step `step` (1-based) on GPU `uuid` of `model`, on the
-  // MIG profile `mig_profile` ("" for a whole GPU); nullopt (and noted) when no price applies.
-  std::optional<double> allocation(const std::string& model, const std::string& mig_profile, const std::string& uuid,
-                                   std::size_t step, double gpu_seconds);
+  // MIG profile `mig_profile` ("" for a whole GPU) of a GPU of `mig_slices` compute slices
+  // (its gpu_mig_slices; 0 when unknown, then pricing::kMaxMigSlicesPerGpu); nullopt (and
+  // noted) when no price applies.
+  std::optional<double> allocation(const std::string& model, const std::string& mig_profile, int mig_slices,
+                                   const std::string& uuid, std::size_t step, double gpu_seconds);
   // Cost of busy GPU-seconds at the model's price per busy GPU-hour.
   std::optional<double> utilization(const std::string& model, const std::string& uuid, std::size_t step,
                                     double gpu_seconds);
@@ -43,7 +45,7 @@ class Pricer {
   std::vector<double> timeline_;
   std::size_t steps_;
   std::map<std::string, std::vector<std::optional<pricing::GpuPrice>>> gpu_cache_;
-  // (model, profile) -> per step: GPU-seconds -> cost, or nullopt where the share applies.
+  // (model, profile) -> per step: the price per instance-hour, or nullopt where the share applies.
   std::map<std::pair<std::string, std::string>, std::vector<std::optional<double>>> mig_cache_;
   std::vector<double> energy_cache_;
   std::map<std::string, std::set<std::string>> missing_prices_;

@@ -59,6 +59,7 @@ double& field(Usage& u, Field f) {
 struct GpuIdentity {
   std::string model;
   std::string node;
+  int mig_slices = 0;  // gpu_mig_slices: the GPU's compute slices in MIG mode; 0 when unknown
 };
 
 struct RowAcc {
@@ -195,6 +196,22 @@ class Builder {
       if (uuid.empty()) continue;
       gpus_[uuid] = GpuIdentity{label(l, "model"), label(l, req_.node_label)};
     }
+    if (req_.pricing && !req_.pricing->mig_profiles.empty()) return read_mig_slices();
+    return {};
+  }
+
+  // Each GPU's compute slices, which convert a profile's price per instance-hour: the last
+  // gpu_mig_slices in the period, in one query (a GPU's slices never change; a GPU without
+  // the series is priced as having 7).
+  Result<void> read_mig_slices() {
+    auto answer = api_.query(fmt::format("last_over_time(gpu_mig_slices[{}])", promql_range(req_.to - req_.from)),
+                             req_.to);
+    if (!answer) return answer.error();
+    for (const auto& s : *answer) {
+      auto gpu = gpus_.find(label(s.labels, "uuid"));
+      if (gpu == gpus_.end() || s.samples.empty()) continue;
+      gpu->second.mig_slices = static_cast<int>(std::lround(s.samples.back().v));
+    }
     return {};
   }
 
@@ -226,6 +243,7 @@ class Builder {
       const std::string node = node_of(s.labels);
       auto gi = gpus_.find(uuid);
       const std::string model = gi == gpus_.end() ? "" : gi->second.model;
+      const int mig_slices = gi == gpus_.end() ? 0 : gi->second.mig_slices;
       const std::string project = label(s.labels, "project");
       const std::string mig_profile = label(s.labels, "mig_profile");
       auto key = row_key(s.labels, uuid, node);
@@ -256,7 +274,7 @@ class Builder {
             cost = pricer_->energy(i, x);
             acc.row.cost.energy += cost;
           } else if (f == kAllocated || f == kBusy) {
-            auto priced = f == kAllocated ? pricer_->allocation(model, mig_profile, uuid, i, x)
+            auto priced = f == kAllocated ? pricer_->allocation(model, mig_profile, mig_slices, uuid, i, x)
                                           : pricer_->utilization(model, uuid, i, x);
             if (!priced) continue;
             cost = *priced;

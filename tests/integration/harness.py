@@ -330,6 +330,31 @@ class Prometheus:
         return self.process.stop()
 
 
+def serve_backfilled(test_class, openmetrics_text, scrape_interval, retention="30d", block_flags=()):
+    """A Prometheus of the test class's own whose only data is `openmetrics_text` (samples with
+    their timestamps), backfilled by promtool into test_class.tmp: sets test_class.url and
+    test_class.prom, stopped at class cleanup."""
+    om = os.path.join(test_class.tmp, "history.om")
+    with open(om, "w") as f:
+        f.write(openmetrics_text)
+    blocks = os.path.join(test_class.tmp, "data")
+    os.makedirs(blocks, exist_ok=True)
+    r = subprocess.run(["promtool", "tsdb", "create-blocks-from", "openmetrics", "-q"] + list(block_flags) + [om, blocks],
+                       capture_output=True, text=True, timeout=300)
+    if r.returncode != 0:
+        raise AssertionError("promtool: " + r.stderr[-2000:])
+    cfg = os.path.join(test_class.tmp, "prometheus.yml")
+    with open(cfg, "w") as f:
+        f.write("global:\n  scrape_interval: %ds\n" % scrape_interval)
+    port = free_port()
+    test_class.url = "http://127.0.0.1:%d" % port
+    test_class.prom = Process(["prometheus", "--config.file=" + cfg, "--storage.tsdb.path=" + blocks,
+                               "--storage.tsdb.retention.time=" + retention, "--web.listen-address=127.0.0.1:%d" % port,
+                               "--log.level=warn"], workdir=test_class.tmp, name="prometheus")
+    test_class.addClassCleanup(test_class.prom.stop)
+    wait_until(lambda: http_get(test_class.url + "/-/ready", timeout=2)[0] == 200, 60, what="prometheus ready")
+
+
 class VictoriaMetrics:
     """A real single-node VictoriaMetrics from Debian on a free port with its own data directory.
     Queries see data up to 1 s old (the default hides the last 30 s)."""

@@ -15,7 +15,7 @@ import tempfile
 import unittest
 
 import harness
-from harness import Process, free_port, http_get, wait_until
+from harness import serve_backfilled
 
 BIN = harness.BIN
 DAY = 86400
@@ -80,25 +80,7 @@ class ReportForecast(unittest.TestCase):
         import time
         cls.end = int(time.time() - 4 * 3600) // DAY * DAY
         cls.start = cls.end - DAYS * DAY
-        om = os.path.join(cls.tmp, "history.om")
-        with open(om, "w") as f:
-            f.write(openmetrics(cls.start))
-        blocks = os.path.join(cls.tmp, "data")
-        r = subprocess.run(["promtool", "tsdb", "create-blocks-from", "openmetrics", "-q", "--max-block-duration=18h",
-                            om, blocks],
-                           capture_output=True, text=True, timeout=300)
-        if r.returncode != 0:
-            raise AssertionError("promtool: " + r.stderr[-2000:])
-        cfg = os.path.join(cls.tmp, "prometheus.yml")
-        with open(cfg, "w") as f:
-            f.write("global:\n  scrape_interval: %ds\n" % INTERVAL)
-        port = free_port()
-        cls.url = "http://127.0.0.1:%d" % port
-        cls.prom = Process(["prometheus", "--config.file=" + cfg, "--storage.tsdb.path=" + blocks,
-                            "--storage.tsdb.retention.time=90d", "--web.listen-address=127.0.0.1:%d" % port,
-                            "--log.level=warn"], workdir=cls.tmp, name="prometheus")
-        cls.addClassCleanup(cls.prom.stop)
-        wait_until(lambda: http_get(cls.url + "/-/ready", timeout=2)[0] == 200, 60, what="prometheus ready")
+        serve_backfilled(cls, openmetrics(cls.start), INTERVAL, retention="90d", block_flags=["--max-block-duration=18h"])
         cls.pricing = os.path.join(cls.tmp, "pricing.yaml")
         with open(cls.pricing, "w") as f:
             f.write('currency: EUR\ngpu_models:\n  "*": {gpu_hour: %r}\nidle:\n  policy: separate\n' % PRICE)

@@ -6,9 +6,14 @@ parent's unallocated slice as __idle__. The ledger's series are written as the l
 its owners, with the instance's mig labels. The report must price each slice by its share of the
 H100's price, by its profile's price per instance-hour where the pricing file sets one, group
 by mig_profile, and show the slice hours; `gpumeter rules`, evaluated by promtool on the same
-history, must charge each namespace what the report charges it."""
+history, must charge each namespace what the report charges it.
+
+ReportMigA30: the same on an A30 (4 slices; scenarios/mig-a30.yaml), its history written from
+`gpumeter sim truth`: an instance of s slices accrues s/4 GPU-seconds per second, and a profile's
+price per instance-hour must charge exactly that per hour of the instance (not x 7/s)."""
 import csv
 import io
+import json
 import os
 import shutil
 import subprocess
@@ -16,8 +21,10 @@ import tempfile
 import time
 import unittest
 
+import yaml
+
 import harness
-from harness import Process, free_port, http_get, report, report_json, wait_until
+from harness import SCENARIOS, report, report_json, serve_backfilled
 
 MODEL = "NVIDIA H100 80GB HBM3"
 PRICE = 3.5          # per H100-hour
@@ -51,32 +58,33 @@ def owner_labels(namespace):
 
 
 class History:
-    """Every ledger series of the H100 as (labels, rate in GPU-seconds per second, start, end),
-    and the exact truth per (namespace, profile)."""
+    """Every ledger series of one GPU in MIG mode as (labels, rate in GPU-seconds per second,
+    start, end), and the exact truth per (namespace, profile). `gpu` is the GPU's labels, `model`
+    its gpu_info model, `slices` the gpu_mig_slices it exports (None: none)."""
 
-    def __init__(self, start):
-        self.start, self.mid, self.end = start, start + HALF, start + 2 * HALF
+    def __init__(self, start, end, gpu, model, slices):
+        self.start, self.end = start, end
+        self.gpu, self.model, self.slices = gpu, model, slices
         self.series = []
         self.truth = {}  # (namespace or "__idle__", mig_profile) -> GPU-seconds
-        for mig_uuid, profile, gi, slices, owners, first, second in INSTANCES:
-            for namespace, share in owners:
-                labels = dict(GPU, mig_uuid=mig_uuid, gpu_instance=gi, compute_instance="0", mig_profile=profile,
-                              **owner_labels(namespace))
-                self.add(labels, slices / 7 * share, first, second, (namespace, profile))
-        slices, first, second = PARENT_IDLE
-        self.add(dict(GPU, project="__idle__"), slices / 7, first, second, ("__idle__", ""))
 
-    def add(self, labels, rate, first, second, key):
-        t0 = self.start if first else self.mid
-        t1 = self.end if second else self.mid
+    def add(self, labels, rate, t0, t1, key):
         self.series.append((labels, rate, t0, t1))
         self.truth[key] = self.truth.get(key, 0.0) + rate * (t1 - t0)
 
+    def gauges(self):
+        """gpu_info, and gpu_mig_slices where the GPU exports it: (name, labels, value)."""
+        out = [("gpu_info", dict(self.gpu, vendor="nvidia", model=self.model), 1)]
+        if self.slices is not None:
+            out.append(("gpu_mig_slices", self.gpu, self.slices))
+        return out
+
     def promtool_series(self):
-        """gpu_info and the allocated seconds as `promtool test rules` input series, one value a
-        minute from time 0 ("_" where a series has no sample)."""
+        """The gauges and the allocated seconds as `promtool test rules` input series, one value
+        a minute from time 0 ("_" where a series has no sample)."""
         minutes = int(self.end - self.start) // 60
-        rows = [('gpu_info{%s}' % labels_text(dict(GPU, vendor="nvidia", model=MODEL)), "1x%d" % minutes)]
+        rows = [('%s{%s}' % (name, labels_text(labels)), "%rx%d" % (value, minutes))
+                for name, labels, value in self.gauges()]
         for labels, rate, t0, t1 in self.series:
             values = []
             for k in range(minutes + 1):
@@ -95,9 +103,10 @@ class History:
                 for t in range(int(t0), int(t1) + 1, INTERVAL):
                     out.append("%s{%s} %r %d\n" % (sample, labels_text(labels), value_at(t - t0), t))
 
-        family("gpu_info", "gauge", [(dict(GPU, vendor="nvidia", model=MODEL), lambda dt: 1, self.start, self.end)])
-        family("gpumeter_ledger_covered_seconds", "counter", [(GPU, lambda dt: float(dt), self.start, self.end)])
-        family("gpumeter_ledger_gap_seconds", "counter", [(GPU, lambda dt: 0.0, self.start, self.end)])
+        for name, labels, value in self.gauges():
+            family(name, "gauge", [(labels, (lambda v: lambda dt: v)(value), self.start, self.end)])
+        family("gpumeter_ledger_covered_seconds", "counter", [(self.gpu, lambda dt: float(dt), self.start, self.end)])
+        family("gpumeter_ledger_gap_seconds", "counter", [(self.gpu, lambda dt: 0.0, self.start, self.end)])
         owners = self.series
         busy = [s for s in self.series if s[0]["project"] != "__idle__"]
         family("gpu_allocated_seconds", "counter", [(l, (lambda r: lambda dt: r * dt)(r), a, b) for l, r, a, b in owners])
@@ -109,40 +118,51 @@ class History:
         return "".join(out)
 
 
+def h100_history(start):
+    """The H100 of INSTANCES, re-partitioned after HALF; its agent exports no gpu_mig_slices."""
+    h = History(start, start + 2 * HALF, GPU, MODEL, None)
+    h.mid = start + HALF
+
+    def span(first, second):
+        return (h.start if first else h.mid), (h.end if second else h.mid)
+
+    for mig_uuid, profile, gi, slices, owners, first, second in INSTANCES:
+        for namespace, share in owners:
+            labels = dict(GPU, mig_uuid=mig_uuid, gpu_instance=gi, compute_instance="0", mig_profile=profile,
+                          **owner_labels(namespace))
+            h.add(labels, slices / 7 * share, *span(first, second), (namespace, profile))
+    slices, first, second = PARENT_IDLE
+    h.add(dict(GPU, project="__idle__"), slices / 7, *span(first, second), ("__idle__", ""))
+    return h
+
+
+def serve_history(cls, history_at, prefix):
+    """Backfills the history `history_at(start)` returns into a Prometheus of the class's own
+    (cls.tmp, cls.history, cls.url)."""
+    cls.tmp = tempfile.mkdtemp(prefix=prefix)
+    cls.addClassCleanup(shutil.rmtree, cls.tmp, ignore_errors=True)
+    # Whole hours, ending two hours ago: older than Prometheus' head block, so the blocks
+    # promtool writes are all there is.
+    end = int(time.time()) // 3600 * 3600 - 2 * 3600
+    cls.history = history_at(end - 2 * HALF)
+    serve_backfilled(cls, cls.history.openmetrics(), INTERVAL)
+
+
+def write_pricing(directory, text):
+    path = os.path.join(directory, "pricing-%d.yaml" % len(os.listdir(directory)))
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
 class ReportMig(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.tmp = tempfile.mkdtemp(prefix="gpumeter-report-mig-")
-        cls.addClassCleanup(shutil.rmtree, cls.tmp, ignore_errors=True)
-        # Whole hours, ending two hours ago: older than Prometheus' head block, so the blocks
-        # promtool writes are all there is.
-        end = int(time.time()) // 3600 * 3600 - 2 * 3600
-        cls.history = History(end - 2 * HALF)
-        om = os.path.join(cls.tmp, "history.om")
-        with open(om, "w") as f:
-            f.write(cls.history.openmetrics())
-        blocks = os.path.join(cls.tmp, "data")
-        os.makedirs(blocks)
-        r = subprocess.run(["promtool", "tsdb", "create-blocks-from", "openmetrics", "-q", om, blocks],
-                           capture_output=True, text=True, timeout=120)
-        if r.returncode != 0:
-            raise AssertionError("promtool: " + r.stderr[-2000:])
-        cfg = os.path.join(cls.tmp, "prometheus.yml")
-        with open(cfg, "w") as f:
-            f.write("global:\n  scrape_interval: %ds\n" % INTERVAL)
-        port = free_port()
-        cls.url = "http://127.0.0.1:%d" % port
-        cls.prom = Process(["prometheus", "--config.file=" + cfg, "--storage.tsdb.path=" + blocks,
-                            "--storage.tsdb.retention.time=30d", "--web.listen-address=127.0.0.1:%d" % port,
-                            "--log.level=warn"], workdir=cls.tmp, name="prometheus")
-        cls.addClassCleanup(cls.prom.stop)
-        wait_until(lambda: http_get(cls.url + "/-/ready", timeout=2)[0] == 200, 60, what="prometheus ready")
+        serve_history(cls, h100_history, "gpumeter-report-mig-")
 
     def pricing(self, extra=""):
-        path = os.path.join(self.tmp, "pricing-%d.yaml" % len(os.listdir(self.tmp)))
-        with open(path, "w") as f:
-            f.write('gpu_models:\n  "%s": {gpu_hour: %r}\n  "*": {gpu_hour: 1}\n%s' % (MODEL, PRICE, extra))
-        return path
+        return write_pricing(self.tmp, 'gpu_models:\n  "%s": {gpu_hour: %r}\n  "*": {gpu_hour: 1}\n%s'
+                             % (MODEL, PRICE, extra))
 
     def run_report(self, *args):
         h = self.history
@@ -267,6 +287,81 @@ class ReportMig(unittest.TestCase):
         r = report("--url", self.url, "--by", "mig", check=False)
         self.assertEqual(r.returncode, 2)
         self.assertIn("mig_profile", r.stderr)
+
+
+A30_SCENARIO = os.path.join(SCENARIOS, "mig-a30.yaml")
+A30_MODEL = "NVIDIA A30"
+A30_PRICE = 2.0      # per A30-hour
+A30_1G_HOUR = 0.9    # per instance-hour of a 1g.6gb: above its share, 2.0 / 4 = 0.5
+
+
+def a30_history(start):
+    """The A30 of scenarios/mig-a30.yaml over 6 h (2 x HALF), its ledger series written from
+    `gpumeter sim truth --policy scheduler`: each instance accrues slices / the truth's GPU
+    slices per second, to each pod holding it (each for the instance's whole life) or to
+    __idle__. Its agent exports gpu_mig_slices."""
+    out = subprocess.run([harness.BIN, "sim", "truth", "--scenario", A30_SCENARIO, "--from", "0", "--to",
+                          str(2 * HALF), "--format", "json", "--policy", "scheduler"],
+                         check=True, capture_output=True, text=True, timeout=60)
+    truth = json.loads(out.stdout)["mig"]
+    with open(A30_SCENARIO) as f:
+        namespaces = {a["name"]: a["kubernetes"]["namespace"] for a in yaml.safe_load(f)["allocations"]}
+    (g,) = truth["gpus"]
+    gpu = {"job": "gpumeter", "instance": "n2:9400", "gpu": "0", "uuid": g["uuid"]}
+    h = History(start, start + 2 * HALF, gpu, A30_MODEL, g["slices"])
+    h.sim, h.namespaces = truth, namespaces
+    assert g["unallocated_slice_seconds"] == 0, "every slice is held by an instance throughout"
+    for m in truth["instances"]:
+        labels = dict(gpu, mig_uuid=m["mig_uuid"], gpu_instance=str(m["gpu_instance"]),
+                      compute_instance=str(m["compute_instance"]), mig_profile=m["profile"])
+        span = (start + m["start"], start + m["end"])
+        rate = m["slices"] / g["slices"]
+        for o in m["owners"]:
+            assert o["allocated_seconds"] == m["seconds"], (m["name"], o)
+            namespace = namespaces[o["owner"]]
+            h.add(dict(labels, **owner_labels(namespace)), rate, *span, (namespace, m["profile"]))
+        if not m["owners"]:
+            assert m["idle_seconds"] == m["seconds"], m["name"]
+            h.add(dict(labels, project="__idle__"), rate, *span, ("__idle__", m["profile"]))
+    return h
+
+
+class ReportMigA30(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        serve_history(cls, a30_history, "gpumeter-report-mig-a30-")
+
+    def test_a_profile_price_is_per_hour_of_the_instance_on_four_slices(self):
+        h = self.history
+        self.assertEqual(h.slices, 4)
+        pricing = write_pricing(self.tmp, 'gpu_models:\n  "%s": {gpu_hour: %r}\n  "*": {gpu_hour: 1}\n'
+                                          'mig_profiles:\n  "%s":\n    1g.6gb: {instance_hour: %r}\n'
+                                % (A30_MODEL, A30_PRICE, A30_MODEL, A30_1G_HOUR))
+        doc = report_json("--url", self.url, "--from", h.start, "--to", h.end, "--step", "30m", "--by", "namespace",
+                          "--pricing", pricing)
+        rows = {(r["key"]["namespace"], r["idle"]): r for r in doc["rows"]}
+        # From the truth: per namespace, the instance-seconds of each profile its pods held.
+        want_seconds, want_cost = {}, {}
+        for m in h.sim["instances"]:
+            for namespace in [h.namespaces[o["owner"]] for o in m["owners"]] or ["__idle__"]:
+                gpu_seconds = m["seconds"] * m["slices"] / h.slices
+                priced = m["profile"] == "1g.6gb"
+                cost = m["seconds"] / 3600 * A30_1G_HOUR if priced else gpu_seconds / 3600 * A30_PRICE
+                want_seconds[namespace] = want_seconds.get(namespace, 0.0) + gpu_seconds
+                want_cost[namespace] = want_cost.get(namespace, 0.0) + cost
+        self.assertEqual({k[0] if not k[1] else "__idle__" for k in rows}, set(want_cost))
+        for namespace, cost in want_cost.items():
+            row = rows[(namespace, namespace == "__idle__")]
+            self.assertLessEqual(abs(row["allocated_seconds"] - want_seconds[namespace]), EXACT * want_seconds[namespace],
+                                 "GPU-seconds of %s" % namespace)
+            self.assertLessEqual(abs(row["cost"]["allocation"] - cost), EXACT * max(1.0, cost),
+                                 "cost of %s: report %r, truth %r" % (namespace, row["cost"]["allocation"], cost))
+        # ns-q held two 1g.6gb for 6 h and 3 h: 9 instance-hours at 0.9 (by 7 slices: 14.175).
+        self.assertAlmostEqual(rows[("ns-q", False)]["cost"]["allocation"], 9 * A30_1G_HOUR, places=9)
+        # ns-r: a 1g.6gb for 3 h, then a 2g.12gb for 3 h at its share, 2/4 x 2.0 per hour.
+        self.assertAlmostEqual(rows[("ns-r", False)]["cost"]["allocation"], 3 * A30_1G_HOUR + 3 * 1.0, places=9)
+        # The GPU's 6 h, whoever held its slices.
+        self.assertAlmostEqual(doc["total"]["allocated_seconds"], 2 * HALF, places=6)
 
 
 if __name__ == "__main__":

@@ -93,7 +93,7 @@ class Rules(unittest.TestCase):
         # prices them.
         unlisted = {"NVIDIA RTX 6000 Ada Generation", "NVIDIA GeForce RTX 4090", "AMD Radeon RX 7900 XTX",
                     # No list price for them has been checked against its source yet: "*" prices them.
-                    "AMD Instinct MI300X", "AMD Instinct MI250X"}
+                    "AMD Instinct MI300X", "AMD Instinct MI250X", "NVIDIA A30"}
         self.assertIn("*", listed)
         self.assertEqual(simulated - listed, unlisted)
 

@@ -10,6 +10,7 @@ nlohmann::ordered_json mig_truth_to_json(const MigTruth& truth) {
     nlohmann::ordered_json j;
     j["gpu"] = g.gpu;
     j["uuid"] = g.uuid;
+    j["slices"] = g.slices;
     j["slice_seconds"] = g.slice_seconds;
     j["unallocated_slice_seconds"] = g.unallocated_slice_seconds;
     j["energy_joules"] = g.energy_joules;

@@ -40,11 +40,11 @@ bool all_digits(std::string_view s) {
 }
 
 std::optional<std::string> architecture_of_token(const std::string& t, const std::string& previous) {
-  if (t == "A100" || t == "A800") return "ga100";
+  if (t == "A100" || t == "A800" || t == "A30") return "ga100";
   if (t == "H100" || t == "H200" || t == "H800" || t == "GH200" || t == "H20") return "hopper";
   if (t == "B100" || t == "B200" || t == "GB200" || t == "B300" || t == "GB300") return "blackwell";
   if (t == "L4" || starts_with(t, "L40") || t == "L20" || t == "ADA") return "ada";
-  if (t == "A10" || t == "A10G" || t == "A30" || t == "A40" || t == "A16" || t == "A2") return "ampere";
+  if (t == "A10" || t == "A10G" || t == "A40" || t == "A16" || t == "A2") return "ampere";
   if (t.size() == 5 && t[0] == 'A' && all_digits(t.substr(1)) && t.substr(2) == "000")
     return "ampere";  // RTX A6000
   if (t == "V100") return "volta";

@@ -16,12 +16,13 @@ namespace {
 constexpr std::uint64_t kMiB = 1024ULL * 1024ULL;
 constexpr std::uint64_t kGiB = 1024ULL * kMiB;
 
-// NVIDIA's MIG user guide, "Supported MIG Profiles": A100 (GA100) and H100 tables. Profile ids
-// are nvidia-smi's (`nvidia-smi mig -lgip`): 19, 14, 9, 5, 0. The "+me" and 1g.20gb profiles
-// are not modelled.
+// NVIDIA's MIG user guide, "Supported MIG Profiles": the A30, A100 (GA100) and H100 tables.
+// Profile ids are nvidia-smi's (`nvidia-smi mig -lgip`); GPU instance ids go with the
+// placements (docs/nvml-behaviour.md gives which are seen on real GPUs and which assumed). The
+// "+me" and 1g.20gb profiles are not modelled.
 MigProfile profile(std::string name, unsigned nvml_profile, unsigned id, unsigned slices, unsigned memory_slices,
                    unsigned count, unsigned sms, unsigned decoders, unsigned jpegs, unsigned ofas,
-                   std::vector<unsigned> placements) {
+                   std::vector<unsigned> placements, std::vector<unsigned> gpu_instance_ids) {
   MigProfile p;
   p.name = std::move(name);
   p.nvml_profile = nvml_profile;
@@ -36,35 +37,53 @@ MigProfile profile(std::string name, unsigned nvml_profile, unsigned id, unsigne
   p.jpegs = jpegs;
   p.ofas = ofas;
   p.placements = std::move(placements);
+  p.gpu_instance_ids = std::move(gpu_instance_ids);
   return p;
 }
 
+// A100 and H100: 7 compute slices, 8 memory slices.
 std::vector<MigProfile> table(const char* g1, const char* g2, const char* g3, const char* g4, const char* g7,
                               bool hopper) {
   const unsigned sm1 = hopper ? 16 : 14;
   return {
       profile(g1, NVML_GPU_INSTANCE_PROFILE_1_SLICE, 19, 1, 1, 7, sm1, hopper ? 1 : 0, hopper ? 1 : 0, 0,
-              {0, 1, 2, 3, 4, 5, 6}),
+              {0, 1, 2, 3, 4, 5, 6}, {7, 8, 9, 10, 11, 12, 13}),
       profile(g2, NVML_GPU_INSTANCE_PROFILE_2_SLICE, 14, 2, 2, 3, hopper ? 32 : 28, hopper ? 2 : 1,
-              hopper ? 2 : 0, 0, {0, 2, 4}),
+              hopper ? 2 : 0, 0, {0, 2, 4}, {5, 6, 3}),
       profile(g3, NVML_GPU_INSTANCE_PROFILE_3_SLICE, 9, 3, 4, 2, hopper ? 60 : 42, hopper ? 3 : 2,
-              hopper ? 3 : 0, 0, {0, 4}),
+              hopper ? 3 : 0, 0, {0, 4}, {2, 1}),
       profile(g4, NVML_GPU_INSTANCE_PROFILE_4_SLICE, 5, 4, 4, 1, hopper ? 64 : 56, hopper ? 4 : 2,
-              hopper ? 4 : 0, 0, {0}),
+              hopper ? 4 : 0, 0, {0}, {2}),
       profile(g7, NVML_GPU_INSTANCE_PROFILE_7_SLICE, 0, 7, 8, 1, hopper ? 132 : 98, hopper ? 7 : 5,
-              hopper ? 7 : 1, 1, {0}),
+              hopper ? 7 : 1, 1, {0}, {0}),
+  };
+}
+
+// A30 24GB: 4 compute slices, 4 memory slices, 56 SMs.
+std::vector<MigProfile> a30_table() {
+  return {
+      profile("1g.6gb", NVML_GPU_INSTANCE_PROFILE_1_SLICE, 14, 1, 1, 4, 14, 0, 0, 0, {0, 1, 2, 3}, {3, 4, 5, 6}),
+      profile("2g.12gb", NVML_GPU_INSTANCE_PROFILE_2_SLICE, 5, 2, 2, 2, 28, 2, 0, 0, {0, 2}, {1, 2}),
+      profile("4g.24gb", NVML_GPU_INSTANCE_PROFILE_4_SLICE, 0, 4, 4, 1, 56, 4, 1, 1, {0}, {0}),
   };
 }
 
 }  // namespace
 
+unsigned MigProfile::gpu_instance_id(unsigned start) const {
+  auto it = std::find(placements.begin(), placements.end(), start);
+  return it == placements.end() ? 0 : gpu_instance_ids.at(static_cast<std::size_t>(it - placements.begin()));
+}
+
 const std::vector<MigProfile>& mig_profiles(const GpuModelSpec& model) {
   static const std::vector<MigProfile> none;
+  static const std::vector<MigProfile> a30 = a30_table();
   static const std::vector<MigProfile> a100_40 = table("1g.5gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb", false);
   static const std::vector<MigProfile> a100_80 = table("1g.10gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb", false);
   static const std::vector<MigProfile> h100_80 = table("1g.10gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb", true);
   if (model.vendor != "nvidia" || model.profile != "datacenter") return none;
   if (model.architecture == "ga100") {
+    if (model.memory_total_bytes <= 32 * kGiB) return a30;
     if (model.memory_total_bytes <= 48 * kGiB) return a100_40;
     if (model.memory_total_bytes <= 96 * kGiB) return a100_80;
   }
@@ -73,23 +92,31 @@ const std::vector<MigProfile>& mig_profiles(const GpuModelSpec& model) {
   return none;
 }
 
-std::uint64_t mig_memory_slice_bytes(const GpuModelSpec& model) {
-  return model.memory_total_bytes / kMigMemorySlices / kMiB * kMiB;
+namespace {
+
+// The profile spanning the whole GPU (the last of each table), or null.
+const MigProfile* whole_gpu(const GpuModelSpec& model) {
+  const auto& profiles = mig_profiles(model);
+  auto it = std::max_element(profiles.begin(), profiles.end(),
+                             [](const MigProfile& a, const MigProfile& b) { return a.slices < b.slices; });
+  return it == profiles.end() ? nullptr : &*it;
 }
 
-unsigned mig_gpu_instance_id(unsigned slices, unsigned memory_slices, unsigned start) {
-  if (slices == 7) return 0;
-  if (slices == 4) return 2;
-  if (slices == 3) return start == 4 ? 1 : 2;
-  if (memory_slices == 2) {
-    switch (start) {
-      case 0: return 5;
-      case 2: return 6;
-      case 4: return 3;
-      default: return 4;
-    }
-  }
-  return 7 + start;
+}  // namespace
+
+unsigned mig_compute_slices(const GpuModelSpec& model) {
+  const MigProfile* p = whole_gpu(model);
+  return p ? p->slices : 0;
+}
+
+unsigned mig_memory_slices(const GpuModelSpec& model) {
+  const MigProfile* p = whole_gpu(model);
+  return p ? p->memory_slices : 0;
+}
+
+std::uint64_t mig_memory_slice_bytes(const GpuModelSpec& model) {
+  const unsigned slices = mig_memory_slices(model);
+  return slices == 0 ? 0 : model.memory_total_bytes / slices / kMiB * kMiB;
 }
 
 const MigGpu* MigPlan::of(unsigned gpu) const {

@@ -23,32 +23,37 @@ struct MigProfile {
   std::string name;               // "3g.40gb"
   unsigned nvml_profile = 0;      // NVML_GPU_INSTANCE_PROFILE_*_SLICE, nvmlDeviceGetGpuInstanceProfileInfoV's argument
   unsigned id = 0;                // the profile id (nvidia-smi's "Profile ID"), which instances report
-  unsigned slices = 0;            // compute slices (of 7)
-  unsigned memory_slices = 0;     // memory slices (of 8)
+  unsigned slices = 0;            // compute slices (of the GPU's: 7 on A100 and H100, 4 on A30)
+  unsigned memory_slices = 0;     // memory slices (of the GPU's: 8 on A100 and H100, 4 on A30)
   unsigned instance_count = 0;    // how many fit on an empty GPU
   unsigned multiprocessors = 0;   // SMs
   unsigned copy_engines = 0, decoders = 0, encoders = 0, jpegs = 0, ofas = 0;
   std::vector<unsigned> placements;  // legal first memory slices
+  // The GPU instance id the driver gives an instance placed at placements[i] (an assumption
+  // where docs/nvml-behaviour.md says so): unique among instances that can coexist.
+  std::vector<unsigned> gpu_instance_ids;
+
+  // The GPU instance id of an instance at `start`, one of `placements`.
+  unsigned gpu_instance_id(unsigned start) const;
 };
 
-inline constexpr unsigned kMigComputeSlices = 7;
-inline constexpr unsigned kMigMemorySlices = 8;
-// MIG devices a GPU can hold at once: seven 1-slice compute instances.
+// MIG devices any modelled GPU can hold at once: seven 1-slice compute instances (A100, H100).
 inline constexpr unsigned kMaxMigDevices = 7;
 // Bounds the C layer's table of MIG device handles: instances over a whole scenario.
 inline constexpr std::size_t kMaxMigInstances = 4096;
 inline constexpr std::size_t kNoMigInstance = static_cast<std::size_t>(-1);
 
-// The profiles of a model, empty when the simulator models no MIG for it (only A100 40GB,
-// A100 80GB and H100 80GB are modelled).
+// The profiles of a model, empty when the simulator models no MIG for it (only A30 24GB,
+// A100 40GB, A100 80GB and H100 80GB are modelled).
 const std::vector<MigProfile>& mig_profiles(const GpuModelSpec& model);
 
-// Bytes of one memory slice of a model: an eighth of its memory, in whole MiB.
-std::uint64_t mig_memory_slice_bytes(const GpuModelSpec& model);
+// The whole GPU of a model in MIG mode, as its largest profile spans it: compute slices (7 on
+// A100 and H100, 4 on A30) and memory slices (8, 4); 0 for a model without MIG.
+unsigned mig_compute_slices(const GpuModelSpec& model);
+unsigned mig_memory_slices(const GpuModelSpec& model);
 
-// The GPU instance id the driver gives an instance of `memory_slices` memory slices placed at
-// `start` (an assumption, see docs/nvml-behaviour.md): unique among instances that can coexist.
-unsigned mig_gpu_instance_id(unsigned slices, unsigned memory_slices, unsigned start);
+// Bytes of one memory slice of a model: its memory over its memory slices, in whole MiB.
+std::uint64_t mig_memory_slice_bytes(const GpuModelSpec& model);
 
 struct MigInstance {
   std::string name;

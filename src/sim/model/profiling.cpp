@@ -54,7 +54,8 @@ ProfileIntegrator::ProfileIntegrator(const Scenario& scenario, const GpuTimeline
       pcie_tx_rate_(scenario.model_of(gpu).pcie_tx_bytes_per_second),
       pcie_rx_rate_(scenario.model_of(gpu).pcie_rx_bytes_per_second),
       reloads_(scenario.driver_reloads) {
-  for (const MigInstance& m : scenario.mig.instances) instance_slices_.push_back(m.slices);
+  for (const MigInstance& m : scenario.mig.instances)
+    instance_shares_.push_back(m.slices / static_cast<double>(mig_compute_slices(scenario.model_of(m.gpu))));
   for (const Job& j : scenario.jobs) {
     JobRates r;
     r.profile = j.profile;
@@ -91,7 +92,7 @@ ProfileIntegrator::Piece ProfileIntegrator::piece_at(Micros t) const {
   if (edge != edges_.end()) p.end = std::min(p.end, *edge);
   const double denom = std::max(100, s.sum_percent);
   // On a GPU in MIG mode a job shares its instance's time with the instance's other jobs only,
-  // and the whole GPU counts an instance by its compute slices' share (of 7), as the MIG
+  // and the whole GPU counts an instance by its compute slices' share (of the GPU's), as the MIG
   // parent's utilization does (timeline.h). An assumption: NVML does not say how the whole GPU's
   // GPM metrics weigh its instances. An instance's own integrator counts it unweighted.
   std::map<std::size_t, int> instance_percent;
@@ -104,7 +105,7 @@ ProfileIntegrator::Piece ProfileIntegrator::piece_at(Micros t) const {
     double b = js.percent / denom;
     if (js.mig != kNoMigInstance) {
       b = js.percent / static_cast<double>(std::max(100, instance_percent[js.mig]));
-      if (instance_ == kNoMigInstance) b *= instance_slices_[js.mig] / static_cast<double>(kMigComputeSlices);
+      if (instance_ == kNoMigInstance) b *= instance_shares_[js.mig];
     }
     const JobRates& r = jobs_[js.job];
     busy += b;

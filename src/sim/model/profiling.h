@@ -17,7 +17,7 @@
 //
 // MIG: on a GPU in MIG mode the instances run side by side on their own SMs, so a job shares
 // its instance's time only: with S_i the sum of the percents of instance i's jobs, b_j = u_j /
-// max(100, S_i). The whole GPU weighs each instance by its compute slices of 7 (as the parent's
+// max(100, S_i). The whole GPU weighs each instance by its compute slices of the GPU's (as the parent's
 // utilization does, timeline.h). An integrator built for one instance (`instance`, an index into
 // Scenario::mig.instances) integrates only that instance's jobs, unweighted: its activity is
 // the instance's own, U_i = min(100, S_i) / 100 as truth_mig.h defines it, and its metrics are
@@ -84,7 +84,8 @@ class ProfileIntegrator {
   NvlinkSpec nvlink_;
   double pcie_tx_rate_ = 0, pcie_rx_rate_ = 0;
   std::vector<JobRates> jobs_;
-  std::vector<unsigned> instance_slices_;  // compute slices of each MIG instance (Scenario::mig.instances)
+  // Each MIG instance's compute slices over its GPU's (Scenario::mig.instances).
+  std::vector<double> instance_shares_;
   std::vector<NvlinkFault> faults_;  // this GPU's
   std::vector<Micros> edges_;        // sorted instants at which a link goes down or up
   std::vector<Micros> reloads_;      // sorted

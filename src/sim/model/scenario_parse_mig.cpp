@@ -27,14 +27,18 @@ std::string profile_names(const std::vector<MigProfile>& profiles) {
   return out;
 }
 
-// Memory slices [start, start + size) taken on one GPU, and compute slices in use.
+// Memory slices [start, start + size) taken on one GPU of a model, and compute slices in use.
 struct Occupancy {
-  std::vector<bool> memory = std::vector<bool>(kMigMemorySlices, false);
+  explicit Occupancy(const GpuModelSpec& model)
+      : memory(mig_memory_slices(model), false), compute_slices(mig_compute_slices(model)) {}
+
+  std::vector<bool> memory;
+  unsigned compute_slices;  // the GPU's
   unsigned compute = 0;
   std::vector<bool> index = std::vector<bool>(kMaxMigDevices, false);
 
   bool fits(unsigned start, unsigned size) const {
-    if (start + size > kMigMemorySlices) return false;
+    if (start + size > memory.size()) return false;
     for (unsigned i = start; i < start + size; ++i) {
       if (memory[i]) return false;
     }
@@ -57,7 +61,7 @@ void parse_gpu_layouts(Scenario& s, const YAML::Node& node, const std::string& p
   if (profiles.empty()) {
     fail_at(m.get("gpu"), m.path("gpu"),
             fmt::format("GPU {} is a '{}' ({}), for which no MIG profiles are modelled (A100 40GB and 80GB, "
-                        "H100 80GB: architecture ga100 or hopper, datacenter)",
+                        "A30 24GB, H100 80GB: architecture ga100 or hopper, datacenter)",
                         gpu, model.id, model.name));
   }
   YAML::Node layouts = m.require("layouts");
@@ -76,7 +80,7 @@ void parse_gpu_layouts(Scenario& s, const YAML::Node& node, const std::string& p
       fail_at(lm.get("at"), lm.path("at"), "layouts must be listed by strictly increasing 'at'");
     YAML::Node list = lm.require("instances");
     if (!list.IsSequence()) fail_at(list, lm.path("instances"), "expected a list of instances {name, profile}");
-    Occupancy occ;
+    Occupancy occ(model);
     std::vector<std::size_t> kept;
     struct Fresh {
       YAML::Node node;
@@ -109,7 +113,7 @@ void parse_gpu_layouts(Scenario& s, const YAML::Node& node, const std::string& p
       bool has_placement = im.has("placement");
       if (has_placement) {
         inst.placement =
-            static_cast<unsigned>(read_unsigned(im.get("placement"), im.path("placement"), 0, kMigMemorySlices - 1));
+            static_cast<unsigned>(read_unsigned(im.get("placement"), im.path("placement"), 0, mig_memory_slices(model) - 1));
         if (std::find(p->placements.begin(), p->placements.end(), inst.placement) == p->placements.end()) {
           std::string legal;
           for (unsigned x : p->placements) legal += fmt::format("{}{}", legal.empty() ? "" : ", ", x);
@@ -166,12 +170,12 @@ void parse_gpu_layouts(Scenario& s, const YAML::Node& node, const std::string& p
                   fmt::format("{} '{}' at memory slice {} overlaps another instance of this layout", p.name,
                               f.inst.name, f.inst.placement));
         }
-        if (occ.compute + p.slices > kMigComputeSlices) {
+        if (occ.compute + p.slices > occ.compute_slices) {
           fail_at(f.node, f.path,
                   fmt::format("the layout needs {} compute slices with '{}', more than the GPU's {}",
-                              occ.compute + p.slices, f.inst.name, kMigComputeSlices));
+                              occ.compute + p.slices, f.inst.name, occ.compute_slices));
         }
-        f.inst.gpu_instance_id = mig_gpu_instance_id(p.slices, p.memory_slices, f.inst.placement);
+        f.inst.gpu_instance_id = p.gpu_instance_id(f.inst.placement);
         f.inst.compute_instance_id = 0;
         f.inst.memory_bytes = mig_memory_slice_bytes(model) * p.memory_slices;
         occ.take(f.inst);

@@ -7,7 +7,8 @@
 namespace gpumeter::sim {
 
 GpuTimeline::GpuTimeline(const Scenario& scenario, unsigned gpu)
-    : mig_(scenario.mig.enabled(gpu)), reloads_(scenario.driver_reloads) {
+    : mig_slices_(scenario.mig.enabled(gpu) ? mig_compute_slices(scenario.model_of(gpu)) : 0),
+      reloads_(scenario.driver_reloads) {
   for (std::size_t j = 0; j < scenario.jobs.size(); ++j) {
     const Job& job = scenario.jobs[j];
     Micros end = std::min(job.end, scenario.duration);
@@ -40,7 +41,7 @@ Segment GpuTimeline::segment_at(Micros t) const {
     s.memory_bytes += e.memory_bytes;
   }
   s.util_percent = std::min(100, s.sum_percent);
-  if (mig_) {
+  if (mig_slices_ > 0) {
     std::map<std::size_t, std::pair<int, unsigned>> per_instance;  // instance -> sum u_j, slices
     for (const Entry& e : entries_) {
       if (t < e.start || t >= e.end) continue;
@@ -50,7 +51,7 @@ Segment GpuTimeline::segment_at(Micros t) const {
     }
     int weighted = 0;  // percent x slices
     for (const auto& [instance, v] : per_instance) weighted += std::min(100, v.first) * static_cast<int>(v.second);
-    s.util_percent = static_cast<int>(std::lround(weighted / static_cast<double>(kMigComputeSlices)));
+    s.util_percent = static_cast<int>(std::lround(weighted / static_cast<double>(mig_slices_)));
   }
   auto next_reload = std::upper_bound(reloads_.begin(), reloads_.end(), t);
   if (next_reload != reloads_.end()) s.end = std::min(s.end, *next_reload);

@@ -24,7 +24,7 @@ struct Segment {
   Micros start = 0;
   Micros end = kForever;           // exclusive
   // min(100, sum_percent); on a GPU in MIG mode, each instance's min(100, sum of its u_j)
-  // weighted by its compute slices of 7, rounded to a whole percent.
+  // weighted by its compute slices of the GPU's (7, 4 on A30), rounded to a whole percent.
   int util_percent = 0;
   int sum_percent = 0;             // sum of u_j over present jobs
   std::uint64_t memory_bytes = 0;  // sum of present jobs' memory
@@ -62,7 +62,7 @@ class GpuTimeline {
     std::size_t mig;
     unsigned mig_slices;
   };
-  bool mig_ = false;
+  unsigned mig_slices_ = 0;  // the GPU's compute slices in MIG mode, else 0
   std::vector<Entry> entries_;
   std::vector<Micros> reloads_;
 };

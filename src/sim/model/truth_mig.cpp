@@ -32,9 +32,11 @@ MigTruth compute_mig_truth(const Scenario& scenario, Micros from, Micros to, boo
     if (!plan.enabled(g)) continue;
     const GpuModelSpec& model = scenario.model_of(g);
     const double idle_w = static_cast<double>(model.idle_power_mw) / 1000.0;
+    const unsigned gpu_slices = mig_compute_slices(model);
     MigGpuTruth gt;
     gt.gpu = g;
     gt.uuid = scenario.gpus[g].uuid;
+    gt.slices = gpu_slices;
     std::vector<Micros> edges = plan.edges(g, from, to);
     if (scheduler) {
       for (const Allocation& a : scenario.allocations) {
@@ -63,23 +65,23 @@ MigTruth compute_mig_truth(const Scenario& scenario, Micros from, Micros to, boo
         const double d = to_seconds(s.end - s.start);
         const double power_w = power_milliwatts(model, s.util_percent) / 1000.0;
         const double dynamic_w = power_w - idle_w;
-        gt.slice_seconds += kMigComputeSlices * d;
+        gt.slice_seconds += gpu_slices * d;
         gt.energy_joules += power_w * d;
         unsigned used_slices = 0;
-        double active = 0;  // sum of w_k min(100, S_k), in percent x slices / 7
+        double active = 0;  // sum of w_k min(100, S_k), in percent x slices / the GPU's slices
         std::map<std::size_t, int> sums;
         for (const JobShare& j : s.jobs) sums[j.mig] += j.percent;
         for (std::size_t i : live) {
           used_slices += plan.instances[i].slices;
-          active += plan.instances[i].slices * std::min(100, sums[i]) / static_cast<double>(kMigComputeSlices);
+          active += plan.instances[i].slices * std::min(100, sums[i]) / static_cast<double>(gpu_slices);
         }
-        gt.unallocated_slice_seconds += (kMigComputeSlices - used_slices) * d;
+        gt.unallocated_slice_seconds += (gpu_slices - used_slices) * d;
         gt.unallocated_energy_joules +=
-            idle_w * (kMigComputeSlices - used_slices) / static_cast<double>(kMigComputeSlices) * d;
+            idle_w * (gpu_slices - used_slices) / static_cast<double>(gpu_slices) * d;
         for (std::size_t i : live) {
           const MigInstance& m = plan.instances[i];
           MigInstanceTruth& it = instances[i];
-          const double w = m.slices / static_cast<double>(kMigComputeSlices);
+          const double w = m.slices / static_cast<double>(gpu_slices);
           const int sum = sums[i];
           const double util = std::min(100, sum) / 100.0;
           const double idle_energy = idle_w * w * d;

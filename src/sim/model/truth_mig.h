@@ -1,10 +1,10 @@
 #pragma once
 // The ground truth per MIG instance (`gpumeter sim truth` on a scenario with `mig:`): the unit
 // the ledger bills on a GPU in MIG mode is the instance, which carries its share of the GPU
-// (its compute slices of 7).
+// (its compute slices of the GPU's G: 7 on A100 and H100, 4 on A30).
 //
 // Per GPU in MIG mode and segment of length d: each live instance i has compute slices s_i,
-// weight w_i = s_i / 7, the percents u_j of the jobs on it with sum S_i and activity
+// weight w_i = s_i / G, the percents u_j of the jobs on it with sum S_i and activity
 // U_i = min(100, S_i) / 100. The GPU's utilization is round(sum w_i min(100, S_i)) percent (see
 // timeline.h) and its power P = idle + (max - idle) U. NVML measures no power per instance, so
 // the GPU's energy is split as an estimate: idle power by slice share, the rest by activity:
@@ -14,9 +14,9 @@
 //   owner on i (n_i owners present): allocated += d / n_i, busy += U_i u_j / S_i d (0 when S_i
 //             = 0), memory += mem_j d, energy += (instance idle energy) / n_i + (instance
 //             dynamic energy) u_j / S_i
-//   GPU:      slice_seconds += 7 d, unallocated_slice_seconds += (7 - sum s_i) d,
-//             unallocated_energy += idle (7 - sum s_i) / 7 d
-// so that per GPU sum(instance slice_seconds) + unallocated = window x 7 and sum(instance
+//   GPU:      slice_seconds += G d, unallocated_slice_seconds += (G - sum s_i) d,
+//             unallocated_energy += idle (G - sum s_i) / G d
+// so that per GPU sum(instance slice_seconds) + unallocated = window x G and sum(instance
 // energy) + unallocated energy = the GPU's energy; per instance sum(owner allocated) + idle =
 // seconds. Owners: under the process policy each job (by name); under the scheduler policy as
 // in truth_scheduler.h, allocations holding the instance (`mig:`) included.
@@ -72,7 +72,8 @@ struct MigInstanceTruth {
 struct MigGpuTruth {
   unsigned gpu = 0;
   std::string uuid;
-  double slice_seconds = 0;  // window x 7
+  unsigned slices = 0;       // G, the GPU's compute slices
+  double slice_seconds = 0;  // window x G
   double unallocated_slice_seconds = 0;
   double energy_joules = 0;
   double unallocated_energy_joules = 0;

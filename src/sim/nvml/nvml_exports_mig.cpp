@@ -18,7 +18,6 @@ using gpumeter::sim::device_call;
 using gpumeter::sim::list_records;
 using gpumeter::sim::DeviceState;
 using gpumeter::sim::JobShare;
-using gpumeter::sim::kMaxMigDevices;
 using gpumeter::sim::kNoMigInstance;
 using gpumeter::sim::Micros;
 using gpumeter::sim::mig_call;
@@ -169,11 +168,12 @@ bool mig_enabled(const Session& s, const DeviceState& d) { return s.scenario().m
 
 }  // namespace
 
-// "Returns zero if MIG is not supported or enabled"; else the seven MIG devices a GPU can hold.
+// "Returns zero if MIG is not supported or enabled"; else the MIG devices the GPU can hold, one
+// per compute slice (7 on A100 and H100, 4 on A30).
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t device, unsigned int* count) {
   return device_call(Fn::nvmlDeviceGetMaxMigDeviceCount, device, [&](Session& s, DeviceState& d, Micros) {
     if (count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-    *count = mig_enabled(s, d) ? kMaxMigDevices : 0;
+    *count = mig_enabled(s, d) ? gpumeter::sim::mig_compute_slices(d.gpu.model()) : 0;
     return NVML_SUCCESS;
   });
 }
@@ -185,7 +185,7 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice
   return device_call(Fn::nvmlDeviceGetMigDeviceHandleByIndex, device, [&](Session& s, DeviceState& d, Micros now) {
     if (mig_device == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
     if (!mig_enabled(s, d)) return NVML_ERROR_NOT_SUPPORTED;
-    if (index >= kMaxMigDevices) return NVML_ERROR_INVALID_ARGUMENT;
+    if (index >= gpumeter::sim::mig_compute_slices(d.gpu.model())) return NVML_ERROR_INVALID_ARGUMENT;
     const auto& plan = s.scenario().mig;
     for (std::size_t i : plan.live(d.gpu.index(), now)) {
       if (plan.instances[i].mig_index == index) {

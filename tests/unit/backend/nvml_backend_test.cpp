@@ -12,6 +12,8 @@
 #include <set>
 #include <thread>
 
+#include "../sim/mig_scenario.h"
+
 namespace gpumeter {
 namespace {
 
@@ -145,6 +147,27 @@ TEST_F(NvmlBackendTest, IdentifiesAndReadsEveryGpu) {
   EXPECT_EQ(value_of(r1->clock_event_active, "gpu_idle"), 1.0);
   EXPECT_EQ(value_of(r1->clock_hertz, "sm"), 300e6);
   EXPECT_FALSE(b->collect(2).ok());
+}
+
+// The whole GPU's slices are the largest profile's sliceCount: 4 on the simulated A30, whose
+// four 1g.6gb instances each hold one of them.
+TEST_F(NvmlBackendTest, ReadsTheSlicesOfAnA30InMigMode) {
+  std::ofstream(dir_ / "scenario.yaml") << sim::testing::a30_mig_yaml();
+  auto now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  setenv("GPUMETER_SIM_EPOCH", std::to_string(now - 30.0).c_str(), 1);  // before the re-partition at 45 s
+  auto b = make();
+  ASSERT_TRUE(b->status().up) << b->status().detail;
+  EXPECT_EQ(b->identify(0)->model, "NVIDIA A30");
+  auto r = b->collect(0);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->mig_enabled, true);
+  EXPECT_EQ(r->mig_slices, 4u);
+  ASSERT_EQ(r->mig_instances.size(), 4u);
+  for (const MigInstanceReading& m : r->mig_instances) {
+    EXPECT_EQ(m.profile, "1g.6gb");
+    EXPECT_EQ(m.slices, 1u);
+    EXPECT_EQ(m.memory_total_bytes, 6.0 * (1ull << 30));
+  }
 }
 
 TEST_F(NvmlBackendTest, EnergyCounterAdvancesAtThePowerDraw) {

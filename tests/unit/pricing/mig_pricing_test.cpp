@@ -46,6 +46,19 @@ TEST(mig_pricing, OtherNamesAreNotProfiles) {
   }
 }
 
+// The ledger bills an instance of s slices on a GPU of G slices s/G GPU-seconds per second: an
+// hour of it, at the price per GPU-hour made from its price per instance-hour, costs that price.
+TEST(mig_pricing, InstanceHourPriceIsConvertedWithTheGpusOwnSlices) {
+  const double instance_hour = 0.9;
+  // A30 (G = 4): a 1g.6gb hour is a quarter GPU-hour, so x 4/1.
+  EXPECT_DOUBLE_EQ(mig_gpu_hour_price(instance_hour, *mig_compute_slices("1g.6gb"), 4), 3.6);
+  EXPECT_DOUBLE_EQ(1.0 / 4 * mig_gpu_hour_price(instance_hour, 1, 4), instance_hour);
+  EXPECT_DOUBLE_EQ(2.0 / 4 * mig_gpu_hour_price(instance_hour, *mig_compute_slices("2g.12gb"), 4), instance_hour);
+  // H100 (G = 7): a 1g.10gb hour is a seventh of a GPU-hour, so x 7/1.
+  EXPECT_DOUBLE_EQ(mig_gpu_hour_price(instance_hour, *mig_compute_slices("1g.10gb"), 7), 6.3);
+  EXPECT_DOUBLE_EQ(3.0 / 7 * mig_gpu_hour_price(instance_hour, 3, kMaxMigSlicesPerGpu), instance_hour);
+}
+
 TEST(mig_pricing, ParsesPerModelAndAnyModel) {
   Pricing p = parse_ok(std::string(kModels) + R"(mig_profiles:
   "*":

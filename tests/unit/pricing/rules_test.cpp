@@ -196,7 +196,7 @@ TEST(pricing_rules, HeaderDocumentsEveryRecord) {
 
 TEST(pricing_rules, MigProfilePricesOnlyWhenTheFileHasThem) {
   auto plain = rules_for("gpu_models: {m: {gpu_hour: 7}}\n");
-  EXPECT_EQ(records(plain).count("gpumeter:mig_gpu_hour_price"), 0u);
+  EXPECT_EQ(records(plain).count("gpumeter:mig_slice_hour_price"), 0u);
   const RuleView* cost = find(plain, "gpumeter:cost_per_hour:by_instance_owner");
   ASSERT_NE(cost, nullptr);
   EXPECT_EQ(cost->expr.find("mig"), std::string::npos) << cost->expr;
@@ -206,16 +206,25 @@ mig_profiles:
   "*": {3g.40gb: {instance_hour: 2.5}}
   m: {1c.3g.40gb: {instance_hour: 1}}
 )");
-  const RuleView* any = find(rules, "gpumeter:mig_gpu_hour_price", "*");
+  const RuleView* any = find(rules, "gpumeter:mig_slice_hour_price", "*");
   ASSERT_NE(any, nullptr);
-  // Per instance-hour x 7 / slices: the price of the ledger's GPU-seconds on such an instance.
-  EXPECT_EQ(any->expr, "vector(2.5 * 7 / 3)\n");
+  // Per instance-hour / slices: the price of one of the instance's slices for an hour.
+  EXPECT_EQ(any->expr, "vector(2.5 / 3)\n");
   EXPECT_EQ(any->labels, (std::map<std::string, std::string>{
                              {"model", "*"}, {"mig_profile", "3g.40gb"}, {"currency", "USD"}}));
-  const RuleView* own = find(rules, "gpumeter:mig_gpu_hour_price", "m");
+  const RuleView* own = find(rules, "gpumeter:mig_slice_hour_price", "m");
   ASSERT_NE(own, nullptr);
-  EXPECT_EQ(own->expr, "vector(1 * 7 / 1)\n");  // a compute instance of 1 slice
-  ASSERT_NE(find(rules, "gpumeter:mig_gpu_hour_price:by_uuid"), nullptr);
+  EXPECT_EQ(own->expr, "vector(1 / 1)\n");  // a compute instance of 1 slice
+  // Per GPU-hour of the ledger's GPU-seconds: x the GPU's own slices (gpu_mig_slices, 4 on an
+  // A30), 7 for a GPU that exports none.
+  const RuleView* by_uuid = find(rules, "gpumeter:mig_gpu_hour_price:by_uuid");
+  ASSERT_NE(by_uuid, nullptr);
+  EXPECT_NE(by_uuid->expr.find("* on (job, instance, uuid) group_left ()\n(\n"
+                               "  max by (job, instance, uuid) (last_over_time(gpu_mig_slices[5m]))\n"
+                               "  or on (job, instance, uuid)\n"
+                               "  max by (job, instance, uuid) (gpu_info) * 0 + 7\n)\n"),
+            std::string::npos)
+      << by_uuid->expr;
   cost = find(rules, "gpumeter:cost_per_hour:by_instance_owner");
   ASSERT_NE(cost, nullptr);
   // The profile's price first; "or" leaves the GPU's price to every other series.

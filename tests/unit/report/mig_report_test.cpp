@@ -17,6 +17,7 @@ using testing::FakePromApi;
 
 constexpr double kEnd = 3600;
 constexpr const char* kH100 = "NVIDIA H100 80GB HBM3";
+constexpr const char* kA30 = "NVIDIA A30";
 
 std::vector<Sample> linear(double rate) {
   std::vector<Sample> out;
@@ -26,33 +27,46 @@ std::vector<Sample> linear(double rate) {
 
 struct Slice {
   std::string project, profile, gi;
-  double gpus;  // GPU-seconds per second: slices / 7
+  double gpus;  // GPU-seconds per second: slices / the GPU's slices
 };
 
-// One H100 cut 3g + 2g + 1g + 1g: team-a on the 3g, team-b on the 2g and one 1g, the other 1g
-// unused (its own __idle__ series), no unallocated slices left on the parent.
-FakePromApi mig_gpu() {
-  FakePromApi api;
-  const std::vector<Slice> slices = {{"team-a", "3g.40gb", "2", 3.0 / 7},
-                                     {"team-b", "2g.20gb", "3", 2.0 / 7},
-                                     {"team-b", "1g.10gb", "7", 1.0 / 7},
-                                     {"__idle__", "1g.10gb", "8", 1.0 / 7}};
+// The ledger's series of one GPU in MIG mode whose instances hold all its slices, its gpu_info
+// and, where `mig_slices` is not 0, its gpu_mig_slices.
+void add_mig_gpu(FakePromApi& api, const std::string& uuid, const std::string& model, int mig_slices,
+                 const std::vector<Slice>& slices) {
   for (const auto& s : slices) {
-    Labels l{{"uuid", "GPU-m"},      {"gpu", "0"},       {"instance", "n1:9400"},
+    Labels l{{"uuid", uuid},      {"gpu", "0"},       {"instance", "n1:9400"},
              {"project", s.project}, {"mig_profile", s.profile}, {"gpu_instance", s.gi},
-             {"compute_instance", "0"}, {"mig_uuid", "MIG-" + s.gi}};
+             {"compute_instance", "0"}, {"mig_uuid", "MIG-" + uuid + s.gi}};
     const bool idle = s.project == "__idle__";
     api.data.push_back({"gpu_allocated_seconds_total", l, linear(s.gpus)});
     api.data.push_back({"gpu_busy_seconds_total", l, linear(idle ? 0 : s.gpus / 2)});
     api.data.push_back({"gpu_memory_byte_seconds_total", l, linear(idle ? 0 : 1e9)});
     api.data.push_back({"gpu_attributed_energy_joules_total", l, linear(idle ? 10 : 100)});
   }
-  Labels l{{"uuid", "GPU-m"}, {"gpu", "0"}, {"instance", "n1:9400"}};
+  Labels l{{"uuid", uuid}, {"gpu", "0"}, {"instance", "n1:9400"}};
   api.data.push_back({"gpumeter_ledger_covered_seconds_total", l, linear(1)});
   api.data.push_back({"gpumeter_ledger_gap_seconds_total", l, linear(0)});
+  if (mig_slices > 0) {
+    std::vector<Sample> constant;
+    for (const Sample& x : linear(0)) constant.push_back({x.t, static_cast<double>(mig_slices)});
+    api.data.push_back({"gpu_mig_slices", l, constant});
+  }
   Labels info = l;
-  info["model"] = kH100;
+  info["model"] = model;
   api.data.push_back({"gpu_info", info, linear(0)});
+}
+
+// One H100 cut 3g + 2g + 1g + 1g: team-a on the 3g, team-b on the 2g and one 1g, the other 1g
+// unused (its own __idle__ series), no unallocated slices left on the parent. Its agent exports
+// no gpu_mig_slices: the report takes 7.
+FakePromApi mig_gpu() {
+  FakePromApi api;
+  add_mig_gpu(api, "GPU-m", kH100, 0,
+              {{"team-a", "3g.40gb", "2", 3.0 / 7},
+               {"team-b", "2g.20gb", "3", 2.0 / 7},
+               {"team-b", "1g.10gb", "7", 1.0 / 7},
+               {"__idle__", "1g.10gb", "8", 1.0 / 7}});
   return api;
 }
 
@@ -112,6 +126,25 @@ TEST(MigReport, ProfilePriceIsPerInstanceHour) {
   EXPECT_NEAR(row(*r, {"__idle__"}).cost.allocation, 0.8, 1e-9);
   // Busy time and energy are priced as on any GPU.
   EXPECT_NEAR(row(*r, {"team-a"}).usage.busy_seconds, 3600.0 * 3 / 14, 1e-9);
+}
+
+TEST(MigReport, AProfilePriceOnAnA30IsConvertedWithItsFourSlices) {
+  // Beside the H100, an A30 (gpu_mig_slices 4) cut 2g + 1g + 1g: team-c on the 2g and a 1g, the
+  // other 1g unused.
+  auto api = mig_gpu();
+  add_mig_gpu(api, "GPU-q", kA30, 4,
+              {{"team-c", "2g.12gb", "1", 2.0 / 4}, {"team-c", "1g.6gb", "6", 1.0 / 4}, {"__idle__", "1g.6gb", "5", 1.0 / 4}});
+  auto p = prices("  \"NVIDIA A30\": {gpu_hour: 4.0}\n"
+                  "mig_profiles:\n  \"*\": {1g.6gb: {instance_hour: 1.2}, 1g.10gb: {instance_hour: 0.8}}\n");
+  auto r = build_report(api, request({"project"}, &p));
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  // An hour of a 1g.6gb costs its instance-hour price (by 7 slices it would cost 2.1); the 2g
+  // its share, 2/4 of 4.0.
+  EXPECT_NEAR(row(*r, {"team-c"}).usage.allocated_seconds, 3600.0 * 3 / 4, 1e-9);
+  EXPECT_NEAR(row(*r, {"team-c"}).cost.allocation, 1.2 + 2.0, 1e-9);
+  // The H100's 1g.10gb still converts with 7: an hour of it costs 0.8.
+  EXPECT_NEAR(row(*r, {"team-b"}).cost.allocation, 2.0 + 0.8, 1e-9);
+  EXPECT_NEAR(row(*r, {"__idle__"}).cost.allocation, 1.2 + 0.8, 1e-9);
 }
 
 TEST(MigReport, GroupsByProfile) {

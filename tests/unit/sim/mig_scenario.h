@@ -1,7 +1,7 @@
 #pragma once
-// The MIG scenario the MIG tests share: an H100 in MIG mode split 3g.40gb + 2g.20gb + 1g.10gb +
-// 1g.10gb, whose two 1g.10gb instances are re-partitioned into one 2g.20gb at 45 s, and an H100
-// beside it not in MIG mode. Expected placements (larger first, highest free): train 4:4 (GPU
+// The MIG scenarios the MIG tests share. mig_yaml: an H100 in MIG mode split 3g.40gb + 2g.20gb +
+// 1g.10gb + 1g.10gb, whose two 1g.10gb instances are re-partitioned into one 2g.20gb at 45 s, and
+// an H100 beside it not in MIG mode. Expected placements (larger first, highest free): train 4:4 (GPU
 // instance 1), infer 2:2 (6), small-a 1:1 (8), small-b 0:1 (7), merged 0:2 (5).
 
 #include <string>
@@ -57,6 +57,48 @@ jobs:
   - {name: train-g, start: 0, end: 90, gpus: [1], pid: 61007, memory: 40GiB, utilization: 0.8,
      kubernetes: {namespace: team-vision, pod: train-g, container: trainer}}
 )" + extra_jobs;
+}
+
+// An A30 (4 compute slices, 4 memory slices) in MIG mode: four 1g.6gb from 0 s; at 45 s q2 and
+// q3 give way to one 2g.12gb. Expected placements (highest free): q0 3 (GPU instance 6), q1 2
+// (5), q2 1 (4), q3 0 (3), half 0:2 (1), which takes MIG index 2.
+inline std::string a30_mig_yaml() {
+  return R"(
+duration: 90
+uuid_seed: mig-a30
+models:
+  a30:
+    name: NVIDIA A30
+    memory: 24576MiB
+    power: {limit: 165, idle: 32, max: 165}
+    temperature: {idle: 30, max: 75, memory_offset: 5}
+    clocks:
+      graphics: {idle: 210, max: 1440}
+      sm: {idle: 210, max: 1440}
+      memory: {idle: 1215, max: 1215}
+      video: {idle: 585, max: 1305}
+gpus:
+  count: 1
+  model: a30
+mig:
+  - gpu: 0
+    layouts:
+      - at: 0
+        instances:
+          - {name: q0, profile: 1g.6gb}
+          - {name: q1, profile: 1g.6gb}
+          - {name: q2, profile: 1g.6gb}
+          - {name: q3, profile: 1g.6gb}
+      - at: 45
+        instances:
+          - {name: q0, profile: 1g.6gb}
+          - {name: q1, profile: 1g.6gb}
+          - {name: half, profile: 2g.12gb}
+jobs:
+  - {name: j0, start: 0, end: 90, gpus: [0], mig: q0, pid: 62001, memory: 4GiB, utilization: 0.8}
+  - {name: j2, start: 5, end: 40, gpus: [0], mig: q2, pid: 62002, memory: 2GiB, utilization: 0.5}
+  - {name: jh, start: 50, end: 85, gpus: [0], mig: half, pid: 62003, memory: 10GiB, utilization: 0.6}
+)";
 }
 
 }  // namespace gpumeter::sim::testing

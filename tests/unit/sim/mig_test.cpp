@@ -9,6 +9,7 @@
 
 #include "mig_scenario.h"
 #include "sim/model/scenario_parse.h"
+#include "sim/model/timeline.h"
 #include "sim/model/truth.h"
 #include "sim/model/truth_mig.h"
 #include "test_support.h"
@@ -77,10 +78,12 @@ models:
   h100: {name: NVIDIA H100 80GB HBM3, architecture: hopper, memory: 80GiB, power: {limit: 700, idle: 70, max: 690}, temperature: {idle: 30, max: 80, memory_offset: 5}, clocks: {graphics: {idle: 300, max: 1800}, sm: {idle: 300, max: 1800}, memory: {idle: 2600, max: 2600}, video: {idle: 500, max: 1500}}}
   a100: {name: NVIDIA A100-SXM4-40GB, architecture: ga100, memory: 40GiB, power: {limit: 400, idle: 50, max: 400}, temperature: {idle: 30, max: 80, memory_offset: 5}, clocks: {graphics: {idle: 300, max: 1800}, sm: {idle: 300, max: 1800}, memory: {idle: 2600, max: 2600}, video: {idle: 500, max: 1500}}}
   l4: {name: NVIDIA L4, architecture: ada, memory: 24GiB, power: {limit: 72, idle: 16, max: 72}, temperature: {idle: 30, max: 80, memory_offset: 5}, clocks: {graphics: {idle: 300, max: 1800}, sm: {idle: 300, max: 1800}, memory: {idle: 2600, max: 2600}, video: {idle: 500, max: 1500}}}
+  a30: {name: NVIDIA A30, memory: 24GiB, power: {limit: 165, idle: 32, max: 165}, temperature: {idle: 30, max: 75, memory_offset: 5}, clocks: {graphics: {idle: 210, max: 1440}, sm: {idle: 210, max: 1440}, memory: {idle: 1215, max: 1215}, video: {idle: 585, max: 1305}}}
 gpus:
   - {model: h100}
   - {model: a100}
   - {model: l4}
+  - {model: a30}
 mig:
 )" + instances + (jobs.empty() ? "" : "jobs:\n" + jobs);
 }
@@ -140,6 +143,21 @@ TEST(MigScenario, RejectsLayoutsThatCannotExist) {
        with_layout("  - {gpu: 0, layouts: [{at: 0, instances: [{name: a, profile: 1g.10gb}]}]}\n",
                    "  - {name: j, gpus: [0], mig: b, pid: 10, utilization: 0.5}\n"),
        "unknown MIG instance 'b' (instances: a)"},
+      {"A30 names", with_layout("  - {gpu: 3, layouts: [{at: 0, instances: [{name: a, profile: 1g.5gb}]}]}\n"),
+       "unknown profile '1g.5gb' for a NVIDIA A30 (profiles: 1g.6gb, 2g.12gb, 4g.24gb)"},
+      {"A30: 4g and 2g",
+       with_layout("  - {gpu: 3, layouts: [{at: 0, instances: [{name: a, profile: 4g.24gb}, {name: b, profile: 2g.12gb}]}]}\n"),
+       "no free placement for 2g.12gb 'b' in this layout"},
+      {"A30: five 1g",
+       with_layout("  - {gpu: 3, layouts: [{at: 0, instances: [{name: a, profile: 1g.6gb}, {name: b, profile: 1g.6gb},"
+                   " {name: c, profile: 1g.6gb}, {name: d, profile: 1g.6gb}, {name: e, profile: 1g.6gb}]}]}\n"),
+       "no free placement for 1g.6gb 'e' in this layout"},
+      {"A30: four memory slices",
+       with_layout("  - {gpu: 3, layouts: [{at: 0, instances: [{name: a, profile: 1g.6gb, placement: 4}]}]}\n"),
+       "placement: must be between 0 and 3, got 4"},
+      {"A30: 2g placements",
+       with_layout("  - {gpu: 3, layouts: [{at: 0, instances: [{name: a, profile: 2g.12gb, placement: 1}]}]}\n"),
+       "2g.12gb cannot start at memory slice 1 (legal: 0, 2)"},
   };
   for (const Case& c : cases) {
     const std::string message = parse_error(c.yaml);
@@ -159,6 +177,57 @@ TEST(MigScenario, ExplicitPlacementsAndTheSevenSliceInstance) {
   EXPECT_EQ(named(s, "y").gpu_instance_id, 1u);
   EXPECT_NE(named(s, "x").gpu_instance_id, named(s, "y").gpu_instance_id);
   EXPECT_EQ(named(s, "x").memory_bytes, 4ULL * 5 * 1024 * 1024 * 1024);
+}
+
+// The A30: 4 compute and 4 memory slices of 6 GiB, GPU instance ids by placement (1g 3-6, 2g at
+// 0 and 2: 1 and 2, 4g 0).
+TEST(MigScenario, A30LayoutsOfFourSlices) {
+  Scenario s = parse_ok(with_layout(
+      "  - {gpu: 3, layouts: [{at: 0, instances: [{name: a, profile: 1g.6gb}, {name: b, profile: 1g.6gb},"
+      " {name: c, profile: 1g.6gb}, {name: d, profile: 1g.6gb}]},"
+      " {at: 10, instances: [{name: a, profile: 1g.6gb}, {name: b, profile: 1g.6gb}, {name: e, profile: 2g.12gb}]},"
+      " {at: 20, instances: [{name: f, profile: 2g.12gb}, {name: g, profile: 2g.12gb}]},"
+      " {at: 30, instances: [{name: whole, profile: 4g.24gb}]}]}\n"));
+  struct Want {
+    const char* name;
+    unsigned placement, gi, slices, memory_slices;
+  };
+  for (const Want& w : {Want{"a", 3, 6, 1, 1}, Want{"b", 2, 5, 1, 1}, Want{"c", 1, 4, 1, 1}, Want{"d", 0, 3, 1, 1},
+                        Want{"e", 0, 1, 2, 2}, Want{"f", 2, 2, 2, 2}, Want{"g", 0, 1, 2, 2},
+                        Want{"whole", 0, 0, 4, 4}}) {
+    const MigInstance& m = named(s, w.name);
+    EXPECT_EQ(m.placement, w.placement) << w.name;
+    EXPECT_EQ(m.gpu_instance_id, w.gi) << w.name;
+    EXPECT_EQ(m.slices, w.slices) << w.name;
+    EXPECT_EQ(m.memory_bytes, w.memory_slices * 6ULL * 1024 * 1024 * 1024) << w.name;  // a quarter of 24 GiB
+  }
+  EXPECT_EQ(named(s, "e").mig_index, 2u);  // the lowest index c and d left free
+  const GpuModelSpec& a30 = s.model_of(3);
+  EXPECT_EQ(a30.architecture, "ga100");
+  EXPECT_EQ(mig_compute_slices(a30), 4u);
+  EXPECT_EQ(mig_memory_slices(a30), 4u);
+  EXPECT_EQ(mig_compute_slices(s.model_of(0)), 7u);
+  EXPECT_EQ(mig_memory_slices(s.model_of(1)), 8u);
+  EXPECT_EQ(mig_compute_slices(s.model_of(2)), 0u);
+}
+
+TEST(MigTruth, AnA30IsFourSlices) {
+  // 2g + 1g leave one slice of four unallocated.
+  Scenario s = parse_ok(with_layout(
+      "  - {gpu: 3, layouts: [{at: 0, instances: [{name: a, profile: 2g.12gb}, {name: b, profile: 1g.6gb}]}]}\n",
+      "  - {name: ja, gpus: [3], mig: a, pid: 10, start: 0, end: 60, utilization: 0.5}\n"));
+  const MigTruth t = compute_mig_truth(s, 0, 60 * S, false);
+  ASSERT_EQ(t.gpus.size(), 1u);
+  EXPECT_EQ(t.gpus[0].slices, 4u);
+  EXPECT_DOUBLE_EQ(t.gpus[0].slice_seconds, 60.0 * 4);
+  EXPECT_DOUBLE_EQ(t.gpus[0].unallocated_slice_seconds, 60.0 * 1);
+  // Idle power by slice share: the unused 1g gets a quarter of it, the free slice another.
+  ASSERT_EQ(t.instances.size(), 2u);
+  EXPECT_DOUBLE_EQ(t.instances[1].energy_joules, 32.0 / 4 * 60);
+  EXPECT_DOUBLE_EQ(t.gpus[0].unallocated_energy_joules, 32.0 / 4 * 60);
+  // The parent's utilization weighs the 2g at 50% by 2 of 4 slices: 25%.
+  EXPECT_NEAR(t.gpus[0].energy_joules, compute_truth(s, 0, 60 * S).gpus[3].energy_joules, 1e-6);
+  EXPECT_EQ(GpuTimeline(s, 3).segment_at(10 * S).util_percent, 25);
 }
 
 TEST(MigTruth, InstancesPlusUnallocatedMakeTheGpu) {

@@ -275,5 +275,90 @@ TEST_F(NvmlMig, RepartitionInvalidatesHandlesOfDestroyedInstances) {
   EXPECT_NE(uuid_of(after[2]), small_a);
 }
 
+// The A30's table (MIG user guide, A30-24GB: 1/4, 2/4 and the whole of its memory and SMs, 4, 2
+// and 1 instances) as nvmlDeviceGetGpuInstanceProfileInfoV answers it, one MIG device per
+// compute slice, and its 1g x 4 layout.
+TEST_F(NvmlMig, A30HasFourSlicesAndItsOwnProfiles) {
+  ASSERT_EQ(start(testing::a30_mig_yaml(), 30), NVML_SUCCESS);
+  struct Want {
+    unsigned profile, id, slices, memory_mb, instances, sms;
+    const char* name;
+  };
+  const Want want[] = {{NVML_GPU_INSTANCE_PROFILE_1_SLICE, 14, 1, 6144, 4, 14, "MIG 1g.6gb"},
+                       {NVML_GPU_INSTANCE_PROFILE_2_SLICE, 5, 2, 12288, 2, 28, "MIG 2g.12gb"},
+                       {NVML_GPU_INSTANCE_PROFILE_4_SLICE, 0, 4, 24576, 1, 56, "MIG 4g.24gb"}};
+  for (const Want& w : want) {
+    nvmlGpuInstanceProfileInfo_v2_t info{};
+    info.version = nvmlGpuInstanceProfileInfo_v2;
+    ASSERT_EQ(mig().profile_info(handle(0), w.profile, &info), NVML_SUCCESS) << w.name;
+    EXPECT_STREQ(info.name, w.name);
+    EXPECT_EQ(info.id, w.id) << w.name;
+    EXPECT_EQ(info.sliceCount, w.slices) << w.name;
+    EXPECT_EQ(info.memorySizeMB, w.memory_mb) << w.name;
+    EXPECT_EQ(info.instanceCount, w.instances) << w.name;
+    EXPECT_EQ(info.multiprocessorCount, w.sms) << w.name;
+    EXPECT_EQ(info.copyEngineCount, w.slices) << w.name;
+  }
+  for (unsigned absent : {NVML_GPU_INSTANCE_PROFILE_3_SLICE, NVML_GPU_INSTANCE_PROFILE_7_SLICE}) {
+    nvmlGpuInstanceProfileInfo_v2_t info{};
+    info.version = nvmlGpuInstanceProfileInfo_v2;
+    EXPECT_EQ(mig().profile_info(handle(0), absent, &info), NVML_ERROR_NOT_SUPPORTED) << absent;
+  }
+
+  // 1g x 4, highest free placement first: GPU instances 6, 5, 4, 3 at memory slices 3, 2, 1, 0.
+  const std::vector<nvmlDevice_t> before = enumerate(handle(0));
+  ASSERT_EQ(before.size(), 4u) << "one MIG device per compute slice";
+  nvmlDevice_t h = nullptr;
+  EXPECT_EQ(mig().by_index(handle(0), 4, &h), NVML_ERROR_INVALID_ARGUMENT);
+  for (unsigned i = 0; i < 4; ++i) {
+    ASSERT_NE(before[i], nullptr) << i;
+    EXPECT_EQ(name_of(before[i]), "NVIDIA A30 MIG 1g.6gb");
+    nvmlDeviceAttributes_t a{};
+    ASSERT_EQ(mig().attributes(before[i], &a), NVML_SUCCESS);
+    EXPECT_EQ(a.gpuInstanceSliceCount, 1u);
+    EXPECT_EQ(a.multiprocessorCount, 14u);
+    EXPECT_EQ(a.memorySizeMB, 6144u);
+    unsigned gi = 0;
+    ASSERT_EQ(mig().gi_id(before[i], &gi), NVML_SUCCESS);
+    EXPECT_EQ(gi, 6 - i);
+    nvmlGpuInstance_t handle_gi = nullptr;
+    ASSERT_EQ(mig().gi_by_id(handle(0), gi, &handle_gi), NVML_SUCCESS);
+    nvmlGpuInstanceInfo_t gii{};
+    ASSERT_EQ(mig().gi_info(handle_gi, &gii), NVML_SUCCESS);
+    EXPECT_EQ(gii.profileId, 14u);
+    EXPECT_EQ(gii.placement.start, 3 - i);
+    EXPECT_EQ(gii.placement.size, 1u);
+  }
+}
+
+// From 45 s the A30 is 2g + 1g + 1g: the 2g in memory slices 0-1, GPU instance 1, MIG index 2
+// (the lowest the destroyed 1g instances left free).
+TEST_F(NvmlMig, A30RepartitionedHasATwoSliceInstance) {
+  ASSERT_EQ(start(testing::a30_mig_yaml(), 60), NVML_SUCCESS);
+  const std::vector<nvmlDevice_t> after = enumerate(handle(0));
+  ASSERT_EQ(after.size(), 4u);
+  ASSERT_NE(after[0], nullptr);
+  ASSERT_NE(after[1], nullptr);
+  EXPECT_EQ(name_of(after[0]), "NVIDIA A30 MIG 1g.6gb");
+  ASSERT_NE(after[2], nullptr);
+  EXPECT_EQ(after[3], nullptr);
+  EXPECT_EQ(name_of(after[2]), "NVIDIA A30 MIG 2g.12gb");
+  nvmlDeviceAttributes_t a{};
+  ASSERT_EQ(mig().attributes(after[2], &a), NVML_SUCCESS);
+  EXPECT_EQ(a.gpuInstanceSliceCount, 2u);
+  EXPECT_EQ(a.multiprocessorCount, 28u);
+  EXPECT_EQ(a.memorySizeMB, 12288u);
+  unsigned gi = 0;
+  ASSERT_EQ(mig().gi_id(after[2], &gi), NVML_SUCCESS);
+  EXPECT_EQ(gi, 1u);
+  nvmlGpuInstance_t handle_gi = nullptr;
+  ASSERT_EQ(mig().gi_by_id(handle(0), 1, &handle_gi), NVML_SUCCESS);
+  nvmlGpuInstanceInfo_t gii{};
+  ASSERT_EQ(mig().gi_info(handle_gi, &gii), NVML_SUCCESS);
+  EXPECT_EQ(gii.profileId, 5u);
+  EXPECT_EQ(gii.placement.start, 0u);
+  EXPECT_EQ(gii.placement.size, 2u);
+}
+
 }  // namespace
 }  // namespace gpumeter::sim

@@ -56,7 +56,7 @@ TEST(ScenarioQuirks, ArchitectureFromName) {
       {"NVIDIA L40S", "ada"},
       {"NVIDIA GeForce RTX 4090", "ada"},
       {"NVIDIA A10", "ampere"},
-      {"NVIDIA A30", "ampere"},
+      {"NVIDIA A30", "ga100"},
       {"NVIDIA A40", "ampere"},
       {"NVIDIA GeForce RTX 3090", "ampere"},
       {"NVIDIA RTX A6000", "ampere"},
