@@ -175,9 +175,13 @@ class MigLedger(AgentTestCase):
         held = prom.query('sum(gpu_allocated_seconds_total{instance="%s",gpu="0"})' % instance, at=at)
         self.assertAlmostEqual(float(held[0]["value"][1]), float(covered[0]["value"][1]), delta=1e-6)
         # The free slices: none in either layout, so from scenario time 5 s on (before 0 the GPU has
-        # no instance yet) they get at most the collection around the change.
+        # no instance yet) they get at most the collection around the change. The counter's first
+        # scrape after 5 s is the reference: Prometheus starts after the agents, and on a loaded
+        # machine its first scrape can come later than that (the layout changes at 45 s).
         free = 'gpu_allocated_seconds_total{instance="%s",gpu="0",mig_uuid="",project="__idle__"}' % instance
-        grown = float(prom.query(free, at=at)[0]["value"][1]) - float(prom.query(free, at=self.epoch + 5)[0]["value"][1])
+        since = prom.query("min_over_time(%s[35s])" % free, at=self.epoch + 40)
+        self.assertTrue(since, "no free-slice series scraped between scenario time 5 s and 40 s")
+        grown = float(prom.query(free, at=at)[0]["value"][1]) - float(since[0]["value"][1])
         self.assertLessEqual(grown, truth["mig"]["gpus"][0]["unallocated_slice_seconds"] / SLICES
                              + 2 * INTERVAL * 2 / SLICES + 1e-6)
         # No ledger counter ever went back, across the layout change.

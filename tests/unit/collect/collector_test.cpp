@@ -353,7 +353,9 @@ TEST(Collector, ReadsOnlyTheEnabledCollectorsEachAtItsInterval) {
     EXPECT_FALSE(groups[i].has(CollectorId::kNvlink)) << i;
     EXPECT_FALSE(groups[i].has(CollectorId::kProfiling)) << i;
     EXPECT_TRUE(groups[i].has(CollectorId::kPcie)) << i;
-    if (i > 0) EXPECT_FALSE(groups[i].has(CollectorId::kClocks)) << i;
+    if (i > 0) {
+      EXPECT_FALSE(groups[i].has(CollectorId::kClocks)) << i;
+    }
   }
   // The clocks read by the first collection are carried into every later reading; the PCIe
   // value is the latest collection's.

@@ -245,9 +245,13 @@ TEST(compat, OnlyNvidiaGpusHaveTheNvidiaExportersNames) {
   for (const auto& f : fams) {
     ASSERT_EQ(f.samples.size(), 1u) << f.name;
     const std::string gpu = label(f.samples[0].labels, "gpu");
-    if (gpu != "<absent>") EXPECT_EQ(gpu, "0") << f.name;
+    if (gpu != "<absent>") {
+      EXPECT_EQ(gpu, "0") << f.name;
+    }
     const std::string uuid = label(f.samples[0].labels, "uuid");
-    if (uuid != "<absent>") EXPECT_EQ(uuid, "6f2d9d6c-1c3e-4b7e-9a43-2b8b0f3c1a10") << f.name;
+    if (uuid != "<absent>") {
+      EXPECT_EQ(uuid, "6f2d9d6c-1c3e-4b7e-9a43-2b8b0f3c1a10") << f.name;
+    }
   }
 }
 
