@@ -31,8 +31,9 @@ std::optional<double> Pricer::allocation(const std::string& model, const std::st
     }
     // An instance of s compute slices on a GPU of G accrues s/G GPU-seconds per second.
     const int gpu_slices = mig_slices > 0 ? mig_slices : pricing::kMaxMigSlicesPerGpu;
-    if (cache[step - 1])
+    if (cache[step - 1]) {
       return gpu_seconds / 3600 * pricing::mig_gpu_hour_price(*cache[step - 1], *slices, gpu_slices);
+    }
   }
   auto price = gpu_price(model, uuid, step);
   if (!price) return std::nullopt;
