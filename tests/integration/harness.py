@@ -409,12 +409,28 @@ class AgentTestCase(unittest.TestCase):
         self.assertLess(at, first_edge, "the agents were ready only at scenario time %.2f s, after the first "
                         "job's start at %.2f s: starting the peers took longer than START_LEAD" % (at, first_edge))
 
+    def failures_so_far(self):
+        """This test's failures and errors as unittest formatted them, or None when they cannot
+        be known (unittest keeps them in its private outcome, filled as each part of a test
+        fails)."""
+        result = getattr(getattr(self, "_outcome", None), "result", None)
+        if result is None or not hasattr(result, "failures"):
+            return None
+        return [text for test, text in result.failures + result.errors
+                if getattr(test, "test_case", test) is self]
+
     def tearDown(self):
-        # CTest shows a test's output only when it fails, so the logs can always be printed.
+        # Every process is stopped; a failed test then prints why, and the tails of their logs.
+        # A test that passed prints none: CTest shows the output of a file's tests when one of
+        # them fails, and an excerpt of it may be all a reader gets.
+        failures = self.failures_so_far()
+        if failures:
+            print("---- %s failed ----\n%s" % (self.id(), "\n".join(failures)))
         for p in reversed(self._procs):
             p.stop()
-            proc = p.process if hasattr(p, "process") else p
-            print("---- tail of %s ----\n%s" % (proc.log_path, proc.log()[-3000:]))
+            if failures is None or failures:
+                proc = p.process if hasattr(p, "process") else p
+                print("---- tail of %s ----\n%s" % (proc.log_path, proc.log()[-3000:]))
 
 
 class SimNode:

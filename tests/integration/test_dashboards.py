@@ -455,7 +455,11 @@ class DashboardQueries(AgentTestCase):
                             except QueryError as e:
                                 failures.append("%s: %s\n    %s" % (where, e, expr))
                 counted[(name, pick)] = n
-        print("variables resolved: %s" % json.dumps({"%s/%s" % k: v for k, v in resolved.items()}, indent=1))
+        # The failures first and the rest a line each: CTest's excerpt of a failed test's output
+        # can be short, and unittest's summary of a failure comes only after every class's logs.
+        if failures:
+            print("FAILED QUERIES:\n%s" % "\n".join(failures))
+        print("variables resolved: %s" % json.dumps({"%s/%s" % k: v for k, v in resolved.items()}))
         print("queries run: %r" % counted)
         print("panels empty where expected: %s" % sorted(expected_empty))
         if failures:
