@@ -10,16 +10,19 @@ history, must charge each namespace what the report charges it.
 
 ReportMigA30: the same on an A30 (4 slices; scenarios/mig-a30.yaml), its history written from
 `gpumeter sim truth`: an instance of s slices accrues s/4 GPU-seconds per second, and a profile's
-price per instance-hour must charge exactly that per hour of the instance (not x 7/s)."""
+price per instance-hour must charge exactly that per hour of the instance (not x 7/s), and the
+GPU dashboard's MIG row must show each instance's own slices of the 4."""
 import csv
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
 import time
 import unittest
+import urllib.parse
 
 import yaml
 
@@ -362,6 +365,36 @@ class ReportMigA30(unittest.TestCase):
         self.assertAlmostEqual(rows[("ns-r", False)]["cost"]["allocation"], 3 * A30_1G_HOUR + 3 * 1.0, places=9)
         # The GPU's 6 h, whoever held its slices.
         self.assertAlmostEqual(doc["total"]["allocated_seconds"], 2 * HALF, places=6)
+
+    def test_the_gpu_dashboards_mig_row_shows_each_instances_own_slices(self):
+        """The GPU dashboard's "MIG slices held by owner", its variables on All, on this history:
+        in each half of the 6 h every owner holds its instance's own slices of the A30's 4, and
+        together they hold all 4 (slices of 7 would show a 1g.6gb as 1.75)."""
+        with open(os.path.join(harness.SOURCE_DIR, "deploy", "grafana", "dashboards", "gpumeter-gpu.json")) as f:
+            dash = json.load(f)
+        panels = dash["panels"] + [p for row in dash["panels"] for p in row.get("panels", [])]
+        (panel,) = [p for p in panels if p.get("title") == "MIG slices held by owner"]
+        (target,) = panel["targets"]
+        # The variables on All; $__rate_interval as Grafana sets it for samples a minute apart.
+        expr = target["expr"].replace("$__rate_interval", "%ds" % (4 * INTERVAL))
+        expr = re.sub(r"\$(cluster|node|gpu)\b", ".*", expr)
+        self.assertNotIn("$", expr)
+        h = self.history
+        slices = {m["profile"]: m["slices"] for m in h.sim["instances"]}
+        self.assertEqual(slices, {"1g.6gb": 1, "2g.12gb": 2})
+        # Instances of each profile in each half: q0 to q3; then q0, q1 and half.
+        for at, count in ((h.start + HALF / 2, {"1g.6gb": 4}), (h.start + HALF * 3 / 2, {"1g.6gb": 2, "2g.12gb": 1})):
+            _, _, body = harness.http_get("%s/api/v1/query?%s" % (self.url, urllib.parse.urlencode(
+                {"query": expr, "time": repr(at)})))
+            doc = json.loads(body)
+            self.assertEqual(doc["status"], "success", body[:300])
+            got = {}
+            for r in doc["data"]["result"]:
+                got.setdefault(r["metric"]["mig_profile"], []).append(float(r["value"][1]))
+            self.assertEqual({p: len(v) for p, v in got.items()}, count, got)
+            for profile, values in got.items():
+                for value in values:
+                    self.assertAlmostEqual(value, slices[profile], delta=1e-6, msg=(at - h.start, profile, got))
 
 
 if __name__ == "__main__":
