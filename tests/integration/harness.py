@@ -49,6 +49,11 @@ SIM_LIB = os.environ.get("GPUMETER_SIM_LIB", "")
 SOURCE_DIR = os.environ.get("GPUMETER_SOURCE_DIR", os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
 SCENARIOS = os.path.join(SOURCE_DIR, "tests", "integration", "scenarios")
 DEPLOY_SCENARIOS = os.path.join(SOURCE_DIR, "deploy", "scenarios")
+# Scenario time 0 of a test's simulated node is this far after the test starts it: room for an
+# ASan agent, its node and their peers to start on a loaded machine (the wall-clock tests run all
+# at once beside the others). A test whose owners start within seconds of 0 checks it with
+# AgentTestCase.assert_ready_before.
+START_LEAD = 6.0
 
 
 def free_port():

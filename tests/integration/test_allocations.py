@@ -23,13 +23,14 @@ import time
 
 import yaml
 
+import harness
 from harness import (BIN, EDGE_SECONDS, SCENARIOS, SOURCE_DIR, Agent, AgentTestCase, Alertmanager, SimNode,
                      WebhookSink, check_ledger_against_truth, report_json, sim_truth, wait_until)
 from test_alertmanager import FINANCE, alerting_prometheus, config_for_test
 
 SCENARIO = os.path.join(SCENARIOS, "allocations.yaml")
 ALERTS = os.path.join(SOURCE_DIR, "deploy", "prometheus", "gpumeter-alerts.yml")
-LEAD = 6.0        # scenario time 0 is this far after the test starts: room for an ASan agent and its peers on a loaded machine
+LEAD = harness.START_LEAD
 END = 60.0        # the scenario's duration
 SETTLE = 5.0      # a checkpoint (1 s) publishes the last usage, then a scrape reads it
 REFRESH = 1.0     # the kubelet refresh interval of this test

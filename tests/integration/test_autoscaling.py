@@ -41,7 +41,7 @@ SCENARIO = os.path.join(SCENARIOS, "autoscaling.yaml")
 
 CUSTOM = {"gpu_pod_utilization_ratio", "gpu_pod_memory_used_bytes"}
 EXTERNAL = {"gpu_namespace_utilization_ratio"}
-LEAD = 6.0        # scenario time 0 is this far after the test starts: room for an ASan agent on a loaded machine
+LEAD = harness.START_LEAD
 JOBS_START = 3.0  # the scenario's jobs all start at 3 s and run to its end
 READY_AT = 25.0   # scenario seconds: over 15 s of the pods' counters in Prometheus
 MIN_SPAN = 5.0    # scenario seconds between a pod's first and last samples in the 2m window

@@ -8,12 +8,14 @@ import signal
 import tempfile
 import time
 
+import harness
 from harness import (AgentTestCase, Agent, COUNTERS, Prometheus, SCENARIOS, SimNode, check_ledger_against_truth,
                      wait_until)
 
 MIXED = os.path.join(SCENARIOS, "ledger-mixed.yaml")
 CHURN = os.path.join(SCENARIOS, "ledger-churn.yaml")
-LEAD = 3.0  # the agent starts at scenario time -3 s; every job starts at 3 s or later
+LEAD = harness.START_LEAD
+FIRST_JOB = 3.0  # every job of both scenarios starts at 3 s or later
 END = 43.0  # both scenarios' duration
 TOLERANCE = 1e-3  # 0.1 %, plus one driver sample period per job edge (harness.allowed_deviation)
 # After the scenario's end: a checkpoint (2 s) publishes the last usage, then a scrape reads it.
@@ -40,7 +42,7 @@ class LedgerAccuracy(AgentTestCase):
         agent = self.start(MIXED, epoch)
         prom = self.track(Prometheus(["127.0.0.1:%d" % agent.port]))
         agent.wait_ready()
-        self.assert_ready_before(epoch, 3.0)
+        self.assert_ready_before(epoch, FIRST_JOB)
         end = END
         wait_until(lambda: time.time() > epoch + end + SETTLE, end + 20, interval=0.5, what="scenario end")
         self.check_against_truth(prom, MIXED, end)
@@ -55,6 +57,7 @@ class LedgerAccuracy(AgentTestCase):
         agent = self.start(MIXED, epoch)
         prom = self.track(Prometheus(["127.0.0.1:%d" % agent.port]))
         agent.wait_ready()
+        self.assert_ready_before(epoch, FIRST_JOB)
         end = END
         # SIGKILL between two checkpoints: the state on disk is up to one interval old.
         wait_until(lambda: time.time() > epoch + 15.0, 30, what="mid-run")
@@ -78,6 +81,7 @@ class LedgerAccuracy(AgentTestCase):
         agent = self.start(CHURN, epoch)
         prom = self.track(Prometheus(["127.0.0.1:%d" % agent.port]))
         agent.wait_ready()
+        self.assert_ready_before(epoch, FIRST_JOB)
         end = END
         wait_until(lambda: time.time() > epoch + end + SETTLE, end + 20, interval=0.5, what="scenario end")
         truth, got = self.check_against_truth(prom, CHURN, end)

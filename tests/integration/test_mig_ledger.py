@@ -29,10 +29,11 @@ import time
 
 import yaml
 
+import harness
 from harness import BIN, SCENARIOS, Agent, AgentTestCase, Prometheus, SimNode, report_json, wait_until
 
 SCENARIO = os.path.join(SCENARIOS, "mig-h100.yaml")
-LEAD = 6.0           # two ASan agents, a simulated node and their peers start in this much time on a loaded machine
+LEAD = harness.START_LEAD
 END = 90.0
 SETTLE = 5.0          # a checkpoint (1 s) publishes the last round, then a scrape reads it
 INTERVAL = 1.0        # --collect.interval (the harness's)

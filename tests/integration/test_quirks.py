@@ -7,12 +7,14 @@ import os
 import tempfile
 import time
 
+import harness
 from harness import (AgentTestCase, Agent, Prometheus, SCENARIOS, SimNode, allowed_deviation, expected_owners,
                      http_get, owner_edges, parse_text, sim_truth, wait_until)
 
 QUIRKS = os.path.join(SCENARIOS, "quirks.yaml")
 UPGRADE = os.path.join(SCENARIOS, "driver-upgrade.yaml")
-LEAD = 3.0  # the agent starts at scenario time -3 s; every job starts at 3 s or later
+LEAD = harness.START_LEAD
+FIRST_JOB = 3.0  # every job of both scenarios starts at 3 s or later
 END = 40.0  # both scenarios' duration
 # As tests/integration/test_ledger.py: 0.1 %, plus one driver sample period of the owner's
 # counters at each job edge (harness.allowed_deviation).
@@ -66,6 +68,7 @@ class Quirks(AgentTestCase):
         agent = self.track(Agent(scenario=scenario, env={"GPUMETER_SIM_EPOCH": repr(epoch)},
                                  extra_args=node.agent_args(config, state) + list(extra)))
         agent.wait_ready()
+        self.assert_ready_before(epoch, FIRST_JOB)
         return node, agent
 
     def scrape_until(self, agent, epoch, until):

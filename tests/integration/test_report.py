@@ -9,13 +9,14 @@ import signal
 import tempfile
 import time
 
+import harness
 from harness import (AgentTestCase, Agent, COUNTERS, Prometheus, SCENARIOS, SimNode, VictoriaMetrics,
                      EDGE_SECONDS, allowed_deviation, expected_owners, owner_edges, report, report_json, sim_truth,
                      wait_until)
 
 MIXED = os.path.join(SCENARIOS, "ledger-mixed.yaml")
 CHURN = os.path.join(SCENARIOS, "ledger-churn.yaml")
-LEAD = 3.0
+LEAD = harness.START_LEAD
 END = 43.0
 TOLERANCE = 1e-3  # the product's bar: 0.1 % of the truth
 TILE = 1e-9       # consecutive periods add up exactly, but for floating-point rounding

@@ -26,7 +26,7 @@ import test_rocm_ledger
 from harness import AgentTestCase, Process, Prometheus, SCENARIOS, SimNode, free_port, wait_until
 
 SCENARIO = os.path.join(SCENARIOS, "pods-amd.yaml")
-LEAD = 6.0        # two agents (ASan builds too) start before the first pod, at 2 s
+LEAD = harness.START_LEAD
 END = 40.0        # the scenario's duration
 SETTLE = 5.0      # a checkpoint publishes the last usage, then a scrape reads it
 REFRESH = 1.0     # the kubelet refresh interval of this test
