@@ -143,11 +143,11 @@ class NvmlCollection {
   // queries failed for another reason than NOT_SUPPORTED, or when the GPU is gone.
   template <typename Read>
   CollectorRun timed(CollectorId id, Read&& read) {
-    const auto begin = std::chrono::steady_clock::now();
-    const size_t errors = call_errors_.size();
-    read();
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
-    return {id, !fatal_ && call_errors_.size() == errors, seconds};
+    return timed_run(id, [&] {
+      const size_t errors = call_errors_.size();
+      read();
+      return !fatal_ && call_errors_.size() == errors;
+    });
   }
   // Why the collection fails: a fatal error, or the first error when no query answered at all.
   std::optional<Error> failure() const;

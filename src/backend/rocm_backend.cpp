@@ -457,10 +457,7 @@ void RocmBackend::read_pcie_loop() {
 }
 
 void RocmBackend::collect_usage(unsigned device, DeviceReading& r) {
-  const auto begin = std::chrono::steady_clock::now();
-  const bool read = read_processes(device, r);
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
-  r.runs.push_back({CollectorId::kProcesses, read, seconds});
+  r.runs.push_back(timed_run(CollectorId::kProcesses, [&] { return read_processes(device, r); }));
 }
 
 bool RocmBackend::read_processes(unsigned device, DeviceReading& r) {

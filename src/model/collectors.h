@@ -6,6 +6,7 @@
 
 #include <array>
 #include <bitset>
+#include <chrono>
 #include <cstddef>
 #include <optional>
 #include <string_view>
@@ -89,5 +90,14 @@ struct CollectorRun {
   double duration_seconds = 0;
   bool operator==(const CollectorRun&) const = default;
 };
+
+// Runs `read`, one collector's part of a collection, and times it; `read` returns whether the
+// part succeeded.
+template <typename Read>
+CollectorRun timed_run(CollectorId id, Read&& read) {
+  const auto begin = std::chrono::steady_clock::now();
+  const bool success = read();
+  return {id, success, std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count()};
+}
 
 }  // namespace gpumeter

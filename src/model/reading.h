@@ -188,8 +188,8 @@ struct DeviceReading {
   std::optional<unsigned> mig_slices;             // slices of the whole GPU (7 on A100 and H100, 4 on A30)
   std::vector<MigInstanceReading> mig_instances;  // every MIG device, when MIG is enabled
   UsageReading usage;
-  // The device collectors this collection ran, each with its outcome (the NVML backend's;
-  // empty where a backend does not report them).
+  // The collectors this collection ran, each with its outcome: NVML's device collectors and
+  // its process read; ROCm SMI's process read only (its device collection is timed whole).
   std::vector<CollectorRun> runs;
   bool operator==(const DeviceReading&) const = default;
 };

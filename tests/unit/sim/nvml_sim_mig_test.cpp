@@ -195,6 +195,19 @@ TEST_F(NvmlMig, PerInstanceMemoryAndProcesses) {
   EXPECT_EQ(infos[1].pid, 61003u);
   EXPECT_EQ(infos[0].gpuInstanceId, 6u);
   EXPECT_EQ(infos[0].computeInstanceId, 0u);
+  // A MIG device's lists take the size handshake of a GPU's, in every version of the call.
+  n = 0;
+  EXPECT_EQ(api().compute_v3(devices[1], &n, nullptr), NVML_ERROR_INSUFFICIENT_SIZE);
+  EXPECT_EQ(n, 2u);
+  n = 1;
+  EXPECT_EQ(api().compute_v3(devices[1], &n, infos), NVML_ERROR_INSUFFICIENT_SIZE);
+  EXPECT_EQ(n, 2u);
+  n = 2;
+  EXPECT_EQ(api().compute_v3(devices[1], &n, nullptr), NVML_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(api().compute_v3(devices[1], nullptr, infos), NVML_ERROR_INVALID_ARGUMENT);
+  n = 0;
+  EXPECT_EQ(api().compute_v1(devices[1], &n, nullptr), NVML_ERROR_INSUFFICIENT_SIZE);
+  EXPECT_EQ(n, 2u);
   n = 8;
   ASSERT_EQ(api().compute_v3(handle(0), &n, infos), NVML_SUCCESS);
   ASSERT_EQ(n, 5u);

@@ -302,6 +302,8 @@ TEST_F(NvmlSim, RunningProcessesFollowTheSizeQueryProtocol) {
     EXPECT_EQ(fn(h2, &n, nullptr), NVML_SUCCESS);  // nothing running
     EXPECT_EQ(n, 0u);
     EXPECT_EQ(fn(h1, nullptr, infos), NVML_ERROR_INVALID_ARGUMENT);
+    n = 4;
+    EXPECT_EQ(fn(h1, &n, nullptr), NVML_ERROR_INVALID_ARGUMENT);  // room claimed, no buffer
   }
   // The legacy function writes the 16-byte v1 records.
   nvmlProcessInfo_v1_t v1[3] = {};
