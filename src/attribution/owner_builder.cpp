@@ -1,5 +1,7 @@
 #include "attribution/owner_builder.h"
 
+#include "util/utf8.h"
+
 namespace gpumeter {
 
 namespace {
@@ -14,9 +16,13 @@ std::string join(const std::vector<std::string>& parts, char sep) {
   return out;
 }
 
-// An over-long label value is left empty (see kMaxLabelValueBytes).
+// A label value as every output writes it: bytes that are not UTF-8 replaced by U+FFFD (a GPU's
+// users control these values, and the state file and the JSON API must stay UTF-8), then left
+// empty when it is over-long (see kMaxLabelValueBytes). Replaced here, once, so that the ledger
+// keys an owner by the same value every output and a restarted agent see.
 std::string bounded(std::string_view value) {
-  return value.size() <= kMaxLabelValueBytes ? std::string(value) : std::string();
+  std::string valid = valid_utf8(value);
+  return valid.size() <= kMaxLabelValueBytes ? valid : std::string();
 }
 
 std::string env_or_empty(const ProcessInfo& p, std::string_view name) {
@@ -44,7 +50,7 @@ std::string hpc_job_of(const ProcessInfo& p, const std::vector<std::string>& hpc
 
 OwnerLabels owner_from(const Attributes& a, const ProjectResolver& rules) {
   OwnerLabels o;
-  o.project = rules.resolve(a);  // a rule's result is bounded there; the default at load
+  o.project = rules.resolve(a);  // a rule's result is made valid and bounded there; the default at load
   o.user = bounded(a.get("user"));
   o.namespace_ = bounded(a.get("namespace"));
   o.pod = bounded(a.get("pod"));

@@ -6,6 +6,7 @@
 
 #include "attribution/owner.h"
 #include "attribution/procfs.h"
+#include "util/utf8.h"
 
 namespace gpumeter {
 
@@ -160,6 +161,8 @@ std::optional<std::string> ProjectRule::apply(const Attributes& attributes) cons
     if (it == spec_.map->end()) return std::nullopt;
     out = it->second;
   }
+  // As every owner label value (owner_builder.cpp), before its length is judged.
+  out = valid_utf8(out);
   if (out.empty() || out.size() > kMaxLabelValueBytes) return std::nullopt;
   return out;
 }

@@ -3,64 +3,16 @@
 #include <cstdint>
 
 #include "render/number_format.h"
+#include "util/utf8.h"
 
 namespace gpumeter {
 
 namespace {
 
 constexpr std::string_view kTotalSuffix = "_total";
-constexpr std::string_view kReplacementChar = "\xEF\xBF\xBD";  // U+FFFD
 
 bool ends_with_total(std::string_view name) {
   return name.size() > kTotalSuffix.size() && name.ends_with(kTotalSuffix);
-}
-
-// Length of the valid UTF-8 sequence starting at s[i], or 0 when it is not one (overlong forms,
-// surrogates and code points above U+10FFFF count as invalid, as in Go's utf8.ValidString).
-size_t utf8_sequence_length(std::string_view s, size_t i) {
-  auto b = [&](size_t k) { return static_cast<uint8_t>(s[k]); };
-  uint8_t c = b(i);
-  if (c < 0x80) return 1;
-  size_t len;
-  uint8_t lo = 0x80, hi = 0xBF;
-  if (c >= 0xC2 && c <= 0xDF) {
-    len = 2;
-  } else if (c >= 0xE0 && c <= 0xEF) {
-    len = 3;
-    if (c == 0xE0) lo = 0xA0;
-    if (c == 0xED) hi = 0x9F;
-  } else if (c >= 0xF0 && c <= 0xF4) {
-    len = 4;
-    if (c == 0xF0) lo = 0x90;
-    if (c == 0xF4) hi = 0x8F;
-  } else {
-    return 0;
-  }
-  if (i + len > s.size()) return 0;
-  if (b(i + 1) < lo || b(i + 1) > hi) return 0;
-  for (size_t k = 2; k < len; ++k) {
-    if (b(i + k) < 0x80 || b(i + k) > 0xBF) return 0;
-  }
-  return len;
-}
-
-// Calls emit(char) for plain ASCII and appends multi-byte sequences (or U+FFFD) directly.
-template <typename EmitAscii>
-void for_each_utf8(std::string& out, std::string_view s, EmitAscii emit) {
-  size_t i = 0;
-  while (i < s.size()) {
-    size_t n = utf8_sequence_length(s, i);
-    if (n == 1) {
-      emit(s[i]);
-      i += 1;
-    } else if (n == 0) {
-      out.append(kReplacementChar);
-      i += 1;
-    } else {
-      out.append(s.substr(i, n));
-      i += n;
-    }
-  }
 }
 
 void append_metadata(std::string& out, std::string_view keyword, std::string_view name) {
