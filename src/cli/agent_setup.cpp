@@ -107,7 +107,7 @@ UsageTrackerOptions usage_tracker_options(const Config& config, std::chrono::mil
 }
 
 Result<CompatOptions> compat_options(const Config& config, const std::vector<std::string>& flag_sets,
-                                     const std::string& flag_collectors, Logger& log) {
+                                     const std::string& flag_collectors, Logger& log, const CompatOptions* in_force) {
   CompatOptions o;
   auto add = [&](const std::string& name, const std::string& where) -> Result<void> {
     auto set = parse_compat_set(name);
@@ -135,8 +135,11 @@ Result<CompatOptions> compat_options(const Config& config, const std::vector<std
     if (!counters) return counters.error();
     o.counters = std::move(counters).value();
   }
-  if (o.has(CompatSet::kDcgmExporter)) {
-    auto unserved = unserved_dcgm_fields(o.counters);
+  // Said when it changes, not at every reload that keeps it.
+  auto unserved_of = [](const CompatOptions& c) {
+    return c.has(CompatSet::kDcgmExporter) ? unserved_dcgm_fields(c.counters) : std::vector<std::string>{};
+  };
+  if (auto unserved = unserved_of(o); in_force == nullptr || unserved != unserved_of(*in_force)) {
     if (!unserved.empty()) {
       std::string list;
       for (const auto& f : unserved) list += (list.empty() ? "" : "; ") + f;
@@ -144,7 +147,7 @@ Result<CompatOptions> compat_options(const Config& config, const std::vector<std
                {{"counters", o.counters.source}, {"fields", list}});
     }
   }
-  if (!o.sets.empty()) {
+  if (!o.sets.empty() && (in_force == nullptr || in_force->sets != o.sets)) {
     std::string names;
     for (CompatSet set : o.sets) names += (names.empty() ? "" : ",") + std::string(compat_set_name(set));
     log.info("serving other exporters' names beside gpumeter's", {{"compat", names}});

@@ -53,9 +53,11 @@ UsageTrackerOptions usage_tracker_options(const Config& config, std::chrono::mil
 // The compat sets to serve: those of --compat and of the config's compat.sets, in that order;
 // the counters file of --compat.collectors, else compat.collectors, else dcgm-exporter's default
 // list; the Hostname label from compat.hostname, else $NODE_NAME, else the host's name, as
-// dcgm-exporter chooses it. Logs once, at start, the fields of that list gpumeter cannot serve. Errors name the flag
-// or file at fault.
+// dcgm-exporter chooses it. Logs the fields of that list gpumeter cannot serve, and the sets: at
+// start (`in_force` null), and at a reload only where they differ from `in_force`'s. Errors name
+// the flag or file at fault.
 Result<CompatOptions> compat_options(const Config& config, const std::vector<std::string>& flag_sets,
-                                     const std::string& flag_collectors, Logger& log);
+                                     const std::string& flag_collectors, Logger& log,
+                                     const CompatOptions* in_force = nullptr);
 
 }  // namespace gpumeter::cli

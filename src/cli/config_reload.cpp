@@ -1,15 +1,39 @@
 #include "cli/config_reload.h"
 
-#include <fstream>
-#include <sstream>
-
 namespace gpumeter::cli {
 
 namespace {
 
 // Read once, then parsed from memory: the content compared by files_changed() is exactly what
-// was parsed, even if the file is replaced meanwhile.
-constexpr std::string_view kUnreadable{"\0unreadable", 11};
+// was parsed, even if the file is replaced meanwhile. Read as at start (config.h,
+// web_config.h): a regular file of at most 1 MiB, opened without blocking, so a directory,
+// /dev/null, /dev/zero or a FIFO put in a file's place is refused, not read as "no settings".
+Result<std::string> read_file(const std::string& path, Result<std::string> (*reader)(const std::string&)) {
+  if (path.empty()) return std::string();
+  return reader(path);
+}
+
+bool same(const Result<std::string>& a, const Result<std::string>& b) {
+  if (a.ok() != b.ok()) return false;
+  return a.ok() ? *a == *b : a.error().message == b.error().message;
+}
+
+// A reload never turns basic auth or TLS off: a web config emptied or half-written in place,
+// or replaced by something else, would otherwise open the endpoint until it is mended. Turning
+// them off takes a restart, which an operator does on purpose.
+Result<void> check_no_downgrade(const WebConfig* before, const WebConfig* after, const std::string& path) {
+  const bool auth_before = before != nullptr && !before->basic_auth_users.empty();
+  const bool tls_before = before != nullptr && before->tls.has_value();
+  if (auth_before && (after == nullptr || after->basic_auth_users.empty())) {
+    return Error{0, path + ": it has no basic_auth_users, which would turn basic auth off; a reload does not, "
+                           "restart the agent to serve without it"};
+  }
+  if (tls_before && (after == nullptr || !after->tls)) {
+    return Error{0, path + ": it has no tls_server_config, which would turn TLS off; a reload does not, "
+                           "restart the agent to serve plain HTTP"};
+  }
+  return {};
+}
 
 bool same_kubelet(const KubeletConfig& a, const KubeletConfig& b) {
   return a.mode == b.mode && a.socket == b.socket && a.refresh_interval == b.refresh_interval &&
@@ -52,15 +76,15 @@ std::vector<MetricFamily> reload_families(const ReloadStatus& status) {
   return out;
 }
 
-ConfigReloader::ConfigReloader(Files files, Config current, Prepare prepare, Logger& log,
+ConfigReloader::ConfigReloader(Files files, ReloadedSettings current, Prepare prepare, Logger& log,
                                std::function<double()> clock)
     : files_(std::move(files)),
       prepare_(std::move(prepare)),
       log_(log),
       clock_(std::move(clock)),
       current_(std::move(current)),
-      config_seen_(read_content(files_.config_file)),
-      web_seen_(read_content(files_.web_config_file)) {
+      config_seen_(read_file(files_.config_file, read_config_file)),
+      web_seen_(read_file(files_.web_config_file, read_web_config_file)) {
   status_->success_unix = now();
 }
 
@@ -71,50 +95,44 @@ double ConfigReloader::now() const {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-std::string ConfigReloader::read_content(const std::string& path) {
-  if (path.empty()) return "";
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::string(kUnreadable);
-  std::ostringstream out;
-  out << in.rdbuf();
-  if (in.bad()) return std::string(kUnreadable);
-  return std::move(out).str();
+bool ConfigReloader::files_changed() const {
+  const auto config = read_file(files_.config_file, read_config_file);
+  const auto web = read_file(files_.web_config_file, read_web_config_file);
+  std::lock_guard lock(mu_);
+  return !same(config, config_seen_) || !same(web, web_seen_);
 }
 
-bool ConfigReloader::files_changed() const {
-  const std::string config = read_content(files_.config_file);
-  const std::string web = read_content(files_.web_config_file);
-  std::lock_guard lock(mu_);
-  return config != config_seen_ || web != web_seen_;
+Result<ReloadedSettings> ConfigReloader::parse_files() const {
+  ReloadedSettings next;
+  if (!files_.config_file.empty()) {
+    if (!config_seen_) return config_seen_.error();
+    auto parsed = parse_config(*config_seen_, files_.config_file);
+    if (!parsed) return parsed.error();
+    next.config = std::move(parsed).value();
+  }
+  if (!files_.web_config_file.empty()) {
+    if (!web_seen_) return web_seen_.error();
+    auto parsed = parse_web_config(*web_seen_, files_.web_config_file);
+    if (!parsed) return parsed.error();
+    next.web = std::make_shared<const WebConfig>(std::move(parsed).value());
+  }
+  if (auto ok = check_no_downgrade(current_.web.get(), next.web.get(), files_.web_config_file); !ok) return ok.error();
+  return next;
 }
 
 Result<void> ConfigReloader::reload(std::string_view trigger) {
   std::lock_guard lock(mu_);
-  const std::string config_text = read_content(files_.config_file);
-  const std::string web_text = read_content(files_.web_config_file);
-  config_seen_ = config_text;
-  web_seen_ = web_text;
+  config_seen_ = read_file(files_.config_file, read_config_file);
+  web_seen_ = read_file(files_.web_config_file, read_web_config_file);
 
   auto attempt = [&]() -> Result<std::vector<std::string>> {
-    ReloadedSettings next;
-    if (!files_.config_file.empty()) {
-      if (config_text == kUnreadable) return Error{0, files_.config_file + ": cannot read the file"};
-      auto parsed = parse_config(config_text, files_.config_file);
-      if (!parsed) return parsed.error();
-      next.config = std::move(parsed).value();
-    }
-    if (!files_.web_config_file.empty()) {
-      if (web_text == kUnreadable) return Error{0, files_.web_config_file + ": cannot read the file"};
-      if (web_text.size() > kMaxWebConfigBytes) return Error{0, files_.web_config_file + ": file too large"};
-      auto parsed = parse_web_config(web_text, files_.web_config_file);
-      if (!parsed) return parsed.error();
-      next.web = std::make_shared<const WebConfig>(std::move(parsed).value());
-    }
-    auto apply = prepare_(next);
+    auto next = parse_files();
+    if (!next) return next.error();
+    auto apply = prepare_(*next);
     if (!apply) return apply.error();
     (*apply)();
-    std::vector<std::string> pending = restart_only_changes(current_, next.config);
-    current_ = std::move(next.config);
+    std::vector<std::string> pending = restart_only_changes(current_.config, next->config);
+    current_ = std::move(next).value();
     return pending;
   };
   auto done = attempt();

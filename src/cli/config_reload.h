@@ -59,16 +59,18 @@ class ConfigReloader {
   // runs only when every check passed, and is expected not to fail.
   using Prepare = std::function<Result<std::function<void()>>(const ReloadedSettings& settings)>;
 
-  // `current` is the config in force (read at start); `clock` gives Unix seconds (unset: the
+  // `current` is what is in force (read at start); `clock` gives Unix seconds (unset: the
   // system clock). The files' content now is taken as the content in force.
-  ConfigReloader(Files files, Config current, Prepare prepare, Logger& log,
+  ConfigReloader(Files files, ReloadedSettings current, Prepare prepare, Logger& log,
                  std::function<double()> clock = {});
   ~ConfigReloader();  // stops the periodic check
   ConfigReloader(const ConfigReloader&) = delete;
   ConfigReloader& operator=(const ConfigReloader&) = delete;
 
   // Reads both files again and applies them, or none of it. One at a time: a second caller
-  // waits for the first. `trigger` ("SIGHUP", "/-/reload", "file change") is logged.
+  // waits for the first. `trigger` ("SIGHUP", "/-/reload", "file change") is logged. A file is
+  // read with the checks of the start (a regular file of at most 1 MiB), and a web config that
+  // would turn basic auth or TLS off is refused: that takes a restart.
   Result<void> reload(std::string_view trigger);
 
   // Whether either file's content differs from what the last reload (or the start) read. A
@@ -82,8 +84,9 @@ class ConfigReloader {
   const std::shared_ptr<ReloadStatus>& status() const { return status_; }
 
  private:
-  // A file's content, or a marker that it could not be read; "" for no file.
-  static std::string read_content(const std::string& path);
+  // The settings of the files as last read (config_seen_, web_seen_), checked against those in
+  // force.
+  Result<ReloadedSettings> parse_files() const;
   double now() const;
 
   const Files files_;
@@ -93,8 +96,9 @@ class ConfigReloader {
   std::shared_ptr<ReloadStatus> status_ = std::make_shared<ReloadStatus>();
 
   mutable std::mutex mu_;  // one reload at a time; guards the members below
-  Config current_;
-  std::string config_seen_, web_seen_;  // the content the last reload read
+  ReloadedSettings current_;
+  // The content the last reload read ("" for no file), or why it could not be read.
+  Result<std::string> config_seen_ = std::string(), web_seen_ = std::string();
 
   std::mutex watch_mu_;
   std::condition_variable watch_cv_;

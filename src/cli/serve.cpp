@@ -249,9 +249,9 @@ int run_serve(const ServeOptions& o) {
   HttpServer* server_ptr = nullptr;
   Collector* collector_ptr = nullptr;
   ConfigReloader reloader(
-      {o.config_file, o.web_config_file}, config,
+      {o.config_file, o.web_config_file}, {config, web_config},
       [&](const ReloadedSettings& next) -> Result<std::function<void()>> {
-        auto next_compat = compat_options(next.config, o.compat, o.compat_collectors, log);
+        auto next_compat = compat_options(next.config, o.compat, o.compat_collectors, log, live_compat.get().get());
         if (!next_compat) return Error{0, "compat settings: " + next_compat.error().message};
         auto next_plan = make_collection_plan(o.collectors, next.config.collectors);
         if (!next_plan) return Error{0, "collector settings: " + next_plan.error().message};

@@ -1,14 +1,10 @@
 #include "config/config.h"
 
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/stat.h>
-#include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <iterator>
 #include <limits>
 #include <set>
@@ -17,6 +13,7 @@
 #include "attribution/procfs.h"
 #include "render/compat.h"
 #include "util/duration.h"
+#include "util/file_read.h"
 #include "util/yaml_reader.h"
 
 namespace gpumeter {
@@ -425,30 +422,16 @@ Result<Config> parse_config(std::string_view yaml, std::string source_name) {
   }
 }
 
+Result<std::string> read_config_file(const std::string& path) {
+  auto text = read_regular_file(path, {.max_bytes = kMaxConfigBytes});
+  if (!text) return Error{text.error().code, fmt::format("{}: cannot read the config file: {}", path, text.error().message)};
+  return text;
+}
+
 Result<Config> load_config(const std::string& path) {
-  auto fail = [&](int err) {
-    return Error{err, fmt::format("{}: cannot read the config file: {}", path, std::strerror(err))};
-  };
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return fail(errno);
-  std::string text;
-  char buf[8192];
-  int err = 0;
-  while (true) {
-    ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) err = errno;
-    if (n <= 0) break;
-    text.append(buf, static_cast<std::size_t>(n));
-    if (text.size() > kMaxConfigBytes) err = EFBIG;
-    if (err != 0) break;
-  }
-  ::close(fd);
-  if (err == EFBIG) {
-    return Error{err, fmt::format("{}: the config file is larger than {} bytes", path, kMaxConfigBytes)};
-  }
-  if (err != 0) return fail(err);  // EISDIR for a directory
-  return parse_config(text, path);
+  auto text = read_config_file(path);
+  if (!text) return text.error();
+  return parse_config(*text, path);
 }
 
 }  // namespace gpumeter

@@ -102,5 +102,8 @@ std::string_view to_string(AllocationPolicy policy);  // "auto", "scheduler", "p
 // Errors read "source:line:col: path.to.field: what is wrong".
 Result<Config> parse_config(std::string_view yaml, std::string source_name);
 Result<Config> load_config(const std::string& path);
+// The file load_config parses: a regular file of at most 1 MiB (util/file_read.h); a reload
+// reads it the same way.
+Result<std::string> read_config_file(const std::string& path);
 
 }  // namespace gpumeter

@@ -5,24 +5,20 @@
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
-#include <fstream>
 #include <set>
-#include <sstream>
 #include <vector>
 
+#include "util/file_read.h"
 #include "util/yaml_reader.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
 
 namespace gpumeter {
 
 namespace {
+
+// A certificate chain or CA bundle: the system bundle is a few hundred KiB.
+constexpr std::size_t kMaxTlsFileBytes = 16 << 20;
 
 // Only these headers, and for two of them only these values, as exporter-toolkit allows.
 const std::map<std::string, std::vector<std::string>>& allowed_headers() {
@@ -224,10 +220,13 @@ Result<void> parse_tls(const Parser& p, const YAML::Node& node, WebConfig& out) 
   if (tls.min_version > tls.max_version) {
     return p.error_at(node, "min_version is above max_version: no TLS handshake could succeed");
   }
+  // Checked here as the config itself is: a FIFO in a certificate's place would otherwise hang
+  // the TLS library's read, at start or in a reload.
   for (const std::string* f : {&tls.cert_file, &tls.key_file, &tls.client_ca_file}) {
     if (f->empty()) continue;
-    std::ifstream probe(*f);
-    if (!probe) return p.error_at(node, "cannot read " + *f);
+    if (auto probe = read_regular_file(*f, {.max_bytes = kMaxTlsFileBytes}); !probe) {
+      return p.error_at(node, "cannot read " + *f + ": " + probe.error().message);
+    }
   }
   out.tls = std::move(tls);
   return {};
@@ -324,38 +323,18 @@ Result<WebConfig> parse_web_config(std::string_view yaml, const std::string& pat
   return out;
 }
 
-Result<WebConfig> load_web_config(const std::string& path) {
+Result<std::string> read_web_config_file(const std::string& path) {
   // Fails closed: a directory (a ConfigMap mounted at the wrong level), a device or a FIFO must stop
   // the agent rather than leave it serving plain HTTP without auth, or reading /dev/zero forever.
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-  if (fd < 0) return Error{errno, "cannot read web config " + path + ": " + std::strerror(errno)};
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) return Error{errno, "cannot read web config " + path + ": " + std::strerror(errno)};
-  if (S_ISDIR(st.st_mode)) return Error{EISDIR, "web config " + path + " is a directory, not a file"};
-  if (!S_ISREG(st.st_mode)) return Error{EINVAL, "web config " + path + " is not a regular file"};
-  if (static_cast<uint64_t>(st.st_size) > kMaxWebConfigBytes) {
-    return Error{EFBIG, "web config " + path + " is " + std::to_string(st.st_size) + " bytes, over the limit of " +
-                            std::to_string(kMaxWebConfigBytes)};
-  }
-  // Read up to one byte past the limit: the size from fstat may change, or be wrong for odd files.
-  std::string text;
-  char buf[16384];
-  for (;;) {
-    const ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return Error{errno, "cannot read web config " + path + ": " + std::strerror(errno)};
-    if (n == 0) break;
-    text.append(buf, static_cast<size_t>(n));
-    if (text.size() > kMaxWebConfigBytes) {
-      return Error{EFBIG, "web config " + path + " is over the limit of " + std::to_string(kMaxWebConfigBytes) +
-                              " bytes"};
-    }
-  }
-  return parse_web_config(text, path);
+  auto text = read_regular_file(path, {.max_bytes = kMaxWebConfigBytes});
+  if (!text) return Error{text.error().code, "cannot read web config " + path + ": " + text.error().message};
+  return text;
+}
+
+Result<WebConfig> load_web_config(const std::string& path) {
+  auto text = read_web_config_file(path);
+  if (!text) return text.error();
+  return parse_web_config(*text, path);
 }
 
 }  // namespace gpumeter

@@ -60,6 +60,8 @@ inline constexpr size_t kMaxWebConfigBytes = 1 << 20;
 Result<WebConfig> parse_web_config(std::string_view yaml, const std::string& path);
 // Fails on anything but a readable regular file (after symlinks) of at most kMaxWebConfigBytes.
 Result<WebConfig> load_web_config(const std::string& path);
+// The file load_web_config parses, read with the same checks; a reload reads it the same way.
+Result<std::string> read_web_config_file(const std::string& path);
 
 // A bcrypt hash that crypt_r can verify: $2a$, $2b$, $2x$ or $2y$, cost 04..31, 53 more characters.
 bool is_bcrypt_hash(std::string_view hash);

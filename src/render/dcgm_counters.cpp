@@ -8,6 +8,8 @@
 #include <cstring>
 #include <set>
 
+#include "util/file_read.h"
+
 namespace gpumeter {
 
 namespace {
@@ -33,6 +35,27 @@ bool valid_name(std::string_view s) {
   return true;
 }
 
+// Text of the file quoted in an error, which goes to the log and the answer of /-/reload: at most
+// 80 bytes of it, so a 1 MiB line is not repeated whole (control characters never get this far).
+std::string quoted(std::string_view s) {
+  constexpr std::size_t kMax = 80;
+  if (s.size() <= kMax) return "'" + std::string(s) + "'";
+  std::size_t cut = kMax;
+  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;  // not inside a character
+  return "'" + std::string(s.substr(0, cut)) + "…' (" + std::to_string(s.size()) + " bytes)";
+}
+
+// The column of the first control character (tab aside) of a line, 1-based; 0 when none. Help
+// texts become # HELP lines on /metrics, and a line is quoted in errors: an ESC or NUL there
+// would reach scrapers, logs and terminals.
+std::size_t control_character_column(std::string_view line) {
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    const auto c = static_cast<unsigned char>(line[i]);
+    if ((c < 0x20 && c != '\t') || c == 0x7f) return i + 1;
+  }
+  return 0;
+}
+
 }  // namespace
 
 Result<DcgmCounters> parse_dcgm_counters(std::string_view text, std::string source) {
@@ -40,52 +63,50 @@ Result<DcgmCounters> parse_dcgm_counters(std::string_view text, std::string sour
   out.source = source;
   std::set<std::string, std::less<>> seen;
   unsigned line_no = 0;
+  if (text.starts_with("\xEF\xBB\xBF")) text.remove_prefix(3);  // a UTF-8 BOM, as editors on Windows write
   while (!text.empty()) {
     ++line_no;
     auto nl = text.find('\n');
-    std::string_view line = trim(text.substr(0, nl));
+    std::string_view raw = text.substr(0, nl);
+    if (raw.ends_with('\r')) raw.remove_suffix(1);  // CRLF line ends
+    std::string_view line = trim(raw);
     text = nl == std::string_view::npos ? std::string_view{} : text.substr(nl + 1);
-    if (line.empty() || line.front() == '#') continue;
     auto fail = [&](std::string what) { return Error{0, fmt::format("{}:{}: {}", source, line_no, what)}; };
+    if (const std::size_t col = control_character_column(raw); col > 0) {
+      return Error{0, fmt::format("{}:{}:{}: control character 0x{:02x}", source, line_no, col,
+                                  static_cast<unsigned char>(raw[col - 1]))};
+    }
+    if (line.empty() || line.front() == '#') continue;
     auto c1 = line.find(',');
     auto c2 = c1 == std::string_view::npos ? c1 : line.find(',', c1 + 1);
     if (c2 == std::string_view::npos) {
-      return fail(fmt::format("expected 'DCGM_FIELD, type, help' (two commas), got '{}'", line));
+      return fail(fmt::format("expected 'DCGM_FIELD, type, help' (two commas), got {}", quoted(line)));
     }
     std::string_view field = trim(line.substr(0, c1));
     std::string type(trim(line.substr(c1 + 1, c2 - c1 - 1)));
     std::string_view help = trim(line.substr(c2 + 1));
     if (!valid_name(field)) {
-      return fail(fmt::format("'{}' is not a field name such as DCGM_FI_DEV_GPU_UTIL", field));
+      return fail(fmt::format("{} is not a field name such as DCGM_FI_DEV_GPU_UTIL", quoted(field)));
     }
     for (char& c : type) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     if (type != "gauge" && type != "counter" && type != "label") {
-      return fail(fmt::format("{}: unknown type '{}' (expected gauge, counter or label)", field, type));
+      return fail(fmt::format("{}: unknown type {} (expected gauge, counter or label)", field, quoted(type)));
     }
     if (!seen.emplace(field).second) return fail(fmt::format("{} is listed twice", field));
     out.counters.push_back({std::string(field), std::move(type), std::string(help), line_no});
   }
+  // An empty file is a mistake (a ConfigMap key lost, a file truncated), not a choice of no
+  // fields: it would turn off every DCGM_FI_* series without a word.
+  if (out.counters.empty()) return Error{0, fmt::format("{}: lists no field", source)};
   return out;
 }
 
 Result<DcgmCounters> load_dcgm_counters(const std::string& path) {
-  std::FILE* f = std::fopen(path.c_str(), "rbe");
-  if (f == nullptr) {
-    return Error{errno, fmt::format("{}: cannot read the counters file: {}", path, std::strerror(errno))};
+  auto text = read_regular_file(path, {.max_bytes = kMaxCountersBytes});
+  if (!text) {
+    return Error{text.error().code, fmt::format("{}: cannot read the counters file: {}", path, text.error().message)};
   }
-  std::string text;
-  char buf[8192];
-  std::size_t n = 0;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0 && text.size() <= kMaxCountersBytes) text.append(buf, n);
-  const int err = std::ferror(f) ? errno : 0;
-  std::fclose(f);
-  if (err != 0) {
-    return Error{err, fmt::format("{}: cannot read the counters file: {}", path, std::strerror(err))};
-  }
-  if (text.size() > kMaxCountersBytes) {
-    return Error{EFBIG, fmt::format("{}: the counters file is larger than {} bytes", path, kMaxCountersBytes)};
-  }
-  return parse_dcgm_counters(text, path);
+  return parse_dcgm_counters(*text, path);
 }
 
 DcgmCounters default_dcgm_counters() {

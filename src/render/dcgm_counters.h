@@ -24,7 +24,9 @@ struct DcgmCounters {
   std::vector<DcgmCounter> counters;  // in file order
 };
 
-// Errors read "source:line: what is wrong".
+// Errors read "source:line: what is wrong", quoting at most 80 bytes of the line. A line with a
+// control character (tab aside) and a file that lists no field are errors; a UTF-8 byte-order
+// mark at the start is skipped.
 Result<DcgmCounters> parse_dcgm_counters(std::string_view text, std::string source);
 Result<DcgmCounters> load_dcgm_counters(const std::string& path);
 

@@ -5,11 +5,13 @@
 #include "cli/config_reload.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <thread>
 
 namespace gpumeter::cli {
@@ -82,8 +84,14 @@ class ReloaderTest : public ::testing::Test {
   ConfigReloader& make(std::string web = "") {
     auto config = load_config(config_);
     EXPECT_TRUE(config.ok());
+    ReloadedSettings current{*config, nullptr};
+    if (!web.empty()) {
+      auto loaded = load_web_config(web);
+      EXPECT_TRUE(loaded.ok()) << loaded.error().message;
+      if (loaded) current.web = std::make_shared<const WebConfig>(*loaded);
+    }
     reloader_ = std::make_unique<ConfigReloader>(
-        ConfigReloader::Files{config_, std::move(web)}, *config,
+        ConfigReloader::Files{config_, std::move(web)}, current,
         [this](const ReloadedSettings& s) -> Result<std::function<void()>> {
           ++prepared_;
           if (!refuse_.empty()) return Error{0, refuse_};
@@ -188,6 +196,75 @@ TEST_F(ReloaderTest, ReadsTheWebConfigToo) {
   auto gone = r.reload("SIGHUP");
   ASSERT_FALSE(gone.ok());
   EXPECT_NE(gone.error().message.find("cannot read"), std::string::npos) << gone.error().message;
+}
+
+// A reload reads each file as the start does: something other than a regular file of at most
+// 1 MiB put in the config's place is refused, and the config in force stays. A FIFO is
+// refused without waiting for a writer, and /dev/zero without reading it.
+TEST_F(ReloaderTest, AFileReplacedByAnythingButABoundedRegularFileIsRefused) {
+  ConfigReloader& r = make();
+  const fs::path path = config_;
+  auto replace = [&](const std::function<void()>& make_it) {
+    fs::remove_all(path);
+    make_it();
+  };
+  const std::vector<std::pair<std::string, std::function<void()>>> cases = {
+      {"a directory", [&] { fs::create_directory(path); }},
+      {"a link to /dev/null", [&] { fs::create_symlink("/dev/null", path); }},
+      {"a link to /dev/zero", [&] { fs::create_symlink("/dev/zero", path); }},
+      {"a FIFO", [&] { ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0); }},
+      {"over 1 MiB", [&] { write(config_, std::string(kBase) + "# " + std::string(1 << 20, 'x') + "\n"); }},
+  };
+  for (const auto& [name, make_it] : cases) {
+    replace(make_it);
+    auto done = r.reload("SIGHUP");
+    ASSERT_FALSE(done.ok()) << name;
+    EXPECT_NE(done.error().message.find("cannot read the config file"), std::string::npos) << done.error().message;
+    EXPECT_EQ(prepared_, 0) << name;
+    EXPECT_EQ(successful(*r.status()), 0) << name;
+  }
+  replace([&] { write(config_, kBase); });
+  ASSERT_TRUE(r.reload("SIGHUP").ok());
+  EXPECT_EQ(applied_, Strings{"unknown"});
+}
+
+// Basic auth and TLS are never turned off by a reload: a web config emptied, cut short by an
+// editor writing in place, or swapped for a directory would otherwise open the endpoint.
+TEST_F(ReloaderTest, AReloadNeverTurnsBasicAuthOrTlsOff) {
+  const std::string web = (dir_ / "web.yml").string();
+  const std::string hash = "$2y$10$" + std::string(53, 'a');
+  const std::string with_auth = "basic_auth_users:\n  ops: '" + hash + "'\n";
+  write(web, with_auth);
+  ConfigReloader& r = make(web);
+  for (const std::string& text : {std::string(), std::string("# comment only\n"), std::string("basic_auth_users:\n  "),
+                                  std::string("http_server_config:\n  http2: false\n")}) {
+    write(web, text);
+    auto done = r.reload("file change");
+    ASSERT_FALSE(done.ok()) << text;
+    EXPECT_NE(done.error().message.find("would turn basic auth off"), std::string::npos) << done.error().message;
+  }
+  fs::remove(web);
+  fs::create_directory(web);
+  ASSERT_FALSE(r.reload("file change").ok());
+  EXPECT_EQ(prepared_, 0);
+  EXPECT_EQ(successful(*r.status()), 0);
+  fs::remove(web);
+  // Another user, or a second one, is a change like any other.
+  write(web, with_auth + "  dev: '" + hash + "'\n");
+  ASSERT_TRUE(r.reload("file change").ok());
+  ASSERT_NE(applied_web_, nullptr);
+  EXPECT_EQ(applied_web_->basic_auth_users.size(), 2u);
+
+  // TLS likewise (the files are only probed here; the prepare step loads them).
+  write((dir_ / "cert.pem").string(), "cert");
+  write((dir_ / "key.pem").string(), "key");
+  const std::string tls = "tls_server_config:\n  cert_file: cert.pem\n  key_file: key.pem\n";
+  write(web, tls);
+  ConfigReloader& with_tls = make(web);
+  write(web, "http_server_config:\n  http2: false\n");
+  auto done = with_tls.reload("SIGHUP");
+  ASSERT_FALSE(done.ok());
+  EXPECT_NE(done.error().message.find("would turn TLS off"), std::string::npos) << done.error().message;
 }
 
 TEST_F(ReloaderTest, TheWatchFollowsAConfigMapSymlinkSwap) {

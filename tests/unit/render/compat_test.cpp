@@ -61,7 +61,7 @@ TEST(dcgm_counters, AMissingFileOrADirectoryIsAnErrorNamingIt) {
   EXPECT_EQ(missing.error().message, "/nonexistent/counters.csv: cannot read the counters file: No such file or directory");
   auto dir = load_dcgm_counters(GPUMETER_SOURCE_DIR "/tests/fixtures");
   ASSERT_FALSE(dir.ok());
-  EXPECT_EQ(dir.error().message, std::string(GPUMETER_SOURCE_DIR) + "/tests/fixtures: cannot read the counters file: Is a directory");
+  EXPECT_EQ(dir.error().message, std::string(GPUMETER_SOURCE_DIR) + "/tests/fixtures: cannot read the counters file: it is a directory, not a file");
 }
 
 TEST(dcgm_counters, MalformedLinesNameTheLine) {
@@ -81,6 +81,28 @@ TEST(dcgm_counters, MalformedLinesNameTheLine) {
     ASSERT_FALSE(r.ok()) << c.text;
     EXPECT_EQ(r.error().message, c.message);
   }
+  // A BOM is skipped; control characters are refused where they are, before they reach a # HELP
+  // line or a log; a long line is quoted in part; a file with no field is an error.
+  auto bom = parse_dcgm_counters("\xEF\xBB\xBF" "DCGM_FI_DEV_GPU_TEMP, gauge, t\n", "f.csv");
+  ASSERT_TRUE(bom.ok()) << bom.error().message;
+  EXPECT_EQ(bom->counters.at(0).field, "DCGM_FI_DEV_GPU_TEMP");
+  auto esc = parse_dcgm_counters("DCGM_FI_DEV_GPU_TEMP, gauge, t\nDCGM_FI_DEV_GPU_UTIL, gauge, x\x1b[2J\n", "f.csv");
+  ASSERT_FALSE(esc.ok());
+  EXPECT_EQ(esc.error().message, "f.csv:2:31: control character 0x1b");
+  auto nul = parse_dcgm_counters(std::string("# a\0b\n", 6), "f.csv");
+  ASSERT_FALSE(nul.ok());
+  EXPECT_EQ(nul.error().message, "f.csv:1:4: control character 0x00");
+  auto long_line = parse_dcgm_counters(std::string(100'000, 'A') + "\n", "f.csv");
+  ASSERT_FALSE(long_line.ok());
+  EXPECT_EQ(long_line.error().message,
+            "f.csv:1: expected 'DCGM_FIELD, type, help' (two commas), got '" + std::string(80, 'A') +
+                "…' (100000 bytes)");
+  for (const char* empty : {"", "\n\n", "# only comments\n"}) {
+    auto none = parse_dcgm_counters(empty, "f.csv");
+    ASSERT_FALSE(none.ok()) << empty;
+    EXPECT_EQ(none.error().message, "f.csv: lists no field");
+  }
+
   auto ok = parse_dcgm_counters("DCGM_FI_DEV_GPU_UTIL, GAUGE, GPU utilization, in %, of time\r\n", "f.csv");
   ASSERT_TRUE(ok.ok());
   EXPECT_EQ(ok->counters[0].type, "gauge");
