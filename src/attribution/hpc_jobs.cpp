@@ -5,8 +5,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <filesystem>
-#include <fstream>
 #include <system_error>
+
+#include "util/file_read.h"
 
 namespace gpumeter {
 
@@ -46,33 +47,55 @@ bool is_hpc_job_file_name(std::string_view name) {
   return false;
 }
 
+HpcJobFile parse_hpc_job_file(std::string_view text) {
+  HpcJobFile out;
+  std::vector<std::string> beyond;
+  while (!text.empty()) {
+    const std::size_t nl = text.find('\n');
+    const std::string_view line = trim(text.substr(0, nl));
+    text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
+    if (line.empty() || line.size() > kMaxJobIdBytes) continue;
+    if (out.jobs.size() < kMaxHpcJobsPerFile) {
+      add_unique(out.jobs, line);
+    } else if (std::find(out.jobs.begin(), out.jobs.end(), line) == out.jobs.end()) {
+      beyond.emplace_back(line);
+    }
+  }
+  std::sort(beyond.begin(), beyond.end());
+  out.dropped = static_cast<std::size_t>(std::unique(beyond.begin(), beyond.end()) - beyond.begin());
+  return out;
+}
+
 Result<HpcJobMapping> read_hpc_job_mapping(const std::string& dir) {
   namespace fs = std::filesystem;
   std::error_code ec;
   fs::directory_iterator it(dir, ec);
   if (ec) return Error{ec.value(), fmt::format("HPC job mapping directory {}: {}", dir, ec.message())};
   HpcJobMapping mapping;
+  std::size_t files = 0;
   for (; it != fs::directory_iterator(); it.increment(ec)) {
     if (ec)
       return Error{ec.value(), fmt::format("listing HPC job mapping directory {}: {}", dir, ec.message())};
     std::string name = it->path().filename().string();
     if (!is_hpc_job_file_name(name)) continue;
-    std::error_code type_ec;
-    if (!it->is_regular_file(type_ec)) continue;
-    std::ifstream in(it->path(), std::ios::binary);
-    if (!in) continue;  // removed by an epilog since the listing
-    std::string text(kMaxFileBytes, '\0');
-    in.read(text.data(), static_cast<std::streamsize>(text.size()));
-    text.resize(static_cast<std::size_t>(in.gcount()));
-    std::vector<std::string> jobs;
-    std::string_view rest = text;
-    while (!rest.empty()) {
-      std::size_t nl = rest.find('\n');
-      std::string_view line = trim(rest.substr(0, nl));
-      rest.remove_prefix(nl == std::string_view::npos ? rest.size() : nl + 1);
-      if (!line.empty() && line.size() <= kMaxJobIdBytes) add_unique(jobs, line);
+    if (++files > kMaxHpcJobFiles) {
+      ++mapping.files_skipped;
+      continue;
     }
-    mapping.emplace(std::move(name), std::move(jobs));
+    // Not a link, not a FIFO or device: only the regular file an epilog can remove.
+    auto text = read_regular_file(it->path().string(),
+                                  {.max_bytes = kMaxFileBytes + 1, .truncate = true, .follow_symlinks = false});
+    if (!text) {
+      if (text.error().code == ELOOP || text.error().code == EINVAL) ++mapping.links_skipped;
+      continue;  // a directory named like a GPU, or a file removed by an epilog since the listing
+    }
+    if (text->size() > kMaxFileBytes) {  // cut: its last line may be part of an id
+      const std::size_t nl = text->rfind('\n', kMaxFileBytes - 1);
+      text->resize(nl == std::string::npos ? 0 : nl + 1);
+    }
+    HpcJobFile parsed = parse_hpc_job_file(*text);
+    if (parsed.dropped > 0) mapping.dropped.emplace(name, parsed.dropped);
+    mapping.files.emplace(std::move(name), std::move(parsed.jobs));
   }
   return mapping;
 }
@@ -80,12 +103,14 @@ Result<HpcJobMapping> read_hpc_job_mapping(const std::string& dir) {
 std::vector<std::string> hpc_jobs_for_gpu(const HpcJobMapping& mapping, unsigned index,
                                           std::string_view uuid) {
   std::vector<std::string> out;
-  if (auto it = mapping.find(std::to_string(index)); it != mapping.end()) {
+  if (auto it = mapping.files.find(std::to_string(index)); it != mapping.files.end()) {
     for (const auto& j : it->second) add_unique(out, j);
   }
   if (!uuid.empty()) {
-    if (auto it = mapping.find(std::string(uuid)); it != mapping.end()) {
-      for (const auto& j : it->second) add_unique(out, j);
+    if (auto it = mapping.files.find(std::string(uuid)); it != mapping.files.end()) {
+      for (const auto& j : it->second) {
+        if (out.size() < kMaxHpcJobsPerFile) add_unique(out, j);
+      }
     }
   }
   return out;

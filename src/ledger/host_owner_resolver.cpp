@@ -126,12 +126,23 @@ void HostOwnerResolver::refresh_hpc_locked() {
       hpc_changed_us_[file] = when(dir_mtime_ns);
     }
   };
-  for (const auto& [file, jobs] : *m) {
-    auto old = hpc_.find(file);
-    if (old == hpc_.end() || old->second != jobs) note(file, &jobs);
+  for (const auto& [file, jobs] : m->files) {
+    auto old = hpc_.files.find(file);
+    if (old != hpc_.files.end() && old->second == jobs) continue;
+    note(file, &jobs);
+    // Counted once per content of a file, not at each read of it.
+    if (auto d = m->dropped.find(file); d != m->dropped.end()) hpc_jobs_dropped_ += d->second;
   }
-  for (const auto& [file, jobs] : hpc_) {
-    if (!m->contains(file)) note(file, nullptr);
+  for (const auto& [file, jobs] : hpc_.files) {
+    if (!m->files.contains(file)) note(file, nullptr);
+  }
+  if (m->links_skipped + m->files_skipped > 0 &&
+      (m->links_skipped != hpc_.links_skipped || m->files_skipped != hpc_.files_skipped)) {
+    log_.warn("HPC job mapping files skipped: symbolic links and other non-regular files are not read, nor "
+              "files beyond the limit",
+              {{"dir", options_.hpc_job_mapping_dir},
+               {"not_regular", std::to_string(m->links_skipped)},
+               {"beyond_limit", std::to_string(m->files_skipped)}});
   }
   hpc_ = std::move(m).value();
   hpc_read_ = now;
@@ -149,8 +160,8 @@ std::vector<std::string> HostOwnerResolver::hpc_jobs(const DeviceIdentity& gpu) 
 std::vector<std::string> HostOwnerResolver::jobs_of_locked(const DeviceIdentity& gpu) const {
   if (gpu.parent_uuid.empty()) return hpc_jobs_for_gpu(hpc_, gpu.index, gpu.uuid);
   // A MIG device is named by its own uuid only: its parent's index names the whole GPU.
-  auto it = hpc_.find(gpu.uuid);
-  return it == hpc_.end() ? std::vector<std::string>{} : it->second;
+  auto it = hpc_.files.find(gpu.uuid);
+  return it == hpc_.files.end() ? std::vector<std::string>{} : it->second;
 }
 
 const std::vector<kubelet::DeviceOwner>* HostOwnerResolver::pods_of(const kubelet::DeviceMap& map,
@@ -381,6 +392,7 @@ void HostOwnerResolver::contribute(AttributionStatus& st) const {
     std::lock_guard lock(mu_);
     st.owner_lookups = lookups_before_ + cache_->hits() + cache_->misses();
     st.owner_lookup_errors = errors_before_ + cache_->errors();
+    if (hpc_jobs_dropped_ > 0) st.series_dropped["hpc_job"] += hpc_jobs_dropped_;
   }
   if (kubelet_) {
     auto s = kubelet_->stats();

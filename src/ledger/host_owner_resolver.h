@@ -110,6 +110,7 @@ class HostOwnerResolver final : public OwnerResolver {
   std::int64_t hpc_read_wall_us_ = 0;
   std::int64_t hpc_dir_mtime_ns_ = -1;
   std::map<std::string, std::int64_t> hpc_changed_us_;  // mapping file -> when its jobs last changed
+  std::uint64_t hpc_jobs_dropped_ = 0;                  // ids beyond kMaxHpcJobsPerFile
   std::string hpc_error_;
   // Slurm jobs from their cgroups, and when they were read.
   std::vector<SlurmJobGpus> slurm_jobs_;

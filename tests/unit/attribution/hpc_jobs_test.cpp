@@ -5,8 +5,11 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <cerrno>
 #include <filesystem>
+#include <map>
 
 #include "test_support.h"
 
@@ -31,14 +34,16 @@ TEST(attribution_hpc_jobs, ReadsOneFilePerGpu) {
 
   auto m = read_hpc_job_mapping(dir);
   ASSERT_TRUE(m.ok()) << m.error().message;
-  HpcJobMapping expected = {
+  std::map<std::string, Jobs> expected = {
       {"0", {"4242", "4243"}},
       {"1", {"77"}},
       {"2.0", {"88"}},
       {"3", {}},
       {"GPU-11111111-2222-3333-4444-555555555555", {"99"}},
   };
-  EXPECT_EQ(*m, expected);
+  EXPECT_EQ(m->files, expected);
+  EXPECT_TRUE(m->dropped.empty());
+  EXPECT_EQ(m->links_skipped, 0u);
 
   EXPECT_EQ(hpc_jobs_for_gpu(*m, 0, "GPU-11111111-2222-3333-4444-555555555555"),
             (Jobs{"4242", "4243", "99"}));
@@ -55,8 +60,48 @@ TEST(attribution_hpc_jobs, LongIdsAreSkippedAndFilesReadUpToTheirLimit) {
   write_file(dir + "/1", std::string(64 * 1024, '\n') + "77\n");
   auto m = read_hpc_job_mapping(dir);
   ASSERT_TRUE(m.ok()) << m.error().message;
-  EXPECT_EQ(m->at("0"), (Jobs{fits, "42"}));
-  EXPECT_EQ(m->at("1"), Jobs{});
+  EXPECT_EQ(m->files.at("0"), (Jobs{fits, "42"}));
+  EXPECT_EQ(m->files.at("1"), Jobs{});
+}
+
+// Whoever can write the directory must not read other files into label values: a link (to a
+// secret, a FIFO, /dev/zero) is skipped and counted, never followed.
+TEST(attribution_hpc_jobs, SymbolicLinksAndOtherNonRegularFilesAreNotRead) {
+  TempDir tmp;
+  std::string dir = tmp / "job-map";
+  write_file(tmp / "secret", "root:$6$SALT$HASH:19000:0:99999:7:::\napi_token=sk-live-123456\n");
+  write_file(dir + "/1", "77\n");
+  std::filesystem::create_symlink(tmp / "secret", dir + "/0");
+  std::filesystem::create_symlink("/dev/zero", dir + "/2");
+  ASSERT_EQ(::mkfifo((dir + "/3").c_str(), 0600), 0);
+  auto m = read_hpc_job_mapping(dir);
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  EXPECT_EQ(m->files, (std::map<std::string, Jobs>{{"1", {"77"}}}));
+  EXPECT_EQ(m->links_skipped, 3u);
+}
+
+// One GPU's file names at most kMaxHpcJobsPerFile jobs; the distinct ids beyond are counted,
+// and a GPU named by both its index and its UUID gets no more.
+TEST(attribution_hpc_jobs, IdsPerGpuAreBoundedAndTheRestCounted) {
+  TempDir tmp;
+  std::string dir = tmp / "job-map";
+  std::string many, other;
+  for (int i = 0; i < 12'500; ++i) many += std::to_string(100'000 + i) + "\n";
+  many += "100000\n";  // a repeat of a kept id is not a drop
+  for (int i = 0; i < 10; ++i) other += std::to_string(900 + i) + "\n";
+  write_file(dir + "/0", many);
+  write_file(dir + "/GPU-0", other);
+  auto m = read_hpc_job_mapping(dir);
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  ASSERT_EQ(m->files.at("0").size(), kMaxHpcJobsPerFile);
+  EXPECT_EQ(m->files.at("0").front(), "100000");
+  // The file is read up to 64 KiB: 9362 whole ids of 7 bytes, 64 kept.
+  EXPECT_EQ(m->dropped.at("0"), 64u * 1024 / 7 - kMaxHpcJobsPerFile);
+  EXPECT_EQ(hpc_jobs_for_gpu(*m, 0, "GPU-0").size(), kMaxHpcJobsPerFile);
+
+  const HpcJobFile few = parse_hpc_job_file("1\n2\n1\n");
+  EXPECT_EQ(few.jobs, (Jobs{"1", "2"}));
+  EXPECT_EQ(few.dropped, 0u);
 }
 
 TEST(attribution_hpc_jobs, MissingDirectoryIsAnErrorEmptyIsNot) {
@@ -69,7 +114,7 @@ TEST(attribution_hpc_jobs, MissingDirectoryIsAnErrorEmptyIsNot) {
   std::filesystem::create_directories(tmp / "empty");
   auto empty = read_hpc_job_mapping(tmp / "empty");
   ASSERT_TRUE(empty.ok());
-  EXPECT_TRUE(empty->empty());
+  EXPECT_TRUE(empty->files.empty());
 
   write_file(tmp / "file", "0\n");
   auto not_dir = read_hpc_job_mapping(tmp / "file");
