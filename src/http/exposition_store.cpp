@@ -5,7 +5,7 @@
 namespace gpumeter {
 
 Published::Published(std::shared_ptr<const Snapshot> s, const FamilyBuilder& builder)
-    : snapshot(s), exposition([s, builder] { return builder(*s); }, s->taken_unix) {}
+    : snapshot(s), exposition([s, builder] { return builder(*s); }, s->taken_unix), api(s) {}
 
 ExpositionStore::ExpositionStore(FamilyBuilder builder) : builder_(std::move(builder)) {
   if (!builder_) builder_ = [](const Snapshot& s) { return build_families(s); };

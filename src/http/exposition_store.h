@@ -2,7 +2,8 @@
 // The hand-over point between collection and scraping. The collector side publishes each new
 // Snapshot here; scrapes load the latest Published pointer and never wait for a collection. The
 // first scrape of a snapshot in a format renders it (and gzip, if it asked), once for every later
-// scrape of that snapshot: a snapshot nobody scrapes costs nothing to publish.
+// scrape of that snapshot: a snapshot nobody scrapes costs nothing to publish. The JSON API's
+// answers are prepared the same way.
 
 #include <atomic>
 #include <functional>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "model/snapshot.h"
+#include "render/api_v1.h"
 #include "render/prepared_exposition.h"
 #include "util/result.h"
 
@@ -22,6 +24,7 @@ struct Published {
   Published(std::shared_ptr<const Snapshot> s, const FamilyBuilder& builder);
   std::shared_ptr<const Snapshot> snapshot;
   PreparedExposition exposition;
+  PreparedApi api;  // the JSON API's answers, likewise rendered on first use
 };
 
 class ExpositionStore {

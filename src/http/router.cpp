@@ -71,8 +71,9 @@ Readiness HttpRouter::readiness() const {
   return {false, "no snapshot has been collected yet"};
 }
 
+// "/api/v1/gpus/" too: a UUID that is empty is not on this node, and the answer says so in JSON.
 bool HttpRouter::is_api(std::string_view path) {
-  return path == kApiGpus || (path.size() > kApiGpus.size() + 1 && path.substr(0, kApiGpus.size() + 1) == "/api/v1/gpus/");
+  return path == kApiGpus || path.starts_with("/api/v1/gpus/");
 }
 
 bool HttpRouter::known_path(std::string_view path) const {
@@ -157,11 +158,23 @@ HttpResponse HttpRouter::serve_api(std::string_view path) const {
     r.headers.emplace_back("Retry-After", "1");
     return r;
   }
-  const Snapshot& s = *published->snapshot;
-  if (path == kApiGpus) return api_json(200, render_api_gpus(s, now()));
-  const std::string_view uuid = path.substr(kApiGpus.size() + 1);
-  if (auto body = render_api_gpu(s, uuid, now())) return api_json(200, std::move(*body));
-  return api_json(404, render_api_error("no GPU with UUID " + std::string(uuid) + " on this node"));
+  const std::optional<std::string_view> body =
+      path == kApiGpus ? published->api.gpus() : published->api.gpu(path.substr(kApiGpus.size() + 1));
+  if (!body) {
+    const std::string uuid(path.substr(kApiGpus.size() + 1));
+    return api_json(404, render_api_error("no GPU with UUID " + uuid + " on this node"));
+  }
+  // The body is a view into `published`, as a scrape's is; `keep` holds both until it is written.
+  struct Answer {
+    std::shared_ptr<const Published> published;
+    std::string tail;
+  };
+  auto answer = std::make_shared<const Answer>(
+      Answer{published, render_api_tail(now() - published->snapshot->taken_unix)});
+  HttpResponse r = api_json(200, "");
+  r.pieces = {*body, answer->tail};
+  r.keep = std::move(answer);
+  return r;
 }
 
 HttpResponse HttpRouter::serve_landing() const {

@@ -50,7 +50,7 @@ class HttpRouter {
   HttpResponse handle(const HttpRequest& req, AuthVerdict verdict) const;
   // Paths whose handler calls out to user code or renders: run off the event loop.
   bool is_slow(std::string_view path) const {
-    return path == "/" || path == "/-/ready" || path == kReloadPath || is_api(path);
+    return path == "/" || path == "/-/ready" || path == kReloadPath;
   }
   static constexpr std::string_view kReloadPath = "/-/reload";
   // /api/v1/gpus and /api/v1/gpus/<uuid> (docs/api.md).

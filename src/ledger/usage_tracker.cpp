@@ -99,6 +99,9 @@ std::shared_ptr<const GpuLedgerSnapshot> ledger_snapshot(const GpuLedger& ledger
 Result<void> UsageTracker::load_state() {
   if (options_.state_file.empty()) return {};
   auto loaded = load_ledger_state(options_.state_file);
+  // Only a file that was read (or set aside, or is absent) may be written over: one that was
+  // refused is left as it is, which the error says (docs/ledger.md).
+  state_loaded_ = !loaded.fatal;
   if (loaded.fatal) {
     return Error{2, "cannot use the ledger state file (it is left as it is; fix it, move it away, or choose another "
                     "--ledger.state-file): " + loaded.problem};
@@ -437,14 +440,16 @@ void UsageTracker::contribute(Snapshot& snap) const {
   std::lock_guard slock(stats_mu_);
   std::set<std::pair<size_t, unsigned>> excluded;
   for (size_t k = 0; k < candidates.size(); ++k) {
-    const auto& c = candidates[k];
-    if (k < options_.max_process_series) {
-      snap.gpus[c.slot].processes.push_back(c.p);
-    } else {
+    auto& c = candidates[k];
+    // Every process is in the snapshot (the JSON API lists who is on a GPU); the limit bounds
+    // only the per-process series.
+    c.p.series = k < options_.max_process_series;
+    if (!c.p.series) {
       auto key = std::pair(c.slot, c.p.pid);
       if (!excluded_.count(key)) ++dropped_["process"];
       excluded.insert(key);
     }
+    snap.gpus[c.slot].processes.push_back(std::move(c.p));
   }
   excluded_ = std::move(excluded);
   for (auto& g : snap.gpus) {
@@ -470,6 +475,7 @@ void UsageTracker::contribute(Snapshot& snap) const {
 
 Result<std::size_t> UsageTracker::checkpoint() {
   if (options_.state_file.empty()) return std::size_t{0};
+  if (!state_loaded_) return Error{0, "the ledger state file was not loaded, so it is not written: " + options_.state_file};
   const auto begin = std::chrono::steady_clock::now();
   nlohmann::json doc;
   doc["format"] = kLedgerStateFormat;
@@ -505,7 +511,9 @@ Result<std::size_t> UsageTracker::checkpoint() {
     }
   }
   doc["gpus"] = std::move(gpus);
-  auto written = write_file_atomic(options_.state_file, doc.dump());
+  // Owner labels are valid UTF-8 where they are made (owner_builder.cpp); a driver's model name
+  // need not be, and one bad byte must not stop every checkpoint.
+  auto written = write_file_atomic(options_.state_file, doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   if (written) {
     // Only now may scrapes see these values: they are what a restart resumes from.
     std::lock_guard lock(gpus_mu_);
@@ -550,7 +558,7 @@ Result<std::size_t> UsageTracker::checkpoint() {
 }
 
 void UsageTracker::start() {
-  if (options_.state_file.empty() || thread_.joinable()) return;
+  if (options_.state_file.empty() || !state_loaded_ || thread_.joinable()) return;
   thread_ = std::thread([this] {
     name_this_thread("gm-checkpoint");
     run_checkpoints();
@@ -578,7 +586,7 @@ void UsageTracker::stop() {
   }
   stop_cv_.notify_all();
   if (thread_.joinable()) thread_.join();
-  if (!options_.state_file.empty()) (void)checkpoint();
+  if (!options_.state_file.empty() && state_loaded_) (void)checkpoint();
 }
 
 }  // namespace gpumeter

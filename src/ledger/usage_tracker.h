@@ -78,7 +78,8 @@ class UsageTracker final : public ReadingObserver {
 
   // Reads the state file. One that reads but cannot be used is set aside and reported, and
   // the ledger starts empty; one that cannot be read (or set aside) is an error: the agent
-  // must not start and overwrite it.
+  // must not start and overwrite it. Until it is called and succeeds, nothing is written to
+  // the state file: no checkpoint, at stop() either.
   Result<void> load_state();
   // Starts the checkpoint thread: a first checkpoint at once, another right after each GPU's
   // first reading (so that even a crash loop keeps each run's cursor and the time it read back
@@ -145,6 +146,7 @@ class UsageTracker final : public ReadingObserver {
   mutable std::set<std::pair<size_t, unsigned>> excluded_;  // (slot, pid) cut by the per-process limit
   mutable std::map<std::string, uint64_t> dropped_;
   bool checkpoint_ok_ = false;
+  std::atomic<bool> state_loaded_{false};  // load_state() succeeded: the state file may be written
   double checkpoint_last_unix_ = 0;
   double checkpoint_duration_ = 0;
   std::uint64_t checkpoint_failures_ = 0;         // exported, never reset

@@ -21,6 +21,7 @@ struct ProcessSnapshot {
   std::optional<double> memory_bytes;
   std::optional<double> utilization_ratio;  // SM share over the last collection
   bool running = true;                      // false while kept after exit
+  bool series = true;                       // within processes.max_series: served as series
 };
 
 // The MIG device a ledger entry bills, as its series' labels; all empty for a whole GPU (and for
@@ -64,7 +65,7 @@ struct GpuSnapshot {
   double last_success_unix = 0;        // when the reading was taken; 0 if never
   std::vector<CollectorRun> runs;      // each enabled device collector's last run, in kCollectors order
   std::map<uint64_t, uint64_t> xid_counts;  // Xid code -> events since the agent started
-  std::vector<ProcessSnapshot> processes;    // after the per-process limit
+  std::vector<ProcessSnapshot> processes;    // all of them; `series` marks the per-process limit
   std::shared_ptr<const GpuLedgerSnapshot> ledger;  // null when attribution is off
 };
 

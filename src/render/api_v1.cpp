@@ -1,5 +1,6 @@
 #include "render/api_v1.h"
 
+#include <algorithm>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -100,34 +101,51 @@ json gpu_json(const GpuSnapshot& g) {
   return out;
 }
 
-json envelope(const Snapshot& s, double now_unix) {
-  return {{"api_version", "v1"},
-          {"snapshot_unix", s.taken_unix},
-          {"snapshot_age_seconds", now_unix > s.taken_unix ? now_unix - s.taken_unix : 0.0}};
+// A body as rendered once per snapshot: the whole document but its end, which api_tail adds.
+std::string without_end(const json& doc) {
+  // Bytes that are not UTF-8 (a driver's model name) are replaced, as on /metrics; owner labels
+  // already are where they are made.
+  std::string out = doc.dump(2, ' ', false, json::error_handler_t::replace);
+  out.resize(out.size() - 2);  // dump(2) of an object ends in "\n}"
+  return out;
 }
 
 }  // namespace
 
-std::string render_api_gpus(const Snapshot& s, double now_unix) {
-  json out = envelope(s, now_unix);
-  json gpus = json::array();
-  for (const auto& g : s.gpus) gpus.push_back(gpu_json(g));
-  out["gpus"] = std::move(gpus);
-  return out.dump(2) + "\n";
+PreparedApi::PreparedApi(std::shared_ptr<const Snapshot> snapshot) : snapshot_(std::move(snapshot)) {}
+
+void PreparedApi::render() const {
+  std::call_once(once_, [this] {
+    const Snapshot& s = *snapshot_;
+    json all{{"api_version", "v1"}, {"snapshot_unix", s.taken_unix}, {"gpus", json::array()}};
+    for (const auto& g : s.gpus) {
+      json one{{"api_version", "v1"}, {"snapshot_unix", s.taken_unix}, {"gpu", gpu_json(g)}};
+      by_uuid_.emplace_back(g.identity.uuid, without_end(one));
+      all["gpus"].push_back(std::move(one["gpu"]));
+    }
+    all_ = without_end(all);
+  });
 }
 
-std::optional<std::string> render_api_gpu(const Snapshot& s, std::string_view uuid, double now_unix) {
-  for (const auto& g : s.gpus) {
-    if (g.identity.uuid != uuid) continue;
-    json out = envelope(s, now_unix);
-    out["gpu"] = gpu_json(g);
-    return out.dump(2) + "\n";
+std::string_view PreparedApi::gpus() const {
+  render();
+  return all_;
+}
+
+std::optional<std::string_view> PreparedApi::gpu(std::string_view uuid) const {
+  render();
+  for (const auto& [u, body] : by_uuid_) {
+    if (u == uuid) return std::string_view(body);
   }
   return std::nullopt;
 }
 
+std::string render_api_tail(double age_seconds) {
+  return ",\n  \"snapshot_age_seconds\": " + json(std::max(0.0, age_seconds)).dump() + "\n}\n";
+}
+
 std::string render_api_error(std::string_view message) {
-  return json{{"error", std::string(message)}}.dump() + "\n";
+  return json{{"error", std::string(message)}}.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace gpumeter

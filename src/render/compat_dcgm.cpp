@@ -182,7 +182,7 @@ std::vector<Slice> slices_of(const GpuSnapshot& g) {
   std::map<OwnerKey, Acc> owners;
   unsigned n = 0;
   for (const auto& p : g.processes) {
-    if (!p.running) continue;
+    if (!p.running || !p.series) continue;  // within the per-process limit, which bounds these series too
     auto& a = owners[{p.owner.namespace_, p.owner.pod, p.owner.container, p.owner.hpc_job}];
     a.sm += p.utilization_ratio.value_or(0);
     a.memory += p.memory_bytes.value_or(0);

@@ -342,6 +342,7 @@ std::vector<MetricFamily> build_families(const Snapshot& snap) {
     // A down GPU's processes are whatever its last collection saw: not served as current.
     if (!g.up) continue;
     for (const auto& p : g.processes) {
+      if (!p.series) continue;
       Labels l = owner_labels(with(device_labels(g.identity), "pid", std::to_string(p.pid)), p.owner);
       if (p.memory_bytes) add_sample(pmem, l, *p.memory_bytes);
       if (p.utilization_ratio) add_sample(putil, std::move(l), *p.utilization_ratio);

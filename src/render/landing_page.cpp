@@ -1,5 +1,6 @@
 #include "render/landing_page.h"
 
+#include <algorithm>
 #include <ctime>
 #include <string_view>
 
@@ -136,7 +137,9 @@ void processes_section(Html& h, const Snapshot& snap) {
     return;
   }
   bool any = false;
-  for (const auto& g : snap.gpus) any = any || !g.processes.empty();
+  for (const auto& g : snap.gpus) {
+    any = any || std::any_of(g.processes.begin(), g.processes.end(), [](const auto& p) { return p.series; });
+  }
   if (!any) {
     h.raw("<p>No processes on any GPU.</p>\n");
     return;
@@ -146,6 +149,7 @@ void processes_section(Html& h, const Snapshot& snap) {
       "<th>Container</th><th>HPC job</th><th>Memory</th><th>SM</th></tr></thead>\n<tbody>\n");
   for (const auto& g : snap.gpus) {
     for (const auto& p : g.processes) {
+      if (!p.series) continue;
       h.raw("<tr><td class=\"num\">").raw(std::to_string(g.identity.index)).raw("</td><td class=\"num\">");
       h.raw(std::to_string(p.pid)).raw(p.running ? "" : " (exited)").raw("</td>");
       for (const std::string* v : {&p.owner.project, &p.owner.user, &p.owner.namespace_, &p.owner.pod,

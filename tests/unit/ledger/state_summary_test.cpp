@@ -75,6 +75,7 @@ TEST_F(ledger_state_summary, ReadsWhatTheAgentCheckpointsWithOwnersByAllocationM
   UsageTrackerOptions o;
   o.state_file = path();
   UsageTracker tracker(o, resolver, log);
+  ASSERT_TRUE(tracker.load_state().ok());
   std::int64_t clock = 1'700'000'000'000'000;
   DeviceIdentity id;
   id.index = 3;

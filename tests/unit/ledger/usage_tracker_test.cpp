@@ -9,6 +9,8 @@
 #include <fstream>
 #include <thread>
 
+#include "ledger/state_file.h"
+
 namespace gpumeter {
 namespace {
 
@@ -101,9 +103,12 @@ TEST(UsageTracker, ProcessSeriesLimitKeepsTheLargestAndCountsDrops) {
   t.on_reading(0, id, reading(&clock, {1, 2, 3, 4}));
   Snapshot s = snapshot_for({id});
   t.contribute(s);
-  ASSERT_EQ(s.gpus[0].processes.size(), 2u);
-  EXPECT_EQ(s.gpus[0].processes[0].pid, 3u);  // memory is 1 GB × pid
-  EXPECT_EQ(s.gpus[0].processes[1].pid, 4u);
+  // Every process is in the snapshot (the JSON API lists them all); the limit marks which are
+  // served as series.
+  std::vector<std::pair<unsigned, bool>> listed;
+  for (const auto& p : s.gpus[0].processes) listed.emplace_back(p.pid, p.series);
+  // memory is 1 GB × pid: the largest two are kept
+  EXPECT_EQ(listed, (std::vector<std::pair<unsigned, bool>>{{1, false}, {2, false}, {3, true}, {4, true}}));
   EXPECT_EQ(s.attribution.series_dropped.at("process"), 2u);
   Snapshot again = snapshot_for({id});
   t.contribute(again);  // the same two stay dropped: not counted twice
@@ -155,7 +160,10 @@ TEST(UsageTracker, ADownGpuServesNoProcessSeriesAndKeepsItsLedger) {
   t.contribute(back);
   ASSERT_EQ(back.gpus[1].processes.size(), 2u);
   EXPECT_EQ(back.gpus[1].processes[0].pid, 7u);
-  EXPECT_TRUE(back.gpus[0].processes.empty());  // the limit applies again
+  EXPECT_TRUE(back.gpus[1].processes[0].series);
+  ASSERT_EQ(back.gpus[0].processes.size(), 2u);
+  EXPECT_FALSE(back.gpus[0].processes[0].series);  // the limit applies again
+  EXPECT_FALSE(back.gpus[0].processes[1].series);
 }
 
 TEST(UsageTracker, ANewUuidInASlotStartsANewLedger) {
@@ -332,6 +340,32 @@ TEST(UsageTracker, AStateFileThatCannotBeReadStopsTheStartAndIsNotOverwritten) {
   EXPECT_TRUE(fs::exists(fs::path(p.options.state_file) / "keep"));
 }
 
+// A state file refused at start (here: over the size limit) is never written, neither by a
+// checkpoint nor by the last one at stop, which used to replace it with an empty ledger.
+TEST(UsageTracker, AStateFileRefusedAtStartIsNeverWritten) {
+  Persisted p("refused");
+  {
+    std::ofstream(p.options.state_file) << "{\"format\": \"gpumeter-ledger\"}";
+  }
+  const auto size = kMaxLedgerStateBytes + 1;
+  fs::resize_file(p.options.state_file, size);
+  const auto modified = fs::last_write_time(p.options.state_file);
+  {
+    UsageTracker t(p.options, p.res, p.log);
+    auto loaded = t.load_state();
+    ASSERT_FALSE(loaded.ok());
+    EXPECT_NE(loaded.error().message.find("it is left as it is"), std::string::npos) << loaded.error().message;
+    t.on_reading(0, p.id, reading(&p.clock, {2}));
+    auto written = t.checkpoint();
+    ASSERT_FALSE(written.ok());
+    EXPECT_NE(written.error().message.find("not loaded"), std::string::npos) << written.error().message;
+    t.start();
+    t.stop();
+  }  // and the destructor
+  EXPECT_EQ(fs::file_size(p.options.state_file), size);
+  EXPECT_EQ(fs::last_write_time(p.options.state_file), modified);
+}
+
 TEST(UsageTracker, AClockStepIsLoggedOnceAndFollowed) {
   CapturedLog cap;
   FakeResolver res;
@@ -438,6 +472,7 @@ TEST(UsageTracker, AFailingCheckpointIsLoggedOnceThenRarelyAndItsRecoveryToo) {
   clocks.install(p.options);
   p.options.state_file = (p.dir / "missing" / "ledger.json").string();
   UsageTracker t(p.options, p.res, cap.log);
+  ASSERT_TRUE(t.load_state().ok());  // absent: nothing to resume
   t.on_reading(0, p.id, reading(&p.clock, {2}));
   for (int i = 0; i < 5; ++i) {
     EXPECT_FALSE(t.checkpoint().ok());
