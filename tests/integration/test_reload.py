@@ -141,6 +141,65 @@ class Reload(AgentTestCase):
         wait_until(lambda: sample(parse_text(agent.metrics(auth)[1]), "gpumeter_config_last_reload_successful") == 0,
                    20, what="last reload reported failed")
 
+    def test_a_reload_fails_closed_and_never_hangs(self):
+        """What an unlucky operator (or a ConfigMap mounted wrong) puts in a file's place: a
+        directory, an emptied or half-written web config, a FIFO, /dev/zero. Each reload is
+        refused with the reason, basic auth stays on, and SIGTERM still stops the agent with a FIFO
+        in place. The compat fields not served are logged once, not at every reload."""
+        d = tempfile.mkdtemp(prefix="gpumeter-reload-")
+        web = os.path.join(d, "web.yml")
+        hashed = crypt.crypt("s3cret", crypt.mksalt(crypt.METHOD_BLOWFISH, rounds=1 << 10))
+        good_web = "basic_auth_users:\n  ops: '%s'\n" % hashed
+        with open(web, "w") as f:
+            f.write("http_server_config:\n  http2: false\n")  # /-/ready without credentials
+        path = os.path.join(d, "gpumeter.yaml")
+        _, agent = self.start(path, ["--web.enable-lifecycle", "--web.config.file", web,
+                                     "--config.reload-interval", "1s", "--compat", "dcgm-exporter"])
+        auth = {"Authorization": "Basic " + base64.b64encode(b"ops:s3cret").decode()}
+        with open(web, "w") as f:
+            f.write(good_web)
+        self.assertEqual(post(agent.base + "/-/reload"), (200, ""))
+
+        def refused(reason):
+            status, body = post(agent.base + "/-/reload", auth)
+            self.assertEqual(status, 500, body)
+            self.assertIn(reason, body)
+            self.assertEqual(http_get(agent.base + "/metrics")[0], 401)
+            self.assertTrue(agent.process.alive())
+
+        # The web config swapped for a directory, emptied, cut short: basic auth stays on.
+        os.remove(web)
+        os.mkdir(web)
+        time.sleep(2.5)  # two watch intervals: the watch tried it too
+        refused("it is a directory, not a file")
+        os.rmdir(web)
+        for text in ("", "# nothing yet\n", "basic_auth_users:\n  "):
+            with open(web, "w") as f:
+                f.write(text)
+            refused("would turn basic auth off")
+        os.symlink("/dev/null", web + ".tmp")
+        os.rename(web + ".tmp", web)
+        refused("it is not a regular file")
+        os.remove(web)
+        with open(web, "w") as f:
+            f.write(good_web)
+        self.assertEqual(post(agent.base + "/-/reload", auth), (200, ""))
+
+        # The agent config swapped for /dev/zero and for a FIFO: refused at once, not read.
+        os.remove(path)
+        os.symlink("/dev/zero", path)
+        refused("cannot read the config file: it is not a regular file")
+        os.remove(path)
+        os.mkfifo(path)
+        refused("cannot read the config file: it is not a regular file")
+        time.sleep(2.5)  # the watch meets the FIFO too
+        wait_until(lambda: sample(parse_text(agent.metrics(auth)[1]), "gpumeter_config_last_reload_successful") == 0,
+                   20, what="last reload reported failed")
+        self.assertEqual(agent.stop(), 0, "SIGTERM with a FIFO in the config's place")
+        log = agent.process.log()
+        self.assertIn("ledger", log)
+        self.assertEqual(log.count("dcgm-exporter fields not served"), 1, log)
+
     def test_configmap_symlink_swap_is_picked_up(self):
         # The layout of a ConfigMap volume: gpumeter.yaml -> ..data/gpumeter.yaml, ..data -> ..<ts>.
         d = tempfile.mkdtemp(prefix="gpumeter-reload-")
