@@ -111,6 +111,9 @@ Result<DrmFdinfo> parse_drm_fdinfo(std::string_view text) {
       std::uint64_t n = 0;
       std::string_view unit;
       if (engine.empty() || !split_number(value, n, unit) || unit != "ns") continue;
+      unsigned& lines = f.engine_lines[std::string(engine)];
+      if (lines == kMaxDrmEngineRepeats) continue;
+      ++lines;
       std::uint64_t& sum = f.engine_ns[std::string(engine)];
       sum = n > UINT64_MAX - sum ? UINT64_MAX : sum + n;
     } else if (key == "drm-resident-vram") {
@@ -183,9 +186,11 @@ Result<std::vector<DrmClient>> DrmClientScanner::scan() const {
         continue;
       }
       std::uint64_t busy = 0;
+      unsigned engines = 0;
       for (const auto& [engine, ns] : info->engine_ns) {
         if (std::find(options_.engines.begin(), options_.engines.end(), engine) != options_.engines.end()) {
           busy = ns > UINT64_MAX - busy ? UINT64_MAX : busy + ns;
+          engines += info->engine_lines[engine];
         }
       }
       auto [it, fresh] = clients.try_emplace({info->pdev, *info->client_id});
@@ -194,6 +199,7 @@ Result<std::vector<DrmClient>> DrmClientScanner::scan() const {
       c.pdev = info->pdev;
       c.client_id = *info->client_id;
       c.busy_ns = std::max(c.busy_ns, busy);  // one client read through two fds, moments apart
+      c.engines = std::max(fresh ? 0u : c.engines, std::max(engines, 1u));
       if (info->vram_bytes) c.vram_bytes = std::max(c.vram_bytes.value_or(0), *info->vram_bytes);
     }
     if (fdinfo_dir >= 0) ::close(fdinfo_dir);

@@ -29,8 +29,11 @@ struct DrmFdinfo {
   std::string pdev;                       // drm-pdev, lower case; empty when absent
   std::optional<std::uint64_t> client_id;  // drm-client-id
   // drm-engine-<engine> in ns; a key printed twice is summed (amdgpu names two IP types "dec"
-  // and two "enc"). drm-engine-capacity-<engine> is not an engine.
+  // and two "enc"), a third time and after ignored: no driver has more engines of one name, and
+  // a file that repeats a key (a planted one) must not multiply a client's time.
+  // drm-engine-capacity-<engine> is not an engine.
   std::map<std::string, std::uint64_t> engine_ns;
+  std::map<std::string, unsigned> engine_lines;  // the lines summed into engine_ns, per engine
   // drm-resident-vram, else drm-memory-vram (the older name amdgpu prints), in bytes.
   std::optional<std::uint64_t> vram_bytes;
   bool operator==(const DrmFdinfo&) const = default;
@@ -52,8 +55,14 @@ struct DrmClient {
   std::uint64_t client_id = 0;
   std::uint64_t busy_ns = 0;  // the sum of the counted engines
   std::optional<std::uint64_t> vram_bytes;
+  // The engine lines summed into busy_ns: the client's busy time grows by at most this much per
+  // second of wall time.
+  unsigned engines = 1;
   bool operator==(const DrmClient&) const = default;
 };
+
+// A DRM engine key printed more often than this in one fdinfo file counts this often.
+inline constexpr unsigned kMaxDrmEngineRepeats = 2;
 
 // Where the agent gets DRM clients from: the scanner below, or a fake in tests.
 class DrmClientSource {

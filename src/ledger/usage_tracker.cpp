@@ -151,42 +151,18 @@ Result<void> UsageTracker::load_state() {
   return {};
 }
 
-std::map<unsigned, UsageTracker::DrmUse> UsageTracker::drm_use(Gpu& g, const DeviceIdentity& id, std::int64_t now_us,
-                                                              double& interval_s) {
-  std::map<unsigned, DrmUse> out;
-  interval_s = 0;
-  if (options_.drm_clients == nullptr) return out;
+DrmRound UsageTracker::drm_use(Gpu& g, const DeviceIdentity& id, std::int64_t now_us) {
+  if (options_.drm_clients == nullptr) return {};
   const std::string pdev = normalize_pci_address(id.pci_bus_id);
-  if (pdev.empty()) return out;
+  if (pdev.empty()) return {};
   auto clients = options_.drm_clients->clients(pdev);
-  if (!clients) return out;  // the counters are cumulative: the next reading covers this one too
+  if (!clients) return {};  // the counters are cumulative: the next reading covers this one too
   std::lock_guard lock(g.mu);
   if (g.drm_uuid != id.uuid) {
     g.drm_uuid = id.uuid;
-    g.drm_seen.clear();
-    g.drm_read_us = 0;
+    g.drm.reset();
   }
-  const bool started = g.drm_read_us != 0;
-  interval_s = started ? static_cast<double>(now_us - g.drm_read_us) / 1e6 : 0;
-  std::map<std::uint64_t, std::uint64_t> seen;
-  for (const DrmClient& c : *clients) {
-    auto before = g.drm_seen.find(c.client_id);
-    // A counter may lag behind a value read before (drm-usage-stats.rst): stay with the larger.
-    const std::uint64_t now = before != g.drm_seen.end() ? std::max(before->second, c.busy_ns) : c.busy_ns;
-    seen[c.client_id] = now;
-    DrmUse& u = out[c.pid];
-    // A client first seen after the GPU's first reading opened its DRM file since the previous
-    // one: all of its time is new. At the first reading, the counters are where billing starts.
-    if (before != g.drm_seen.end()) {
-      u.busy_seconds += static_cast<double>(now - before->second) / 1e9;
-    } else if (started) {
-      u.busy_seconds += static_cast<double>(now) / 1e9;
-    }
-    if (c.vram_bytes) u.memory_bytes = u.memory_bytes.value_or(0) + static_cast<double>(*c.vram_bytes);
-  }
-  g.drm_seen = std::move(seen);
-  g.drm_read_us = now_us;
-  return out;
+  return g.drm.advance(*clients, now_us);
 }
 
 void UsageTracker::on_reading(size_t slot, const DeviceIdentity& id, const DeviceReading& reading) {
@@ -247,8 +223,9 @@ void UsageTracker::on_reading(size_t slot, const DeviceIdentity& id, const Devic
   // The GPU's own processes (on a GPU in MIG mode, its list of every instance's processes, for
   // the per-process series: each named as its MIG device's), then the DRM clients the backend
   // does not list, with their exact busy time.
-  double drm_interval_s = 0;
-  std::map<unsigned, DrmUse> drm = mig ? std::map<unsigned, DrmUse>{} : drm_use(g, id, now, drm_interval_s);
+  const DrmRound drm_round = mig ? DrmRound{} : drm_use(g, id, now);
+  const std::map<unsigned, DrmUse>& drm = drm_round.by_pid;
+  const double drm_interval_s = drm_round.interval_s;
   std::vector<LedgerProcess> procs;
   std::vector<OwnerLabels> full_owners;
   std::vector<GpuProcess> listed;

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "attribution/drm_fdinfo.h"
+#include "ledger/drm_usage.h"
 #include "collect/collector.h"
 #include "ledger/ledger.h"
 #include "ledger/mig_ledgers.h"
@@ -113,18 +114,12 @@ class UsageTracker final : public ReadingObserver {
     std::shared_ptr<const GpuLedgerSnapshot> published;
     std::map<unsigned, ProcessSeries> processes;
     std::vector<unsigned> live_pids;
-    // DRM clients of this GPU (by uuid): each client's largest engine counter seen (ns), and
-    // when they were read (wall µs, 0: not yet).
+    // DRM clients of this GPU (by uuid).
     std::string drm_uuid;
-    std::map<std::uint64_t, std::uint64_t> drm_seen;
-    std::int64_t drm_read_us = 0;
+    DrmClientLedger drm;
   };
   // What the GPU's DRM clients used since its previous reading, by pid.
-  struct DrmUse {
-    double busy_seconds = 0;
-    std::optional<double> memory_bytes;
-  };
-  std::map<unsigned, DrmUse> drm_use(Gpu& g, const DeviceIdentity& id, std::int64_t now_us, double& interval_s);
+  DrmRound drm_use(Gpu& g, const DeviceIdentity& id, std::int64_t now_us);
   Gpu& gpu(size_t slot);
   void run_checkpoints();
   std::int64_t wall_now_us() const;

@@ -103,6 +103,18 @@ TEST(DrmFdinfo, RepeatedEngineKeysAreSummed) {
   auto f = parse_drm_fdinfo("drm-driver:\tamdgpu\ndrm-engine-dec:\t10 ns\ndrm-engine-dec:\t5 ns\n");
   ASSERT_TRUE(f);
   EXPECT_EQ(f->engine_ns.at("dec"), 15u);
+  EXPECT_EQ(f->engine_lines.at("dec"), 2u);
+}
+
+// A file that repeats a key more often than any driver has engines of one name (a planted one:
+// 537 lines of 1 s were billed 537 s) counts it kMaxDrmEngineRepeats times.
+TEST(DrmFdinfo, AKeyRepeatedBeyondTheDriversEnginesCountsTwice) {
+  std::string text = "drm-driver:\tamdgpu\n";
+  for (int i = 0; i < 537; ++i) text += "drm-engine-gfx:\t1000000000 ns\n";
+  auto f = parse_drm_fdinfo(text);
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->engine_ns.at("gfx"), 2'000'000'000u);
+  EXPECT_EQ(f->engine_lines.at("gfx"), kMaxDrmEngineRepeats);
 }
 
 TEST(DrmFdinfo, MalformedLinesAreSkipped) {
