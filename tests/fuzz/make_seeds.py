@@ -73,6 +73,16 @@ for d in sorted((ROOT / "tests/fixtures/procfs").iterdir()):
                 put("fuzz_procfs", f"{d.name}-{file}", bytes([selector]) + (pid / file).read_bytes())
         if (pid / "cgroup").exists():
             put("fuzz_cgroup", d.name, (pid / "cgroup").read_bytes())
+# Owner values: a selector byte (the project's source), then environment value, comm, cgroup
+# text and mapping file, separated by 0x1e; valid and invalid UTF-8.
+for selector, name, values in [
+        (0, "env-not-utf8", [b"vision\xff\xfeserving", b"python", b"0::/user.slice/u.scope\n", b"4242\n"]),
+        (1, "comm-not-utf8", [b"", b"nb\xfe", b"0::/kubepods/burstable/pod1/abc\n", b""]),
+        (2, "cgroup-not-utf8", [b"", b"c", b"0::/system.slice/bad\xfe.scope\n", b""]),
+        (3, "jobs-binary", [b"", b"c", b"0::/\n", b"\x9b\x01job\n77\n\xc3\x28\n"]),
+        (4, "slurm", [b"48\xff213", b"c", b"0::/system.slice/slurmstepd.scope/job_48213/step_0\n", b""]),
+        (0, "valid", ["\u00e9quipe-\u65e5\u672c".encode(), b"train", b"0::/user.slice\n", b"1\n2\n"])]:
+    put("fuzz_owner_values", name, bytes([selector]) + b"\x1e".join(values))
 put("fuzz_procfs", "proc-stat", b"\x02cpu  1 2 3 4\nintr 5\nctxt 6\nbtime 1767225600\nprocesses 7\n")
 put("fuzz_cgroup", "v1-slurm-uid",
     "12:memory:/slurm/uid_1000/job_4242/step_0\n11:devices:/slurm/uid_1000/job_4242/step_batch\n"
