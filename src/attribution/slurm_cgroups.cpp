@@ -193,25 +193,47 @@ class Reader {
     }
   }
 
-  Result<std::vector<SlurmJobGpus>> run() {
+  Result<SlurmJobsRead> run() {
     if (auto r = read_v1(); !r) return r.error();
     if (auto r = read_v2(); !r) return r.error();
     std::stable_sort(jobs_.begin(), jobs_.end(),
                      [](const SlurmJobGpus& a, const SlurmJobGpus& b) { return job_id_less(a.job_id, b.job_id); });
     // The same job under two roots (two slurmd on one host): one entry with every GPU.
-    std::vector<SlurmJobGpus> out;
     for (SlurmJobGpus& j : jobs_) {
-      if (!out.empty() && out.back().job_id == j.job_id) {
-        for (const std::string& g : j.gpus) add_unique(out.back().gpus, g);
+      if (!read_.jobs.empty() && read_.jobs.back().job_id == j.job_id) {
+        for (const std::string& g : j.gpus) add_unique(read_.jobs.back().gpus, g);
         continue;
       }
-      out.push_back(std::move(j));
+      read_.jobs.push_back(std::move(j));
     }
-    return out;
+    return std::move(read_);
   }
 
  private:
-  bool full() const { return jobs_.size() >= kMaxSlurmJobs; }
+  // Whether one more job directory may be read; counts it left out when not.
+  bool may_read_job() {
+    if (job_dirs_read_ < kMaxSlurmJobDirs) {
+      ++job_dirs_read_;
+      return true;
+    }
+    ++read_.jobs_left_out;
+    return false;
+  }
+
+  // Keeps a job that holds a GPU, within the bound.
+  void add(SlurmJobGpus job) {
+    if (job.gpus.empty()) return;
+    if (jobs_.size() >= kMaxSlurmJobs) {
+      ++read_.jobs_left_out;
+      return;
+    }
+    jobs_.push_back(std::move(job));
+  }
+
+  // A job that cannot be read is skipped alone: the others' allocations stay known.
+  void unreadable(const Error& e) {
+    if (read_.jobs_unreadable++ == 0) read_.unreadable_error = e.message;
+  }
 
   // <root>/devices/slurm[_<node>]/uid_<N>/job_<M>/devices.list
   Result<void> read_v1() {
@@ -230,7 +252,10 @@ class Reader {
       for (const std::string& u : **uids) {
         if (!starts_with(u, "uid_") || !digits(std::string_view(u).substr(4))) continue;
         auto names = list_dirs(slurm_path + "/" + u);
-        if (!names) return names.error();
+        if (!names) {
+          unreadable(names.error());
+          continue;
+        }
         if (!*names) continue;
         for (const std::string& j : **names) {
           if (starts_with(j, "job_") && digits(std::string_view(j).substr(4))) jobs.emplace_back(j.substr(4), u.substr(4));
@@ -238,21 +263,27 @@ class Reader {
       }
       std::sort(jobs.begin(), jobs.end(), [](const auto& a, const auto& b) { return job_id_less(a.first, b.first); });
       for (const auto& [id, uid] : jobs) {
-        if (full()) return {};
+        if (!may_read_job()) continue;
         const std::string job_path = fmt::format("{}/uid_{}/job_{}", slurm_path, uid, id);
         auto list = read_file(job_path + "/devices.list", kMaxSlurmCgroupFileBytes);
-        if (!list) return list.error();
+        if (!list) {
+          unreadable(list.error());
+          continue;
+        }
         if (!*list) continue;  // the job ended since the listing
         DevicesListGpus parsed = parse_devices_list(**list);
         SlurmJobGpus job{id, uid, std::move(parsed.gpus), std::string(kSourceV1Devices)};
         if (parsed.all) {
           auto env = read_job_environment(job_path);
-          if (!env) return env.error();
+          if (!env) {
+            unreadable(env.error());
+            continue;
+          }
           if (!*env) continue;
           job.gpus = (*env)->gpus();
           job.source = std::string(kSourceV1Environ);
         }
-        jobs_.push_back(std::move(job));
+        add(std::move(job));
       }
     }
     return {};
@@ -297,13 +328,16 @@ class Reader {
     }
     std::sort(dirs.begin(), dirs.end(), [](const Dir& a, const Dir& b) { return job_id_less(a.id, b.id); });
     for (const Dir& d : dirs) {
-      if (full()) return {};
+      if (!may_read_job()) continue;
       auto env = read_job_environment(scope_path + "/" + d.name, /*need_job_id=*/d.sluid);
-      if (!env) return env.error();
+      if (!env) {
+        unreadable(env.error());
+        continue;
+      }
       if (!*env) continue;  // the job ended since the listing
       std::string id = d.id;
       if (d.sluid && !(*env)->job_id.empty()) id = (*env)->job_id;
-      jobs_.push_back(SlurmJobGpus{std::move(id), "", (*env)->gpus(), std::string(kSourceV2Environ)});
+      add(SlurmJobGpus{std::move(id), "", (*env)->gpus(), std::string(kSourceV2Environ)});
     }
     return {};
   }
@@ -403,6 +437,8 @@ class Reader {
   const SlurmCgroupOptions& o_;
   std::vector<std::string> allow_;
   std::vector<SlurmJobGpus> jobs_;
+  SlurmJobsRead read_;
+  std::size_t job_dirs_read_ = 0;
   std::size_t pids_total_ = 0;
 };
 
@@ -471,7 +507,7 @@ std::vector<std::string> parse_gpu_list(std::string_view value, bool indices) {
   return out;
 }
 
-Result<std::vector<SlurmJobGpus>> read_slurm_job_gpus(const SlurmCgroupOptions& options) {
+Result<SlurmJobsRead> read_slurm_job_gpus(const SlurmCgroupOptions& options) {
   return Reader(options).run();
 }
 

@@ -36,16 +36,30 @@ struct SlurmCgroupOptions {
   std::vector<std::string> environment;  // the agent's environment allow-list
 };
 
-// The Slurm jobs on this node and the GPUs each holds, sorted by job id. A missing cgroup
-// tree or no Slurm jobs is an empty list, not an error; an unreadable tree is an Error.
-// A job or process that disappears while it is read is left out. Symbolic links in the tree
-// are never followed.
-Result<std::vector<SlurmJobGpus>> read_slurm_job_gpus(const SlurmCgroupOptions& options);
+struct SlurmJobsRead {
+  std::vector<SlurmJobGpus> jobs;  // sorted by job id; only jobs holding a GPU
+  // Jobs left out: those holding a GPU past kMaxSlurmJobs, and job directories past
+  // kMaxSlurmJobDirs (not read, so whether they hold a GPU is not known).
+  std::size_t jobs_left_out = 0;
+  // Jobs whose cgroups could not be read (another user's, mode 000): skipped, each on its own;
+  // the first one's error says why.
+  std::size_t jobs_unreadable = 0;
+  std::string unreadable_error;
+};
 
-// Bounds on one call. Jobs past kMaxSlurmJobs (in job-id order within each Slurm root) are left
-// out; a job whose GPUs are not known after kMaxSlurmPidsPerJob processes is listed with what
-// they gave.
+// The Slurm jobs on this node and the GPUs each holds. A missing cgroup tree or no Slurm jobs
+// is an empty list, not an error; a tree that cannot be listed at all (the cgroup root, a
+// Slurm root, a slice or a scope) is an Error. A job or process that disappears while it is
+// read is left out, and so is a job with no GPU known (a directory a crashed slurmd left behind,
+// with no process): it does not count against the bound. Symbolic links in the tree are never
+// followed.
+Result<SlurmJobsRead> read_slurm_job_gpus(const SlurmCgroupOptions& options);
+
+// Bounds on one call. Jobs holding a GPU past kMaxSlurmJobs (in job-id order within each Slurm
+// root) are left out and counted; a job whose GPUs are not known after kMaxSlurmPidsPerJob
+// processes is listed with what they gave.
 inline constexpr std::size_t kMaxSlurmJobs = 1024;
+inline constexpr std::size_t kMaxSlurmJobDirs = 16384;  // job directories read per call, stale ones included
 inline constexpr std::size_t kMaxSlurmPidsPerJob = 64;
 inline constexpr std::size_t kMaxSlurmPids = 8192;        // processes read in all, per call
 inline constexpr std::size_t kMaxSlurmJobCgroups = 256;   // cgroup directories walked per job

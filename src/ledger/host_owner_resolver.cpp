@@ -198,7 +198,19 @@ void HostOwnerResolver::refresh_slurm_locked() {
   slurm_read_wall_us_ = wall_clock_us();
   auto jobs = read_slurm_job_gpus(options_.slurm_cgroups);
   if (jobs) {
-    slurm_jobs_ = std::move(jobs).value();
+    // Said, and counted, when it changes: not at every read of the same tree.
+    if (jobs->jobs_left_out != slurm_left_out_ || jobs->jobs_unreadable != slurm_unreadable_) {
+      if (jobs->jobs_left_out > slurm_left_out_) slurm_jobs_dropped_ += jobs->jobs_left_out - slurm_left_out_;
+      if (jobs->jobs_left_out + jobs->jobs_unreadable > 0) {
+        log_.warn("Slurm jobs' cgroups read in part; the jobs left out hold no allocation here",
+                  {{"left_out", std::to_string(jobs->jobs_left_out)},
+                   {"unreadable", std::to_string(jobs->jobs_unreadable)},
+                   {"err", jobs->unreadable_error}});
+      }
+      slurm_left_out_ = jobs->jobs_left_out;
+      slurm_unreadable_ = jobs->jobs_unreadable;
+    }
+    slurm_jobs_ = std::move(jobs->jobs);
     slurm_error_.clear();
   } else if (jobs.error().message != slurm_error_) {
     // The jobs last read are kept: an unreadable tree says nothing about who holds a GPU.
@@ -393,6 +405,7 @@ void HostOwnerResolver::contribute(AttributionStatus& st) const {
     st.owner_lookups = lookups_before_ + cache_->hits() + cache_->misses();
     st.owner_lookup_errors = errors_before_ + cache_->errors();
     if (hpc_jobs_dropped_ > 0) st.series_dropped["hpc_job"] += hpc_jobs_dropped_;
+    if (slurm_jobs_dropped_ > 0) st.series_dropped["slurm_job"] += slurm_jobs_dropped_;
   }
   if (kubelet_) {
     auto s = kubelet_->stats();

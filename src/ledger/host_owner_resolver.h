@@ -117,6 +117,8 @@ class HostOwnerResolver final : public OwnerResolver {
   std::chrono::steady_clock::time_point slurm_read_{};
   std::int64_t slurm_read_wall_us_ = 0;
   std::string slurm_error_;
+  std::size_t slurm_left_out_ = 0, slurm_unreadable_ = 0;  // at the last read
+  std::uint64_t slurm_jobs_dropped_ = 0;                   // jobs left out, counted as their number grew
   void refresh_slurm_locked();
   // Scheduler policy, per GPU index: each source's owners and when they last changed.
   struct SourceOwners {

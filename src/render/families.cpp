@@ -463,7 +463,9 @@ std::vector<MetricFamily> build_families(const Snapshot& snap) {
   if (at.enabled) {
     auto& dropped = fams.add("gpumeter_series_dropped_total", kCounter,
                              "Series removed by cardinality limits, by kind: process (beyond the per-process "
-                             "limit) or owner (ledger owners idle longer than the retention).");
+                             "limit), owner (ledger owners idle longer than the retention), hpc_job (job ids "
+                             "beyond 64 in one mapping file) or slurm_job (jobs beyond the Slurm cgroup reader's "
+                             "bounds).");
     for (const auto& [kind, n] : at.series_dropped) add_sample(dropped, {{"kind", kind}}, static_cast<double>(n));
     if (at.kubelet_up) {
       auto& kup = fams.add("gpumeter_kubelet_up", kGauge,

@@ -47,7 +47,7 @@ const std::vector<std::string> kAllow = {"SLURM_JOB_ID", "SLURM_JOB_GPUS", "SLUR
 std::vector<SlurmJobGpus> read_back(const fs::path& dir) {
   auto r = read_slurm_job_gpus(SlurmCgroupOptions{(dir / kCgroupRoot).string(), (dir / "proc").string(), kAllow});
   EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().message);
-  return r.ok() ? *r : std::vector<SlurmJobGpus>{};
+  return r.ok() ? r->jobs : std::vector<SlurmJobGpus>{};
 }
 
 TEST(SlurmCgroupTree, LayoutNamesAndSluids) {
@@ -190,7 +190,7 @@ TEST(SlurmCgroupTree, AReaderNeverSeesAJobDirectoryHalfWritten) {
   int reads = 0, wrong = 0;
   for (; reads < 300; ++reads) {
     auto r = read_slurm_job_gpus(SlurmCgroupOptions{(dir / kCgroupRoot).string(), (dir / "proc").string(), kAllow});
-    if (!r.ok() || *r != std::vector<SlurmJobGpus>{{"7", "", {"2", "3"}, "cgroup-v2-environ"}}) ++wrong;
+    if (!r.ok() || r->jobs != std::vector<SlurmJobGpus>{{"7", "", {"2", "3"}, "cgroup-v2-environ"}}) ++wrong;
   }
   stop = true;
   writer.join();
