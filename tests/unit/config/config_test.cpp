@@ -167,7 +167,11 @@ TEST(config_parse, ShippedExample) {
   auto c = load_config(path);
   ASSERT_TRUE(c.ok()) << c.error().message;
   EXPECT_EQ(c->attribution.environment, (Strings{"GPUMETER_PROJECT", "SLURM_JOB_ACCOUNT", "SLURM_JOB_ID"}));
-  EXPECT_EQ(c->attribution.hpc_job_mapping_dir, "/run/dcgm-job-mapping");
+  // The packaged /etc/gpumeter/gpumeter.yaml: no scheduler source, so `auto` is the process policy
+  // on a node without a kubelet.
+  EXPECT_EQ(c->attribution.hpc_job_mapping_dir, "");
+  EXPECT_EQ(c->attribution.slurm_cgroups, "");
+  EXPECT_EQ(effective_allocation(*c, ""), AllocationPolicy::kProcess);
   EXPECT_EQ(c->project.resolver.rules().size(), 4u);
   EXPECT_EQ(c->ledger.idle_power_watts.size(), 1u);
   Attributes a;
