@@ -272,7 +272,8 @@ TEST(config_parse, ErrorsNameFileLineColumnAndField) {
       {"rule unknown source", "project:\n  rules:\n    - {source: user}\n    - {source: usr}\n",
        "test.yaml:4:16: project.rules[1].source: unknown attribute 'usr'..."},
       {"rule bad regex", "project:\n  rules:\n    - source: namespace\n      match: 'team-(.*'\n",
-       "test.yaml:4:14: project.rules[0].match: invalid regular expression 'team-(.*': ..."},
+       // Whole, with RE2's reason: docs/configuration.md shows this message.
+       "test.yaml:4:14: project.rules[0].match: invalid regular expression 'team-(.*': missing ): team-(.*"},
       {"rule group out of range",
        "project:\n  rules:\n    - {source: pod, match: '(a)-(b)', project: '$3'}\n",
        "test.yaml:3:48: project.rules[0].project: refers to group $3 but the match has 2 groups"},
