@@ -64,6 +64,8 @@ class Cli(unittest.TestCase):
         cases = [
             (["serve", "--collect.interval", "fast"], "invalid duration"),
             (["serve", "--collect.interval", "10ms"], "between 100ms and 1h"),
+            (["serve", "--collect.interval", "1.5s"], "no fractions"),
+            (["serve", "--config.reload-interval", "30s1m"], "from the largest to the smallest"),
             (["serve", "--log.level", "loud"], "--log.level"),
             (["serve", "--log.format", "xml"], "--log.format"),
             (["serve", "--sim.scenario", "/nonexistent.yaml"], "/nonexistent.yaml"),

@@ -312,6 +312,9 @@ TEST(config_parse, ErrorsNameFileLineColumnAndField) {
        "test.yaml:2:27: ledger.labels[2]: duplicate label 'user'"},
       {"labels without project", "ledger:\n  labels: [user]\n",
        "test.yaml:2:11: ledger.labels: must include project..."},
+      {"duration units out of order, as Prometheus rejects them", "ledger:\n  owner_retention: 30s1m\n",
+       "test.yaml:2:20: ledger.owner_retention: expected a duration such as 500ms, 10s, 1m30s or 1d (units ms, s, m, "
+       "h, d, w, y), got '30s1m'"},
       {"retention too short", "ledger:\n  owner_retention: 30s\n",
        "test.yaml:2:20: ledger.owner_retention: must be between 1m and 400d, got '30s'"},
       {"zero idle power", "ledger:\n  idle_power_watts: {\"NVIDIA H100 80GB HBM3\": 0}\n",
