@@ -15,7 +15,8 @@
 # profiling (GPM), NVLink and MIG cost the agent on 8 simulated H100 (bench/profiling_bench.py,
 # about four minutes). Then measures the
 # agent on 8 simulated MI300X through the real ROCm SMI beside the same agent on 8 simulated H100
-# (bench/rocm_bench.py, as root, about a minute and a half).
+# (bench/rocm_bench.py, as root, about a minute and a half). Not run here: the CPU profile
+# (bench/cpu_profile.py, where the agent's CPU goes) and the soak (scripts/soak.sh).
 # Environment: BENCH_SECONDS (wrk duration per run, default 10), BENCH_CPU_SECONDS (idle CPU
 # sampling window of each of the three agent runs, default 60), BENCH_PEER_SECONDS (each CPU
 # window of the peer comparison, default 60), BENCH_PEER_REPEAT (its runs of each, default 2).

@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <iostream>
 #include <string>
 #include <vector>
 
@@ -33,12 +34,35 @@ std::vector<std::string> normalized_arguments(int argc, char** argv) {
   return args;
 }
 
+// CLI11 answers a word that names no command with "A subcommand is required"; the reader needs
+// to hear which word it did not know, and what it knows. False when no such word was given.
+bool report_unknown_command(const CLI::App& app, std::ostream& err) {
+  const CLI::App* command = &app;
+  while (!command->get_subcommands().empty()) command = command->get_subcommands().front();
+  std::string word;
+  for (const std::string& arg : app.remaining(true)) {
+    if (!arg.empty() && arg.front() != '-') {
+      word = arg;
+      break;
+    }
+  }
+  if (word.empty() || command->get_subcommands({}).empty()) return false;
+  std::string path = command->get_name();
+  for (const CLI::App* p = command->get_parent(); p != nullptr; p = p->get_parent()) path = p->get_name() + " " + path;
+  std::string known;
+  for (const CLI::App* sub : command->get_subcommands({})) known += (known.empty() ? "" : ", ") + sub->get_name();
+  err << path << ": unknown command '" << word << "' (one of " << known << ")\n"
+      << "Run with --help for more information.\n";
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{
       "gpumeter: GPU monitoring and cost chargeback for shared GPU clusters, on the Prometheus stack.\n"
-      "Run `gpumeter <command> --help` for the flags of each command."};
+      "Run `gpumeter <command> --help` for the flags of each command.",
+      "gpumeter"};  // parse(vector) takes no program name from argv[0]; the usage lines need one
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string(gpumeter::cli::kVersionLine));
 
@@ -63,12 +87,17 @@ int main(int argc, char** argv) {
       "rules", "Write Prometheus recording rules for prices and live cost rates from a pricing file.");
   gpumeter::cli::setup_rules_command(*rules, rules_options, exit_code);
 
-  auto* sim = app.add_subcommand("sim", "Fleet simulator tools: validate a scenario, print its exact ground truth.");
+  auto* sim = app.add_subcommand("sim",
+                                 "Fleet simulator tools: validate a scenario, print its exact ground truth, write "
+                                 "its fake procfs or amdgpu sysfs tree, serve its kubelet pod-resources API.");
   gpumeter::sim::setup_sim_command(*sim, exit_code);
 
   try {
     auto args = normalized_arguments(argc, argv);
     app.parse(args);
+  } catch (const CLI::RequiredError& e) {
+    if (report_unknown_command(app, std::cerr)) return 2;
+    return app.exit(e) != 0 ? 2 : 0;
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);
     // Every command documents exit code 2 for a bad flag (CLI11's own codes, such as 105 for a

@@ -43,7 +43,7 @@ void setup_serve_command(CLI::App& cmd, ServeOptions& o, int& exit_code) {
   cmd.add_option("--collect.interval", o.collect_interval,
                  "How often each GPU is sampled. 1s matches NVML's own averaging windows (power is a 1 s "
                  "average on Ampere and newer; utilization samples span 1/6 to 1 s), so every sample is "
-                 "fresh and none is skipped, and a dead GPU shows as down within 2 s")
+                 "fresh and none is skipped, and a dead GPU shows as down within 2 s (100ms to 1h)")
       ->capture_default_str();
   cmd.add_option("--log.level", o.log_level, "Only log messages with the given severity or above")
       ->capture_default_str()

@@ -149,7 +149,8 @@ void setup_snapshot_command(CLI::App& cmd, SnapshotOptions& o, int& exit_code) {
       ->capture_default_str();
   cmd.add_flag(
       "--no-color", o.no_color,
-      "No ANSI colours in the table (they are only used when stdout is a terminal and NO_COLOR is unset)");
+      "No ANSI colours in the table (they are only used when stdout is a terminal, NO_COLOR is unset or "
+      "empty and TERM is not dumb)");
   cmd.add_option("--nvml.library", o.nvml_library,
                  "Path of the NVML library to load (default: libnvidia-ml.so.1, then libnvidia-ml.so, from "
                  "the dynamic linker's search path)");

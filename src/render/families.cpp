@@ -355,8 +355,10 @@ std::vector<MetricFamily> build_families(const Snapshot& snap) {
   };
   for (const LedgerSpec& spec : {
            LedgerSpec{"gpu_allocated_seconds_total",
-                      "Seconds of the GPU allocated to the owner: each second is split among the processes "
-                      "present; seconds with none go to project=\"__idle__\".",
+                      "Seconds of the GPU allocated to the owner: each second is split evenly among the "
+                      "processes present or, under the scheduler allocation policy, among the owners it is "
+                      "allocated to, used or not, and those of processes outside the allocation; seconds with "
+                      "none go to project=\"__idle__\".",
                       &LedgerEntry::allocated_seconds},
            LedgerSpec{"gpu_busy_seconds_total",
                       "Integral of GPU utilization in seconds, split by each owner's SM share; what cannot be "
@@ -365,8 +367,8 @@ std::vector<MetricFamily> build_families(const Snapshot& snap) {
            LedgerSpec{"gpu_memory_byte_seconds_total", "Integral of the owner's device memory in byte-seconds.",
                       &LedgerEntry::memory_byte_seconds},
            LedgerSpec{"gpu_attributed_energy_joules_total",
-                      "GPU energy in joules charged to the owner: idle power split among the processes "
-                      "present, the rest by busy share.",
+                      "GPU energy in joules charged to the owner: idle power split as "
+                      "gpu_allocated_seconds_total splits each second, the rest by busy share.",
                       &LedgerEntry::energy_joules},
        }) {
     auto& f = fams.add(spec.name, kCounter, spec.help);

@@ -23,6 +23,14 @@ class Cli(unittest.TestCase):
                      "--log.format", "--path.procfs", "--path.sysfs", "--nvml.library", "--collect.interval"]:
             self.assertIn(flag, r.stdout)
         self.assertIn(":9400", r.stdout)
+        # The range serve enforces (test_bad_flags_fail_with_a_reason) is the one it states.
+        self.assertRegex(r.stdout, r"--collect\.interval [^\n]*(\n {10,}[^\n]*)*\(100ms to 1h\)")
+
+    def test_usage_lines_name_the_program_and_command(self):
+        for command in ([], ["serve"], ["sim"], ["sim", "check"], ["report"]):
+            r = run(*command, "--help")
+            self.assertEqual(r.returncode, 0, command)
+            self.assertRegex(r.stdout, r"(?m)^Usage: %s \[OPTIONS\]" % " ".join(["gpumeter"] + command))
 
     def test_version(self):
         r = run("--version")
@@ -30,13 +38,34 @@ class Cli(unittest.TestCase):
         self.assertRegex(r.stdout, r"gpumeter \d+\.\d+\.\d+")
 
     def test_no_command_is_an_error(self):
-        r = run()
-        self.assertNotEqual(r.returncode, 0)
+        for args in ([], ["sim"]):
+            r = run(*args)
+            self.assertEqual(r.returncode, 2, args)
+            self.assertIn("required", r.stderr, args)
+
+    def test_unknown_command_is_named(self):
+        for args, known in ((["bogus"], "serve, snapshot, report, rules, sim"),
+                            (["sim", "bogus"], "truth, check, procfs, sysfs, kubelet")):
+            r = run(*args)
+            self.assertEqual(r.returncode, 2, args)
+            prefix = " ".join(["gpumeter"] + args[:-1])
+            self.assertIn("%s: unknown command 'bogus' (one of %s)" % (prefix, known), r.stderr)
+
+    def test_every_parser_error_exits_2(self):
+        # The man page's EXIT STATUS: no CLI11 code (105, 106, 109) reaches the caller.
+        for args in (["serve", "--bogus"], ["serve", "extra"], ["serve", "--web.max-requests=0"],
+                     ["serve", "--log.level=trace"], ["serve", "--compat=bogus"],
+                     ["serve", "--collector.device", "--no-collector.device"], ["sim", "check", "--bogus"],
+                     ["snapshot", "--format=xml"], ["report", "--bogus"], ["rules", "--bogus"]):
+            r = run(*args)
+            self.assertEqual(r.returncode, 2, (args, r.stderr))
 
     def test_bad_flags_fail_with_a_reason(self):
         cases = [
             (["serve", "--collect.interval", "fast"], "invalid duration"),
             (["serve", "--collect.interval", "10ms"], "between 100ms and 1h"),
+            (["serve", "--collect.interval", "1.5s"], "no fractions"),
+            (["serve", "--config.reload-interval", "30s1m"], "from the largest to the smallest"),
             (["serve", "--log.level", "loud"], "--log.level"),
             (["serve", "--log.format", "xml"], "--log.format"),
             (["serve", "--sim.scenario", "/nonexistent.yaml"], "/nonexistent.yaml"),

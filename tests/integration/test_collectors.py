@@ -78,6 +78,8 @@ class Collectors(AgentTestCase):
         self.assertNotIn("gpu_nvlink_up", names)
         self.assertNotIn("gpu_nvlink_transmit_bytes_total", names)
         self.assertNotIn("gpu_sm_active_ratio", names)
+        # On NVIDIA GPUs PCIe throughput is a GPM family: the pcie collector alone does not give it.
+        self.assertNotIn("gpu_pcie_throughput_bytes_per_second", names)
         self.assertIn("gpu_allocated_seconds_total", names)
         s = self.wait_for(agent, lambda s: {"ledger", "events"} <= set(collector_rows(s)), "the ledger's and events' runs")
         success = collector_rows(s)
@@ -103,6 +105,7 @@ class Collectors(AgentTestCase):
         self.assertIn("gpu_nvlink_up", names)
         self.assertIn("gpu_nvlink_transmit_bytes_total", names)
         self.assertIn("gpu_temperature_celsius", names)
+        self.assertIn("gpu_pcie_throughput_bytes_per_second", names)  # from GPM, with the pcie collector off
         for gone in ("gpu_clock_hertz", "gpu_clock_event_active", "gpu_performance_state", "gpu_pcie_link_generation",
                      "gpu_pcie_link_width", "gpu_pcie_replay_errors_total", "gpu_pcie_transmit_bytes_total",
                      "gpu_process_memory_used_bytes", "gpu_process_utilization_ratio"):

@@ -245,6 +245,15 @@ class Compat(unittest.TestCase):
         fb = self.values('DCGM_FI_DEV_FB_USED{gpu="2"}')
         self.assertEqual(sorted(round(v / 1024) for v in fb.values()), [10, 30])
 
+    def test_dcgm_exporter_1x_labels_are_the_sets_less_the_counters_files(self):
+        # docs/metrics.md: 1.x's series carry the dcgm-exporter set's labels but for those of the
+        # counters file's `label` lines, which 1.x's fixed names do not read.
+        def label_sets(expr):
+            return {frozenset(k for k in r["metric"] if k not in ("__name__", "instance")) for r in self.query(expr)}
+        full = label_sets("DCGM_FI_DEV_GPU_UTIL")
+        self.assertTrue(full and all("DCGM_FI_DRIVER_VERSION" in labels for labels in full), full)
+        self.assertEqual(label_sets("dcgm_gpu_utilization"), {labels - {"DCGM_FI_DRIVER_VERSION"} for labels in full})
+
     def test_names_reach_prometheus_as_written_over_openmetrics(self):
         # Prometheus asks for OpenMetrics; a counter named without _total keeps its name.
         for name in ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "dcgm_total_energy_consumption",

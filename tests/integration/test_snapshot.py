@@ -302,6 +302,38 @@ class Snapshot(unittest.TestCase):
             self.assertEqual(r.returncode, 2, args)
             self.assertIn(needle, r.stdout + r.stderr, args)
 
+    def test_colours_only_on_a_terminal_without_no_color_or_a_dumb_term(self):
+        # What --no-color's help, the man page and docs/snapshot.md say turns the colours off.
+        import pty
+
+        def escapes(env, *args):
+            leader, follower = pty.openpty()
+            try:
+                p = subprocess.Popen([BIN, "snapshot", "--sim.scenario", SCENARIO, "--ledger.state-file", "",
+                                      "--interval", "200ms", *args], stdout=follower, stderr=subprocess.DEVNULL,
+                                     env=dict(os.environ, **env))
+                os.close(follower)
+                out = b""
+                while True:  # read as it writes, so a full terminal buffer cannot block it
+                    try:
+                        chunk = os.read(leader, 65536)
+                    except OSError:  # EIO: it exited and the terminal is drained
+                        break
+                    if not chunk:
+                        break
+                    out += chunk
+            finally:
+                os.close(leader)
+            self.assertEqual(p.wait(timeout=60), 0, out)
+            self.assertIn(b"GPU", out)
+            return out.count(b"\x1b[")
+
+        plain = {"TERM": "xterm", "NO_COLOR": ""}
+        self.assertGreater(escapes(plain), 0)
+        self.assertEqual(escapes(dict(plain, TERM="dumb")), 0)
+        self.assertEqual(escapes(dict(plain, NO_COLOR="1")), 0)
+        self.assertEqual(escapes(plain, "--no-color"), 0)
+
     def test_help_explains_every_flag(self):
         r = snapshot("--help")
         self.assertEqual(r.returncode, 0)

@@ -167,7 +167,11 @@ TEST(config_parse, ShippedExample) {
   auto c = load_config(path);
   ASSERT_TRUE(c.ok()) << c.error().message;
   EXPECT_EQ(c->attribution.environment, (Strings{"GPUMETER_PROJECT", "SLURM_JOB_ACCOUNT", "SLURM_JOB_ID"}));
-  EXPECT_EQ(c->attribution.hpc_job_mapping_dir, "/run/dcgm-job-mapping");
+  // The packaged /etc/gpumeter/gpumeter.yaml: no scheduler source, so `auto` is the process policy
+  // on a node without a kubelet.
+  EXPECT_EQ(c->attribution.hpc_job_mapping_dir, "");
+  EXPECT_EQ(c->attribution.slurm_cgroups, "");
+  EXPECT_EQ(effective_allocation(*c, ""), AllocationPolicy::kProcess);
   EXPECT_EQ(c->project.resolver.rules().size(), 4u);
   EXPECT_EQ(c->ledger.idle_power_watts.size(), 1u);
   Attributes a;
@@ -268,7 +272,8 @@ TEST(config_parse, ErrorsNameFileLineColumnAndField) {
       {"rule unknown source", "project:\n  rules:\n    - {source: user}\n    - {source: usr}\n",
        "test.yaml:4:16: project.rules[1].source: unknown attribute 'usr'..."},
       {"rule bad regex", "project:\n  rules:\n    - source: namespace\n      match: 'team-(.*'\n",
-       "test.yaml:4:14: project.rules[0].match: invalid regular expression 'team-(.*': ..."},
+       // Whole, with RE2's reason: docs/configuration.md shows this message.
+       "test.yaml:4:14: project.rules[0].match: invalid regular expression 'team-(.*': missing ): team-(.*"},
       {"rule group out of range",
        "project:\n  rules:\n    - {source: pod, match: '(a)-(b)', project: '$3'}\n",
        "test.yaml:3:48: project.rules[0].project: refers to group $3 but the match has 2 groups"},
@@ -307,6 +312,9 @@ TEST(config_parse, ErrorsNameFileLineColumnAndField) {
        "test.yaml:2:27: ledger.labels[2]: duplicate label 'user'"},
       {"labels without project", "ledger:\n  labels: [user]\n",
        "test.yaml:2:11: ledger.labels: must include project..."},
+      {"duration units out of order, as Prometheus rejects them", "ledger:\n  owner_retention: 30s1m\n",
+       "test.yaml:2:20: ledger.owner_retention: expected a duration such as 500ms, 10s, 1m30s or 1d (units ms, s, m, "
+       "h, d, w, y), got '30s1m'"},
       {"retention too short", "ledger:\n  owner_retention: 30s\n",
        "test.yaml:2:20: ledger.owner_retention: must be between 1m and 400d, got '30s'"},
       {"zero idle power", "ledger:\n  idle_power_watts: {\"NVIDIA H100 80GB HBM3\": 0}\n",

@@ -15,6 +15,30 @@ TEST(Duration, ParsesPrometheusStyle) {
   EXPECT_EQ(parse_duration("1w").value().count(), 7 * 86'400'000LL);
   EXPECT_EQ(parse_duration("1y").value().count(), 365 * 86'400'000LL);
   EXPECT_EQ(parse_duration("0").value().count(), 0);
+  EXPECT_EQ(parse_duration("1y2w3d4h5m6s7ms").value().count(),
+            365 * 86'400'000LL + 2 * 7 * 86'400'000LL + 3 * 86'400'000LL + 4 * 3'600'000 + 5 * 60'000 + 6007);
+  EXPECT_EQ(parse_duration("1h0m").value().count(), 3'600'000);
+}
+
+// Prometheus' ParseDuration takes each unit at most once, largest first (y?w?d?h?m?s?ms?).
+TEST(Duration, UnitsGoFromLargestToSmallestEachOnce) {
+  for (const char* bad : {"30s1m", "1ms1s", "1m1h", "1s1s", "1m30s1m", "1d1w"}) {
+    auto r = parse_duration(bad);
+    ASSERT_FALSE(r.ok()) << bad << " gave " << r.value().count();
+    EXPECT_NE(r.error().message.find("units go from the largest to the smallest, each once"), std::string::npos)
+        << r.error().message;
+  }
+  EXPECT_NE(parse_duration("30s1m").error().message.find("unit \"m\" after \"s\""), std::string::npos);
+  EXPECT_NE(parse_duration("1s1s").error().message.find("unit \"s\" after \"s\""), std::string::npos);
+}
+
+TEST(Duration, FractionsAreRejectedAsFractions) {
+  for (const char* bad : {"1.5s", "0.5m", "1,5s", "1.5", "1m1.5s"}) {
+    auto r = parse_duration(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.error().message.find("no fractions"), std::string::npos) << r.error().message;
+    EXPECT_EQ(r.error().message.find("missing unit"), std::string::npos) << r.error().message;
+  }
 }
 
 TEST(Duration, RejectsBadInputWithAReason) {
