@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "backend/clock_steps.h"
 #include "backend/nvml_backend.h"
 
 namespace gpumeter {
@@ -84,9 +85,8 @@ struct NvmlBackend::Device {
   unsigned long long utilization_seen_us = 0;
   unsigned long long power_seen_us = 0;
   unsigned long long process_seen_us = 0;
-  // Both clocks at the previous usage reading, to tell a step of the wall clock (which moves
-  // the driver's timestamps) from time passing; unset before the first reading.
-  std::optional<std::pair<std::int64_t, std::chrono::steady_clock::time_point>> last_read_clocks;
+  // Steps of the wall clock, which move the driver's timestamps, told from time passing.
+  WallClockSteps clock_steps;
   // After a step back, until the samples stamped before it have left the driver's buffers:
   // they come first in the buffer's order and are skipped.
   std::chrono::steady_clock::time_point skip_before_step_back_until{};

@@ -147,22 +147,15 @@ void NvmlBackend::collect_usage(Device& d, nvmlDevice_t h, NvmlCollection& c, Us
   // back in time are new.
   const std::int64_t wall = wall_now_us();
   const auto steady = steady_now();
-  if (d.last_read_clocks) {
-    const std::int64_t wall_moved = wall - d.last_read_clocks->first;
-    const std::int64_t steady_moved =
-        std::chrono::duration_cast<std::chrono::microseconds>(steady - d.last_read_clocks->second).count();
-    const std::int64_t step = wall_moved - steady_moved;
-    if (step >= kClockStepThresholdUs || step <= -kClockStepThresholdUs) {
-      u.clock_step_us = step;
-      if (step < 0) d.skip_before_step_back_until = steady + std::chrono::minutes(3);
-      for (unsigned long long* seen : {&d.utilization_seen_us, &d.power_seen_us, &d.process_seen_us}) {
-        if (*seen == 0) continue;  // nothing read yet: the whole buffer is new anyway
-        const std::int64_t moved = static_cast<std::int64_t>(*seen) + step;
-        *seen = moved > 0 ? static_cast<unsigned long long>(moved) : 0;
-      }
+  if (const std::int64_t step = d.clock_steps.observe(wall, steady); step != 0) {
+    u.clock_step_us = step;
+    if (step < 0) d.skip_before_step_back_until = steady + std::chrono::minutes(3);
+    for (unsigned long long* seen : {&d.utilization_seen_us, &d.power_seen_us, &d.process_seen_us}) {
+      if (*seen == 0) continue;  // nothing read yet: the whole buffer is new anyway
+      const std::int64_t moved = static_cast<std::int64_t>(*seen) + step;
+      *seen = moved > 0 ? static_cast<unsigned long long>(moved) : 0;
     }
   }
-  d.last_read_clocks = {wall, steady};
   const bool after_step_back = steady < d.skip_before_step_back_until;
 
   // Device sample buffers: utilization and power, only what is newer than last time.

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "backend/clock_steps.h"
 #include "backend/rocm_api.h"
 #include "backend/rocm_values.h"
 
@@ -51,6 +52,7 @@ struct RocmBackend::Symbols {
 
 struct RocmBackend::DeviceState {
   std::int64_t last_usage_us = 0;  // when the previous process query ran (wall clock)
+  WallClockSteps clock_steps;
 };
 
 namespace {
@@ -457,6 +459,9 @@ void RocmBackend::read_pcie_loop() {
 }
 
 void RocmBackend::collect_usage(unsigned device, DeviceReading& r) {
+  // The ledger integrates an AMD GPU on the wall clock between its readings: a step of that
+  // clock moves the ledger's cursor, as on NVIDIA GPUs, rather than being billed or lost.
+  r.usage.clock_step_us = devices_[device].clock_steps.observe(wall_now_us(), std::chrono::steady_clock::now());
   r.runs.push_back(timed_run(CollectorId::kProcesses, [&] { return read_processes(device, r); }));
 }
 

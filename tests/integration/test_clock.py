@@ -73,7 +73,7 @@ class ClockTest(harness.AgentTestCase):
 
     def set_offset(self, seconds):
         with open(self.offset_file, "w") as f:
-            f.write("%+d\n" % seconds)
+            f.write("%+.3f\n" % seconds)
 
     def start(self, offset):
         self.set_offset(offset)
@@ -146,6 +146,24 @@ class ClockTest(harness.AgentTestCase):
 
     def test_a_step_forward_while_running(self):
         self.live_step(HOUR)
+
+    def test_small_steps_back_add_up(self):
+        """30 steps of -0.24 s, one a second: each is under the threshold of a step (0.25 s), and
+        before they added up, 22 % of the real time was neither covered nor a gap."""
+        self.start(0)
+        self.wait_covered(3)
+        before = self.scrape()
+        offset = 0.0
+        for _ in range(30):
+            offset -= 0.24
+            self.set_offset(offset)
+            time.sleep(1)
+            self.scrape()
+        after = self.run_for(3)
+        self.assert_followed(before, after)
+        steps = self.logged_steps("msg=\"wall clock stepped; the ledger follows it\"")
+        self.assertGreater(len(steps), 0, self.agent.process.log()[-2000:])
+        self.assertTrue(all(s < 0 for s in steps), steps)
 
     def restart(self, step, same_boot=True):
         self.start(0)

@@ -3,6 +3,7 @@
 
 #include <chrono>
 
+#include "backend/clock_steps.h"
 #include "backend/nvml_backend.h"
 #include "fake_nvml.h"
 
@@ -81,6 +82,58 @@ TEST_F(ClockStepTest, AStepForwardIsReportedAndItsSamplesRead) {
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->usage.clock_step_us, kHour);
   EXPECT_EQ(r->usage.utilization_samples.size(), 5u);
+}
+
+// Steps each under the threshold add up: two steps of -0.24 s are one of -0.48 s at the second,
+// and the samples they hid (stamped before the cursor) are read then.
+TEST_F(ClockStepTest, SmallStepsAddUpToAStep) {
+  auto b = make();
+  sample_until_now(10, 40);
+  ASSERT_TRUE(b->collect(0).ok());
+  pass(1s, -240'000);
+  sample_until_now(5, 60);
+  auto r = b->collect(0);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->usage.clock_step_us, 0);  // within what a step may be
+  pass(1s, -240'000);
+  sample_until_now(5, 70);
+  r = b->collect(0);
+  ASSERT_TRUE(r.ok());
+  // What slewing and reading the clocks allow (0.5 ms a second, 1 ms a reading) is not counted.
+  EXPECT_EQ(r->usage.clock_step_us, -2 * (240'000 - 1'500));
+  EXPECT_GE(r->usage.utilization_samples.size(), 5u);
+  for (const auto& s : r->usage.utilization_samples) EXPECT_GE(s.value, 0.6);
+}
+
+TEST(WallClockSteps, SlewingAndJitterNeverAddUpWhileSmallStepsDo) {
+  WallClockSteps steps;
+  std::int64_t wall = 1'700'000'000'000'000;
+  std::chrono::steady_clock::time_point steady{};
+  EXPECT_EQ(steps.observe(wall, steady), 0);
+  // A day of readings a second apart, slewing at the largest rate with jitter of either sign.
+  for (int i = 0; i < 86'400; ++i) {
+    steady += std::chrono::seconds(1);
+    wall += 1'000'000 + 500 + (i % 2 == 0 ? 900 : -900);
+    ASSERT_EQ(steps.observe(wall, steady), 0) << i;
+  }
+  // Then steps of +0.1 s: the third makes the excess reach 0.25 s.
+  std::int64_t step = 0;
+  int readings = 0;
+  while (step == 0 && readings < 10) {
+    steady += std::chrono::seconds(1);
+    wall += 1'000'000 + 100'000;
+    step = steps.observe(wall, steady);
+    ++readings;
+  }
+  EXPECT_EQ(readings, 3);
+  EXPECT_EQ(step, 3 * (100'000 - 1'500));
+  // A large step is one at once, with what was pending.
+  steady += std::chrono::seconds(1);
+  wall += 1'000'000 + 100'000;
+  EXPECT_EQ(steps.observe(wall, steady), 0);
+  steady += std::chrono::seconds(1);
+  wall += 1'000'000 - 3'600'000'000LL;
+  EXPECT_EQ(steps.observe(wall, steady), -3'600'000'000LL + (100'000 - 1'500));
 }
 
 TEST_F(ClockStepTest, TimePassingOrSlewingIsNoStep) {
