@@ -110,6 +110,7 @@ std::unique_ptr<NvmlBackend> NvmlBackend::create(const NvmlBackendOptions& optio
   auto lib = DynamicLibrary::open_first(options.library_candidates);
   if (!lib) {
     std::unique_ptr<NvmlBackend> b(new NvmlBackend(options, log));
+    b->status_.absent = true;
     b->status_.detail = "NVML library not found (" + lib.error().message + ")";
     return b;
   }

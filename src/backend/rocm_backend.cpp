@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <map>
 
 #include <fmt/format.h>
@@ -10,6 +11,7 @@
 #include "backend/clock_steps.h"
 #include "backend/rocm_api.h"
 #include "backend/rocm_values.h"
+#include "util/file_read.h"
 
 namespace gpumeter {
 
@@ -63,6 +65,22 @@ void resolve(const SymbolSource& lib, const char* name, Fn& out, std::vector<std
   if (out == nullptr) missing.emplace_back(name);
 }
 
+// Whether the DRM class directory has an AMD card: a card<N> whose device's vendor is 0x1002, as
+// ROCm SMI itself discovers its GPUs (docs/rocm-behaviour.md).
+bool has_amd_gpu(const std::string& drm_class_dir) {
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(drm_class_dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.size() < 5 || name.compare(0, 4, "card") != 0 ||
+        name.find_first_not_of("0123456789", 4) != std::string::npos) {
+      continue;  // a connector (card0-DP-1), a render node
+    }
+    auto vendor = read_regular_file(it->path().string() + "/device/vendor", {.max_bytes = 64, .truncate = true});
+    if (vendor && vendor->starts_with("0x1002")) return true;
+  }
+  return false;
+}
+
 // How long a worker may be in the process calls before the others stop waiting for it.
 constexpr std::int64_t kProcessCallsStuckUs = 500'000;
 
@@ -110,10 +128,18 @@ RocmBackend::~RocmBackend() {
 }
 
 std::unique_ptr<RocmBackend> RocmBackend::create(const RocmBackendOptions& options, Logger& log) {
+  // Without an AMD GPU the library is not even initialized: nothing is wrong, and rsmi_init would
+  // print its own lines to stderr where the DRM tree is missing (a container without one).
+  if (!has_amd_gpu(options.drm_class_dir)) {
+    std::unique_ptr<RocmBackend> b(new RocmBackend(log));
+    b->status_.absent = true;
+    b->status_.detail = "no AMD GPU in " + options.drm_class_dir;
+    return b;
+  }
   auto lib = DynamicLibrary::open_first(options.library_candidates);
   if (!lib) {
     std::unique_ptr<RocmBackend> b(new RocmBackend(log));
-    b->status_.detail = "no ROCm SMI library: " + lib.error().message;
+    b->status_.detail = "AMD GPUs in " + options.drm_class_dir + ", but no ROCm SMI library: " + lib.error().message;
     return b;
   }
   std::unique_ptr<SymbolSource> source = std::move(lib).value();

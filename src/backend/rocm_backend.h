@@ -28,12 +28,15 @@ struct RocmBackendOptions {
                                                  "/opt/rocm/lib/librocm_smi64.so"};
   // Symbols to treat as absent, as NvmlBackendOptions::hidden_symbols.
   std::vector<std::string> hidden_symbols;
+  // Where AMD GPUs are looked for before the library is loaded: the directory ROCm SMI reads.
+  // None there: the backend is absent (BackendStatus::absent), not down.
+  std::string drm_class_dir = "/sys/class/drm";
 };
 
 class RocmBackend final : public Backend {
  public:
-  // Never fails: without a usable library or an AMD GPU, status().up is false and
-  // status().detail says why.
+  // Never fails: without an AMD GPU it is absent; with AMD GPUs but no usable library (or one that
+  // cannot initialise them), down; status().detail says why.
   static std::unique_ptr<RocmBackend> create(const RocmBackendOptions& options, Logger& log);
   static std::unique_ptr<RocmBackend> create(std::unique_ptr<SymbolSource> library, Logger& log);
   ~RocmBackend() override;

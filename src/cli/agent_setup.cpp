@@ -61,8 +61,10 @@ std::unique_ptr<RocmBackend> create_rocm_backend(const std::string& library, Log
   auto rocm = RocmBackend::create(options, log);
   if (rocm->status().up) {
     log.info("ROCm SMI backend up", {{"detail", rocm->status().detail}});
+  } else if (rocm->status().absent) {
+    log.info("ROCm SMI backend absent", {{"reason", rocm->status().detail}});
   } else {
-    log.info("ROCm SMI backend down; serving gpumeter_backend_up{backend=\"rocm_smi\"} 0",
+    log.warn("ROCm SMI backend down; serving gpumeter_backend_up{backend=\"rocm_smi\"} 0",
              {{"reason", rocm->status().detail}});
   }
   return rocm;

@@ -200,12 +200,18 @@ int run_serve(const ServeOptions& o) {
   log.info("starting gpumeter", {{"version", kVersion}, {"revision", kRevision}});
 
   auto nvml = create_nvml_backend({o.nvml_library, o.sim_scenario}, log);
-  if (!nvml->status().up) {
+  if (nvml->status().absent) {
+    log.info("NVML backend absent", {{"reason", nvml->status().detail}});
+  } else if (!nvml->status().up) {
     log.warn("NVML backend down; serving gpumeter_backend_up{backend=\"nvml\"} 0",
              {{"reason", nvml->status().detail}});
   }
 
   auto rocm = create_rocm_backend(o.rocm_library, log);
+  if (!nvml->status().up && !rocm->status().up) {
+    log.warn("no GPU backend is up: nothing is measured, and /-/ready answers 503",
+             {{"nvml", nvml->status().detail}, {"rocm_smi", rocm->status().detail}});
+  }
 
   // Attribution and the ledger.
   const HostOwnerResolverOptions ro = owner_resolver_options(config, o.procfs, o.rootfs);
@@ -302,10 +308,15 @@ int run_serve(const ServeOptions& o) {
   collector_ptr = &collector;
 
   // Ready when a backend is up: a node has NVIDIA GPUs, AMD GPUs or both, and the vendor it
-  // lacks is down for good.
+  // lacks is absent.
   http_options.readiness = [&store, &backends]() -> Readiness {
     if (std::none_of(backends.begin(), backends.end(), [](Backend* b) { return b->status().up; })) {
-      return {false, backends.front()->status().backend + " backend down: " + backends.front()->status().detail};
+      std::string why;
+      for (Backend* b : backends) {
+        const BackendStatus s = b->status();
+        why += (why.empty() ? "" : "; ") + s.backend + (s.absent ? " absent: " : " down: ") + s.detail;
+      }
+      return {false, "no GPU backend is up (" + why + ")"};
     }
     if (!store.latest()) return {false, "no snapshot collected yet"};
     return {true, ""};

@@ -76,6 +76,7 @@ json report_json(const SnapshotReport& r) {
   for (const auto& b : s.backends) {
     backends.push_back({{"backend", b.backend},
                         {"up", b.up},
+                        {"absent", b.absent},
                         {"detail", b.detail},
                         {"library", b.library},
                         {"driver_version", b.driver_version}});
@@ -330,8 +331,8 @@ std::string report_table(const SnapshotReport& r, const Style& style) {
                    fmt::format("{:.1f} s", std::chrono::duration<double>(r.interval).count()) + ")") +
          "\n";
   for (const auto& b : s.backends) {
-    out += "backend  " + b.backend + " " + (b.up ? style.good("up") : style.bad("DOWN")) + ": " +
-           printable(b.detail) + "\n";
+    const std::string state = b.up ? style.good("up") : b.absent ? style.dim("absent") : style.bad("DOWN");
+    out += "backend  " + b.backend + " " + state + ": " + printable(b.detail) + "\n";
   }
   const AttributionStatus& a = s.attribution;
   if (r.kubelet_socket.empty()) {

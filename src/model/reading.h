@@ -221,11 +221,15 @@ struct BackendCounters {
 struct BackendStatus {
   std::string backend;  // "nvml"
   bool up = false;
-  std::string detail;   // why it is down, or what it loaded
+  std::string detail;   // why it is down or absent, or what it loaded
   std::string library;  // the path that was loaded, when up
   std::string driver_version;
   std::string vendor;  // DeviceIdentity::vendor of its GPUs, known even before a GPU is identified
   BackendCounters counters;
+  // Neither up nor down: the node has none of this vendor's GPUs, or none of its library (NVML
+  // not found; ROCm SMI with no AMD GPU in /sys/class/drm). A node without AMD GPUs is not
+  // missing ROCm SMI, and nothing about it should alert.
+  bool absent = false;
 };
 
 }  // namespace gpumeter

@@ -409,8 +409,18 @@ std::vector<MetricFamily> build_families(const Snapshot& snap) {
   add_sample(build, {{"version", snap.build.version}, {"revision", snap.build.revision}}, 1);
 
   auto& backend = fams.add("gpumeter_backend_up", kGauge,
-                           "1 if the GPU backend's vendor library is loaded and initialized, 0 otherwise.");
-  for (const auto& b : snap.backends) add_sample(backend, {{"backend", b.backend}}, b.up ? 1 : 0);
+                           "1 if the GPU backend's vendor library is loaded and initialized, 0 if it is down. "
+                           "Absent backends have no series here.");
+  auto& absent = fams.add("gpumeter_backend_absent", kGauge,
+                          "1 for a GPU backend the node has no use for: none of its vendor's GPUs, or none of "
+                          "its library (NVML not found; no AMD GPU for ROCm SMI).");
+  for (const auto& b : snap.backends) {
+    if (b.absent) {
+      add_sample(absent, {{"backend", b.backend}}, 1);
+    } else {
+      add_sample(backend, {{"backend", b.backend}}, b.up ? 1 : 0);
+    }
+  }
   auto& call_errors = fams.add("gpumeter_backend_call_errors_total", kCounter,
                                "Driver queries that failed and left one value out while the GPU stayed up, by "
                                "call and error.");

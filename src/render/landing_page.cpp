@@ -16,7 +16,7 @@ constexpr std::string_view kStyle =
     "table{border-collapse:collapse;margin:1em 0}"
     "th,td{border:1px solid #ccc;padding:.3em .6em;text-align:left}"
     "th{background:#f3f3f3}td.num{text-align:right;font-variant-numeric:tabular-nums}"
-    ".up{color:#17702a;font-weight:600}.down{color:#b3261e;font-weight:600}"
+    ".up{color:#17702a;font-weight:600}.down{color:#b3261e;font-weight:600}.absent{color:#555}"
     ".notice{background:#fff4ce;padding:.5em 1em;border-left:4px solid #e0b000}"
     "code{background:#f3f3f3;padding:0 .2em}";
 
@@ -71,7 +71,11 @@ void backends_section(Html& h, const Snapshot& snap) {
       "thead>\n<tbody>\n");
   for (const auto& b : snap.backends) {
     h.raw("<tr><td>").text(b.backend).raw("</td>");
-    status_cell(h, b.up, b.detail);
+    if (b.absent) {
+      h.raw("<td class=\"absent\">absent: ").text(b.detail).raw("</td>");
+    } else {
+      status_cell(h, b.up, b.detail);
+    }
     h.raw("<td>").text(b.library).raw("</td><td>").text(b.driver_version).raw("</td></tr>\n");
   }
   h.raw("</tbody>\n</table>\n");

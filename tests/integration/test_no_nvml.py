@@ -1,4 +1,5 @@
-"""Without any NVML library the agent still starts, says why once, and reports itself down."""
+"""Without any NVML library the agent still starts, says why once, and reports itself not ready:
+NVML is absent (no library), and with no AMD GPU either, no backend is up."""
 import os
 import tempfile
 
@@ -12,7 +13,8 @@ class NoNvml(AgentTestCase):
         agent.wait_healthy()
         _, body = agent.metrics()
         samples = parse_text(body)
-        self.assertEqual(sample(samples, "gpumeter_backend_up", backend="nvml"), 0)
+        self.assertEqual(sample(samples, "gpumeter_backend_absent", backend="nvml"), 1)
+        self.assertNotIn("gpumeter_backend_up", [n for (n, _) in samples], "an absent backend is not down")
         self.assertFalse([n for (n, _) in samples if n.startswith("gpu_")], "no GPU series without a backend")
 
         status, _, text = http_get(agent.base + "/-/ready")

@@ -117,7 +117,9 @@ inline Snapshot mig_fixture_snapshot() {
   Snapshot s;
   s.taken_unix = kFixtureTakenUnix;
   s.build = {"0.1.0", "abc1234"};
-  s.backends = {{"nvml", true, "loaded", "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1", "550.54.15"}};
+  s.backends = {{"nvml", true, "loaded", "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1", "550.54.15"},
+                {"rocm_smi", false, "no AMD GPU in /sys/class/drm"}};
+  s.backends[1].absent = true;  // an NVIDIA-only node: no series says ROCm SMI is down
 
   auto profiling = [](double sm, double tensor) {
     ProfilingReading p;
