@@ -16,6 +16,7 @@
 #include "report/time_spec.h"
 #include "util/atomic_file.h"
 #include "util/duration.h"
+#include "util/terminal_text.h"
 #include "util/yaml_reader.h"
 
 namespace gpumeter::cli {
@@ -177,7 +178,8 @@ int run_report(const ReportOptions& o) {
   };
   auto built = report::build_report(**api, req, stage);
   if (!built) {
-    std::fprintf(stderr, "gpumeter report: %s\n", built.error().message.c_str());
+    // Messages name series, whose label values a GPU user may have chosen: shown as the table shows them.
+    std::fprintf(stderr, "gpumeter report: %s\n", printable(built.error().message).c_str());
     return built.error().code == kExitInput ? kExitInput : kExitApi;
   }
   built->elapsed_seconds = elapsed();
@@ -189,7 +191,9 @@ int run_report(const ReportOptions& o) {
   else text = report::render_table(*built, !o.no_color && o.output == "-" && isatty(STDOUT_FILENO));
 
   for (const auto& w : built->warnings) {
-    if (o.format != "table" || o.output != "-") std::fprintf(stderr, "gpumeter report: warning: %s\n", w.message.c_str());
+    if (o.format != "table" || o.output != "-") {
+      std::fprintf(stderr, "gpumeter report: warning: %s\n", printable(w.message).c_str());
+    }
   }
   if (o.output == "-") {
     std::fwrite(text.data(), 1, text.size(), stdout);
