@@ -1,23 +1,47 @@
 """`gpumeter report` on bad input: an unreachable API, HTTP errors, answers that are not JSON or
-not the expected JSON, no data, bad dates, bad flags and a bad pricing file. Each gets one clear
-line and a non-zero exit code, and no output file is written: never a silently partial invoice."""
+not the expected JSON, no data, bad dates, bad flags and a bad pricing file; a buildinfo answer
+without end or that is a gzip bomb. Each gets one clear line and a non-zero exit code, and no
+output file is written: never a silently partial invoice."""
 import http.server
 import os
+import resource
+import subprocess
+import sys
 import tempfile
 import threading
 import time
 import unittest
+import zlib
 
-from harness import free_port, report
+from harness import BIN, free_port, report
 
 
-class StubApi:
+class QuietHandler(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+class LocalServer:
+    """A threading HTTP server on a free loopback port, serving `handler` in the background."""
+
+    def serve(self, handler):
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.server.daemon_threads = True
+        self.url = "http://127.0.0.1:%d" % self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class StubApi(LocalServer):
     """A local HTTP server answering every request with the given status and body."""
 
     def __init__(self, status, body, content_type="application/json", delay=0.0):
         stub = self
 
-        class Handler(http.server.BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             def answer(self):
                 length = int(self.headers.get("Content-Length", 0))
                 if length:
@@ -35,19 +59,8 @@ class StubApi:
 
             do_GET = do_POST = answer
 
-            def log_message(self, *args):
-                pass
-
         self.status, self.body, self.content_type, self.delay = status, body, content_type, delay
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = "http://127.0.0.1:%d" % self.server.server_address[1]
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def stop(self):
-        self.server.shutdown()
-        self.server.server_close()
+        self.serve(Handler)
 
 
 class TrickleApi:
@@ -86,6 +99,70 @@ class TrickleApi:
         self.done.set()
         self.thread.join()
         self.sock.close()
+
+
+class BuildinfoFlood(LocalServer):
+    """Answers buildinfo without end (chunked, until the client goes or 256 MiB are out) or with a
+    gzip bomb, and every query with no data; counts the bytes of buildinfo that went out."""
+
+    def __init__(self, mode):
+        self.mode, self.sent, self.aborted = mode, 0, False
+        flood = self
+
+        class Handler(QuietHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_GET(self):
+                try:
+                    flood.buildinfo(self)
+                except OSError:  # the client closed the connection: it stopped reading
+                    flood.aborted = True
+                self.close_connection = True
+
+            def do_POST(self):
+                self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                body = b'{"status":"success","data":{"resultType":"matrix","result":[]}}'
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.serve(Handler)
+
+    def buildinfo(self, handler):
+        handler.send_response(200)
+        handler.send_header("Content-Type", "application/json")
+        if self.mode == "gzip":
+            body = self.bomb()
+            handler.send_header("Content-Encoding", "gzip")
+            handler.send_header("Content-Length", str(len(body)))
+            handler.end_headers()
+            handler.wfile.write(body)
+            self.sent = len(body)
+            return
+        handler.send_header("Transfer-Encoding", "chunked")
+        handler.end_headers()
+        chunk = b"%x\r\n%s\r\n" % (1 << 20, b" " * (1 << 20))
+        while self.sent < 256 << 20:
+            handler.wfile.write(chunk)
+            self.sent += 1 << 20
+        handler.wfile.write(b"0\r\n\r\n")
+
+    @staticmethod
+    def bomb():
+        """A gzip body of 512 MiB that is about half a megabyte on the wire."""
+        z = zlib.compressobj(9, zlib.DEFLATED, 31)
+        parts = [z.compress(b'{"status":"success","data":{"version":"')]
+        parts += [z.compress(b"9" * (1 << 20)) for _ in range(512)]
+        return b"".join(parts + [z.compress(b'"}}'), z.flush()])
+
+
+# Runs a command and prints its peak resident memory in KiB: the report's own, alone.
+PEAK_RSS = ("import resource, subprocess, sys\n"
+            "r = subprocess.run(sys.argv[1:], capture_output=True, text=True)\n"
+            "sys.stderr.write(r.stderr)\n"
+            "print(r.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n")
 
 
 class ReportErrors(unittest.TestCase):
@@ -164,6 +241,31 @@ class ReportErrors(unittest.TestCase):
         port = free_port()
         err = self.fails(1, "cannot reach", url="http://127.0.0.1:%d" % port)
         self.assertIn("cannot connect", err)
+
+    def test_buildinfo_without_end_is_cut_at_the_answer_size(self):
+        # buildinfo was read with no size cap: 8.4 GB in 20 s from an endless answer.
+        flood = BuildinfoFlood("endless")
+        try:
+            self.fails(1, "has no gpumeter ledger data", "--max-answer-size", "1MiB", "--timeout", "20s",
+                       url=flood.url)
+        finally:
+            flood.stop()
+        self.assertTrue(flood.aborted, "the report read %d MiB of buildinfo" % (flood.sent >> 20))
+        self.assertLess(flood.sent, 64 << 20)
+
+    def test_a_gzip_bomb_as_buildinfo_is_cut_at_the_answer_size(self):
+        # The cap is on the body as decoded: 512 MiB from half a megabyte on the wire took as much memory.
+        flood = BuildinfoFlood("gzip")
+        try:
+            out = subprocess.run([sys.executable, "-c", PEAK_RSS, BIN, "report", "--url", flood.url, "--from", "-1d",
+                                  "--to", "-1h", "--max-answer-size", "1MiB"], capture_output=True, text=True,
+                                 timeout=300)
+        finally:
+            flood.stop()
+        code, peak_kib = map(int, out.stdout.split())
+        self.assertEqual(code, 1, out.stderr)
+        self.assertIn("has no gpumeter ledger data", out.stderr)
+        self.assertLess(peak_kib, 256 << 10, "peak RSS %d MiB with a 1 MiB answer cap" % (peak_kib >> 10))
 
     def test_bad_dates(self):
         self.fails(2, '--from "yesterday": not a time', "--from", "yesterday")
