@@ -63,8 +63,9 @@ void setup_report_command(CLI::App& cmd, ReportOptions& o, int& exit_code) {
       "boundaries, with counter resets resolved from raw samples, never from increase() or\n"
       "sum_over_time(). Consecutive periods add up exactly to the whole. See docs/chargeback.md.\n\n"
       "Times: now, -30d, now-12h, unix seconds, 2026-11-01 (midnight UTC), 2026-11-01T08:00:00Z.\n"
-      "Exit codes: 0 report written (warnings included), 1 the API failed or answered badly,\n"
-      "2 bad flags, dates or pricing file. Nothing is written unless the report is complete.");
+      "Exit codes: 0 report written (warnings included), 1 the API failed, answered badly or\n"
+      "partially, or with data no ledger can have written, 2 bad flags, dates or pricing file.\n"
+      "Nothing is written unless the report is complete.");
   cmd.add_option("--url", o.url, "Base URL of the query API, e.g. http://prometheus:9090 or http://vm:8428")
       ->capture_default_str();
   cmd.add_option("--from", o.from, "Start of the period")->capture_default_str();
