@@ -262,9 +262,13 @@ def main():
                 for key in node.owners:
                     text = labels_text(base + key[0] + key[1])
                     whole = node.at[node.period][0].get(key, {}).get(field, 0.0)
+                    v = 0.0
                     for x in samples:
                         q, r = divmod(x, node.period)
-                        v = q * whole + node.at[r][0].get(key, {}).get(field, 0.0)
+                        # Each offset's truth is computed on its own, so two neighbours can differ by
+                        # rounding (about 1e-12 of the value) the wrong way. A ledger counter never
+                        # goes down, and the report refuses one that goes down and not to zero.
+                        v = max(v, q * whole + node.at[r][0].get(key, {}).get(field, 0.0))
                         out.write("%s_total{%s} %.17g %d\n" % (name, text, v, start + x))
                     lines += len(samples)
         family("gpumeter_ledger_covered_seconds", "counter", "Seconds the ledger has integrated.")

@@ -16,6 +16,7 @@
 #include "report/time_spec.h"
 #include "util/atomic_file.h"
 #include "util/duration.h"
+#include "util/terminal_text.h"
 #include "util/yaml_reader.h"
 
 namespace gpumeter::cli {
@@ -62,8 +63,9 @@ void setup_report_command(CLI::App& cmd, ReportOptions& o, int& exit_code) {
       "boundaries, with counter resets resolved from raw samples, never from increase() or\n"
       "sum_over_time(). Consecutive periods add up exactly to the whole. See docs/chargeback.md.\n\n"
       "Times: now, -30d, now-12h, unix seconds, 2026-11-01 (midnight UTC), 2026-11-01T08:00:00Z.\n"
-      "Exit codes: 0 report written (warnings included), 1 the API failed or answered badly,\n"
-      "2 bad flags, dates or pricing file. Nothing is written unless the report is complete.");
+      "Exit codes: 0 report written (warnings included), 1 the API failed, answered badly or\n"
+      "partially, or with data no ledger can have written, 2 bad flags, dates or pricing file.\n"
+      "Nothing is written unless the report is complete.");
   cmd.add_option("--url", o.url, "Base URL of the query API, e.g. http://prometheus:9090 or http://vm:8428")
       ->capture_default_str();
   cmd.add_option("--from", o.from, "Start of the period")->capture_default_str();
@@ -177,7 +179,8 @@ int run_report(const ReportOptions& o) {
   };
   auto built = report::build_report(**api, req, stage);
   if (!built) {
-    std::fprintf(stderr, "gpumeter report: %s\n", built.error().message.c_str());
+    // Messages name series, whose label values a GPU user may have chosen: shown as the table shows them.
+    std::fprintf(stderr, "gpumeter report: %s\n", printable(built.error().message).c_str());
     return built.error().code == kExitInput ? kExitInput : kExitApi;
   }
   built->elapsed_seconds = elapsed();
@@ -189,7 +192,9 @@ int run_report(const ReportOptions& o) {
   else text = report::render_table(*built, !o.no_color && o.output == "-" && isatty(STDOUT_FILENO));
 
   for (const auto& w : built->warnings) {
-    if (o.format != "table" || o.output != "-") std::fprintf(stderr, "gpumeter report: warning: %s\n", w.message.c_str());
+    if (o.format != "table" || o.output != "-") {
+      std::fprintf(stderr, "gpumeter report: warning: %s\n", printable(w.message).c_str());
+    }
   }
   if (o.output == "-") {
     std::fwrite(text.data(), 1, text.size(), stdout);

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/version.h"
+#include "util/terminal_text.h"
 
 namespace gpumeter::cli {
 
@@ -168,54 +169,6 @@ struct Style {
   std::string bad(std::string_view s) const { return wrap(s, "1;31"); }
 };
 
-// Terminal columns of UTF-8 text (every code point one column: names here are not CJK).
-size_t width(std::string_view s) {
-  return static_cast<size_t>(std::count_if(s.begin(), s.end(), [](char c) { return (c & 0xC0) != 0x80; }));
-}
-
-// The length of the UTF-8 sequence a byte starts; 0 when it cannot start one.
-size_t utf8_length(unsigned char c) {
-  if (c < 0x80) return 1;
-  if ((c & 0xE0) == 0xC0) return c >= 0xC2 ? 2 : 0;
-  if ((c & 0xF0) == 0xE0) return 3;
-  if ((c & 0xF8) == 0xF0) return c <= 0xF4 ? 4 : 0;
-  return 0;
-}
-
-// Owner values come from /proc and the kubelet: control characters (C0 and C1, which could carry
-// terminal escape sequences) and bytes that are not UTF-8 become '?'.
-std::string printable(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (size_t i = 0; i < s.size();) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    const size_t n = utf8_length(c);
-    bool ok = n > 0 && i + n <= s.size();
-    for (size_t k = 1; ok && k < n; ++k) ok = (static_cast<unsigned char>(s[i + k]) & 0xC0) == 0x80;
-    if (ok && n == 1) ok = c >= 0x20 && c != 0x7f;
-    if (ok && n == 2) ok = !(c == 0xC2 && static_cast<unsigned char>(s[i + 1]) < 0xA0);  // U+0080..U+009F
-    if (!ok) {
-      out += '?';
-      ++i;
-      continue;
-    }
-    out.append(s.substr(i, n));
-    i += n;
-  }
-  return out;
-}
-
-std::string truncate(std::string_view s, size_t max) {
-  if (width(s) <= max) return std::string(s);
-  std::string out;
-  size_t cols = 0;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if ((s[i] & 0xC0) != 0x80 && ++cols > max - 1) break;
-    out += s[i];
-  }
-  return out + "…";
-}
-
 struct Column {
   std::string header;
   size_t max_width = 40;
@@ -234,8 +187,8 @@ class Table {
     for (size_t c = 0; c < columns_.size(); ++c) {
       const bool any = std::any_of(rows_.begin(), rows_.end(), [&](const auto& r) { return !r[c].empty(); });
       if (columns_[c].drop_if_empty && !any) continue;
-      size_t w = width(columns_[c].header);
-      for (const auto& r : rows_) w = std::max(w, width(cell(r, c)));
+      size_t w = text_width(columns_[c].header);
+      for (const auto& r : rows_) w = std::max(w, text_width(cell(r, c)));
       shown.push_back(c);
       widths.push_back(w);
     }
@@ -244,7 +197,7 @@ class Table {
       for (size_t k = 0; k < shown.size(); ++k) {
         const Column& col = columns_[shown[k]];
         std::string text = text_of(shown[k]);
-        const std::string pad(widths[k] - width(text), ' ');
+        const std::string pad(widths[k] - text_width(text), ' ');
         std::string padded = col.right ? pad + text : text + (k + 1 < shown.size() ? pad : "");
         l += header ? style.bold(padded) : padded;
         if (k + 1 < shown.size()) l += "  ";
@@ -258,7 +211,7 @@ class Table {
  private:
   std::string cell(const std::vector<std::string>& row, size_t c) const {
     if (row[c].empty()) return "-";
-    return truncate(printable(row[c]), columns_[c].max_width);
+    return truncate_utf8(printable(row[c]), columns_[c].max_width);
   }
   std::vector<Column> columns_;
   std::vector<std::vector<std::string>> rows_;
@@ -286,7 +239,7 @@ std::string duration_text(double seconds) {
   return fmt::format("{:.2f} h", seconds / 3600);
 }
 
-std::string short_uuid(const std::string& uuid) { return truncate(uuid, 13); }  // "GPU-" and 8 hex digits
+std::string short_uuid(const std::string& uuid) { return truncate_utf8(uuid, 13); }  // "GPU-" and 8 hex digits
 
 void render_ledger_table(std::string& out, const LedgerStateGpu& lg, const Style& style) {
   out += "  " + style.bold("ledger totals") + " " +
@@ -372,7 +325,7 @@ std::string report_table(const SnapshotReport& r, const Style& style) {
     const DeviceIdentity& id = g.identity;
     out += "\n" + style.bold("GPU " + std::to_string(id.index));
     for (const std::string& part :
-         {truncate(printable(id.model), 32), short_uuid(printable(id.uuid)), id.pci_bus_id}) {
+         {truncate_utf8(printable(id.model), 32), short_uuid(printable(id.uuid)), id.pci_bus_id}) {
       if (!part.empty()) out += "  " + part;
     }
     out += "  " + (g.up ? style.good("up") : style.bad("DOWN")) + "\n";

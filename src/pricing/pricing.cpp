@@ -23,6 +23,12 @@ namespace {
 namespace chrono = std::chrono;
 
 constexpr std::size_t kMaxPricingBytes = 1 << 20;
+// The largest price per GPU-hour, instance-hour or kWh: far above any real price in any
+// currency (an H100 hour is about 3,000,000 in the currency with the most digits to the
+// dollar), so that an amount out of range, such as 1e308, is refused with its place in the file.
+constexpr double kMaxPrice = 1e9;
+// The largest monthly budget, for the same reason.
+constexpr double kMaxBudget = 1e15;
 constexpr double kSecondsPerDay = 86400;
 
 constexpr std::array<std::pair<IdlePolicy, std::string_view>, 3> kIdlePolicies = {{
@@ -95,10 +101,19 @@ double read_number(const YAML::Node& node, const std::string& path) {
   return read_double(node, path, std::numeric_limits<double>::lowest(), std::numeric_limits<double>::max());
 }
 
-// A price or a rate: finite and never negative.
+// A value above `max` is taken for a mistake (a typo such as 1e308 would bill infinity).
+void check_at_most(const YAML::Node& node, const std::string& path, double v, double max) {
+  if (v > max) {
+    fail_at(node, path, fmt::format("must be at most {:.0f}, got '{}' (a larger amount is taken for a mistake)", max,
+                                    node.Scalar()));
+  }
+}
+
+// A price or a rate: never negative, and at most kMaxPrice.
 double read_price(const YAML::Node& node, const std::string& path) {
   double v = read_number(node, path);
   if (v < 0) fail_at(node, path, fmt::format("must be at least 0, got '{}'", node.Scalar()));
+  check_at_most(node, path, v, kMaxPrice);
   return v;
 }
 
@@ -264,6 +279,7 @@ void parse_budgets(const YAML::Node& node, Pricing& p) {
     if (e.key.empty()) fail_at(e.key_node, path, "a project name must not be empty");
     double v = read_number(e.value, e.path);
     if (v <= 0) fail_at(e.value, e.path, fmt::format("must be more than 0, got '{}'", e.value.Scalar()));
+    check_at_most(e.value, e.path, v, kMaxBudget);
     p.budgets.emplace(e.key, v);
   }
 }

@@ -12,20 +12,76 @@ namespace {
 
 constexpr double kMissing = std::numeric_limits<double>::quiet_NaN();
 
+// "selector{label=\"value\",...}" for messages.
+std::string series_text(std::string_view selector, const Labels& labels) {
+  std::string shown;
+  for (const auto& [k, v] : labels) shown += fmt::format("{}{}=\"{}\"", shown.empty() ? "" : ",", k, v);
+  return fmt::format("{}{{{}}}", selector, shown);
+}
+
 // Ledger counters start at 0 and only grow: a negative or non-finite sample is corrupt data
 // (a bad write, a foreign series), and an exact report refuses it rather than adding it up.
 std::optional<Error> bad_sample(std::string_view selector, const Labels& labels, const Sample& x) {
   if (std::isfinite(x.v) && x.v >= 0) return std::nullopt;
-  std::string shown;
-  for (const auto& [k, v] : labels) shown += fmt::format("{}{}=\"{}\"", shown.empty() ? "" : ",", k, v);
-  return Error{0, fmt::format("{}{{{}}} has the sample {} at {:.3f}; a counter of the ledger is never negative or "
+  return Error{0, fmt::format("{} has the sample {} at {:.3f}; a counter of the ledger is never negative or "
                               "infinite, so the data cannot be billed",
-                              selector, shown, x.v, x.t)};
+                              series_text(selector, labels), x.v, x.t)};
 }
 // Two times closer than this are the same point (the API rounds to milliseconds).
 constexpr double kSameTime = 1e-3;
 // Uuids per regex in one request, so URLs and regexes stay small.
 constexpr std::size_t kUuidsPerRequest = 64;
+// What a restarted counter may hold beyond max_rate x the time since the sample before it: a
+// restarted agent's first reading can reach back into the driver's sample buffer (about 20 s),
+// and the agent's clock and the store's may differ by seconds.
+constexpr double kResetSlackSeconds = 60;
+
+// One series' values in time order, added up into increases per step by the definition in
+// counter_reader.h. A value below the one before is a reset only when it is near zero: no more
+// than the counter can have counted since the earliest time the previous value can have been
+// sampled. Anything else is a decrease no ledger makes, and an error.
+class IncreaseWalk {
+ public:
+  IncreaseWalk(std::string_view selector, const Labels& labels, double max_rate, std::size_t steps)
+      : selector_(selector), labels_(labels), max_rate_(max_rate), increase_(steps, 0.0) {}
+
+  // The value before the first step, sampled at `at` or no earlier than `earliest`.
+  void start(double value, double at, double earliest) {
+    prev_ = value;
+    prev_at_ = at;
+    prev_earliest_ = earliest;
+  }
+
+  // `value`, sampled at `at` or no earlier than `earliest`, in step `step` (1-based).
+  std::optional<Error> advance(double value, double at, double earliest, std::size_t step,
+                               std::vector<ResetFound>& resets) {
+    if (value >= prev_) {
+      increase_[step - 1] += value - prev_;
+    } else {
+      const double most = max_rate_ * (at - prev_earliest_ + kResetSlackSeconds);
+      if (value > most) {
+        return Error{0, fmt::format("{} went down from {} (at {:.3f}) to {} (at {:.3f}); a ledger counter only "
+                                    "goes down when it restarts from zero, and {} is more than it can have "
+                                    "counted since ({} at most), so the data cannot be billed",
+                                    series_text(selector_, labels_), prev_, prev_at_, value, at, value, most)};
+      }
+      increase_[step - 1] += value;
+      resets.push_back(ResetFound{labels_, prev_at_, at});
+    }
+    start(value, at, earliest);
+    return std::nullopt;
+  }
+
+  double last() const { return prev_; }
+  std::vector<double> increases() && { return std::move(increase_); }
+
+ private:
+  std::string_view selector_;
+  const Labels& labels_;
+  double max_rate_;
+  std::vector<double> increase_;
+  double prev_ = 0, prev_at_ = 0, prev_earliest_ = 0;
+};
 
 // `selector` with one more matcher.
 std::string with_matcher(std::string_view selector, std::string_view matcher) {
@@ -200,7 +256,39 @@ Result<StepFlags> CounterReader::reset_steps(std::string_view selector) {
   return flags;
 }
 
-Result<CounterData> CounterReader::read(std::string_view selector, const StepFlags& flags) {
+Result<CounterSeries> CounterReader::walk(std::string_view selector, double max_rate, const SeriesPoints& series,
+                                          const RawSamples& raw, std::vector<ResetFound>& resets) const {
+  const std::size_t points = timeline_.size();
+  const std::string key = labels_key(series.labels);
+  const auto& v = series.values;
+  CounterSeries cs{series.labels, {}, std::vector<bool>(points, false)};
+  for (std::size_t i = 0; i < points; ++i) cs.present[i] = !std::isnan(v[i]);
+  IncreaseWalk walk(selector, series.labels, max_rate, points - 1);
+  // A boundary value is the last sample within the step before its point; the previous value,
+  // the last within the lookback.
+  if (!std::isnan(v[0])) {
+    walk.start(v[0], timeline_[0], timeline_[0] - step_);
+  } else if (series.previous) {
+    walk.start(*series.previous, timeline_[0], timeline_[0] - lookback_);
+  }
+  for (std::size_t i = 1; i < points; ++i) {
+    if (series.flagged[i]) {
+      if (auto it = raw.find({key, i}); it != raw.end()) {
+        for (const auto& sample : it->second) {
+          if (auto e = walk.advance(sample.v, sample.t, sample.t, i, resets)) return *e;
+        }
+      }
+    }
+    // The boundary value is authoritative (and all there is for an unflagged step).
+    if (!std::isnan(v[i]) && (v[i] != walk.last() || !series.flagged[i])) {
+      if (auto e = walk.advance(v[i], timeline_[i], timeline_[i] - step_, i, resets)) return *e;
+    }
+  }
+  cs.increase = std::move(walk).increases();
+  return cs;
+}
+
+Result<CounterData> CounterReader::read(std::string_view selector, const StepFlags& flags, double max_rate) {
   const std::size_t points = timeline_.size();
   const std::size_t n = points - 1;
   std::vector<std::vector<double>> values;
@@ -242,7 +330,7 @@ Result<CounterData> CounterReader::read(std::string_view selector, const StepFla
 
   // The raw samples of every flagged step: one request per step and group of GPUs, so the
   // number of requests grows with the steps that need them, not with the series.
-  std::map<std::pair<std::string, std::size_t>, std::vector<Sample>> raw;  // (series key, step)
+  RawSamples raw;
   std::size_t raw_requests = 0;
   {
     std::map<std::size_t, std::set<std::string>> uuids_by_step;
@@ -275,32 +363,12 @@ Result<CounterData> CounterReader::read(std::string_view selector, const StepFla
   // Pass 2: increases, from boundary values where nothing can hide, else from raw samples.
   CounterData out;
   for (std::size_t s = 0; s < values.size(); ++s) {
-    const auto& v = values[s];
-    const std::string key = labels_key(labels[s]);
-    CounterSeries cs{labels[s], std::vector<double>(n, 0.0), std::vector<bool>(points, false)};
-    for (std::size_t i = 0; i < points; ++i) cs.present[i] = !std::isnan(v[i]);
-    double prev = !std::isnan(v[0]) ? v[0] : (previous.count(s) ? previous[s] : 0.0);
-    double prev_t = timeline_[0];
-    auto advance = [&](double value, double t, std::size_t step) {
-      if (value >= prev) {
-        cs.increase[step - 1] += value - prev;
-      } else {
-        cs.increase[step - 1] += value;
-        out.resets.push_back(ResetFound{labels[s], prev_t, t});
-      }
-      prev = value;
-      prev_t = t;
-    };
-    for (std::size_t i = 1; i <= n; ++i) {
-      if (flagged[s][i]) {
-        if (auto it = raw.find({key, i}); it != raw.end()) {
-          for (const auto& sample : it->second) advance(sample.v, sample.t, i);
-        }
-      }
-      // The boundary value is authoritative (and all there is for an unflagged step).
-      if (!std::isnan(v[i]) && (v[i] != prev || !flagged[s][i])) advance(v[i], timeline_[i], i);
-    }
-    out.series.push_back(std::move(cs));
+    auto p = previous.find(s);
+    const SeriesPoints points_of_s{labels[s], values[s],
+                                   p == previous.end() ? std::nullopt : std::optional<double>(p->second), flagged[s]};
+    auto series = walk(selector, max_rate, points_of_s, raw, out.resets);
+    if (!series) return series.error();
+    out.series.push_back(std::move(*series));
   }
   if (progress_ && raw_requests) {
     progress_(fmt::format("{}: {} requests for raw samples where a reset could hide", selector, raw_requests));

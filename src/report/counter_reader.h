@@ -9,7 +9,10 @@
 // v >= previous and of v when v < previous (a reset: the counter restarted from zero); the
 // previous value of the first sample is the last sample before t_a, found as far back as the
 // lookback reaches, else 0 (the series was born with the counter at zero). Increases so
-// defined add up exactly over consecutive periods.
+// defined add up exactly over consecutive periods. A ledger counter restarts from zero, so a
+// value below the previous one is a reset only when it is near zero: at most what the counter
+// can have counted since the previous sample (`max_rate` per second, plus a minute). A larger
+// one (a 10% dip) is no reset but data no ledger can have written, and reading fails.
 //
 // Method (docs/chargeback.md has the long form):
 //   1. V at every point of the timeline: one range query `last_over_time(m[step])` for the
@@ -23,6 +26,7 @@
 #include <cmath>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -63,7 +67,8 @@ class CounterReader {
                 std::function<void(std::string_view)> progress = {});
 
   // `selector` is a metric name with optional matchers, e.g. gpu_busy_seconds_total{job="x"}.
-  Result<CounterData> read(std::string_view selector, const StepFlags& flags = {});
+  // `max_rate`: the most one series can count per second (1 for seconds of one GPU).
+  Result<CounterData> read(std::string_view selector, const StepFlags& flags = {}, double max_rate = 1.0);
 
   // Steps in which a counter of the metric decreased at least once, by `resets()` over two
   // steps so a reset between the last sample of one step and the first of the next is caught:
@@ -78,6 +83,19 @@ class CounterReader {
                            std::vector<Labels>& labels, std::map<std::string, std::size_t>& index);
   Result<void> find_predecessors(std::string_view selector, const std::vector<std::size_t>& born,
                                  const std::vector<Labels>& labels, std::map<std::size_t, double>& previous);
+  // (series key, step) -> the raw samples read for that step.
+  using RawSamples = std::map<std::pair<std::string, std::size_t>, std::vector<Sample>>;
+  // What the points and the raw reads know of one series.
+  struct SeriesPoints {
+    const Labels& labels;
+    const std::vector<double>& values;  // per point; NaN where the series had no sample
+    std::optional<double> previous;     // its last value before the period, when born inside it
+    const std::vector<bool>& flagged;   // per point: its step's raw samples were read
+  };
+  // A series' increases per step, from its boundary values and the raw samples of its flagged
+  // steps; the resets found are appended to `resets`.
+  Result<CounterSeries> walk(std::string_view selector, double max_rate, const SeriesPoints& series,
+                             const RawSamples& raw, std::vector<ResetFound>& resets) const;
 
   PromApi& api_;
   std::vector<double> timeline_;

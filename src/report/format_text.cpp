@@ -1,5 +1,6 @@
 // The table, CSV and JSON formats of `gpumeter report`.
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <string>
 
@@ -8,11 +9,14 @@
 
 #include "report/format.h"
 #include "report/time_spec.h"
+#include "util/terminal_text.h"
 
 namespace gpumeter::report {
 namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+// Code points of a name in the table; CSV and JSON keep names whole.
+constexpr std::size_t kMaxNameWidth = 48;
 
 const char* row_kind(const Row& row) { return row.idle ? "idle" : row.unattributed ? "unattributed" : ""; }
 
@@ -31,9 +35,10 @@ std::string grouped(double v, int decimals) {
 }
 
 // "-" for an empty value; idle and unattributed rows are marked when no column says so (for
-// example when grouping by model only).
+// example when grouping by model only). Names come from the owners' labels: what could split the
+// row or reorder it is replaced, and a long one is cut to kMaxNameWidth.
 std::string key_text(const Row& row, std::size_t i) {
-  std::string v = row.key[i].empty() ? "-" : row.key[i];
+  std::string v = row.key[i].empty() ? "-" : truncate_utf8(printable(row.key[i]), kMaxNameWidth);
   const char* kind = row_kind(row);
   const bool named = std::find(row.key.begin(), row.key.end(), std::string("__") + kind + "__") != row.key.end();
   if (i == 0 && *kind && !named) v += std::string(" [") + kind + "]";
@@ -76,7 +81,19 @@ nlohmann::json cost_json(const Cost& c) {
           {"idle", c.idle}, {"total", c.total()}};
 }
 
-std::string csv_field(const std::string& s) {
+// A text cell a spreadsheet would take for a formula (OWASP, "CSV Injection"): one starting with
+// =, +, -, @, a tab or a carriage return, unless the whole cell is a plain number.
+bool formula_like(std::string_view s) {
+  if (s.empty() || std::string_view("=+-@\t\r").find(s.front()) == std::string_view::npos) return false;
+  double v = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  return ec != std::errc() || end != s.data() + s.size();
+}
+
+// A text cell: a formula-like one gets a leading ' so that it stays text, then RFC 4180 quoting.
+// The report's own numbers are written as they are, never through here.
+std::string csv_field(const std::string& text) {
+  const std::string s = formula_like(text) ? "'" + text : text;
   if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
   std::string out = "\"";
   for (char c : s) {
@@ -214,15 +231,16 @@ struct Aligned {
   Aligned(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& body, std::size_t k)
       : width(header.size()), keys(k) {
     for (std::size_t i = 0; i < header.size(); ++i) {
-      width[i] = header[i].size();
-      for (const auto& l : body) width[i] = std::max(width[i], l[i].size());
+      width[i] = text_width(header[i]);
+      for (const auto& l : body) width[i] = std::max(width[i], text_width(l[i]));
     }
   }
   std::string line(const std::vector<std::string>& c) const {
     std::string out;
     for (std::size_t i = 0; i < c.size(); ++i) {
       if (i) out += "  ";
-      out += i < keys ? fmt::format("{:<{}}", c[i], width[i]) : fmt::format("{:>{}}", c[i], width[i]);
+      const std::string pad(width[i] - text_width(c[i]), ' ');
+      out += i < keys ? c[i] + pad : pad + c[i];
     }
     while (!out.empty() && out.back() == ' ') out.pop_back();
     return out + "\n";
@@ -304,7 +322,7 @@ std::string render_table(const Report& r, bool color) {
 
   std::string out = bold("gpumeter report") + fmt::format("  {} to {} ({})\n", format_utc(r.from), format_utc(r.to),
                                                           period_length(r.to - r.from));
-  out += fmt::format("source {} ({}), by {}", r.url, r.backend, fmt::join(r.by, ", "));
+  out += fmt::format("source {} ({}), by {}", printable(r.url), printable(r.backend), fmt::join(r.by, ", "));
   if (r.priced) out += fmt::format(", pricing {} ({}, idle {})", r.pricing_source, r.currency, r.idle_policy);
   out += "\n\n" + bold(line(header));
   for (std::size_t i = 0; i + 1 < body.size(); ++i) out += line(body[i]);
@@ -318,7 +336,7 @@ std::string render_table(const Report& r, bool color) {
   if (rec.gap_seconds > 0) out += fmt::format("gaps the agents could not integrate: {:.0f} s\n", rec.gap_seconds);
   if (!r.warnings.empty()) {
     out += "\n" + yellow(fmt::format("warnings ({}):", r.warnings.size())) + "\n";
-    for (const auto& w : r.warnings) out += fmt::format("  [{}] {}\n", w.kind, w.message);
+    for (const auto& w : r.warnings) out += fmt::format("  [{}] {}\n", w.kind, printable(w.message));
   }
   out += fmt::format("\n{} queries in {:.2f} s\n", r.queries, r.elapsed_seconds);
   return out;

@@ -80,17 +80,4 @@ std::string format_duration(double seconds) {
   return out;
 }
 
-std::string truncate_utf8(std::string_view s, size_t max_chars) {
-  if (max_chars == 0) return "";
-  size_t chars = 0;
-  size_t cut = std::string_view::npos;  // byte offset where character number max_chars-1 starts
-  for (size_t i = 0; i < s.size(); ++i) {
-    bool continuation = (static_cast<unsigned char>(s[i]) & 0xC0) == 0x80;
-    if (continuation) continue;
-    if (chars == max_chars - 1) cut = i;
-    if (++chars > max_chars) return std::string(s.substr(0, cut)) + "\u2026";
-  }
-  return std::string(s);
-}
-
 }  // namespace gpumeter::report

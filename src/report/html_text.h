@@ -26,8 +26,4 @@ std::string format_utc(double unix_seconds, const char* strftime_format);
 // A duration in the largest whole units, at most two of them: "30 d", "1 d 12 h", "15 min", "45 s".
 std::string format_duration(double seconds);
 
-// At most `max_chars` code points of UTF-8 text, with "…" in place of what was cut; never splits
-// a multi-byte sequence.
-std::string truncate_utf8(std::string_view s, size_t max_chars);
-
 }  // namespace gpumeter::report

@@ -68,7 +68,10 @@ class AnswerReader {
 
   // nlohmann::json SAX events.
   bool null() { return scalar(Scalar::kOther); }
-  bool boolean(bool) { return scalar(Scalar::kOther); }
+  bool boolean(bool v) {
+    boolean_ = v;
+    return scalar(Scalar::kBoolean);
+  }
   bool number_integer(json::number_integer_t v) { return number(static_cast<double>(v)); }
   bool number_unsigned(json::number_unsigned_t v) { return number(static_cast<double>(v)); }
   bool number_float(json::number_float_t v, const std::string&) { return number(v); }
@@ -122,8 +125,8 @@ class AnswerReader {
 
  private:
   // What a container or a value is, from where it sits.
-  enum class Role { kSkip, kTop, kData, kResults, kResult, kMetric, kInstant, kValues, kPair, kSeriesList };
-  enum class Scalar { kString, kNumber, kOther };
+  enum class Role { kSkip, kTop, kData, kResults, kResult, kMetric, kInstant, kValues, kPair, kSeriesList, kWarnings };
+  enum class Scalar { kString, kNumber, kBoolean, kOther };
   struct Frame {
     Role role;
     std::string key;    // the key the current member came with, in an object
@@ -147,6 +150,18 @@ class AnswerReader {
       return Error{0, fmt::format("{}: the API answered status \"{}\" ({}): {}", what_, *status_,
                                   error_type_.value_or("unknown"), error_.value_or("no error message"))};
     }
+    // Thanos and Mimir answer from the stores that answered in time, and say so only here; a
+    // VictoriaMetrics cluster sets isPartial. Either answer is incomplete, and so would the bill be.
+    if (!warnings_.empty()) {
+      return Error{0, fmt::format("{}: the API answered with a warning, so the answer may be incomplete: \"{}\"{}",
+                                  what_, excerpt(warnings_.front(), 300),
+                                  warnings_.size() > 1 ? fmt::format(" (and {} more)", warnings_.size() - 1) : "")};
+    }
+    if (partial_) {
+      return Error{0, fmt::format("{}: the API marked its answer as partial (\"isPartial\": true: some storage "
+                                  "nodes did not answer)",
+                                  what_)};
+    }
     if (!data_) return fail("unexpected JSON: no \"data\" field");
     return std::nullopt;
   }
@@ -158,8 +173,13 @@ class AnswerReader {
     switch (f.role) {
       case Role::kSkip:
         return Role::kSkip;
+      case Role::kWarnings:
+        warnings_.emplace_back("(not a string)");
+        return Role::kSkip;
       case Role::kTop:
-        if (f.key == "status") status_ = "?";
+        // A status that is no string. (emplace: "= \"?\"" gets a false -Wrestrict from GCC 12.)
+        if (f.key == "status") status_.emplace(1, '?');
+        if (f.key == "warnings" && array) return Role::kWarnings;
         if (f.key == "data") {
           data_ = true;
           if (mode_ == Mode::kQuery ? object : array) {
@@ -256,6 +276,10 @@ class AnswerReader {
     const bool string = kind == Scalar::kString;
     if (f.role == Role::kTop && f.key == "status") {
       status_ = string ? *text_ : std::string("?");
+    } else if (f.role == Role::kTop && f.key == "isPartial") {
+      partial_ = kind == Scalar::kBoolean && boolean_;
+    } else if (f.role == Role::kWarnings) {
+      warnings_.push_back(string ? *text_ : std::string("(not a string)"));
     } else if (f.role == Role::kTop && (f.key == "errorType" || f.key == "error")) {
       if (string) (f.key == "error" ? error_ : error_type_) = *text_;
     } else if (f.role == Role::kData && f.key == "resultType") {
@@ -295,10 +319,13 @@ class AnswerReader {
   std::vector<Frame> stack_;
   std::string* text_ = nullptr;
   double number_ = 0;
+  bool boolean_ = false;
 
   bool syntax_error_ = false;
   std::optional<std::string> status_, error_type_, error_, result_type_;
   bool data_ = false, data_ok_ = false, result_list_ = false;
+  std::vector<std::string> warnings_;
+  bool partial_ = false;
   std::optional<std::string> problem_;
 
   std::vector<Series> series_;

@@ -211,11 +211,13 @@ class HttpPromApi final : public PromApi {
     return other;
   }
 
+  // Through exchange() as every query is: the same size cap and deadline, so a server that
+  // answers buildinfo with gigabytes, a gzip bomb or an endless stream is cut off as a query is.
   std::string backend() override {
-    watchdog_.arm(std::chrono::steady_clock::now() + timeout_);
-    auto res = client_.Get(url_.prefix + "/api/v1/status/buildinfo");
-    watchdog_.disarm();
-    count_request();
+    httplib::Request req;
+    req.method = "GET";
+    req.path = url_.prefix + "/api/v1/status/buildinfo";
+    auto res = exchange(std::move(req), "buildinfo");
     if (!res) return "unknown";
     json doc = json::parse(res->body, nullptr, false);
     if (res->status == 200 && doc.is_object() && doc.contains("data") && doc["data"].is_object() &&
@@ -223,7 +225,9 @@ class HttpPromApi final : public PromApi {
       return "Prometheus " + doc["data"]["version"].get<std::string>();
     }
     // VictoriaMetrics answers buildinfo with empty data and names itself in a header.
-    if (res->has_header("X-Server-Hostname") || res->has_header("X-Victoriametrics-Version")) return "VictoriaMetrics";
+    if (res->headers.count("X-Server-Hostname") || res->headers.count("X-Victoriametrics-Version")) {
+      return "VictoriaMetrics";
+    }
     return "unknown";
   }
 
@@ -245,21 +249,27 @@ class HttpPromApi final : public PromApi {
     return fmt::format("{}{} [{}]", display_, path, excerpt(expr, 120));
   }
 
-  Result<std::string> post(const std::string& path, const httplib::Params& params, std::string what) {
-    const auto started = std::chrono::steady_clock::now();
-    httplib::Request req;
-    req.method = "POST";
-    req.path = url_.prefix + path;
-    req.headers.emplace("Content-Type", "application/x-www-form-urlencoded");
-    req.body = form_encode(params);
+  // An answer as it came, whatever its status.
+  struct Answer {
+    int status = 0;
+    httplib::Headers headers;
     std::string body;
+  };
+
+  // Sends one request under the deadline (--timeout) and the size cap (--max-answer-size, on
+  // the body as decoded, so a gzip bomb is capped too), counts it and reports it for progress.
+  // Every request of the report goes through here.
+  Result<Answer> exchange(httplib::Request req, std::string what) {
+    const auto started = std::chrono::steady_clock::now();
+    const std::string where = display_ + req.path.substr(url_.prefix.size());
+    Answer answer;
     bool too_big = false;
     req.content_receiver = [&](const char* data, std::size_t n, std::uint64_t, std::uint64_t) {
-      if (body.size() + n > max_answer_bytes_) {
+      if (answer.body.size() + n > max_answer_bytes_) {
         too_big = true;
         return false;
       }
-      body.append(data, n);
+      answer.body.append(data, n);
       return true;
     };
     watchdog_.arm(started + timeout_);
@@ -271,7 +281,6 @@ class HttpPromApi final : public PromApi {
     // failure at the deadline is the deadline's.
     const bool late = stopped || (!res && seconds >= std::chrono::duration<double>(timeout_).count());
     if (on_request_) on_request_(RequestInfo{std::move(what), seconds});
-    const std::string where = display_ + path;
     if (late) {
       return Error{0, fmt::format("{}: no complete answer within the timeout of {:.0f} s (--timeout)", where,
                                   std::chrono::duration<double>(timeout_).count())};
@@ -282,16 +291,30 @@ class HttpPromApi final : public PromApi {
                                   where, max_answer_bytes_ >> 20)};
     }
     if (!res) return Error{0, fmt::format("cannot reach {}: {}", where, describe_failure(res.error()))};
-    if (res->status != 200) {
+    answer.status = res->status;
+    answer.headers = res->headers;
+    return answer;
+  }
+
+  Result<std::string> post(const std::string& path, const httplib::Params& params, std::string what) {
+    httplib::Request req;
+    req.method = "POST";
+    req.path = url_.prefix + path;
+    req.headers.emplace("Content-Type", "application/x-www-form-urlencoded");
+    req.body = form_encode(params);
+    auto answer = exchange(std::move(req), std::move(what));
+    if (!answer) return answer.error();
+    if (answer->status != 200) {
+      const std::string where = display_ + path;
       // Prometheus and VictoriaMetrics put the reason in a JSON envelope; proxies send HTML.
-      json doc = json::parse(body, nullptr, false);
+      json doc = json::parse(answer->body, nullptr, false);
       if (doc.is_object() && doc.contains("error") && doc["error"].is_string()) {
-        return Error{0, fmt::format("{} answered HTTP {} ({}): {}", where, res->status,
+        return Error{0, fmt::format("{} answered HTTP {} ({}): {}", where, answer->status,
                                     doc.value("errorType", std::string("error")), doc["error"].get<std::string>())};
       }
-      return Error{0, fmt::format("{} answered HTTP {}: \"{}\"", where, res->status, excerpt(body))};
+      return Error{0, fmt::format("{} answered HTTP {}: \"{}\"", where, answer->status, excerpt(answer->body))};
     }
-    return body;
+    return std::move(answer->body);
   }
 
   ParsedUrl url_;

@@ -26,16 +26,41 @@ constexpr std::string_view kUnattributed = "__unattributed__";
 constexpr double kSecondsPerMonth = 30.4375 * 86400;  // a mean Gregorian month
 constexpr double kMinHoleSeconds = 300;               // shorter holes in the samples are scrape jitter
 constexpr std::size_t kParallelReads = 2;
+// Samples this close to now may still be arriving (VictoriaMetrics shows them 30 s late): one
+// request can see them and the next not.
+constexpr double kUnsettledSeconds = 120;
 
 enum Field { kAllocated, kBusy, kMemory, kEnergy, kIdleAllocated };
-constexpr std::array<std::pair<std::string_view, Field>, 5> kLedgerMetrics = {{
-    {"gpu_allocated_seconds_total", kAllocated},
-    {"gpu_busy_seconds_total", kBusy},
-    {"gpu_memory_byte_seconds_total", kMemory},
-    {"gpu_attributed_energy_joules_total", kEnergy},
+
+// The most one series can count per second, which tells a counter's restart from zero from a
+// decrease no ledger makes (counter_reader.h): a second of one GPU per second for time; for
+// memory and energy, bounds far above any GPU (8 TiB, 100 kW), which still tell a dip in a
+// counter of more than about ten minutes' use from a restart.
+constexpr double kSecondsPerSecond = 1;
+constexpr double kMaxMemoryBytes = 8.0 * (1ULL << 40);
+constexpr double kMaxPowerWatts = 1e5;
+
+struct LedgerMetric {
+  std::string_view name;
+  Field field;
+  double max_rate;
+};
+constexpr std::array<LedgerMetric, 5> kLedgerMetrics = {{
+    {"gpu_allocated_seconds_total", kAllocated, kSecondsPerSecond},
+    {"gpu_busy_seconds_total", kBusy, kSecondsPerSecond},
+    {"gpu_memory_byte_seconds_total", kMemory, kMaxMemoryBytes},
+    {"gpu_attributed_energy_joules_total", kEnergy, kMaxPowerWatts},
     // Only under the scheduler allocation policy; no series is a zero, not an error.
-    {"gpu_idle_allocated_seconds_total", kIdleAllocated},
+    {"gpu_idle_allocated_seconds_total", kIdleAllocated, kSecondsPerSecond},
 }};
+
+static_assert(kLedgerMetrics[kAllocated].field == kAllocated && kLedgerMetrics[kBusy].field == kBusy &&
+              kLedgerMetrics[kMemory].field == kMemory && kLedgerMetrics[kEnergy].field == kEnergy,
+              "a metric's read result is found by its field");
+
+// Busy seconds beyond the GPU's covered seconds: relative, then absolute (rounding of the sums).
+constexpr double kBusyTolerance = 1e-6;
+constexpr double kBusyToleranceSeconds = 1e-3;
 
 // 0 for owners, 1 for idle time, 2 for busy time no process accounts for.
 int reserved_kind(std::string_view project) { return project == kIdle ? 1 : project == kUnattributed ? 2 : 0; }
@@ -69,6 +94,22 @@ struct RowAcc {
   std::map<std::string, double> cost_by_node;       // own cost, for spreading idle cost
   std::map<std::string, std::vector<double>> node_steps;  // idle rows: cost per node per step
 };
+
+double sum(const std::vector<double>& v) {
+  double total = 0;
+  for (double x : v) total += x;
+  return total;
+}
+
+// An owner's labels for messages: project="a", user="b" (the empty ones and the GPU's left out).
+std::string owner_text(const Labels& labels) {
+  std::string out;
+  for (const auto& [k, v] : labels) {
+    if (v.empty() || k == "uuid" || k == "gpu" || k == "instance" || k == "job") continue;
+    out += fmt::format("{}{}=\"{}\"", out.empty() ? "" : ", ", k, v);
+  }
+  return out.empty() ? "an owner with no labels" : out;
+}
 
 // "GPU GPU-1234 on node-3:9400" for messages.
 std::string gpu_text(const std::string& uuid, const std::string& node) {
@@ -129,22 +170,22 @@ class Builder {
     // An owner pruned after its retention and back from zero restarts its four counters at
     // once, and can pass its old total before the next step: the boundary values cannot show
     // it, resets() over the allocated seconds can.
-    auto owner_flags = reader.reset_steps(kLedgerMetrics[0].first);
+    auto owner_flags = reader.reset_steps(kLedgerMetrics[0].name);
     if (!owner_flags) return owner_flags.error();
     for (const auto& [uuid, steps] : *owner_flags) (*flags)[uuid].insert(steps.begin(), steps.end());
 
     if (auto ok = read_identities(); !ok) return ok.error();
     // The owner counters and the gap counter are independent reads: on connections of
     // their own they run in parallel, so the server evaluates one while this parses another.
-    std::vector<std::pair<std::string_view, const StepFlags*>> reads;
-    for (const auto& [metric, f] : kLedgerMetrics) reads.emplace_back(metric, &*flags);
-    reads.emplace_back(kGap, &ledger_restarts);
+    std::vector<Read> reads;
+    for (const auto& m : kLedgerMetrics) reads.push_back(Read{m.name, &*flags, m.max_rate});
+    reads.push_back(Read{kGap, &ledger_restarts, kSecondsPerSecond});
     std::vector<Result<CounterData>> results = read_all(reader, reads);
     for (auto& r : results) {
       if (!r) return r.error();
     }
     for (std::size_t i = 0; i < kLedgerMetrics.size(); ++i) {
-      if (auto ok = add_metric(*results[i], kLedgerMetrics[i].second); !ok) return ok.error();
+      if (auto ok = add_metric(*results[i], kLedgerMetrics[i].field); !ok) return ok.error();
     }
     const CounterData* gaps = &*results.back();
 
@@ -152,17 +193,27 @@ class Builder {
     if (req_.pricing && req_.pricing->idle_policy != pricing::IdlePolicy::kSeparate) spread_idle();
     finish_rows();
     reconcile(*covered, *gaps);
+    if (auto ok = check_finite(); !ok) return ok.error();
+    if (auto ok = check_busy(*covered, *results[kAllocated], *results[kBusy]); !ok) return ok.error();
+    if (auto ok = check_siblings(results); !ok) return ok.error();
     warn_about_data(*covered, *gaps);
     report_.queries = api_.requests();
     return std::move(report_);
   }
 
  private:
+  // One counter to read: its steps to read raw, and how fast one series of it can count.
+  struct Read {
+    std::string_view metric;
+    const StepFlags* flags;
+    double max_rate;
+  };
+
   // Reads on kParallelReads connections of their own, each taking the next metric when done;
   // more would hold more parsed answers in memory at once for little gain. One after the
   // other when the API cannot open more connections.
-  std::vector<Result<CounterData>> read_all(CounterReader& reader,
-                                            const std::vector<std::pair<std::string_view, const StepFlags*>>& reads) {
+  std::vector<Result<CounterData>> read_all(CounterReader& reader, const std::vector<Read>& reads) {
+    auto read = [&](CounterReader& r, const Read& what) { return r.read(what.metric, *what.flags, what.max_rate); };
     std::vector<std::optional<Result<CounterData>>> slots(reads.size());
     std::atomic<std::size_t> next{0};
     std::vector<std::future<void>> workers;
@@ -171,13 +222,13 @@ class Builder {
       if (!connection) break;
       workers.push_back(std::async(std::launch::async, [&, c = std::move(connection)] {
         CounterReader own(*c, timeline_, req_.step, req_.lookback, progress_);
-        for (std::size_t i; (i = next++) < reads.size();) slots[i].emplace(own.read(reads[i].first, *reads[i].second));
+        for (std::size_t i; (i = next++) < reads.size();) slots[i].emplace(read(own, reads[i]));
       }));
     }
     for (auto& w : workers) w.get();
     std::vector<Result<CounterData>> out;
     for (std::size_t i = 0; i < reads.size(); ++i) {
-      out.push_back(slots[i] ? std::move(*slots[i]) : reader.read(reads[i].first, *reads[i].second));
+      out.push_back(slots[i] ? std::move(*slots[i]) : read(reader, reads[i]));
     }
     return out;
   }
@@ -441,6 +492,111 @@ class Builder {
     }
   }
 
+  // Busy time the ledger cannot have counted: on a GPU more busy seconds than seconds covered
+  // (busy time is the integral of a utilization of at most 1), or an owner busy with no
+  // allocated second (a process present is allocated time in the same window; only
+  // __unattributed__ is busy with none). Either means answers that left out or added series:
+  // Thanos or Mimir answering from part of their stores, a series missing from some answers.
+  // Busy time above an owner's own allocated time is no such sign: allocation is split evenly
+  // between the processes present, busy time by their SM shares (docs/ledger.md).
+  Result<void> check_busy(const CounterData& covered, const CounterData& allocated, const CounterData& busy) const {
+    std::map<std::string, double> covered_by_gpu, busy_by_gpu;
+    for (const auto& s : covered.series) covered_by_gpu[label(s.labels, "uuid")] += sum(s.increase);
+    std::set<std::string> allocated_owners;
+    for (const auto& s : allocated.series) {
+      if (sum(s.increase) > 0) allocated_owners.insert(labels_key(s.labels));
+    }
+    for (const auto& s : busy.series) {
+      const double seconds = sum(s.increase);
+      busy_by_gpu[label(s.labels, "uuid")] += seconds;
+      if (seconds > kBusyToleranceSeconds && label(s.labels, "project") != kUnattributed &&
+          !allocated_owners.count(labels_key(s.labels))) {
+        return Error{1, fmt::format("{}: {} has {:.3f} busy seconds in the period and no allocated second; the "
+                                    "answers of {} are incomplete or inconsistent, so no report is written",
+                                    gpu_text(label(s.labels, "uuid"), node_of(s.labels)), owner_text(s.labels),
+                                    seconds, req_.url)};
+      }
+    }
+    for (const auto& [uuid, seconds] : busy_by_gpu) {
+      const double cover = covered_by_gpu[uuid];
+      if (seconds > cover * (1 + kBusyTolerance) + kBusyToleranceSeconds) {
+        return Error{1, fmt::format("{}: its owners have {:.3f} busy seconds in the period, more than the {:.3f} s "
+                                    "its ledger covered; the answers of {} are incomplete or inconsistent, so no "
+                                    "report is written",
+                                    gpu_text(uuid, node_of_gpu(uuid)), seconds, cover, req_.url)};
+      }
+    }
+    return {};
+  }
+
+  // The agent exports an owner's four ledger counters together, in every scrape
+  // (render/families.cpp), so their series are present at the same points of the timeline. One
+  // missing where another is present was left out of an answer, and its usage with it (a series
+  // missing from every other answer took an owner's busy time to 0 with exit 0). A counter with
+  // no series at all is not compared (a store may drop one by relabelling), nor are points in
+  // the last two minutes before now: samples still arriving there can be seen by one request
+  // and not by the next.
+  Result<void> check_siblings(const std::vector<Result<CounterData>>& results) const {
+    static constexpr Field kOwnerCounters[] = {kAllocated, kBusy, kMemory, kEnergy};
+    std::map<std::string, std::vector<const CounterSeries*>> by_owner;  // one per kOwnerCounters entry
+    for (std::size_t m = 0; m < std::size(kOwnerCounters); ++m) {
+      for (const auto& s : results[kOwnerCounters[m]]->series) {
+        auto& siblings = by_owner[labels_key(s.labels)];
+        siblings.resize(std::size(kOwnerCounters), nullptr);
+        siblings[m] = &s;
+      }
+    }
+    for (const auto& [key, siblings] : by_owner) {
+      const auto first = std::find_if(siblings.begin(), siblings.end(), [](auto* s) { return s; });
+      const CounterSeries& seen = **first;
+      const std::string_view seen_name = kLedgerMetrics[kOwnerCounters[first - siblings.begin()]].name;
+      for (std::size_t m = 0; m < siblings.size(); ++m) {
+        if (results[kOwnerCounters[m]]->series.empty()) continue;
+        for (std::size_t i = 0; i < timeline_.size() && timeline_[i] < req_.now - kUnsettledSeconds; ++i) {
+          if ((siblings[m] && siblings[m]->present[i]) == seen.present[i]) continue;
+          return Error{1, fmt::format("{}: {}: {} has {} sample at {}, where {} has {}; the answers of {} are "
+                                      "incomplete or inconsistent, so no report is written",
+                                      gpu_text(label(seen.labels, "uuid"), node_of(seen.labels)),
+                                      owner_text(seen.labels), kLedgerMetrics[kOwnerCounters[m]].name,
+                                      seen.present[i] ? "no" : "a", format_utc(timeline_[i]), seen_name,
+                                      seen.present[i] ? "one" : "none", req_.url)};
+        }
+      }
+    }
+    return {};
+  }
+
+  // A total that is not a finite number (samples near the largest double, which add up to
+  // infinity, or an amount beyond it) is no bill: nothing is written.
+  Result<void> check_finite() const {
+    auto bad = [](const Row& row) -> std::optional<std::string> {
+      const Usage& u = row.usage;
+      const std::pair<const char*, double> fields[] = {
+          {"allocated seconds", u.allocated_seconds}, {"busy seconds", u.busy_seconds},
+          {"memory byte-seconds", u.memory_byte_seconds}, {"energy", u.energy_joules},
+          {"idle allocated seconds", u.idle_allocated_seconds}, {"cost", row.cost.total()}};
+      for (const auto& [name, v] : fields) {
+        if (!std::isfinite(v)) return fmt::format("{} {}", name, v);
+      }
+      return std::nullopt;
+    };
+    for (const Row& row : report_.rows) {
+      if (auto what = bad(row)) return not_finite(fmt::format("the row {}", fmt::join(row.key, ", ")), *what);
+    }
+    if (auto what = bad(report_.total)) return not_finite("the total", *what);
+    const auto& rec = report_.reconciliation;
+    if (!std::isfinite(rec.covered_seconds + rec.gap_seconds + rec.owners_seconds + rec.idle_seconds)) {
+      return not_finite("the ledger's covered time", fmt::format("{} s", rec.covered_seconds));
+    }
+    return {};
+  }
+
+  Error not_finite(const std::string& where, const std::string& what) const {
+    return Error{1, fmt::format("{} is not a finite number ({}): the answers of {} hold counter values no ledger "
+                                "has{}, so no report is written",
+                                where, what, req_.url, report_.priced ? ", or a price is out of range" : "")};
+  }
+
   void reconcile(const CounterData& covered, const CounterData& gaps) {
     Reconciliation& rec = report_.reconciliation;
     report_.timeline.capacity_seconds.assign(steps_, 0.0);
@@ -469,11 +625,12 @@ class Builder {
 
   std::string node_of(const Labels& labels) const {
     std::string node = label(labels, req_.node_label);
-    if (node.empty()) {
-      auto it = gpus_.find(label(labels, "uuid"));
-      if (it != gpus_.end()) node = it->second.node;
-    }
-    return node;
+    return node.empty() ? node_of_gpu(label(labels, "uuid")) : node;
+  }
+
+  std::string node_of_gpu(const std::string& uuid) const {
+    auto it = gpus_.find(uuid);
+    return it == gpus_.end() ? std::string() : it->second.node;
   }
 
   void warn_about_data(const CounterData& covered, const CounterData& gaps) {

@@ -8,6 +8,7 @@
 #include <iterator>
 
 #include "report/html_text.h"
+#include "util/terminal_text.h"
 
 namespace gpumeter::report::svg {
 

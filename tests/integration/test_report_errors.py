@@ -1,23 +1,57 @@
 """`gpumeter report` on bad input: an unreachable API, HTTP errors, answers that are not JSON or
-not the expected JSON, no data, bad dates, bad flags and a bad pricing file. Each gets one clear
-line and a non-zero exit code, and no output file is written: never a silently partial invoice."""
+not the expected JSON, no data, bad dates, bad flags and a bad pricing file; answers that say they
+are partial, and data no ledger can have written (a dip that is no restart from zero, totals that
+are not finite, busy time with no allocated time); a buildinfo answer without end. Each gets one
+clear line and a non-zero exit code, and no output file is written: never a silently partial
+invoice."""
 import http.server
+import json
 import os
+import re
+import resource
+import subprocess
+import sys
 import tempfile
 import threading
 import time
 import unittest
+import urllib.parse
+import zlib
 
-from harness import free_port, report
+from harness import BIN, free_port, report
+
+# The period the ledger API's history covers: one hour, on a 5-minute timeline.
+START = 1_700_000_000
+END = START + 3600
+PERIOD = ("--from", str(START), "--to", str(END), "--step", "5m")
 
 
-class StubApi:
+class QuietHandler(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+class LocalServer:
+    """A threading HTTP server on a free loopback port, serving `handler` in the background."""
+
+    def serve(self, handler):
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.server.daemon_threads = True
+        self.url = "http://127.0.0.1:%d" % self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class StubApi(LocalServer):
     """A local HTTP server answering every request with the given status and body."""
 
     def __init__(self, status, body, content_type="application/json", delay=0.0):
         stub = self
 
-        class Handler(http.server.BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             def answer(self):
                 length = int(self.headers.get("Content-Length", 0))
                 if length:
@@ -35,19 +69,8 @@ class StubApi:
 
             do_GET = do_POST = answer
 
-            def log_message(self, *args):
-                pass
-
         self.status, self.body, self.content_type, self.delay = status, body, content_type, delay
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = "http://127.0.0.1:%d" % self.server.server_address[1]
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def stop(self):
-        self.server.shutdown()
-        self.server.server_close()
+        self.serve(Handler)
 
 
 class TrickleApi:
@@ -86,6 +109,172 @@ class TrickleApi:
         self.done.set()
         self.thread.join()
         self.sock.close()
+
+
+class LedgerApi(LocalServer):
+    """A query API over a small ledger history, answering the requests `gpumeter report` makes as
+    Prometheus 2.x evaluates them: last_over_time(), resets() > 0 and raw range selectors on
+    /api/v1/query_range and /api/v1/query, /api/v1/series, and buildinfo. One GPU: team-a holds
+    75% of it, idle the rest; the agent had run for a day before the period, samples every 15 s.
+    `tamper(doc, query)` may change each query answer before it goes out; `series` may be edited."""
+
+    SHARES = {"team-a": 0.75, "__idle__": 0.25}
+
+    def __init__(self, tamper=None):
+        self.tamper = tamper or (lambda doc, query: doc)
+        self.series = []  # (name, labels, [(t, v)])
+        gpu = {"uuid": "GPU-a", "gpu": "0", "instance": "n1:9400", "job": "gpumeter"}
+
+        def counter(name, labels, rate):
+            times = range(START - 900, END + 1, 15)
+            self.series.append((name, dict(gpu, **labels), [(t, rate * (86400 + t - START)) for t in times]))
+
+        for project, share in self.SHARES.items():
+            owner = {"project": project}
+            counter("gpu_allocated_seconds_total", owner, share)
+            counter("gpu_busy_seconds_total", owner, share / 2 if project == "team-a" else 0)
+            counter("gpu_memory_byte_seconds_total", owner, 1e9 if project == "team-a" else 0)
+            counter("gpu_attributed_energy_joules_total", owner, 300 * share)
+        counter("gpumeter_ledger_covered_seconds_total", {}, 1)
+        counter("gpumeter_ledger_gap_seconds_total", {}, 0)
+        self.series.append(("gpu_info", dict(gpu, model="NVIDIA H100 80GB HBM3"), [(START, 1), (END, 1)]))
+        api = self
+
+        class Handler(QuietHandler):
+            def do_GET(self):
+                api.send(self, {"status": "success", "data": {"version": "2.42.0"}})
+
+            def do_POST(self):
+                length = int(self.headers.get("Content-Length", 0))
+                form = urllib.parse.parse_qs(self.rfile.read(length).decode())
+                arg = lambda k: form[k][0]
+                if self.path == "/api/v1/series":
+                    query = arg("match[]")
+                    data = api.label_sets(query, float(arg("start")), float(arg("end")))
+                elif self.path == "/api/v1/query_range":
+                    query = arg("query")
+                    data = api.matrix(query, float(arg("start")), float(arg("end")), float(arg("step")))
+                else:
+                    query = arg("query")
+                    data = api.matrix(query, float(arg("time")), float(arg("time")), 1)
+                api.send(self, api.tamper({"status": "success", "data": data}, query))
+
+        self.serve(Handler)
+
+    @staticmethod
+    def send(handler, doc):
+        body = json.dumps(doc).encode()
+        handler.send_response(200)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Length", str(len(body)))
+        handler.end_headers()
+        handler.wfile.write(body)
+
+    def select(self, selector):
+        """The series a selector such as m{uuid=~"a|b",project="x"} matches."""
+        name, _, body = re.fullmatch(r'([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?', selector).groups()
+        matchers = [(k, op, re.sub(r'\\(.)', r'\1', v))
+                    for k, op, v in re.findall(r'([a-zA-Z_]+)(=~|=)"((?:[^"\\]|\\.)*)"', body or "")]
+        return [s for s in self.series if s[0] == name and all(
+            (re.fullmatch(v, s[1].get(k, "")) if op == "=~" else s[1].get(k, "") == v) for k, op, v in matchers)]
+
+    def matrix(self, query, start, end, step):
+        kind, selector, ms = next((k, *m.groups()) for k, m in (
+            ("last", re.fullmatch(r"last_over_time\((.*)\[(\d+)ms\]\)", query)),
+            ("resets", re.fullmatch(r"resets\((.*)\[(\d+)ms\]\) > 0", query)),
+            ("raw", re.fullmatch(r"(.*)\[(\d+)ms\]", query))) if m)
+        out = {}
+        for name, labels, samples in self.select(selector):
+            t = start
+            while t <= end + 1e-9:
+                window = [(x, v) for x, v in samples if t - int(ms) / 1000 - 1e-9 <= x <= t + 1e-9]
+                if kind == "raw":
+                    points = window
+                elif kind == "last":
+                    points = [(t, window[-1][1])] if window else []
+                else:
+                    n = sum(b[1] < a[1] for a, b in zip(window, window[1:]))
+                    points = [(t, n)] if n else []
+                key = json.dumps(labels, sort_keys=True)
+                entry = out.setdefault(key, {"metric": dict(labels, __name__=name) if kind == "raw" else labels,
+                                             "values": []})
+                entry["values"] += [[round(x, 3), repr(float(v))] for x, v in points]
+                t += step
+        return {"resultType": "matrix", "result": [e for e in out.values() if e["values"]]}
+
+    def label_sets(self, selector, start, end):
+        return [dict(labels, __name__=name) for name, labels, samples in self.select(selector)
+                if any(start <= t <= end for t, _ in samples)]
+
+    def edit(self, name, project, change):
+        """Applies change(t, v) -> v to the samples of `name` of `project` ("" for the GPU's own)."""
+        for s in self.series:
+            if s[0] == name and s[1].get("project", "") == project:
+                s[2][:] = [(t, change(t, v)) for t, v in s[2]]
+
+
+class BuildinfoFlood(LocalServer):
+    """Answers buildinfo without end (chunked, until the client goes or 256 MiB are out) or with a
+    gzip bomb, and every query with no data; counts the bytes of buildinfo that went out."""
+
+    def __init__(self, mode):
+        self.mode, self.sent, self.aborted = mode, 0, False
+        flood = self
+
+        class Handler(QuietHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_GET(self):
+                try:
+                    flood.buildinfo(self)
+                except OSError:  # the client closed the connection: it stopped reading
+                    flood.aborted = True
+                self.close_connection = True
+
+            def do_POST(self):
+                self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                body = b'{"status":"success","data":{"resultType":"matrix","result":[]}}'
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.serve(Handler)
+
+    def buildinfo(self, handler):
+        handler.send_response(200)
+        handler.send_header("Content-Type", "application/json")
+        if self.mode == "gzip":
+            body = self.bomb()
+            handler.send_header("Content-Encoding", "gzip")
+            handler.send_header("Content-Length", str(len(body)))
+            handler.end_headers()
+            handler.wfile.write(body)
+            self.sent = len(body)
+            return
+        handler.send_header("Transfer-Encoding", "chunked")
+        handler.end_headers()
+        chunk = b"%x\r\n%s\r\n" % (1 << 20, b" " * (1 << 20))
+        while self.sent < 256 << 20:
+            handler.wfile.write(chunk)
+            self.sent += 1 << 20
+        handler.wfile.write(b"0\r\n\r\n")
+
+    @staticmethod
+    def bomb():
+        """A gzip body of 512 MiB that is about half a megabyte on the wire."""
+        z = zlib.compressobj(9, zlib.DEFLATED, 31)
+        parts = [z.compress(b'{"status":"success","data":{"version":"')]
+        parts += [z.compress(b"9" * (1 << 20)) for _ in range(512)]
+        return b"".join(parts + [z.compress(b'"}}'), z.flush()])
+
+
+# Runs a command and prints its peak resident memory in KiB: the report's own, alone.
+PEAK_RSS = ("import resource, subprocess, sys\n"
+            "r = subprocess.run(sys.argv[1:], capture_output=True, text=True)\n"
+            "sys.stderr.write(r.stderr)\n"
+            "print(r.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n")
 
 
 class ReportErrors(unittest.TestCase):
@@ -164,6 +353,111 @@ class ReportErrors(unittest.TestCase):
         port = free_port()
         err = self.fails(1, "cannot reach", url="http://127.0.0.1:%d" % port)
         self.assertIn("cannot connect", err)
+
+    def ledger_fails(self, api, expected, *args):
+        try:
+            return self.fails(1, expected, *(PERIOD + args), url=api.url)
+        finally:
+            api.stop()
+
+    def test_the_ledger_api_untampered_gives_a_complete_report(self):
+        # So that each failure below is its tampering's.
+        api = LedgerApi()
+        try:
+            doc = json.loads(report("--url", api.url, *PERIOD, "--format", "json").stdout)
+        finally:
+            api.stop()
+        rows = {r["key"]["project"]: r for r in doc["rows"]}
+        self.assertAlmostEqual(rows["team-a"]["allocated_seconds"], 2700, delta=1e-6)
+        self.assertAlmostEqual(rows["team-a"]["busy_seconds"], 1350, delta=1e-6)
+        self.assertTrue(doc["reconciliation"]["ok"], doc["reconciliation"])
+        self.assertEqual(doc["source"]["backend"], "Prometheus 2.42.0")
+
+    def test_an_answer_with_a_warning_is_not_billed(self):
+        # Thanos and Mimir answer from the stores that answered, with a warning: 5.8% of a bill
+        # went missing with exit 0.
+        def warn(doc, query):
+            doc["warnings"] = ["partial response: store 10.0.0.7:10901 unavailable"]
+            return doc
+        self.ledger_fails(LedgerApi(warn), 'the API answered with a warning, so the answer may be incomplete: '
+                                           '"partial response: store 10.0.0.7:10901 unavailable"')
+
+    def test_an_answer_marked_partial_is_not_billed(self):
+        def partial(doc, query):
+            doc["isPartial"] = True
+            return doc
+        self.ledger_fails(LedgerApi(partial), 'the API marked its answer as partial ("isPartial": true')
+
+    def test_samples_that_add_up_to_infinity_are_not_billed(self):
+        # 1e308 as the last sample of each range answer billed inf (JSON null, CSV inf) with exit 0.
+        def huge(doc, query):
+            for r in doc["data"]["result"] if isinstance(doc["data"], dict) else []:
+                if len(r["values"]) > 1:
+                    r["values"][-1][1] = "1e308"
+            return doc
+        self.ledger_fails(LedgerApi(huge), "is not a finite number", "--by", "model")
+
+    def test_a_dip_is_not_a_restart_from_zero(self):
+        # A 10% dip in the middle of every series was read as a restart from zero: +50% on the bill.
+        api = LedgerApi()
+        for name, labels, _ in api.series:
+            api.edit(name, labels.get("project", ""), lambda t, v: v * 0.9 if START + 1200 <= t < START + 2400 else v)
+        err = self.ledger_fails(api, "went down from")
+        self.assertIn("a ledger counter only goes down when it restarts from zero", err)
+
+    def test_busy_time_with_no_allocated_time_is_not_billed(self):
+        api = LedgerApi()
+        api.series.append(("gpu_busy_seconds_total", dict(api.series[0][1], project="ghost"),
+                           [(t, (t - START + 900) / 3) for t in range(START - 900, END + 1, 15)]))
+        self.ledger_fails(api, 'GPU GPU-a on n1:9400: project="ghost" has 1200.000 busy seconds in the period and '
+                               'no allocated second')
+
+    def test_a_series_missing_from_every_other_answer_is_not_billed(self):
+        # One owner's busy series left out of every other answer to the busy counter's requests
+        # took its busy time to 0, with exit 0 and no warning.
+        answers = {"n": 0}
+
+        def drop(doc, query):
+            if "gpu_busy_seconds_total" not in query:
+                return doc
+            answers["n"] += 1
+            if answers["n"] % 2 and isinstance(doc["data"], dict):
+                doc["data"]["result"] = [r for r in doc["data"]["result"] if r["metric"].get("project") != "team-a"]
+            return doc
+        self.ledger_fails(LedgerApi(drop), 'GPU GPU-a on n1:9400: project="team-a": gpu_busy_seconds_total has no '
+                                           'sample at 2023-11-14T22:13:20Z, where gpu_allocated_seconds_total has one')
+
+    def test_buildinfo_without_end_is_cut_at_the_answer_size(self):
+        # buildinfo was read with no size cap: 8.4 GB in 20 s from an endless answer.
+        flood = BuildinfoFlood("endless")
+        try:
+            self.fails(1, "has no gpumeter ledger data", "--max-answer-size", "1MiB", "--timeout", "20s",
+                       url=flood.url)
+        finally:
+            flood.stop()
+        self.assertTrue(flood.aborted, "the report read %d MiB of buildinfo" % (flood.sent >> 20))
+        self.assertLess(flood.sent, 64 << 20)
+
+    def peak_rss_kib(self, server):
+        """The report's peak resident memory against `server`, which answers every query with no data."""
+        try:
+            out = subprocess.run([sys.executable, "-c", PEAK_RSS, BIN, "report", "--url", server.url, "--from", "-1d",
+                                  "--to", "-1h", "--max-answer-size", "1MiB"], capture_output=True, text=True,
+                                 timeout=300)
+        finally:
+            server.stop()
+        code, peak_kib = map(int, out.stdout.split())
+        self.assertEqual(code, 1, out.stderr)
+        self.assertIn("has no gpumeter ledger data", out.stderr)
+        return peak_kib
+
+    def test_a_gzip_bomb_as_buildinfo_is_cut_at_the_answer_size(self):
+        # The cap is on the body as decoded: 512 MiB from half a megabyte on the wire took 2 GiB.
+        # Against the same report with a small buildinfo, since a sanitizer build starts at 200 MiB.
+        bomb = self.peak_rss_kib(BuildinfoFlood("gzip"))
+        plain = self.peak_rss_kib(StubApi(200, '{"status":"success","data":{"resultType":"matrix","result":[]}}'))
+        self.assertLess(bomb - plain, 64 << 10, "peak RSS %d MiB, %d MiB with a small buildinfo, with a 1 MiB answer "
+                                                "cap" % (bomb >> 10, plain >> 10))
 
     def test_bad_dates(self):
         self.fails(2, '--from "yesterday": not a time', "--from", "yesterday")

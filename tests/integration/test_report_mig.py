@@ -111,10 +111,12 @@ class History:
         family("gpumeter_ledger_covered_seconds", "counter", [(self.gpu, lambda dt: float(dt), self.start, self.end)])
         family("gpumeter_ledger_gap_seconds", "counter", [(self.gpu, lambda dt: 0.0, self.start, self.end)])
         owners = self.series
-        busy = [s for s in self.series if s[0]["project"] != "__idle__"]
+        # The agent exports an owner's four counters together; __idle__ is busy 0 and holds no memory.
+        work = [(l, 0 if l["project"] == "__idle__" else r, a, b) for l, r, a, b in owners]
         family("gpu_allocated_seconds", "counter", [(l, (lambda r: lambda dt: r * dt)(r), a, b) for l, r, a, b in owners])
-        family("gpu_busy_seconds", "counter", [(l, (lambda r: lambda dt: r / 2 * dt)(r), a, b) for l, r, a, b in busy])
-        family("gpu_memory_byte_seconds", "counter", [(l, lambda dt: 2.0 ** 30 * dt, a, b) for l, r, a, b in busy])
+        family("gpu_busy_seconds", "counter", [(l, (lambda r: lambda dt: r / 2 * dt)(r), a, b) for l, r, a, b in work])
+        family("gpu_memory_byte_seconds", "counter",
+               [(l, (lambda r: lambda dt: 2.0 ** 30 * dt if r else 0.0)(r), a, b) for l, r, a, b in work])
         family("gpu_attributed_energy_joules", "counter",
                [(l, (lambda r: lambda dt: 700 * r * dt)(r), a, b) for l, r, a, b in owners])
         out.append("# EOF\n")

@@ -212,6 +212,26 @@ TEST(pricing_errors, Prices) {
   });
 }
 
+// A price of 1e308 billed infinity with exit 0: an amount no currency has is refused where it
+// is written, whichever price it is.
+TEST(pricing_errors, AbsurdPricesAreRefused) {
+  const std::pair<std::string, std::string> cases[] = {
+      {"gpu_models:\n  L4: {gpu_hour: 1e308}\n",
+       "p.yaml:2:18: gpu_models.L4.gpu_hour: must be at most 1000000000, got '1e308' (a larger amount is taken for a "
+       "mistake)"},
+      {"gpu_models:\n  L4: {gpu_hour: 1, busy_gpu_hour: 2e9}\n",
+       "p.yaml:2:36: gpu_models.L4.busy_gpu_hour: must be at most 1000000000"},
+      {"gpu_models:\n  L4: {gpu_hour: 1}\nenergy: {kwh: 1e300}\n", "p.yaml:3:15: energy.kwh: must be at most"},
+      {"gpu_models:\n  L4: {gpu_hour: 1}\nmig_profiles:\n  L4: {1g.6gb: {instance_hour: 1e12}}\n",
+       "mig_profiles.L4[\"1g.6gb\"].instance_hour: must be at most 1000000000"},
+      {std::string(kModels) + "budgets: {team-a: 1e308}\n",
+       "p.yaml:2:19: budgets.team-a: must be at most 1000000000000000, got '1e308'"},
+  };
+  for (const auto& [yaml, message] : cases) EXPECT_NE(error_of(yaml).find(message), std::string::npos) << error_of(yaml);
+  // The bounds themselves are prices.
+  EXPECT_EQ(parse_ok("gpu_models:\n  L4: {gpu_hour: 1e9}\n").gpu_price("L4", 0)->gpu_hour, 1e9);
+}
+
 TEST(pricing_errors, EffectiveDates) {
   expect_errors({
       {"gpu_models:\n  L4:\n    - {gpu_hour: 1}\n    - {gpu_hour: 2}\n",

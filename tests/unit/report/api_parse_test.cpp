@@ -50,6 +50,35 @@ TEST(ParseQueryResponse, SamplesMustBeOnePerInstantInTimeOrder) {
             std::string::npos);
 }
 
+// Thanos and Mimir answer a query some stores could not serve with the stores that could, and a
+// warning: one series dropped took 5.8% off a bill with exit 0. Any warning, and a VictoriaMetrics
+// cluster's isPartial, fails the answer, naming the warning; wherever the key comes.
+TEST(ParseQueryResponse, WarningsAndPartialAnswersAreErrors) {
+  const std::string data = R"("data":{"resultType":"vector","result":[]})";
+  const std::string warned = R"("warnings":["partial response: store 10.0.0.7:10901 unavailable","w2"])";
+  for (const std::string& body : {"{\"status\":\"success\"," + data + "," + warned + "}",
+                                  "{" + warned + ",\"status\":\"success\"," + data + "}"}) {
+    EXPECT_EQ(error_of(body), "Q: the API answered with a warning, so the answer may be incomplete: \"partial "
+                              "response: store 10.0.0.7:10901 unavailable\" (and 1 more)")
+        << body;
+  }
+  EXPECT_NE(error_of(R"({"status":"success","isPartial":true,"data":{"resultType":"vector","result":[]}})")
+                .find("Q: the API marked its answer as partial"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"status":"success","data":{"resultType":"vector","result":[]},"warnings":[{"x":1}]})")
+                .find("with a warning"),
+            std::string::npos);
+  // No warning, an empty list, isPartial false and Prometheus 3's infos are complete answers.
+  for (const char* ok : {R"({"status":"success","warnings":[],"data":{"resultType":"vector","result":[]}})",
+                         R"({"status":"success","isPartial":false,"data":{"resultType":"vector","result":[]}})",
+                         R"({"status":"success","infos":["PromQL info: x"],"data":{"resultType":"vector","result":[]}})"}) {
+    EXPECT_EQ(error_of(ok), "ok") << ok;
+  }
+  auto series = parse_series_response(R"({"status":"success","data":[],"warnings":["partial"]})", "S");
+  ASSERT_FALSE(series.ok());
+  EXPECT_NE(series.error().message.find("S: the API answered with a warning"), std::string::npos);
+}
+
 TEST(ParseQueryResponse, BadAnswers) {
   EXPECT_NE(error_of("<html>502 Bad Gateway</html>").find("Q: the answer is not JSON: \"<html>502"), std::string::npos);
   EXPECT_NE(error_of(R"([1,2])").find("no \"status\" field"), std::string::npos);
@@ -74,11 +103,12 @@ TEST(ParseQueryResponse, BadAnswers) {
 
 TEST(ParseQueryResponse, MembersInAnyOrderAndUnknownMembersSkipped) {
   // resultType after result, values before metric, and the extra members VictoriaMetrics
-  // (isPartial, stats) and Prometheus (warnings) add, with look-alike keys nested inside.
+  // (isPartial, stats) and Prometheus (warnings, infos) add, with look-alike keys nested inside.
+  // (A warning itself fails the answer: WarningsAndPartialAnswersAreErrors.)
   auto m = parse_query_response(
       R"({"data":{"result":[{"values":[[1700000000,"1.5"],[1700000300.25,"-2"]],"extra":{"metric":{"x":1}},)"
       R"("metric":{"__name__":"c","gpu":"0"}},{"metric":{"gpu":"1"},"values":[]}],"resultType":"matrix",)"
-      R"("stats":{"seriesFetched":"2","result":[1]}},"isPartial":false,"warnings":["w"],"status":"success"})",
+      R"("stats":{"seriesFetched":"2","result":[1]}},"isPartial":false,"warnings":[],"infos":["i"],"status":"success"})",
       "Q");
   ASSERT_TRUE(m.ok()) << m.error().message;
   ASSERT_EQ(m->size(), 2u);

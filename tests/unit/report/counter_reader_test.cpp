@@ -5,6 +5,8 @@
 
 #include <random>
 
+#include <fmt/format.h>
+
 #include "fake_prom_api.h"
 #include "report/counter_reader.h"
 
@@ -99,6 +101,54 @@ TEST(CounterReader, OwnerReturningFromZeroAfterAGapIsAReset) {
   EXPECT_DOUBLE_EQ(got["p"], 40 + 10 + 50);
 }
 
+// A 10% dip in the middle of every series was read as "restarted from zero" and billed half as
+// much again. A ledger counter restarts from zero, so a decrease is a reset only when the new
+// value is no more than the counter can have counted since the sample before (max_rate per
+// second, here 1, plus a minute); a larger one is an error naming the series.
+TEST(CounterReader, ADecreaseThatIsNoRestartFromZeroIsAnError) {
+  for (double dip_t : {600.0, 615.0}) {  // on a boundary of the timeline and inside a step
+    FakePromApi api;
+    std::vector<Sample> s;
+    for (int t = 0; t <= 1200; t += 15) s.push_back({double(t), t >= dip_t ? 0.9 * t : double(t)});
+    api.data.push_back(counter("GPU-a", "p", s));
+    CounterReader reader(api, make_timeline(0, 1200, 300, {}), 300, kHuge);
+    auto flags = reader.reset_steps("m_total");
+    ASSERT_TRUE(flags.ok());
+    auto data = reader.read("m_total", *flags);
+    ASSERT_FALSE(data.ok()) << dip_t;
+    const std::string want = fmt::format("m_total{{project=\"p\",uuid=\"GPU-a\"}} went down from {} (at {:.3f}) to {} "
+                                         "(at {:.3f}); a ledger counter only goes down when it restarts from zero",
+                                         dip_t - 15, dip_t - 15, 0.9 * dip_t, dip_t);
+    EXPECT_NE(data.error().message.find(want), std::string::npos) << data.error().message;
+  }
+}
+
+// What is near zero depends on how fast the counter can grow: with max_rate 1, 80 is a restart
+// 30 s after the sample before (it can have counted 90), and 100 is not.
+TEST(CounterReader, NearZeroIsWhatTheCounterCanHaveCountedSinceTheSampleBefore) {
+  for (double after : {80.0, 100.0}) {
+    FakePromApi api;
+    api.data.push_back(counter("GPU-a", "p", {{0, 0}, {20, 1000}, {50, after}, {60, after + 10}}));
+    CounterReader reader(api, make_timeline(0, 60, 60, {}), 60, kHuge);
+    auto data = reader.read("m_total", *reader.reset_steps("m_total"));
+    if (after == 80.0) {
+      ASSERT_TRUE(data.ok()) << data.error().message;
+      EXPECT_DOUBLE_EQ(data->series.at(0).increase.at(0), 1000 + 90);
+      ASSERT_EQ(data->resets.size(), 1u);
+      EXPECT_DOUBLE_EQ(data->resets[0].after, 20);
+      EXPECT_DOUBLE_EQ(data->resets[0].at, 50);
+    } else {
+      ASSERT_FALSE(data.ok());
+      EXPECT_NE(data.error().message.find("100 is more than it can have counted since (90 at most)"),
+                std::string::npos)
+          << data.error().message;
+    }
+    // A counter that can count ten times as fast may have restarted either way.
+    CounterReader fast(api, make_timeline(0, 60, 60, {}), 60, kHuge);
+    EXPECT_TRUE(fast.read("m_total", *fast.reset_steps("m_total"), 10).ok());
+  }
+}
+
 TEST(CounterReader, RandomHistoriesMatchTheDefinitionAndTile) {
   std::mt19937_64 rng(42);
   for (int round = 0; round < 40; ++round) {
@@ -108,12 +158,13 @@ TEST(CounterReader, RandomHistoriesMatchTheDefinitionAndTile) {
     for (int k = 0; k < series; ++k) {
       std::vector<Sample> s;
       double t = u(rng) * 2000, v = u(rng) < 0.5 ? 0 : u(rng) * 500;
+      s.push_back({std::round(t * 1000) / 1000, v});
       const double end = t + u(rng) * 20000;
       while (t < end) {
         t += 1 + u(rng) * 30;
         if (u(rng) < 0.01) t += u(rng) * 3000;  // a gap
         if (u(rng) < 0.02) {
-          v = u(rng) * 20;  // a reset
+          v = u(rng) * std::min(20.0, t - s.back().t);  // a reset: at most 1/s since the sample before
         } else {
           v += u(rng) * 40;
         }

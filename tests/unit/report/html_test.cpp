@@ -369,14 +369,6 @@ TEST(HtmlText, FormatDurationAndDates) {
   EXPECT_EQ(format_utc(1714521600, "%Y-%m-%d %H:%M"), "2024-05-01 00:00");
 }
 
-TEST(HtmlText, TruncateUtf8) {
-  EXPECT_EQ(truncate_utf8("abc", 3), "abc");
-  EXPECT_EQ(truncate_utf8("abcd", 3), "ab\xE2\x80\xA6");
-  EXPECT_EQ(truncate_utf8("\xC3\xA9\xC3\xA9\xC3\xA9\xC3\xA9", 3), "\xC3\xA9\xC3\xA9\xE2\x80\xA6");
-  EXPECT_EQ(truncate_utf8("\xE2\x82\xAC\xE2\x82\xAC", 2), "\xE2\x82\xAC\xE2\x82\xAC");
-  EXPECT_EQ(truncate_utf8("abc", 0), "");
-}
-
 TEST(HtmlText, Escaping) {
   EXPECT_EQ(escaped("<a href=\"x\">'&'</a>"), "&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;");
 }

@@ -255,5 +255,115 @@ TEST(BuildReport, AnOwnerBackFromZeroAboveItsOldTotalWithinAStepIsCounted) {
   EXPECT_DOUBLE_EQ(row(*r, {"team-c"}).usage.allocated_seconds, 150 + 600);
 }
 
+// Adds an owner's series of `metric` on GPU-b, growing at `rate` per second.
+void add_owner_series(FakePromApi& api, const std::string& metric, const std::string& project, double rate) {
+  Labels l{{"uuid", "GPU-b"}, {"gpu", "0"}, {"instance", "n2:9400"}, {"project", project}, {"user", "eve"}};
+  api.data.push_back({metric, l, linear(rate)});
+}
+
+std::string error_message(FakePromApi& api, const ReportRequest& req) {
+  auto r = build_report(api, req);
+  if (r.ok()) return "no error";
+  EXPECT_NE(r.error().code, 2) << r.error().message;  // exit 1: the data, not the input
+  return r.error().message;
+}
+
+// A busy-only "ghost" owner in some answers was billed 10,080 busy seconds with nothing
+// allocated, and exit 0. A process present is allocated time in the same window as its busy
+// time, so an owner busy with no allocated second is an incomplete answer.
+TEST(BuildReport, AnOwnerBusyWithNoAllocatedTimeFailsTheReport) {
+  auto api = fleet();
+  add_owner_series(api, "gpu_busy_seconds_total", "ghost", 0.1);
+  EXPECT_NE(error_message(api, request({"project"}))
+                .find("GPU GPU-b on n2:9400: project=\"ghost\", user=\"eve\" has 360.000 busy seconds in the period "
+                      "and no allocated second; the answers of http://fake are incomplete or inconsistent"),
+            std::string::npos);
+}
+
+// Busy time is the integral of a utilization of at most 1: the owners of a GPU cannot be busy
+// longer than the ledger covered it.
+TEST(BuildReport, MoreBusyTimeThanTheGpuWasCoveredFailsTheReport) {
+  auto api = fleet();
+  add_owner_series(api, "gpu_allocated_seconds_total", "team-c", 0.01);
+  add_owner_series(api, "gpu_busy_seconds_total", "team-c", 0.9);  // beside 0.25 and 0.125: more than 1
+  EXPECT_NE(error_message(api, request({"project"}))
+                .find("GPU GPU-b on n2:9400: its owners have 4590.000 busy seconds in the period, more than the "
+                      "3600.000 s its ledger covered"),
+            std::string::npos);
+}
+
+// Busy time above an owner's own allocated time is no error: allocation is split evenly between
+// the processes present, busy time by their SM shares (a 90% process beside a 10% one).
+TEST(BuildReport, BusyAboveAnOwnersOwnAllocationIsNoError) {
+  auto api = fleet();
+  for (auto& s : api.data) {
+    if (s.name == "gpu_busy_seconds_total" && s.labels.at("uuid") == "GPU-b") {
+      s.samples = linear(s.labels.at("project") == "team-b" ? 0.7 : 0.05);  // team-b holds 0.5 of GPU-b
+    }
+  }
+  auto r = build_report(api, request({"project"}));
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_DOUBLE_EQ(row(*r, {"team-b"}).usage.busy_seconds, 0.7 * 3600);
+}
+
+// The agent exports an owner's four counters in every scrape: one series missing from some
+// answers while its siblings are there lost its usage with exit 0. A counter with no series at
+// all (dropped by relabelling) is not compared.
+TEST(BuildReport, AnOwnersCounterMissingWhereItsOthersArePresentFailsTheReport) {
+  auto api = fleet();
+  for (auto& s : api.data) {
+    if (s.name == "gpu_busy_seconds_total" && s.labels.at("project") == "team-b") {
+      std::erase_if(s.samples, [](const Sample& x) { return x.t >= 1500 && x.t <= 1800; });
+    }
+  }
+  EXPECT_NE(error_message(api, request({"project"}))
+                .find("GPU GPU-b on n2:9400: project=\"team-b\", user=\"bob\": gpu_busy_seconds_total has no sample "
+                      "at 1970-01-01T00:30:00Z, where gpu_allocated_seconds_total has one"),
+            std::string::npos);
+  auto without_memory = fleet();
+  std::erase_if(without_memory.data, [](const RawSeries& s) { return s.name == "gpu_memory_byte_seconds_total"; });
+  auto r = build_report(without_memory, request({"project"}));
+  EXPECT_TRUE(r.ok()) << r.error().message;
+}
+
+// 1e308 as the last sample of series that add up: the totals were inf and the JSON null, with
+// exit 0. A total or an amount that is not finite fails the report, naming the row.
+TEST(BuildReport, TotalsThatAreNotFiniteFailTheReport) {
+  auto api = fleet();
+  for (auto& s : api.data) {
+    if (s.name == "gpu_allocated_seconds_total" && s.labels.at("project") == "team-a") s.samples.back().v = 1e308;
+  }
+  EXPECT_NE(error_message(api, request({"project"}))
+                .find("the row team-a is not a finite number (allocated seconds inf): the answers of http://fake hold "
+                      "counter values no ledger has"),
+            std::string::npos);
+  // One such sample is a finite usage, but priced at the largest price the pricing file takes it
+  // is not a finite amount.
+  auto one = fleet();
+  for (auto& s : one.data) {
+    if (s.name == "gpu_allocated_seconds_total" && s.labels.at("uuid") == "GPU-a" &&
+        s.labels.at("project") == "team-a") {
+      s.samples.back().v = 1e308;
+    }
+  }
+  auto p = pricing::parse_pricing("gpu_models:\n  \"*\": {gpu_hour: 1e9}\n", "p.yaml");
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  EXPECT_NE(error_message(one, request({"project"}, &*p)).find("the row team-a is not a finite number (cost inf)"),
+            std::string::npos);
+}
+
+// Memory and energy counters restart with their owner too, and are read by bounds of their
+// own: the ledger restart of ALedgerRestartIsCountedOnBothSidesAndNamed passes, and a 10% dip of
+// an energy counter that had counted a gigajoule fails.
+TEST(BuildReport, ADipInAnEnergyCounterFailsTheReport) {
+  auto api = fleet();
+  for (auto& s : api.data) {
+    if (s.name == "gpu_attributed_energy_joules_total" && s.labels.at("project") == "team-b") {
+      for (auto& x : s.samples) x.v = (1e9 + x.v) * (x.t >= 1800 ? 0.9 : 1.0);
+    }
+  }
+  EXPECT_NE(error_message(api, request({"project"})).find("gpu_attributed_energy_joules_total{"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace gpumeter::report

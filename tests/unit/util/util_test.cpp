@@ -2,6 +2,7 @@
 
 #include "util/duration.h"
 #include "util/log.h"
+#include "util/terminal_text.h"
 
 namespace gpumeter {
 namespace {
@@ -94,6 +95,35 @@ TEST(Log, DropsMessagesBelowTheLevel) {
   std::string out(buf);
   EXPECT_EQ(out.find("hidden"), std::string::npos);
   EXPECT_NE(out.find("msg=shown"), std::string::npos);
+}
+
+TEST(TerminalText, TruncateUtf8) {
+  EXPECT_EQ(truncate_utf8("abc", 3), "abc");
+  EXPECT_EQ(truncate_utf8("abcd", 3), "ab\xE2\x80\xA6");
+  EXPECT_EQ(truncate_utf8("\xC3\xA9\xC3\xA9\xC3\xA9\xC3\xA9", 3), "\xC3\xA9\xC3\xA9\xE2\x80\xA6");
+  EXPECT_EQ(truncate_utf8("\xE2\x82\xAC\xE2\x82\xAC", 2), "\xE2\x82\xAC\xE2\x82\xAC");
+  EXPECT_EQ(truncate_utf8("abc", 0), "");
+  EXPECT_EQ(text_width("\xC3\xA9t\xC3\xA9"), 3u);
+}
+
+// What could split a table's row, move the cursor or reorder a line becomes '?'; the rest of a
+// name, UTF-8 included, is kept.
+TEST(TerminalText, PrintableReplacesWhatControlsTheTerminal) {
+  EXPECT_EQ(printable("team-a"), "team-a");
+  EXPECT_EQ(printable("\xC3\xA9quipe \xE2\x82\xAC"), "\xC3\xA9quipe \xE2\x82\xAC");
+  EXPECT_EQ(printable("line1\nline2\r\tx"), "line1?line2??x");
+  EXPECT_EQ(printable("\x1b[2Jred\x7f"), "?[2Jred?");
+  EXPECT_EQ(printable("a\xC2\x85" "b\xC2\x9B" "c"), "a?b?c");  // NEL and CSI, C1 controls
+  // Bidi overrides, embeddings, isolates and marks, and the line and paragraph separators.
+  EXPECT_EQ(printable("abc\xE2\x80\xAE" "fed"), "abc?fed");  // U+202E RLO
+  for (const char* bidi : {"\xE2\x80\xAA", "\xE2\x80\xAB", "\xE2\x80\xAC", "\xE2\x80\xAD", "\xE2\x81\xA6",
+                           "\xE2\x81\xA7", "\xE2\x81\xA8", "\xE2\x81\xA9", "\xE2\x80\x8E", "\xE2\x80\x8F",
+                           "\xD8\x9C", "\xE2\x80\xA8", "\xE2\x80\xA9"}) {
+    EXPECT_EQ(printable(std::string("x") + bidi + "y"), "x?y") << bidi;
+  }
+  EXPECT_EQ(printable("\xE2\x80\x94"), "\xE2\x80\x94");  // U+2014, beside them, is text
+  EXPECT_EQ(printable("bad\xFFutf\xC3"), "bad?utf?");
+  EXPECT_EQ(printable(std::string("nul\0x", 5)), "nul?x");
 }
 
 }  // namespace
