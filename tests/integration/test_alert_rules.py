@@ -24,7 +24,7 @@ SEVERITIES = {"critical", "warning", "info"}
 CATEGORIES = {"health", "capacity", "cost", "agent"}
 # Alerts whose description need not show $value: the condition itself is the news.
 NO_VALUE = {"GpuXidCritical", "GpuXidError", "GpuRowRemapFailure", "GpuRowRemapPending", "GpuLost",
-            "GpumeterAgentDown", "GpumeterAgentAbsent", "GpumeterBackendDown", "GpuNvlinkDown"}
+            "GpumeterAgentDown", "GpumeterAgentAbsent", "GpumeterBackendDown", "GpumeterNoBackend", "GpuNvlinkDown"}
 
 
 def promtool(*args):

@@ -464,7 +464,19 @@ class DashboardQueries(AgentTestCase):
         print("panels empty where expected: %s" % sorted(expected_empty))
         if failures:
             self.fail("%d of %d queries failed:\n%s" % (len(failures), sum(counted.values()), "\n".join(failures)))
+        self.assert_agents_up(client, at)
         return resolved
+
+    def assert_agents_up(self, client, at):
+        """The fleet dashboard's Agents table shows this healthy agent up (green): a backend the
+        node has no GPU or library for is absent, not down."""
+        dash = load_dashboards()["gpumeter-fleet.json"]
+        panel = [p for p in query_panels(dash) if p["title"] == "Agents"][0]
+        expr = panel["targets"][0]["expr"].replace("$cluster", ".*").replace("$node", ".*")
+        result = client.instant(expr, at)["result"]
+        self.assertTrue(result, expr)
+        for r in result:
+            self.assertEqual(r["value"][1], "1", "%s shows down:\n    %s" % (r["metric"], expr))
 
 
 class MixedNodeDashboardQueries(DashboardQueries):

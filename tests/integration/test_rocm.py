@@ -38,6 +38,11 @@ NOT_EXPORTED = {
 }
 
 
+def matches(samples, name, **labels):
+    """How many samples of `name` have `labels`."""
+    return sum(1 for (n, ls) in samples if n == name and set(labels.items()) <= set(ls))
+
+
 def in_namespace(tree, argv, timeout=120):
     """Runs argv with `tree` over /sys/class and /sys/module and a private /dev/shm."""
     return subprocess.run(rocm_namespace.argv(tree, argv), capture_output=True, text=True, timeout=timeout)
@@ -264,29 +269,74 @@ class RocmSmiAgreement(AgentTestCase):
 
     def test_backends_and_promtool(self):
         self.assertEqual(sample(self.samples, "gpumeter_backend_up", backend="rocm_smi"), 1)
-        self.assertEqual(sample(self.samples, "gpumeter_backend_up", backend="nvml"), 0)
+        # No NVML library on this AMD-only node: absent, not down.
+        self.assertEqual(sample(self.samples, "gpumeter_backend_absent", backend="nvml"), 1)
+        self.assertEqual(matches(self.samples, "gpumeter_backend_up", backend="nvml"), 0)
         r = subprocess.run(["promtool", "check", "metrics"], input=self.body, capture_output=True, text=True)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         self.assertIn("ROCm SMI backend up", self.log)
 
 
-class RocmMissing(AgentTestCase):
-    """No usable ROCm SMI: the agent starts, exports rocm_smi 0 and logs one line; NVIDIA is unaffected."""
-
-    def check_down(self, library, reason):
-        args = ["--rocm.library", library] if library else []
-        agent = self.track(Agent(scenario=os.path.join(harness.SOURCE_DIR, "deploy", "scenarios",
-                                                       "h100-8x-three-teams.yaml"), extra_args=args))
+def inner_down(out_dir, library):
+    """In the namespace, where the node has AMD GPUs: the agent with `--rocm.library library`
+    beside the simulated NVIDIA node; its metrics and log, written to out_dir."""
+    agent = Agent(scenario=os.path.join(harness.SOURCE_DIR, "deploy", "scenarios", "h100-8x-three-teams.yaml"),
+                  extra_args=["--rocm.library", library])
+    try:
         agent.wait_ready()
-        _, body = agent.metrics()
-        samples = parse_text(body)
-        self.assertEqual(sample(samples, "gpumeter_backend_up", backend="rocm_smi"), 0)
+        body = agent.metrics()[1]
+    finally:
+        agent.stop()
+    with open(os.path.join(out_dir, "metrics.txt"), "w") as f:
+        f.write(body)
+    with open(os.path.join(out_dir, "agent.log"), "w") as f:
+        f.write(agent.process.log())
+    return 0
+
+
+class RocmMissing(AgentTestCase):
+    """No usable ROCm SMI. On a node without AMD GPUs (this host) ROCm SMI is absent whatever the
+    library: no gpumeter_backend_up series for it, one log line, and rsmi_init is not called, so
+    the library prints nothing of its own. On a node with AMD GPUs (the simulated tree in the
+    namespace), a missing library or one that is not ROCm SMI is down. NVIDIA is unaffected."""
+
+    def agent_output(self, library, amd_gpus):
+        if not amd_gpus:
+            args = ["--rocm.library", library] if library else []
+            agent = self.track(Agent(scenario=os.path.join(harness.SOURCE_DIR, "deploy", "scenarios",
+                                                           "h100-8x-three-teams.yaml"), extra_args=args))
+            agent.wait_ready()
+            _, body = agent.metrics()
+            self.assertEqual(agent.stop(), 0)
+            return parse_text(body), agent.process.log()
+        work = tempfile.mkdtemp(prefix="gpumeter-rocm-down-")
+        tree = os.path.join(work, "tree")
+        subprocess.run([harness.BIN, "sim", "sysfs", tree, "--scenario", SCENARIO, "--at", AT], check=True,
+                       capture_output=True)
+        r = in_namespace(tree, [sys.executable, os.path.abspath(__file__), "--inner-down", work, library], timeout=240)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        with open(os.path.join(work, "metrics.txt")) as f:
+            samples = parse_text(f.read())
+        with open(os.path.join(work, "agent.log")) as f:
+            return samples, f.read()
+
+    def check(self, library, amd_gpus, reason):
+        samples, log = self.agent_output(library, amd_gpus)
+        if amd_gpus:
+            self.assertEqual(sample(samples, "gpumeter_backend_up", backend="rocm_smi"), 0)
+            self.assertEqual(matches(samples, "gpumeter_backend_absent", backend="rocm_smi"), 0)
+        else:
+            self.assertEqual(matches(samples, "gpumeter_backend_up", backend="rocm_smi"), 0)
+            self.assertEqual(sample(samples, "gpumeter_backend_absent", backend="rocm_smi"), 1)
         self.assertEqual(sample(samples, "gpumeter_backend_up", backend="nvml"), 1)
         self.assertEqual(sample(samples, "gpu_up", gpu="7", uuid=self.info_uuid(samples, 7)), 1)
-        self.assertEqual(agent.stop(), 0)
-        lines = [l for l in agent.process.log().splitlines() if "ROCm SMI" in l]
-        self.assertEqual(len(lines), 1, agent.process.log())
+        lines = [l for l in log.splitlines() if "ROCm SMI" in l]
+        self.assertEqual(len(lines), 1, log)
         self.assertIn(reason, lines[0])
+        self.assertIn("level=warn" if amd_gpus else "level=info", lines[0])
+        # Only the agent's own lines: the library's stderr ("Exception caught: rsmi_init.") is
+        # neither logfmt nor JSON.
+        self.assertEqual([l for l in log.splitlines() if l.strip() and not l.startswith("ts=")], [], log)
 
     @staticmethod
     def info_uuid(samples, gpu):
@@ -296,16 +346,18 @@ class RocmMissing(AgentTestCase):
                 return d["uuid"]
         raise AssertionError("no GPU %d" % gpu)
 
-    def test_no_library(self):
+    def test_no_amd_gpu_is_absent_whatever_the_library(self):
         missing = os.path.join(tempfile.mkdtemp(), "librocm_smi64.so.1")
-        self.check_down(missing, "no ROCm SMI library")
+        for library in ("", missing, "libz.so.1"):
+            with self.subTest(library=library):
+                self.check(library, False, "no AMD GPU in /sys/class/drm")
 
-    def test_library_that_is_not_rocm_smi(self):
-        self.check_down("libz.so.1", "is not a ROCm SMI library")
+    def test_amd_gpus_without_a_library_are_down(self):
+        missing = os.path.join(tempfile.mkdtemp(), "librocm_smi64.so.1")
+        self.check(missing, True, "but no ROCm SMI library")
 
-    def test_real_library_without_an_amd_gpu(self):
-        # The host has no amdgpu driver: Debian's library fails its discovery.
-        self.check_down("", "rsmi_init")
+    def test_amd_gpus_with_a_library_that_is_not_rocm_smi_are_down(self):
+        self.check("libz.so.1", True, "is not a ROCm SMI library")
 
 
 class MixedNode(AgentTestCase):
@@ -348,3 +400,5 @@ class MixedNode(AgentTestCase):
 
 if __name__ == "__main__" and sys.argv[1:2] == ["--inner"]:
     sys.exit(inner(sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else None))
+if __name__ == "__main__" and sys.argv[1:2] == ["--inner-down"]:
+    sys.exit(inner_down(sys.argv[2], sys.argv[3]))
