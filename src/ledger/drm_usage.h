@@ -3,7 +3,10 @@
 // counters (attribution/drm_fdinfo.h). The counters come from files any process on the node
 // can shape (a client's own fdinfo, or one planted under --path.procfs), so no increase is
 // trusted beyond what the client could have used:
-// - an increase is at most the wall time since the client was last read times its engines;
+// - what a client is billed is at most the wall time it was seen for times its engines, plus
+//   one lag's worth (below): a counter read a moment stale, or one that catches up, may show
+//   more than the last interval's wall time, and the credit a client did not use carries to its
+//   next reading, up to that lag;
 // - a client first seen after the GPU's first reading opened its file since: its whole counter
 //   is new, within that bound;
 // - a client missed by a scan (its fd pointed elsewhere for a moment, a scan failed) is
@@ -50,6 +53,7 @@ class DrmClientLedger {
   struct Seen {
     std::uint64_t ns = 0;      // the largest counter taken as true
     std::int64_t seen_us = 0;  // when it was last read
+    std::uint64_t credit_ns = 0;  // engine time it may still be billed (see above)
   };
   std::map<std::uint64_t, Seen> seen_;  // by client id
   std::int64_t read_us_ = 0;            // the previous call; 0: none yet

@@ -6,8 +6,6 @@ input series held for 30 minutes, and `promtool test rules` expects no alert of 
 all. The same series with what the agent exported before (`gpumeter_backend_up 0` for the absent
 backend) must fire GpumeterBackendDown: the check can fail."""
 import os
-import subprocess
-import sys
 import tempfile
 import unittest
 
@@ -16,7 +14,7 @@ import yaml
 import harness
 from harness import Agent, AgentTestCase, parse_text
 from test_alert_rules import ALERTS, alert_rules, promtool
-from test_rocm import AT, in_namespace
+from test_rocm import AT, run_on_tree
 
 DEPLOY = os.path.join(harness.SOURCE_DIR, "deploy", "scenarios")
 NVIDIA = os.path.join(DEPLOY, "h100-8x-three-teams.yaml")
@@ -59,14 +57,8 @@ class AgentHealthAlerts(AgentTestCase):
     def namespace_scrape(tree_scenario, agent_scenario):
         """The agent's scrape in the namespace, its AMD GPUs from the scenario's sysfs tree; NVML
         from the simulator playing `agent_scenario`, or missing when it is None."""
-        work = tempfile.mkdtemp(prefix="gpumeter-health-")
-        tree = os.path.join(work, "tree")
-        subprocess.run([harness.BIN, "sim", "sysfs", tree, "--scenario", tree_scenario, "--at", AT], check=True,
-                       capture_output=True)
-        argv = [sys.executable, TEST_ROCM, "--inner", work] + ([agent_scenario] if agent_scenario else [])
-        r = in_namespace(tree, argv, timeout=240)
-        if r.returncode != 0:
-            raise AssertionError("the agent in the namespace failed:\n" + r.stdout + r.stderr)
+        work = run_on_tree(tree_scenario, AT, TEST_ROCM, "--inner", "gpumeter-health-",
+                           *([agent_scenario] if agent_scenario else []))
         with open(os.path.join(work, "metrics.txt")) as f:
             return f.read()
 

@@ -163,16 +163,25 @@ def compare_card(tc, samples, g, c, info):
     return checked
 
 
+def run_on_tree(scenario, at, script, mode, prefix, *args):
+    """Writes the scenario's amdgpu tree at `at` in a new directory, and runs `script mode <dir>
+    args...` in the namespace with that tree over /sys; returns the directory, where the run
+    wrote its files."""
+    work = tempfile.mkdtemp(prefix=prefix)
+    tree = os.path.join(work, "tree")
+    subprocess.run([harness.BIN, "sim", "sysfs", tree, "--scenario", scenario, "--at", at], check=True,
+                   capture_output=True)
+    r = in_namespace(tree, [sys.executable, os.path.abspath(script), mode, work, *args], timeout=240)
+    if r.returncode != 0:
+        raise AssertionError("namespace run failed:\n" + r.stdout + r.stderr)
+    return work
+
+
 def read_tree(cls, scenario, at, script, prefix):
     """Writes the scenario's tree at `at`, runs `script --inner` on it in the namespace (the agent
     and rocm-smi), and keeps what they printed on `cls`: dir, tree, body, samples, smi, log, ras."""
-    cls.dir = tempfile.mkdtemp(prefix=prefix)
+    cls.dir = run_on_tree(scenario, at, script, "--inner", prefix)
     cls.tree = os.path.join(cls.dir, "tree")
-    subprocess.run([harness.BIN, "sim", "sysfs", cls.tree, "--scenario", scenario, "--at", at], check=True,
-                   capture_output=True)
-    r = in_namespace(cls.tree, [sys.executable, os.path.abspath(script), "--inner", cls.dir], timeout=240)
-    if r.returncode != 0:
-        raise AssertionError("namespace run failed:\n" + r.stdout + r.stderr)
     with open(os.path.join(cls.dir, "metrics.txt")) as f:
         cls.body = f.read()
     cls.samples = parse_text(cls.body)
@@ -309,12 +318,7 @@ class RocmMissing(AgentTestCase):
             _, body = agent.metrics()
             self.assertEqual(agent.stop(), 0)
             return parse_text(body), agent.process.log()
-        work = tempfile.mkdtemp(prefix="gpumeter-rocm-down-")
-        tree = os.path.join(work, "tree")
-        subprocess.run([harness.BIN, "sim", "sysfs", tree, "--scenario", SCENARIO, "--at", AT], check=True,
-                       capture_output=True)
-        r = in_namespace(tree, [sys.executable, os.path.abspath(__file__), "--inner-down", work, library], timeout=240)
-        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        work = run_on_tree(SCENARIO, AT, __file__, "--inner-down", "gpumeter-rocm-down-", library)
         with open(os.path.join(work, "metrics.txt")) as f:
             samples = parse_text(f.read())
         with open(os.path.join(work, "agent.log")) as f:
@@ -365,12 +369,7 @@ class MixedNode(AgentTestCase):
 
     def test_one_agent_serves_both_vendors(self):
         scenario = os.path.join(harness.SOURCE_DIR, "deploy", "scenarios", "mixed-4h100-4mi300x.yaml")
-        work = tempfile.mkdtemp(prefix="gpumeter-mixed-")
-        tree = os.path.join(work, "tree")
-        subprocess.run([harness.BIN, "sim", "sysfs", tree, "--scenario", scenario, "--at", AT], check=True,
-                       capture_output=True)
-        r = in_namespace(tree, [sys.executable, os.path.abspath(__file__), "--inner", work, scenario], timeout=240)
-        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        work = run_on_tree(scenario, AT, __file__, "--inner", "gpumeter-mixed-", scenario)
         with open(os.path.join(work, "metrics.txt")) as f:
             body = f.read()
         samples = parse_text(body)

@@ -25,7 +25,7 @@ DrmClient client(std::uint64_t id, std::uint64_t busy_ns, unsigned engines = 2) 
 double busy(const DrmRound& r) { return r.by_pid.count(20) ? r.by_pid.at(20).busy_seconds : 0; }
 
 // A client that appears after the GPU's first reading with its counter at 2^64-1 ns (584
-// years) is billed at most the interval times its engines.
+// years) is billed at most the interval times its engines, plus one lag's worth.
 TEST(DrmClientLedger, ANewClientsCounterIsBoundedByTheIntervalAndItsEngines) {
   DrmClientLedger l;
   std::int64_t t = 1'800'000'000 * kSecond;
@@ -33,7 +33,7 @@ TEST(DrmClientLedger, ANewClientsCounterIsBoundedByTheIntervalAndItsEngines) {
   t += 2 * kSecond;
   const DrmRound r = l.advance({client(7, UINT64_MAX)}, t);
   EXPECT_EQ(r.interval_s, 2);
-  EXPECT_DOUBLE_EQ(busy(r), 4.0);  // 2 s x 2 engines
+  EXPECT_DOUBLE_EQ(busy(r), 6.0);  // (2 s + 1 s of lag) x 2 engines
   t += 2 * kSecond;
   EXPECT_DOUBLE_EQ(busy(l.advance({client(7, UINT64_MAX)}, t)), 0);
 }
@@ -70,6 +70,33 @@ TEST(DrmClientLedger, LagIsHeldAndARestartFromZeroIsCounted) {
   EXPECT_DOUBLE_EQ(busy(l.advance({client(7, 0)}, t)), 0);
   t += kSecond;
   EXPECT_DOUBLE_EQ(busy(l.advance({client(7, 1'250'000'000)}, t)), 1.25);
+}
+
+// Counters read a moment stale (a scan shared between GPU workers, a simulated tree written
+// every 100 ms) move by more than an interval's wall time at one reading and less at the next:
+// the credit unused carries, so nothing is lost; a client never gets more than its wall time
+// times its engines, plus one lag's worth, however long it runs.
+TEST(DrmClientLedger, StaleReadsLoseNothingAndNoClientOutrunsTheWallClock) {
+  DrmClientLedger l;
+  std::int64_t t = 1'800'000'000 * kSecond;
+  (void)l.advance({client(7, 0, 1)}, t);
+  double total = 0;
+  std::uint64_t counter = 0;
+  for (int i = 0; i < 100; ++i) {
+    t += 200'000;
+    counter += i % 2 == 0 ? 100'000'000 : 300'000'000;  // 0.1 s, then 0.3 s, over 0.2 s each
+    total += busy(l.advance({client(7, counter, 1)}, t));
+  }
+  EXPECT_NEAR(total, 20.0, 1e-9);
+  // A planted counter that grows 10 s a reading is billed its 20 s of wall time, and at most one
+  // lag's worth of credit it carried in (0.9 s here), not 1000 s.
+  double planted = 0;
+  for (int i = 0; i < 100; ++i) {
+    t += 200'000;
+    counter += 10'000'000'000;
+    planted += busy(l.advance({client(7, counter, 1)}, t));
+  }
+  EXPECT_NEAR(planted, 20.9, 1e-9);
 }
 
 TEST(DrmClientLedger, ForgetsClientsNotSeenForLong) {
