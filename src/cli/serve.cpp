@@ -118,6 +118,35 @@ class LiveCompat {
   std::shared_ptr<const CompatOptions> options_;
 };
 
+// What the start says of the backends: NVML's state (ROCm SMI's is logged where it is made),
+// and a warning when none is up.
+void log_backend_states(const BackendStatus& nvml, const BackendStatus& rocm, Logger& log) {
+  if (nvml.absent) {
+    log.info("NVML backend absent", {{"reason", nvml.detail}});
+  } else if (!nvml.up) {
+    log.warn("NVML backend down; serving gpumeter_backend_up{backend=\"nvml\"} 0", {{"reason", nvml.detail}});
+  }
+  if (!nvml.up && !rocm.up) {
+    log.warn("no GPU backend is up: nothing is measured, and /-/ready answers 503",
+             {{"nvml", nvml.detail}, {"rocm_smi", rocm.detail}});
+  }
+}
+
+// Ready when a backend is up: a node has NVIDIA GPUs, AMD GPUs or both, and the vendor it lacks
+// is absent. Otherwise the reason names each backend's state.
+Readiness readiness(const std::vector<Backend*>& backends, const ExpositionStore& store) {
+  if (std::none_of(backends.begin(), backends.end(), [](Backend* b) { return b->status().up; })) {
+    std::string why;
+    for (Backend* b : backends) {
+      const BackendStatus s = b->status();
+      why += (why.empty() ? "" : "; ") + s.backend + (s.absent ? " absent: " : " down: ") + s.detail;
+    }
+    return {false, "no GPU backend is up (" + why + ")"};
+  }
+  if (!store.latest()) return {false, "no snapshot collected yet"};
+  return {true, ""};
+}
+
 }  // namespace
 
 int run_serve(const ServeOptions& o) {
@@ -200,18 +229,8 @@ int run_serve(const ServeOptions& o) {
   log.info("starting gpumeter", {{"version", kVersion}, {"revision", kRevision}});
 
   auto nvml = create_nvml_backend({o.nvml_library, o.sim_scenario}, log);
-  if (nvml->status().absent) {
-    log.info("NVML backend absent", {{"reason", nvml->status().detail}});
-  } else if (!nvml->status().up) {
-    log.warn("NVML backend down; serving gpumeter_backend_up{backend=\"nvml\"} 0",
-             {{"reason", nvml->status().detail}});
-  }
-
   auto rocm = create_rocm_backend(o.rocm_library, log);
-  if (!nvml->status().up && !rocm->status().up) {
-    log.warn("no GPU backend is up: nothing is measured, and /-/ready answers 503",
-             {{"nvml", nvml->status().detail}, {"rocm_smi", rocm->status().detail}});
-  }
+  log_backend_states(nvml->status(), rocm->status(), log);
 
   // Attribution and the ledger.
   const HostOwnerResolverOptions ro = owner_resolver_options(config, o.procfs, o.rootfs);
@@ -307,20 +326,7 @@ int run_serve(const ServeOptions& o) {
                       log);
   collector_ptr = &collector;
 
-  // Ready when a backend is up: a node has NVIDIA GPUs, AMD GPUs or both, and the vendor it
-  // lacks is absent.
-  http_options.readiness = [&store, &backends]() -> Readiness {
-    if (std::none_of(backends.begin(), backends.end(), [](Backend* b) { return b->status().up; })) {
-      std::string why;
-      for (Backend* b : backends) {
-        const BackendStatus s = b->status();
-        why += (why.empty() ? "" : "; ") + s.backend + (s.absent ? " absent: " : " down: ") + s.detail;
-      }
-      return {false, "no GPU backend is up (" + why + ")"};
-    }
-    if (!store.latest()) return {false, "no snapshot collected yet"};
-    return {true, ""};
-  };
+  http_options.readiness = [&store, &backends] { return readiness(backends, store); };
   http_options.reload = [&reloader]() { return reloader.reload("/-/reload"); };
   HttpServer server(store, http_options, &log);
   server_ptr = &server;

@@ -238,6 +238,20 @@ class StateFileTest(harness.AgentTestCase):
         self.assertIn(self.state_file, agent.process.log())
         self.assertEqual(os.listdir(self.state_file), ["inside"])
 
+    def test_a_state_file_too_large_stops_the_start_and_is_not_written(self):
+        # A ledger padded past the 256 MiB bound (sparse): the agent says it leaves the file as it
+        # is and exits 2, and its shutdown must not write an empty ledger over it (it did).
+        with open(self.state_file, "w") as f:
+            f.write('{"format": "gpumeter-ledger", "version": 1, "gpus": {}}')
+        os.truncate(self.state_file, 300 << 20)
+        before = os.stat(self.state_file)
+        agent = self.agent()
+        self.assertEqual(agent.process.proc.wait(30), 2)
+        self.assertIn("it is left as it is", agent.process.log())
+        self.assertNotIn("ledger state saved", agent.process.log())
+        after = os.stat(self.state_file)
+        self.assertEqual((after.st_size, after.st_mtime_ns, after.st_ino), (before.st_size, before.st_mtime_ns, before.st_ino))
+
     def test_impossible_numbers_are_set_aside_not_resumed(self):
         agent = self.agent()
         agent.wait_ready()

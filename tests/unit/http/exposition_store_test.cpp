@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <atomic>
 #include <thread>
 
@@ -32,6 +34,38 @@ TEST(ExpositionStore, PublishedSnapshotsRenderBothFormatsOnDemand) {
   EXPECT_EQ(p->exposition.text(ExpositionFormat::kOpenMetrics100), render(fams, ExpositionFormat::kOpenMetrics100));
   ASSERT_TRUE(p->exposition.gzip(ExpositionFormat::kText004).ok());
   EXPECT_FALSE(p->exposition.gzip(ExpositionFormat::kText004)->bytes.empty());
+}
+
+// The JSON API's answers are rendered once per snapshot, as the exposition is: every request of
+// one publication gets the same prepared body, and only the age after it is its own. A client
+// asking in a loop no longer renders the snapshot each time (two cores for 24 clients before).
+TEST(ExpositionStore, TheApiIsRenderedOncePerSnapshotAndOnlyTheAgeIsPerRequest) {
+  ExpositionStore store;
+  Snapshot s = testing::fixture_snapshot();
+  // More processes than any series limit would keep: every one is listed.
+  for (unsigned pid = 100; pid < 400; ++pid) {
+    ProcessSnapshot p;
+    p.pid = pid;
+    p.owner.project = "p" + std::to_string(pid);
+    p.series = pid < 102;
+    s.gpus[0].processes.push_back(p);
+  }
+  ASSERT_TRUE(store.publish(std::make_shared<const Snapshot>(s)).ok());
+  auto p = store.latest();
+  const std::string_view first = p->api.gpus();
+  const std::string_view again = p->api.gpus();
+  EXPECT_EQ(first.data(), again.data());  // the same bytes, not rendered again
+  const auto one = p->api.gpu(s.gpus[1].identity.uuid);
+  ASSERT_TRUE(one.has_value());
+  EXPECT_EQ(one->data(), p->api.gpu(s.gpus[1].identity.uuid)->data());
+  EXPECT_FALSE(p->api.gpu("GPU-none").has_value());
+  const auto doc = nlohmann::json::parse(std::string(first) + render_api_tail(0.25));
+  EXPECT_EQ(doc["snapshot_age_seconds"], 0.25);
+  EXPECT_EQ(doc["gpus"][0]["processes"].size(), 300u);  // 2 of them within the series limit
+  EXPECT_EQ(nlohmann::json::parse(std::string(first) + render_api_tail(-3))["snapshot_age_seconds"], 0.0);
+  // A newer publication renders its own.
+  ASSERT_TRUE(store.publish(std::make_shared<const Snapshot>(s)).ok());
+  EXPECT_NE(store.latest()->api.gpus().data(), first.data());
 }
 
 TEST(ExpositionStore, ReaderKeepsItsPublicationAcrossNewerOnes) {
