@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "report/answer_checks.h"
 #include "report/counter_reader.h"
 #include "report/forecast.h"
 #include "report/pricer.h"
@@ -21,14 +22,8 @@ namespace {
 
 constexpr std::string_view kCovered = "gpumeter_ledger_covered_seconds_total";
 constexpr std::string_view kGap = "gpumeter_ledger_gap_seconds_total";
-constexpr std::string_view kIdle = "__idle__";
-constexpr std::string_view kUnattributed = "__unattributed__";
 constexpr double kSecondsPerMonth = 30.4375 * 86400;  // a mean Gregorian month
-constexpr double kMinHoleSeconds = 300;               // shorter holes in the samples are scrape jitter
 constexpr std::size_t kParallelReads = 2;
-// Samples this close to now may still be arriving (VictoriaMetrics shows them 30 s late): one
-// request can see them and the next not.
-constexpr double kUnsettledSeconds = 120;
 
 enum Field { kAllocated, kBusy, kMemory, kEnergy, kIdleAllocated };
 
@@ -58,16 +53,9 @@ static_assert(kLedgerMetrics[kAllocated].field == kAllocated && kLedgerMetrics[k
               kLedgerMetrics[kMemory].field == kMemory && kLedgerMetrics[kEnergy].field == kEnergy,
               "a metric's read result is found by its field");
 
-// Busy seconds beyond the GPU's covered seconds: relative, then absolute (rounding of the sums).
-constexpr double kBusyTolerance = 1e-6;
-constexpr double kBusyToleranceSeconds = 1e-3;
-
 // 0 for owners, 1 for idle time, 2 for busy time no process accounts for.
-int reserved_kind(std::string_view project) { return project == kIdle ? 1 : project == kUnattributed ? 2 : 0; }
-
-std::string label(const Labels& labels, std::string_view name) {
-  auto it = labels.find(name);
-  return it == labels.end() ? std::string() : it->second;
+int reserved_kind(std::string_view project) {
+  return project == kIdleProject ? 1 : project == kUnattributedProject ? 2 : 0;
 }
 
 double& field(Usage& u, Field f) {
@@ -81,12 +69,6 @@ double& field(Usage& u, Field f) {
   return u.allocated_seconds;
 }
 
-struct GpuIdentity {
-  std::string model;
-  std::string node;
-  int mig_slices = 0;  // gpu_mig_slices: the GPU's compute slices in MIG mode; 0 when unknown
-};
-
 struct RowAcc {
   Row row;
   std::vector<double> step_values;                  // cost (or allocated seconds) per step
@@ -94,40 +76,6 @@ struct RowAcc {
   std::map<std::string, double> cost_by_node;       // own cost, for spreading idle cost
   std::map<std::string, std::vector<double>> node_steps;  // idle rows: cost per node per step
 };
-
-double sum(const std::vector<double>& v) {
-  double total = 0;
-  for (double x : v) total += x;
-  return total;
-}
-
-// An owner's labels for messages: project="a", user="b" (the empty ones and the GPU's left out).
-std::string owner_text(const Labels& labels) {
-  std::string out;
-  for (const auto& [k, v] : labels) {
-    if (v.empty() || k == "uuid" || k == "gpu" || k == "instance" || k == "job") continue;
-    out += fmt::format("{}{}=\"{}\"", out.empty() ? "" : ", ", k, v);
-  }
-  return out.empty() ? "an owner with no labels" : out;
-}
-
-// "GPU GPU-1234 on node-3:9400" for messages.
-std::string gpu_text(const std::string& uuid, const std::string& node) {
-  return node.empty() ? fmt::format("GPU {}", uuid) : fmt::format("GPU {} on {}", uuid, node);
-}
-
-// Consecutive runs of steps (1-based) as [first, last] pairs.
-std::vector<std::pair<std::size_t, std::size_t>> runs(const std::vector<std::size_t>& steps) {
-  std::vector<std::pair<std::size_t, std::size_t>> out;
-  for (std::size_t s : steps) {
-    if (!out.empty() && out.back().second + 1 == s) {
-      out.back().second = s;
-    } else {
-      out.emplace_back(s, s);
-    }
-  }
-  return out;
-}
 
 class Builder {
  public:
@@ -192,11 +140,16 @@ class Builder {
     if (pricer_ && pricer_->missing()) return pricer_->missing_price_error();
     if (req_.pricing && req_.pricing->idle_policy != pricing::IdlePolicy::kSeparate) spread_idle();
     finish_rows();
-    reconcile(*covered, *gaps);
-    if (auto ok = check_finite(); !ok) return ok.error();
-    if (auto ok = check_busy(*covered, *results[kAllocated], *results[kBusy]); !ok) return ok.error();
-    if (auto ok = check_siblings(results); !ok) return ok.error();
-    warn_about_data(*covered, *gaps);
+    const AnswerContext ctx{req_.url, req_.now, timeline_, steps_,
+                            [this](const Labels& l) { return node_of(l); },
+                            [this](const std::string& uuid) { return node_of_gpu(uuid); }, gpus_};
+    reconcile(ctx, *covered, *gaps, report_);
+    if (auto ok = check_finite(report_); !ok) return ok.error();
+    if (auto ok = check_busy(ctx, *covered, *results[kAllocated], *results[kBusy]); !ok) return ok.error();
+    std::array<OwnerCounter, 4> owner_counters;
+    for (Field f : {kAllocated, kBusy, kMemory, kEnergy}) owner_counters[f] = {kLedgerMetrics[f].name, &*results[f]};
+    if (auto ok = check_siblings(ctx, owner_counters); !ok) return ok.error();
+    warn_about_data(ctx, *covered, *gaps, report_);
     report_.queries = api_.requests();
     return std::move(report_);
   }
@@ -268,7 +221,7 @@ class Builder {
 
   std::vector<std::string> row_key(const Labels& labels, const std::string& uuid, const std::string& node) {
     const std::string project = label(labels, "project");
-    const bool reserved = project == kIdle || project == kUnattributed;
+    const bool reserved = project == kIdleProject || project == kUnattributedProject;
     std::vector<std::string> key;
     for (const auto& dim : req_.by) {
       if (dim == "mig_profile") {
@@ -303,8 +256,8 @@ class Builder {
       RowAcc& acc = it->second;
       if (inserted) {
         acc.row.key = key;
-        acc.row.idle = project == kIdle;
-        acc.row.unattributed = project == kUnattributed;
+        acc.row.idle = project == kIdleProject;
+        acc.row.unattributed = project == kUnattributedProject;
         acc.step_values.assign(steps_, 0.0);
         acc.allocated_steps.assign(steps_, 0.0);
       }
@@ -385,9 +338,9 @@ class Builder {
       for (double c : idle_steps) idle_total += c;
       if (idle_total == 0) continue;
       if (owners <= 0) {
-        warn("pricing", fmt::format("idle cost of {} {} ({:.2f} {}) has no owners to be spread over; it stays on "
+        add_warning(report_, "pricing", fmt::format("idle cost of {} {} ({:.2f} {}) has no owners to be spread over; it stays on "
                                     "the {} line", by_pool ? "pool" : "node", bucket, idle_total,
-                                    report_.currency, kIdle));
+                                    report_.currency, kIdleProject));
         continue;
       }
       for (auto& [key, acc] : rows_) {
@@ -421,8 +374,8 @@ class Builder {
     if (!unpooled.empty()) {
       std::string list;
       for (const auto& n : unpooled) list += (list.empty() ? "" : ", ") + n;
-      warn("pricing", fmt::format("nodes {} match no pool in {}; their idle cost stays on the {} line", list,
-                                  req_.pricing->source, kIdle));
+      add_warning(report_, "pricing", fmt::format("nodes {} match no pool in {}; their idle cost stays on the {} line", list,
+                                  req_.pricing->source, kIdleProject));
     }
   }
 
@@ -492,137 +445,6 @@ class Builder {
     }
   }
 
-  // Busy time the ledger cannot have counted: on a GPU more busy seconds than seconds covered
-  // (busy time is the integral of a utilization of at most 1), or an owner busy with no
-  // allocated second (a process present is allocated time in the same window; only
-  // __unattributed__ is busy with none). Either means answers that left out or added series:
-  // Thanos or Mimir answering from part of their stores, a series missing from some answers.
-  // Busy time above an owner's own allocated time is no such sign: allocation is split evenly
-  // between the processes present, busy time by their SM shares (docs/ledger.md).
-  Result<void> check_busy(const CounterData& covered, const CounterData& allocated, const CounterData& busy) const {
-    std::map<std::string, double> covered_by_gpu, busy_by_gpu;
-    for (const auto& s : covered.series) covered_by_gpu[label(s.labels, "uuid")] += sum(s.increase);
-    std::set<std::string> allocated_owners;
-    for (const auto& s : allocated.series) {
-      if (sum(s.increase) > 0) allocated_owners.insert(labels_key(s.labels));
-    }
-    for (const auto& s : busy.series) {
-      const double seconds = sum(s.increase);
-      busy_by_gpu[label(s.labels, "uuid")] += seconds;
-      if (seconds > kBusyToleranceSeconds && label(s.labels, "project") != kUnattributed &&
-          !allocated_owners.count(labels_key(s.labels))) {
-        return Error{1, fmt::format("{}: {} has {:.3f} busy seconds in the period and no allocated second; the "
-                                    "answers of {} are incomplete or inconsistent, so no report is written",
-                                    gpu_text(label(s.labels, "uuid"), node_of(s.labels)), owner_text(s.labels),
-                                    seconds, req_.url)};
-      }
-    }
-    for (const auto& [uuid, seconds] : busy_by_gpu) {
-      const double cover = covered_by_gpu[uuid];
-      if (seconds > cover * (1 + kBusyTolerance) + kBusyToleranceSeconds) {
-        return Error{1, fmt::format("{}: its owners have {:.3f} busy seconds in the period, more than the {:.3f} s "
-                                    "its ledger covered; the answers of {} are incomplete or inconsistent, so no "
-                                    "report is written",
-                                    gpu_text(uuid, node_of_gpu(uuid)), seconds, cover, req_.url)};
-      }
-    }
-    return {};
-  }
-
-  // The agent exports an owner's four ledger counters together, in every scrape
-  // (render/families.cpp), so their series are present at the same points of the timeline. One
-  // missing where another is present was left out of an answer, and its usage with it (a series
-  // missing from every other answer took an owner's busy time to 0 with exit 0). A counter with
-  // no series at all is not compared (a store may drop one by relabelling), nor are points in
-  // the last two minutes before now: samples still arriving there can be seen by one request
-  // and not by the next.
-  Result<void> check_siblings(const std::vector<Result<CounterData>>& results) const {
-    static constexpr Field kOwnerCounters[] = {kAllocated, kBusy, kMemory, kEnergy};
-    std::map<std::string, std::vector<const CounterSeries*>> by_owner;  // one per kOwnerCounters entry
-    for (std::size_t m = 0; m < std::size(kOwnerCounters); ++m) {
-      for (const auto& s : results[kOwnerCounters[m]]->series) {
-        auto& siblings = by_owner[labels_key(s.labels)];
-        siblings.resize(std::size(kOwnerCounters), nullptr);
-        siblings[m] = &s;
-      }
-    }
-    for (const auto& [key, siblings] : by_owner) {
-      const auto first = std::find_if(siblings.begin(), siblings.end(), [](auto* s) { return s; });
-      const CounterSeries& seen = **first;
-      const std::string_view seen_name = kLedgerMetrics[kOwnerCounters[first - siblings.begin()]].name;
-      for (std::size_t m = 0; m < siblings.size(); ++m) {
-        if (results[kOwnerCounters[m]]->series.empty()) continue;
-        for (std::size_t i = 0; i < timeline_.size() && timeline_[i] < req_.now - kUnsettledSeconds; ++i) {
-          if ((siblings[m] && siblings[m]->present[i]) == seen.present[i]) continue;
-          return Error{1, fmt::format("{}: {}: {} has {} sample at {}, where {} has {}; the answers of {} are "
-                                      "incomplete or inconsistent, so no report is written",
-                                      gpu_text(label(seen.labels, "uuid"), node_of(seen.labels)),
-                                      owner_text(seen.labels), kLedgerMetrics[kOwnerCounters[m]].name,
-                                      seen.present[i] ? "no" : "a", format_utc(timeline_[i]), seen_name,
-                                      seen.present[i] ? "one" : "none", req_.url)};
-        }
-      }
-    }
-    return {};
-  }
-
-  // A total that is not a finite number (samples near the largest double, which add up to
-  // infinity, or an amount beyond it) is no bill: nothing is written.
-  Result<void> check_finite() const {
-    auto bad = [](const Row& row) -> std::optional<std::string> {
-      const Usage& u = row.usage;
-      const std::pair<const char*, double> fields[] = {
-          {"allocated seconds", u.allocated_seconds}, {"busy seconds", u.busy_seconds},
-          {"memory byte-seconds", u.memory_byte_seconds}, {"energy", u.energy_joules},
-          {"idle allocated seconds", u.idle_allocated_seconds}, {"cost", row.cost.total()}};
-      for (const auto& [name, v] : fields) {
-        if (!std::isfinite(v)) return fmt::format("{} {}", name, v);
-      }
-      return std::nullopt;
-    };
-    for (const Row& row : report_.rows) {
-      if (auto what = bad(row)) return not_finite(fmt::format("the row {}", fmt::join(row.key, ", ")), *what);
-    }
-    if (auto what = bad(report_.total)) return not_finite("the total", *what);
-    const auto& rec = report_.reconciliation;
-    if (!std::isfinite(rec.covered_seconds + rec.gap_seconds + rec.owners_seconds + rec.idle_seconds)) {
-      return not_finite("the ledger's covered time", fmt::format("{} s", rec.covered_seconds));
-    }
-    return {};
-  }
-
-  Error not_finite(const std::string& where, const std::string& what) const {
-    return Error{1, fmt::format("{} is not a finite number ({}): the answers of {} hold counter values no ledger "
-                                "has{}, so no report is written",
-                                where, what, req_.url, report_.priced ? ", or a price is out of range" : "")};
-  }
-
-  void reconcile(const CounterData& covered, const CounterData& gaps) {
-    Reconciliation& rec = report_.reconciliation;
-    report_.timeline.capacity_seconds.assign(steps_, 0.0);
-    for (const auto& s : covered.series) {
-      for (std::size_t i = 0; i < steps_; ++i) {
-        rec.covered_seconds += s.increase[i];
-        report_.timeline.capacity_seconds[i] += s.increase[i];
-      }
-    }
-    for (const auto& s : gaps.series) {
-      for (double x : s.increase) rec.gap_seconds += x;
-    }
-    for (const auto& row : report_.rows) {
-      (row.idle ? rec.idle_seconds : rec.owners_seconds) += row.usage.allocated_seconds;
-    }
-    rec.gpu_seconds = rec.covered_seconds + rec.gap_seconds;
-    rec.difference_seconds = rec.owners_seconds + rec.idle_seconds - rec.covered_seconds;
-    rec.ok = std::abs(rec.difference_seconds) <= 1e-6 * rec.covered_seconds + 1e-3;
-    if (!rec.ok) {
-      warn("reconciliation",
-           fmt::format("owners ({:.3f} s) plus idle ({:.3f} s) differ from the covered GPU time ({:.3f} s) by {:.3f} s; "
-                       "some ledger series are missing from {}",
-                       rec.owners_seconds, rec.idle_seconds, rec.covered_seconds, rec.difference_seconds, req_.url));
-    }
-  }
-
   std::string node_of(const Labels& labels) const {
     std::string node = label(labels, req_.node_label);
     return node.empty() ? node_of_gpu(label(labels, "uuid")) : node;
@@ -631,89 +453,6 @@ class Builder {
   std::string node_of_gpu(const std::string& uuid) const {
     auto it = gpus_.find(uuid);
     return it == gpus_.end() ? std::string() : it->second.node;
-  }
-
-  void warn_about_data(const CounterData& covered, const CounterData& gaps) {
-    std::set<std::string> ledger_uuids;
-    for (const auto& s : covered.series) {
-      const std::string uuid = label(s.labels, "uuid");
-      const std::string node = node_of(s.labels);
-      ledger_uuids.insert(uuid);
-      // Holes in the samples between the first and the last point that has one, and at the end.
-      std::size_t first = 0, last = 0;
-      bool any = false;
-      for (std::size_t i = 0; i < s.present.size(); ++i) {
-        if (!s.present[i]) continue;
-        if (!any) first = i;
-        last = i;
-        any = true;
-      }
-      if (!any) continue;
-      std::vector<std::size_t> missing;
-      for (std::size_t i = first + 1; i < s.present.size(); ++i) {
-        if (!s.present[i]) missing.push_back(i);
-      }
-      for (auto [a, b] : runs(missing)) {
-        const double from = timeline_[a - 1], to = timeline_[b];
-        if (to - from < kMinHoleSeconds) continue;
-        const bool trailing = b == steps_ && last < a;
-        warn("missing-data",
-             trailing ? fmt::format("no samples of {} after {} (until the period's end at {}); usage after the last "
-                                    "sample is not in this report",
-                                    gpu_text(uuid, node), format_utc(from), format_utc(to))
-                      : fmt::format("no samples of {} between {} and {} (scrape gap or agent down); the ledger "
-                                    "counters carry across it, so nothing is lost unless a gap warning says so",
-                                    gpu_text(uuid, node), format_utc(from), format_utc(to)),
-             uuid, node, from, to);
-      }
-    }
-    for (const auto& s : gaps.series) {
-      const std::string uuid = label(s.labels, "uuid");
-      const std::string node = node_of(s.labels);
-      std::vector<std::size_t> steps;
-      for (std::size_t i = 1; i <= steps_; ++i) {
-        if (s.increase[i - 1] > 0) steps.push_back(i);
-      }
-      for (auto [a, b] : runs(steps)) {
-        double seconds = 0;
-        for (std::size_t i = a; i <= b; ++i) seconds += s.increase[i - 1];
-        // The agent counts a gap when it comes back, so the step dates the gap's end.
-        warn("gap",
-             fmt::format("{}: the agent came back between {} and {} from {:.0f} s it could not integrate (it, or the "
-                         "GPU, was down longer than the driver's sample buffer); that time is in no owner's total",
-                         gpu_text(uuid, node), format_utc(timeline_[a - 1]), format_utc(timeline_[b]), seconds),
-             uuid, node, timeline_[a - 1], timeline_[b]);
-      }
-    }
-    std::set<std::string> reset_seen;
-    for (const auto& r : covered.resets) {
-      const std::string uuid = label(r.labels, "uuid");
-      const std::string node = node_of(r.labels);
-      warn("reset",
-           fmt::format("the ledger counters of {} restarted from zero between {} and {} (the agent restarted without "
-                       "its state file); usage on both sides of the reset is counted",
-                       gpu_text(uuid, node), format_utc(r.after), format_utc(r.at)),
-           uuid, node, r.after, r.at);
-    }
-    for (const auto& [uuid, id] : gpus_) {
-      if (ledger_uuids.count(uuid)) continue;
-      warn("missing-series",
-           fmt::format("{} ({}) reported gpu_info in the period but no ledger series; its usage is not in this report",
-                       gpu_text(uuid, id.node), id.model),
-           uuid, id.node);
-    }
-    if (req_.to > req_.now - 60) {
-      warn("backend", fmt::format("the period ends less than a minute before now; samples not yet scraped{} are not "
-                                  "in this report",
-                                  report_.backend == "VictoriaMetrics" ? " (and VictoriaMetrics hides the last 30 s by "
-                                                                         "default, -search.latencyOffset)"
-                                                                       : ""));
-    }
-  }
-
-  void warn(std::string kind, std::string message, std::string gpu = {}, std::string node = {}, double from = 0,
-            double to = 0) {
-    report_.warnings.push_back(Warning{std::move(kind), std::move(message), std::move(gpu), std::move(node), from, to});
   }
 
   PromApi& api_;

@@ -1,0 +1,68 @@
+#pragma once
+// What the query API's answers must satisfy before a report is written, and what the report
+// warns about them. The ledger's counters are exact and written in a known shape (all four owner
+// counters together, busy time within covered time, finite values), so answers that break the
+// shape were cut short or altered on the way (a partial answer of Thanos or Mimir, a series
+// missing from some answers): the report then fails rather than bill from them.
+
+#include <array>
+#include <functional>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "report/counter_reader.h"
+#include "report/report_model.h"
+#include "util/result.h"
+
+namespace gpumeter::report {
+
+inline constexpr std::string_view kIdleProject = "__idle__";
+inline constexpr std::string_view kUnattributedProject = "__unattributed__";
+
+struct GpuIdentity {
+  std::string model;
+  std::string node;
+  int mig_slices = 0;  // gpu_mig_slices: the GPU's compute slices in MIG mode; 0 when unknown
+};
+
+// What the checks need of the report being built.
+struct AnswerContext {
+  std::string url;  // the query API, for messages
+  double now = 0;   // unix seconds
+  const std::vector<double>& timeline;  // the step boundaries
+  std::size_t steps = 0;
+  std::function<std::string(const Labels&)> node_of;  // a series' node, for messages
+  std::function<std::string(const std::string&)> node_of_gpu;
+  const std::map<std::string, GpuIdentity>& gpus;  // by uuid, from gpu_info
+};
+
+// One owner counter's name and its data.
+struct OwnerCounter {
+  std::string_view name;
+  const CounterData* data;
+};
+
+// A GPU busy longer than it was covered, or an owner busy with no allocated second.
+Result<void> check_busy(const AnswerContext& ctx, const CounterData& covered, const CounterData& allocated,
+                        const CounterData& busy);
+// An owner counter missing where the owner's others are present (allocated, busy, memory, energy).
+Result<void> check_siblings(const AnswerContext& ctx, const std::array<OwnerCounter, 4>& counters);
+// A total, a row or the reconciliation that is not a finite number.
+Result<void> check_finite(const Report& report);
+
+// The reconciliation of covered time with the owners' and idle allocated time, and the step
+// capacities; a warning when they differ.
+void reconcile(const AnswerContext& ctx, const CounterData& covered, const CounterData& gaps, Report& report);
+// Warnings about holes in the samples, ledger gaps, ledger resets, GPUs with no ledger series
+// and a period that ends too close to now.
+void warn_about_data(const AnswerContext& ctx, const CounterData& covered, const CounterData& gaps, Report& report);
+
+// Helpers of the report module.
+void add_warning(Report& report, std::string kind, std::string message, std::string gpu = {}, std::string node = {},
+                 double from = 0, double to = 0);
+std::string label(const Labels& labels, std::string_view name);
+double sum(const std::vector<double>& v);
+
+}  // namespace gpumeter::report
