@@ -23,14 +23,12 @@ import time
 
 import yaml
 
-import harness
-from harness import (BIN, EDGE_SECONDS, SCENARIOS, SOURCE_DIR, Agent, AgentTestCase, Alertmanager, SimNode,
-                     WebhookSink, check_ledger_against_truth, report_json, sim_truth, wait_until)
+from harness import (BIN, EDGE_SECONDS, SCENARIOS, SOURCE_DIR, Agent, AgentTestCase, Alertmanager, ScenarioStart,
+                     SimNode, WebhookSink, check_ledger_against_truth, report_json, sim_env, sim_truth, wait_until)
 from test_alertmanager import FINANCE, alerting_prometheus, config_for_test
 
 SCENARIO = os.path.join(SCENARIOS, "allocations.yaml")
 ALERTS = os.path.join(SOURCE_DIR, "deploy", "prometheus", "gpumeter-alerts.yml")
-LEAD = harness.START_LEAD
 END = 60.0        # the scenario's duration
 SETTLE = 5.0      # a checkpoint (1 s) publishes the last usage, then a scrape reads it
 REFRESH = 1.0     # the kubelet refresh interval of this test
@@ -85,16 +83,16 @@ def edges_per_gpu(scenario, end=END):
 
 
 class Allocations(AgentTestCase):
-    def start(self, policy, epoch, rules_for=None):
-        node = self.track(SimNode(SCENARIO, epoch))
+    def start(self, policy, start):
+        """A node and a ready agent on the held `start` (a ScenarioStart): the scenario runs once
+        the test begins it."""
+        node = self.track(SimNode(SCENARIO, start))
         config = node.config("ledger:\n  allocation: %s\n  checkpoint_interval: 1s\n"
                              '  idle_power_watts: {"NVIDIA H100 80GB HBM3": 70}\n' % policy,
                              attribution="  hpc_job_mapping_dir: %s\n" % node.hpc_jobs_dir, refresh="%gs" % REFRESH)
         state = os.path.join(tempfile.mkdtemp(prefix="gpumeter-alloc-"), "ledger.json")
-        agent = self.track(Agent(scenario=SCENARIO, env={"GPUMETER_SIM_EPOCH": repr(epoch)},
-                                 extra_args=node.agent_args(config, state)))
+        agent = self.track(Agent(scenario=SCENARIO, env=sim_env(start), extra_args=node.agent_args(config, state)))
         agent.wait_ready()
-        self.assert_ready_before(epoch, 2.0)  # the first job's start
         self.assertRegex(agent.process.log(), r"ledger allocation policy.*allocation\W+%s" % policy)
         return agent
 
@@ -115,10 +113,12 @@ class Allocations(AgentTestCase):
     def test_scheduler_policy_bills_allocations_and_alerts_on_the_idle_notebook(self):
         sink = self.track(WebhookSink())
         am = self.track(Alertmanager(config_for_test(sink)))
-        epoch = time.time() + LEAD
-        agent = self.start("scheduler", epoch)
+        began = time.time()
+        start = ScenarioStart()
+        agent = self.start("scheduler", start)
         instance = "127.0.0.1:%d" % agent.port
         prom = self.track(alerting_prometheus([instance], self.rules_with_short_idle_window(), am))
+        epoch = start.begin()
 
         def idle_alerts():
             return [x for _, doc in sink.payloads() if doc["status"] == "firing" for x in doc["alerts"]
@@ -190,7 +190,7 @@ class Allocations(AgentTestCase):
             self.assertAlmostEqual(held, total, delta=1e-9 * total + 1e-9)
 
         # gpumeter report: each owner's idle allocation, by pod and job.
-        doc = report_json("--url", prom.base, "--from", epoch - LEAD - 5, "--to", time.time() - 1.5,
+        doc = report_json("--url", prom.base, "--from", began - 5, "--to", time.time() - 1.5,
                           "--by", "namespace,pod,hpc_job")
         rows = {tuple(r["key"][d] for d in doc["by"]): r for r in doc["rows"]}
         for name, key in (("jupyter-alice", ("team-vision", "jupyter-alice", "")),
@@ -201,25 +201,25 @@ class Allocations(AgentTestCase):
             bound = TOLERANCE * want_idle + sum(pods.get(g, 0) * (REFRESH + SOURCE_READ) + procs.get(g, 0) * EDGE_SECONDS
                                                 for g in gpus) + 1e-6
             self.assertLessEqual(abs(rows[key]["idle_allocated_seconds"] - want_idle), bound, name)
-        table = subprocess.run([BIN, "report", "--url", prom.base, "--from", str(epoch - LEAD - 5), "--to",
+        table = subprocess.run([BIN, "report", "--url", prom.base, "--from", str(began - 5), "--to",
                                 str(time.time() - 1.5), "--by", "pod", "--no-color"],
                                capture_output=True, text=True, timeout=60)
         self.assertEqual(table.returncode, 0, table.stderr)
         self.assertIn("IDLE ALLOC GPU-H", table.stdout)
 
     def test_slurm_job_from_its_cgroup(self):
-        epoch = time.time() + LEAD
-        node = self.track(SimNode(SCENARIO, epoch, kubelet=False, slurm_cgroup="v2"))
+        start = ScenarioStart()
+        node = self.track(SimNode(SCENARIO, start, kubelet=False, slurm_cgroup="v2"))
         config = node.config("ledger:\n  allocation: scheduler\n  checkpoint_interval: 1s\n",
                              attribution="  slurm_cgroups: auto\n  slurm_refresh_interval: %gs\n" % REFRESH,
                              environment=["SLURM_JOB_GPUS", "SLURM_JOB_ID"])
         state = os.path.join(tempfile.mkdtemp(prefix="gpumeter-alloc-"), "ledger.json")
-        agent = self.track(Agent(scenario=SCENARIO, env={"GPUMETER_SIM_EPOCH": repr(epoch)},
-                                 extra_args=node.agent_args(config, state)))
+        agent = self.track(Agent(scenario=SCENARIO, env=sim_env(start), extra_args=node.agent_args(config, state)))
         agent.wait_ready()
         self.assertIn("reading Slurm jobs' GPUs from their cgroups", agent.process.log())
         from harness import Prometheus
         prom = self.track(Prometheus(["127.0.0.1:%d" % agent.port]))
+        epoch = start.begin()
         wait_until(lambda: time.time() > epoch + END + SETTLE, END + 20, interval=0.5, what="scenario end")
         at = time.time() - 1.5
         want = {(o["gpu"], o["name"]): o for o in scheduler_truth()["owners"]}
@@ -240,10 +240,11 @@ class Allocations(AgentTestCase):
                                      "%s on GPU %d: ledger %.6g, truth %.6g" % (field, gpu, got[gpu][field], o[field]))
 
     def test_process_policy_bills_processes_as_before(self):
-        epoch = time.time() + LEAD
-        agent = self.start("process", epoch)
+        start = ScenarioStart()
+        agent = self.start("process", start)
         from harness import Prometheus
         prom = self.track(Prometheus(["127.0.0.1:%d" % agent.port]))
+        epoch = start.begin()
         wait_until(lambda: time.time() > epoch + END + SETTLE, END + 20, interval=0.5, what="scenario end")
         check_ledger_against_truth(self, prom, SCENARIO, END, TOLERANCE)
         self.assertEqual(prom.query("gpu_idle_allocated_seconds_total"), [])

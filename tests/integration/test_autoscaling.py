@@ -41,7 +41,6 @@ SCENARIO = os.path.join(SCENARIOS, "autoscaling.yaml")
 
 CUSTOM = {"gpu_pod_utilization_ratio", "gpu_pod_memory_used_bytes"}
 EXTERNAL = {"gpu_namespace_utilization_ratio"}
-LEAD = harness.START_LEAD
 JOBS_START = 3.0  # the scenario's jobs all start at 3 s and run to its end
 READY_AT = 25.0   # scenario seconds: over 15 s of the pods' counters in Prometheus
 MIN_SPAN = 5.0    # scenario seconds between a pod's first and last samples in the 2m window
@@ -262,17 +261,17 @@ class AdapterQueries(AgentTestCase):
         return t0, t1
 
     def test_each_rule_returns_each_pods_truth(self):
-        epoch = time.time() + LEAD
-        node = self.track(SimNode(SCENARIO, epoch))
+        start = harness.ScenarioStart()
+        node = self.track(SimNode(SCENARIO, start))
         work = tempfile.mkdtemp(prefix="gpumeter-hpa-")
-        agent = self.track(Agent(scenario=SCENARIO, env={"GPUMETER_SIM_EPOCH": repr(epoch)},
+        agent = self.track(Agent(scenario=SCENARIO, env=harness.sim_env(start),
                                  extra_args=node.agent_args(node.config(POLICY), os.path.join(work, "ledger.json"))))
         agent.wait_ready()
-        # A ledger started after the jobs would miss their first moments, and every span below,
-        # read from the pods' allocated seconds, would be shifted by that much.
-        self.assert_ready_before(epoch, JOBS_START)
         prom = self.track(Prometheus(["127.0.0.1:%d" % agent.port]))
-        wait_until(lambda: time.time() > epoch + READY_AT, READY_AT + LEAD + 60, interval=0.5, what="scenario time")
+        # Begun once the agent is ready: a ledger started after the jobs would miss their first
+        # moments, and every span below, read from the pods' allocated seconds, would be shifted.
+        epoch = start.begin()
+        wait_until(lambda: time.time() > epoch + READY_AT, READY_AT + 60, interval=0.5, what="scenario time")
         at = time.time() - 1.5
         t_end = at - epoch
 

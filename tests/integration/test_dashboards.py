@@ -35,7 +35,6 @@ DOCS = os.path.join(SOURCE_DIR, "docs", "dashboards.md")
 EXPECTED_UIDS = {"gpumeter-fleet", "gpumeter-gpu", "gpumeter-chargeback", "gpumeter-health"}
 DS_REF = "${datasource}"
 CLUSTER = "dash-test"
-LEAD = 3.0        # scenario time 0 is this far after the test starts
 READY_AT = 12.0   # scenario seconds: jobs from 3 s, Xids at 5-6 s, then a few scrapes and rule runs
 # Grafana's built-ins for a 1 s scrape interval (the data source's timeInterval) and a 30 s range:
 # $__rate_interval is max($__interval + scrape interval, 4 x scrape interval).
@@ -335,18 +334,19 @@ class DashboardQueries(AgentTestCase):
                              text=True, timeout=30)
         self.assertEqual(out.returncode, 0, out.stderr)
         rule_files = [cost_rules, os.path.join(PROMETHEUS_DIR, "gpumeter-budget.yml"), self.alert_rules(work)]
-        epoch = time.time() + LEAD
-        node = self.track(SimNode(self.SCENARIO, epoch))
+        self.began = time.time()
+        start = harness.ScenarioStart()
+        node = self.track(SimNode(self.SCENARIO, start))
         config = node.config("ledger:\n  checkpoint_interval: 1s\n")
-        port = self.start_agent(node, config, os.path.join(work, "ledger.json"), {"GPUMETER_SIM_EPOCH": repr(epoch)})
+        port = self.start_agent(node, config, os.path.join(work, "ledger.json"), start.env)
         prom = self.track(Prometheus(
             ["127.0.0.1:%d" % port],
             job_config="    relabel_configs:\n      - target_label: cluster\n        replacement: %s\n" % CLUSTER,
             extra_config="rule_files:\n" + "".join("  - '%s'\n" % f for f in rule_files)))
-        return epoch, prom
+        return start.begin(), prom
 
     def wait_for_data(self, epoch, prom):
-        wait_until(lambda: time.time() > epoch + READY_AT, READY_AT + LEAD + 30, interval=0.5, what="scenario time")
+        wait_until(lambda: time.time() > epoch + READY_AT, READY_AT + 30, interval=0.5, what="scenario time")
 
         def ready():
             alerts = prom.query('ALERTS{alertname=~"GpuXid.*", alertstate="firing"}')
@@ -554,7 +554,7 @@ class MixedNodeDashboardQueries(DashboardQueries):
         self.assertEqual(firing.get("GpuMemoryUsageHigh"), {"5"}, firing)
         # One bill for both vendors: `gpumeter report --by model` prices each model's GPU-hours
         # at its own price (the H100's, and the catch-all for the MI300X).
-        doc = harness.report_json("--url", self.prom.base, "--from", str(self.epoch - LEAD - 5), "--to",
+        doc = harness.report_json("--url", self.prom.base, "--from", str(self.began - 5), "--to",
                                   str(time.time() - 1.5), "--by", "model", "--pricing", PRICING)
         rows = {}
         for r in doc["rows"]:

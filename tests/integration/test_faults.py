@@ -4,17 +4,17 @@ are counted per code. Scenario: scenarios/faults.yaml."""
 import os
 import time
 
-from harness import AgentTestCase, Agent, SCENARIOS, http_get, parse_text, sample
+from harness import AgentTestCase, Agent, SCENARIOS, ScenarioStart, http_get, parse_text, sample, sim_env
 
 SCENARIO = os.path.join(SCENARIOS, "faults.yaml")
-LEAD = 3.0  # the agent starts at scenario time -3 s, well before the first fault at 6 s
 
 
 class Faults(AgentTestCase):
     def test_isolation_and_recovery(self):
-        epoch = time.time() + LEAD
-        agent = self.track(Agent(scenario=SCENARIO, env={"GPUMETER_SIM_EPOCH": repr(epoch)}))
+        start = ScenarioStart()
+        agent = self.track(Agent(scenario=SCENARIO, env=sim_env(start)))
         agent.wait_ready()
+        epoch = start.begin()  # the first fault is at 6 s
 
         timeline = []  # (scenario time, samples)
         deadline = epoch + 22

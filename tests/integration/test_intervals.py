@@ -7,16 +7,14 @@ import os
 import tempfile
 import time
 
-from harness import (AgentTestCase, Agent, Prometheus, SCENARIOS, SimNode, expected_owners, sim_truth,
-                     wait_until)
+from harness import (AgentTestCase, Agent, Prometheus, SCENARIOS, ScenarioStart, SimNode, expected_owners, sim_env,
+                     sim_truth, wait_until)
 
 SCENARIO = os.path.join(SCENARIOS, "ledger-intervals.yaml")
-# The first job's start. An agent charges nothing before its first reading that has driver
-# samples, and the simulated GPUs have samples from scenario time 0 on: the 5 s and 30 s agents
-# drain every 5 s, so that reading comes up to 5.2 s after time 0 (more on a loaded machine), and
-# every job starts 4 s later than that.
-FIRST_EDGE = 9.34
-LEAD = 3.0  # the agents start at scenario time -3 s
+# The first job starts at 9.34 s. An agent charges nothing before its first reading that has
+# driver samples, and the simulated GPUs have samples from scenario time 0 on (the scenario begins
+# once every agent is ready): the 5 s and 30 s agents drain every 5 s, so that reading comes up to
+# 5.2 s after time 0 (more on a loaded machine), and every job starts 4 s later than that.
 END = 95.0  # the scenario's duration
 LAST_EDGE = 87.23  # the last job's end
 TOLERANCE = 5e-3  # 0.5 %
@@ -40,8 +38,8 @@ def owners_of(prom, instance, at, metrics):
 
 class CollectionInterval(AgentTestCase):
     def test_owner_totals_do_not_depend_on_the_interval(self):
-        epoch = time.time() + LEAD
-        node = self.track(SimNode(SCENARIO, epoch))
+        start = ScenarioStart()
+        node = self.track(SimNode(SCENARIO, start))
         config = node.config("ledger:\n  allocation: process\n  checkpoint_interval: 2s\n"
                              '  idle_power_watts: {"NVIDIA H100 80GB HBM3": 70}\n')
         state_dir = tempfile.mkdtemp(prefix="gpumeter-intervals-")
@@ -50,12 +48,12 @@ class CollectionInterval(AgentTestCase):
         for interval in INTERVALS:
             state = os.path.join(state_dir, "ledger-%s.json" % interval)
             agents[interval] = self.track(Agent(scenario=SCENARIO, interval=interval,
-                                                env={"GPUMETER_SIM_EPOCH": repr(epoch)},
+                                                env=sim_env(start),
                                                 extra_args=node.agent_args(config, state)))
         prom = self.track(Prometheus(["127.0.0.1:%d" % a.port for a in agents.values()]))
         for a in agents.values():
             a.wait_ready()
-        self.assert_ready_before(epoch, FIRST_EDGE)
+        epoch = start.begin()
         # Until Prometheus holds, from every agent, a ledger whose cursor is past the last job's
         # end on every GPU: the agents drain the driver's buffers at least every 5 s, a checkpoint
         # (2 s) saves what they integrated, and the next published snapshot (once per collection

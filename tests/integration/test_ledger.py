@@ -8,14 +8,11 @@ import signal
 import tempfile
 import time
 
-import harness
-from harness import (AgentTestCase, Agent, COUNTERS, Prometheus, SCENARIOS, SimNode, check_ledger_against_truth,
-                     wait_until)
+from harness import (AgentTestCase, Agent, COUNTERS, Prometheus, SCENARIOS, ScenarioStart, SimNode,
+                     check_ledger_against_truth, sim_env, wait_until)
 
 MIXED = os.path.join(SCENARIOS, "ledger-mixed.yaml")
 CHURN = os.path.join(SCENARIOS, "ledger-churn.yaml")
-LEAD = harness.START_LEAD
-FIRST_JOB = 3.0  # every job of both scenarios starts at 3 s or later
 END = 43.0  # both scenarios' duration
 TOLERANCE = 1e-3  # 0.1 %, plus one driver sample period per job edge (harness.allowed_deviation)
 # After the scenario's end: a checkpoint (2 s) publishes the last usage, then a scrape reads it.
@@ -26,23 +23,24 @@ LEDGER_CONFIG = ('ledger:\n  allocation: process\n  checkpoint_interval: 2s\n'
 
 class LedgerAccuracy(AgentTestCase):
     def start(self, scenario, epoch, port=None, state=None):
+        """An agent (and, the first time, the node) on `epoch`: unix seconds, or a ScenarioStart."""
         node = getattr(self, "node", None)
         if node is None:
             self.node = node = self.track(SimNode(scenario, epoch))
             self.state = state or os.path.join(tempfile.mkdtemp(prefix="gpumeter-ledger-"), "ledger.json")
             self.config = node.config(LEDGER_CONFIG)
-        return self.track(Agent(scenario=scenario, port=port, env={"GPUMETER_SIM_EPOCH": repr(epoch)},
+        return self.track(Agent(scenario=scenario, port=port, env=sim_env(epoch),
                                 extra_args=node.agent_args(self.config, self.state)))
 
     def check_against_truth(self, prom, scenario, truth_to):
         return check_ledger_against_truth(self, prom, scenario, truth_to, TOLERANCE)
 
     def test_mixed_owners_match_truth(self):
-        epoch = time.time() + LEAD
-        agent = self.start(MIXED, epoch)
+        start = ScenarioStart()
+        agent = self.start(MIXED, start)
         prom = self.track(Prometheus(["127.0.0.1:%d" % agent.port]))
         agent.wait_ready()
-        self.assert_ready_before(epoch, FIRST_JOB)
+        epoch = start.begin()
         end = END
         wait_until(lambda: time.time() > epoch + end + SETTLE, end + 20, interval=0.5, what="scenario end")
         self.check_against_truth(prom, MIXED, end)
@@ -53,18 +51,18 @@ class LedgerAccuracy(AgentTestCase):
         self.assertEqual(prom.query("gpumeter_kubelet_up")[0]["value"][1], "1")
 
     def test_agent_killed_and_restarted_mid_run_loses_nothing(self):
-        epoch = time.time() + LEAD
-        agent = self.start(MIXED, epoch)
+        start = ScenarioStart()
+        agent = self.start(MIXED, start)
         prom = self.track(Prometheus(["127.0.0.1:%d" % agent.port]))
         agent.wait_ready()
-        self.assert_ready_before(epoch, FIRST_JOB)
+        epoch = start.begin()
         end = END
         # SIGKILL between two checkpoints: the state on disk is up to one interval old.
         wait_until(lambda: time.time() > epoch + 15.0, 30, what="mid-run")
         agent.process.proc.send_signal(signal.SIGKILL)
         agent.process.proc.wait()
         time.sleep(2)
-        again = self.start(MIXED, epoch, port=agent.port)
+        again = self.start(MIXED, start, port=agent.port)
         again.wait_ready()
         self.assertIn("ledger state loaded", again.process.log())
         wait_until(lambda: time.time() > epoch + end + SETTLE, end + 20, interval=0.5, what="scenario end")
@@ -77,18 +75,18 @@ class LedgerAccuracy(AgentTestCase):
         self.assertEqual(float(gaps[0]["value"][1]), 0.0)
 
     def test_hundred_short_processes(self):
-        epoch = time.time() + LEAD
-        agent = self.start(CHURN, epoch)
+        start = ScenarioStart()
+        agent = self.start(CHURN, start)
         prom = self.track(Prometheus(["127.0.0.1:%d" % agent.port]))
         agent.wait_ready()
-        self.assert_ready_before(epoch, FIRST_JOB)
+        epoch = start.begin()
         end = END
         wait_until(lambda: time.time() > epoch + end + SETTLE, end + 20, interval=0.5, what="scenario end")
         truth, got = self.check_against_truth(prom, CHURN, end)
         self.assertGreaterEqual(len({j["pid"] for j in truth["jobs"]}), 100)
 
     def test_corrupt_state_file_is_set_aside_and_replaced(self):
-        epoch = time.time() + LEAD
+        epoch = time.time()
         state_dir = tempfile.mkdtemp(prefix="gpumeter-ledger-")
         state = os.path.join(state_dir, "ledger.json")
         with open(state, "w") as f:

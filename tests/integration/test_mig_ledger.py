@@ -29,11 +29,9 @@ import time
 
 import yaml
 
-import harness
-from harness import BIN, SCENARIOS, Agent, AgentTestCase, Prometheus, SimNode, report_json, wait_until
+from harness import BIN, SCENARIOS, Agent, AgentTestCase, Prometheus, ScenarioStart, SimNode, report_json, sim_env, wait_until
 
 SCENARIO = os.path.join(SCENARIOS, "mig-h100.yaml")
-LEAD = harness.START_LEAD
 END = 90.0
 SETTLE = 5.0          # a checkpoint (1 s) publishes the last round, then a scrape reads it
 INTERVAL = 1.0        # --collect.interval (the harness's)
@@ -62,8 +60,8 @@ def load_scenario():
 
 
 class MigLedger(AgentTestCase):
-    def start_agents(self, epoch):
-        node = self.track(SimNode(SCENARIO, epoch))
+    def start_agents(self, start):
+        node = self.track(SimNode(SCENARIO, start))
         agents = {}
         for policy in ("process", "scheduler"):
             path = node.config("ledger:\n  allocation: %s\n  checkpoint_interval: 1s\n"
@@ -71,20 +69,21 @@ class MigLedger(AgentTestCase):
             mine = os.path.join(tempfile.mkdtemp(prefix="gpumeter-mig-%s-" % policy), "gpumeter.yaml")
             os.replace(path, mine)
             state = os.path.join(os.path.dirname(mine), "ledger.json")
-            agents[policy] = self.track(Agent(scenario=SCENARIO, env={"GPUMETER_SIM_EPOCH": repr(epoch)},
+            agents[policy] = self.track(Agent(scenario=SCENARIO, env=sim_env(start),
                                               extra_args=node.agent_args(mine, state)))
         for agent in agents.values():
             agent.wait_ready()
-        self.assert_ready_before(epoch, 2.0)  # the first job's start
         return agents
 
     def test_mig_instances_are_billed_as_allocated(self):
-        epoch = self.epoch = time.time() + LEAD
-        agents = self.start_agents(epoch)
+        self.began = time.time()
+        start = ScenarioStart()
+        agents = self.start_agents(start)
         targets = {policy: "127.0.0.1:%d" % a.port for policy, a in agents.items()}
         prom = self.track(Prometheus(list(targets.values())))
+        epoch = self.epoch = start.begin()
         pids = {policy: a.process.proc.pid for policy, a in agents.items()}
-        wait_until(lambda: time.time() > epoch + END + SETTLE, END + LEAD + 30, interval=0.5, what="scenario end")
+        wait_until(lambda: time.time() > epoch + END + SETTLE, END + 30, interval=0.5, what="scenario end")
         at = time.time() - 1.5
         scenario = load_scenario()
         for policy, agent in agents.items():
@@ -202,7 +201,7 @@ class MigLedger(AgentTestCase):
         with open(profile, "w") as f:
             f.write('currency: USD\ngpu_models:\n  "NVIDIA H100 80GB HBM3": [{gpu_hour: %g}]\n'
                     'mig_profiles:\n  "*": {1g.10gb: [{instance_hour: %g}]}\n' % (H100_HOUR, PROFILE_HOUR))
-        start = self.epoch - LEAD - 5
+        start = self.began - 5
         # GPU-seconds per namespace and profile over the period, from the ledger's series.
         held = {}
         for r in prom.query('sum by (namespace, mig_profile) (max_over_time(gpu_allocated_seconds_total'

@@ -14,10 +14,9 @@ import os
 import subprocess
 import time
 
-from harness import AgentTestCase, Agent, Prometheus, SCENARIOS, sim_truth, wait_until
+from harness import AgentTestCase, Agent, Prometheus, SCENARIOS, ScenarioStart, sim_env, sim_truth, wait_until
 
 SCENARIO = os.path.join(SCENARIOS, "mig-h100.yaml")
-LEAD = 3.0
 # Windows of scenario time per instance: load changes inside some, none at their edges.
 WINDOWS = {
     "train": (12.0, 62.0),    # 90 % throughout
@@ -45,11 +44,12 @@ def instances(truth):
 
 class MigProfiling(AgentTestCase):
     def test_gpm_per_instance_matches_the_truth_across_a_repartition(self):
-        epoch = time.time() + LEAD
-        agent = self.track(Agent(scenario=SCENARIO, env={"GPUMETER_SIM_EPOCH": repr(epoch)},
+        start = ScenarioStart()
+        agent = self.track(Agent(scenario=SCENARIO, env=sim_env(start),
                                  extra_args=["--collector.profiling"]))  # off by default
         prom = self.track(Prometheus(["127.0.0.1:%d" % agent.port]))
         agent.wait_ready()
+        epoch = start.begin()
         pid = agent.process.proc.pid
         wait_until(lambda: time.time() > epoch + END + 2, END + 30, interval=0.5, what="scenario time %g s" % (END + 2))
         self.assertTrue(agent.process.alive())

@@ -14,11 +14,10 @@ import os
 import subprocess
 import time
 
-from harness import AgentTestCase, Agent, Prometheus, SCENARIOS, parse_text, sim_truth, wait_until
+from harness import AgentTestCase, Agent, Prometheus, SCENARIOS, ScenarioStart, parse_text, sim_env, sim_truth, wait_until
 
 H100 = os.path.join(SCENARIOS, "profiling-h100.yaml")
 A100 = os.path.join(SCENARIOS, "profiling-a100.yaml")
-LEAD = 3.0
 # Both collectors are off by default (docs/configuration.md#collectors).
 ON = ["--collector.profiling", "--collector.nvlink"]
 FROM, TO = 30.0, 80.0
@@ -46,10 +45,11 @@ def promtool_clean(test, body):
 
 class Profiling(AgentTestCase):
     def test_h100_gpm_and_nvlink_match_the_truth(self):
-        epoch = time.time() + LEAD
-        agent = self.track(Agent(scenario=H100, env={"GPUMETER_SIM_EPOCH": repr(epoch)}, extra_args=ON))
+        start = ScenarioStart()
+        agent = self.track(Agent(scenario=H100, env=sim_env(start), extra_args=ON))
         prom = self.track(Prometheus(["127.0.0.1:%d" % agent.port]))
         agent.wait_ready()
+        epoch = start.begin()
         wait_until(lambda: time.time() > epoch + TO + 2, TO + 30, interval=0.5, what="scenario time 82 s")
         _, body = agent.metrics()
         promtool_clean(self, body)

@@ -7,14 +7,11 @@ import os
 import tempfile
 import time
 
-import harness
-from harness import (AgentTestCase, Agent, Prometheus, SCENARIOS, SimNode, allowed_deviation, expected_owners,
-                     http_get, owner_edges, parse_text, sim_truth, wait_until)
+from harness import (AgentTestCase, Agent, Prometheus, SCENARIOS, ScenarioStart, SimNode, allowed_deviation,
+                     expected_owners, http_get, owner_edges, parse_text, sim_env, sim_truth)
 
 QUIRKS = os.path.join(SCENARIOS, "quirks.yaml")
 UPGRADE = os.path.join(SCENARIOS, "driver-upgrade.yaml")
-LEAD = harness.START_LEAD
-FIRST_JOB = 3.0  # every job of both scenarios starts at 3 s or later
 END = 40.0  # both scenarios' duration
 # As tests/integration/test_ledger.py: 0.1 %, plus one driver sample period of the owner's
 # counters at each job edge (harness.allowed_deviation).
@@ -61,15 +58,16 @@ def ledger_owners(samples):
 
 
 class Quirks(AgentTestCase):
-    def run_node(self, scenario, epoch, extra=(), state=None):
-        node = self.track(SimNode(scenario, epoch, kubelet=False))
+    def run_node(self, scenario, extra=(), state=None):
+        """A node and a ready agent, then the scenario begun; returns them and the epoch."""
+        start = ScenarioStart()
+        node = self.track(SimNode(scenario, start, kubelet=False))
         config = node.config()
         state = state if state is not None else ""
-        agent = self.track(Agent(scenario=scenario, env={"GPUMETER_SIM_EPOCH": repr(epoch)},
+        agent = self.track(Agent(scenario=scenario, env=sim_env(start),
                                  extra_args=node.agent_args(config, state) + list(extra)))
         agent.wait_ready()
-        self.assert_ready_before(epoch, FIRST_JOB)
-        return node, agent
+        return node, agent, start.begin()
 
     def scrape_until(self, agent, epoch, until):
         timeline = []
@@ -99,8 +97,7 @@ class Quirks(AgentTestCase):
                                          what, field, key, got[key].get(field, 0.0), value))
 
     def test_quirks_on_healthy_gpus(self):
-        epoch = time.time() + LEAD
-        _, agent = self.run_node(QUIRKS, epoch)
+        _, agent, epoch = self.run_node(QUIRKS)
         timeline = self.scrape_until(agent, epoch, END + 4)
         self.assertTrue(agent.process.alive())
         during = lambda a, b: [s for t, s in timeline if a <= t <= b]  # noqa: E731
@@ -168,9 +165,8 @@ class Quirks(AgentTestCase):
         self.assert_owners_match(ledger_owners(last), truth, {0, 1, 2, 3, 5, 6}, "quirks", unrecorded={6})
 
     def test_driver_upgrade_under_a_running_agent(self):
-        epoch = time.time() + LEAD
         state = os.path.join(tempfile.mkdtemp(prefix="gpumeter-upgrade-"), "ledger.json")
-        _, agent = self.run_node(UPGRADE, epoch, state=state)
+        _, agent, epoch = self.run_node(UPGRADE, state=state)
         prom = self.track(Prometheus(["127.0.0.1:%d" % agent.port]))
         pid = agent.process.proc.pid
         timeline = self.scrape_until(agent, epoch, END + 6)

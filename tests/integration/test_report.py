@@ -9,14 +9,12 @@ import signal
 import tempfile
 import time
 
-import harness
-from harness import (AgentTestCase, Agent, COUNTERS, Prometheus, SCENARIOS, SimNode, VictoriaMetrics,
-                     EDGE_SECONDS, allowed_deviation, expected_owners, owner_edges, report, report_json, sim_truth,
-                     wait_until)
+from harness import (AgentTestCase, Agent, COUNTERS, Prometheus, SCENARIOS, ScenarioStart, SimNode, VictoriaMetrics,
+                     EDGE_SECONDS, allowed_deviation, expected_owners, owner_edges, report, report_json, sim_env,
+                     sim_truth, wait_until)
 
 MIXED = os.path.join(SCENARIOS, "ledger-mixed.yaml")
 CHURN = os.path.join(SCENARIOS, "ledger-churn.yaml")
-LEAD = harness.START_LEAD
 END = 43.0
 TOLERANCE = 1e-3  # the product's bar: 0.1 % of the truth
 TILE = 1e-9       # consecutive periods add up exactly, but for floating-point rounding
@@ -60,27 +58,28 @@ def add_rows(docs):
 class ReportAgainstTruth(AgentTestCase):
     """One simulated run read back through Prometheus and through VictoriaMetrics."""
 
-    def run_pipeline(self, scenario, epoch, state_dir):
-        node = self.track(SimNode(scenario, epoch))
+    def run_pipeline(self, scenario, start, state_dir):
+        node = self.track(SimNode(scenario, start))
         config = node.config(LEDGER_CONFIG)
         state = os.path.join(state_dir, "ledger.json")
-        agent = self.track(Agent(scenario=scenario, env={"GPUMETER_SIM_EPOCH": repr(epoch)},
+        agent = self.track(Agent(scenario=scenario, env=sim_env(start),
                                  extra_args=node.agent_args(config, state)))
         return node, config, state, agent
 
     def test_totals_tiling_prices_and_formats(self):
-        epoch = time.time() + LEAD
+        began = time.time()
+        start = ScenarioStart()
         vm = self.track(VictoriaMetrics())
-        node, config, state, agent = self.run_pipeline(MIXED, epoch, tempfile.mkdtemp(prefix="gpumeter-report-"))
+        node, config, state, agent = self.run_pipeline(MIXED, start, tempfile.mkdtemp(prefix="gpumeter-report-"))
         prom = self.track(Prometheus(["127.0.0.1:%d" % agent.port],
                                      extra_config="remote_write:\n  - url: %s\n" % vm.write_url(),
                                      flags=["--storage.remote.flush-deadline=1s"]))
         agent.wait_ready()
-        self.assert_ready_before(epoch, 3.0)
+        epoch = start.begin()
         # The scenario's last usage is at END; the checkpoint that publishes it and the scrape
         # that reads it follow within a few seconds.
         wait_until(lambda: time.time() > epoch + END + 6, END + 30, interval=0.5, what="scenario end")
-        period_from, period_to = epoch - LEAD - 5, time.time() - 1.5
+        period_from, period_to = began - 5, time.time() - 1.5
         vm.flush()
         time.sleep(2)  # remote_write batches and VictoriaMetrics' in-memory buffer
         vm.flush()
@@ -222,14 +221,16 @@ class ReportAcrossResets(AgentTestCase):
         """The state file is deleted while the agent is down: every ledger counter restarts from
         zero. The report counts both sides of the reset, exactly as the raw samples say, and names
         the GPUs whose ledger restarted."""
-        epoch = time.time() + LEAD
-        node = self.track(SimNode(CHURN, epoch))
+        began = time.time()
+        start = ScenarioStart()
+        node = self.track(SimNode(CHURN, start))
         config = node.config(LEDGER_CONFIG)
         state = os.path.join(tempfile.mkdtemp(prefix="gpumeter-report-"), "ledger.json")
-        env = {"GPUMETER_SIM_EPOCH": repr(epoch)}
+        env = sim_env(start)
         agent = self.track(Agent(scenario=CHURN, env=env, extra_args=node.agent_args(config, state)))
         prom = self.track(Prometheus(["127.0.0.1:%d" % agent.port]))
         agent.wait_ready()
+        epoch = start.begin()
         wait_until(lambda: time.time() > epoch + 20, 40, what="mid-run")
         agent.process.proc.send_signal(signal.SIGKILL)
         agent.process.proc.wait()
@@ -237,7 +238,7 @@ class ReportAcrossResets(AgentTestCase):
         again = self.track(Agent(scenario=CHURN, env=env, port=agent.port, extra_args=node.agent_args(config, state)))
         again.wait_ready()
         wait_until(lambda: time.time() > epoch + 32, 40, what="after the restart")
-        period_from, period_to = epoch - LEAD - 5, time.time() - 1.5
+        period_from, period_to = began - 5, time.time() - 1.5
         doc = report_json("--url", prom.base, "--from", period_from, "--to", period_to, "--by", "project,pod,gpu")
         self.assertTrue(any(w["kind"] == "reset" for w in doc["warnings"]), doc["warnings"])
         # The same definition computed here from every raw sample Prometheus holds.

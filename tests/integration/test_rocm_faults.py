@@ -15,15 +15,14 @@ import rocm_namespace
 from harness import AgentTestCase, Process, SCENARIOS, free_port, http_get, parse_text, sample, wait_until
 
 SCENARIO = os.path.join(SCENARIOS, "faults-amd.yaml")
-LEAD = 4.0  # the agent starts a few scenario seconds before 0, well before the first fault at 6 s
 
 
 class RocmFaults(AgentTestCase):
     def test_isolation_and_recovery(self):
         work = tempfile.mkdtemp(prefix="gpumeter-rocm-faults-")
         tree = os.path.join(work, "sysfs")
-        epoch = time.time() + LEAD
-        env = {"GPUMETER_SIM_EPOCH": repr(epoch)}
+        start = harness.ScenarioStart()
+        env = start.env
         self.track(Process(rocm_namespace.follow_argv(harness.BIN, tree, SCENARIO), env=env, workdir=work,
                            name="sim-sysfs"))
         wait_until(lambda: rocm_namespace.tree_ready(tree), 30, what="sim sysfs")
@@ -33,6 +32,7 @@ class RocmFaults(AgentTestCase):
             harness.BIN, "serve", "--web.listen-address", "127.0.0.1:%d" % port, "--collect.interval", "1s",
             "--sim.scenario", SCENARIO, "--ledger.state-file", ""]), env=env, name="gpumeter"))
         wait_until(lambda: http_get(base + "/-/ready", timeout=2)[0] == 200, 30, what="agent ready")
+        epoch = start.begin()  # the first fault is at 6 s
 
         timeline = []  # (scenario time, samples)
         deadline = epoch + 22

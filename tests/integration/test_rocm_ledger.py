@@ -12,7 +12,7 @@ import time
 import harness
 import rocm_namespace
 import test_ledger
-from harness import AgentTestCase, Process, Prometheus, SCENARIOS, SimNode, free_port, wait_until
+from harness import AgentTestCase, Process, Prometheus, SCENARIOS, ScenarioStart, SimNode, free_port, wait_until
 
 SCENARIO = os.path.join(SCENARIOS, "ledger-amd.yaml")
 # What one job edge may move on AMD: a process is billed from the first collection that lists it
@@ -29,9 +29,9 @@ LEDGER_CONFIG = 'ledger:\n  allocation: process\n  checkpoint_interval: 2s\n  id
 
 class RocmLedgerAccuracy(AgentTestCase):
     def test_owners_match_truth(self):
-        epoch = time.time() + test_ledger.LEAD
-        env = {"GPUMETER_SIM_EPOCH": repr(epoch)}
-        node = self.track(SimNode(SCENARIO, epoch))
+        start = ScenarioStart()
+        env = start.env
+        node = self.track(SimNode(SCENARIO, start))
         tree = os.path.join(node.dir, "sysfs")
         self.track(Process(rocm_namespace.follow_argv(harness.BIN, tree, SCENARIO), env=env, workdir=node.dir,
                            name="sim-sysfs"))
@@ -45,6 +45,7 @@ class RocmLedgerAccuracy(AgentTestCase):
         prom = self.track(Prometheus(["127.0.0.1:%d" % port]))
         wait_until(lambda: harness.http_get("http://127.0.0.1:%d/-/ready" % port, timeout=2)[0] == 200, 30,
                    what="agent ready")
+        epoch = start.begin()
         end = test_ledger.END
         wait_until(lambda: time.time() > epoch + end + test_ledger.SETTLE, end + 20, interval=0.5,
                    what="scenario end")

@@ -26,7 +26,6 @@ import test_rocm_ledger
 from harness import AgentTestCase, Process, Prometheus, SCENARIOS, SimNode, free_port, wait_until
 
 SCENARIO = os.path.join(SCENARIOS, "pods-amd.yaml")
-LEAD = harness.START_LEAD
 END = 40.0        # the scenario's duration
 SETTLE = 5.0      # a checkpoint publishes the last usage, then a scrape reads it
 REFRESH = 1.0     # the kubelet refresh interval of this test
@@ -66,9 +65,9 @@ class RocmPods(AgentTestCase):
         return agent, "127.0.0.1:%d" % port
 
     def test_pods_on_amd_gpus_under_both_policies(self):
-        epoch = time.time() + LEAD
-        env = {"GPUMETER_SIM_EPOCH": repr(epoch)}
-        node = self.track(SimNode(SCENARIO, epoch))
+        start = harness.ScenarioStart()
+        env = start.env
+        node = self.track(SimNode(SCENARIO, start))
         tree = os.path.join(node.dir, "sysfs")
         self.track(Process(rocm_namespace.follow_argv(harness.BIN, tree, SCENARIO), env=env, workdir=node.dir,
                            name="sim-sysfs"))
@@ -78,7 +77,7 @@ class RocmPods(AgentTestCase):
         for policy, (agent, target) in agents.items():
             wait_until(lambda: harness.http_get("http://%s/-/ready" % target, timeout=2)[0] == 200, 30,
                        what="%s agent ready" % policy)
-        self.assertLess(time.time(), epoch + 2, "the agents were not ready before the first pod")
+        epoch = start.begin()
         wait_until(lambda: time.time() > epoch + END + SETTLE, END + 30, interval=0.5, what="scenario end")
         for policy, (agent, _) in agents.items():
             self.assertIn("ROCm SMI backend up", agent.log())

@@ -197,8 +197,10 @@ std::int64_t wall_now_ns() {
 }
 
 bool epoch_set(const EnvLookup& getenv) {
-  const char* e = getenv("GPUMETER_SIM_EPOCH");
-  return e != nullptr && *e != '\0';
+  for (const char* name : {"GPUMETER_SIM_EPOCH", "GPUMETER_SIM_EPOCH_FILE"}) {
+    if (const char* e = getenv(name); e != nullptr && *e != '\0') return true;
+  }
+  return false;
 }
 
 // The scenario, lead and clock both host-side commands start from; nullopt after printing why.
@@ -440,7 +442,8 @@ void setup_sim_command(CLI::App& sim, int& exit_code) {
       "epoch is unset), or from --at. With --follow it keeps the tree in step with the scenario clock\n"
       "until SIGINT or SIGTERM: each pid's entry appears --lead scenario time before its job starts and\n"
       "goes --lead after it ends; every change is an atomic rename. With --follow and no\n"
-      "GPUMETER_SIM_EPOCH, scenario time 0 is the moment it starts.\n"
+      "GPUMETER_SIM_EPOCH, scenario time 0 is the moment it starts. GPUMETER_SIM_EPOCH_FILE holds time\n"
+      "at 0 until that file is written (docs/simulator.md).\n"
       "A scenario with Slurm allocations also gets DIR/run/gpumeter-hpc-jobs/<GPU index>, dcgm-exporter's\n"
       "HPC job mapping: the ids of the Slurm jobs allocated that GPU, one per line, over each allocation's\n"
       "span (no lead), written and removed atomically.\n"

@@ -63,8 +63,9 @@ std::optional<unsigned> numeric_name(const std::string& name) {
 
 class ScenarioHostClock final : public HostClock {
  public:
-  ScenarioHostClock(const Scenario& scenario, const SimEnv& env, std::optional<std::int64_t> epoch_ns)
-      : clock_(env.time_scale.value_or(scenario.time_scale), epoch_ns.value_or(0)), frozen_(!epoch_ns) {}
+  ScenarioHostClock(const Scenario& scenario, const SimEnv& env, std::optional<std::int64_t> fallback_epoch_ns)
+      : clock_(scenario_clock(env, env.time_scale.value_or(scenario.time_scale), fallback_epoch_ns.value_or(0))),
+        frozen_(env.epoch_file.empty() && !env.epoch && !fallback_epoch_ns) {}
 
   Micros now() override { return frozen_ ? 0 : clock_.now(); }
   std::optional<std::int64_t> epoch_unix_us() const override {
@@ -76,6 +77,10 @@ class ScenarioHostClock final : public HostClock {
     if (frozen_ || t == kForever) {
       wait_for_stop_signal(-1);  // time stands still: only a stop signal ends the wait
       return false;
+    }
+    // A held clock: time stands at 0 until the epoch file is written, looked for every 10 ms.
+    while (!clock_.epoch_ns()) {
+      if (wait_for_stop_signal(10'000'000)) return false;
     }
     const std::int64_t target_ns = clock_.wall_ns_at(t);
     for (;;) {
@@ -446,10 +451,7 @@ Result<std::unique_ptr<HostClock>> make_scenario_clock(const Scenario& scenario,
     return getenv(name);
   });
   if (!env) return env.error();
-  std::optional<std::int64_t> epoch_ns = fallback_epoch_ns;
-  // As the library computes it (runtime.cpp).
-  if (env->epoch) epoch_ns = static_cast<std::int64_t>(std::llround(*env->epoch * 1e9));
-  return std::unique_ptr<HostClock>(new ScenarioHostClock(scenario, *env, epoch_ns));
+  return std::unique_ptr<HostClock>(new ScenarioHostClock(scenario, *env, fallback_epoch_ns));
 }
 
 void block_stop_signals() {

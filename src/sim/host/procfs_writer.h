@@ -139,9 +139,12 @@ class HostClock {
   virtual bool wait_until(Micros t) = 0;
 };
 
-// The wall clock as the library maps it: GPUMETER_SIM_EPOCH and GPUMETER_SIM_TIME_SCALE (the
-// scenario's time_scale otherwise), through the library's own environment parsing and
-// Session clock. With the epoch unset it is `fallback_epoch_ns` if given, else time stands at 0.
+// The wall clock as the library maps it: GPUMETER_SIM_EPOCH (or GPUMETER_SIM_EPOCH_FILE, a held
+// clock) and GPUMETER_SIM_TIME_SCALE (the scenario's time_scale otherwise), through the library's
+// own environment parsing and Session clock. With neither epoch set it is `fallback_epoch_ns` if
+// given, else time stands at 0. A held clock stands at 0 until its file is written; its
+// epoch_unix_us() is then the time of each call, so a tree opened while held boots a day before
+// it opened, and its processes' start times count from the opening, not from the epoch.
 // wait_until() returns false as soon as SIGINT or SIGTERM arrives; call block_stop_signals()
 // first, before any thread starts.
 Result<std::unique_ptr<HostClock>> make_scenario_clock(const Scenario& scenario,

@@ -1,6 +1,7 @@
 #include "sim/model/env_config.h"
 
 #include <array>
+#include <cmath>
 #include <string_view>
 #include <utility>
 
@@ -72,6 +73,10 @@ Result<SimEnv> read_sim_env(const EnvLookup& getenv) {
       return Error{0, fmt::format("GPUMETER_SIM_EPOCH: expected unix time in seconds, got '{}'", epoch)};
     }
   }
+  if (const char* file = getenv("GPUMETER_SIM_EPOCH_FILE"); file != nullptr && *file != '\0') {
+    if (env.epoch) return Error{0, "GPUMETER_SIM_EPOCH and GPUMETER_SIM_EPOCH_FILE cannot both be set"};
+    env.epoch_file = file;
+  }
   if (const char* scale = getenv("GPUMETER_SIM_TIME_SCALE"); scale != nullptr && *scale != '\0') {
     env.time_scale = parse_double(scale);
     if (!env.time_scale || *env.time_scale <= 0 || *env.time_scale > 1e6) {
@@ -84,6 +89,12 @@ Result<SimEnv> read_sim_env(const EnvLookup& getenv) {
     if (auto r = parse_unsupported(unsupported, env); !r) return r.error();
   }
   return env;
+}
+
+ScenarioClock scenario_clock(const SimEnv& env, double scale, std::int64_t default_epoch_ns) {
+  if (!env.epoch_file.empty()) return ScenarioClock(scale, env.epoch_file);
+  if (env.epoch) return ScenarioClock(scale, static_cast<std::int64_t>(std::llround(*env.epoch * 1e9)));
+  return ScenarioClock(scale, default_epoch_ns);
 }
 
 }  // namespace gpumeter::sim

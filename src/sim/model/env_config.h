@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/model/clock.h"
 #include "sim/model/nvml_functions.h"
 #include "util/result.h"
 
@@ -17,6 +18,7 @@ namespace gpumeter::sim {
 struct SimEnv {
   std::string scenario_path;                    // GPUMETER_SIM_SCENARIO
   std::optional<double> epoch;                  // GPUMETER_SIM_EPOCH, unix seconds
+  std::string epoch_file;                       // GPUMETER_SIM_EPOCH_FILE: a held clock (clock.h)
   std::optional<double> time_scale;             // GPUMETER_SIM_TIME_SCALE
   std::bitset<kNvmlFunctionCount> unsupported;  // GPUMETER_SIM_UNSUPPORTED, functions
   std::vector<unsigned> unsupported_fields;     // GPUMETER_SIM_UNSUPPORTED, NVML_FI_* names
@@ -25,5 +27,9 @@ struct SimEnv {
 using EnvLookup = std::function<const char*(const char*)>;
 
 Result<SimEnv> read_sim_env(const EnvLookup& getenv);
+
+// The scenario clock these settings give, at `scale`: held on the epoch file, else at the epoch,
+// else at `default_epoch_ns`.
+ScenarioClock scenario_clock(const SimEnv& env, double scale, std::int64_t default_epoch_ns);
 
 }  // namespace gpumeter::sim

@@ -42,9 +42,7 @@ nvmlReturn_t Runtime::init() {
     return NVML_ERROR_DRIVER_NOT_LOADED;
   }
   if (!first_init_ns_) first_init_ns_ = now_ns;
-  const std::int64_t epoch_ns =
-      env->epoch ? static_cast<std::int64_t>(std::llround(*env->epoch * 1e9)) : *first_init_ns_;
-  session_ = std::make_shared<Session>(std::move(scenario).value(), *env, epoch_ns);
+  session_ = std::make_shared<Session>(std::move(scenario).value(), *env, *first_init_ns_);
   refcount_ = 1;
   return NVML_SUCCESS;
 }

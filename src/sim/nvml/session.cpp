@@ -16,9 +16,9 @@ bool in_window(const WindowFault& f, unsigned gpu, Micros t) {
 
 }  // namespace
 
-Session::Session(Scenario scenario, const SimEnv& env, std::int64_t epoch_ns)
+Session::Session(Scenario scenario, const SimEnv& env, std::int64_t default_epoch_ns)
     : scenario_(std::move(scenario)),
-      clock_(env.time_scale.value_or(scenario_.time_scale), epoch_ns),
+      clock_(scenario_clock(env, env.time_scale.value_or(scenario_.time_scale), default_epoch_ns)),
       unsupported_(env.unsupported),
       unsupported_fields_(env.unsupported_fields),
       xids_(scenario_.gpus.size()),

@@ -27,8 +27,8 @@ struct DeviceState {
 
 class Session {
  public:
-  // epoch_ns: the unix time, in nanoseconds, at which scenario time is 0.
-  Session(Scenario scenario, const SimEnv& env, std::int64_t epoch_ns);
+  // default_epoch_ns: the unix time (ns) of scenario time 0 when `env` names no epoch (file).
+  Session(Scenario scenario, const SimEnv& env, std::int64_t default_epoch_ns);
 
   const Scenario& scenario() const { return scenario_; }
   // The driver this session runs on: the scenario's, or that of the last driver_upgrade due

@@ -2,6 +2,7 @@
 // an agent parses it, atomic updates of the tree, and the follow loop on an injected clock.
 
 #include "sim/host/procfs_writer.h"
+#include "sim/model/clock.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -411,6 +412,116 @@ TEST(ProcfsClock, FollowsTheLibrarysEpochAndScale) {
       std::nullopt);
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.error().message, "GPUMETER_SIM_EPOCH: expected unix time in seconds, got 'yesterday'");
+}
+
+double unix_seconds_now() {
+  return static_cast<double>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                 std::chrono::system_clock::now().time_since_epoch())
+                                 .count()) /
+         1e6;
+}
+
+fs::path made_dir(const std::string& name) {
+  fs::path dir = fresh_dir(name);
+  fs::create_directories(dir);
+  return dir;
+}
+
+void write_epoch(const fs::path& file, const std::string& text) {
+  const fs::path tmp = file.string() + ".tmp";
+  std::ofstream(tmp) << text;
+  fs::rename(tmp, file);
+}
+
+TEST(ProcfsClock, AHeldClockStandsAtZeroUntilItsFileIsWritten) {
+  sigset_t old;
+  pthread_sigmask(SIG_SETMASK, nullptr, &old);
+  block_stop_signals();  // the waiting thread inherits the mask
+  Scenario s = testing::parse_ok(kScenario);
+  const fs::path file = made_dir("held-clock") / "epoch";
+  const std::string file_name = file.string();
+  auto env = [&](const char* name) -> const char* {
+    if (std::string(name) == "GPUMETER_SIM_EPOCH_FILE") return file_name.c_str();
+    if (std::string(name) == "GPUMETER_SIM_TIME_SCALE") return "100";
+    return nullptr;
+  };
+  auto clock = make_scenario_clock(s, "x.yaml", env, std::nullopt);
+  ASSERT_TRUE(clock.ok()) << clock.error().message;
+  EXPECT_EQ((*clock)->now(), 0);
+  // While held, scenario time 0 is now: a tree opened then boots a day before it.
+  const double before = unix_seconds_now();
+  ASSERT_TRUE((*clock)->epoch_unix_us().has_value());
+  EXPECT_GE(static_cast<double>(*(*clock)->epoch_unix_us()) / 1e6, before - 1e-3);
+
+  // Nothing but the file ends the wait: not the passing of wall time, nor a file that is not yet
+  // a number.
+  std::atomic<bool> done{false};
+  bool arrived = false;
+  std::thread waiter([&] {
+    arrived = (*clock)->wait_until(S);
+    done = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  write_epoch(file, "");
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(done.load());
+  EXPECT_EQ((*clock)->now(), 0);
+  // Written: the epoch is 10 wall seconds ago, 1000 scenario seconds at scale 100.
+  write_epoch(file, std::to_string(unix_seconds_now() - 10) + "\n");
+  waiter.join();
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  EXPECT_TRUE(arrived);
+  EXPECT_GE((*clock)->now(), 1000 * S);
+  EXPECT_LT((*clock)->now(), 1030 * S);
+
+  // The epoch is fixed once read: a later file changes nothing.
+  const auto epoch = (*clock)->epoch_unix_us();
+  write_epoch(file, "5\n");
+  EXPECT_EQ((*clock)->epoch_unix_us(), epoch);
+
+  auto both = make_scenario_clock(
+      s, "x.yaml",
+      [&](const char* name) -> const char* {
+        if (std::string(name) == "GPUMETER_SIM_EPOCH") return "5";
+        if (std::string(name) == "GPUMETER_SIM_EPOCH_FILE") return file_name.c_str();
+        return nullptr;
+      },
+      std::nullopt);
+  ASSERT_FALSE(both.ok());
+  EXPECT_EQ(both.error().message, "GPUMETER_SIM_EPOCH and GPUMETER_SIM_EPOCH_FILE cannot both be set");
+}
+
+TEST(ScenarioClock, HeldTimestampsFollowTheWallClockAndContinueAtTheEpoch) {
+  const fs::path file = made_dir("held-stamps") / "epoch";
+  ScenarioClock clock(1.0, file.string());
+  EXPECT_FALSE(clock.epoch_ns().has_value());
+  const auto wall_us = [] { return ScenarioClock::wall_now_ns() / 1000; };
+  const std::int64_t a = wall_us();
+  const std::int64_t held = clock.unix_micros(clock.now());
+  EXPECT_GE(held, a);
+  EXPECT_LE(held, wall_us());
+  write_epoch(file, std::to_string(unix_seconds_now() - 2));
+  ASSERT_TRUE(clock.epoch_ns().has_value());
+  const std::int64_t b = wall_us();
+  const std::int64_t started = clock.unix_micros(clock.now());
+  // Scenario time now plus the epoch is the wall clock, to the microsecond of rounding.
+  EXPECT_GE(started, b - 1);
+  EXPECT_LE(started, wall_us());
+  EXPECT_GE(started, held);
+  EXPECT_GE(clock.now(), 2 * S - S / 1000);
+}
+
+TEST(ScenarioClock, AnEpochFileIsReadAsUnixSeconds) {
+  const fs::path dir = made_dir("epoch-file");
+  EXPECT_FALSE(read_epoch_file((dir / "missing").string()).has_value());
+  write_epoch(dir / "e", "12.5\n");
+  EXPECT_EQ(read_epoch_file((dir / "e").string()), std::optional<std::int64_t>(12'500'000'000));
+  for (const char* bad : {"", "soon", "12.5 13", "-1", "nan"}) {
+    write_epoch(dir / "e", bad);
+    EXPECT_FALSE(read_epoch_file((dir / "e").string()).has_value()) << bad;
+  }
+  fs::create_directory(dir / "d");
+  EXPECT_FALSE(read_epoch_file((dir / "d").string()).has_value());
 }
 
 TEST(ProcfsClock, AStopSignalEndsTheWait) {
