@@ -3,7 +3,7 @@
 # Usage: scripts/install-deps.sh [build|run|test|bench]...   (default: build)
 set -euo pipefail
 
-build_pkgs=(cmake ninja-build g++ git pkg-config
+build_pkgs=(cmake ninja-build g++ git pkg-config ccache
   libcpp-httplib-dev libboost-dev libssl-dev zlib1g-dev libbrotli-dev
   libyaml-cpp-dev nlohmann-json3-dev libfmt-dev libcli11-dev libre2-dev
   libgtest-dev libgmock-dev

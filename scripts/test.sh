@@ -1,16 +1,26 @@
 #!/usr/bin/env bash
-# Runs every test. On a fresh Debian 12 machine: installs what is missing, then builds and runs
-# the whole suite twice: a normal build, and the same suite under AddressSanitizer and
-# UndefinedBehaviorSanitizer; then builds the fuzz targets (clang, only the libraries they
-# need) and runs each briefly over its corpus (docs/fuzzing.md). Each run writes its temporary
-# files under a TMPDIR of its own, and fails if the tests leave anything there. Exits non-zero
-# if anything fails.
+# Runs every test. On a fresh Debian 12 machine: installs what is missing, then builds and tests
+# three trees (README, "Tests"): the default build with the whole suite; an AddressSanitizer and
+# UndefinedBehaviorSanitizer build with the unit tests and the integration tests labelled
+# sanitize; and the fuzz targets (clang, only the libraries they need), each run briefly over its
+# corpus (docs/fuzzing.md). Compilers run through ccache, so a run on a machine that has built
+# the project before, from any clone, reuses its objects. Each tree's run writes its temporary
+# files under a TMPDIR of its own, and fails if the tests leave anything there; the ten slowest
+# tests of each tree are printed at its end. Exits non-zero if anything fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/install-deps.sh test
 jobs=$(nproc)
 status=0
+started=$SECONDS
+
+# The ten slowest tests in CTest's output (standard input), slowest first.
+slowest() {
+  sed -nE 's/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: ([^ ]+) [. ]*[^0-9]*([0-9.]+) sec$/\2 \1/p' |
+    sort -rn | head -10 | awk '{ printf "  %8.1f s  %s\n", $1, $2 }'
+}
+
 for preset in default asan fuzz; do
   echo "== [$preset] configure and build"
   cmake --preset "$preset" >/dev/null
@@ -21,20 +31,25 @@ for preset in default asan fuzz; do
   # Mode 1777 as /tmp has: some tests read their fixtures as another user.
   tmp=$(mktemp -d /tmp/gpumeter-ctest.XXXXXX)
   chmod 1777 "$tmp"
+  log=$(mktemp /tmp/gpumeter-ctest-log.XXXXXX)
   if [ "$preset" = fuzz ]; then
-    TMPDIR="$tmp" ctest --preset "$preset" -j "$jobs" --timeout 600 || status=1
+    TMPDIR="$tmp" ctest --preset "$preset" -j "$jobs" --timeout 600 2>&1 | tee "$log" || status=1
   else
     # The tests labelled wallclock mostly wait on real time, not the CPU: they run all at once
     # beside the others (tests/integration/CMakeLists.txt), and their output follows.
     wallclock_log=$(mktemp /tmp/gpumeter-wallclock.XXXXXX)
     TMPDIR="$tmp" ctest --preset "$preset" -L wallclock -j 16 --timeout 600 >"$wallclock_log" 2>&1 &
     wallclock=$!
-    TMPDIR="$tmp" ctest --preset "$preset" -LE wallclock -j "$jobs" --timeout 600 || status=1
+    TMPDIR="$tmp" ctest --preset "$preset" -LE wallclock -j "$jobs" --timeout 600 2>&1 | tee "$log" || status=1
     wait "$wallclock" || status=1
     echo "== [$preset] the wallclock tests"
     cat "$wallclock_log"
+    cat "$wallclock_log" >>"$log"
     rm -f "$wallclock_log"
   fi
+  echo "== [$preset] the ten slowest tests"
+  slowest <"$log"
+  rm -f "$log"
   if [ "${GPUMETER_KEEP_TEST_DIRS:-}" = 1 ]; then
     echo "== [$preset] test directories kept in $tmp"
   elif [ -n "$(ls -A "$tmp")" ]; then
@@ -46,4 +61,5 @@ for preset in default asan fuzz; do
     rmdir "$tmp"
   fi
 done
+echo "== scripts/test.sh: $((SECONDS - started)) s, $([ $status = 0 ] && echo passed || echo FAILED)"
 exit $status
