@@ -245,12 +245,12 @@ def run(a):
     # Wall-clock settings of the node scaled to the accelerated clock: a pid's /proc entry and its
     # pod exist 5 s of wall time around the job, as a real host's would for the agent's 1 s reads.
     lead = "%ds" % int(5 * a.time_scale)
-    lead_wall = 3.0
-    epoch = time.time() + lead_wall
+    # Scenario time begins once the agent is ready (a held clock, harness.ScenarioStart).
+    scenario_start = h.ScenarioStart()
     print("soak: %d s of scenario (%s) at %gx = %.0f s of wall time; %d jobs on 8 GPUs; %g scrapes/s; "
           "a sample every %.0f s; warm-up %.0f s; run directory %s" % (a.duration_s, clock(a.duration_s),
           a.time_scale, a.wall, njobs, a.scrape_rate, a.sample_every, a.warmup, workdir), flush=True)
-    node = h.SimNode(scenario, epoch, lead=lead)
+    node = h.SimNode(scenario, scenario_start, lead=lead)
     state = os.path.join(workdir, "ledger.json")
     config = node.config("ledger:\n  allocation: process\n  checkpoint_interval: 2s\n"
                          '  idle_power_watts: {"NVIDIA H100 80GB HBM3": 70}\n'
@@ -258,11 +258,12 @@ def run(a):
                          "processes:\n  retention: %ds\n" % max(1, int(300 / a.time_scale)))
     asan = os.environ.get("ASAN_OPTIONS", "")  # a sanitizer build's quarantine is not the agent's RSS
     agent = h.Agent(scenario=scenario, interval="%gs" % interval, extra_args=node.agent_args(config, state),
-                    env={"GPUMETER_SIM_EPOCH": repr(epoch), "ASAN_OPTIONS": asan + (":" if asan else "") +
-                         "quarantine_size_mb=0:thread_local_quarantine_size_kb=0:malloc_context_size=0"})
+                    env=dict(scenario_start.env, ASAN_OPTIONS=asan + (":" if asan else "") +
+                         "quarantine_size_mb=0:thread_local_quarantine_size_kb=0:malloc_context_size=0"))
     scraper = None
     try:
         agent.wait_ready()
+        epoch = scenario_start.begin()
         pid = agent.process.proc.pid
         scraper = Scraper(agent.port, a.scrape_rate)
         scraper.start()

@@ -63,7 +63,9 @@ struct Host {
 std::vector<SlurmJobGpus> read_ok(const SlurmCgroupOptions& o) {
   auto r = read_slurm_job_gpus(o);
   EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().message);
-  if (r.ok()) EXPECT_EQ(r->jobs_unreadable, 0u) << r->unreadable_error;
+  if (r.ok()) {
+    EXPECT_EQ(r->jobs_unreadable, 0u) << r->unreadable_error;
+  }
   return r.ok() ? r->jobs : std::vector<SlurmJobGpus>{};
 }
 

@@ -71,7 +71,9 @@ TEST(ShareFit, PeriodTotalsAlwaysHoldAndNothingIsNegative) {
       bool claimed = false;
       for (size_t j = 0; j < procs; ++j) {
         EXPECT_GE(b[j][p], 0.0);
-        if (prior[j][p] == 0) EXPECT_EQ(b[j][p], 0.0) << "a process is never placed where it had no record";
+        if (prior[j][p] == 0) {
+          EXPECT_EQ(b[j][p], 0.0) << "a process is never placed where it had no record";
+        }
         claimed = claimed || prior[j][p] > 0;
       }
       EXPECT_NEAR(row_sum(b, p), claimed ? busy[p] : 0.0, 1e-9) << trial;

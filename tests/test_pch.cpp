@@ -1,0 +1,3 @@
+// The program that builds the unit tests' precompiled header (tests/CMakeLists.txt); it does
+// nothing.
+int main() { return 0; }
