@@ -283,8 +283,8 @@ int run_procfs(const HostArgs& args, const EnvLookup& getenv, std::ostream& out,
   if (args.follow) block_stop_signals();
   auto setup = host_setup("procfs", args, args.follow, getenv, err);
   if (!setup) return kBadInput;
-  auto tree = ProcfsTree::open(args.out, setup->scenario, setup->lead, boot_for_epoch(setup->clock->epoch_unix_us()),
-                               *layout, *interval);
+  const SimulatedBoot boot = boot_for_epoch(setup->clock->epoch_unix_us());
+  auto tree = ProcfsTree::open(args.out, setup->scenario, setup->lead, boot, *layout, *interval);
   if (!tree) {
     err << "gpumeter sim procfs: " << tree.error().message << "\n";
     return kRuntimeError;
@@ -305,6 +305,15 @@ int run_procfs(const HostArgs& args, const EnvLookup& getenv, std::ostream& out,
                          to_string(*layout));
     }
     return kOk;
+  }
+  if (!setup->clock->started()) {
+    // A held clock: no process is written until the epoch is, so that their start times count
+    // from it (the boot stays where the tree was opened, a day before).
+    err << fmt::format("gpumeter sim procfs: holding scenario time at 0 until the epoch file is written\n");
+    if (!setup->clock->wait_until(0)) return kOk;
+    if (const auto epoch = setup->clock->epoch_unix_us(); epoch && boot.btime) {
+      (*tree)->rebase(*epoch - *boot.btime * kMicrosPerSecond);
+    }
   }
   err << fmt::format("gpumeter sim procfs: following {} in {}/proc (lead {} s); SIGINT or SIGTERM stops\n",
                      args.scenario, args.out, to_seconds(setup->lead));

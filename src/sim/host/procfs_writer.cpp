@@ -68,6 +68,7 @@ class ScenarioHostClock final : public HostClock {
         frozen_(env.epoch_file.empty() && !env.epoch && !fallback_epoch_ns) {}
 
   Micros now() override { return frozen_ ? 0 : clock_.now(); }
+  bool started() const override { return frozen_ || clock_.epoch_ns().has_value(); }
   std::optional<std::int64_t> epoch_unix_us() const override {
     if (frozen_) return std::nullopt;
     return clock_.unix_micros(0);
@@ -285,7 +286,13 @@ std::string etc_passwd(const Scenario& scenario) {
 }
 
 ProcfsTree::ProcfsTree(fs::path dir, const Scenario& scenario, Micros lead, Micros boot_before_scenario)
-    : proc_(dir / "proc"), scenario_(scenario), windows_(process_windows(scenario, lead, boot_before_scenario)) {
+    : proc_(dir / "proc"), scenario_(scenario), lead_(lead) {
+  rebase(boot_before_scenario);
+}
+
+void ProcfsTree::rebase(Micros boot_before_scenario) {
+  windows_ = process_windows(scenario_, lead_, boot_before_scenario);
+  edges_.clear();
   for (const ProcessWindow& w : windows_) {
     edges_.push_back(w.from);
     if (w.to != kForever) edges_.push_back(w.to);

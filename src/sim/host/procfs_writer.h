@@ -100,6 +100,11 @@ class ProcfsTree {
   // rewrite of a graphics client's counters); kForever if none.
   Micros next_change_after(Micros t) const;
 
+  // Counts the processes' start times from a boot `boot_before_scenario` before scenario time 0
+  // instead of the one the tree was opened with; only before the first sync(). A held clock's
+  // tree is opened before its epoch is known (`gpumeter sim procfs --follow`).
+  void rebase(Micros boot_before_scenario);
+
   // The pids present after the last sync(), with the job each belongs to.
   const std::map<unsigned, std::size_t>& present() const { return present_; }
 
@@ -117,6 +122,7 @@ class ProcfsTree {
   static constexpr std::size_t kUnknownJob = static_cast<std::size_t>(-1);
   std::filesystem::path proc_;
   const Scenario& scenario_;
+  Micros lead_;
   std::vector<ProcessWindow> windows_;
   std::vector<Micros> edges_;                // every window's from and to, sorted, unique
   std::map<unsigned, std::size_t> present_;  // pid -> job (kUnknownJob: left by an earlier run)
@@ -133,7 +139,10 @@ class HostClock {
  public:
   virtual ~HostClock() = default;
   virtual Micros now() = 0;
-  // The simulated unix time (µs) of scenario time 0, unset when time stands still at 0.
+  // False while a held clock waits for its epoch file (time stands at 0 until then).
+  virtual bool started() const = 0;
+  // The simulated unix time (µs) of scenario time 0, unset when time stands still at 0; while a
+  // held clock waits, the time of the call.
   virtual std::optional<std::int64_t> epoch_unix_us() const = 0;
   // Waits until scenario time t has arrived; false when the command is asked to stop first.
   virtual bool wait_until(Micros t) = 0;

@@ -276,6 +276,19 @@ TEST(ProcfsTree, SyncWritesReplacesAndRemovesEntries) {
   EXPECT_EQ(entries(dir / "proc"), (std::set<std::string>{"600"}));
 }
 
+TEST(ProcfsTree, ARebasedTreeCountsStartTimesFromItsNewBoot) {
+  // A held clock's tree opens a day after its boot and learns its epoch 7 s later: a job that
+  // starts 204 s into the scenario started 1 day + 7 s + 204 s after the boot.
+  Scenario s = testing::parse_ok(kScenario);
+  fs::path dir = fresh_dir("rebase");
+  auto tree = ProcfsTree::open(dir, s, 5 * S, SimulatedBoot{1'000'000, 86400 * S});
+  ASSERT_TRUE(tree.ok()) << tree.error().message;
+  (*tree)->rebase((86400 + 7) * S);
+  ASSERT_TRUE((*tree)->sync(202 * S).ok());
+  EXPECT_EQ(stat_fields(read(dir / "proc" / "500" / "stat"))[21], std::to_string((86400 + 7 + 204) * 100));
+  EXPECT_EQ(read(dir / "proc" / "stat").find("btime 1000000\n") != std::string::npos, true);
+}
+
 TEST(ProcfsTree, TakesOverWhatAnEarlierRunLeft) {
   Scenario s = testing::parse_ok(kScenario);
   fs::path dir = fresh_dir("takeover");
@@ -313,6 +326,7 @@ class SteppingClock : public HostClock {
  public:
   explicit SteppingClock(Micros start, Micros stop_after) : t_(start), stop_after_(stop_after) {}
   Micros now() override { return t_; }
+  bool started() const override { return true; }
   std::optional<std::int64_t> epoch_unix_us() const override { return std::nullopt; }
   bool wait_until(Micros t) override {
     waits.push_back(t);
