@@ -5,8 +5,8 @@
 # sanitize; and the fuzz targets (clang, only the libraries they need), each run briefly over its
 # corpus (docs/fuzzing.md). Compilers run through ccache, so a run on a machine that has built
 # the project before, from any clone, reuses its objects. Each tree's run writes its temporary
-# files under a TMPDIR of its own, and fails if the tests leave anything there; the ten slowest
-# tests of each tree are printed at its end. Exits non-zero if anything fails.
+# files under a TMPDIR of its own, and fails if the tests leave anything there. At the end, the
+# ten slowest tests of each tree and the run's time are printed. Exits non-zero if anything fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,6 +14,8 @@ scripts/install-deps.sh test
 jobs=$(nproc)
 status=0
 started=$SECONDS
+summary=$(mktemp /tmp/gpumeter-slowest.XXXXXX)
+trap 'rm -f "$summary"' EXIT
 
 # The ten slowest tests in CTest's output (standard input), slowest first.
 slowest() {
@@ -47,8 +49,10 @@ for preset in default asan fuzz; do
     cat "$wallclock_log" >>"$log"
     rm -f "$wallclock_log"
   fi
-  echo "== [$preset] the ten slowest tests"
-  slowest <"$log"
+  {
+    echo "== [$preset] the ten slowest tests"
+    slowest <"$log"
+  } >>"$summary"
   rm -f "$log"
   if [ "${GPUMETER_KEEP_TEST_DIRS:-}" = 1 ]; then
     echo "== [$preset] test directories kept in $tmp"
@@ -61,5 +65,6 @@ for preset in default asan fuzz; do
     rmdir "$tmp"
   fi
 done
+cat "$summary"
 echo "== scripts/test.sh: $((SECONDS - started)) s, $([ $status = 0 ] && echo passed || echo FAILED)"
 exit $status
