@@ -17,10 +17,11 @@ started=$SECONDS
 summary=$(mktemp /tmp/gpumeter-slowest.XXXXXX)
 trap 'rm -f "$summary"' EXIT
 
-# The ten slowest tests in CTest's output (standard input), slowest first.
+# The ten slowest tests in CTest's output (standard input), slowest first. Every stage reads all
+# of its input: under pipefail, a stage that stopped early would fail the run by SIGPIPE.
 slowest() {
   sed -nE 's/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: ([^ ]+) [. ]*[^0-9]*([0-9.]+) sec$/\2 \1/p' |
-    sort -rn | head -10 | awk '{ printf "  %8.1f s  %s\n", $1, $2 }'
+    sort -rn | awk 'NR <= 10 { printf "  %8.1f s  %s\n", $1, $2 }'  # reads it all: no SIGPIPE
 }
 
 for preset in default asan fuzz; do
