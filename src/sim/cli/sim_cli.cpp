@@ -309,7 +309,7 @@ int run_procfs(const HostArgs& args, const EnvLookup& getenv, std::ostream& out,
   if (!setup->clock->started()) {
     // A held clock: no process is written until the epoch is, so that their start times count
     // from it (the boot stays where the tree was opened, a day before).
-    err << fmt::format("gpumeter sim procfs: holding scenario time at 0 until the epoch file is written\n");
+    err << "gpumeter sim procfs: holding scenario time at 0 until the epoch file is written\n";
     if (!setup->clock->wait_until(0)) return kOk;
     if (const auto epoch = setup->clock->epoch_unix_us(); epoch && boot.btime) {
       (*tree)->rebase(*epoch - *boot.btime * kMicrosPerSecond);

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -286,7 +287,7 @@ TEST(ProcfsTree, ARebasedTreeCountsStartTimesFromItsNewBoot) {
   (*tree)->rebase((86400 + 7) * S);
   ASSERT_TRUE((*tree)->sync(202 * S).ok());
   EXPECT_EQ(stat_fields(read(dir / "proc" / "500" / "stat"))[21], std::to_string((86400 + 7 + 204) * 100));
-  EXPECT_EQ(read(dir / "proc" / "stat").find("btime 1000000\n") != std::string::npos, true);
+  EXPECT_NE(read(dir / "proc" / "stat").find("btime 1000000\n"), std::string::npos);
 }
 
 TEST(ProcfsTree, TakesOverWhatAnEarlierRunLeft) {
@@ -382,18 +383,22 @@ TEST(ProcfsFollow, EntriesAppearLeadBeforeAndGoLeadAfter) {
   EXPECT_EQ(clock.waits.size(), 11u);
 }
 
+// An environment of exactly these variables, for make_scenario_clock().
+EnvLookup env_of(std::map<std::string, std::string> vars) {
+  auto shared = std::make_shared<std::map<std::string, std::string>>(std::move(vars));
+  return [shared](const char* name) -> const char* {
+    auto it = shared->find(name);
+    return it == shared->end() ? nullptr : it->second.c_str();
+  };
+}
+
 TEST(ProcfsClock, FollowsTheLibrarysEpochAndScale) {
   Scenario s = testing::parse_ok(kScenario);
   const double now = static_cast<double>(std::chrono::duration_cast<std::chrono::microseconds>(
                                              std::chrono::system_clock::now().time_since_epoch())
                                              .count()) /
                      1e6;
-  const std::string epoch = std::to_string(now - 10);
-  auto env = [&](const char* name) -> const char* {
-    if (std::string(name) == "GPUMETER_SIM_EPOCH") return epoch.c_str();
-    if (std::string(name) == "GPUMETER_SIM_TIME_SCALE") return "100";
-    return nullptr;
-  };
+  const EnvLookup env = env_of({{"GPUMETER_SIM_EPOCH", std::to_string(now - 10)}, {"GPUMETER_SIM_TIME_SCALE", "100"}});
   auto clock = make_scenario_clock(s, "x.yaml", env, std::nullopt);
   ASSERT_TRUE(clock.ok()) << clock.error().message;
   const Micros t = (*clock)->now();
@@ -453,12 +458,7 @@ TEST(ProcfsClock, AHeldClockStandsAtZeroUntilItsFileIsWritten) {
   block_stop_signals();  // the waiting thread inherits the mask
   Scenario s = testing::parse_ok(kScenario);
   const fs::path file = made_dir("held-clock") / "epoch";
-  const std::string file_name = file.string();
-  auto env = [&](const char* name) -> const char* {
-    if (std::string(name) == "GPUMETER_SIM_EPOCH_FILE") return file_name.c_str();
-    if (std::string(name) == "GPUMETER_SIM_TIME_SCALE") return "100";
-    return nullptr;
-  };
+  const EnvLookup env = env_of({{"GPUMETER_SIM_EPOCH_FILE", file.string()}, {"GPUMETER_SIM_TIME_SCALE", "100"}});
   auto clock = make_scenario_clock(s, "x.yaml", env, std::nullopt);
   ASSERT_TRUE(clock.ok()) << clock.error().message;
   EXPECT_EQ((*clock)->now(), 0);
@@ -494,13 +494,7 @@ TEST(ProcfsClock, AHeldClockStandsAtZeroUntilItsFileIsWritten) {
   EXPECT_EQ((*clock)->epoch_unix_us(), epoch);
 
   auto both = make_scenario_clock(
-      s, "x.yaml",
-      [&](const char* name) -> const char* {
-        if (std::string(name) == "GPUMETER_SIM_EPOCH") return "5";
-        if (std::string(name) == "GPUMETER_SIM_EPOCH_FILE") return file_name.c_str();
-        return nullptr;
-      },
-      std::nullopt);
+      s, "x.yaml", env_of({{"GPUMETER_SIM_EPOCH", "5"}, {"GPUMETER_SIM_EPOCH_FILE", file.string()}}), std::nullopt);
   ASSERT_FALSE(both.ok());
   EXPECT_EQ(both.error().message, "GPUMETER_SIM_EPOCH and GPUMETER_SIM_EPOCH_FILE cannot both be set");
 }
