@@ -101,7 +101,7 @@ int run_report(const ReportOptions& o) {
   const double now = wall_now();
   report::ReportRequest req;
   req.now = now;
-  req.url = o.url;
+  req.url = report::url_for_display(o.url);  // never the password, in messages or the report
   req.node_label = o.node_label;
   if (o.format != "table" && o.format != "csv" && o.format != "json" && o.format != "html") {
     return input_error(fmt::format("--format \"{}\": expected table, csv, json or html", o.format));

@@ -2,14 +2,16 @@
 // status and body handed to the readers of prom_answer.cpp.
 #include "report/prom_api.h"
 
-#include <httplib.h>
 #include <nlohmann/json.hpp>
 
-#include <condition_variable>
-#include <mutex>
-#include <thread>
+#include <algorithm>
+#include <cctype>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
+
+#include "report/http_client.h"
 
 namespace gpumeter::report {
 
@@ -50,63 +52,32 @@ Result<ParsedUrl> parse_url(const std::string& url) {
   return out;
 }
 
-// Ends a request that is still running at its deadline. cpp-httplib's timeouts apply to each
-// read, so a server sending one byte at a time would otherwise renew them for ever;
-// Client::stop() is its thread-safe way to abort the request in flight.
-class Watchdog {
- public:
-  explicit Watchdog(httplib::Client& client) : client_(client), thread_([this] { run(); }) {}
-  ~Watchdog() {
-    {
-      std::lock_guard lock(mu_);
-      stopping_ = true;
-    }
-    cv_.notify_all();
-    thread_.join();
+// The server as HttpClient reaches it: scheme_host_port split as cpp-httplib did, with
+// "[v6]:port" for an IPv6 address. A port that is no number fails at the first request, as
+// "cannot connect".
+HttpEndpoint endpoint_of(const ParsedUrl& url) {
+  HttpEndpoint out;
+  const auto scheme_end = url.scheme_host_port.find("://");
+  out.tls = url.scheme_host_port.compare(0, scheme_end, "https") == 0;
+  const std::string userless = url.scheme_host_port.substr(scheme_end + 3);
+  out.authority = userless;
+  std::string port;
+  if (!userless.empty() && userless.front() == '[') {
+    const auto close = userless.find(']');
+    out.host = userless.substr(1, close == std::string::npos ? std::string::npos : close - 1);
+    if (close != std::string::npos && userless.compare(close + 1, 1, ":") == 0) port = userless.substr(close + 2);
+  } else {
+    const auto colon = userless.find(':');
+    out.host = userless.substr(0, colon);
+    if (colon != std::string::npos) port = userless.substr(colon + 1);
   }
-  void arm(std::chrono::steady_clock::time_point deadline) {
-    {
-      std::lock_guard lock(mu_);
-      deadline_ = deadline;
-      armed_ = true;
-      fired_ = false;
-    }
-    cv_.notify_all();
-  }
-  // True when the deadline passed and the request was stopped.
-  bool disarm() {
-    std::lock_guard lock(mu_);
-    armed_ = false;
-    return fired_;
-  }
+  out.port = port.empty() ? (out.tls ? "443" : "80") : port;
+  return out;
+}
 
- private:
-  void run() {
-    std::unique_lock lock(mu_);
-    while (!stopping_) {
-      if (!armed_) {
-        cv_.wait(lock);
-      } else if (std::chrono::steady_clock::now() >= deadline_) {
-        client_.stop();
-        fired_ = true;
-        armed_ = false;
-      } else {
-        cv_.wait_until(lock, deadline_);
-      }
-    }
-  }
+using FormParams = std::vector<std::pair<std::string, std::string>>;
 
-  httplib::Client& client_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stopping_ = false;
-  bool armed_ = false;
-  bool fired_ = false;
-  std::chrono::steady_clock::time_point deadline_;
-  std::thread thread_;
-};
-
-std::string form_encode(const httplib::Params& params) {
+std::string form_encode(const FormParams& params) {
   static constexpr char kHex[] = "0123456789ABCDEF";
   std::string out;
   for (const auto& [k, v] : params) {
@@ -127,15 +98,15 @@ std::string form_encode(const httplib::Params& params) {
   return out;
 }
 
-std::string describe_failure(httplib::Error e) {
-  switch (e) {
-    case httplib::Error::Connection: return "cannot connect";
-    case httplib::Error::ConnectionTimeout: return "no connection within the timeout";
-    case httplib::Error::Read: return "the connection failed while reading the answer";
-    case httplib::Error::Write: return "the connection failed while sending the query";
-    case httplib::Error::SSLConnection: return "the TLS handshake failed";
-    case httplib::Error::SSLServerVerification: return "the server's TLS certificate was not accepted";
-    default: return httplib::to_string(e);
+std::string describe_failure(HttpFailure f) {
+  switch (f) {
+    case HttpFailure::kConnect: return "cannot connect";
+    case HttpFailure::kConnectTimeout: return "no connection within the timeout";
+    case HttpFailure::kRead: return "the connection failed while reading the answer";
+    case HttpFailure::kWrite: return "the connection failed while sending the query";
+    case HttpFailure::kTlsHandshake: return "the TLS handshake failed";
+    case HttpFailure::kTlsCertificate: return "the server's TLS certificate was not accepted";
+    default: return "the request failed";
   }
 }
 
@@ -146,18 +117,9 @@ class HttpPromApi final : public PromApi {
         display_(std::move(display)),
         timeout_(timeout),
         max_answer_bytes_(max_answer_bytes),
-        client_(url_.scheme_host_port),
-        watchdog_(client_) {
-    client_.set_connection_timeout(std::chrono::duration_cast<std::chrono::seconds>(timeout).count() > 10
-                                       ? std::chrono::seconds(10)
-                                       : std::chrono::duration_cast<std::chrono::seconds>(timeout));
-    client_.set_read_timeout(timeout);
-    client_.set_write_timeout(timeout);
-    client_.set_keep_alive(true);
-    // Small requests on a kept-alive connection otherwise wait for Nagle's algorithm and the
-    // server's delayed acknowledgement: about 40 ms each, most of a month's report.
-    client_.set_tcp_nodelay(true);
-    if (!url_.user.empty()) client_.set_basic_auth(url_.user, url_.password);
+        client_(endpoint_of(url_), std::min<std::chrono::milliseconds>(timeout, std::chrono::seconds(10)),
+                max_answer_bytes) {
+    if (!url_.user.empty()) authorization_ = basic_authorization(url_.user, url_.password);
   }
 
   // Every request's time range ends at least 1 ms after the last instant it asks about.
@@ -189,7 +151,7 @@ class HttpPromApi final : public PromApi {
   Result<std::vector<Series>> raw_samples(std::string_view selector, double after, double upto) override {
     const std::string expr =
         fmt::format("{}[{}]", selector, promql_range(upto - after + 2 * kPastTheEnd));
-    httplib::Params p{{"query", expr}, {"time", number(upto + kPastTheEnd)}};
+    FormParams p{{"query", expr}, {"time", number(upto + kPastTheEnd)}};
     auto body = post("/api/v1/query", p, fmt::format("query {}", expr));
     if (!body) return body.error();
     auto r = parse_query_response(*body, describe("/api/v1/query", expr));
@@ -198,7 +160,7 @@ class HttpPromApi final : public PromApi {
   }
 
   Result<std::vector<Labels>> series(std::string_view match, double start, double end) override {
-    httplib::Params p{{"match[]", std::string(match)}, {"start", number(start)}, {"end", number(end + kPastTheEnd)}};
+    FormParams p{{"match[]", std::string(match)}, {"start", number(start)}, {"end", number(end + kPastTheEnd)}};
     auto body = post("/api/v1/series", p, fmt::format("series {}", match));
     if (!body) return body.error();
     return parse_series_response(*body, describe("/api/v1/series", match));
@@ -214,9 +176,7 @@ class HttpPromApi final : public PromApi {
   // Through exchange() as every query is: the same size cap and deadline, so a server that
   // answers buildinfo with gigabytes, a gzip bomb or an endless stream is cut off as a query is.
   std::string backend() override {
-    httplib::Request req;
-    req.method = "GET";
-    req.path = url_.prefix + "/api/v1/status/buildinfo";
+    HttpRequest req{"GET", url_.prefix + "/api/v1/status/buildinfo", {}, {}};
     auto res = exchange(std::move(req), "buildinfo");
     if (!res) return "unknown";
     json doc = json::parse(res->body, nullptr, false);
@@ -225,7 +185,7 @@ class HttpPromApi final : public PromApi {
       return "Prometheus " + doc["data"]["version"].get<std::string>();
     }
     // VictoriaMetrics answers buildinfo with empty data and names itself in a header.
-    if (res->headers.count("X-Server-Hostname") || res->headers.count("X-Victoriametrics-Version")) {
+    if (res->has_header("X-Server-Hostname") || res->has_header("X-Victoriametrics-Version")) {
       return "VictoriaMetrics";
     }
     return "unknown";
@@ -238,7 +198,7 @@ class HttpPromApi final : public PromApi {
 
   Result<std::vector<Series>> post_range(std::string_view expr, double start, double end, double step,
                                          std::string_view verb) {
-    httplib::Params p{{"query", std::string(expr)}, {"start", number(start)}, {"end", number(end)},
+    FormParams p{{"query", std::string(expr)}, {"start", number(start)}, {"end", number(end)},
                       {"step", number(step)}, {"nocache", "1"}};
     auto body = post("/api/v1/query_range", p, fmt::format("{} {}", verb, expr));
     if (!body) return body.error();
@@ -249,59 +209,36 @@ class HttpPromApi final : public PromApi {
     return fmt::format("{}{} [{}]", display_, path, excerpt(expr, 120));
   }
 
-  // An answer as it came, whatever its status.
-  struct Answer {
-    int status = 0;
-    httplib::Headers headers;
-    std::string body;
-  };
-
   // Sends one request under the deadline (--timeout) and the size cap (--max-answer-size, on
   // the body as decoded, so a gzip bomb is capped too), counts it and reports it for progress.
-  // Every request of the report goes through here.
-  Result<Answer> exchange(httplib::Request req, std::string what) {
+  // Every request of the report goes through here. The answer comes whatever its status.
+  Result<HttpAnswer> exchange(HttpRequest req, std::string what) {
     const auto started = std::chrono::steady_clock::now();
-    const std::string where = display_ + req.path.substr(url_.prefix.size());
-    Answer answer;
-    bool too_big = false;
-    req.content_receiver = [&](const char* data, std::size_t n, std::uint64_t, std::uint64_t) {
-      if (answer.body.size() + n > max_answer_bytes_) {
-        too_big = true;
-        return false;
-      }
-      answer.body.append(data, n);
-      return true;
-    };
-    watchdog_.arm(started + timeout_);
-    auto res = client_.send(req);
-    const bool stopped = watchdog_.disarm();
+    const std::string where = display_ + req.target.substr(url_.prefix.size());
+    if (!authorization_.empty()) req.headers.emplace_back("Authorization", authorization_);
+    auto res = client_.send(req, started + timeout_);
     count_request();
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    // The client's own read timeout equals the deadline: whichever ends the request first, a
-    // failure at the deadline is the deadline's.
-    const bool late = stopped || (!res && seconds >= std::chrono::duration<double>(timeout_).count());
     if (on_request_) on_request_(RequestInfo{std::move(what), seconds});
-    if (late) {
+    if (res) return res;
+    const auto failure = static_cast<HttpFailure>(res.error().code);
+    // Whatever ends a request at its deadline, its failure is the deadline's.
+    if (failure == HttpFailure::kDeadline || seconds >= std::chrono::duration<double>(timeout_).count()) {
       return Error{0, fmt::format("{}: no complete answer within the timeout of {:.0f} s (--timeout)", where,
                                   std::chrono::duration<double>(timeout_).count())};
     }
-    if (too_big) {
+    if (failure == HttpFailure::kTooLarge) {
       return Error{0, fmt::format("{}: the answer is larger than {} MiB (--max-answer-size); query a shorter "
                                   "period or a longer --step",
                                   where, max_answer_bytes_ >> 20)};
     }
-    if (!res) return Error{0, fmt::format("cannot reach {}: {}", where, describe_failure(res.error()))};
-    answer.status = res->status;
-    answer.headers = res->headers;
-    return answer;
+    if (failure == HttpFailure::kEncoding) return Error{0, fmt::format("{}: {}", where, res.error().message)};
+    return Error{0, fmt::format("cannot reach {}: {}", where, describe_failure(failure))};
   }
 
-  Result<std::string> post(const std::string& path, const httplib::Params& params, std::string what) {
-    httplib::Request req;
-    req.method = "POST";
-    req.path = url_.prefix + path;
-    req.headers.emplace("Content-Type", "application/x-www-form-urlencoded");
-    req.body = form_encode(params);
+  Result<std::string> post(const std::string& path, const FormParams& params, std::string what) {
+    HttpRequest req{"POST", url_.prefix + path, {{"Content-Type", "application/x-www-form-urlencoded"}},
+                    form_encode(params)};
     auto answer = exchange(std::move(req), std::move(what));
     if (!answer) return answer.error();
     if (answer->status != 200) {
@@ -321,17 +258,21 @@ class HttpPromApi final : public PromApi {
   std::string display_;
   std::chrono::milliseconds timeout_;
   std::size_t max_answer_bytes_;
-  httplib::Client client_;
-  Watchdog watchdog_;  // after client_: stopped before the client goes
+  std::string authorization_;  // the Authorization header's value, empty without credentials
+  HttpClient client_;          // one kept-alive connection
 };
 
 }  // namespace
 
+std::string url_for_display(const std::string& url) {
+  auto parsed = parse_url(url);
+  return parsed ? parsed->scheme_host_port + parsed->prefix : url;
+}
+
 Result<std::unique_ptr<PromApi>> PromApi::connect(const ApiOptions& options) {
   auto url = parse_url(options.url);
   if (!url) return url.error();
-  // The URL as shown in messages and reports: without the password.
-  std::string display = url->scheme_host_port + url->prefix;
+  std::string display = url_for_display(options.url);
   std::unique_ptr<PromApi> api =
       std::make_unique<HttpPromApi>(std::move(*url), std::move(display), options.timeout, options.max_answer_bytes);
   return api;

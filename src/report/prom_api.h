@@ -44,6 +44,10 @@ struct RequestInfo {
   double seconds = 0;
 };
 
+// The URL as messages and reports show it: user:password@ removed. A URL connect() would refuse
+// is returned as it is.
+std::string url_for_display(const std::string& url);
+
 class PromApi {
  public:
   // Fails on a URL that is not http(s)://host[:port][/prefix].

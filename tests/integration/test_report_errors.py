@@ -48,7 +48,7 @@ class LocalServer:
 class StubApi(LocalServer):
     """A local HTTP server answering every request with the given status and body."""
 
-    def __init__(self, status, body, content_type="application/json", delay=0.0):
+    def __init__(self, status, body, content_type="application/json", delay=0.0, headers=()):
         stub = self
 
         class Handler(QuietHandler):
@@ -61,15 +61,17 @@ class StubApi(LocalServer):
                 self.send_response(stub.status)
                 self.send_header("Content-Type", stub.content_type)
                 self.send_header("Content-Length", str(len(data)))
+                for name, value in stub.headers:
+                    self.send_header(name, value)
                 self.end_headers()
                 try:
                     self.wfile.write(data)
-                except BrokenPipeError:  # the client gave up first (the timeout test)
+                except (BrokenPipeError, ConnectionResetError):  # the client gave up first (timeout, size cap)
                     pass
 
             do_GET = do_POST = answer
 
-        self.status, self.body, self.content_type, self.delay = status, body, content_type, delay
+        self.status, self.body, self.content_type, self.delay, self.headers = status, body, content_type, delay, headers
         self.serve(Handler)
 
 
@@ -213,6 +215,49 @@ class LedgerApi(LocalServer):
                 s[2][:] = [(t, change(t, v)) for t, v in s[2]]
 
 
+class KeepAliveLedgerApi(LedgerApi):
+    """LedgerApi on kept-alive HTTP/1.1 connections that the server ends after one answer, never
+    saying so (no "Connection: close"): at once after the answer ("after_answer", as an idle
+    timeout does between two requests), or when the next request has come, unanswered
+    ("next_request", as an idle timeout that strikes as the request goes out)."""
+
+    def __init__(self, mode):
+        super().__init__()
+        self.lock = threading.Lock()
+        self.connections = self.dropped = 0
+        api, base = self, self.server.RequestHandlerClass
+
+        class Handler(base):
+            protocol_version = "HTTP/1.1"
+
+            def handle(self):
+                with api.lock:
+                    api.connections += 1
+                self.handle_one_request()
+                if mode == "next_request" and self.rfile.readline():
+                    with api.lock:
+                        api.dropped += 1
+
+        self.server.RequestHandlerClass = Handler
+
+
+class TlsLedgerApi(LedgerApi):
+    """LedgerApi over https, with a self-signed certificate for `name` made in `directory`."""
+
+    def __init__(self, directory, name="localhost"):
+        super().__init__()
+        import ssl
+        self.cert = os.path.join(directory, "cert.pem")
+        key = os.path.join(directory, "key.pem")
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj",
+                        "/CN=" + name, "-addext", "subjectAltName=DNS:" + name, "-keyout", key, "-out", self.cert],
+                       check=True, capture_output=True)
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(self.cert, key)
+        self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
+        self.url = "https://localhost:%d" % self.server.server_address[1]
+
+
 class BuildinfoFlood(LocalServer):
     """Answers buildinfo without end (chunked, until the client goes or 256 MiB are out) or with a
     gzip bomb, and every query with no data; counts the bytes of buildinfo that went out."""
@@ -295,8 +340,8 @@ class ReportErrors(unittest.TestCase):
         self.assertEqual(out.stdout, "")
         return out.stderr
 
-    def with_stub(self, status, body, expected, content_type="application/json", args=()):
-        stub = StubApi(status, body, content_type)
+    def with_stub(self, status, body, expected, content_type="application/json", args=(), headers=()):
+        stub = StubApi(status, body, content_type, headers=headers)
         try:
             return self.fails(1, expected, *args, url=stub.url)
         finally:
@@ -326,6 +371,23 @@ class ReportErrors(unittest.TestCase):
         self.with_stub(200, '{"status":"success","data":{"resultType":"vector","result":[]}}',
                        "has no gpumeter ledger data")
 
+    def test_the_password_in_the_url_is_never_shown(self):
+        stub = StubApi(200, '{"status":"success","data":{"resultType":"vector","result":[]}}')
+        try:
+            url = stub.url.replace("http://", "http://alice:s3cret@")
+            err = self.fails(1, "has no gpumeter ledger data", url=url)
+        finally:
+            stub.stop()
+        self.assertIn(stub.url, err)
+        self.assertNotIn("s3cret", err)
+        api = LedgerApi()
+        try:
+            out = report("--url", api.url.replace("http://", "http://alice:s3cret@"), *PERIOD, "--format", "json")
+        finally:
+            api.stop()
+        self.assertNotIn("s3cret", out.stdout + out.stderr)
+        self.assertEqual(json.loads(out.stdout)["source"]["url"], api.url)
+
     def test_timeout(self):
         stub = StubApi(200, '{"status":"success","data":{"resultType":"vector","result":[]}}', delay=3)
         try:
@@ -348,6 +410,14 @@ class ReportErrors(unittest.TestCase):
     def test_answer_larger_than_the_limit(self):
         big = '{"status":"success","data":{"resultType":"vector","result":[]},"pad":"%s"}' % ("x" * (3 << 20))
         self.with_stub(200, big, "the answer is larger than 2 MiB (--max-answer-size)", args=("--max-answer-size", "2MiB"))
+
+    def test_an_answer_in_an_encoding_not_asked_for(self):
+        self.with_stub(200, "\x0b\x02\x80{}\x03", 'the answer has Content-Encoding "br", which gpumeter cannot decode',
+                       headers=[("Content-Encoding", "br")])
+
+    def test_a_corrupt_gzip_answer(self):
+        self.with_stub(200, '{"status":"success"}', "the answer's compressed body is corrupt or cut short",
+                       headers=[("Content-Encoding", "gzip")])
 
     def test_connection_refused_reads_as_such(self):
         port = free_port()
@@ -426,6 +496,63 @@ class ReportErrors(unittest.TestCase):
             return doc
         self.ledger_fails(LedgerApi(drop), 'GPU GPU-a on n1:9400: project="team-a": gpu_busy_seconds_total has no '
                                            'sample at 2023-11-14T22:13:20Z, where gpu_allocated_seconds_total has one')
+
+    def complete_report(self, api, env=None):
+        """The JSON report of the untampered ledger API, checked as above."""
+        try:
+            out = subprocess.run([BIN, "report", "--url", api.url, *PERIOD, "--format", "json"], capture_output=True,
+                                 text=True, timeout=300, env=env)
+        finally:
+            api.stop()
+        self.assertEqual(out.returncode, 0, out.stderr)
+        rows = {r["key"]["project"]: r for r in json.loads(out.stdout)["rows"]}
+        self.assertAlmostEqual(rows["team-a"]["allocated_seconds"], 2700, delta=1e-6)
+        self.assertAlmostEqual(rows["team-a"]["busy_seconds"], 1350, delta=1e-6)
+
+    def test_a_kept_alive_connection_the_server_closed_is_made_again(self):
+        api = KeepAliveLedgerApi("after_answer")
+        self.complete_report(api)
+        self.assertGreater(api.connections, 1)
+
+    def test_a_request_the_server_drops_on_a_kept_alive_connection_is_sent_again(self):
+        # Every request that finds its connection reused is dropped unanswered; each goes again
+        # on a fresh connection, once. (The report's parallel connections each end with one
+        # connection that nothing more was asked of.)
+        api = KeepAliveLedgerApi("next_request")
+        self.complete_report(api)
+        self.assertGreater(api.dropped, 0)
+        self.assertGreater(api.connections, api.dropped)
+
+    def tls_env(self, cert):
+        env = {k: v for k, v in os.environ.items() if k not in ("SSL_CERT_FILE", "SSL_CERT_DIR")}
+        if cert:
+            env["SSL_CERT_FILE"] = cert
+        return env
+
+    def test_https_with_a_certificate_trusted_through_ssl_cert_file(self):
+        api = TlsLedgerApi(self.dir)
+        self.complete_report(api, env=self.tls_env(api.cert))
+
+    def test_https_with_an_untrusted_certificate_is_refused(self):
+        api = TlsLedgerApi(self.dir)
+        try:
+            out = subprocess.run([BIN, "report", "--url", api.url, *PERIOD], capture_output=True, text=True,
+                                 timeout=300, env=self.tls_env(None))
+        finally:
+            api.stop()
+        self.assertEqual(out.returncode, 1, out.stderr)
+        self.assertIn("cannot reach %s/api/v1/" % api.url, out.stderr)
+        self.assertIn(": the server's TLS certificate was not accepted", out.stderr)
+
+    def test_https_with_a_trusted_certificate_for_another_name_is_refused(self):
+        api = TlsLedgerApi(self.dir, name="prometheus.example")
+        try:
+            out = subprocess.run([BIN, "report", "--url", api.url, *PERIOD], capture_output=True, text=True,
+                                 timeout=300, env=self.tls_env(api.cert))
+        finally:
+            api.stop()
+        self.assertEqual(out.returncode, 1, out.stderr)
+        self.assertIn(": the server's TLS certificate was not accepted", out.stderr)
 
     def test_buildinfo_without_end_is_cut_at_the_answer_size(self):
         # buildinfo was read with no size cap: 8.4 GB in 20 s from an endless answer.
