@@ -1,5 +1,5 @@
-# Install rules and the Debian package (CPack). `scripts/package.sh` builds the package;
-# docs/packaging.md describes what it installs and why.
+# Install rules and the Debian package (CPack). `scripts/release.sh` builds the package from the
+# portable build; docs/packaging.md describes what it installs and why.
 #
 # The rules are written for the package, whose prefix is /usr: the binary and the simulator go
 # under the prefix (bin/, lib/gpumeter/, share/), while the configuration files and the systemd
@@ -78,7 +78,15 @@ set(GPUMETER_CHANGELOG_GZ ${CMAKE_BINARY_DIR}/debian/changelog.Debian.gz)
 gpumeter_gzip(gpumeter_changelog ${GPUMETER_CHANGELOG} ${GPUMETER_CHANGELOG_GZ})
 install(FILES ${GPUMETER_CHANGELOG_GZ} DESTINATION share/doc/gpumeter COMPONENT ${GPUMETER_PACKAGE_COMPONENT})
 # lintian's tags that do not apply to a package built outside the archive, each with its reason.
-install(FILES ${CMAKE_SOURCE_DIR}/deploy/debian/lintian-overrides DESTINATION share/lintian/overrides
+# The portable build adds those of its static libraries (deploy/debian/lintian-overrides.portable).
+set(GPUMETER_LINTIAN_OVERRIDES ${CMAKE_BINARY_DIR}/debian/lintian-overrides)
+file(READ ${CMAKE_SOURCE_DIR}/deploy/debian/lintian-overrides GPUMETER_LINTIAN_TEXT)
+if(GPUMETER_PORTABLE)
+  file(READ ${CMAKE_SOURCE_DIR}/deploy/debian/lintian-overrides.portable GPUMETER_LINTIAN_PORTABLE)
+  string(APPEND GPUMETER_LINTIAN_TEXT "${GPUMETER_LINTIAN_PORTABLE}")
+endif()
+file(CONFIGURE OUTPUT ${GPUMETER_LINTIAN_OVERRIDES} CONTENT "${GPUMETER_LINTIAN_TEXT}" @ONLY)
+install(FILES ${GPUMETER_LINTIAN_OVERRIDES} DESTINATION share/lintian/overrides
         RENAME gpumeter COMPONENT ${GPUMETER_PACKAGE_COMPONENT})
 
 # --- The Debian package -----------------------------------------------------------------------

@@ -23,11 +23,12 @@ release_pkgs=(binutils  # scripts/release.sh: readelf and objdump check the port
   umoci  # assembles the OCI image on a root file system that
   mmdebstrap  # makes from Debian's mirror (also the test's foreign roots)
   skopeo  # inspects the image
-  rpmlint lintian qemu-user-static)  # tests/release: the package checkers; arm64 binaries run under qemu
+  rpmlint lintian qemu-user-static binfmt-support  # tests/release: the package checkers; arm64 binaries run under qemu
+  arch-test)  # mmdebstrap: an arm64 root file system
 # The arm64 libraries the cross build links, from Debian's arm64 archive (dpkg --add-architecture).
 arm64_pkgs=(libboost-dev:arm64 libssl-dev:arm64 zlib1g-dev:arm64 libbrotli-dev:arm64
   libfmt-dev:arm64 libre2-dev:arm64 libgrpc++-dev:arm64 libprotobuf-dev:arm64 libcrypt-dev:arm64
-  libgtest-dev:arm64 libcpp-httplib-dev:arm64)
+  libgtest-dev:arm64 libgmock-dev:arm64 libcpp-httplib-dev:arm64)
 bench_pkgs=(wrk nginx-light libbenchmark-dev procps curl linux-perf  # linux-perf: bench/cpu_profile.py --perf
   librocm-smi64-1 util-linux)  # bench/rocm_bench.py: the real ROCm SMI library reads the simulated amdgpu tree (unshare)
 

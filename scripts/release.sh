@@ -56,6 +56,10 @@ check_portable() {
     return 1
   fi
   lib=$(objdump -T "$file" | grep -o 'GLIBC_2\.[0-9]*' | sort -t. -k2 -n -u | tail -1)
+  if [[ -z "$lib" ]]; then
+    echo "release.sh: $file: objdump -T shows no glibc symbol version" >&2
+    return 1
+  fi
   if [[ "${lib#GLIBC_2.}" -gt 34 ]]; then
     echo "release.sh: $file needs $lib, above the floor GLIBC_2.34: $(objdump -T "$file" | grep "$lib" | awk '{print $NF}' | tr '\n' ' ')" >&2
     return 1

@@ -3,7 +3,8 @@
 # three trees (README, "Tests"): the default build with the whole suite; an AddressSanitizer and
 # UndefinedBehaviorSanitizer build with the unit tests and the integration tests labelled
 # sanitize; and the fuzz targets (clang, only the libraries they need), each run briefly over its
-# corpus (docs/fuzzing.md). Compilers run through ccache, so a run on a machine that has built
+# corpus (docs/fuzzing.md). Then it makes the release (scripts/release.sh, both architectures)
+# and runs its acceptance checks in foreign root file systems (tests/release, docs/packaging.md). Compilers run through ccache, so a run on a machine that has built
 # the project before, from any clone, reuses its objects. Each tree's run writes its temporary
 # files under a TMPDIR of its own, and fails if the tests leave anything there. At the end, the
 # ten slowest tests of each tree and the run's time are printed. Exits non-zero if anything fails.
@@ -66,6 +67,18 @@ for preset in default asan fuzz; do
     rmdir "$tmp"
   fi
 done
+# The release: its build, then its checks, under a TMPDIR of their own as the trees' tests.
+release_started=$SECONDS
+echo "== [release] scripts/release.sh"
+if scripts/release.sh; then
+  echo "== [release] test"
+  tmp=$(mktemp -d /tmp/gpumeter-release.XXXXXX)
+  TMPDIR="$tmp" /usr/bin/python3 tests/release/test_release.py -v || status=1  # Debian's, with its modules
+  rm -rf "$tmp"
+else
+  status=1
+fi
+echo "== [release] $((SECONDS - release_started)) s" >>"$summary"
 cat "$summary"
 echo "== scripts/test.sh: $((SECONDS - started)) s, $([ $status = 0 ] && echo passed || echo FAILED)"
 exit $status

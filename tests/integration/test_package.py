@@ -3,7 +3,7 @@ dpkg into a private root (never into the system), and run from there.
 
 The package is built with `cpack --config <build>/CPackConfig.cmake -B <temporary directory>`, so
 it holds this tree's binaries (stripped) and the build tree gets nothing but CMake's install
-manifest (install_manifest_gpumeter.txt); only its compression differs from scripts/package.sh's (gzip rather than xz, for speed). dpkg installs it
+manifest (install_manifest_gpumeter.txt); it is compressed with gzip rather than xz, for speed. dpkg installs it
 with --root into a temporary directory whose status database holds only the packages named in
 Depends, copied from the system's database: the install fails if a dependency is not installed
 on this machine. Maintainer scripts run without chroot and see DPKG_ROOT, so they touch nothing
