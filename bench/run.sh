@@ -15,7 +15,9 @@
 # profiling (GPM), NVLink and MIG cost the agent on 8 simulated H100 (bench/profiling_bench.py,
 # about four minutes). Then measures the
 # agent on 8 simulated MI300X through the real ROCm SMI beside the same agent on 8 simulated H100
-# (bench/rocm_bench.py, as root, about a minute and a half). Not run here: the CPU profile
+# (bench/rocm_bench.py, as root, about a minute and a half). Then builds the amd64 release bundle
+# (scripts/release.sh) and measures its agent's memory beside this build's (bench/release_bench.py,
+# about a minute once the bundle is built). Not run here: the CPU profile
 # (bench/cpu_profile.py, where the agent's CPU goes) and the soak (scripts/soak.sh).
 # Environment: BENCH_SECONDS (wrk duration per run, default 10), BENCH_CPU_SECONDS (idle CPU
 # sampling window of each of the three agent runs, default 60), BENCH_PEER_SECONDS (each CPU
@@ -32,4 +34,6 @@ cmake --build --preset default
 /usr/bin/python3 bench/peer_bench.py --build build
 /usr/bin/python3 bench/compat_bench.py --build build
 /usr/bin/python3 bench/profiling_bench.py --build build
-exec /usr/bin/python3 bench/rocm_bench.py --build build
+/usr/bin/python3 bench/rocm_bench.py --build build
+scripts/release.sh --arch amd64 --skip deb,rpm,image >/dev/null
+exec /usr/bin/python3 bench/release_bench.py --build build

@@ -80,7 +80,7 @@ endfunction()
 function(gpumeter_portable_runtime target)
   gpumeter_link_static(${target})
   target_sources(${target} PRIVATE $<TARGET_OBJECTS:gpumeter_glibc_floor>)
-  target_link_options(${target} PRIVATE -static-libstdc++ -static-libgcc
+  target_link_options(${target} PRIVATE -static-libstdc++ -static-libgcc -Wl,--gc-sections
                       -Wl,--wrap=arc4random -Wl,--wrap=arc4random_buf
                       -Wl,--wrap=_dl_find_object)
 endfunction()
