@@ -226,22 +226,20 @@ healthcheck() {
 }
 
 step "wait for http://127.0.0.1:9400/-/healthy (the image's own listen address)"
-status=0
-for _ in $(seq 60); do
-  kill -0 "$runner_pid" 2>/dev/null || fail "the agent exited before /-/healthy answered"
-  status=$(get http://127.0.0.1:9400/-/healthy)
-  [[ "$status" != 200 ]] || break
-  sleep 0.5
-done
-[[ "$status" == 200 ]] || fail "/-/healthy answered $status, not 200, within 30 s: $(head -c 300 "$tmp/body")"
-echo "/-/healthy: 200" >&2
-for _ in $(seq 40); do
-  status=$(get http://127.0.0.1:9400/-/ready)
-  [[ "$status" != 200 ]] || break
-  sleep 0.5
-done
-[[ "$status" == 200 ]] || fail "/-/ready answered $status within 20 s: $(head -c 300 "$tmp/body")"
-echo "/-/ready: 200" >&2
+# Polls PATH every half second until it answers 200, for at most SECONDS, while the agent runs.
+wait_200() {
+  local path=$1 seconds=$2 status=0
+  for _ in $(seq $((seconds * 2))); do
+    kill -0 "$runner_pid" 2>/dev/null || fail "the agent exited before $path answered 200"
+    status=$(get "http://127.0.0.1:9400$path")
+    [[ "$status" != 200 ]] || break
+    sleep 0.5
+  done
+  [[ "$status" == 200 ]] || fail "$path answered $status, not 200, within $seconds s: $(head -c 300 "$tmp/body")"
+  echo "$path: 200" >&2
+}
+wait_200 /-/healthy 30
+wait_200 /-/ready 20
 status=$(get http://127.0.0.1:9400/metrics)
 [[ "$status" == 200 ]] || fail "/metrics answered $status: $(head -c 300 "$tmp/body")"
 series=$(grep -c '^gpu_' "$tmp/body" || true)

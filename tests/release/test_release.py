@@ -91,10 +91,11 @@ class Root:
 
     def __init__(self, suite, arch, bundle=True):
         self.arch = arch
+        if arch != "amd64":
+            enable_binfmt({"arm64": "aarch64"}[arch])  # mmdebstrap runs the root's scripts under it too
         self.dir = tempfile.mkdtemp(prefix="gpumeter-root-%s-%s-" % (suite, arch))
         run(["tar", "-xf", root_tarball(suite, arch), "-C", self.dir])
         if arch != "amd64":
-            enable_binfmt({"arm64": "aarch64"}[arch])
             # binfmt_misc runs foreign binaries with an interpreter at this path, looked up inside
             # the root (Debian's handler has no F flag).
             interp = self.path("/usr/libexec/qemu-binfmt/%s-binfmt-P" % {"arm64": "aarch64"}[arch])
@@ -154,13 +155,19 @@ def check_metrics(test, body):
     test.assertTrue(any(name.startswith("gpu_") for name, _ in parse_text(body)))
 
 
-class TrixieAmd64Test(unittest.TestCase):
-    """The amd64 bundle on Debian 13: glibc 2.41, no Debian 12 library."""
+class RootTestCase(unittest.TestCase):
+    """Tests that share one root of SUITE and ARCH, with the bundle in it."""
+    SUITE = ARCH = None
 
     @classmethod
     def setUpClass(cls):
-        cls.root = Root("trixie", "amd64")
+        cls.root = Root(cls.SUITE, cls.ARCH)
         cls.addClassCleanup(cls.root.remove)
+
+
+class TrixieAmd64Test(RootTestCase):
+    """The amd64 bundle on Debian 13: glibc 2.41, no Debian 12 library."""
+    SUITE, ARCH = "trixie", "amd64"
 
     def test_the_root_is_foreign_and_ldd_finds_everything(self):
         self.assertEqual(self.root.run(["getconf", "GNU_LIBC_VERSION"]).stdout.strip(), "glibc 2.41")
@@ -229,13 +236,9 @@ class BullseyeAmd64Test(unittest.TestCase):
         self.assertNotIn("container", raw.stderr)
 
 
-class TrixieArm64Test(unittest.TestCase):
+class TrixieArm64Test(RootTestCase):
     """The arm64 bundle on an arm64 Debian 13 root, under qemu-user."""
-
-    @classmethod
-    def setUpClass(cls):
-        cls.root = Root("trixie", "arm64")
-        cls.addClassCleanup(cls.root.remove)
+    SUITE, ARCH = "trixie", "arm64"
 
     def test_it_is_arm64(self):
         out = run(["file", "-L", self.root.path("/opt/gpumeter/libexec/gpumeter")]).stdout
