@@ -2,7 +2,7 @@
 # from: binaries that run on any Linux of their architecture with glibc 2.34 or newer. Every
 # library but glibc is linked statically, from Debian's archives: the C++ runtime and GCC's
 # unwinder, gRPC, protobuf, abseil, re2, c-ares, yaml-cpp, OpenSSL, zlib, libcrypt; fmt
-# header-only (Debian ships no archive of it). docs/packaging.md ("The portable bundle") gives
+# header-only (Debian ships no archive of it). docs/packaging.md ("The portable build") gives
 # the reasons. glibc stays shared: NVML and ROCm SMI are dlopen()ed from the host, which a static
 # glibc cannot do. scripts/release.sh refuses a binary that needs anything else.
 
