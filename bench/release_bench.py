@@ -4,8 +4,9 @@
 Each agent runs as bench/bench.py's core case runs it (deploy/scenarios/bench-8x-64proc.yaml: 8
 GPUs with 64 processes, a 1 s interval, the ledger in memory) and takes wrk at 50 connections on
 /metrics for BENCH_SECONDS (default 10). Then its peak RSS (VmHWM) and its RSS split into
-anonymous and file-backed pages are read from /proc/<pid>/status. The agents alternate, --repeat
-runs each; the table gives each one's median and range.
+anonymous and file-backed pages are read from /proc/<pid>/status, and the file-backed pages are
+split by /proc/<pid>/smaps into the agent's own binary, the simulated NVML and the rest (glibc).
+The agents alternate, --repeat runs each; the table gives each one's median and range.
 
 - release: the portable bundle's bin/gpumeter (scripts/release.sh): every library but glibc
   linked in, unused code dropped by the linker (docs/packaging.md);
@@ -26,13 +27,31 @@ from bench import print_table, start_core_agent, status_kib, stop, wrk  # noqa: 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def file_backed_split(pid):
+    """Resident KiB of file mappings: (the agent's binary, libnvidia-ml, every other file)."""
+    split = [0, 0, 0]
+    exe = os.path.realpath("/proc/%d/exe" % pid)
+    where = None
+    with open("/proc/%d/smaps" % pid) as f:
+        for line in f:
+            fields = line.split()
+            if "-" in fields[0] and len(fields) >= 5 and ":" in fields[3]:  # a mapping's first line
+                path = fields[5] if len(fields) > 5 and fields[5].startswith("/") else None
+                where = None if path is None else 0 if path == exe else 1 if "libnvidia-ml" in path else 2
+            elif fields[0] == "Rss:" and where is not None:
+                split[where] += int(fields[1])
+    return split
+
+
 def measure(exe, scenario, seconds):
     with tempfile.TemporaryDirectory(prefix="gpumeter-release-bench-") as work:
         agent, port = start_core_agent(exe, work, ["--sim.scenario", scenario])
         try:
             load = wrk("http://127.0.0.1:%d/metrics" % port, 50, seconds)
+            binary, nvml, other = file_backed_split(agent.pid)
             return {"hwm": status_kib(agent.pid, "VmHWM"), "anon": status_kib(agent.pid, "RssAnon"),
-                    "file": status_kib(agent.pid, "RssFile"), "rps": load["rps"]}
+                    "file": status_kib(agent.pid, "RssFile"), "binary": binary, "nvml": nvml, "other": other,
+                    "rps": load["rps"]}
         finally:
             stop(agent)
 
@@ -67,10 +86,13 @@ def main():
     for name in agents:
         r = runs[name]
         rows.append([name, cell([x["hwm"] for x in r], mib), cell([x["anon"] for x in r], mib),
-                     cell([x["file"] for x in r], mib), cell([x["rps"] for x in r], lambda v: "%.0f" % v)])
+                     cell([x["file"] for x in r], mib),
+                     " + ".join(mib(statistics.median([x[k] for x in r])) for k in ("binary", "nvml", "other")),
+                     cell([x["rps"] for x in r], lambda v: "%.0f" % v)])
     print("Memory under load: %s, wrk 50 connections for %d s, %d runs each (median, range)\n"
           % (os.path.basename(args.scenario), args.seconds, args.repeat))
-    print_table(["agent", "peak RSS (VmHWM), MiB", "anonymous, MiB", "file-backed, MiB", "scrapes/s"], rows)
+    print_table(["agent", "peak RSS (VmHWM), MiB", "anonymous, MiB", "file-backed, MiB",
+                 "of it binary + NVML + other (smaps), MiB", "scrapes/s"], rows)
 
 
 if __name__ == "__main__":

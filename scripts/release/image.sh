@@ -77,26 +77,20 @@ if [[ "${1:-}" == --base-hook ]]; then
   exit 0
 fi
 
-if (($# != 4)); then
-  echo "image.sh: expected 4 arguments, got $#" >&2
-  sed -n 's/^# \(Usage:.*\)/\1/p' "$0" >&2
-  exit 2
-fi
-bundle=$1 arch=$2 out=$3 version=$4
+# shellcheck source=scripts/release/args.sh
+. "$(dirname "$self")/args.sh"
+release_args "$@"
+bundle=$input
 case "$arch" in
   amd64) triplet=x86_64-linux-gnu ;;
   arm64) triplet=aarch64-linux-gnu ;;
-  *) echo "image.sh: ARCH must be amd64 or arm64, not '$arch'" >&2; exit 2 ;;
 esac
-[[ "$version" =~ ^[0-9]+(\.[0-9]+)*$ ]] || { echo "image.sh: bad VERSION '$version'" >&2; exit 2; }
 for f in libexec/gpumeter lib/gpumeter/libnvidia-ml.so.1 etc/gpumeter/gpumeter.yaml share/gpumeter/scenarios; do
   [[ -e "$bundle/$f" ]] || { echo "image.sh: $bundle has no $f: not a gpumeter bundle" >&2; exit 2; }
 done
 for tool in mmdebstrap umoci dpkg-deb python3; do
   command -v "$tool" >/dev/null || { echo "image.sh: $tool is missing (scripts/install-deps.sh release)" >&2; exit 2; }
 done
-mkdir -p "$out"
-bundle=$(cd "$bundle" && pwd) out=$(cd "$out" && pwd)
 epoch=${SOURCE_DATE_EPOCH:-$(git -C "$(dirname "$self")" log -1 --format=%ct 2>/dev/null || date +%s)}
 created=$(date -u -d "@$epoch" +%Y-%m-%dT%H:%M:%SZ)
 

@@ -9,21 +9,15 @@
 set -euo pipefail
 spec=$(cd "$(dirname "$0")/../../deploy/rpm" && pwd)/gpumeter.spec
 
-if (($# != 4)); then
-  echo "rpm.sh: expected 4 arguments, got $#" >&2
-  sed -n 's/^# \(Usage:.*\)/\1/p' "$0" >&2
-  exit 2
-fi
-stage=$1 arch=$2 out=$3 version=$4
+# shellcheck source=scripts/release/args.sh
+. "$(dirname "$0")/args.sh"
+release_args "$@"
+stage=$input
 case "$arch" in
   amd64) rpmarch=x86_64 ;;
   arm64) rpmarch=aarch64 ;;
-  *) echo "rpm.sh: ARCH must be amd64 or arm64, not '$arch'" >&2; exit 2 ;;
 esac
 [[ -x "$stage/usr/bin/gpumeter" ]] || { echo "rpm.sh: $stage has no usr/bin/gpumeter" >&2; exit 2; }
-[[ "$version" =~ ^[0-9]+(\.[0-9]+)*$ ]] || { echo "rpm.sh: bad VERSION '$version'" >&2; exit 2; }
-mkdir -p "$out"
-stage=$(cd "$stage" && pwd) out=$(cd "$out" && pwd)
 
 top=$(mktemp -d)
 trap 'rm -rf "$top"' EXIT

@@ -4,9 +4,10 @@
 #include <openssl/evp.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cstring>
 #include <memory>
+
+#include "util/ascii.h"
 
 namespace gpumeter {
 
@@ -15,17 +16,6 @@ namespace {
 // bcrypt of "fakepassword" (the hash exporter-toolkit uses for the same purpose).
 constexpr const char* kDummyHash = "$2y$10$QOauhQNbBCuQDKes6eFzPeMqBSjb7Mr5DUmpZ/VcEd00UAV/LDeSi";
 constexpr size_t kMaxCached = 256;
-
-bool iequals_prefix(std::string_view s, std::string_view prefix) {
-  if (s.size() < prefix.size()) return false;
-  for (size_t i = 0; i < prefix.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(s[i])) !=
-        std::tolower(static_cast<unsigned char>(prefix[i]))) {
-      return false;
-    }
-  }
-  return true;
-}
 
 std::string sha256(std::string_view a, std::string_view b, std::string_view c) {
   unsigned char digest[EVP_MAX_MD_SIZE];
@@ -95,7 +85,7 @@ bool BasicAuth::verify(const std::string& password, const std::string& hash) {
 std::optional<BasicAuth::Parsed> BasicAuth::parse(std::string_view authorization) const {
   static const std::string kDummy = kDummyHash;
   constexpr std::string_view kScheme = "Basic ";
-  if (!iequals_prefix(authorization, kScheme)) return std::nullopt;
+  if (!starts_with_ascii_icase(authorization, kScheme)) return std::nullopt;
   std::string_view encoded = authorization.substr(kScheme.size());
   while (!encoded.empty() && encoded.front() == ' ') encoded.remove_prefix(1);
   std::string decoded;

@@ -1,7 +1,8 @@
 #include "http/negotiation.h"
 
+#include "util/ascii.h"
+
 #include <algorithm>
-#include <cctype>
 #include <charconv>
 #include <optional>
 #include <string>
@@ -15,12 +16,6 @@ std::string_view trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
   while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
   return s;
-}
-
-bool iequals(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
-         });
 }
 
 // Splits on `sep` outside double quotes, so a quoted parameter value may contain it.
@@ -71,9 +66,9 @@ std::vector<Entry> parse_list(std::string_view header) {
       if (eq == std::string_view::npos) continue;
       std::string_view key = trim(parts[i].substr(0, eq));
       std::string_view val = trim(parts[i].substr(eq + 1));
-      if (iequals(key, "q")) {
+      if (iequals_ascii(key, "q")) {
         e.q = parse_q(val);
-      } else if (iequals(key, "version")) {
+      } else if (iequals_ascii(key, "version")) {
         e.version = unquote(val);
       }
     }
@@ -84,9 +79,9 @@ std::vector<Entry> parse_list(std::string_view header) {
 
 // How specifically an Accept entry names text 0.0.4: 3 exact, 2 text/*, 1 */*, 0 not at all.
 int text_specificity(const Entry& e) {
-  if (iequals(e.value, "text/plain")) return !e.version || *e.version == "0.0.4" ? 3 : 0;
-  if (iequals(e.value, "text/*")) return 2;
-  if (iequals(e.value, "*/*")) return 1;
+  if (iequals_ascii(e.value, "text/plain")) return !e.version || *e.version == "0.0.4" ? 3 : 0;
+  if (iequals_ascii(e.value, "text/*")) return 2;
+  if (iequals_ascii(e.value, "*/*")) return 1;
   return 0;
 }
 
@@ -99,7 +94,7 @@ ExpositionFormat negotiate_format(std::string_view accept) {
   const auto entries = parse_list(accept);
   for (size_t i = 0; i < entries.size(); ++i) {
     const Entry& e = entries[i];
-    if (iequals(e.value, "application/openmetrics-text") && (!e.version || *e.version == "1.0.0")) {
+    if (iequals_ascii(e.value, "application/openmetrics-text") && (!e.version || *e.version == "1.0.0")) {
       if (om_pos == SIZE_MAX || e.q > om_q) {
         om_q = e.q;
         om_pos = i;
@@ -121,7 +116,7 @@ ExpositionFormat negotiate_format(std::string_view accept) {
 bool accepts_gzip(std::string_view accept_encoding) {
   std::optional<double> gzip_q, any_q;
   for (const Entry& e : parse_list(accept_encoding)) {
-    if (iequals(e.value, "gzip") || iequals(e.value, "x-gzip")) {
+    if (iequals_ascii(e.value, "gzip") || iequals_ascii(e.value, "x-gzip")) {
       gzip_q = std::max(gzip_q.value_or(0), e.q);
     } else if (e.value == "*") {
       any_q = e.q;

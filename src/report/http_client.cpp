@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <array>
-#include <cctype>
 #include <cstdlib>
 #include <exception>
 #include <optional>
@@ -32,6 +31,8 @@
 #include <openssl/ssl.h>
 #include <zlib.h>
 
+#include "util/ascii.h"
+
 namespace gpumeter::report {
 
 namespace {
@@ -43,12 +44,6 @@ namespace ssl = boost::asio::ssl;
 using tcp = asio::ip::tcp;
 using Clock = std::chrono::steady_clock;
 using beast::error_code;
-
-bool iequals(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
-         });
-}
 
 Error failure(HttpFailure kind, std::string detail) { return Error{static_cast<int>(kind), std::move(detail)}; }
 
@@ -64,10 +59,10 @@ class BodyDecoder {
   BodyDecoder& operator=(const BodyDecoder&) = delete;
 
   Result<void> start(std::string_view encoding) {
-    if (encoding.empty() || iequals(encoding, "identity")) return {};
+    if (encoding.empty() || iequals_ascii(encoding, "identity")) return {};
     // gzip, and deflate as the zlib format: 32 + 15 detects either header.
-    if (iequals(encoding, "gzip") || iequals(encoding, "x-gzip") ||
-        iequals(encoding, "deflate")) {
+    if (iequals_ascii(encoding, "gzip") || iequals_ascii(encoding, "x-gzip") ||
+        iequals_ascii(encoding, "deflate")) {
       if (inflateInit2(&z_, 32 + MAX_WBITS) != Z_OK) return failure(HttpFailure::kEncoding, "zlib cannot start");
       inflating_ = true;
       return {};
@@ -162,7 +157,7 @@ bool is_certificate_failure(const error_code& ec, SSL* ssl) {
 }  // namespace
 
 bool HttpAnswer::has_header(std::string_view name) const {
-  return std::any_of(headers.begin(), headers.end(), [&](const auto& h) { return iequals(h.first, name); });
+  return std::any_of(headers.begin(), headers.end(), [&](const auto& h) { return iequals_ascii(h.first, name); });
 }
 
 std::string basic_authorization(std::string_view user, std::string_view password) {

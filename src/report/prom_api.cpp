@@ -20,10 +20,33 @@ namespace {
 using nlohmann::json;
 
 struct ParsedUrl {
-  std::string scheme_host_port;
+  HttpEndpoint endpoint;
   std::string prefix;  // no trailing slash
   std::string user, password;
+
+  // As messages and reports show it: without user:password@.
+  std::string display() const { return (endpoint.tls ? "https://" : "http://") + endpoint.authority + prefix; }
 };
+
+// host[:port] or [v6]:port into the endpoint. A port that is no number fails at the first
+// request, as "cannot connect".
+HttpEndpoint split_authority(const std::string& authority, bool tls) {
+  HttpEndpoint out;
+  out.tls = tls;
+  out.authority = authority;
+  std::string port;
+  if (authority.front() == '[') {
+    const auto close = authority.find(']');
+    out.host = authority.substr(1, close == std::string::npos ? std::string::npos : close - 1);
+    if (close != std::string::npos && authority.compare(close + 1, 1, ":") == 0) port = authority.substr(close + 2);
+  } else {
+    const auto colon = authority.find(':');
+    out.host = authority.substr(0, colon);
+    if (colon != std::string::npos) port = authority.substr(colon + 1);
+  }
+  out.port = port.empty() ? (tls ? "443" : "80") : port;
+  return out;
+}
 
 Result<ParsedUrl> parse_url(const std::string& url) {
   auto bad = [&](std::string_view why) {
@@ -48,30 +71,7 @@ Result<ParsedUrl> parse_url(const std::string& url) {
     if (colon != std::string::npos) out.password = userinfo.substr(colon + 1);
   }
   if (authority.empty()) return bad("no host");
-  out.scheme_host_port = scheme + "://" + authority;
-  return out;
-}
-
-// The server as HttpClient reaches it: scheme_host_port split as cpp-httplib did, with
-// "[v6]:port" for an IPv6 address. A port that is no number fails at the first request, as
-// "cannot connect".
-HttpEndpoint endpoint_of(const ParsedUrl& url) {
-  HttpEndpoint out;
-  const auto scheme_end = url.scheme_host_port.find("://");
-  out.tls = url.scheme_host_port.compare(0, scheme_end, "https") == 0;
-  const std::string userless = url.scheme_host_port.substr(scheme_end + 3);
-  out.authority = userless;
-  std::string port;
-  if (!userless.empty() && userless.front() == '[') {
-    const auto close = userless.find(']');
-    out.host = userless.substr(1, close == std::string::npos ? std::string::npos : close - 1);
-    if (close != std::string::npos && userless.compare(close + 1, 1, ":") == 0) port = userless.substr(close + 2);
-  } else {
-    const auto colon = userless.find(':');
-    out.host = userless.substr(0, colon);
-    if (colon != std::string::npos) port = userless.substr(colon + 1);
-  }
-  out.port = port.empty() ? (out.tls ? "443" : "80") : port;
+  out.endpoint = split_authority(authority, scheme == "https");
   return out;
 }
 
@@ -112,12 +112,12 @@ std::string describe_failure(HttpFailure f) {
 
 class HttpPromApi final : public PromApi {
  public:
-  HttpPromApi(ParsedUrl url, std::string display, std::chrono::milliseconds timeout, std::size_t max_answer_bytes)
+  HttpPromApi(ParsedUrl url, std::chrono::milliseconds timeout, std::size_t max_answer_bytes)
       : url_(std::move(url)),
-        display_(std::move(display)),
+        display_(url_.display()),
         timeout_(timeout),
         max_answer_bytes_(max_answer_bytes),
-        client_(endpoint_of(url_), std::min<std::chrono::milliseconds>(timeout, std::chrono::seconds(10)),
+        client_(url_.endpoint, std::min<std::chrono::milliseconds>(timeout, std::chrono::seconds(10)),
                 max_answer_bytes) {
     if (!url_.user.empty()) authorization_ = basic_authorization(url_.user, url_.password);
   }
@@ -167,7 +167,7 @@ class HttpPromApi final : public PromApi {
   }
 
   std::unique_ptr<PromApi> another() override {
-    auto other = std::make_unique<HttpPromApi>(url_, display_, timeout_, max_answer_bytes_);
+    auto other = std::make_unique<HttpPromApi>(url_, timeout_, max_answer_bytes_);
     other->requests_ = requests_;
     other->on_request_ = on_request_;
     return other;
@@ -255,7 +255,7 @@ class HttpPromApi final : public PromApi {
   }
 
   ParsedUrl url_;
-  std::string display_;
+  std::string display_;  // url_.display(), made once
   std::chrono::milliseconds timeout_;
   std::size_t max_answer_bytes_;
   std::string authorization_;  // the Authorization header's value, empty without credentials
@@ -266,15 +266,13 @@ class HttpPromApi final : public PromApi {
 
 std::string url_for_display(const std::string& url) {
   auto parsed = parse_url(url);
-  return parsed ? parsed->scheme_host_port + parsed->prefix : url;
+  return parsed ? parsed->display() : url;
 }
 
 Result<std::unique_ptr<PromApi>> PromApi::connect(const ApiOptions& options) {
   auto url = parse_url(options.url);
   if (!url) return url.error();
-  std::string display = url_for_display(options.url);
-  std::unique_ptr<PromApi> api =
-      std::make_unique<HttpPromApi>(std::move(*url), std::move(display), options.timeout, options.max_answer_bytes);
+  std::unique_ptr<PromApi> api = std::make_unique<HttpPromApi>(std::move(*url), options.timeout, options.max_answer_bytes);
   return api;
 }
 
