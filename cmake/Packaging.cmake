@@ -14,7 +14,7 @@ set(GPUMETER_PACKAGE_COMPONENT gpumeter)
 # not the libnvidia-ml.so development link, which would let a program linked with -lnvidia-ml pick
 # up the simulator.
 install(TARGETS gpumeter RUNTIME DESTINATION bin COMPONENT ${GPUMETER_PACKAGE_COMPONENT})
-install(TARGETS nvml_sim LIBRARY DESTINATION lib/gpumeter NAMELINK_SKIP COMPONENT ${GPUMETER_PACKAGE_COMPONENT})
+install(TARGETS nvml_sim cuda_sim LIBRARY DESTINATION lib/gpumeter NAMELINK_SKIP COMPONENT ${GPUMETER_PACKAGE_COMPONENT})
 
 # Compressed as Debian installs man pages and changelogs (-n: no name or time stamp inside, so the
 # same source gives the same bytes).

@@ -78,9 +78,10 @@ for arch in "${arches[@]}"; do
   fi
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGPUMETER_PORTABLE=ON "${toolchain[@]}" \
     -DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache >&2
-  cmake --build "$build" -j "$jobs" --target gpumeter nvml_sim gpumeter_man gpumeter_changelog >&2
+  cmake --build "$build" -j "$jobs" --target gpumeter nvml_sim cuda_sim gpumeter_man gpumeter_changelog >&2
   check_portable "$build/bin/gpumeter"
   check_portable "$build/lib/gpumeter/libnvidia-ml.so.1"
+  check_portable "$build/lib/gpumeter/libcuda.so.1"
 
   # The installed tree, as the packages lay it out under /usr (the install rules of
   # cmake/Packaging.cmake), stripped.

@@ -12,18 +12,12 @@ namespace gpumeter::cli {
 
 namespace fs = std::filesystem;
 
-namespace {
-
-// The simulator is installed beside the binary as ../lib/gpumeter/libnvidia-ml.so.1, and the
-// build tree uses the same layout.
-std::string bundled_simulator_library() {
+std::string bundled_simulator_library(const std::string& soname) {
   std::error_code ec;
   fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (ec) return "libnvidia-ml.so.1";
-  return (exe.parent_path().parent_path() / "lib" / "gpumeter" / "libnvidia-ml.so.1").string();
+  if (ec) return soname;
+  return (exe.parent_path().parent_path() / "lib" / "gpumeter" / soname).string();
 }
-
-}  // namespace
 
 Result<void> check_sim_scenario(const std::string& path) {
   auto scenario = sim::load_scenario(path);
@@ -36,7 +30,7 @@ std::unique_ptr<NvmlBackend> create_nvml_backend(const NvmlSelection& selection,
   if (!selection.sim_scenario.empty()) {
     // The simulator reads its scenario from the environment, like any NVML program would.
     setenv("GPUMETER_SIM_SCENARIO", selection.sim_scenario.c_str(), 1);
-    nvml_options.library_candidates = {selection.library.empty() ? bundled_simulator_library()
+    nvml_options.library_candidates = {selection.library.empty() ? bundled_simulator_library("libnvidia-ml.so.1")
                                                                  : selection.library};
     log.info("running on the fleet simulator",
              {{"scenario", selection.sim_scenario}, {"library", nvml_options.library_candidates[0]}});

@@ -23,6 +23,10 @@ struct NvmlSelection {
   std::string sim_scenario;  // --sim.scenario; "" for real GPUs
 };
 
+// A library of the simulator (libnvidia-ml.so.1, libcuda.so.1), installed beside the binary as
+// ../lib/gpumeter/<soname>; the build tree uses the same layout.
+std::string bundled_simulator_library(const std::string& soname);
+
 // Loads NVML: with a scenario, the simulator installed beside the binary (unless a library is
 // named) playing that scenario. Logs which library runs the simulator, and when the backend is
 // up, its detail and the optional entry points it lacks. Never fails: a backend that is down

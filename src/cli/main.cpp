@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/burn_command.h"
 #include "cli/report_command.h"
 #include "cli/rules_command.h"
 #include "cli/serve.h"
@@ -86,6 +87,11 @@ int main(int argc, char** argv) {
   auto* rules = app.add_subcommand(
       "rules", "Write Prometheus recording rules for prices and live cost rates from a pricing file.");
   gpumeter::cli::setup_rules_command(*rules, rules_options, exit_code);
+
+  gpumeter::cli::BurnCommandOptions burn_options;
+  auto* burn = app.add_subcommand(
+      "burn", "Load GPUs for an exact time at a given duty cycle and memory, and report what was done (self-checks).");
+  gpumeter::cli::setup_burn_command(*burn, burn_options, exit_code);
 
   auto* sim = app.add_subcommand("sim",
                                  "Fleet simulator tools: validate a scenario, print its exact ground truth, write "

@@ -20,6 +20,12 @@ void CounterIntegrator::restart_from(const Checkpoint& c, std::size_t index) {
 }
 
 void CounterIntegrator::seek(Micros t) {
+  if (timeline_.version() != version_) {
+    // Live processes changed: the segment we stand in may end sooner, or hold more.
+    version_ = timeline_.version();
+    current_ = timeline_.segment_at(current_.start);
+    power_w_ = power_milliwatts(model_, current_.util_percent) / 1000.0;
+  }
   if (t < current_.start) {
     auto it = std::upper_bound(checkpoints_.begin(), checkpoints_.end(), t,
                                [](Micros x, const Checkpoint& c) { return x < c.start; });

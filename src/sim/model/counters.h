@@ -10,6 +10,7 @@
 // a reading depends only on the time asked for, never on which times were asked before.
 
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "sim/model/scenario.h"
@@ -45,6 +46,7 @@ class CounterIntegrator {
   Counters at_start_;                    // totals at current_.start
   std::size_t index_ = 0;                // how many segments precede current_
   double power_w_ = 0;                   // power during current_
+  std::uint64_t version_ = 0;            // the timeline's version() current_ was read at
   std::vector<Checkpoint> checkpoints_;  // checkpoints_[i] is the start of segment i * kCheckpointEvery
 };
 

@@ -1,6 +1,10 @@
 #include "sim/model/env_config.h"
 
 #include <array>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <optional>
 #include <cmath>
 #include <string_view>
 #include <utility>
@@ -58,6 +62,37 @@ Result<void> parse_unsupported(std::string_view list, SimEnv& env) {
   return {};
 }
 
+// FNV-1a: a hash that stays the same across builds, since two libraries compute it.
+std::uint64_t fnv1a(std::string_view s) {
+  std::uint64_t h = 0xcbf29ce484222325ULL;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 0x100000001b3ULL;
+  }
+  return h;
+}
+
+std::string default_cuda_dir(const EnvLookup& getenv, const std::string& scenario_path) {
+  std::unique_ptr<char, decltype(&std::free)> real(realpath(scenario_path.c_str(), nullptr), &std::free);
+  const char* tmp = getenv("TMPDIR");
+  return fmt::format("{}/gpumeter-sim-cuda-{:016x}", tmp != nullptr && *tmp != '\0' ? tmp : "/tmp",
+                     fnv1a(real ? real.get() : scenario_path));
+}
+
+Result<SimLie> parse_lie(std::string_view text) {
+  const std::size_t colon = text.find(':');
+  SimLie lie;
+  lie.metric = std::string(trim(text.substr(0, colon)));
+  std::optional<double> offset;
+  if (colon != std::string_view::npos) offset = parse_double(std::string(trim(text.substr(colon + 1))));
+  if (lie.metric != "temperature" || !offset || !std::isfinite(*offset)) {
+    return Error{0, fmt::format("GPUMETER_SIM_LIE: expected temperature:<°C>, such as temperature:+7, got '{}'",
+                                text)};
+  }
+  lie.offset = *offset;
+  return lie;
+}
+
 }  // namespace
 
 Result<SimEnv> read_sim_env(const EnvLookup& getenv) {
@@ -87,6 +122,13 @@ Result<SimEnv> read_sim_env(const EnvLookup& getenv) {
   }
   if (const char* unsupported = getenv("GPUMETER_SIM_UNSUPPORTED"); unsupported != nullptr) {
     if (auto r = parse_unsupported(unsupported, env); !r) return r.error();
+  }
+  const char* dir = getenv("GPUMETER_SIM_CUDA_DIR");
+  env.cuda_dir = dir != nullptr && *dir != '\0' ? dir : default_cuda_dir(getenv, env.scenario_path);
+  if (const char* lie = getenv("GPUMETER_SIM_LIE"); lie != nullptr && *lie != '\0') {
+    auto parsed = parse_lie(lie);
+    if (!parsed) return parsed.error();
+    env.lie = std::move(parsed).value();
   }
   return env;
 }

@@ -15,6 +15,14 @@
 
 namespace gpumeter::sim {
 
+// GPUMETER_SIM_LIE=<metric>:<offset>: a planted fault for self-checks. The process whose
+// environment holds it is told `metric` off by `offset` (in the metric's NVML unit), while
+// every other process sees the truth. The one metric so far: temperature (°C).
+struct SimLie {
+  std::string metric;
+  double offset = 0;
+};
+
 struct SimEnv {
   std::string scenario_path;                    // GPUMETER_SIM_SCENARIO
   std::optional<double> epoch;                  // GPUMETER_SIM_EPOCH, unix seconds
@@ -22,6 +30,11 @@ struct SimEnv {
   std::optional<double> time_scale;             // GPUMETER_SIM_TIME_SCALE
   std::bitset<kNvmlFunctionCount> unsupported;  // GPUMETER_SIM_UNSUPPORTED, functions
   std::vector<unsigned> unsupported_fields;     // GPUMETER_SIM_UNSUPPORTED, NVML_FI_* names
+  // GPUMETER_SIM_CUDA_DIR, where the simulated CUDA driver's processes log (live.h); unset:
+  // $TMPDIR (or /tmp)/gpumeter-sim-cuda-<hash of the scenario file's real path>, so that a
+  // `gpumeter burn` and a `gpumeter serve` on the same scenario meet.
+  std::string cuda_dir;
+  SimLie lie;                                   // GPUMETER_SIM_LIE
 };
 
 using EnvLookup = std::function<const char*(const char*)>;

@@ -11,11 +11,11 @@ unsigned long long whole(double v) { return static_cast<unsigned long long>(std:
 
 }  // namespace
 
-SimGpu::SimGpu(const Scenario& scenario, unsigned index)
+SimGpu::SimGpu(const Scenario& scenario, unsigned index, const LiveTable* live)
     : index_(index),
       spec_(scenario.gpus[index]),
       model_(scenario.model_of(index)),
-      timeline_(scenario, index),
+      timeline_(scenario, index, live),
       counters_(timeline_, model_),
       profiling_(scenario, timeline_, index),
       utilization_samples_(timeline_, model_, model_.samples.utilization_period,

@@ -21,7 +21,8 @@ namespace gpumeter::sim {
 
 class SimGpu {
  public:
-  SimGpu(const Scenario& scenario, unsigned index);
+  // `live`: processes of real programs on the simulated CUDA driver (live.h), or null.
+  SimGpu(const Scenario& scenario, unsigned index, const LiveTable* live = nullptr);
   SimGpu(const SimGpu&) = delete;
   SimGpu& operator=(const SimGpu&) = delete;
 

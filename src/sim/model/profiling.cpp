@@ -10,6 +10,11 @@ namespace {
 
 constexpr double kMiB = 1024.0 * 1024.0;
 
+// What a live process's kernel does while it runs: burn's spin kernel, one block of 256
+// threads per SM reading %globaltimer, so every SM is active at 256 of 2048 threads, and no
+// tensor, memory or floating-point work (an assumption about the kernel, docs/simulator.md).
+const ProfileIntegrator::JobRates kLiveRates{JobProfile{1.0, 0.125, 0.0, 0.0, 0.0, 0.0, 0.0}, 0.0, 0.0};
+
 // a += r * dt for every member.
 void add_scaled(ProfileTotals& a, const ProfileTotals& r, double dt) {
   a.graphics += r.graphics * dt;
@@ -107,7 +112,7 @@ ProfileIntegrator::Piece ProfileIntegrator::piece_at(Micros t) const {
       b = js.percent / static_cast<double>(std::max(100, instance_percent[js.mig]));
       if (instance_ == kNoMigInstance) b *= instance_shares_[js.mig];
     }
-    const JobRates& r = jobs_[js.job];
+    const JobRates& r = js.job == kLiveJob ? kLiveRates : jobs_[js.job];
     busy += b;
     p.rate.sm += b * r.profile.sm;
     p.rate.occupancy += b * r.profile.occupancy;
@@ -137,6 +142,10 @@ ProfileIntegrator::Piece ProfileIntegrator::piece_at(Micros t) const {
 
 ProfileTotals ProfileIntegrator::at(Micros t) {
   t = std::max<Micros>(t, 0);
+  if (timeline_.version() != version_) {
+    version_ = timeline_.version();  // live processes changed: re-read the piece we stand in
+    current_ = piece_at(current_.start);
+  }
   if (t < current_.start) {
     current_ = piece_at(0);
     at_start_ = ProfileTotals{};

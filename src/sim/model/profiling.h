@@ -65,11 +65,13 @@ class ProfileIntegrator {
   // Errors of one type on one link since time 0 or the last driver reload.
   std::uint64_t nvlink_errors(unsigned link, NvlinkErrorType type, Micros t) const;
 
- private:
+ public:
   struct JobRates {
     JobProfile profile;
     double nvlink_tx = 0, nvlink_rx = 0;  // bytes per second at 100%
   };
+
+ private:
   struct Piece {
     Micros start = 0, end = kForever;
     ProfileTotals rate;  // per second
@@ -91,6 +93,7 @@ class ProfileIntegrator {
   std::vector<Micros> reloads_;      // sorted
   std::vector<std::pair<Micros, ProfileTotals>> reload_totals_;  // cached totals at reloads
   Piece current_;
+  std::uint64_t version_ = 0;  // the timeline's version() current_ was read at
   ProfileTotals at_start_;
 };
 

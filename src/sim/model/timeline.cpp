@@ -6,8 +6,10 @@
 
 namespace gpumeter::sim {
 
-GpuTimeline::GpuTimeline(const Scenario& scenario, unsigned gpu)
-    : mig_slices_(scenario.mig.enabled(gpu) ? mig_compute_slices(scenario.model_of(gpu)) : 0),
+GpuTimeline::GpuTimeline(const Scenario& scenario, unsigned gpu, const LiveTable* live)
+    : gpu_(gpu),
+      live_(live),
+      mig_slices_(scenario.mig.enabled(gpu) ? mig_compute_slices(scenario.model_of(gpu)) : 0),
       reloads_(scenario.driver_reloads) {
   for (std::size_t j = 0; j < scenario.jobs.size(); ++j) {
     const Job& job = scenario.jobs[j];
@@ -40,6 +42,7 @@ Segment GpuTimeline::segment_at(Micros t) const {
     s.sum_percent += u;
     s.memory_bytes += e.memory_bytes;
   }
+  if (live_ != nullptr) add_live(t, s);
   s.util_percent = std::min(100, s.sum_percent);
   if (mig_slices_ > 0) {
     std::map<std::size_t, std::pair<int, unsigned>> per_instance;  // instance -> sum u_j, slices
@@ -57,6 +60,24 @@ Segment GpuTimeline::segment_at(Micros t) const {
   if (next_reload != reloads_.end()) s.end = std::min(s.end, *next_reload);
   s.driver_reload = std::binary_search(reloads_.begin(), reloads_.end(), t);
   return s;
+}
+
+// A live process counts as a job of its own, outside any MIG instance (the simulated CUDA
+// driver offers whole GPUs only).
+void GpuTimeline::add_live(Micros t, Segment& s) const {
+  const auto set = live_->get();
+  for (const LiveProcess& p : *set) {
+    if (p.gpu != gpu_ || t >= p.end) continue;
+    if (t < p.start) {
+      s.end = std::min(s.end, p.start);
+      continue;
+    }
+    const LiveState st = live_state_at(p, t);
+    s.end = std::min({s.end, p.end, st.next_change});
+    s.jobs.push_back(JobShare{kLiveJob, p.pid, st.percent, st.memory_bytes, kNoMigInstance});
+    s.sum_percent += st.percent;
+    s.memory_bytes += st.memory_bytes;
+  }
 }
 
 }  // namespace gpumeter::sim

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "sim/model/live.h"
 #include "sim/model/pattern.h"
 #include "sim/model/scenario.h"
 #include "sim/model/time.h"
@@ -13,7 +14,7 @@
 namespace gpumeter::sim {
 
 struct JobShare {
-  std::uint32_t job = 0;  // index into Scenario::jobs
+  std::uint32_t job = 0;  // index into Scenario::jobs, or kLiveJob for a live process (live.h)
   std::uint32_t pid = 0;  // the job's process on this GPU
   int percent = 0;        // the job's own utilization u_j
   std::uint64_t memory_bytes = 0;
@@ -34,10 +35,14 @@ struct Segment {
 
 class GpuTimeline {
  public:
-  GpuTimeline(const Scenario& scenario, unsigned gpu);
+  // `live`: the live processes to add to the scenario's jobs (the simulated NVML's), or null.
+  GpuTimeline(const Scenario& scenario, unsigned gpu, const LiveTable* live = nullptr);
 
   // The state at t (t >= 0), valid on [t, end).
   Segment segment_at(Micros t) const;
+
+  // Changes whenever the live processes do: a segment read before may have changed.
+  std::uint64_t version() const { return live_ == nullptr ? 0 : live_->version(); }
 
   // Calls f(segment) for each segment overlapping [from, to), clipped to the window.
   template <typename F>
@@ -52,6 +57,8 @@ class GpuTimeline {
   }
 
  private:
+  void add_live(Micros t, Segment& s) const;
+
   struct Entry {
     std::uint32_t job;
     std::uint32_t pid;
@@ -62,6 +69,8 @@ class GpuTimeline {
     std::size_t mig;
     unsigned mig_slices;
   };
+  unsigned gpu_ = 0;
+  const LiveTable* live_ = nullptr;
   unsigned mig_slices_ = 0;  // the GPU's compute slices in MIG mode, else 0
   std::vector<Entry> entries_;
   std::vector<Micros> reloads_;

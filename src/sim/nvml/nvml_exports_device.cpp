@@ -1,6 +1,7 @@
 // NVML entry points for device metrics: utilization, memory, temperature, power and energy,
 // clocks, fan, PCIe, clocks-event reasons, ECC and field values.
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <string>
@@ -82,9 +83,17 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t dev
     if (utilization == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
     // nvml.h: "not currently supported" on a GPU in MIG mode.
     if (s.scenario().mig.enabled(d.gpu.index())) return NVML_ERROR_NOT_SUPPORTED;
-    Reading r = d.gpu.reading(now);
-    utilization->gpu = r.util_percent;
-    utilization->memory = r.memory_util_percent;
+    // nvmlUtilization_t: "percent of time over the past sample period": the newest complete
+    // period of the utilization buffer; before the first one, the load at the call.
+    const auto& periods = d.gpu.utilization_samples().complete_until(now);
+    if (periods.empty()) {
+      Reading r = d.gpu.reading(now);
+      utilization->gpu = r.util_percent;
+      utilization->memory = r.memory_util_percent;
+    } else {
+      utilization->gpu = periods.back().util_percent;
+      utilization->memory = periods.back().memory_util_percent;
+    }
     return NVML_SUCCESS;
   });
 }
@@ -120,9 +129,10 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device
 
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device, unsigned int sensor,
                                                            unsigned int* temp) {
-  return device_call(Fn::nvmlDeviceGetTemperature, device, [&](Session&, DeviceState& d, Micros now) {
+  return device_call(Fn::nvmlDeviceGetTemperature, device, [&](Session& s, DeviceState& d, Micros now) {
     if (temp == nullptr || sensor != NVML_TEMPERATURE_GPU) return NVML_ERROR_INVALID_ARGUMENT;
-    *temp = d.gpu.reading(now).temperature_c;
+    const double told = d.gpu.reading(now).temperature_c + s.lie("temperature");
+    *temp = static_cast<unsigned>(std::max(0.0, std::round(told)));
     return NVML_SUCCESS;
   });
 }

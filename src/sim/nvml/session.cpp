@@ -19,6 +19,8 @@ bool in_window(const WindowFault& f, unsigned gpu, Micros t) {
 Session::Session(Scenario scenario, const SimEnv& env, std::int64_t default_epoch_ns)
     : scenario_(std::move(scenario)),
       clock_(scenario_clock(env, env.time_scale.value_or(scenario_.time_scale), default_epoch_ns)),
+      lie_(env.lie),
+      live_reader_(env.cuda_dir),
       unsupported_(env.unsupported),
       unsupported_fields_(env.unsupported_fields),
       xids_(scenario_.gpus.size()),
@@ -39,7 +41,7 @@ Session::Session(Scenario scenario, const SimEnv& env, std::int64_t default_epoc
   // NVML sees the NVIDIA GPUs only; the scenario lists them before any AMD GPU, so an NVML
   // index is the scenario index.
   for (unsigned i = 0; i < scenario_.gpus.size(); ++i) {
-    if (!scenario_.is_amd(i)) devices_.push_back(std::make_unique<DeviceState>(scenario_, i));
+    if (!scenario_.is_amd(i)) devices_.push_back(std::make_unique<DeviceState>(scenario_, i, &live_));
   }
   for (const XidFault& x : scenario_.xids) xids_[x.gpu].push_back(x);
 }
@@ -78,6 +80,7 @@ nvmlReturn_t Session::enter(NvmlFunction f, unsigned gpu) {
     if (hang_fired_[i].exchange(true)) continue;  // another thread took this hang
     std::this_thread::sleep_for(std::chrono::duration<double>(h.wall_seconds));
   }
+  live_reader_.refresh(clock_, live_);
   const Micros t = now();
   if (stale(t)) return NVML_ERROR_LIB_RM_VERSION_MISMATCH;
   if (lost(gpu, t)) return NVML_ERROR_GPU_IS_LOST;

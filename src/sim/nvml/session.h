@@ -8,19 +8,22 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <string_view>
 #include <vector>
 
 #include "nvml/nvml_api.h"
 #include "sim/model/clock.h"
 #include "sim/model/env_config.h"
 #include "sim/model/gpu_sim.h"
+#include "sim/model/live.h"
 #include "sim/model/nvml_functions.h"
 #include "sim/model/scenario.h"
+#include "sim/nvml/live_logs.h"
 
 namespace gpumeter::sim {
 
 struct DeviceState {
-  DeviceState(const Scenario& s, unsigned index) : gpu(s, index) {}
+  DeviceState(const Scenario& s, unsigned index, const LiveTable* live) : gpu(s, index, live) {}
   std::mutex mu;  // guards gpu's caches
   SimGpu gpu;
 };
@@ -62,12 +65,20 @@ class Session {
   bool lost(unsigned gpu, Micros t) const;
   Micros next_lost_start(unsigned gpu, Micros t) const;
 
+  // GPUMETER_SIM_LIE: the offset this process is told on `metric`, or 0.
+  double lie(std::string_view metric) const { return lie_.metric == metric ? lie_.offset : 0.0; }
+
   // Xid events of one GPU, by time.
   const std::vector<XidFault>& xids(unsigned gpu) const { return xids_[gpu]; }
 
  private:
   Scenario scenario_;
   ScenarioClock clock_;
+  SimLie lie_;
+  // Processes of programs on the simulated CUDA driver, declared before devices_, whose
+  // timelines read them.
+  LiveTable live_;
+  LiveLogReader live_reader_;
   std::string driver_version_;
   unsigned driver_major_ = 0;
   Micros stale_from_ = kForever;
