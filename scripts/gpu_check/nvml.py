@@ -29,6 +29,11 @@ class NvmlError(Exception):
         return self.rc in (NOT_SUPPORTED, FUNCTION_NOT_FOUND)
 
 
+class PciInfo(ctypes.Structure):  # nvmlPciInfo_t, as nvmlDeviceGetPciInfo_v3 writes it
+    _fields_ = [("busIdLegacy", ctypes.c_char * 16), ("domain", c_uint), ("bus", c_uint), ("device", c_uint),
+                ("pciDeviceId", c_uint), ("pciSubSystemId", c_uint), ("busId", ctypes.c_char * 32)]
+
+
 class Utilization(ctypes.Structure):
     _fields_ = [("gpu", c_uint), ("memory", c_uint)]
 
@@ -123,6 +128,12 @@ class Nvml:
         self.call("nvmlSystemGetDriverVersion", buf, c_uint(96))
         return buf.value.decode()
 
+    def cuda_version(self):
+        """The CUDA driver version as nvidia-smi prints it, e.g. "12.8"."""
+        v = c_int()
+        self.call("nvmlSystemGetCudaDriverVersion", byref(v))
+        return "%d.%d" % (v.value // 1000, v.value % 1000 // 10)
+
     def gpm_sample(self):
         return GpmSample(self)
 
@@ -180,6 +191,14 @@ class Device:
 
     def name(self):
         return self._string("nvmlDeviceGetName")
+
+    def pci_bus_id(self):
+        p = PciInfo()
+        self._call("nvmlDeviceGetPciInfo_v3", byref(p))
+        return p.busId.decode()
+
+    def power_limit_mw(self):
+        return self._uint("nvmlDeviceGetEnforcedPowerLimit")
 
     def utilization(self):
         u = Utilization()
