@@ -140,8 +140,8 @@ def run(args, paths):
 
 def finish(ctx, started):
     ctx.results.info["seconds"] = round(time.time() - started, 1)
-    if ctx.results.failures() and 0 not in [n for n, _ in ctx.results.steps] and ctx.results.of_step(0):
-        ctx.results.steps.insert(0, (0, "Set-up"))
+    if ctx.results.of_step(0):
+        ctx.results.steps.insert(0, (0, "Set-up and run"))
     ctx.results.write_json(os.path.join(ctx.out, "results.json"))
     recording = agent_mod.recording_summary(os.path.join(ctx.out, "recording.jsonl"))
     report.write(os.path.join(ctx.out, "report.md"), ctx.results, recording, ctx.out)
