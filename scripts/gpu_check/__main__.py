@@ -86,7 +86,8 @@ def parser():
     ap.add_argument("--steps", type=steps, default=list(range(1, 8)), metavar="LIST",
                     help="the steps to run, e.g. 1,2 (default all: 1-7)")
     ap.add_argument("--gpumeter", metavar="PATH", required=True,
-                    help="the gpumeter binary (gpu-check.sh finds it: the bundle's bin/gpumeter, else the repo's build)")
+                    help="the gpumeter binary (gpu-check.sh passes it: the bundle's bin/gpumeter, "
+                         "else the repository's build/bin/gpumeter)")
     ap.add_argument("--interval", type=seconds, default=1.0, metavar="DURATION",
                     help="the agent's --collect.interval (default 1s); tolerances scale with it")
     ap.add_argument("--nvidia-smi", default="nvidia-smi", metavar="PATH", help="the nvidia-smi to compare with")

@@ -104,7 +104,8 @@ class Agent:
             if s.snapshot_time >= moment:
                 return s
             if time.time() > deadline:
-                raise RuntimeError("no snapshot newer than %.3f within the timeout (last %.3f)" % (moment, s.snapshot_time))
+                raise RuntimeError("no snapshot newer than %.3f within the timeout (last %.3f)"
+                                   % (moment, s.snapshot_time))
             time.sleep(min(0.1, self.interval / 5))
 
     def stop(self):

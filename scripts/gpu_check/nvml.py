@@ -307,8 +307,9 @@ class Device:
     def samples(self, sample_type, last_seen_us):
         """nvmlDeviceGetSamples newer than last_seen_us: [(timestamp us, value)], oldest first."""
         vtype, n = c_uint(), c_uint(0)
+        head = (c_uint(sample_type), c_ulonglong(last_seen_us), byref(vtype), byref(n))
         try:
-            self._call("nvmlDeviceGetSamples", c_uint(sample_type), c_ulonglong(last_seen_us), byref(vtype), byref(n), None)
+            self._call("nvmlDeviceGetSamples", *head, None)
         except NvmlError as e:
             if e.rc == NOT_FOUND:
                 return []
@@ -317,7 +318,7 @@ class Device:
             return []
         buf = (Sample * n.value)()
         try:
-            self._call("nvmlDeviceGetSamples", c_uint(sample_type), c_ulonglong(last_seen_us), byref(vtype), byref(n), buf)
+            self._call("nvmlDeviceGetSamples", *head, buf)
         except NvmlError as e:
             if e.rc == NOT_FOUND:
                 return []

@@ -80,7 +80,7 @@ class Smi:
     def known_fields(self):
         if self.fields is None:
             text = self.run(["--help-query-gpu"]).stdout
-            known = set(re.findall(r'"([a-z0-9_.]+)"', text))
+            known = set(re.findall(r'"([A-Za-z0-9_.]+)"', text))
             self.fields = {}
             for ours, names in QUERY_FIELDS:
                 for n in names:

@@ -114,8 +114,8 @@ def compare_busy(ctx, name, got, bounds, report):
                         duty_percent=report["duty_percent"], duty_achieved_percent=report.get("duty_achieved_percent"))
     note = "" if lo == hi else "where the burns share the GPU any split of it is allowed (expect.py)"
     ctx.results.check(STEP, name, lo - tol <= got <= hi + tol, measured,
-                      "[%.3f, %.3f] ± (0.5 %% + at each edge one collection interval times the rate that changes) = ± %.3f s"
-                      % (lo, hi, tol), note)
+                      "[%.3f, %.3f] ± (0.5 %% + at each edge one collection interval times the rate that "
+                      "changes) = ± %.3f s" % (lo, hi, tol), note)
 
 
 def compare_pmon(ctx, project, got, report, rows, rate):

@@ -70,7 +70,8 @@ def measure(ctx, kind, i):
 def summarize(ctx, runs):
     for n, (kind, r) in enumerate(runs):
         ctx.results.add(STEP, "run %d: %s" % (n + 1, kind), REPORT, r, note=r.get("error", ""))
-    per = {k: [r["cpu_ms_per_gpu_sample"] for kind, r in runs if kind == k and "error" not in r] for k in ("agent", "peer")}
+    per = {k: [r["cpu_ms_per_gpu_sample"] for kind, r in runs if kind == k and "error" not in r]
+           for k in ("agent", "peer")}
     name = "CPU per GPU sample, agent vs peer"
     if not per["agent"] or not per["peer"] or statistics.median(per["peer"]) <= 0:
         return ctx.results.add(STEP, name, NOT_COMPARED, per, note="a run failed: see the runs above")

@@ -139,7 +139,8 @@ def compare_power(ctx, rnd, scrape, before, after, known):
     if isinstance(average, float):
         return ctx.results.add(STEP, "%s: power.draw.instant" % rnd, REPORT,
                                {"agent": agent, "nvidia-smi before": _shown(b), "nvidia-smi after": _shown(a)},
-                               note="the agent's gpu_power_watts is the 1 s average on this GPU; the instant is shown only")
+                               note="the agent's gpu_power_watts is the 1 s average on this GPU; "
+                                    "the instant is shown only")
     tol = max([5.0] + [0.05 * v for v in (b, a) if isinstance(v, float)])
     span(ctx, rnd, "power.draw.instant", agent, b, a, tol, "W", "within the two readings ± max(5 W, 5 %)")
 

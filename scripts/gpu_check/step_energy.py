@@ -37,7 +37,8 @@ class Bracket:
         self.scrape = ctx.agent.scrape_after(time.time())
         self.t1, self.e1 = time.time(), ctx.device.energy_mj() / 1000.0
         t = min(max(self.scrape.snapshot_time, self.t0), self.t1)
-        self.at_snapshot = self.e0 + (self.e1 - self.e0) * ((t - self.t0) / (self.t1 - self.t0) if self.t1 > self.t0 else 0)
+        share = (t - self.t0) / (self.t1 - self.t0) if self.t1 > self.t0 else 0.0
+        self.at_snapshot = self.e0 + (self.e1 - self.e0) * share
 
 
 def window(ctx, name, seconds):
@@ -100,7 +101,8 @@ def cadence(ctx):
         return ctx.results.add(STEP, name, NOT_COMPARED, {"nvidia_smi": smi}, note=error)
     smi_spacing = smi["duration_s"] / (smi["samples"] - 1)
     nvml_spacing = statistics.median(b - a for a, b in zip(stamps, stamps[1:]))
-    measured = dict(smi, nvidia_smi_spacing_s=smi_spacing, nvidia_smi_duration_per_sample_s=smi["duration_s"] / smi["samples"],
+    measured = dict(smi, nvidia_smi_spacing_s=smi_spacing,
+                    nvidia_smi_duration_per_sample_s=smi["duration_s"] / smi["samples"],
                     nvml_samples=len(stamps), nvml_median_spacing_s=nvml_spacing)
     ctx.results.check(STEP, name, abs(smi_spacing - nvml_spacing) <= 0.1 * nvml_spacing, measured, "± 10 %",
                       "spacing = duration / (samples − 1)")

@@ -81,7 +81,8 @@ def ledger(scrape, ctx, metric):
 
 
 def compare_ledger(ctx, start, end, util, t0, t1):
-    gap = ledger(end, ctx, "gpumeter_ledger_gap_seconds_total") - ledger(start, ctx, "gpumeter_ledger_gap_seconds_total")
+    gap = (ledger(end, ctx, "gpumeter_ledger_gap_seconds_total")
+           - ledger(start, ctx, "gpumeter_ledger_gap_seconds_total"))
     covered = (ledger(end, ctx, "gpumeter_ledger_covered_seconds_total")
                - ledger(start, ctx, "gpumeter_ledger_covered_seconds_total"))
     wall = end.snapshot_time - start.snapshot_time

@@ -66,7 +66,8 @@ def steady(records, report):
 def compare(ctx, burn, report, use, duty, others, error):
     name = "smUtil of the %d %% burn vs its duty" % burn.duty
     if not use:
-        return ctx.results.add(STEP, name, NOT_COMPARED, note="no per-process records" + (": %s" % error if error else ""))
+        return ctx.results.add(STEP, name, NOT_COMPARED,
+                               note="no per-process records" + (": %s" % error if error else ""))
     mean = statistics.mean(sm for _, sm, _ in use)
     low = max(0.0, duty - others)
     measured = {"pid": burn.pid, "records": len(use), "mean_smUtil": mean, "min_smUtil": min(sm for _, sm, _ in use),

@@ -79,7 +79,8 @@ class GpuCheckOnTheSimulator(unittest.TestCase):
 
     def test_every_step_passes(self):
         rc, out, stderr, results = self.run_of("all")
-        bad = [(c["step"], c["name"], c["status"], c["note"]) for c in comparisons(results) if c["status"] not in PASSED]
+        bad = [(c["step"], c["name"], c["status"], c["note"]) for c in comparisons(results)
+               if c["status"] not in PASSED]
         self.assertEqual(bad, [], stderr)
         self.assertEqual(rc, 0, stderr)
         self.assertEqual(results["verdict"], "pass")
@@ -92,7 +93,8 @@ class GpuCheckOnTheSimulator(unittest.TestCase):
         for name in ("idle: temperature.gpu", "loaded: utilization.gpu", "loaded: compute processes",
                      "idle: clocks_event_reasons.active", "loaded: power.draw.average",
                      "allocated seconds of check-a vs burn", "busy seconds of check-b vs burn",
-                     "busy seconds of check-b vs nvidia-smi pmon", "busy seconds of check-b after check-a ended vs burn",
+                     "busy seconds of check-b vs nvidia-smi pmon",
+                     "busy seconds of check-b after check-a ended vs burn",
                      "gap seconds vs utilization-sample holes", "covered + gap seconds vs the idle stretch",
                      "smUtil of the 20 % burn vs its duty", "smUtil of both pids vs the GPU's utilization",
                      "loaded: ledger energy (all owners) vs the NVML energy counter",
