@@ -6,7 +6,10 @@
 #include <climits>
 #include <cstdlib>
 #include <filesystem>
+#include <fmt/format.h>
+
 #include "sim/model/scenario_parse.h"
+#include "transcript/replay.h"
 
 namespace gpumeter::cli {
 
@@ -20,12 +23,52 @@ std::string bundled_simulator_library(const std::string& soname) {
 }
 
 Result<void> check_sim_scenario(const std::string& path) {
+  auto replay = transcript::replay_of_scenario(path);
+  if (!replay) return replay.error();
+  if (!replay->empty()) {
+    if (access(replay->c_str(), R_OK) != 0) return Error{0, fmt::format("{}: cannot read the recording {}", path, *replay)};
+    return {};
+  }
   auto scenario = sim::load_scenario(path);
   if (!scenario) return scenario.error();
   return {};
 }
 
-std::unique_ptr<NvmlBackend> create_nvml_backend(const NvmlSelection& selection, Logger& log) {
+namespace {
+
+// The library NVML calls go to: the replay a scenario names, else the library (or the simulator)
+// to load; behind the recorder when asked.
+Result<std::unique_ptr<SymbolSource>> nvml_library(const NvmlSelection& selection, const NvmlBackendOptions& options,
+                                                   Logger& log) {
+  std::unique_ptr<SymbolSource> source;
+  if (!selection.sim_scenario.empty()) {
+    auto replay = transcript::replay_of_scenario(selection.sim_scenario);
+    if (!replay) return replay.error();
+    if (!replay->empty()) {
+      auto r = transcript::replay_source(*replay);
+      if (!r) return r.error();
+      log.info("replaying an NVML recording", {{"scenario", selection.sim_scenario}, {"recording", *replay}});
+      source = std::move(r).value();
+    }
+  }
+  if (!source) {
+    auto lib = DynamicLibrary::open_first(options.library_candidates);
+    if (!lib) return std::unique_ptr<SymbolSource>();  // the backend reports the library absent
+    source = std::move(lib).value();
+  }
+  if (selection.record) {
+    auto recording = transcript::recording_source(std::move(source), *selection.record);
+    if (!recording) return recording.error();
+    log.info("recording every NVML call", {{"file", selection.record->path},
+                                           {"anonymized", selection.record->anonymize ? "true" : "false"}});
+    source = std::move(recording).value();
+  }
+  return source;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<NvmlBackend>> create_nvml_backend(const NvmlSelection& selection, Logger& log) {
   NvmlBackendOptions nvml_options;
   if (!selection.sim_scenario.empty()) {
     // The simulator reads its scenario from the environment, like any NVML program would.
@@ -37,7 +80,10 @@ std::unique_ptr<NvmlBackend> create_nvml_backend(const NvmlSelection& selection,
   } else if (!selection.library.empty()) {
     nvml_options.library_candidates = {selection.library};
   }
-  auto nvml = NvmlBackend::create(nvml_options, log);
+  auto library = nvml_library(selection, nvml_options, log);
+  if (!library) return library.error();
+  auto nvml = *library ? NvmlBackend::create(std::move(library).value(), nvml_options, log)
+                       : NvmlBackend::create(nvml_options, log);
   if (nvml->status().up) {
     log.info("NVML backend up", {{"detail", nvml->status().detail}});
     if (!nvml->missing_symbols().empty()) {

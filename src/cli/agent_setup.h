@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "backend/nvml_backend.h"
@@ -13,6 +14,7 @@
 #include "ledger/host_owner_resolver.h"
 #include "ledger/usage_tracker.h"
 #include "render/compat.h"
+#include "transcript/recorder.h"
 #include "util/log.h"
 #include "util/result.h"
 
@@ -20,7 +22,8 @@ namespace gpumeter::cli {
 
 struct NvmlSelection {
   std::string library;       // --nvml.library; "" for the default candidates
-  std::string sim_scenario;  // --sim.scenario; "" for real GPUs
+  std::string sim_scenario;  // --sim.scenario; "" for real GPUs (a scenario may name a recording)
+  std::optional<transcript::RecordOptions> record;  // --nvml.record
 };
 
 // A library of the simulator (libnvidia-ml.so.1, libcuda.so.1), installed beside the binary as
@@ -28,10 +31,12 @@ struct NvmlSelection {
 std::string bundled_simulator_library(const std::string& soname);
 
 // Loads NVML: with a scenario, the simulator installed beside the binary (unless a library is
-// named) playing that scenario. Logs which library runs the simulator, and when the backend is
-// up, its detail and the optional entry points it lacks. Never fails: a backend that is down
-// says why in status().detail, and the caller decides how to report it.
-std::unique_ptr<NvmlBackend> create_nvml_backend(const NvmlSelection& selection, Logger& log);
+// named) playing that scenario, or the replay of the recording it names; with `record`, every
+// call goes through the transcript recorder. Logs which library runs the simulator, and when the
+// backend is up, its detail and the optional entry points it lacks. Fails only when the recording
+// cannot be written or the replay read: a backend that is down says why in status().detail, and
+// the caller decides how to report it.
+Result<std::unique_ptr<NvmlBackend>> create_nvml_backend(const NvmlSelection& selection, Logger& log);
 
 // Loads ROCm SMI (`library`, or the default sonames when empty). Logs one line: the backend
 // up with its detail, or down with the reason (no library, not ROCm SMI, no AMD GPU). Never fails.

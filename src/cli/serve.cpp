@@ -9,6 +9,9 @@
 #include <filesystem>
 #include <memory>
 #include <mutex>
+#include <optional>
+
+#include <fmt/format.h>
 
 #include "cli/agent_setup.h"
 #include "cli/collector_flags.h"
@@ -18,8 +21,10 @@
 #include "http/exposition_store.h"
 #include "http/http_server.h"
 #include "render/families.h"
+#include "transcript/recorder.h"
 #include "util/duration.h"
 #include "util/log.h"
+#include "util/yaml_reader.h"
 
 namespace gpumeter::cli {
 
@@ -75,8 +80,21 @@ void setup_serve_command(CLI::App& cmd, ServeOptions& o, int& exit_code) {
                  ".so.5, .so, then /opt/rocm/lib/librocm_smi64.so)");
   cmd.add_option("--sim.scenario", o.sim_scenario,
                  "Run on the fleet simulator playing this scenario file instead of real GPUs (loads the "
-                 "bundled simulator library unless --nvml.library is given)")
+                 "bundled simulator library unless --nvml.library is given); a scenario that names a recording "
+                 "(replay: FILE) replays that NVML transcript")
       ->check(CLI::ExistingFile);
+  cmd.add_option("--nvml.record", o.nvml_record,
+                 "Write a transcript of every NVML call (function, arguments, return code, decoded outputs, "
+                 "monotonic and wall times) to this file, as JSON lines; a scenario with `replay:` serves it back "
+                 "(docs/real-hardware.md)");
+  cmd.add_option("--nvml.record-duration", o.nvml_record_duration,
+                 "Stop recording after this long (the agent goes on)")
+      ->capture_default_str();
+  cmd.add_option("--nvml.record-max-bytes", o.nvml_record_max_bytes, "Stop recording before the file passes this size")
+      ->capture_default_str();
+  cmd.add_flag("--nvml.record-anonymize", o.nvml_record_anonymize,
+               "Replace serials, UUIDs and pids in the transcript, the same one for the same value, so it can be "
+               "shared (host names are never recorded)");
   cmd.add_option("--compat", o.compat,
                  "Also serve another exporter's metric names, rendered from the same readings: dcgm-exporter, "
                  "dcgm-exporter-1.x or nvidia-smi (repeat the flag for several; see docs/migrating.md)")
@@ -97,6 +115,24 @@ void setup_serve_command(CLI::App& cmd, ServeOptions& o, int& exit_code) {
 
 
 namespace {
+
+// --nvml.record and its limits; none when the flag is not given.
+Result<std::optional<transcript::RecordOptions>> record_options(const ServeOptions& o) {
+  if (o.nvml_record.empty()) return std::optional<transcript::RecordOptions>();
+  transcript::RecordOptions r;
+  r.path = o.nvml_record;
+  r.anonymize = o.nvml_record_anonymize;
+  r.agent_version = std::string(kVersion);
+  auto duration = parse_duration(o.nvml_record_duration);
+  if (!duration || duration->count() <= 0)
+    return Error{0, fmt::format("--nvml.record-duration: expected a duration such as 10m, got '{}'", o.nvml_record_duration)};
+  r.duration = *duration;
+  auto bytes = units::parse_byte_size(o.nvml_record_max_bytes);
+  if (!bytes || *bytes < 4096)
+    return Error{0, fmt::format("--nvml.record-max-bytes: expected a size of at least 4KiB, got '{}'", o.nvml_record_max_bytes)};
+  r.max_bytes = *bytes;
+  return std::optional<transcript::RecordOptions>(r);
+}
 
 // The compat sets served, replaced by a reload; each snapshot renders with those in force when
 // it is first scraped.
@@ -228,7 +264,17 @@ int run_serve(const ServeOptions& o) {
 
   log.info("starting gpumeter", {{"version", kVersion}, {"revision", kRevision}});
 
-  auto nvml = create_nvml_backend({o.nvml_library, o.sim_scenario}, log);
+  auto record = record_options(o);
+  if (!record) {
+    log.error("bad flag --nvml.record", {{"err", record.error().message}});
+    return 2;
+  }
+  auto created = create_nvml_backend({o.nvml_library, o.sim_scenario, *record}, log);
+  if (!created) {
+    log.error("cannot start NVML", {{"err", created.error().message}});
+    return 1;
+  }
+  auto nvml = std::move(created).value();
   auto rocm = create_rocm_backend(o.rocm_library, log);
   log_backend_states(nvml->status(), rocm->status(), log);
 
@@ -354,6 +400,7 @@ int run_serve(const ServeOptions& o) {
   size_t stuck = collector.stop();
   tracker.stop();  // the last checkpoint
   resolver.stop();
+  transcript::stop_recording("shutdown");
   if (stuck > 0) {
     // A thread is still inside the vendor library; unloading it now would crash that thread.
     log.warn("GPU workers stuck in driver calls; exiting without NVML shutdown", {{"workers", std::to_string(stuck)}});

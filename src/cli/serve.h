@@ -25,6 +25,10 @@ struct ServeOptions {
   std::string nvml_library;
   std::string rocm_library;
   std::string sim_scenario;
+  std::string nvml_record;  // --nvml.record: transcript file, "" for none
+  std::string nvml_record_duration = "10m";
+  std::string nvml_record_max_bytes = "256MiB";
+  bool nvml_record_anonymize = false;
   std::string collect_interval = "1s";
   std::vector<std::string> compat;
   std::string compat_collectors;

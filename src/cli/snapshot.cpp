@@ -207,7 +207,9 @@ int run_snapshot(const SnapshotOptions& o) {
   report.state_path = o.ledger_state_file;
   if (!report.state_path.empty()) report.ledger = read_ledger_state_summary(report.state_path);
 
-  auto nvml = create_nvml_backend({o.nvml_library, o.sim_scenario}, log);
+  auto created = create_nvml_backend({o.nvml_library, o.sim_scenario, std::nullopt}, log);
+  if (!created) return bad_flag("--sim.scenario", created.error().message);
+  auto nvml = std::move(created).value();
   if (!nvml->status().up) {
     std::fprintf(stderr, "gpumeter snapshot: NVML backend down: %s\n", nvml->status().detail.c_str());
     return 1;

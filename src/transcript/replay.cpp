@@ -1,0 +1,309 @@
+#include "transcript/replay.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <type_traits>
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include "transcript/calls.h"
+#include "transcript/codec.h"
+
+namespace gpumeter::transcript {
+
+namespace {
+
+std::int64_t mono_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+std::int64_t wall_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+struct Line {
+  std::int64_t t = 0;  // ns since the recording's first call
+  json args;
+  nvmlReturn_t rc = NVML_SUCCESS;
+};
+
+// A recorded argument as part of a key, as Codec<T>::input gives it for a live call: inputs as
+// they were, timestamps left out, and for an output only whether the caller passed a pointer
+// (a size query passes none).
+json recorded_key_part(const json& arg, bool timestamp) {
+  if (timestamp) return nullptr;
+  if (arg.is_object() && arg.contains("in")) return arg["in"];
+  if (arg.is_object() && arg.contains("out")) return true;
+  if (arg.is_null()) return false;
+  return arg;
+}
+
+class Replay {
+ public:
+  static Replay*& active() {
+    static Replay* r = nullptr;
+    return r;
+  }
+
+  Result<void> load(const std::string& path) {
+    std::ifstream in(path);
+    if (!in) return Error{0, fmt::format("cannot read the recording {}", path)};
+    std::string text;
+    std::size_t number = 0;
+    bool have_first = false;
+    while (std::getline(in, text)) {
+      ++number;
+      json j = json::parse(text, nullptr, false);
+      if (j.is_discarded()) return Error{0, fmt::format("{}:{}: not a JSON line", path, number)};
+      if (number == 1) {
+        if (!j.contains("gpumeter_nvml_transcript")) return Error{0, fmt::format("{}: not an NVML transcript", path)};
+        continue;
+      }
+      if (!j.contains("fn")) continue;  // the end line
+      if (!have_first) {
+        first_t_ = j["t"].get<std::int64_t>();
+        first_wall_ = j["wall"].get<std::int64_t>();
+        have_first = true;
+      }
+      lines_[j["fn"].get<std::string>()].push_back(
+          Line{j["t"].get<std::int64_t>() - first_t_, std::move(j["args"]), j["rc"].get<nvmlReturn_t>()});
+    }
+    if (!have_first) return Error{0, fmt::format("{}: the recording holds no call", path)};
+    path_ = path;
+    return {};
+  }
+
+  // Init and shutdown always answer: a recording may stop before the agent shuts NVML down.
+  bool has(Call c) const {
+    return c == Call::nvmlInit_v2 || c == Call::nvmlShutdown || lines_.count(call_name(c)) > 0;
+  }
+  const std::string& path() const { return path_; }
+
+  // Time since the replay's first call (which stands for the recording's first).
+  std::int64_t now() {
+    std::lock_guard lock(clock_mu_);
+    if (start_mono_ == 0) {
+      start_mono_ = mono_ns();
+      shift_us_ = (wall_ns() - first_wall_) / 1000;
+    }
+    return mono_ns() - start_mono_;
+  }
+  std::int64_t shift_us() {
+    now();
+    return shift_us_;
+  }
+  std::mutex& mu() { return mu_; }
+  Tokens& tokens() { return tokens_; }
+
+  // The recorded calls of `c` with this key, by time (built on first use: keys need the types).
+  template <typename... A>
+  const std::vector<const Line*>& calls(Call c, const json& key) {
+    auto& index = index_[static_cast<unsigned>(c)];
+    if (!index.built) {
+      constexpr bool timestamp[] = {std::is_same_v<A, unsigned long long>..., false};
+      for (const Line& l : lines_[call_name(c)]) {
+        json k = json::array();
+        for (std::size_t i = 0; i < l.args.size() && i < sizeof...(A); ++i) k.push_back(recorded_key_part(l.args[i], timestamp[i]));
+        index.by_key[k.dump()].push_back(&l);
+      }
+      // Lines are written as calls end, so calls of several threads interleave: order by start.
+      for (auto& [k, v] : index.by_key)
+        std::stable_sort(v.begin(), v.end(), [](const Line* a, const Line* b) { return a->t < b->t; });
+      index.built = true;
+    }
+    static const std::vector<const Line*> none;
+    auto it = index.by_key.find(key.dump());
+    return it == index.by_key.end() ? none : it->second;
+  }
+
+ private:
+  struct Index {
+    bool built = false;
+    std::map<std::string, std::vector<const Line*>> by_key;
+  };
+  std::mutex mu_;        // the index and the tokens
+  std::mutex clock_mu_;  // the replay's start
+  std::string path_;
+  std::map<std::string, std::vector<Line>> lines_;
+  std::map<unsigned, Index> index_;
+  Tokens tokens_;
+  std::int64_t first_t_ = 0, first_wall_ = 0;
+  std::int64_t start_mono_ = 0, shift_us_ = 0;
+};
+
+// The recorded call at `now`: the last one at or before it, else the first.
+const Line* at(const std::vector<const Line*>& calls, std::int64_t now) {
+  if (calls.empty()) return nullptr;
+  auto it = std::upper_bound(calls.begin(), calls.end(), now, [](std::int64_t t, const Line* l) { return t < l->t; });
+  return it == calls.begin() ? calls.front() : *std::prev(it);
+}
+
+template <Call C, typename Fn>
+struct Replayed;
+
+template <Call C, typename... A>
+struct Replayed<C, nvmlReturn_t (*)(A...)> {
+  static nvmlReturn_t call(A... a) {
+    Replay& r = *Replay::active();
+    const std::int64_t now = r.now();
+    std::lock_guard lock(r.mu());
+    ArgContext ctx;
+    ctx.call = C;
+    ctx.tokens = &r.tokens();
+    ctx.shift_us = r.shift_us();
+    ctx.counts = {Codec<A>::count(a, NVML_SUCCESS)...};
+    json key = json::array();
+    std::size_t i = 0;
+    ((ctx.index = i++, key.push_back(Codec<A>::input(a, ctx))), ...);
+    const Line* line = at(r.calls<A...>(C, key), now);
+    if (line == nullptr) {
+      if constexpr (C == Call::nvmlInit_v2 || C == Call::nvmlShutdown) return NVML_SUCCESS;
+      return NVML_ERROR_NOT_SUPPORTED;  // never asked while recording
+    }
+    ctx.rc = line->rc;
+    i = 0;
+    ((ctx.index = i, Codec<A>::apply(a, line->args.at(i), ctx), ++i), ...);
+    if constexpr (C == Call::nvmlGpmSampleGet) {
+      r.tokens().sample_device[key[1]["h"].template get<std::string>()] = key[0]["h"].template get<std::string>();
+    }
+    return line->rc;
+  }
+};
+
+// A sample buffer: every recorded sample of this device and type that the recording had seen by
+// now, newer than lastSeen.
+template <>
+struct Replayed<Call::nvmlDeviceGetSamples, nvmlDeviceGetSamples_fn> {
+  static nvmlReturn_t call(nvmlDevice_t device, unsigned type, unsigned long long last_seen, unsigned* value_type,
+                           unsigned* count, nvmlSample_t* samples) {
+    Replay& r = *Replay::active();
+    const std::int64_t now = r.now();
+    std::lock_guard lock(r.mu());
+    if (count == nullptr || value_type == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    ArgContext ctx;
+    ctx.tokens = &r.tokens();
+    json key = json::array({Codec<nvmlDevice_t>::input(device, ctx), type, nullptr, true, true, true});
+    const auto& calls = r.calls<nvmlDevice_t, unsigned, unsigned long long, unsigned*, unsigned*, nvmlSample_t*>(
+        Call::nvmlDeviceGetSamples, key);
+    if (calls.empty()) return NVML_ERROR_NOT_SUPPORTED;
+    const std::int64_t shift = r.shift_us();
+    std::map<unsigned long long, nvmlSample_t> found;  // by shifted timestamp
+    for (const Line* l : calls) {
+      if (l->t > now) break;
+      if (l->rc != NVML_SUCCESS) continue;
+      if (l->args[3].is_object() && l->args[3]["out"].is_number()) *value_type = l->args[3]["out"].get<unsigned>();
+      const json& arg = l->args[5];
+      if (!arg.is_object() || !arg.contains("raw")) continue;
+      std::vector<nvmlSample_t> got(arg["out"].size());
+      from_hex(arg["raw"].get<std::string>(), got.data(), got.size() * sizeof(nvmlSample_t));
+      for (nvmlSample_t s : got) {
+        s.timeStamp = static_cast<unsigned long long>(static_cast<std::int64_t>(s.timeStamp) + shift);
+        if (s.timeStamp > last_seen) found.emplace(s.timeStamp, s);
+      }
+    }
+    if (found.empty()) return NVML_ERROR_NOT_FOUND;
+    if (samples == nullptr) {
+      *count = static_cast<unsigned>(found.size());
+      return NVML_SUCCESS;
+    }
+    unsigned n = 0;
+    for (const auto& [t, s] : found) {
+      if (n == *count) break;
+      samples[n++] = s;
+    }
+    *count = n;
+    return NVML_SUCCESS;
+  }
+};
+
+// Events: one recorded event each time the replay passes its time; otherwise the wait times out.
+template <Call C>
+struct EventWait {
+  static nvmlReturn_t call(nvmlEventSet_t set, nvmlEventData_t* data, unsigned timeout_ms) {
+    Replay& r = *Replay::active();
+    const std::int64_t begin = r.now();
+    const std::int64_t until = begin + static_cast<std::int64_t>(timeout_ms) * 1'000'000;
+    for (;;) {
+      {
+        std::lock_guard lock(r.mu());
+        ArgContext ctx;
+        ctx.call = C;
+        ctx.tokens = &r.tokens();
+        json key = json::array({Codec<nvmlEventSet_t>::input(set, ctx), data != nullptr, timeout_ms});
+        const auto& calls = r.calls<nvmlEventSet_t, nvmlEventData_t*, unsigned>(C, key);
+        static std::int64_t served = -1;
+        const std::int64_t now = r.now();
+        for (const Line* l : calls) {
+          if (l->rc != NVML_SUCCESS || l->t <= served || l->t > now) continue;
+          served = l->t;
+          Codec<nvmlEventData_t*>::apply(data, l->args[1], ctx);
+          return NVML_SUCCESS;
+        }
+      }
+      const std::int64_t now = r.now();
+      if (now >= until) return NVML_ERROR_TIMEOUT;
+      std::this_thread::sleep_for(std::chrono::nanoseconds(std::min<std::int64_t>(until - now, 100'000'000)));
+    }
+  }
+};
+template <>
+struct Replayed<Call::nvmlEventSetWait_v2, nvmlEventSetWait_fn> : EventWait<Call::nvmlEventSetWait_v2> {};
+template <>
+struct Replayed<Call::nvmlEventSetWait, nvmlEventSetWait_fn> : EventWait<Call::nvmlEventSetWait> {};
+
+const char* replay_error_string(nvmlReturn_t rc) {
+  switch (rc) {
+    case NVML_SUCCESS: return "Success";
+    case NVML_ERROR_NOT_SUPPORTED: return "Not Supported";
+    case NVML_ERROR_NOT_FOUND: return "Not Found";
+    case NVML_ERROR_TIMEOUT: return "Timeout";
+    default: return "Unknown Error";
+  }
+}
+
+class ReplaySource final : public SymbolSource {
+ public:
+  void* symbol(const char* name) const override {
+    Replay& r = *Replay::active();
+    if (std::strcmp(name, "nvmlErrorString") == 0) return reinterpret_cast<void*>(&replay_error_string);
+#define GPUMETER_TRANSCRIPT_SERVE(fn, type)                                               \
+  if (std::strcmp(name, #fn) == 0) {                                                      \
+    return r.has(Call::fn) ? reinterpret_cast<void*>(&Replayed<Call::fn, type>::call) : nullptr; \
+  }
+    GPUMETER_TRANSCRIPT_CALLS(GPUMETER_TRANSCRIPT_SERVE)
+#undef GPUMETER_TRANSCRIPT_SERVE
+    return nullptr;
+  }
+  const std::string& path() const override { return Replay::active()->path(); }
+};
+
+}  // namespace
+
+Result<std::unique_ptr<SymbolSource>> replay_source(const std::string& path) {
+  if (Replay::active() != nullptr) return Error{0, "a replay is already running in this process"};
+  auto replay = std::make_unique<Replay>();
+  if (auto ok = replay->load(path); !ok) return ok.error();
+  Replay::active() = replay.release();  // process-wide, like the entry points that reach it
+  return std::unique_ptr<SymbolSource>(new ReplaySource());
+}
+
+Result<std::string> replay_of_scenario(const std::string& scenario_path) {
+  try {
+    YAML::Node root = YAML::LoadFile(scenario_path);
+    if (!root.IsMap() || !root["replay"]) return std::string();
+    if (!root["replay"].IsScalar()) return Error{0, fmt::format("{}: replay: expected the path of a recording", scenario_path)};
+    std::filesystem::path p = root["replay"].as<std::string>();
+    if (p.is_relative()) p = std::filesystem::path(scenario_path).parent_path() / p;
+    return p.string();
+  } catch (const YAML::Exception& e) {
+    return Error{0, fmt::format("{}: {}", scenario_path, e.what())};
+  }
+}
+
+}  // namespace gpumeter::transcript
