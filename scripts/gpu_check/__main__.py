@@ -39,14 +39,14 @@ from . import check
 PACKAGE = os.path.dirname(os.path.abspath(__file__))
 # name: (flag help, default seconds, --quick seconds)
 DURATIONS = {
-    "load": ("step 1: the 100 %% burn of the loaded round", 15, 6),
+    "load": ("step 1: the 100 %% burn of the loaded round", 15, 8),
     "billing": ("step 2: each of the two burns", 60, 16),
-    "billing-offset": ("step 2: how long after the first the second starts", 20, 5),
+    "billing-offset": ("step 2: how long after the first the second starts", 20, 8),
     "idle": ("step 3: the idle stretch", 60, 8),
     "process": ("step 4: the 20 %% and 80 %% burns", 30, 8),
     "energy-loaded": ("step 5: the window under a 100 %% burn", 30, 8),
     "energy-idle": ("step 5: the idle window", 20, 6),
-    "gpm": ("step 6: the 100 %% burn the samples are taken under", 10, 5),
+    "gpm": ("step 6: the 100 %% burn the samples are taken under", 10, 8),
     "cost-window": ("step 7: each run's CPU window", 20, 5),
     "cost-warmup": ("step 7: each run's warm-up before its window", 3, 2),
 }

@@ -37,7 +37,8 @@ class Context:
         if args.plant_fault:
             who, env = FAULTS[args.plant_fault]
             (self.agent_env if who == "agent" else self.burn_env).update(env)
-        self.agent_sim_args = ["--sim.scenario", self.scenario] if self.sim else []
+        # What every agent of the run is given (step 7 starts more), besides the recording.
+        self.agent_args = ["--sim.scenario", self.scenario] if self.sim else []
         self.procs = self.agent = self.nvml = self.device = None
         self.burn_ok = False
 
@@ -63,9 +64,9 @@ class Context:
         self.describe()
 
     def start_agent(self):
-        args = list(self.agent_sim_args)
         if not self.sim and self.args.nvml_library:
-            args += ["--nvml.library", self.args.nvml_library]
+            self.agent_args += ["--nvml.library", self.args.nvml_library]
+        args = list(self.agent_args)
         self.recording = os.path.join(self.out, "recording.jsonl")
         self.records = agent_mod.has_flag(self.gpumeter, ["serve"], "--nvml.record")
         if self.records:

@@ -29,7 +29,7 @@ def run(ctx):
 def start(ctx, kind, i):
     name = "step7-%s-%d" % (kind, i)
     if kind == "agent":
-        a = Agent(ctx.procs, name, ctx.gpumeter, ctx.config, ctx.interval, ctx.agent_sim_args)
+        a = Agent(ctx.procs, name, ctx.gpumeter, ctx.config, ctx.interval, ctx.agent_args)
         a.wait_ready()
         return a.proc
     port = free_port()
