@@ -40,6 +40,9 @@ class GpuSession {
       return fail("cuDeviceGetAttribute", r);
     if (CUresult r = cuda_.ctx_create(&ctx_, 0, dev); r != CUDA_SUCCESS) return fail("cuCtxCreate", r);
     out.start_unix = unix_now();
+    for (CUevent* e : {&before_, &after_}) {
+      if (CUresult r = cuda_.event_create(e, 0); r != CUDA_SUCCESS) return fail("cuEventCreate", r);
+    }
     CUmodule module = nullptr;
     if (CUresult r = cuda_.module_load_data(&module, kSpinPtx); r != CUDA_SUCCESS) return fail("cuModuleLoadData", r);
     if (CUresult r = cuda_.module_get_function(&spin_, module, kSpinEntry); r != CUDA_SUCCESS)
@@ -54,16 +57,22 @@ class GpuSession {
     return {};
   }
 
-  // Runs the spin kernel for `spin` and waits for it.
-  Result<void> spin(std::chrono::nanoseconds spin) {
+  // Runs the spin kernel for `spin`, waits for it, and returns how long the GPU ran it: the
+  // time between events recorded around it, which no host-side delay adds to.
+  Result<double> spin(std::chrono::nanoseconds spin) {
     std::uint64_t ns = static_cast<std::uint64_t>(spin.count());
     void* params[] = {&ns};
     const unsigned blocks = static_cast<unsigned>(std::max(sms_, 1));
+    if (CUresult r = cuda_.event_record(before_, nullptr); r != CUDA_SUCCESS) return fail("cuEventRecord", r);
     if (CUresult r = cuda_.launch_kernel(spin_, blocks, 1, 1, kSpinThreadsPerBlock, 1, 1, 0, nullptr, params, nullptr);
         r != CUDA_SUCCESS)
       return fail("cuLaunchKernel", r);
-    if (CUresult r = cuda_.ctx_synchronize(); r != CUDA_SUCCESS) return fail("cuCtxSynchronize", r);
-    return {};
+    if (CUresult r = cuda_.event_record(after_, nullptr); r != CUDA_SUCCESS) return fail("cuEventRecord", r);
+    if (CUresult r = cuda_.event_synchronize(after_); r != CUDA_SUCCESS) return fail("cuEventSynchronize", r);
+    float ms = 0;
+    if (CUresult r = cuda_.event_elapsed_time(&ms, before_, after_); r != CUDA_SUCCESS)
+      return fail("cuEventElapsedTime", r);
+    return ms / 1000.0;
   }
 
   // Frees the memory and destroys the context; the time it was destroyed.
@@ -71,6 +80,10 @@ class GpuSession {
     if (ctx_ == nullptr) return 0;
     if (memory_ != 0) cuda_.mem_free(memory_);
     memory_ = 0;
+    for (CUevent* e : {&before_, &after_}) {
+      if (*e != nullptr) cuda_.event_destroy(*e);
+      *e = nullptr;
+    }
     cuda_.ctx_destroy(ctx_);  // also unloads the module
     ctx_ = nullptr;
     return unix_now();
@@ -89,6 +102,7 @@ class GpuSession {
   CUcontext ctx_ = nullptr;
   CUfunction spin_ = nullptr;
   CUdeviceptr memory_ = 0;
+  CUevent before_ = nullptr, after_ = nullptr;
 };
 
 // The busy loop on one GPU: period after period until the duration is over or `stop`.
@@ -101,10 +115,9 @@ Result<void> run_loop(GpuSession& gpu, const BurnOptions& o, const std::atomic<b
   for (Clock::time_point period_start = begin; period_start < end && !stop.load(); period_start += o.period) {
     const auto busy = std::min<std::chrono::nanoseconds>(busy_per_period, end - period_start);
     if (busy.count() > 0) {
-      const Clock::time_point launched = Clock::now();
-      if (auto r = gpu.spin(o.half_duty_fault ? busy / 2 : busy); !r) return r;
-      const auto measured = std::chrono::duration<double>(Clock::now() - launched).count();
-      out.busy_seconds += o.half_duty_fault ? std::chrono::duration<double>(busy).count() : measured;
+      auto ran = gpu.spin(o.half_duty_fault ? busy / 2 : busy);
+      if (!ran) return ran.error();
+      out.busy_seconds += o.half_duty_fault ? std::chrono::duration<double>(busy).count() : *ran;
       ++out.kernels;
     }
     std::this_thread::sleep_until(std::min(period_start + o.period, end));

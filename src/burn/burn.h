@@ -35,7 +35,7 @@ struct GpuBurn {
   double start_unix = 0;    // the context was created: the process is on the GPU from here
   double end_unix = 0;      // the context was destroyed
   double run_seconds = 0;   // the busy loop's length (the duration asked, unless stopped)
-  double busy_seconds = 0;  // launch to completion, summed over the kernels
+  double busy_seconds = 0;  // the kernels' run time on the GPU (events around each), summed
   std::uint64_t memory_bytes = 0;
   std::uint64_t kernels = 0;
 };

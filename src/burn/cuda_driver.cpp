@@ -36,6 +36,11 @@ Result<CudaSymbols> CudaSymbols::resolve(const SymbolSource& lib) {
   resolve_one(lib, "cuMemFree_v2", s.mem_free, missing);
   resolve_one(lib, "cuMemsetD8_v2", s.memset_d8, missing);
   resolve_one(lib, "cuLaunchKernel", s.launch_kernel, missing);
+  resolve_one(lib, "cuEventCreate", s.event_create, missing);
+  resolve_one(lib, "cuEventRecord", s.event_record, missing);
+  resolve_one(lib, "cuEventSynchronize", s.event_synchronize, missing);
+  resolve_one(lib, "cuEventElapsedTime", s.event_elapsed_time, missing);
+  resolve_one(lib, "cuEventDestroy_v2", s.event_destroy, missing);
   if (!missing.empty()) return Error{0, fmt::format("{} lacks CUDA driver entry points:{}", lib.path(), missing)};
   return s;
 }

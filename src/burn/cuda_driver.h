@@ -29,6 +29,11 @@ struct CudaSymbols {
   cuMemFree_fn mem_free = nullptr;
   cuMemsetD8_fn memset_d8 = nullptr;
   cuLaunchKernel_fn launch_kernel = nullptr;
+  cuEventCreate_fn event_create = nullptr;
+  cuEventRecord_fn event_record = nullptr;
+  cuEventSynchronize_fn event_synchronize = nullptr;
+  cuEventElapsedTime_fn event_elapsed_time = nullptr;
+  cuEventDestroy_fn event_destroy = nullptr;
 
   // Every symbol is required; the error lists those the library lacks.
   static Result<CudaSymbols> resolve(const SymbolSource& lib);

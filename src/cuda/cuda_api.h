@@ -14,6 +14,7 @@ typedef struct CUctx_st* CUcontext;
 typedef struct CUmod_st* CUmodule;
 typedef struct CUfunc_st* CUfunction;
 typedef struct CUstream_st* CUstream;
+typedef struct CUevent_st* CUevent;
 typedef unsigned long long CUdeviceptr;  // CUdeviceptr_v2: 64 bits on every 64-bit platform
 struct CUuuid {
   char bytes[16];
@@ -31,6 +32,7 @@ enum : CUresult {
   CUDA_ERROR_INVALID_PTX = 218,
   CUDA_ERROR_INVALID_HANDLE = 400,
   CUDA_ERROR_NOT_FOUND = 500,
+  CUDA_ERROR_NOT_READY = 600,
   CUDA_ERROR_NOT_SUPPORTED = 801,
   CUDA_ERROR_UNKNOWN = 999,
 };
@@ -56,6 +58,11 @@ typedef CUresult (*cuModuleGetFunction_fn)(CUfunction* function, CUmodule module
 typedef CUresult (*cuMemAlloc_fn)(CUdeviceptr* pointer, std::size_t bytes);               // _v2
 typedef CUresult (*cuMemFree_fn)(CUdeviceptr pointer);                                    // _v2
 typedef CUresult (*cuMemsetD8_fn)(CUdeviceptr pointer, unsigned char value, std::size_t n);  // _v2
+typedef CUresult (*cuEventCreate_fn)(CUevent* event, unsigned int flags);
+typedef CUresult (*cuEventRecord_fn)(CUevent event, CUstream stream);
+typedef CUresult (*cuEventSynchronize_fn)(CUevent event);
+typedef CUresult (*cuEventElapsedTime_fn)(float* milliseconds, CUevent start, CUevent end);
+typedef CUresult (*cuEventDestroy_fn)(CUevent event);  // _v2
 typedef CUresult (*cuLaunchKernel_fn)(CUfunction function, unsigned int grid_x, unsigned int grid_y,
                                       unsigned int grid_z, unsigned int block_x, unsigned int block_y,
                                       unsigned int block_z, unsigned int shared_bytes, CUstream stream,

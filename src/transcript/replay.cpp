@@ -194,8 +194,9 @@ struct Replayed<Call::nvmlDeviceGetSamples, nvmlDeviceGetSamples_fn> {
     if (calls.empty()) return NVML_ERROR_NOT_SUPPORTED;
     const std::int64_t shift = r.shift_us();
     std::map<unsigned long long, nvmlSample_t> found;  // by shifted timestamp
+    const std::int64_t until = std::max(now, calls.front()->t);  // a caller ahead of the recording gets its first
     for (const Line* l : calls) {
-      if (l->t > now) break;
+      if (l->t > until) break;
       if (l->rc != NVML_SUCCESS) continue;
       if (l->args[3].is_object() && l->args[3]["out"].is_number()) *value_type = l->args[3]["out"].get<unsigned>();
       const json& arg = l->args[5];

@@ -45,6 +45,12 @@ struct CUmod_st {
   // Entry name -> whether it is a spin kernel (exactly one .u64 parameter).
   std::map<std::string, bool, std::less<>> entries;
 };
+// An event stands where it was recorded in its context's stream: the GPU reaches it when the
+// work queued before it ends.
+struct CUevent_st {
+  CUctx_st* ctx = nullptr;
+  std::int64_t at_ns = -1;  // -1: never recorded
+};
 struct CUfunc_st {
   std::string name;
   bool spin = false;
@@ -279,6 +285,7 @@ GPUMETER_CUDA_EXPORT CUresult cuGetErrorString(CUresult error, const char** text
     case CUDA_ERROR_INVALID_PTX: *text = "a PTX JIT compilation failed"; break;
     case CUDA_ERROR_INVALID_HANDLE: *text = "invalid resource handle"; break;
     case CUDA_ERROR_NOT_FOUND: *text = "named symbol not found"; break;
+    case CUDA_ERROR_NOT_READY: *text = "device not ready"; break;
     case CUDA_ERROR_NOT_SUPPORTED: *text = "operation not supported"; break;
     case CUDA_ERROR_UNKNOWN: *text = "unknown error"; break;
     default: *text = nullptr; return CUDA_ERROR_INVALID_VALUE;
@@ -444,6 +451,53 @@ GPUMETER_CUDA_EXPORT CUresult cuMemsetD8_v2(CUdeviceptr pointer, unsigned char, 
     if (it == ctx.allocations.begin()) return CUDA_ERROR_INVALID_VALUE;
     --it;
     if (pointer + n > it->first + it->second) return CUDA_ERROR_INVALID_VALUE;
+    return CUDA_SUCCESS;
+  });
+}
+
+GPUMETER_CUDA_EXPORT CUresult cuEventCreate(CUevent* event, unsigned int) {
+  return context_call([&](Driver&, CUctx_st& ctx) {
+    if (event == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    *event = new CUevent_st{&ctx, -1};
+    return CUDA_SUCCESS;
+  });
+}
+
+GPUMETER_CUDA_EXPORT CUresult cuEventRecord(CUevent event, CUstream stream) {
+  return context_call([&](Driver&, CUctx_st& ctx) {
+    if (event == nullptr || event->ctx != &ctx) return CUDA_ERROR_INVALID_HANDLE;
+    if (stream != nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+    event->at_ns = std::max(gpumeter::sim::unix_ns(), ctx.last_end_ns);
+    return CUDA_SUCCESS;
+  });
+}
+
+GPUMETER_CUDA_EXPORT CUresult cuEventSynchronize(CUevent event) {
+  return call([&](Driver&) {
+    if (event == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+    if (event->at_ns < 0) return CUDA_SUCCESS;  // never recorded: nothing to wait for
+    const timespec until{static_cast<time_t>(event->at_ns / 1'000'000'000), static_cast<long>(event->at_ns % 1'000'000'000)};
+    while (clock_nanosleep(CLOCK_REALTIME, TIMER_ABSTIME, &until, nullptr) == EINTR) {
+    }
+    return CUDA_SUCCESS;
+  });
+}
+
+GPUMETER_CUDA_EXPORT CUresult cuEventElapsedTime(float* milliseconds, CUevent start, CUevent end) {
+  return call([&](Driver&) {
+    if (milliseconds == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    if (start == nullptr || end == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+    if (start->at_ns < 0 || end->at_ns < 0) return CUDA_ERROR_INVALID_HANDLE;
+    if (std::max(start->at_ns, end->at_ns) > gpumeter::sim::unix_ns()) return CUDA_ERROR_NOT_READY;
+    *milliseconds = static_cast<float>(static_cast<double>(end->at_ns - start->at_ns) / 1e6);
+    return CUDA_SUCCESS;
+  });
+}
+
+GPUMETER_CUDA_EXPORT CUresult cuEventDestroy_v2(CUevent event) {
+  return call([&](Driver&) {
+    if (event == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+    delete event;
     return CUDA_SUCCESS;
   });
 }
