@@ -27,6 +27,8 @@ nvidia-smi invocation with its output). Progress goes to stderr.
 
 With --sim every step runs against the fleet simulator instead: the agent, the burns, the NVML
 client and sim-nvidia-smi (a stand-in for nvidia-smi) all play one scenario on one clock.
+
+Each step's comparisons and tolerances are described in docs/real-hardware.md.
 """
 import argparse
 import os

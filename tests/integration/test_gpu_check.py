@@ -2,7 +2,8 @@
 against an honest agent and honest burns; each planted fault fails the check with exit 1,
 naming the comparisons it breaks and no others; without a GPU it exits 2; and every process it
 started is gone when it ends, interrupted or not. The three runs of the kit start together, each
-on its own simulated node (its own scenario clock and simulated CUDA directory)."""
+on its own simulated node (its own scenario clock and simulated CUDA directory). Its parsers
+also read what the real nvidia-smi prints, in the layouts of several driver branches."""
 import json
 import os
 import signal
@@ -158,8 +159,8 @@ class GpuCheckEdges(unittest.TestCase):
         with open(no_gpu, "w") as f:
             f.write("#!/bin/sh\necho 'No devices were found'\nexit 6\n")
         os.chmod(no_gpu, 0o755)
-        for smi, why in ((os.path.join(tmp, "missing"), "nvidia-smi not found"), (no_gpu, "lists no GPU")):
-            rc, out, stderr = finish(start_check("--nvidia-smi", smi), timeout=60)
+        for tool, why in ((os.path.join(tmp, "missing"), "nvidia-smi not found"), (no_gpu, "lists no GPU")):
+            rc, out, stderr = finish(start_check("--nvidia-smi", tool), timeout=60)
             self.assertEqual(rc, 2, stderr)
             self.assertIn(why, stderr)
             self.assertIn("--sim", stderr)
@@ -182,6 +183,75 @@ class GpuCheckEdges(unittest.TestCase):
         self.assertEqual(leftovers(out), [])
         results = load(out)
         self.assertIn("interrupted", json.dumps(results))
+
+
+sys.path.insert(0, os.path.join(harness.SOURCE_DIR, "scripts"))
+from gpu_check import smi  # noqa: E402  (the kit's parsers, on the real tool's formats)
+
+# What nvidia-smi prints, in the layouts of R470 to R570 drivers.
+QUERY_CSV = ("0, GPU-6f1c2a7e-3b9d-4c8e-9a41-2d7f5e8b0c13, 3, 0, 81559, 527, 12, 81020, 71.25, [N/A], "
+             "[Not Supported], 31, P8, 0x0000000000000004\n")
+PMON = """# gpu        pid  type    sm   mem   enc   dec   command
+# Idx          #   C/G     %     %     %     %   name
+    0      23145     C    98    42     -     -   python
+    0      23146     C     -     -     -     -   python3 train.py
+# gpu         pid   type     sm    mem    enc    dec    jpg    ofa    command
+# Idx           #    C/G      %      %      %      %      %      %    name
+    0     381024     C     45      2      -      -      -      -    python3
+    0          -     -      -      -      -      -      -      -    -
+"""
+POWER_R470 = """
+==============NVSMI LOG==============
+
+Driver Version                            : 470.103.01
+
+Attached GPUs                             : 1
+GPU 00000000:3B:00.0
+    Power Readings
+        Power Management                  : Supported
+        Power Draw                        : 43.45 W
+    Power Samples
+        Duration                          : 2.38 sec
+        Number of Samples                 : 119
+        Max                               : 44.00 W
+        Min                               : 43.30 W
+        Avg                               : 43.59 W
+    Module Power Readings
+        Power Draw                        : N/A
+"""
+DMON = """# gpu    pwr  gtemp  mtemp     sm    mem    enc    dec    jpg    ofa   mclk   pclk  smutil  smocc
+# Idx      W      C      C      %      %      %      %      %      %    MHz    MHz       %      %
+    0     71     30     38      0      0      0      0      0      0   2619    345       -      -
+    0    698     52     60    100     12      0      0      0      0   2619   1980     97     41
+"""
+
+
+class NvidiaSmiFormats(unittest.TestCase):
+    def test_query_gpu_csv_with_absent_values(self):
+        cells = next(smi.csv_rows(QUERY_CSV))
+        values = [smi.value(c) for c in cells]
+        self.assertEqual(values[2:5], [3.0, 0.0, 81559.0])
+        self.assertEqual(values[8], 71.25)
+        self.assertIsInstance(values[9], smi.Absent)
+        self.assertEqual(values[10].text, "[Not Supported]")
+        self.assertEqual(values[12], 8, "P8 is P-state 8")
+        self.assertEqual(values[13], 0x4, "a clock event reason mask")
+        self.assertIsInstance(smi.value("N/A"), smi.Absent)
+
+    def test_pmon_of_old_and_new_drivers(self):
+        rows = smi.parse_pmon([(1.0, line) for line in PMON.splitlines()])
+        self.assertEqual([(pid, sm) for _, pid, sm in rows], [(23145, 98.0), (381024, 45.0)])
+
+    def test_power_samples(self):
+        self.assertEqual(smi.parse_power_samples(POWER_R470), {"duration_s": 2.38, "samples": 119, "avg_w": 43.59})
+        self.assertIsNone(smi.parse_power_samples(POWER_R470.replace("2.38 sec", "N/A")))
+        self.assertIsNone(smi.parse_power_samples("GPU 00000000:3B:00.0\n    Power Readings\n"))
+
+    def test_dmon_gpm_columns_are_the_last_ones_asked(self):
+        values, names = smi.parse_dmon_gpm(DMON, [2, 3])
+        self.assertEqual(values, {2: 97.0, 3: 41.0})
+        self.assertEqual(names, ["smutil", "smocc"])
+        self.assertEqual(smi.parse_dmon_gpm("# gpu smutil\n", [2]), (None, "no data line in dmon's output"))
 
 
 if __name__ == "__main__":
