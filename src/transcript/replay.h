@@ -19,7 +19,7 @@ namespace gpumeter::transcript {
 Result<std::unique_ptr<SymbolSource>> replay_source(const std::string& path);
 
 // The recording a scenario file names (`replay: FILE`, relative to the scenario's folder), or
-// "" when it is an ordinary scenario.
+// "" when it is an ordinary scenario (or no YAML at all, which the scenario parser reports).
 Result<std::string> replay_of_scenario(const std::string& scenario_path);
 
 }  // namespace gpumeter::transcript

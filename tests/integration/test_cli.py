@@ -44,7 +44,7 @@ class Cli(unittest.TestCase):
             self.assertIn("required", r.stderr, args)
 
     def test_unknown_command_is_named(self):
-        for args, known in ((["bogus"], "serve, snapshot, report, rules, sim"),
+        for args, known in ((["bogus"], "serve, snapshot, report, rules, burn, sim"),
                             (["sim", "bogus"], "truth, check, procfs, sysfs, kubelet")):
             r = run(*args)
             self.assertEqual(r.returncode, 2, args)
@@ -126,7 +126,7 @@ class Cli(unittest.TestCase):
         p = subprocess.run(["man", "--warnings", "-l", page], capture_output=True, text=True, env=env, timeout=60)
         self.assertEqual(p.stderr, "")
         text = p.stdout
-        commands = [["serve"], ["snapshot"], ["report"], ["rules"], ["sim", "truth"], ["sim", "check"],
+        commands = [["serve"], ["snapshot"], ["report"], ["rules"], ["burn"], ["sim", "truth"], ["sim", "check"],
                     ["sim", "procfs"], ["sim", "sysfs"], ["sim", "kubelet"]]
         listed = re.findall(r"^  ([a-z]+) {2,}", run("--help").stdout.split("Subcommands:")[1], re.M)
         self.assertEqual(sorted(listed), sorted({c[0] for c in commands}))
