@@ -63,6 +63,14 @@ foreach(dir alertmanager grafana pricing scenarios)
                                      WORLD_READ WORLD_EXECUTE)
 endforeach()
 
+# The self-check kit (docs/real-hardware.md): scripts/gpu-check.sh with its Python package and
+# the benchmark's peer exporter, under share/gpumeter/gpu-check, where the script finds the
+# binary (../../../bin/gpumeter) and the scenario (../scenarios) of the bundle or the package.
+install(PROGRAMS ${CMAKE_SOURCE_DIR}/scripts/gpu-check.sh ${CMAKE_SOURCE_DIR}/bench/peer_exporter.py
+        DESTINATION share/gpumeter/gpu-check COMPONENT ${GPUMETER_PACKAGE_COMPONENT})
+install(DIRECTORY ${CMAKE_SOURCE_DIR}/scripts/gpu_check DESTINATION share/gpumeter/gpu-check
+        COMPONENT ${GPUMETER_PACKAGE_COMPONENT} USE_SOURCE_PERMISSIONS PATTERN "__pycache__" EXCLUDE)
+
 install(FILES ${CMAKE_SOURCE_DIR}/deploy/debian/copyright
         DESTINATION share/doc/gpumeter COMPONENT ${GPUMETER_PACKAGE_COMPONENT})
 
