@@ -21,9 +21,10 @@ stderr and in report.md); 2 no NVIDIA GPU (nvidia-smi missing or listing none) w
 or bad arguments.
 
 Output (--out DIR): report.md, results.json (every comparison: name, step, measured values,
-tolerance, status, note), recording.jsonl (the agent's NVML recording), agent.yaml (the agent's
-generated config), burns/*.json (the burns' reports), logs/ (every process it started, and every
-nvidia-smi invocation with its output). Progress goes to stderr.
+tolerance, status, note), recording.jsonl (the agent's NVML recording, anonymized) and
+replay.yaml (a scenario that replays it: gpumeter serve --sim.scenario replay.yaml), agent.yaml
+(the agent's generated config), burns/*.json (the burns' reports), logs/ (every process it
+started, and every nvidia-smi invocation with its output). Progress goes to stderr.
 
 With --sim every step runs against the fleet simulator instead: the agent, the burns, the NVML
 client and sim-nvidia-smi (a stand-in for nvidia-smi) all play one scenario on one clock.

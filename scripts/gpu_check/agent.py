@@ -113,20 +113,41 @@ class Agent:
 
 
 def recording_summary(path):
-    """Lines of the agent's NVML recording and calls per "fn", or None without a recording."""
+    """The agent's NVML recording: its header, calls per "fn", how it ended; None without one."""
     import json
     if not os.path.exists(path):
         return None
-    calls, lines, bad = {}, 0, 0
+    out = {"path": os.path.basename(path), "bytes": os.path.getsize(path), "lines": 0, "unparsed_lines": 0,
+           "header": {}, "end": None, "calls": {}}
     with open(path, errors="replace") as f:
         for line in f:
-            lines += 1
+            out["lines"] += 1
             try:
-                fn = json.loads(line).get("fn")
-            except (ValueError, AttributeError):
-                bad += 1
+                record = json.loads(line)
+            except ValueError:
+                out["unparsed_lines"] += 1
                 continue
-            if fn:
-                calls[fn] = calls.get(fn, 0) + 1
-    return {"path": os.path.basename(path), "bytes": os.path.getsize(path), "lines": lines,
-            "unparsed_lines": bad, "calls": dict(sorted(calls.items(), key=lambda kv: -kv[1]))}
+            _summarize(out, record)
+    out["calls"] = dict(sorted(out["calls"].items(), key=lambda kv: -kv[1]))
+    return out
+
+
+def _summarize(out, record):
+    if not isinstance(record, dict):
+        out["unparsed_lines"] += 1
+    elif "gpumeter_nvml_transcript" in record:
+        out["header"] = record
+    elif "end" in record:
+        out["end"] = record["end"]
+    elif record.get("fn"):
+        out["calls"][record["fn"]] = out["calls"].get(record["fn"], 0) + 1
+
+
+def write_replay_scenario(path, recording):
+    """A scenario that replays the recording: `gpumeter serve --sim.scenario <path>`."""
+    with open(path, "w") as f:
+        f.write("# The NVML recording of this check's agent, for the simulator to replay:\n"
+                "#   gpumeter serve --sim.scenario %s\n"
+                "description: the NVML calls gpu-check's agent made, recorded\n"
+                "replay: %s\n" % (os.path.basename(path), os.path.basename(recording)))
+    return path

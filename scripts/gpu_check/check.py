@@ -145,6 +145,8 @@ def finish(ctx, started):
         ctx.results.steps.insert(0, (0, "Set-up and run"))
     ctx.results.write_json(os.path.join(ctx.out, "results.json"))
     recording = agent_mod.recording_summary(os.path.join(ctx.out, "recording.jsonl"))
+    if recording:
+        agent_mod.write_replay_scenario(os.path.join(ctx.out, "replay.yaml"), recording["path"])
     report.write(os.path.join(ctx.out, "report.md"), ctx.results, recording, ctx.out)
     failures = ctx.results.failures()
     log("%s in %.0f s; %s" % ("FAILED" if failures else "passed", time.time() - started,

@@ -69,10 +69,14 @@ def recording_section(recording):
     lines = ["## The agent's NVML recording", ""]
     if recording is None:
         return lines + ["None was written (this gpumeter has no `--nvml.record`, or it wrote nothing).", ""]
-    lines += ["`%s`: %d lines, %d bytes%s. Calls by function:" % (
-        recording["path"], recording["lines"], recording["bytes"],
-        ", %d not JSON" % recording["unparsed_lines"] if recording["unparsed_lines"] else ""), "",
-        "| function | calls |", "|---|---|"]
+    header = recording["header"]
+    lines += ["`%s`: %d lines, %d bytes, %d calls%s%s; it ended: %s. The simulator replays it: "
+              "`gpumeter serve --sim.scenario replay.yaml`. Calls by function:" % (
+                  recording["path"], recording["lines"], recording["bytes"], sum(recording["calls"].values()),
+                  ", anonymized" if header.get("anonymized") else "",
+                  ", %d lines not JSON" % recording["unparsed_lines"] if recording["unparsed_lines"] else "",
+                  recording["end"] or "without an end line (the agent stopped first)"), "",
+              "| function | calls |", "|---|---|"]
     lines += ["| %s | %d |" % (fn, n) for fn, n in recording["calls"].items()]
     return lines + [""]
 

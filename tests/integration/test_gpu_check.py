@@ -113,9 +113,17 @@ class GpuCheckOnTheSimulator(unittest.TestCase):
         logs = os.listdir(os.path.join(out, "logs"))
         for name in ("agent.log", "nvidia-smi.log", "step2-check-a.log", "step2-check-b.log", "step7-peer-1.log"):
             self.assertIn(name, logs)
-        if results["info"]["recording_flag"]:
-            self.assertGreater(os.path.getsize(os.path.join(out, "recording.jsonl")), 0)
-            self.assertIn("nvmlDeviceGetUtilizationRates", report)
+        # The agent's NVML recording, anonymized, summarised in the report, with a scenario that
+        # replays it.
+        self.assertTrue(results["info"]["recording_flag"])
+        with open(os.path.join(out, "recording.jsonl")) as f:
+            lines = [json.loads(line) for line in f]
+        self.assertTrue(lines[0]["anonymized"])
+        self.assertNotIn(results["info"]["uuid"], json.dumps(lines))
+        self.assertIn("| nvmlDeviceGetUtilizationRates | %d |"
+                      % sum(1 for l in lines if l.get("fn") == "nvmlDeviceGetUtilizationRates"), report)
+        with open(os.path.join(out, "replay.yaml")) as f:
+            self.assertIn("replay: recording.jsonl", f.read())
         self.assertEqual(leftovers(out), [])
 
     def failing(self, name, steps):
