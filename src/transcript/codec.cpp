@@ -1,6 +1,7 @@
 #include "transcript/codec.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 
@@ -47,6 +48,14 @@ std::uint64_t shifted(std::uint64_t t, std::int64_t by) {
 }
 
 }  // namespace
+
+std::int64_t mono_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+std::int64_t wall_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
 
 std::string to_hex(const void* data, std::size_t size) {
   static constexpr char kDigits[] = "0123456789abcdef";

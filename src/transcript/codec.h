@@ -25,6 +25,11 @@ namespace gpumeter::transcript {
 
 using json = nlohmann::json;
 
+// The clocks a transcript is stamped with: monotonic (calls' order and spacing) and wall (the
+// driver's own timestamps are unix µs), in nanoseconds.
+std::int64_t mono_ns();
+std::int64_t wall_ns();
+
 std::string to_hex(const void* data, std::size_t size);
 // The bytes of `hex` into `out` (at most `size`); the number written.
 std::size_t from_hex(const std::string& hex, void* out, std::size_t size);

@@ -18,13 +18,6 @@ namespace gpumeter::transcript {
 
 namespace {
 
-std::int64_t mono_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-std::int64_t wall_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
 // The transcript file and everything the codecs share, under one lock: calls from every
 // collection thread are written whole, one line each.
 class Recorder {

@@ -20,13 +20,6 @@ namespace gpumeter::transcript {
 
 namespace {
 
-std::int64_t mono_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-std::int64_t wall_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
 struct Line {
   std::int64_t t = 0;  // ns since the recording's first call
   json args;

@@ -244,6 +244,13 @@ CUresult context_call(Body&& body) noexcept {
 
 std::int64_t us(std::int64_t ns) { return ns / 1000; }
 
+// Blocks until the wall clock reaches `unix_ns`: the GPU reaching a point of a stream.
+void wait_until(std::int64_t unix_ns) {
+  const timespec until{static_cast<time_t>(unix_ns / 1'000'000'000), static_cast<long>(unix_ns % 1'000'000'000)};
+  while (clock_nanosleep(CLOCK_REALTIME, TIMER_ABSTIME, &until, nullptr) == EINTR) {
+  }
+}
+
 }  // namespace
 }  // namespace gpumeter::sim
 
@@ -365,9 +372,7 @@ GPUMETER_CUDA_EXPORT CUresult cuCtxDestroy_v2(CUcontext context) {
     if (context == nullptr) return CUDA_ERROR_INVALID_VALUE;
     std::unique_ptr<CUctx_st> ctx(context);
     // Destroying a context waits for its work, as the real driver does.
-    const timespec until{static_cast<time_t>(ctx->last_end_ns / 1'000'000'000), static_cast<long>(ctx->last_end_ns % 1'000'000'000)};
-    while (clock_nanosleep(CLOCK_REALTIME, TIMER_ABSTIME, &until, nullptr) == EINTR) {
-    }
+    gpumeter::sim::wait_until(ctx->last_end_ns);
     d.log(fmt::format("end {} {}\n", ctx->gpu, gpumeter::sim::us(gpumeter::sim::unix_ns())));
     if (gpumeter::sim::current == context) gpumeter::sim::current = nullptr;
     return CUDA_SUCCESS;
@@ -383,9 +388,7 @@ GPUMETER_CUDA_EXPORT CUresult cuCtxSetCurrent(CUcontext context) {
 
 GPUMETER_CUDA_EXPORT CUresult cuCtxSynchronize() {
   return context_call([&](Driver&, CUctx_st& ctx) {
-    const timespec until{static_cast<time_t>(ctx.last_end_ns / 1'000'000'000), static_cast<long>(ctx.last_end_ns % 1'000'000'000)};
-    while (clock_nanosleep(CLOCK_REALTIME, TIMER_ABSTIME, &until, nullptr) == EINTR) {
-    }
+    gpumeter::sim::wait_until(ctx.last_end_ns);
     return CUDA_SUCCESS;
   });
 }
@@ -476,9 +479,7 @@ GPUMETER_CUDA_EXPORT CUresult cuEventSynchronize(CUevent event) {
   return call([&](Driver&) {
     if (event == nullptr) return CUDA_ERROR_INVALID_HANDLE;
     if (event->at_ns < 0) return CUDA_SUCCESS;  // never recorded: nothing to wait for
-    const timespec until{static_cast<time_t>(event->at_ns / 1'000'000'000), static_cast<long>(event->at_ns % 1'000'000'000)};
-    while (clock_nanosleep(CLOCK_REALTIME, TIMER_ABSTIME, &until, nullptr) == EINTR) {
-    }
+    gpumeter::sim::wait_until(event->at_ns);
     return CUDA_SUCCESS;
   });
 }
