@@ -6,41 +6,29 @@ mig-h100.yaml each MIG GPU instance's samples (nvmlGpmMigSampleGet on the parent
 the MIG device handle) match the truth's per-instance GPM, and PCIe/NVLink answer NOT_SUPPORTED."""
 import ctypes
 import os
+import sys
 import time
 import unittest
 
 import sanitizer_preload
-from ctypes import byref, c_char_p, c_double, c_int, c_uint, c_void_p
+from ctypes import byref, c_int, c_uint, c_void_p
 
 
 sanitizer_preload.preload(__name__)
 
 import harness
 
+# The GPM structs as the self-check kit's ctypes client declares them (scripts/gpu_check/nvml.py):
+# one declaration, checked here against the simulator and there against real drivers.
+sys.path.insert(0, os.path.join(harness.SOURCE_DIR, "scripts"))
+from gpu_check.nvml import GpmMetricsGet, GpmSupport  # noqa: E402
+
 SUCCESS, INVALID_ARGUMENT, NOT_SUPPORTED, NOT_FOUND = 0, 2, 3, 6
-GPM_METRIC_MAX = 333  # header 13.2+; pynvml sizes the array with its own NVML_GPM_METRIC_MAX
 GPM_METRICS_GET_VERSION, GPM_SUPPORT_VERSION = 1, 1
 GRAPHICS_UTIL, SM_UTIL, SM_OCCUPANCY, ANY_TENSOR_UTIL, DRAM_BW_UTIL, FP32_UTIL, FP16_UTIL = 1, 2, 3, 5, 10, 12, 13
 PCIE_TX_PER_SEC, NVLINK_TOTAL_RX_PER_SEC, NVLINK_TOTAL_TX_PER_SEC = 20, 60, 61
 FI_NVLINK_LINK_COUNT, FI_NVLINK_GET_STATE = 91, 165
 MIB = 1024.0 * 1024.0
-
-
-class MetricInfo(ctypes.Structure):
-    _fields_ = [("shortName", c_char_p), ("longName", c_char_p), ("unit", c_char_p)]
-
-
-class GpmMetric(ctypes.Structure):  # nvmlGpmMetric_t
-    _fields_ = [("metricId", c_uint), ("nvmlReturn", c_int), ("value", c_double), ("metricInfo", MetricInfo)]
-
-
-class GpmMetricsGet(ctypes.Structure):  # nvmlGpmMetricsGet_t
-    _fields_ = [("version", c_uint), ("numMetrics", c_uint), ("sample1", c_void_p), ("sample2", c_void_p),
-                ("metrics", GpmMetric * GPM_METRIC_MAX)]
-
-
-class GpmSupport(ctypes.Structure):
-    _fields_ = [("version", c_uint), ("isSupportedDevice", c_uint)]
 
 
 class FieldValue(ctypes.Structure):  # nvmlFieldValue_t
