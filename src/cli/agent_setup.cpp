@@ -26,7 +26,9 @@ Result<void> check_sim_scenario(const std::string& path) {
   auto replay = transcript::replay_of_scenario(path);
   if (!replay) return replay.error();
   if (!replay->empty()) {
-    if (access(replay->c_str(), R_OK) != 0) return Error{0, fmt::format("{}: cannot read the recording {}", path, *replay)};
+    // The whole recording is read, so that a broken one is a bad flag at start.
+    auto recording = transcript::describe_recording(*replay);
+    if (!recording) return Error{0, fmt::format("{}: {}", path, recording.error().message)};
     return {};
   }
   auto scenario = sim::load_scenario(path);

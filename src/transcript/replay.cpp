@@ -59,17 +59,28 @@ class Replay {
         continue;
       }
       if (!j.contains("fn")) continue;  // the end line
+      if (!j["fn"].is_string() || !j["t"].is_number_integer() || !j["wall"].is_number_integer() ||
+          !j["rc"].is_number_integer() || !j["args"].is_array()) {
+        return Error{0, fmt::format("{}:{}: a call needs fn, t, wall, rc and args", path, number)};
+      }
       if (!have_first) {
         first_t_ = j["t"].get<std::int64_t>();
         first_wall_ = j["wall"].get<std::int64_t>();
         have_first = true;
       }
+      ++calls_;
+      span_ = std::max(span_, j["t"].get<std::int64_t>() - first_t_);
       lines_[j["fn"].get<std::string>()].push_back(
           Line{j["t"].get<std::int64_t>() - first_t_, std::move(j["args"]), j["rc"].get<nvmlReturn_t>()});
     }
     if (!have_first) return Error{0, fmt::format("{}: the recording holds no call", path)};
     path_ = path;
     return {};
+  }
+
+  // "N calls of M functions over S s".
+  std::string summary() const {
+    return fmt::format("{} calls of {} functions over {:.1f} s", calls_, lines_.size(), span_ / 1e9);
   }
 
   // Init and shutdown always answer: a recording may stop before the agent shuts NVML down.
@@ -127,6 +138,8 @@ class Replay {
   std::map<unsigned, Index> index_;
   Tokens tokens_;
   std::int64_t first_t_ = 0, first_wall_ = 0;
+  std::size_t calls_ = 0;
+  std::int64_t span_ = 0;
   std::int64_t start_mono_ = 0, shift_us_ = 0;
 };
 
@@ -140,9 +153,23 @@ const Line* at(const std::vector<const Line*>& calls, std::int64_t now) {
 template <Call C, typename Fn>
 struct Replayed;
 
+// A recording is input: a value of the wrong type in it is the driver's error, never an
+// exception in the caller.
+template <typename Body>
+nvmlReturn_t guarded(Body&& body) noexcept {
+  try {
+    return body();
+  } catch (...) {
+    return NVML_ERROR_UNKNOWN;
+  }
+}
+
 template <Call C, typename... A>
 struct Replayed<C, nvmlReturn_t (*)(A...)> {
-  static nvmlReturn_t call(A... a) {
+  static nvmlReturn_t call(A... a) noexcept {
+    return guarded([&] { return answer(a...); });
+  }
+  static nvmlReturn_t answer(A... a) {
     Replay& r = *Replay::active();
     const std::int64_t now = r.now();
     std::lock_guard lock(r.mu());
@@ -174,7 +201,11 @@ struct Replayed<C, nvmlReturn_t (*)(A...)> {
 template <>
 struct Replayed<Call::nvmlDeviceGetSamples, nvmlDeviceGetSamples_fn> {
   static nvmlReturn_t call(nvmlDevice_t device, unsigned type, unsigned long long last_seen, unsigned* value_type,
-                           unsigned* count, nvmlSample_t* samples) {
+                           unsigned* count, nvmlSample_t* samples) noexcept {
+    return guarded([&] { return answer(device, type, last_seen, value_type, count, samples); });
+  }
+  static nvmlReturn_t answer(nvmlDevice_t device, unsigned type, unsigned long long last_seen, unsigned* value_type,
+                             unsigned* count, nvmlSample_t* samples) {
     Replay& r = *Replay::active();
     const std::int64_t now = r.now();
     std::lock_guard lock(r.mu());
@@ -219,7 +250,10 @@ struct Replayed<Call::nvmlDeviceGetSamples, nvmlDeviceGetSamples_fn> {
 // Events: one recorded event each time the replay passes its time; otherwise the wait times out.
 template <Call C>
 struct EventWait {
-  static nvmlReturn_t call(nvmlEventSet_t set, nvmlEventData_t* data, unsigned timeout_ms) {
+  static nvmlReturn_t call(nvmlEventSet_t set, nvmlEventData_t* data, unsigned timeout_ms) noexcept {
+    return guarded([&] { return answer(set, data, timeout_ms); });
+  }
+  static nvmlReturn_t answer(nvmlEventSet_t set, nvmlEventData_t* data, unsigned timeout_ms) {
     Replay& r = *Replay::active();
     const std::int64_t begin = r.now();
     const std::int64_t until = begin + static_cast<std::int64_t>(timeout_ms) * 1'000'000;
@@ -285,6 +319,12 @@ Result<std::unique_ptr<SymbolSource>> replay_source(const std::string& path) {
   if (auto ok = replay->load(path); !ok) return ok.error();
   Replay::active() = replay.release();  // process-wide, like the entry points that reach it
   return std::unique_ptr<SymbolSource>(new ReplaySource());
+}
+
+Result<std::string> describe_recording(const std::string& path) {
+  Replay r;
+  if (auto ok = r.load(path); !ok) return ok.error();
+  return r.summary();
 }
 
 Result<std::string> replay_of_scenario(const std::string& scenario_path) {

@@ -18,6 +18,9 @@ namespace gpumeter::transcript {
 // The transcript at `path` as a library. One replay per process.
 Result<std::unique_ptr<SymbolSource>> replay_source(const std::string& path);
 
+// What a recording holds ("N calls of M functions over S s"), or why it cannot be replayed.
+Result<std::string> describe_recording(const std::string& path);
+
 // The recording a scenario file names (`replay: FILE`, relative to the scenario's folder), or
 // "" when it is an ordinary scenario (or no YAML at all, which the scenario parser reports).
 Result<std::string> replay_of_scenario(const std::string& scenario_path);

@@ -8,6 +8,7 @@ import collections
 import json
 import os
 import re
+import subprocess
 import tempfile
 import time
 import unittest
@@ -155,6 +156,26 @@ class ReplayTest(harness.AgentTestCase):
         lines = read_lines(transcript)
         self.assertEqual(lines[-1]["end"], "duration")
         self.assertLess(lines[-2]["t"] / 1e9, 3.5)
+
+    def test_sim_check_and_broken_recordings(self):
+        transcript, _ = self.record(["--nvml.record-duration", "3s"])
+        scenario = os.path.join(self.dir, "replay.yaml")
+        with open(scenario, "w") as f:
+            f.write("replay: recording.jsonl\n")
+        r = subprocess.run([BIN, "sim", "check", "--scenario", scenario], capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertRegex(r.stdout, r"ok: replays .*recording.jsonl: \d+ calls of \d+ functions over \d+\.\d s")
+        lines = open(transcript).read().splitlines()
+        for n, broken in ((3, "{not json"), (4, '{"fn": "nvmlDeviceGetCount_v2", "t": "soon"}')):
+            with open(transcript, "w") as f:
+                f.write("\n".join(lines[:n - 1] + [broken] + lines[n:]) + "\n")
+            r = subprocess.run([BIN, "sim", "check", "--scenario", scenario], capture_output=True, text=True, timeout=60)
+            self.assertEqual(r.returncode, 2, r.stdout)
+            self.assertIn("recording.jsonl:%d:" % n, r.stderr)
+            a = harness.Agent(scenario)
+            a.process.proc.wait(30)
+            self.assertEqual(a.stop(), 2)
+            self.assertIn("recording.jsonl:%d:" % n, a.process.log())
 
     def test_bad_record_flags(self):
         for args, message in ((["--nvml.record", "/nonexistent/dir/x.jsonl"], "cannot write"),

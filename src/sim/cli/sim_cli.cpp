@@ -20,6 +20,7 @@
 #include "sim/cli/truth_format.h"
 #include "sim/cli/truth_format_mig.h"
 #include "sim/model/units.h"
+#include "transcript/replay.h"
 
 namespace gpumeter::sim {
 
@@ -158,6 +159,16 @@ int run_check(const std::string& path, std::ostream& out, std::ostream& err) {
   if (path.empty()) {
     err << "gpumeter sim check: --scenario is required\n";
     return kBadInput;
+  }
+  auto replay = transcript::replay_of_scenario(path);
+  if (replay && !replay->empty()) {
+    auto recording = transcript::describe_recording(*replay);
+    if (!recording) {
+      err << "gpumeter sim check: " << path << ": " << recording.error().message << "\n";
+      return kBadInput;
+    }
+    out << fmt::format("{}: ok: replays {}: {}\n", path, *replay, *recording);
+    return kOk;
   }
   auto scenario = load_scenario(path);
   if (!scenario) {
