@@ -105,31 +105,42 @@ class Replay {
   std::mutex& mu() { return mu_; }
   Tokens& tokens() { return tokens_; }
 
-  // The recorded calls of `c` with this key, by time (built on first use: keys need the types).
+  // The recorded calls of one key, by time, and how many of them the replay has answered.
+  struct Calls {
+    std::vector<const Line*> lines;
+    std::size_t served = 0;
+    // The next recorded answer, in the order the driver gave them; once all are served, the last
+    // again (nullptr when the key was never called), and `exhausted`.
+    const Line* next(bool& exhausted) {
+      exhausted = served >= lines.size();
+      if (lines.empty()) return nullptr;
+      return exhausted ? lines.back() : lines[served++];
+    }
+  };
+
+  // The recorded calls of `c` with this key (built on first use: keys need the types).
   template <typename... A>
-  const std::vector<const Line*>& calls(Call c, const json& key) {
+  Calls& calls(Call c, const json& key) {
     auto& index = index_[static_cast<unsigned>(c)];
     if (!index.built) {
       constexpr bool timestamp[] = {std::is_same_v<A, unsigned long long>..., false};
       for (const Line& l : lines_[call_name(c)]) {
         json k = json::array();
         for (std::size_t i = 0; i < l.args.size() && i < sizeof...(A); ++i) k.push_back(recorded_key_part(l.args[i], timestamp[i]));
-        index.by_key[k.dump()].push_back(&l);
+        index.by_key[k.dump()].lines.push_back(&l);
       }
       // Lines are written as calls end, so calls of several threads interleave: order by start.
       for (auto& [k, v] : index.by_key)
-        std::stable_sort(v.begin(), v.end(), [](const Line* a, const Line* b) { return a->t < b->t; });
+        std::stable_sort(v.lines.begin(), v.lines.end(), [](const Line* a, const Line* b) { return a->t < b->t; });
       index.built = true;
     }
-    static const std::vector<const Line*> none;
-    auto it = index.by_key.find(key.dump());
-    return it == index.by_key.end() ? none : it->second;
+    return index.by_key[key.dump()];
   }
 
  private:
   struct Index {
     bool built = false;
-    std::map<std::string, std::vector<const Line*>> by_key;
+    std::map<std::string, Calls> by_key;
   };
   std::mutex mu_;        // the index and the tokens
   std::mutex clock_mu_;  // the replay's start
@@ -142,13 +153,6 @@ class Replay {
   std::int64_t span_ = 0;
   std::int64_t start_mono_ = 0, shift_us_ = 0;
 };
-
-// The recorded call at `now`: the last one at or before it, else the first.
-const Line* at(const std::vector<const Line*>& calls, std::int64_t now) {
-  if (calls.empty()) return nullptr;
-  auto it = std::upper_bound(calls.begin(), calls.end(), now, [](std::int64_t t, const Line* l) { return t < l->t; });
-  return it == calls.begin() ? calls.front() : *std::prev(it);
-}
 
 template <Call C, typename Fn>
 struct Replayed;
@@ -171,7 +175,7 @@ struct Replayed<C, nvmlReturn_t (*)(A...)> {
   }
   static nvmlReturn_t answer(A... a) {
     Replay& r = *Replay::active();
-    const std::int64_t now = r.now();
+    r.now();  // the first call starts the replay's clock
     std::lock_guard lock(r.mu());
     ArgContext ctx;
     ctx.call = C;
@@ -181,10 +185,16 @@ struct Replayed<C, nvmlReturn_t (*)(A...)> {
     json key = json::array();
     std::size_t i = 0;
     ((ctx.index = i++, key.push_back(Codec<A>::input(a, ctx))), ...);
-    const Line* line = at(r.calls<A...>(C, key), now);
+    bool exhausted = false;
+    const Line* line = r.calls<A...>(C, key).next(exhausted);
     if (line == nullptr) {
       if constexpr (C == Call::nvmlInit_v2 || C == Call::nvmlShutdown) return NVML_SUCCESS;
       return NVML_ERROR_NOT_SUPPORTED;  // never asked while recording
+    }
+    if constexpr (C == Call::nvmlDeviceGetProcessUtilization || C == Call::nvmlDeviceGetProcessesUtilizationInfo) {
+      // Past the recording's end the processes have no new records, as at a driver that has no
+      // sample newer than the caller's lastSeenTimeStamp.
+      if (exhausted) return NVML_ERROR_NOT_FOUND;
     }
     ctx.rc = line->rc;
     i = 0;
@@ -197,7 +207,7 @@ struct Replayed<C, nvmlReturn_t (*)(A...)> {
 };
 
 // A sample buffer: every recorded sample of this device and type that the recording had seen by
-// now, newer than lastSeen.
+// the answer this call stands for, newer than lastSeen.
 template <>
 struct Replayed<Call::nvmlDeviceGetSamples, nvmlDeviceGetSamples_fn> {
   static nvmlReturn_t call(nvmlDevice_t device, unsigned type, unsigned long long last_seen, unsigned* value_type,
@@ -207,20 +217,22 @@ struct Replayed<Call::nvmlDeviceGetSamples, nvmlDeviceGetSamples_fn> {
   static nvmlReturn_t answer(nvmlDevice_t device, unsigned type, unsigned long long last_seen, unsigned* value_type,
                              unsigned* count, nvmlSample_t* samples) {
     Replay& r = *Replay::active();
-    const std::int64_t now = r.now();
+    r.now();
     std::lock_guard lock(r.mu());
     if (count == nullptr || value_type == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
     ArgContext ctx;
     ctx.tokens = &r.tokens();
     json key = json::array({Codec<nvmlDevice_t>::input(device, ctx), type, nullptr, true, true, true});
-    const auto& calls = r.calls<nvmlDevice_t, unsigned, unsigned long long, unsigned*, unsigned*, nvmlSample_t*>(
+    auto& calls = r.calls<nvmlDevice_t, unsigned, unsigned long long, unsigned*, unsigned*, nvmlSample_t*>(
         Call::nvmlDeviceGetSamples, key);
-    if (calls.empty()) return NVML_ERROR_NOT_SUPPORTED;
+    if (calls.lines.empty()) return NVML_ERROR_NOT_SUPPORTED;
+    // A size query (no buffer) answers without using up an answer.
+    const std::size_t upto = std::min(calls.served + 1, calls.lines.size());
+    if (samples != nullptr) calls.served = upto;
     const std::int64_t shift = r.shift_us();
     std::map<unsigned long long, nvmlSample_t> found;  // by shifted timestamp
-    const std::int64_t until = std::max(now, calls.front()->t);  // a caller ahead of the recording gets its first
-    for (const Line* l : calls) {
-      if (l->t > until) break;
+    for (std::size_t i = 0; i < upto; ++i) {
+      const Line* l = calls.lines[i];
       if (l->rc != NVML_SUCCESS) continue;
       if (l->args[3].is_object() && l->args[3]["out"].is_number()) *value_type = l->args[3]["out"].get<unsigned>();
       const json& arg = l->args[5];
@@ -267,7 +279,7 @@ struct EventWait {
         const auto& calls = r.calls<nvmlEventSet_t, nvmlEventData_t*, unsigned>(C, key);
         static std::int64_t served = -1;
         const std::int64_t now = r.now();
-        for (const Line* l : calls) {
+        for (const Line* l : calls.lines) {
           if (l->rc != NVML_SUCCESS || l->t <= served || l->t > now) continue;
           served = l->t;
           Codec<nvmlEventData_t*>::apply(data, l->args[1], ctx);

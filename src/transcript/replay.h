@@ -1,11 +1,14 @@
 #pragma once
 // The simulator's replay of an NVML transcript (recorder.h): a scenario that names a recording
 // (`replay: FILE`) makes `gpumeter serve --sim.scenario` run on it, as DCGM's fake NVML replays
-// recorded states. Each entry point the recording holds answers what the driver answered to the
-// same call (function, handles and inputs, timestamps aside) at the same time since the first
-// call, with the driver's timestamps moved to now; sample buffers (nvmlDeviceGetSamples) answer
-// every recorded sample newer than the caller's lastSeenTimeStamp, as a real buffer does. After
-// the recording's end, every call answers as its last call did, and no new sample comes.
+// recorded states. The n-th call with the same function, handles and inputs (timestamps aside)
+// answers what the driver answered to the n-th such call, so a replay does not depend on how
+// its calls fall in time; the driver's timestamps are moved by the time between the recording's
+// first call and the replay's. A sample buffer (nvmlDeviceGetSamples) answers every sample the
+// recording had seen by the answer its call stands for that is newer than the caller's
+// lastSeenTimeStamp, as a real buffer does. Once a key's answers are used up, it answers as its
+// last call did, and no new sample or per-process record comes. Events come when the replay's
+// clock passes their recorded time.
 
 #include <memory>
 #include <string>

@@ -177,6 +177,7 @@ TEST(Transcript, RecordedCallsReplayWithTheSameAnswers) {
   EXPECT_EQ(replayed.memory, 1ULL << 30);
   // What the recording never saw is absent, as a symbol the driver lacks.
   EXPECT_EQ((*replay)->symbol("nvmlDeviceGetFanSpeed"), nullptr);
+  std::remove(path.c_str());
 }
 
 TEST(Codec, HexRoundTrip) {
@@ -218,6 +219,8 @@ TEST(Replay, ScenarioNamesARecording) {
   auto plain = replay_of_scenario(dir + "plain-scenario.yaml");
   ASSERT_TRUE(plain);
   EXPECT_EQ(*plain, "");
+  std::remove((dir + "replay-scenario.yaml").c_str());
+  std::remove((dir + "plain-scenario.yaml").c_str());
 }
 
 }  // namespace
