@@ -159,86 +159,113 @@ std::vector<std::string> child_arguments(const BurnCommandOptions& o) {
   return out;
 }
 
-// One child per --as value, each with those variables added to our environment; their
-// reports, each with the variables it was given.
+using Env = std::vector<std::pair<std::string, std::string>>;
+
+// "NAME=VALUE[,NAME=VALUE...]", a --as value.
+Result<Env> parse_as(const std::string& spec) {
+  Env env;
+  std::size_t begin = 0;
+  while (begin <= spec.size()) {
+    const std::size_t comma = std::min(spec.find(',', begin), spec.size());
+    const std::string item = spec.substr(begin, comma - begin);
+    const std::size_t eq = item.find('=');
+    if (eq == 0 || eq == std::string::npos)
+      return Error{0, fmt::format("--as: expected NAME=VALUE[,NAME=VALUE...], got '{}'", spec)};
+    env.emplace_back(item.substr(0, eq), item.substr(eq + 1));
+    begin = comma + 1;
+  }
+  return env;
+}
+
+struct Child {
+  pid_t pid = 0;
+  int out = -1;  // the read end of its stdout
+  Env env;
+};
+
+// Starts `gpumeter burn` with our environment plus `env`, its stdout a pipe to us.
+Result<Child> spawn_child(const BurnCommandOptions& o, Env env) {
+  std::vector<std::string> env_strings, args = child_arguments(o);
+  for (char** e = environ; *e != nullptr; ++e) env_strings.emplace_back(*e);
+  for (const auto& [k, v] : env) env_strings.push_back(k + "=" + v);
+  std::vector<char*> envp, argv;
+  for (auto& s : env_strings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  for (auto& s : args) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return Error{errno, fmt::format("pipe: {}", std::strerror(errno))};
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
+  Child c;
+  const int rc = posix_spawn(&c.pid, "/proc/self/exe", &actions, nullptr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(fds[1]);
+  if (rc != 0) {
+    ::close(fds[0]);
+    return Error{rc, fmt::format("cannot start a child: {}", std::strerror(rc))};
+  }
+  c.out = fds[0];
+  c.env = std::move(env);
+  return c;
+}
+
+// Reads a child's report and waits for it; a stop (our SIGINT or SIGTERM) is passed on to it.
+// Its report gains the variables it was given and its exit code; `code` the first failure.
+nlohmann::json collect_child(Child& c, int& code) {
+  std::string text;
+  char buf[4096];
+  bool passed_on = false;
+  for (ssize_t n; (n = ::read(c.out, buf, sizeof buf)) != 0;) {
+    if (g_stop.load() && !passed_on) {
+      ::kill(c.pid, SIGTERM);
+      passed_on = true;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) break;
+    text.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(c.out);
+  int status = 0;
+  while (::waitpid(c.pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  const int child_code = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+  nlohmann::json report = nlohmann::json::parse(text, nullptr, false);
+  if (report.is_discarded()) report = nlohmann::json::object();
+  if (code == 0 && (child_code != 0 || report.empty())) code = child_code != 0 ? child_code : 1;
+  nlohmann::json env = nlohmann::json::object();
+  for (const auto& [k, v] : c.env) env[k] = v;
+  report["env"] = env;
+  report["exit_code"] = child_code;
+  return report;
+}
+
+// One child per --as value, all at once; their reports.
 int run_children(const BurnCommandOptions& o) {
-  struct Child {
-    pid_t pid = 0;
-    int out = -1;
-    std::vector<std::pair<std::string, std::string>> env;
-    std::string text;
-  };
-  std::vector<Child> children;
+  std::vector<Env> envs;
   for (const std::string& spec : o.as) {
-    Child c;
-    std::size_t begin = 0;
-    while (begin <= spec.size()) {
-      const std::size_t comma = std::min(spec.find(',', begin), spec.size());
-      const std::string item = spec.substr(begin, comma - begin);
-      const std::size_t eq = item.find('=');
-      if (eq == 0 || eq == std::string::npos) {
-        fail_line(fmt::format("--as: expected NAME=VALUE[,NAME=VALUE...], got '{}'", spec));
-        return 2;
-      }
-      c.env.emplace_back(item.substr(0, eq), item.substr(eq + 1));
-      begin = comma + 1;
+    auto env = parse_as(spec);
+    if (!env) {
+      fail_line(env.error().message);
+      return 2;
     }
-    children.push_back(std::move(c));
+    envs.push_back(std::move(env).value());
   }
-  const std::string self = "/proc/self/exe";
-  for (Child& c : children) {
-    std::vector<std::string> env_strings;
-    for (char** e = environ; *e != nullptr; ++e) env_strings.emplace_back(*e);
-    for (const auto& [k, v] : c.env) env_strings.push_back(k + "=" + v);
-    std::vector<char*> envp, argv;
-    for (auto& s : env_strings) envp.push_back(s.data());
-    envp.push_back(nullptr);
-    std::vector<std::string> a = child_arguments(o);
-    for (auto& s : a) argv.push_back(s.data());
-    argv.push_back(nullptr);
-    int fds[2];
-    if (::pipe2(fds, O_CLOEXEC) != 0) {
-      fail_line(fmt::format("pipe: {}", std::strerror(errno)));
-      return 1;
-    }
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
-    const int rc = posix_spawn(&c.pid, self.c_str(), &actions, nullptr, argv.data(), envp.data());
-    posix_spawn_file_actions_destroy(&actions);
-    ::close(fds[1]);
-    c.out = fds[0];
-    if (rc != 0) {
-      fail_line(fmt::format("cannot start a child: {}", std::strerror(rc)));
-      return 1;
-    }
-  }
+  std::vector<Child> children;
   int code = 0;
-  nlohmann::json processes = nlohmann::json::array();
-  for (Child& c : children) {
-    char buf[4096];
-    for (ssize_t n; (n = ::read(c.out, buf, sizeof buf)) != 0;) {
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) break;
-      c.text.append(buf, static_cast<std::size_t>(n));
-    }
-    ::close(c.out);
-    int status = 0;
-    while (::waitpid(c.pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    const int child_code = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
-    if (child_code != 0) code = code == 0 ? child_code : code;
-    nlohmann::json report = nlohmann::json::parse(c.text, nullptr, false);
-    if (report.is_discarded()) {
-      report = nlohmann::json::object();
+  for (Env& env : envs) {
+    auto child = spawn_child(o, std::move(env));
+    if (!child) {
+      fail_line(child.error().message);
+      g_stop.store(true);  // the ones already started stop, and report
       code = 1;
+      break;
     }
-    nlohmann::json env = nlohmann::json::object();
-    for (const auto& [k, v] : c.env) env[k] = v;
-    report["env"] = env;
-    report["exit_code"] = child_code;
-    processes.push_back(report);
+    children.push_back(std::move(child).value());
   }
+  nlohmann::json processes = nlohmann::json::array();
+  for (Child& c : children) processes.push_back(collect_child(c, code));
   return emit({{"processes", processes}}, o, code);
 }
 
