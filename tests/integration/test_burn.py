@@ -181,6 +181,22 @@ class BurnTest(harness.AgentTestCase):
         self.assertTrue(report["interrupted"])
         self.assertLess(report["gpus"][0]["run_seconds"], 30)
 
+    def test_a_stopped_parent_stops_its_children(self):
+        env = dict(os.environ, **self.env)
+        p = subprocess.Popen([BIN, "burn", "--sim.scenario", SCENARIO, "--duration", "60s", "--memory", "0",
+                              "--as", "GPUMETER_PROJECT=a", "--as", "GPUMETER_PROJECT=b"], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(2)
+        p.send_signal(signal.SIGTERM)
+        out, err = p.communicate(timeout=30)
+        self.assertEqual(p.returncode, 130, err)
+        processes = json.loads(out)["processes"]
+        self.assertEqual(len(processes), 2)
+        for child in processes:
+            self.assertEqual(child["exit_code"], 130)
+            self.assertTrue(child["interrupted"])
+            self.assertLess(child["gpus"][0]["run_seconds"], 30)
+
     def test_bad_flags_exit_2(self):
         for args, message in ((["--duty", "120"], "--duty"), (["--gpus", "x"], "--gpus"),
                               (["--duration", "10"], "--duration"), (["--period", "1ms"], "--period"),
