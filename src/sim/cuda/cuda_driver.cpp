@@ -31,7 +31,6 @@
 
 #include "cuda/cuda_api.h"
 #include "sim/model/env_config.h"
-#include "sim/model/scenario_parse.h"
 
 #define GPUMETER_CUDA_EXPORT extern "C" __attribute__((visibility("default")))
 
@@ -125,18 +124,13 @@ class Driver {
   CUresult init() {
     std::lock_guard lock(mu_);
     if (scenario_) return CUDA_SUCCESS;
-    auto env = read_sim_env([](const char* name) { return std::getenv(name); });
-    if (!env) {
-      std::fprintf(stderr, "gpumeter-sim (cuda): %s\n", env.error().message.c_str());
+    auto setup = load_sim_setup([](const char* name) { return std::getenv(name); });
+    if (!setup) {
+      std::fprintf(stderr, "gpumeter-sim (cuda): %s\n", setup.error().message.c_str());
       return CUDA_ERROR_NO_DEVICE;
     }
-    auto scenario = load_scenario(env->scenario_path);
-    if (!scenario) {
-      std::fprintf(stderr, "gpumeter-sim (cuda): invalid scenario: %s\n", scenario.error().message.c_str());
-      return CUDA_ERROR_NO_DEVICE;
-    }
-    scenario_ = std::make_unique<Scenario>(std::move(scenario).value());
-    dir_ = env->cuda_dir;
+    scenario_ = std::make_unique<Scenario>(std::move(setup->scenario));
+    dir_ = setup->env.cuda_dir;
     devices_ = visible_devices(*scenario_, std::getenv("CUDA_VISIBLE_DEVICES"));
     return CUDA_SUCCESS;
   }

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "nvml/nvml_api.h"
+#include "sim/model/scenario_parse.h"
 #include "sim/model/units.h"
 
 namespace gpumeter::sim {
@@ -131,6 +132,14 @@ Result<SimEnv> read_sim_env(const EnvLookup& getenv) {
     env.lie = std::move(parsed).value();
   }
   return env;
+}
+
+Result<SimSetup> load_sim_setup(const EnvLookup& getenv) {
+  auto env = read_sim_env(getenv);
+  if (!env) return env.error();
+  auto scenario = load_scenario(env->scenario_path);
+  if (!scenario) return Error{0, "invalid scenario: " + scenario.error().message};
+  return SimSetup{std::move(env).value(), std::move(scenario).value()};
 }
 
 ScenarioClock scenario_clock(const SimEnv& env, double scale, std::int64_t default_epoch_ns) {

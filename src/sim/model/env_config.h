@@ -11,6 +11,7 @@
 
 #include "sim/model/clock.h"
 #include "sim/model/nvml_functions.h"
+#include "sim/model/scenario.h"
 #include "util/result.h"
 
 namespace gpumeter::sim {
@@ -40,6 +41,15 @@ struct SimEnv {
 using EnvLookup = std::function<const char*(const char*)>;
 
 Result<SimEnv> read_sim_env(const EnvLookup& getenv);
+
+// What a simulated library (NVML, CUDA) loads when a program initializes it: the settings in
+// the environment and the scenario they name. The error is the line the library prints:
+// "<bad variable>" or "invalid scenario: file:line:col: ...".
+struct SimSetup {
+  SimEnv env;
+  Scenario scenario;
+};
+Result<SimSetup> load_sim_setup(const EnvLookup& getenv);
 
 // The scenario clock these settings give, at `scale`: held on the epoch file, else at the epoch,
 // else at `default_epoch_ns`.

@@ -5,7 +5,6 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "sim/model/scenario_parse.h"
 
 namespace gpumeter::sim {
 
@@ -31,18 +30,13 @@ nvmlReturn_t Runtime::init() {
     ++refcount_;
     return NVML_SUCCESS;
   }
-  auto env = read_sim_env([](const char* name) { return std::getenv(name); });
-  if (!env) {
-    std::fprintf(stderr, "gpumeter-sim: %s\n", env.error().message.c_str());
-    return NVML_ERROR_DRIVER_NOT_LOADED;
-  }
-  auto scenario = load_scenario(env->scenario_path);
-  if (!scenario) {
-    std::fprintf(stderr, "gpumeter-sim: invalid scenario: %s\n", scenario.error().message.c_str());
+  auto setup = load_sim_setup([](const char* name) { return std::getenv(name); });
+  if (!setup) {
+    std::fprintf(stderr, "gpumeter-sim: %s\n", setup.error().message.c_str());
     return NVML_ERROR_DRIVER_NOT_LOADED;
   }
   if (!first_init_ns_) first_init_ns_ = now_ns;
-  session_ = std::make_shared<Session>(std::move(scenario).value(), *env, *first_init_ns_);
+  session_ = std::make_shared<Session>(std::move(setup->scenario), setup->env, *first_init_ns_);
   refcount_ = 1;
   return NVML_SUCCESS;
 }
