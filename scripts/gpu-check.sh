@@ -1,4 +1,4 @@
-#!/usr/bin/env bash
+#!/bin/bash
 # The self-check kit: on a node with NVIDIA GPUs, checks that what gpumeter reports and bills is
 # what the GPU did (docs/real-hardware.md); with --sim, the same steps on the fleet simulator.
 # This wrapper finds python3 and gpumeter, then runs the gpu_check package beside it; every
