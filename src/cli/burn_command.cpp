@@ -217,11 +217,13 @@ nlohmann::json collect_child(Child& c, int& code) {
   std::string text;
   char buf[4096];
   bool passed_on = false;
-  for (ssize_t n; (n = ::read(c.out, buf, sizeof buf)) != 0;) {
+  for (;;) {
     if (g_stop.load() && !passed_on) {
       ::kill(c.pid, SIGTERM);
       passed_on = true;
     }
+    const ssize_t n = ::read(c.out, buf, sizeof buf);
+    if (n == 0) break;
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) break;
     text.append(buf, static_cast<std::size_t>(n));

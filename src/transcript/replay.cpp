@@ -222,12 +222,27 @@ struct Replayed<Call::nvmlDeviceGetSamples, nvmlDeviceGetSamples_fn> {
     if (count == nullptr || value_type == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
     ArgContext ctx;
     ctx.tokens = &r.tokens();
+    // A size query (no buffer) answers as the recorded size query of its turn did, so that the
+    // fills that follow stand for the same recorded fills.
+    json query_key = json::array({Codec<nvmlDevice_t>::input(device, ctx), type, nullptr, true, true, false});
+    if (samples == nullptr) {
+      bool exhausted = false;
+      const Line* l = r.calls<nvmlDevice_t, unsigned, unsigned long long, unsigned*, unsigned*, nvmlSample_t*>(
+                           Call::nvmlDeviceGetSamples, query_key)
+                          .next(exhausted);
+      if (l == nullptr) return NVML_ERROR_NOT_SUPPORTED;
+      if (!exhausted) {
+        Codec<unsigned*>::apply(value_type, l->args.at(3), ctx);
+        Codec<unsigned*>::apply(count, l->args.at(4), ctx);
+        return l->rc;
+      }
+    }
     json key = json::array({Codec<nvmlDevice_t>::input(device, ctx), type, nullptr, true, true, true});
     auto& calls = r.calls<nvmlDevice_t, unsigned, unsigned long long, unsigned*, unsigned*, nvmlSample_t*>(
         Call::nvmlDeviceGetSamples, key);
     if (calls.lines.empty()) return NVML_ERROR_NOT_SUPPORTED;
-    // A size query (no buffer) answers without using up an answer.
-    const std::size_t upto = std::min(calls.served + 1, calls.lines.size());
+    // A fill stands for the recorded fill of its turn; once they are used up, for all of them.
+    const std::size_t upto = samples == nullptr ? calls.lines.size() : std::min(calls.served + 1, calls.lines.size());
     if (samples != nullptr) calls.served = upto;
     const std::int64_t shift = r.shift_us();
     std::map<unsigned long long, nvmlSample_t> found;  // by shifted timestamp
