@@ -94,6 +94,15 @@ const void* Tokens::handle_of(const std::string& token) {
   return fakes_.back().get();
 }
 
+void note_gpm_sample(Call call, const json& inputs, Tokens& tokens) {
+  if (call == Call::nvmlGpmSampleGet) {
+    tokens.sample_device[inputs[1]["h"].get<std::string>()] = inputs[0]["h"].get<std::string>();
+  } else if (call == Call::nvmlGpmMigSampleGet) {
+    tokens.sample_device[inputs[2]["h"].get<std::string>()] =
+        fmt::format("{}/gi{}", inputs[0]["h"].get<std::string>(), inputs[1].get<unsigned>());
+  }
+}
+
 std::string Anonymizer::uuid(const std::string& real) {
   if (!on_ || real.empty()) return real;
   auto [it, added] = uuids_.try_emplace(real);

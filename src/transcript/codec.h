@@ -55,6 +55,10 @@ class Tokens {
   unsigned next_ = 0;
 };
 
+// After nvmlGpmSampleGet or nvmlGpmMigSampleGet with these inputs: which device (or GPU instance,
+// "<device>/gi<id>") the sample now holds, which keys the nvmlGpmMetricsGet that reads it.
+void note_gpm_sample(Call call, const json& inputs, Tokens& tokens);
+
 // Replaces serials, UUIDs and pids with made-up ones, the same one for the same value.
 class Anonymizer {
  public:

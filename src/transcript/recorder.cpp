@@ -63,7 +63,7 @@ class Recorder {
     json args = json::array();
     i = 0;
     ((ctx.index = i++, args.push_back(Codec<A>::encode(a, ctx))), ...);
-    note_gpm_sample(call, ctx.inputs);
+    note_gpm_sample(call, json(ctx.inputs), tokens_);
     json line{{"t", t - start_mono_}, {"wall", wall}, {"fn", call_name(call)}, {"args", std::move(args)}, {"rc", rc},
               {"us", took_ns / 1000}};
     std::string text = line.dump(-1, ' ', false, json::error_handler_t::replace);
@@ -95,16 +95,6 @@ class Recorder {
     std::fwrite(text.data(), 1, text.size(), file_);
     std::fputc('\n', file_);
     bytes_ += text.size() + 1;
-  }
-
-  // nvmlGpmMetricsGet is keyed by the device its samples came from.
-  void note_gpm_sample(Call call, const std::vector<json>& inputs) {
-    if (call == Call::nvmlGpmSampleGet) {
-      tokens_.sample_device[inputs[1]["h"].get<std::string>()] = inputs[0]["h"].get<std::string>();
-    } else if (call == Call::nvmlGpmMigSampleGet) {
-      tokens_.sample_device[inputs[2]["h"].get<std::string>()] =
-          fmt::format("{}/gi{}", inputs[0]["h"].get<std::string>(), inputs[1].get<unsigned>());
-    }
   }
 
   std::mutex mu_;

@@ -26,11 +26,19 @@ struct Line {
   nvmlReturn_t rc = NVML_SUCCESS;
 };
 
+// Inputs a key leaves out: timestamps (lastSeenTimeStamp) and event masks, and GPM sample handles,
+// which the agent's threads allocate in no fixed order (nvmlGpmMetricsGet is keyed by the device
+// its samples were taken on instead).
+template <typename T>
+constexpr bool left_out_of_keys() {
+  return std::is_same_v<T, unsigned long long> || std::is_same_v<T, nvmlGpmSample_t>;
+}
+
 // A recorded argument as part of a key, as Codec<T>::input gives it for a live call: inputs as
 // they were, timestamps left out, and for an output only whether the caller passed a pointer
 // (a size query passes none).
-json recorded_key_part(const json& arg, bool timestamp) {
-  if (timestamp) return nullptr;
+json recorded_key_part(const json& arg, bool left_out) {
+  if (left_out) return nullptr;
   if (arg.is_object() && arg.contains("in")) return arg["in"];
   if (arg.is_object() && arg.contains("out")) return true;
   if (arg.is_null()) return false;
@@ -83,9 +91,14 @@ class Replay {
     return fmt::format("{} calls of {} functions over {:.1f} s", calls_, lines_.size(), span_ / 1e9);
   }
 
-  // Init and shutdown always answer: a recording may stop before the agent shuts NVML down.
-  bool has(Call c) const {
-    return c == Call::nvmlInit_v2 || c == Call::nvmlShutdown || lines_.count(call_name(c)) > 0;
+  bool has(Call c) const { return always_answers(c) || lines_.count(call_name(c)) > 0; }
+
+  // Init, shutdown and the calls that free what was allocated answer even when the recording
+  // holds none: it ends before the agent frees its event set and GPM samples and shuts NVML
+  // down, and the agent takes GPM and events to be there only when it can free them.
+  static constexpr bool always_answers(Call c) {
+    return c == Call::nvmlInit_v2 || c == Call::nvmlShutdown || c == Call::nvmlEventSetFree ||
+           c == Call::nvmlGpmSampleFree;
   }
   const std::string& path() const { return path_; }
 
@@ -123,10 +136,10 @@ class Replay {
   Calls& calls(Call c, const json& key) {
     auto& index = index_[static_cast<unsigned>(c)];
     if (!index.built) {
-      constexpr bool timestamp[] = {std::is_same_v<A, unsigned long long>..., false};
+      constexpr bool left_out[] = {left_out_of_keys<A>()..., false};
       for (const Line& l : lines_[call_name(c)]) {
         json k = json::array();
-        for (std::size_t i = 0; i < l.args.size() && i < sizeof...(A); ++i) k.push_back(recorded_key_part(l.args[i], timestamp[i]));
+        for (std::size_t i = 0; i < l.args.size() && i < sizeof...(A); ++i) k.push_back(recorded_key_part(l.args[i], left_out[i]));
         index.by_key[k.dump()].lines.push_back(&l);
       }
       // Lines are written as calls end, so calls of several threads interleave: order by start.
@@ -182,13 +195,15 @@ struct Replayed<C, nvmlReturn_t (*)(A...)> {
     ctx.tokens = &r.tokens();
     ctx.shift_us = r.shift_us();
     ctx.counts = {Codec<A>::count(a, NVML_SUCCESS)...};
-    json key = json::array();
+    json inputs = json::array(), key = json::array();
     std::size_t i = 0;
-    ((ctx.index = i++, key.push_back(Codec<A>::input(a, ctx))), ...);
+    ((ctx.index = i++, inputs.push_back(Codec<A>::input(a, ctx)),
+      key.push_back(left_out_of_keys<A>() ? json(nullptr) : inputs.back())),
+     ...);
     bool exhausted = false;
     const Line* line = r.calls<A...>(C, key).next(exhausted);
     if (line == nullptr) {
-      if constexpr (C == Call::nvmlInit_v2 || C == Call::nvmlShutdown) return NVML_SUCCESS;
+      if constexpr (Replay::always_answers(C)) return NVML_SUCCESS;
       return NVML_ERROR_NOT_SUPPORTED;  // never asked while recording
     }
     if constexpr (C == Call::nvmlDeviceGetProcessUtilization || C == Call::nvmlDeviceGetProcessesUtilizationInfo) {
@@ -199,9 +214,7 @@ struct Replayed<C, nvmlReturn_t (*)(A...)> {
     ctx.rc = line->rc;
     i = 0;
     ((ctx.index = i, Codec<A>::apply(a, line->args.at(i), ctx), ++i), ...);
-    if constexpr (C == Call::nvmlGpmSampleGet) {
-      r.tokens().sample_device[key[1]["h"].template get<std::string>()] = key[0]["h"].template get<std::string>();
-    }
+    note_gpm_sample(C, inputs, r.tokens());
     return line->rc;
   }
 };

@@ -57,7 +57,7 @@ class ReplayTest(harness.AgentTestCase):
         state = os.path.join(self.dir, "recorded-ledger.json")
         agent = self.track(harness.Agent(SCENARIO, env=harness.sim_env(self.epoch),
                                          extra_args=self.node.agent_args(self.config, state)
-                                         + ["--nvml.record", transcript] + list(extra)))
+                                         + ["--nvml.record", transcript, "--collector.profiling"] + list(extra)))
         agent.wait_ready()
         time.sleep(RECORD_SECONDS)
         self.assertEqual(agent.stop(), 0, agent.process.log())
@@ -68,9 +68,16 @@ class ReplayTest(harness.AgentTestCase):
         with open(scenario, "w") as f:
             f.write("description: the recording of a simulated node\nreplay: %s\n" % os.path.basename(transcript))
         state = os.path.join(self.dir, "replayed-ledger.json")
-        agent = self.track(harness.Agent(scenario, extra_args=self.node.agent_args(self.config, state)))
+        agent = self.track(harness.Agent(scenario, extra_args=self.node.agent_args(self.config, state)
+                                         + ["--collector.profiling"]))
         agent.wait_ready()
         time.sleep(seconds)
+        # GPM too answers from the recording: one metrics call per sample pair, keyed by the
+        # device the samples were taken on.
+        samples = harness.parse_text(agent.metrics()[1])
+        sm = {dict(ls)["gpu"]: v for (n, ls), v in samples.items() if n == "gpu_sm_active_ratio"}
+        self.assertEqual(sorted(sm), ["0", "1"], sm)
+        self.assertTrue(all(0 < v <= 1 for v in sm.values()), sm)
         self.assertEqual(agent.stop(), 0, agent.process.log())
         return state, agent
 
