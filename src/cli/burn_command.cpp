@@ -22,6 +22,7 @@
 #include "cli/agent_setup.h"
 #include "util/atomic_file.h"
 #include "util/duration.h"
+#include "util/split.h"
 #include "util/yaml_reader.h"
 
 extern char** environ;
@@ -38,17 +39,13 @@ void fail_line(const std::string& message) { fmt::print(stderr, "gpumeter burn: 
 
 Result<std::vector<int>> parse_gpus(const std::string& text) {
   std::vector<int> out;
-  std::size_t begin = 0;
-  while (begin <= text.size()) {
-    const std::size_t comma = std::min(text.find(',', begin), text.size());
-    const std::string item = text.substr(begin, comma - begin);
+  for (std::string_view item : split(text, ',')) {
     auto v = units::parse_unsigned(item);
     if (!v || *v > 255) return Error{0, fmt::format("--gpus: expected CUDA device numbers such as 0 or 0,1, got '{}'", text)};
     for (int g : out) {
       if (g == static_cast<int>(*v)) return Error{0, fmt::format("--gpus: GPU {} is named twice", g)};
     }
     out.push_back(static_cast<int>(*v));
-    begin = comma + 1;
   }
   return out;
 }
@@ -164,15 +161,11 @@ using Env = std::vector<std::pair<std::string, std::string>>;
 // "NAME=VALUE[,NAME=VALUE...]", a --as value.
 Result<Env> parse_as(const std::string& spec) {
   Env env;
-  std::size_t begin = 0;
-  while (begin <= spec.size()) {
-    const std::size_t comma = std::min(spec.find(',', begin), spec.size());
-    const std::string item = spec.substr(begin, comma - begin);
+  for (std::string_view item : split(spec, ',')) {
     const std::size_t eq = item.find('=');
-    if (eq == 0 || eq == std::string::npos)
+    if (eq == 0 || eq == std::string_view::npos)
       return Error{0, fmt::format("--as: expected NAME=VALUE[,NAME=VALUE...], got '{}'", spec)};
     env.emplace_back(item.substr(0, eq), item.substr(eq + 1));
-    begin = comma + 1;
   }
   return env;
 }

@@ -188,12 +188,12 @@ struct Replayed<C, nvmlReturn_t (*)(A...)> {
   }
   static nvmlReturn_t answer(A... a) {
     Replay& r = *Replay::active();
-    r.now();  // the first call starts the replay's clock
+    const std::int64_t shift_us = r.shift_us();  // the first call starts the replay's clock
     std::lock_guard lock(r.mu());
     ArgContext ctx;
     ctx.call = C;
     ctx.tokens = &r.tokens();
-    ctx.shift_us = r.shift_us();
+    ctx.shift_us = shift_us;
     ctx.counts = {Codec<A>::count(a, NVML_SUCCESS)...};
     json inputs = json::array(), key = json::array();
     std::size_t i = 0;
@@ -230,7 +230,7 @@ struct Replayed<Call::nvmlDeviceGetSamples, nvmlDeviceGetSamples_fn> {
   static nvmlReturn_t answer(nvmlDevice_t device, unsigned type, unsigned long long last_seen, unsigned* value_type,
                              unsigned* count, nvmlSample_t* samples) {
     Replay& r = *Replay::active();
-    r.now();
+    const std::int64_t shift = r.shift_us();
     std::lock_guard lock(r.mu());
     if (count == nullptr || value_type == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
     ArgContext ctx;
@@ -257,7 +257,6 @@ struct Replayed<Call::nvmlDeviceGetSamples, nvmlDeviceGetSamples_fn> {
     // A fill stands for the recorded fill of its turn; once they are used up, for all of them.
     const std::size_t upto = samples == nullptr ? calls.lines.size() : std::min(calls.served + 1, calls.lines.size());
     if (samples != nullptr) calls.served = upto;
-    const std::int64_t shift = r.shift_us();
     std::map<unsigned long long, nvmlSample_t> found;  // by shifted timestamp
     for (std::size_t i = 0; i < upto; ++i) {
       const Line* l = calls.lines[i];
@@ -304,12 +303,12 @@ struct EventWait {
         ctx.call = C;
         ctx.tokens = &r.tokens();
         json key = json::array({Codec<nvmlEventSet_t>::input(set, ctx), data != nullptr, timeout_ms});
-        const auto& calls = r.calls<nvmlEventSet_t, nvmlEventData_t*, unsigned>(C, key);
-        static std::int64_t served = -1;
+        auto& calls = r.calls<nvmlEventSet_t, nvmlEventData_t*, unsigned>(C, key);
+        // The recorded waits up to now, in order; the first that got an event delivers it.
         const std::int64_t now = r.now();
-        for (const Line* l : calls.lines) {
-          if (l->rc != NVML_SUCCESS || l->t <= served || l->t > now) continue;
-          served = l->t;
+        while (calls.served < calls.lines.size() && calls.lines[calls.served]->t <= now) {
+          const Line* l = calls.lines[calls.served++];
+          if (l->rc != NVML_SUCCESS) continue;
           Codec<nvmlEventData_t*>::apply(data, l->args[1], ctx);
           return NVML_SUCCESS;
         }

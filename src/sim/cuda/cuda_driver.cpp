@@ -31,6 +31,7 @@
 
 #include "cuda/cuda_api.h"
 #include "sim/model/env_config.h"
+#include "util/split.h"
 
 #define GPUMETER_CUDA_EXPORT extern "C" __attribute__((visibility("default")))
 
@@ -57,12 +58,6 @@ struct CUfunc_st {
 
 namespace gpumeter::sim {
 namespace {
-
-std::int64_t unix_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
 
 // Streaming multiprocessors by architecture, for CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: the
 // SXM boards' counts (H100 132, A100 108, V100 80); an assumption for other boards.
@@ -176,11 +171,7 @@ class Driver {
     }
     if (visible == nullptr) return all;
     std::vector<unsigned> out;
-    std::string_view list = visible;
-    while (!list.empty()) {
-      const std::size_t comma = list.find(',');
-      std::string_view item = list.substr(0, comma);
-      list = comma == std::string_view::npos ? std::string_view{} : list.substr(comma + 1);
+    for (std::string_view item : split(visible, ',')) {
       std::optional<unsigned> found;
       if (item.substr(0, 4) == "GPU-") {
         for (unsigned g : all) {
@@ -354,7 +345,7 @@ GPUMETER_CUDA_EXPORT CUresult cuCtxCreate_v2(CUcontext* context, unsigned int fl
     if (context == nullptr) return CUDA_ERROR_INVALID_VALUE;
     auto ctx = std::make_unique<CUctx_st>();
     ctx->gpu = gpu;
-    if (!d.log(fmt::format("ctx {} {}\n", gpu, gpumeter::sim::us(gpumeter::sim::unix_ns())))) return CUDA_ERROR_UNKNOWN;
+    if (!d.log(fmt::format("ctx {} {}\n", gpu, gpumeter::sim::us(gpumeter::sim::ScenarioClock::wall_now_ns())))) return CUDA_ERROR_UNKNOWN;
     *context = ctx.release();
     gpumeter::sim::current = *context;
     return CUDA_SUCCESS;
@@ -367,7 +358,7 @@ GPUMETER_CUDA_EXPORT CUresult cuCtxDestroy_v2(CUcontext context) {
     std::unique_ptr<CUctx_st> ctx(context);
     // Destroying a context waits for its work, as the real driver does.
     gpumeter::sim::wait_until(ctx->last_end_ns);
-    d.log(fmt::format("end {} {}\n", ctx->gpu, gpumeter::sim::us(gpumeter::sim::unix_ns())));
+    d.log(fmt::format("end {} {}\n", ctx->gpu, gpumeter::sim::us(gpumeter::sim::ScenarioClock::wall_now_ns())));
     if (gpumeter::sim::current == context) gpumeter::sim::current = nullptr;
     return CUDA_SUCCESS;
   });
@@ -425,7 +416,7 @@ GPUMETER_CUDA_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr* pointer, std::size_t by
     next += (bytes + 0xFFFFF) & ~CUdeviceptr{0xFFFFF};
     ctx.allocations[p] = bytes;
     ctx.allocated += bytes;
-    d.log(fmt::format("mem {} {} {}\n", ctx.gpu, gpumeter::sim::us(gpumeter::sim::unix_ns()), ctx.allocated));
+    d.log(fmt::format("mem {} {} {}\n", ctx.gpu, gpumeter::sim::us(gpumeter::sim::ScenarioClock::wall_now_ns()), ctx.allocated));
     *pointer = p;
     return CUDA_SUCCESS;
   });
@@ -437,7 +428,7 @@ GPUMETER_CUDA_EXPORT CUresult cuMemFree_v2(CUdeviceptr pointer) {
     if (it == ctx.allocations.end()) return CUDA_ERROR_INVALID_VALUE;
     ctx.allocated -= it->second;
     ctx.allocations.erase(it);
-    d.log(fmt::format("mem {} {} {}\n", ctx.gpu, gpumeter::sim::us(gpumeter::sim::unix_ns()), ctx.allocated));
+    d.log(fmt::format("mem {} {} {}\n", ctx.gpu, gpumeter::sim::us(gpumeter::sim::ScenarioClock::wall_now_ns()), ctx.allocated));
     return CUDA_SUCCESS;
   });
 }
@@ -464,7 +455,7 @@ GPUMETER_CUDA_EXPORT CUresult cuEventRecord(CUevent event, CUstream stream) {
   return context_call([&](Driver&, CUctx_st& ctx) {
     if (event == nullptr || event->ctx != &ctx) return CUDA_ERROR_INVALID_HANDLE;
     if (stream != nullptr) return CUDA_ERROR_NOT_SUPPORTED;
-    event->at_ns = std::max(gpumeter::sim::unix_ns(), ctx.last_end_ns);
+    event->at_ns = std::max(gpumeter::sim::ScenarioClock::wall_now_ns(), ctx.last_end_ns);
     return CUDA_SUCCESS;
   });
 }
@@ -483,7 +474,7 @@ GPUMETER_CUDA_EXPORT CUresult cuEventElapsedTime(float* milliseconds, CUevent st
     if (milliseconds == nullptr) return CUDA_ERROR_INVALID_VALUE;
     if (start == nullptr || end == nullptr) return CUDA_ERROR_INVALID_HANDLE;
     if (start->at_ns < 0 || end->at_ns < 0) return CUDA_ERROR_INVALID_HANDLE;
-    if (std::max(start->at_ns, end->at_ns) > gpumeter::sim::unix_ns()) return CUDA_ERROR_NOT_READY;
+    if (std::max(start->at_ns, end->at_ns) > gpumeter::sim::ScenarioClock::wall_now_ns()) return CUDA_ERROR_NOT_READY;
     *milliseconds = static_cast<float>(static_cast<double>(end->at_ns - start->at_ns) / 1e6);
     return CUDA_SUCCESS;
   });
@@ -511,7 +502,7 @@ GPUMETER_CUDA_EXPORT CUresult cuLaunchKernel(CUfunction function, unsigned int g
     std::uint64_t spin_ns = 0;
     std::memcpy(&spin_ns, params[0], sizeof spin_ns);
     // Work on one context runs in launch order: a kernel starts when the last one ends.
-    const std::int64_t start = std::max(gpumeter::sim::unix_ns(), ctx.last_end_ns);
+    const std::int64_t start = std::max(gpumeter::sim::ScenarioClock::wall_now_ns(), ctx.last_end_ns);
     ctx.last_end_ns = start + static_cast<std::int64_t>(spin_ns);
     d.log(fmt::format("run {} {} {}\n", ctx.gpu, gpumeter::sim::us(start), gpumeter::sim::us(ctx.last_end_ns)));
     return CUDA_SUCCESS;

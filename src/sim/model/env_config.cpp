@@ -14,6 +14,7 @@
 #include "nvml/nvml_api.h"
 #include "sim/model/scenario_parse.h"
 #include "sim/model/units.h"
+#include "util/split.h"
 
 namespace gpumeter::sim {
 
@@ -35,10 +36,8 @@ std::string_view trim(std::string_view s) {
 }
 
 Result<void> parse_unsupported(std::string_view list, SimEnv& env) {
-  while (!list.empty()) {
-    std::size_t comma = list.find(',');
-    std::string_view name = trim(list.substr(0, comma));
-    list = comma == std::string_view::npos ? std::string_view{} : list.substr(comma + 1);
+  for (std::string_view part : split(list, ',')) {
+    const std::string_view name = trim(part);
     if (name.empty()) continue;
     if (auto fn = nvml_function_from_name(name)) {
       if (nvml_function_kind(*fn) == NvmlFunctionKind::lifecycle) {

@@ -2,6 +2,7 @@
 
 #include "util/duration.h"
 #include "util/log.h"
+#include "util/split.h"
 #include "util/terminal_text.h"
 
 namespace gpumeter {
@@ -124,6 +125,15 @@ TEST(TerminalText, PrintableReplacesWhatControlsTheTerminal) {
   EXPECT_EQ(printable("\xE2\x80\x94"), "\xE2\x80\x94");  // U+2014, beside them, is text
   EXPECT_EQ(printable("bad\xFFutf\xC3"), "bad?utf?");
   EXPECT_EQ(printable(std::string("nul\0x", 5)), "nul?x");
+}
+
+TEST(Split, KeepsEveryPartEmptyOnesIncluded) {
+  using V = std::vector<std::string_view>;
+  EXPECT_EQ(split("0,1", ','), (V{"0", "1"}));
+  EXPECT_EQ(split("a,,b", ','), (V{"a", "", "b"}));
+  EXPECT_EQ(split("x,", ','), (V{"x", ""}));
+  EXPECT_EQ(split("", ','), (V{""}));
+  EXPECT_EQ(split("one", ','), (V{"one"}));
 }
 
 }  // namespace
