@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "attribution/owner.h"
+#include "model/owner.h"
 #include "attribution/pod_ref.h"
 #include "attribution/procfs.h"
 #include "attribution/project_rules.h"

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "attribution/owner.h"
+#include "model/owner.h"
 #include "attribution/procfs.h"
 #include "util/utf8.h"
 

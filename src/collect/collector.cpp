@@ -226,133 +226,155 @@ void Collector::observe(Slot& slot, size_t index, const Result<DeviceReading>& r
   }
 }
 
+void Collector::drain_usage(Slot& slot, size_t index, uint64_t round) {
+  {
+    // Counted in the last full collection's round: if it hangs, the publisher sees this GPU
+    // stuck and does not hold the other GPUs' snapshot back for it.
+    std::lock_guard lock(slot.mu);
+    slot.busy = true;
+    slot.busy_round = round - 1;
+  }
+  // Only the ledger sees it: the snapshot keeps the full collection's reading, and whether
+  // the GPU is up is for the next full collection to say.
+  if (const auto p = plan(); p->has(CollectorId::kLedger)) {
+    observe(slot, index, slot.backend->collect(slot.device, CollectScope::kUsage, p->enabled));
+  }
+  std::lock_guard lock(slot.mu);
+  slot.busy = false;
+}
+
+void Collector::identify_if_needed(Slot& slot) {
+  {
+    std::lock_guard lock(slot.mu);
+    if (slot.identified) return;
+  }
+  auto id = slot.backend->identify(slot.device);
+  if (id) {
+    std::lock_guard lock(slot.mu);
+    slot.identity = std::move(id).value();
+    slot.identified = true;
+    slot.reidentify = false;
+  }
+}
+
+void Collector::note_collector_runs(Slot& slot, const CollectionPlan& plan, const CollectorSet& groups,
+                                    const Result<DeviceReading>& result) {
+  for (const auto& c : kCollectors) {
+    const auto i = static_cast<size_t>(c.id);
+    if (!plan.has(c.id) || !c.per_device) {
+      if (!plan.has(c.id)) slot.runs[i].reset();  // else set by observe()
+      slot.last_read[i].reset();
+    } else if (groups.has(c.id) && !result.ok()) {
+      slot.runs[i] = CollectorRun{c.id, false, slot.duration};
+      slot.last_read[i].reset();
+    }
+  }
+  if (!result.ok()) return;
+  for (const CollectorRun& run : result->runs) {
+    const auto i = static_cast<size_t>(run.collector);
+    if (!groups.has(run.collector) || !collector_info(run.collector).per_device) continue;
+    slot.runs[i] = run;
+    if (run.success) {
+      slot.last_read[i] = slot.last_end;
+    } else {
+      slot.last_read[i].reset();
+    }
+  }
+}
+
+void Collector::complete_reading(Slot& slot, const CollectionPlan& plan, const CollectorSet& groups,
+                                 DeviceReading& r) {
+  for (const auto& c : kCollectors) {
+    if (!c.per_device) continue;
+    const auto i = static_cast<size_t>(c.id);
+    if (!plan.has(c.id)) {
+      clear_collector(c.id, r);
+    } else if (!groups.has(c.id)) {
+      if (slot.reading) carry_forward(c.id, *slot.reading, r);
+    } else if (std::none_of(r.runs.begin(), r.runs.end(),
+                            [&](const CollectorRun& run) { return run.collector == c.id; })) {
+      // A backend that does not time its collectors (ROCm SMI): read, with no run to report.
+      slot.runs[i].reset();
+      slot.last_read[i] = slot.last_end;
+    }
+  }
+  r.runs.clear();  // kept in the slot: the snapshot carries every collector's last run
+}
+
+void Collector::collect_full(Slot& slot, size_t index, uint64_t round, WorkerLog& worker_log) {
+  {
+    std::lock_guard lock(slot.mu);
+    slot.busy = true;
+    slot.busy_round = round;
+  }
+  identify_if_needed(slot);
+  const auto current_plan = plan();
+  CollectorSet groups;
+  {
+    std::lock_guard lock(slot.mu);
+    groups = due_groups(slot, *current_plan, clock().now());
+  }
+  auto begin = std::chrono::steady_clock::now();
+  auto result = slot.backend->collect(slot.device, CollectScope::kFull, groups);
+  auto end = std::chrono::steady_clock::now();
+  observe(slot, index, result);
+  {
+    std::lock_guard lock(slot.mu);
+    slot.busy = false;
+    slot.attempted = true;
+    slot.last_end = clock().now();
+    slot.duration = seconds(end - begin);
+    slot.completed_round = round;
+    note_collector_runs(slot, *current_plan, groups, result);
+    if (result.ok()) {
+      complete_reading(slot, *current_plan, groups, *result);
+      slot.reading = std::make_shared<const DeviceReading>(std::move(result).value());
+      slot.last_success_unix = unix_now();
+      slot.error.clear();
+    } else {
+      slot.reading.reset();
+      slot.error = result.error().message;
+    }
+  }
+  if (round_complete(awaited_round_.load())) {
+    {
+      std::lock_guard wake(round_mu_);  // pairs with the publisher's predicate check
+    }
+    round_cv_.notify_all();
+  }
+  worker_log.outcome(result.ok() ? nullptr : &result.error().message, log_);
+}
+
+void Collector::WorkerLog::outcome(const std::string* error, Logger& log) {
+  // Transitions only: a GPU that stays broken must not flood the log.
+  if (error == nullptr && !was_ok) {
+    log.info("GPU collection recovered", {{"gpu", gpu}});
+  } else if (error != nullptr && (was_ok || *error != last_error)) {
+    log.warn("GPU collection failed", {{"gpu", gpu}, {"err", *error}});
+    last_error = *error;
+  }
+  was_ok = error == nullptr;
+}
+
 void Collector::run_worker(Slot& slot, size_t index) {
   const auto interval = options_.interval;
   const auto drain = std::min(interval, options_.usage_interval);
   const auto t0 = clock().now();
-  const std::string gpu = std::to_string(slot.gpu);
+  WorkerLog worker_log{std::to_string(slot.gpu)};
   uint64_t round = 0;
   auto next_usage = t0 + interval;  // none before the first full collection
-  bool was_ok = true;
-  std::string last_error;
   for (;;) {
     const auto full_at = t0 + round * interval;
     if (next_usage < full_at) {
       if (!wait_until(next_usage)) return;
-      {
-        // Counted in the last full collection's round: if it hangs, the publisher sees this GPU
-        // stuck and does not hold the other GPUs' snapshot back for it.
-        std::lock_guard lock(slot.mu);
-        slot.busy = true;
-        slot.busy_round = round - 1;
-      }
-      // Only the ledger sees it: the snapshot keeps the full collection's reading, and whether
-      // the GPU is up is for the next full collection to say.
-      if (const auto p = plan(); p->has(CollectorId::kLedger)) {
-        observe(slot, index, slot.backend->collect(slot.device, CollectScope::kUsage, p->enabled));
-      }
-      {
-        std::lock_guard lock(slot.mu);
-        slot.busy = false;
-      }
+      drain_usage(slot, index, round);
       next_usage += drain;
       // After a stall, drain once now rather than replay every missed drain.
       while (next_usage <= clock().now()) next_usage += drain;
       continue;
     }
     if (!wait_until(full_at)) return;
-    bool need_identity;
-    {
-      std::lock_guard lock(slot.mu);
-      slot.busy = true;
-      slot.busy_round = round;
-      need_identity = !slot.identified;
-    }
-    if (need_identity) {
-      auto id = slot.backend->identify(slot.device);
-      if (id) {
-        std::lock_guard lock(slot.mu);
-        slot.identity = std::move(id).value();
-        slot.identified = true;
-        slot.reidentify = false;
-      }
-    }
-    const auto current_plan = plan();
-    CollectorSet groups;
-    {
-      std::lock_guard lock(slot.mu);
-      groups = due_groups(slot, *current_plan, clock().now());
-    }
-    auto begin = std::chrono::steady_clock::now();
-    auto result = slot.backend->collect(slot.device, CollectScope::kFull, groups);
-    auto end = std::chrono::steady_clock::now();
-    observe(slot, index, result);
-    {
-      std::lock_guard lock(slot.mu);
-      slot.busy = false;
-      slot.attempted = true;
-      slot.last_end = clock().now();
-      slot.duration = seconds(end - begin);
-      slot.completed_round = round;
-      for (const auto& c : kCollectors) {
-        const auto i = static_cast<size_t>(c.id);
-        if (!current_plan->has(c.id) || !c.per_device) {
-          if (!current_plan->has(c.id)) slot.runs[i].reset();  // else set by observe()
-          slot.last_read[i].reset();
-        } else if (groups.has(c.id) && !result.ok()) {
-          slot.runs[i] = CollectorRun{c.id, false, slot.duration};
-          slot.last_read[i].reset();
-        }
-      }
-      if (result.ok()) {
-        DeviceReading& r = *result;
-        for (const CollectorRun& run : r.runs) {
-          const auto i = static_cast<size_t>(run.collector);
-          if (!groups.has(run.collector) || !collector_info(run.collector).per_device) continue;
-          slot.runs[i] = run;
-          if (run.success) {
-            slot.last_read[i] = slot.last_end;
-          } else {
-            slot.last_read[i].reset();
-          }
-        }
-        for (const auto& c : kCollectors) {
-          if (!c.per_device) continue;
-          const auto i = static_cast<size_t>(c.id);
-          if (!current_plan->has(c.id)) {
-            clear_collector(c.id, r);
-          } else if (!groups.has(c.id)) {
-            if (slot.reading) carry_forward(c.id, *slot.reading, r);
-          } else if (std::none_of(r.runs.begin(), r.runs.end(),
-                                  [&](const CollectorRun& run) { return run.collector == c.id; })) {
-            // A backend that does not time its collectors (ROCm SMI): read, with no run to report.
-            slot.runs[i].reset();
-            slot.last_read[i] = slot.last_end;
-          }
-        }
-        r.runs.clear();  // kept in the slot: the snapshot carries every collector's last run
-        slot.reading = std::make_shared<const DeviceReading>(std::move(result).value());
-        slot.last_success_unix = unix_now();
-        slot.error.clear();
-      } else {
-        slot.reading.reset();
-        slot.error = result.error().message;
-      }
-    }
-    if (round_complete(awaited_round_.load())) {
-      {
-        std::lock_guard wake(round_mu_);  // pairs with the publisher's predicate check
-      }
-      round_cv_.notify_all();
-    }
-    // Log transitions only: a GPU that stays broken must not flood the log.
-    if (result.ok() && !was_ok) {
-      log_.info("GPU collection recovered", {{"gpu", gpu}});
-    } else if (!result.ok() && (was_ok || result.error().message != last_error)) {
-      log_.warn("GPU collection failed", {{"gpu", gpu}, {"err", result.error().message}});
-      last_error = result.error().message;
-    }
-    was_ok = result.ok();
+    collect_full(slot, index, round, worker_log);
     // Rounds missed while a call hung are skipped, not replayed.
     const auto now = clock().now();
     uint64_t due = static_cast<uint64_t>((now - t0) / interval) + 1;

@@ -9,30 +9,18 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "backend/backend.h"
 #include "collect/clock.h"
 #include "collect/collection_plan.h"
+#include "model/reading_observer.h"
 #include "model/snapshot.h"
 #include "util/log.h"
 
 namespace gpumeter {
-
-// Sees every successful collection (on that GPU's worker thread) and adds its own results
-// to each snapshot: how the usage ledger plugs in without the collector knowing about it.
-class ReadingObserver {
- public:
-  virtual ~ReadingObserver() = default;
-  // `slot` is the GPU's position in the snapshot; the identity may still be partial.
-  virtual void on_reading(size_t slot, const DeviceIdentity& identity, const DeviceReading& reading) = 0;
-  // A collection of this GPU failed (full or usage-only): what was integrated up to the last
-  // reading must not be stretched over the failure.
-  virtual void on_failure(size_t /*slot*/, const DeviceIdentity& /*identity*/) {}
-  // Called while a snapshot is assembled, after the GPUs are filled in.
-  virtual void contribute(Snapshot& snapshot) const = 0;
-};
 
 // Driver sample buffers hold about 100 samples: 20 s at the simulator's 200 ms period, as
 // little as ~17 s on a real driver. Between full collections the worker reads the usage part
@@ -79,7 +67,28 @@ class Collector {
 
  private:
   struct Slot;
+  // What a worker logs of its GPU's collections: transitions only.
+  struct WorkerLog {
+    std::string gpu;
+    bool was_ok = true;
+    std::string last_error;
+    // After a full collection: null when it succeeded, else its error.
+    void outcome(const std::string* error, Logger& log);
+  };
+  // A GPU's worker: full collections once a round, usage-only ones in between.
   void run_worker(Slot& slot, size_t index);
+  // A usage-only collection, for the ledger alone.
+  void drain_usage(Slot& slot, size_t index, uint64_t round);
+  // A full collection of round `round`: the due collectors read, the result kept in the slot.
+  void collect_full(Slot& slot, size_t index, uint64_t round, WorkerLog& worker_log);
+  // Identifies the GPU if it has not been yet.
+  void identify_if_needed(Slot& slot);
+  // Each collector's last run and last read after a full collection (slot locked).
+  void note_collector_runs(Slot& slot, const CollectionPlan& plan, const CollectorSet& groups,
+                           const Result<DeviceReading>& result);
+  // A successful reading made whole: collectors switched off cleared, those not due carried over
+  // from the last reading (slot locked).
+  void complete_reading(Slot& slot, const CollectionPlan& plan, const CollectorSet& groups, DeviceReading& r);
   // Hands a collection's outcome to the observer (identifying the GPU again first if due).
   void observe(Slot& slot, size_t index, const Result<DeviceReading>& result);
   // Identifies the GPU again after a failure (a driver upgrade changes what gpu_info says).

@@ -9,7 +9,7 @@
 #include <limits>
 #include <set>
 
-#include "attribution/owner.h"
+#include "model/owner.h"
 #include "attribution/procfs.h"
 #include "render/compat.h"
 #include "util/duration.h"

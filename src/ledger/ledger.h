@@ -44,7 +44,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "attribution/owner.h"
+#include "model/owner.h"
 #include "model/reading.h"
 #include "util/result.h"
 

@@ -19,7 +19,7 @@
 
 #include "attribution/drm_fdinfo.h"
 #include "ledger/drm_usage.h"
-#include "collect/collector.h"
+#include "model/reading_observer.h"
 #include "ledger/ledger.h"
 #include "ledger/mig_ledgers.h"
 #include "ledger/state_file.h"

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "attribution/owner.h"
+#include "model/owner.h"
 #include "model/reading.h"
 
 namespace gpumeter {

@@ -5,7 +5,7 @@
 
 #include <gtest/gtest.h>
 
-#include "attribution/owner.h"
+#include "model/owner.h"
 
 namespace gpumeter {
 namespace {
