@@ -10,10 +10,11 @@
 set(GPUMETER_PACKAGE_COMPONENT gpumeter)
 
 # The binary, and the fleet simulator beside it: bin/gpumeter loads ../lib/gpumeter/libnvidia-ml.so.1
-# for --sim.scenario, in the build tree and when installed alike. Only the real file is installed,
+# for --sim.scenario, and runs bin/gpumeter-sim for `gpumeter sim`, in the build tree and when
+# installed alike. Only the real file is installed,
 # not the libnvidia-ml.so development link, which would let a program linked with -lnvidia-ml pick
 # up the simulator.
-install(TARGETS gpumeter RUNTIME DESTINATION bin COMPONENT ${GPUMETER_PACKAGE_COMPONENT})
+install(TARGETS gpumeter gpumeter-sim RUNTIME DESTINATION bin COMPONENT ${GPUMETER_PACKAGE_COMPONENT})
 install(TARGETS nvml_sim cuda_sim LIBRARY DESTINATION lib/gpumeter NAMELINK_SKIP COMPONENT ${GPUMETER_PACKAGE_COMPONENT})
 
 # Compressed as Debian installs man pages and changelogs (-n: no name or time stamp inside, so the

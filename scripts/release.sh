@@ -78,8 +78,9 @@ for arch in "${arches[@]}"; do
   fi
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGPUMETER_PORTABLE=ON "${toolchain[@]}" \
     -DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache >&2
-  cmake --build "$build" -j "$jobs" --target gpumeter nvml_sim cuda_sim gpumeter_man gpumeter_changelog >&2
+  cmake --build "$build" -j "$jobs" --target gpumeter gpumeter-sim nvml_sim cuda_sim gpumeter_man gpumeter_changelog >&2
   check_portable "$build/bin/gpumeter"
+  check_portable "$build/bin/gpumeter-sim"
   check_portable "$build/lib/gpumeter/libnvidia-ml.so.1"
   check_portable "$build/lib/gpumeter/libcuda.so.1"
 
@@ -89,13 +90,15 @@ for arch in "${arches[@]}"; do
   rm -rf "$stage"
   DESTDIR=$stage cmake --install "$build" --component gpumeter --prefix /usr --strip >/dev/null
 
-  # The bundle: the same files under one directory, the agent in libexec/ behind the launcher.
+  # The bundle: the same files under one directory, the agent (and gpumeter-sim, which it runs)
+  # in libexec/ behind the launcher.
   name=gpumeter-$version-linux-$arch
   bundle=$out/$name
   echo "== [$arch] bundle $name" >&2
   rm -rf "$bundle"
   mkdir -p "$bundle/bin" "$bundle/libexec" "$bundle/lib" "$bundle/share/gpumeter/systemd"
   install -m 0755 "$stage/usr/bin/gpumeter" "$bundle/libexec/gpumeter"
+  install -m 0755 "$stage/usr/bin/gpumeter-sim" "$bundle/libexec/gpumeter-sim"  # run by `gpumeter sim`
   install -m 0755 deploy/release/gpumeter-launcher.sh "$bundle/bin/gpumeter"
   cp -a "$stage/usr/lib/gpumeter" "$bundle/lib/gpumeter"
   cp -a "$stage/usr/share/man" "$stage/usr/share/doc" "$bundle/share/"

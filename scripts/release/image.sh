@@ -12,7 +12,8 @@
 #     iconv modules (gconv) are left out; every package's copyright file stays.
 #   - the agent, /usr/bin/gpumeter (the bundle's libexec/gpumeter: no launcher, the image's glibc
 #     2.36 is above the floor), the simulator /usr/lib/gpumeter/libnvidia-ml.so.1 (found beside
-#     the binary as ../lib/gpumeter/), /etc/gpumeter/{gpumeter,pricing}.yaml and
+#     the binary as ../lib/gpumeter/; the simulator's tools, gpumeter-sim, are left out: the image
+#     runs the agent), /etc/gpumeter/{gpumeter,pricing}.yaml and
 #     /usr/share/gpumeter/{scenarios,pricing,prometheus,grafana,alertmanager}.
 #   - the user and group gpumeter, 9400:9400, and its state directory /var/lib/gpumeter (the
 #     ledger's state file), owned by it.

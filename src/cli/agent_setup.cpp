@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <fmt/format.h>
 
-#include "sim/model/scenario_parse.h"
+#include "backend/dynamic_library.h"
 #include "transcript/replay.h"
 
 namespace gpumeter::cli {
@@ -22,7 +22,7 @@ std::string bundled_simulator_library(const std::string& soname) {
   return (exe.parent_path().parent_path() / "lib" / "gpumeter" / soname).string();
 }
 
-Result<void> check_sim_scenario(const std::string& path) {
+Result<void> check_sim_scenario(const std::string& path, const std::string& library) {
   auto replay = transcript::replay_of_scenario(path);
   if (!replay) return replay.error();
   if (!replay->empty()) {
@@ -31,8 +31,16 @@ Result<void> check_sim_scenario(const std::string& path) {
     if (!recording) return Error{0, fmt::format("{}: {}", path, recording.error().message)};
     return {};
   }
-  auto scenario = sim::load_scenario(path);
-  if (!scenario) return scenario.error();
+  // The simulator library checks the scenario: the agent holds no simulator code. A library that
+  // cannot be loaded, or has no check (a real NVML named by --nvml.library), is left to the
+  // backend's start to report.
+  auto sim = DynamicLibrary::open_first({library.empty() ? bundled_simulator_library("libnvidia-ml.so.1") : library});
+  if (!sim) return {};
+  using Check = int (*)(const char*, char*, std::size_t);
+  auto check = reinterpret_cast<Check>((*sim)->symbol("gpumeter_sim_check_scenario"));
+  if (check == nullptr) return {};
+  char message[4096] = {};
+  if (check(path.c_str(), message, sizeof message) != 0) return Error{0, message};
   return {};
 }
 
@@ -97,9 +105,10 @@ Result<std::unique_ptr<NvmlBackend>> create_nvml_backend(const NvmlSelection& se
   return nvml;
 }
 
-std::unique_ptr<RocmBackend> create_rocm_backend(const std::string& library, Logger& log) {
+std::unique_ptr<RocmBackend> create_rocm_backend(const std::string& library, const std::string& sysfs, Logger& log) {
   RocmBackendOptions options;
   if (!library.empty()) options.library_candidates = {library};
+  options.drm_class_dir = sysfs + "/class/drm";
   auto rocm = RocmBackend::create(options, log);
   if (rocm->status().up) {
     log.info("ROCm SMI backend up", {{"detail", rocm->status().detail}});

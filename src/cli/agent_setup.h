@@ -38,14 +38,16 @@ std::string bundled_simulator_library(const std::string& soname);
 // the caller decides how to report it.
 Result<std::unique_ptr<NvmlBackend>> create_nvml_backend(const NvmlSelection& selection, Logger& log);
 
-// Loads ROCm SMI (`library`, or the default sonames when empty). Logs one line: the backend
-// up with its detail, or down with the reason (no library, not ROCm SMI, no AMD GPU). Never fails.
-std::unique_ptr<RocmBackend> create_rocm_backend(const std::string& library, Logger& log);
+// Loads ROCm SMI (`library`, or the default sonames when empty) where `sysfs`/class/drm has an
+// AMD GPU. Logs one line: the backend up with its detail, or down with the reason (no library,
+// not ROCm SMI, no AMD GPU). Never fails.
+std::unique_ptr<RocmBackend> create_rocm_backend(const std::string& library, const std::string& sysfs, Logger& log);
 
-// A --sim.scenario file, read and validated as the simulator will read it, so that a bad
-// scenario is a bad flag at start (exit 2) rather than an agent serving no GPU. Errors read
+// A --sim.scenario file, read and validated by the simulator library that will play it
+// (`library`, else the bundled one), so that a bad scenario is a bad flag at start (exit 2) rather
+// than an agent serving no GPU. A recording it names is read whole. Errors read
 // "file:line:col: ...".
-Result<void> check_sim_scenario(const std::string& path);
+Result<void> check_sim_scenario(const std::string& path, const std::string& library);
 
 // The config file, or the defaults when `path` is empty. Errors read "file:line:col: ...".
 Result<Config> load_agent_config(const std::string& path);

@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "cli/agent_setup.h"
+#include "cli/shared_flags.h"
 #include "cli/snapshot_render.h"
 #include "cli/version.h"
 #include "ledger/state_summary.h"
@@ -151,21 +152,6 @@ void setup_snapshot_command(CLI::App& cmd, SnapshotOptions& o, int& exit_code) {
       "--no-color", o.no_color,
       "No ANSI colours in the table (they are only used when stdout is a terminal, NO_COLOR is unset or "
       "empty and TERM is not dumb)");
-  cmd.add_option("--nvml.library", o.nvml_library,
-                 "Path of the NVML library to load (default: libnvidia-ml.so.1, then libnvidia-ml.so, from "
-                 "the dynamic linker's search path)");
-  cmd.add_option("--sim.scenario", o.sim_scenario,
-                 "Look at the fleet simulator playing this scenario file instead of real GPUs (loads the "
-                 "bundled simulator library unless --nvml.library is given)");
-  cmd.add_option(
-         "--path.procfs", o.procfs,
-         "procfs mountpoint: /proc/<pid>/cgroup, status and environ of GPU processes name their owners")
-      ->capture_default_str();
-  cmd.add_option(
-         "--path.rootfs", o.rootfs,
-         "Where the host's root file system is (\"/host\" in a container): etc/passwd for user names, "
-         "the kubelet's pod-resources socket")
-      ->capture_default_str();
   cmd.add_option(
       "--config.file", o.config_file,
       "The agent's configuration (YAML), so that owners and projects are resolved as `gpumeter serve` "
@@ -174,6 +160,7 @@ void setup_snapshot_command(CLI::App& cmd, SnapshotOptions& o, int& exit_code) {
                  "The agent's ledger state file, read (never written or moved) for the totals per owner; a "
                  "missing file means no totals yet, \"\" skips them")
       ->capture_default_str();
+  add_source_flags(cmd, {o.nvml_library, o.sim_scenario, o.procfs, o.rootfs}, "");
   cmd.add_option("--log.level", o.log_level, "Log messages (to stderr) with the given severity or above")
       ->capture_default_str()
       ->check(CLI::IsMember({"debug", "info", "warn", "error"}));
@@ -199,7 +186,7 @@ int run_snapshot(const SnapshotOptions& o) {
     return bad_flag("--sim.scenario", "no such file: " + o.sim_scenario);
   }
   if (!o.sim_scenario.empty()) {
-    if (auto ok = check_sim_scenario(o.sim_scenario); !ok) return bad_flag("--sim.scenario", ok.error().message);
+    if (auto ok = check_sim_scenario(o.sim_scenario, o.nvml_library); !ok) return bad_flag("--sim.scenario", ok.error().message);
   }
 
   SnapshotReport report;

@@ -276,9 +276,9 @@ void render_ledger_table(std::string& out, const LedgerStateGpu& lg, const Style
   t.render(out, "    ", style);
 }
 
-std::string report_table(const SnapshotReport& r, const Style& style) {
+// The table's head: when, the backends, the kubelet, failed owner lookups and the ledger file.
+void render_header(std::string& out, const SnapshotReport& r, const Style& style) {
   const Snapshot& s = r.snap;
-  std::string out;
   out += style.bold("gpumeter snapshot") + "  " + utc_text(s.taken_unix) + "  " +
          style.dim("(per-process utilization over " +
                    fmt::format("{:.1f} s", std::chrono::duration<double>(r.interval).count()) + ")") +
@@ -302,22 +302,80 @@ std::string report_table(const SnapshotReport& r, const Style& style) {
   out += "ledger   ";
   if (r.state_path.empty()) {
     out += "off (--ledger.state-file is empty): no totals\n";
-  } else {
-    switch (r.ledger.status) {
-      case LedgerStateSummary::Status::kMissing:
-        out += printable(r.state_path) + ": no state file, so no ledger totals\n";
-        break;
-      case LedgerStateSummary::Status::kUnusable:
-        out += printable(r.state_path) + ": " + style.bad("unusable") + ": " + printable(r.ledger.problem) +
-               " (file left as it is)\n";
-        break;
-      case LedgerStateSummary::Status::kOk:
-        out += printable(r.state_path) + ": saved " +
-               (r.ledger.saved_unix ? utc_text(*r.ledger.saved_unix) : std::string("at an unknown time")) +
-               ", " + std::to_string(r.ledger.gpus.size()) + " GPU(s)\n";
-        break;
-    }
+    return;
   }
+  switch (r.ledger.status) {
+    case LedgerStateSummary::Status::kMissing:
+      out += printable(r.state_path) + ": no state file, so no ledger totals\n";
+      break;
+    case LedgerStateSummary::Status::kUnusable:
+      out += printable(r.state_path) + ": " + style.bad("unusable") + ": " + printable(r.ledger.problem) +
+             " (file left as it is)\n";
+      break;
+    case LedgerStateSummary::Status::kOk:
+      out += printable(r.state_path) + ": saved " +
+             (r.ledger.saved_unix ? utc_text(*r.ledger.saved_unix) : std::string("at an unknown time")) + ", " +
+             std::to_string(r.ledger.gpus.size()) + " GPU(s)\n";
+      break;
+  }
+}
+
+// One line of a GPU's readings: utilization, memory, power, temperature (what it has of them).
+void render_gpu_facts(std::string& out, const DeviceReading& rd) {
+  std::vector<std::string> facts;
+  if (rd.utilization_ratio) facts.push_back("utilization " + percent_text(*rd.utilization_ratio));
+  if (rd.memory_used_bytes && rd.memory_total_bytes) {
+    facts.push_back("memory " + bytes_text(*rd.memory_used_bytes) + " / " + bytes_text(*rd.memory_total_bytes));
+  } else if (rd.memory_used_bytes) {
+    facts.push_back("memory " + bytes_text(*rd.memory_used_bytes));
+  }
+  if (rd.power_watts) {
+    facts.push_back("power " + fmt::format("{:.0f} W", *rd.power_watts) +
+                    (rd.power_limit_watts ? fmt::format(" / {:.0f} W", *rd.power_limit_watts) : ""));
+  }
+  if (const LabeledValue* t = find_label(rd.temperature_celsius, "gpu")) {
+    facts.push_back("temperature " + fmt::format("{:.0f} °C", t->value));
+  }
+  std::string line = " ";
+  for (const auto& f : facts) line += "  " + f;
+  if (!facts.empty()) out += line.substr(1) + "\n";
+}
+
+// A GPU's processes with their owners, as nvidia-smi lists them plus the owner columns.
+void render_processes(std::string& out, const GpuSnapshot& g, const Style& style) {
+  if (g.processes.empty()) {
+    out += "  " + style.dim("no processes") + "\n";
+    return;
+  }
+  Table t({{"PID", 10, true},
+           {"TYPE", 8},
+           {"MEMORY", 10, true},
+           {"SM", 5, true},
+           {"PROJECT", 24},
+           {"USER", 16},
+           {"NAMESPACE", 24, false, true},
+           {"POD", 40, false, true},
+           {"CONTAINER", 20, false, true},
+           {"HPC_JOB", 16, false, true}});
+  for (const auto& p : g.processes) {
+    const OwnerLabels& o = p.owner;
+    // nvidia-smi's letters: C, G, M, C+G.
+    std::string type;
+    for (const auto& name : process_types(g, p.pid)) {
+      type += (type.empty() ? "" : "+") + std::string(1, static_cast<char>(std::toupper(name[0])));
+    }
+    if (!p.running) type = "exited";
+    t.add({std::to_string(p.pid), type, p.memory_bytes ? bytes_text(*p.memory_bytes) : "",
+           p.utilization_ratio ? percent_text(*p.utilization_ratio) : "", o.project, o.user, o.namespace_, o.pod,
+           o.container, o.hpc_job});
+  }
+  t.render(out, "  ", style);
+}
+
+std::string report_table(const SnapshotReport& r, const Style& style) {
+  const Snapshot& s = r.snap;
+  std::string out;
+  render_header(out, r, style);
   if (s.gpus.empty()) out += "\nno GPUs\n";
 
   std::set<std::string> shown;
@@ -330,54 +388,8 @@ std::string report_table(const SnapshotReport& r, const Style& style) {
     }
     out += "  " + (g.up ? style.good("up") : style.bad("DOWN")) + "\n";
     if (!g.up) out += "  " + style.bad("down: ") + printable(g.down_reason) + "\n";
-    if (const DeviceReading* rd = g.reading.get()) {
-      std::vector<std::string> facts;
-      if (rd->utilization_ratio) facts.push_back("utilization " + percent_text(*rd->utilization_ratio));
-      if (rd->memory_used_bytes && rd->memory_total_bytes) {
-        facts.push_back("memory " + bytes_text(*rd->memory_used_bytes) + " / " +
-                        bytes_text(*rd->memory_total_bytes));
-      } else if (rd->memory_used_bytes) {
-        facts.push_back("memory " + bytes_text(*rd->memory_used_bytes));
-      }
-      if (rd->power_watts) {
-        facts.push_back("power " + fmt::format("{:.0f} W", *rd->power_watts) +
-                        (rd->power_limit_watts ? fmt::format(" / {:.0f} W", *rd->power_limit_watts) : ""));
-      }
-      if (const LabeledValue* t = find_label(rd->temperature_celsius, "gpu")) {
-        facts.push_back("temperature " + fmt::format("{:.0f} °C", t->value));
-      }
-      std::string line = " ";
-      for (const auto& f : facts) line += "  " + f;
-      if (!facts.empty()) out += line.substr(1) + "\n";
-    }
-
-    if (g.processes.empty()) {
-      out += "  " + style.dim("no processes") + "\n";
-    } else {
-      Table t({{"PID", 10, true},
-               {"TYPE", 8},
-               {"MEMORY", 10, true},
-               {"SM", 5, true},
-               {"PROJECT", 24},
-               {"USER", 16},
-               {"NAMESPACE", 24, false, true},
-               {"POD", 40, false, true},
-               {"CONTAINER", 20, false, true},
-               {"HPC_JOB", 16, false, true}});
-      for (const auto& p : g.processes) {
-        const OwnerLabels& o = p.owner;
-        // nvidia-smi's letters: C, G, M, C+G.
-        std::string type;
-        for (const auto& name : process_types(g, p.pid)) {
-          type += (type.empty() ? "" : "+") + std::string(1, static_cast<char>(std::toupper(name[0])));
-        }
-        if (!p.running) type = "exited";
-        t.add({std::to_string(p.pid), type, p.memory_bytes ? bytes_text(*p.memory_bytes) : "",
-               p.utilization_ratio ? percent_text(*p.utilization_ratio) : "", o.project, o.user, o.namespace_,
-               o.pod, o.container, o.hpc_job});
-      }
-      t.render(out, "  ", style);
-    }
+    if (const DeviceReading* rd = g.reading.get()) render_gpu_facts(out, *rd);
+    render_processes(out, g, style);
 
     if (r.ledger.status != LedgerStateSummary::Status::kOk) continue;
     auto it = r.ledger.gpus.find(id.uuid);

@@ -279,6 +279,7 @@ class PackageTest(unittest.TestCase):
             if not mode.startswith("d"):
                 files[name[2:] if name.startswith("./") else name] = mode
         for path, mode in {"usr/bin/gpumeter": "-rwxr-xr-x",
+                           "usr/bin/gpumeter-sim": "-rwxr-xr-x",
                            "usr/lib/gpumeter/libnvidia-ml.so.1": "-rw-r--r--",
                            "usr/share/man/man1/gpumeter.1.gz": "-rw-r--r--",
                            "lib/systemd/system/gpumeter.service": "-rw-r--r--",

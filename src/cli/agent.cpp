@@ -1,0 +1,307 @@
+#include "cli/agent.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <iterator>
+
+#include <fmt/format.h>
+
+#include "cli/version.h"
+#include "render/families.h"
+#include "transcript/recorder.h"
+#include "util/duration.h"
+#include "util/yaml_reader.h"
+
+namespace gpumeter::cli {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Logs a refused flag as the agent always has, the message then the reason as `err`, and
+// returns it with the exit code.
+Error logged(Logger& log, const std::string& what, const Error& e, int exit_code = 2) {
+  log.error(what, {{"err", e.message}});
+  return Error{exit_code, what + ": " + e.message};
+}
+
+// --collect.interval and --config.reload-interval, within their bounds.
+Result<void> read_intervals(const ServeOptions& o, AgentSettings& s, Logger& log) {
+  auto interval = parse_duration(o.collect_interval);
+  if (!interval) return logged(log, "bad flag --collect.interval", interval.error());
+  if (interval->count() < 100 || interval->count() > 3'600'000) {
+    return logged(log, "bad flag --collect.interval", Error{0, "must be between 100ms and 1h"});
+  }
+  auto reload = parse_duration(o.config_reload_interval);
+  if (!reload) return logged(log, "bad flag --config.reload-interval", reload.error());
+  if (reload->count() != 0 && reload->count() < 1000) {
+    return logged(log, "bad flag --config.reload-interval", Error{0, "must be 0 (off) or at least 1s"});
+  }
+  s.interval = *interval;
+  s.reload_interval = *reload;
+  return {};
+}
+
+// Every flag and file, in the order the agent has always checked them; the first refused one is
+// logged and returned.
+Result<AgentSettings> read_settings(const ServeOptions& o, Logger& log) {
+  AgentSettings s;
+  if (auto ok = read_intervals(o, s, log); !ok) return ok.error();
+  if (!o.web_config_file.empty()) {
+    auto loaded = load_web_config(o.web_config_file);
+    if (!loaded) return logged(log, "bad flag --web.config.file", loaded.error());
+    s.web_config = std::make_shared<const WebConfig>(std::move(loaded).value());
+  }
+  auto config = load_agent_config(o.config_file);
+  if (!config) return logged(log, "bad flag --config.file", config.error());
+  if (!o.sim_scenario.empty()) {
+    if (auto ok = check_sim_scenario(o.sim_scenario, o.nvml_library); !ok) return logged(log, "bad flag --sim.scenario", ok.error());
+  }
+  s.config = std::move(config).value();
+  auto plan = make_collection_plan(o.collectors, s.config.collectors);
+  if (!plan) return logged(log, "bad collector settings", plan.error());
+  s.plan = std::move(plan).value();
+  auto compat = compat_options(s.config, o.compat, o.compat_collectors, log);
+  if (!compat) return logged(log, "bad compat settings", compat.error());
+  s.compat = std::move(compat).value();
+  s.http.listen_address = o.listen_address;
+  s.http.telemetry_path = o.telemetry_path;
+  s.http.max_threads = o.max_requests;
+  s.http.web_config = s.web_config;
+  s.http.enable_lifecycle = o.enable_lifecycle;
+  if (auto valid = validate_options(s.http); !valid) return logged(log, "bad flag", valid.error());
+  return s;
+}
+
+// --nvml.record and its limits; none when the flag is not given.
+Result<std::optional<transcript::RecordOptions>> record_options(const ServeOptions& o) {
+  if (o.nvml_record.empty()) return std::optional<transcript::RecordOptions>();
+  transcript::RecordOptions r;
+  r.path = o.nvml_record;
+  r.anonymize = o.nvml_record_anonymize;
+  r.agent_version = std::string(kVersion);
+  auto duration = parse_duration(o.nvml_record_duration);
+  if (!duration || duration->count() <= 0)
+    return Error{0, fmt::format("--nvml.record-duration: expected a duration such as 10m, got '{}'", o.nvml_record_duration)};
+  r.duration = *duration;
+  auto bytes = units::parse_byte_size(o.nvml_record_max_bytes);
+  if (!bytes || *bytes < 4096)
+    return Error{0, fmt::format("--nvml.record-max-bytes: expected a size of at least 4KiB, got '{}'", o.nvml_record_max_bytes)};
+  r.max_bytes = *bytes;
+  return std::optional<transcript::RecordOptions>(r);
+}
+
+// What the start says of the backends: NVML's state (ROCm SMI's is logged where it is made),
+// and a warning when none is up.
+void log_backend_states(const BackendStatus& nvml, const BackendStatus& rocm, Logger& log) {
+  if (nvml.absent) {
+    log.info("NVML backend absent", {{"reason", nvml.detail}});
+  } else if (!nvml.up) {
+    log.warn("NVML backend down; serving gpumeter_backend_up{backend=\"nvml\"} 0", {{"reason", nvml.detail}});
+  }
+  if (!nvml.up && !rocm.up) {
+    log.warn("no GPU backend is up: nothing is measured, and /-/ready answers 503",
+             {{"nvml", nvml.detail}, {"rocm_smi", rocm.detail}});
+  }
+}
+
+// Ready when a backend is up: a node has NVIDIA GPUs, AMD GPUs or both, and the vendor it lacks
+// is absent. Otherwise the reason names each backend's state.
+Readiness readiness(const std::vector<Backend*>& backends, const ExpositionStore& store) {
+  if (std::none_of(backends.begin(), backends.end(), [](Backend* b) { return b->status().up; })) {
+    std::string why;
+    for (Backend* b : backends) {
+      const BackendStatus s = b->status();
+      why += (why.empty() ? "" : "; ") + s.backend + (s.absent ? " absent: " : " down: ") + s.detail;
+    }
+    return {false, "no GPU backend is up (" + why + ")"};
+  }
+  if (!store.latest()) return {false, "no snapshot collected yet"};
+  return {true, ""};
+}
+
+// The attribution sources and the allocation policy the agent starts with, logged.
+void log_attribution(const HostOwnerResolverOptions& ro, const Config& config, Logger& log) {
+  if (!ro.kubelet_socket.empty()) log.info("naming pods from the kubelet", {{"socket", ro.kubelet_socket}});
+  if (!ro.slurm_cgroups.cgroup_root.empty()) {
+    log.info("reading Slurm jobs' GPUs from their cgroups", {{"cgroup_root", ro.slurm_cgroups.cgroup_root}});
+  }
+  log.info("ledger allocation policy",
+           {{"allocation", ro.allocations ? "scheduler" : "process"},
+            {"configured", std::string(to_string(config.ledger.allocation))}});
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Agent>> Agent::create(const ServeOptions& o, Logger& log) {
+  auto settings = read_settings(o, log);
+  if (!settings) return settings.error();
+
+  // Signals are handled by sigwait() in run_until_signal, so block them before any thread starts.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  log.info("starting gpumeter", {{"version", kVersion}, {"revision", kRevision}});
+  auto record = record_options(o);
+  if (!record) return logged(log, "bad flag --nvml.record", record.error());
+  auto nvml = create_nvml_backend({o.nvml_library, o.sim_scenario, *record}, log);
+  if (!nvml) return logged(log, "cannot start NVML", nvml.error(), 1);
+
+  std::unique_ptr<Agent> agent(new Agent(o, log, std::move(settings).value(), signals, std::move(nvml).value()));
+  if (auto loaded = agent->tracker_.load_state(); !loaded) return logged(log, "cannot start", loaded.error());
+  return agent;
+}
+
+Agent::Agent(const ServeOptions& options, Logger& log, AgentSettings settings, sigset_t signals,
+             std::unique_ptr<NvmlBackend> nvml)
+    : options_(options),
+      log_(log),
+      settings_(std::move(settings)),
+      signals_(signals),
+      nvml_(std::move(nvml)),
+      rocm_(create_rocm_backend(options_.rocm_library, options_.sysfs, log_)),
+      backends_{nvml_.get(), rocm_.get()},
+      resolver_options_(owner_resolver_options(settings_.config, options_.procfs, options_.rootfs)),
+      resolver_(resolver_options_, log_),
+      drm_clients_(make_drm_scanner()),
+      tracker_(tracker_options(), resolver_, log_),
+      live_compat_(settings_.compat),
+      reloader_({options_.config_file, options_.web_config_file}, {settings_.config, settings_.web_config},
+                prepare_reload(), log_),
+      reload_status_(reloader_.status()),
+      store_(family_builder()),
+      collector_(backends_, collector_options(),
+                 [this](std::shared_ptr<const Snapshot> s) {
+                   auto published = store_.publish(std::move(s));
+                   if (!published) log_.error("cannot render snapshot", {{"err", published.error().message}});
+                 },
+                 log_),
+      server_(store_, http_options(), &log_) {
+  log_backend_states(nvml_->status(), rocm_->status(), log_);
+  log_attribution(resolver_options_, settings_.config, log_);
+}
+
+// Graphics clients of the AMD GPUs record exact engine time in DRM fdinfo; ROCm compute does
+// not (docs/rocm-behaviour.md). Walked only where ROCm SMI found GPUs.
+std::unique_ptr<DrmClientScanner> Agent::make_drm_scanner() {
+  if (!rocm_->status().up || rocm_->device_count() == 0) return nullptr;
+  log_.info("reading DRM clients' engine time from fdinfo", {{"procfs", options_.procfs}});
+  return std::make_unique<DrmClientScanner>(DrmScanOptions{.procfs = options_.procfs});
+}
+
+UsageTrackerOptions Agent::tracker_options() {
+  UsageTrackerOptions to = usage_tracker_options(settings_.config, settings_.interval, resolver_options_);
+  to.state_file = options_.ledger_state_file;
+  if (!to.state_file.empty()) {
+    const fs::path dir = fs::path(to.state_file).parent_path();
+    std::error_code ec;
+    if (!dir.empty() && !fs::is_directory(dir, ec)) {
+      log_.warn("ledger state directory missing; the ledger is kept in memory only (a restart resets it)",
+                {{"path", to.state_file}});
+      to.state_file.clear();
+    }
+  }
+  to.drm_clients = drm_clients_.get();
+  return to;
+}
+
+// A reload: the compat sets, the collection plan and the web config are checked first, and
+// applied together only when all of them are good.
+ConfigReloader::Prepare Agent::prepare_reload() {
+  return [this](const ReloadedSettings& next) -> Result<std::function<void()>> {
+    const ServeOptions& o = options_;
+    auto next_compat = compat_options(next.config, o.compat, o.compat_collectors, log_, live_compat_.get().get());
+    if (!next_compat) return Error{0, "compat settings: " + next_compat.error().message};
+    auto next_plan = make_collection_plan(o.collectors, next.config.collectors);
+    if (!next_plan) return Error{0, "collector settings: " + next_plan.error().message};
+    if (next.web) {
+      if (auto ok = check_web_config(*next.web); !ok) return ok.error();
+    }
+    return std::function<void()>(
+        [this, next, c = std::move(next_compat).value(), p = std::move(next_plan).value()]() mutable {
+          resolver_.update_rules(next.config.project.resolver, next.config.attribution.environment);
+          live_compat_.set(std::move(c));
+          if (*collector_.plan() != p) {
+            log_.info("collectors", {{"enabled", p.enabled_names()}});
+            collector_.set_plan(std::move(p));
+          }
+          if (auto ok = server_.set_web_config(next.web); !ok) {
+            log_.error("cannot serve the new web config; the previous one stays", {{"err", ok.error().message}});
+          }
+        });
+  };
+}
+
+// The families of a snapshot: gpumeter's own, the reloads', then the compat sets in force.
+FamilyBuilder Agent::family_builder() {
+  return [this](const Snapshot& s) {
+    std::vector<MetricFamily> families = build_families(s);
+    std::vector<MetricFamily> reloads = reload_families(*reload_status_);
+    families.insert(families.end(), std::make_move_iterator(reloads.begin()), std::make_move_iterator(reloads.end()));
+    std::shared_ptr<const CompatOptions> compat = live_compat_.get();
+    if (compat->sets.empty()) return families;
+    std::vector<MetricFamily> more = build_compat_families(s, *compat);
+    families.insert(families.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
+    return families;
+  };
+}
+
+CollectorOptions Agent::collector_options() {
+  CollectorOptions c;
+  c.interval = settings_.interval;
+  c.observer = &tracker_;
+  c.build = {kVersion, kRevision};
+  c.plan = settings_.plan;
+  log_.info("collectors", {{"enabled", settings_.plan.enabled_names()}});
+  return c;
+}
+
+HttpServerOptions Agent::http_options() {
+  HttpServerOptions h = settings_.http;
+  h.readiness = [this] { return readiness(backends_, store_); };
+  h.reload = [this]() { return reloader_.reload("/-/reload"); };
+  return h;
+}
+
+std::size_t Agent::stop_parts() {
+  server_.stop();
+  const std::size_t stuck = collector_.stop();
+  tracker_.stop();  // the last checkpoint
+  resolver_.stop();
+  return stuck;
+}
+
+int Agent::run_until_signal() {
+  resolver_.start();
+  tracker_.start();
+  collector_.start();
+  if (auto started = server_.start(); !started) {
+    log_.error("cannot serve HTTP", {{"address", options_.listen_address}, {"err", started.error().message}});
+    if (stop_parts() > 0) _exit(1);
+    return 1;
+  }
+  log_.info("collecting", {{"gpus", std::to_string(nvml_->device_count() + rocm_->device_count())},
+                           {"interval", options_.collect_interval}});
+  reloader_.start_watch(settings_.reload_interval);
+
+  int sig = 0;
+  while (sigwait(&signals_, &sig) == 0 && sig == SIGHUP) (void)reloader_.reload("SIGHUP");
+  log_.info("shutting down", {{"signal", sig == SIGINT ? "SIGINT" : "SIGTERM"}});
+  reloader_.stop_watch();
+  const std::size_t stuck = stop_parts();
+  transcript::stop_recording("shutdown");
+  if (stuck > 0) {
+    // A thread is still inside the vendor library; unloading it now would crash that thread.
+    log_.warn("GPU workers stuck in driver calls; exiting without NVML shutdown", {{"workers", std::to_string(stuck)}});
+    _exit(0);
+  }
+  return 0;
+}
+
+}  // namespace gpumeter::cli
