@@ -15,6 +15,7 @@ test_pkgs=(prometheus prometheus-alertmanager victoria-metrics python3-pil pytho
   python3-aiosmtpd  # test_alert_receivers: the SMTP relay Alertmanager mails to
   systemd man-db lintian  # test_package: systemd-analyze verify, man --warnings, Debian's package checker
   clang-14 libclang-rt-14-dev  # the fuzz preset: libFuzzer and the sanitizers' runtimes
+  clang-format-14 clang-tidy-14  # scripts/lint.sh: the format and the function-size limit
   faketime  # test_clock: libfaketime steps the agent's wall clock
   librocm-smi64-1 rocm-smi util-linux)  # test_rocm: the real ROCm SMI library and CLI read the simulated amdgpu tree (unshare)
 release_pkgs=(binutils  # scripts/release.sh: readelf and objdump check the portable binaries

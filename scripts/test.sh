@@ -4,7 +4,9 @@
 # UndefinedBehaviorSanitizer build with the unit tests and the integration tests labelled
 # sanitize; and the fuzz targets (clang, only the libraries they need), each run briefly over its
 # corpus (docs/fuzzing.md). Then it makes the release (scripts/release.sh, both architectures)
-# and runs its acceptance checks in foreign root file systems (tests/release, docs/packaging.md). Compilers run through ccache, so a run on a machine that has built
+# and runs its acceptance checks in foreign root file systems (tests/release, docs/packaging.md).
+# After the default tree's build, scripts/lint.sh checks include arrows, format and clang-tidy.
+# Compilers run through ccache, so a run on a machine that has built
 # the project before, from any clone, reuses its objects. Each tree's run writes its temporary
 # files under a TMPDIR of its own, and fails if the tests leave anything there. At the end, the
 # ten slowest tests of each tree and the run's time are printed. Exits non-zero if anything fails.
@@ -29,6 +31,10 @@ for preset in default asan fuzz; do
   echo "== [$preset] configure and build"
   cmake --preset "$preset" >/dev/null
   cmake --build --preset "$preset" -j "$jobs"
+  if [ "$preset" = default ]; then
+    # Include arrows, format and clang-tidy, over the default tree's compile commands.
+    scripts/lint.sh --build build || status=1
+  fi
   echo "== [$preset] test"
   # The tests and everything they start write their temporary files under a TMPDIR of this run
   # (kept short: unix socket paths are limited to 107 bytes), which must be empty afterwards.
