@@ -1,6 +1,7 @@
 #include "cli/burn_command.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -34,6 +35,15 @@ namespace {
 std::atomic<bool> g_stop{false};
 
 void on_signal(int) { g_stop.store(true); }
+
+// SIGINT and SIGTERM: what stops a burn.
+sigset_t stop_signals() {
+  sigset_t stops;
+  sigemptyset(&stops);
+  sigaddset(&stops, SIGINT);
+  sigaddset(&stops, SIGTERM);
+  return stops;
+}
 
 void fail_line(const std::string& message) { fmt::print(stderr, "gpumeter burn: {}\n", message); }
 
@@ -191,8 +201,16 @@ Result<Child> spawn_child(const BurnCommandOptions& o, Env env) {
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
+  // The child starts with SIGINT and SIGTERM blocked, and unblocks them once it handles them: a
+  // stop passed on while it is still starting waits for it, rather than killing it reportless.
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  const sigset_t stops = stop_signals();
+  posix_spawnattr_setsigmask(&attr, &stops);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
   Child c;
-  const int rc = posix_spawn(&c.pid, "/proc/self/exe", &actions, nullptr, argv.data(), envp.data());
+  const int rc = posix_spawn(&c.pid, "/proc/self/exe", &actions, &attr, argv.data(), envp.data());
+  posix_spawnattr_destroy(&attr);
   posix_spawn_file_actions_destroy(&actions);
   ::close(fds[1]);
   if (rc != 0) {
@@ -215,6 +233,12 @@ nlohmann::json collect_child(Child& c, int& code) {
       ::kill(c.pid, SIGTERM);
       passed_on = true;
     }
+    // Waits at most 100 ms at a time, so that a stop that comes just before the wait is passed
+    // on without waiting for the child to finish.
+    pollfd ready{c.out, POLLIN, 0};
+    const int polled = ::poll(&ready, 1, 100);
+    if (polled == 0 || (polled < 0 && errno == EINTR)) continue;  // nothing yet, or a signal came
+    if (polled < 0) break;
     const ssize_t n = ::read(c.out, buf, sizeof buf);
     if (n == 0) break;
     if (n < 0 && errno == EINTR) continue;
@@ -305,6 +329,9 @@ void setup_burn_command(CLI::App& cmd, BurnCommandOptions& o, int& exit_code) {
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, nullptr);
     sigaction(SIGTERM, &sa, nullptr);
+    // A child of --as starts with them blocked (spawn_child): handled now, they may come.
+    const sigset_t stops = stop_signals();
+    pthread_sigmask(SIG_UNBLOCK, &stops, nullptr);
     exit_code = o.as.empty() ? run_one(o, *b) : run_children(o);
   });
 }
