@@ -43,6 +43,54 @@ std::string describe_duration(Micros d) {
   return fmt::format("{} s", to_seconds(d));
 }
 
+// A flag's scenario time (`--from`, `--to`, `--at`); nullopt after printing why.
+std::optional<Micros> read_scenario_time(const char* command, const char* flag, const std::string& value,
+                                         std::ostream& err) {
+  auto t = parse_duration(value);
+  if (!t) {
+    err << fmt::format("gpumeter sim {}: {}: expected scenario seconds (or e.g. 1h30m), got '{}'\n", command, flag,
+                       value);
+  }
+  return t;
+}
+
+// The truth over [from, to) under the policy, in the format asked for. Scenarios with `mig:` add
+// the per-instance truth: a "mig" object, a table after the others.
+void print_truth(const Scenario& scenario, Micros from, Micros to, const TruthArgs& args, std::ostream& out) {
+  const bool mig = !scenario.mig.gpus.empty();
+  const bool scheduler = args.policy == "scheduler";
+  nlohmann::ordered_json json;
+  std::string table;
+  if (scheduler) {
+    SchedulerTruth truth = compute_scheduler_truth(scenario, from, to);
+    if (args.format == "json") {
+      json = scheduler_truth_to_json(scenario, truth);
+    } else {
+      table = scheduler_truth_to_table(scenario, truth);
+    }
+  } else {
+    Truth truth = compute_truth(scenario, from, to);
+    if (args.format == "json") {
+      json = truth_to_json(scenario, truth);
+    } else {
+      table = truth_to_table(truth);
+    }
+  }
+  if (mig) {
+    MigTruth truth = compute_mig_truth(scenario, from, to, scheduler);
+    if (args.format == "json") {
+      json["mig"] = mig_truth_to_json(truth);
+    } else {
+      table += mig_truth_to_table(truth);
+    }
+  }
+  if (args.format == "json") {
+    out << json.dump(2) << "\n";
+  } else {
+    out << table;
+  }
+}
+
 int run_truth(const TruthArgs& args, std::ostream& out, std::ostream& err) {
   if (args.scenario.empty()) {
     err << "gpumeter sim truth: --scenario is required\n";
@@ -56,12 +104,8 @@ int run_truth(const TruthArgs& args, std::ostream& out, std::ostream& err) {
     err << fmt::format("gpumeter sim truth: --policy must be process or scheduler, got '{}'\n", args.policy);
     return kBadInput;
   }
-  auto from = parse_duration(args.from);
-  if (!from) {
-    err << fmt::format("gpumeter sim truth: --from: expected scenario seconds (or e.g. 1h30m), got '{}'\n",
-                       args.from);
-    return kBadInput;
-  }
+  auto from = read_scenario_time("truth", "--from", args.from, err);
+  if (!from) return kBadInput;
   auto scenario = load_scenario(args.scenario);
   if (!scenario) {
     err << "gpumeter sim truth: " << scenario.error().message << "\n";
@@ -69,12 +113,8 @@ int run_truth(const TruthArgs& args, std::ostream& out, std::ostream& err) {
   }
   std::optional<Micros> to;
   if (!args.to.empty()) {
-    to = parse_duration(args.to);
-    if (!to) {
-      err << fmt::format("gpumeter sim truth: --to: expected scenario seconds (or e.g. 1h30m), got '{}'\n",
-                         args.to);
-      return kBadInput;
-    }
+    to = read_scenario_time("truth", "--to", args.to, err);
+    if (!to) return kBadInput;
   } else if (scenario->duration != kForever) {
     to = scenario->duration;
   } else {
@@ -86,39 +126,7 @@ int run_truth(const TruthArgs& args, std::ostream& out, std::ostream& err) {
                        to_seconds(*from), to_seconds(*to));
     return kBadInput;
   }
-  // Scenarios with `mig:` add the per-instance truth: a "mig" object, a table after the others.
-  const bool mig = !scenario->mig.gpus.empty();
-  const bool scheduler = args.policy == "scheduler";
-  nlohmann::ordered_json json;
-  std::string table;
-  if (scheduler) {
-    SchedulerTruth truth = compute_scheduler_truth(*scenario, *from, *to);
-    if (args.format == "json") {
-      json = scheduler_truth_to_json(*scenario, truth);
-    } else {
-      table = scheduler_truth_to_table(*scenario, truth);
-    }
-  } else {
-    Truth truth = compute_truth(*scenario, *from, *to);
-    if (args.format == "json") {
-      json = truth_to_json(*scenario, truth);
-    } else {
-      table = truth_to_table(truth);
-    }
-  }
-  if (mig) {
-    MigTruth truth = compute_mig_truth(*scenario, *from, *to, scheduler);
-    if (args.format == "json") {
-      json["mig"] = mig_truth_to_json(truth);
-    } else {
-      table += mig_truth_to_table(truth);
-    }
-  }
-  if (args.format == "json") {
-    out << json.dump(2) << "\n";
-  } else {
-    out << table;
-  }
+  print_truth(*scenario, *from, *to, args, out);
   return kOk;
 }
 
@@ -256,6 +264,68 @@ std::optional<HostSetup> host_setup(const char* command, const HostArgs& args, b
   return h;
 }
 
+// `--at` into `at` (left empty when not given); false after printing why.
+bool read_at(const char* command, const HostArgs& args, std::optional<Micros>& at, std::ostream& err) {
+  if (args.at.empty()) return true;
+  if (args.follow) {
+    err << fmt::format("gpumeter sim {}: --at and --follow cannot be combined\n", command);
+    return false;
+  }
+  at = read_scenario_time(command, "--at", args.at, err);
+  return at.has_value();
+}
+
+// `--interval`, more than 0; nullopt after printing why.
+std::optional<Micros> read_interval(const char* command, const HostArgs& args, std::ostream& err) {
+  auto interval = parse_duration(args.interval);
+  if (!interval || *interval <= 0) {
+    err << fmt::format("gpumeter sim {}: --interval: expected a scenario duration such as 100ms, got '{}'\n",
+                       command, args.interval);
+    return std::nullopt;
+  }
+  return interval;
+}
+
+// `sim procfs` without --follow: the tree at scenario time t, and a line on what it holds.
+int write_procfs_once(ProcfsTree& tree, Micros t, const HostArgs& args, SlurmCgroupLayout layout,
+                      std::ostream& out, std::ostream& err) {
+  if (auto r = tree.sync(t); !r) {
+    err << "gpumeter sim procfs: " << r.error().message << "\n";
+    return kRuntimeError;
+  }
+  out << fmt::format("{}/proc: {} processes at scenario time {} s\n", args.out, tree.present().size(),
+                     to_seconds(std::max<Micros>(t, 0)));
+  if (const HpcJobsTree* hpc = tree.hpc_jobs()) {
+    out << fmt::format("{}/{}: {} GPUs allocated to Slurm jobs\n", args.out, kHpcJobsDir, hpc->present().size());
+  }
+  if (const SlurmCgroupTree* cgroups = tree.slurm_cgroups()) {
+    out << fmt::format("{}/{}: {} Slurm job cgroups ({})\n", args.out, kCgroupRoot, cgroups->present().size(),
+                       to_string(layout));
+  }
+  return kOk;
+}
+
+// `sim procfs --follow`: the tree kept in step with the scenario clock until a stop signal.
+int follow_procfs(ProcfsTree& tree, const HostSetup& setup, const SimulatedBoot& boot, const HostArgs& args,
+                  std::ostream& err) {
+  if (!setup.clock->started()) {
+    // A held clock: no process is written until the epoch is, so that their start times count
+    // from it (the boot stays where the tree was opened, a day before).
+    err << "gpumeter sim procfs: holding scenario time at 0 until the epoch file is written\n";
+    if (!setup.clock->wait_until(0)) return kOk;
+    if (const auto epoch = setup.clock->epoch_unix_us(); epoch && boot.btime) {
+      tree.rebase(*epoch - *boot.btime * kMicrosPerSecond);
+    }
+  }
+  err << fmt::format("gpumeter sim procfs: following {} in {}/proc (lead {} s); SIGINT or SIGTERM stops\n",
+                     args.scenario, args.out, to_seconds(setup.lead));
+  if (auto r = follow(tree, *setup.clock); !r) {
+    err << "gpumeter sim procfs: " << r.error().message << "\n";
+    return kRuntimeError;
+  }
+  return kOk;
+}
+
 int run_procfs(const HostArgs& args, const EnvLookup& getenv, std::ostream& out, std::ostream& err) {
   if (args.scenario.empty()) {
     err << "gpumeter sim procfs: --scenario is required\n";
@@ -266,30 +336,15 @@ int run_procfs(const HostArgs& args, const EnvLookup& getenv, std::ostream& out,
     return kBadInput;
   }
   std::optional<Micros> at;
-  if (!args.at.empty()) {
-    if (args.follow) {
-      err << "gpumeter sim procfs: --at and --follow cannot be combined\n";
-      return kBadInput;
-    }
-    at = parse_duration(args.at);
-    if (!at) {
-      err << fmt::format("gpumeter sim procfs: --at: expected scenario seconds (or e.g. 1h30m), got '{}'\n",
-                         args.at);
-      return kBadInput;
-    }
-  }
+  if (!read_at("procfs", args, at, err)) return kBadInput;
   const auto layout = parse_slurm_cgroup_layout(args.slurm_cgroup);
   if (!layout) {
     err << fmt::format("gpumeter sim procfs: --slurm-cgroup must be none, v1, v2 or v2-sluid, got '{}'\n",
                        args.slurm_cgroup);
     return kBadInput;
   }
-  auto interval = parse_duration(args.interval);
-  if (!interval || *interval <= 0) {
-    err << fmt::format("gpumeter sim procfs: --interval: expected a scenario duration such as 100ms, got '{}'\n",
-                       args.interval);
-    return kBadInput;
-  }
+  const auto interval = read_interval("procfs", args, err);
+  if (!interval) return kBadInput;
   // Before anything else, so that the stop signals are queued for the follow loop.
   if (args.follow) block_stop_signals();
   auto setup = host_setup("procfs", args, args.follow, getenv, err);
@@ -300,39 +355,8 @@ int run_procfs(const HostArgs& args, const EnvLookup& getenv, std::ostream& out,
     err << "gpumeter sim procfs: " << tree.error().message << "\n";
     return kRuntimeError;
   }
-  if (!args.follow) {
-    const Micros t = at ? *at : setup->clock->now();
-    if (auto r = (*tree)->sync(t); !r) {
-      err << "gpumeter sim procfs: " << r.error().message << "\n";
-      return kRuntimeError;
-    }
-    out << fmt::format("{}/proc: {} processes at scenario time {} s\n", args.out, (*tree)->present().size(),
-                       to_seconds(std::max<Micros>(t, 0)));
-    if (const HpcJobsTree* hpc = (*tree)->hpc_jobs()) {
-      out << fmt::format("{}/{}: {} GPUs allocated to Slurm jobs\n", args.out, kHpcJobsDir, hpc->present().size());
-    }
-    if (const SlurmCgroupTree* cgroups = (*tree)->slurm_cgroups()) {
-      out << fmt::format("{}/{}: {} Slurm job cgroups ({})\n", args.out, kCgroupRoot, cgroups->present().size(),
-                         to_string(*layout));
-    }
-    return kOk;
-  }
-  if (!setup->clock->started()) {
-    // A held clock: no process is written until the epoch is, so that their start times count
-    // from it (the boot stays where the tree was opened, a day before).
-    err << "gpumeter sim procfs: holding scenario time at 0 until the epoch file is written\n";
-    if (!setup->clock->wait_until(0)) return kOk;
-    if (const auto epoch = setup->clock->epoch_unix_us(); epoch && boot.btime) {
-      (*tree)->rebase(*epoch - *boot.btime * kMicrosPerSecond);
-    }
-  }
-  err << fmt::format("gpumeter sim procfs: following {} in {}/proc (lead {} s); SIGINT or SIGTERM stops\n",
-                     args.scenario, args.out, to_seconds(setup->lead));
-  if (auto r = follow(**tree, *setup->clock); !r) {
-    err << "gpumeter sim procfs: " << r.error().message << "\n";
-    return kRuntimeError;
-  }
-  return kOk;
+  if (args.follow) return follow_procfs(**tree, *setup, boot, args, err);
+  return write_procfs_once(**tree, at ? *at : setup->clock->now(), args, *layout, out, err);
 }
 
 int run_sysfs(const HostArgs& args, const EnvLookup& getenv, std::ostream& out, std::ostream& err) {
@@ -345,23 +369,9 @@ int run_sysfs(const HostArgs& args, const EnvLookup& getenv, std::ostream& out, 
     return kBadInput;
   }
   std::optional<Micros> at;
-  if (!args.at.empty()) {
-    if (args.follow) {
-      err << "gpumeter sim sysfs: --at and --follow cannot be combined\n";
-      return kBadInput;
-    }
-    at = parse_duration(args.at);
-    if (!at) {
-      err << fmt::format("gpumeter sim sysfs: --at: expected scenario seconds (or e.g. 1h30m), got '{}'\n", args.at);
-      return kBadInput;
-    }
-  }
-  auto interval = parse_duration(args.interval);
-  if (!interval || *interval <= 0) {
-    err << fmt::format("gpumeter sim sysfs: --interval: expected a scenario duration such as 100ms, got '{}'\n",
-                       args.interval);
-    return kBadInput;
-  }
+  if (!read_at("sysfs", args, at, err)) return kBadInput;
+  const auto interval = read_interval("sysfs", args, err);
+  if (!interval) return kBadInput;
   if (args.follow) block_stop_signals();
   auto setup = host_setup("sysfs", args, args.follow, getenv, err);
   if (!setup) return kBadInput;
@@ -425,13 +435,11 @@ int run_kubelet(const HostArgs& args, const EnvLookup& getenv, std::ostream& err
 
 const char* process_env(const char* name) { return std::getenv(name); }
 
-}  // namespace
+// Options are read as strings and checked in the callback, so every bad value exits 2 with a
+// message naming the flag, rather than through CLI11's own exit codes.
 
-void setup_sim_command(CLI::App& sim, int& exit_code) {
-  sim.require_subcommand(1);
-
-  // Options are read as strings and checked in the callback, so every bad value exits 2
-  // with a message naming the flag, rather than through CLI11's own exit codes.
+// `sim truth`: a scenario's ground truth over a window.
+void add_truth_command(CLI::App& sim, int& exit_code) {
   auto truth_args = std::make_shared<TruthArgs>();
   CLI::App* truth = sim.add_subcommand("truth", "Print a scenario's exact ground truth over [from, to)");
   truth->add_option("--scenario", truth_args->scenario, "Scenario YAML file");
@@ -444,12 +452,18 @@ void setup_sim_command(CLI::App& sim, int& exit_code) {
                     "process (time to the owners of the processes on a GPU) or scheduler (time to the "
                     "owners of its allocations, and of processes outside them) (default process)");
   truth->callback([truth_args, &exit_code] { exit_code = run_truth(*truth_args, std::cout, std::cerr); });
+}
 
+// `sim check`: validates a scenario and summarizes it.
+void add_check_command(CLI::App& sim, int& exit_code) {
   auto check_path = std::make_shared<std::string>();
   CLI::App* check = sim.add_subcommand("check", "Validate a scenario file and summarize it");
   check->add_option("--scenario", *check_path, "Scenario YAML file");
   check->callback([check_path, &exit_code] { exit_code = run_check(*check_path, std::cout, std::cerr); });
+}
 
+// `sim procfs`: the fake procfs tree of the scenario's processes.
+void add_procfs_command(CLI::App& sim, int& exit_code) {
   auto procfs_args = std::make_shared<HostArgs>();
   CLI::App* procfs = sim.add_subcommand(
       "procfs",
@@ -489,7 +503,10 @@ void setup_sim_command(CLI::App& sim, int& exit_code) {
                      "Slurm jobs' cgroup layout to write: none, v1, v2 or v2-sluid (default none)");
   procfs->callback(
       [procfs_args, &exit_code] { exit_code = run_procfs(*procfs_args, process_env, std::cout, std::cerr); });
+}
 
+// `sim sysfs`: the amdgpu sysfs tree of the scenario's AMD GPUs.
+void add_sysfs_command(CLI::App& sim, int& exit_code) {
   auto sysfs_args = std::make_shared<HostArgs>();
   CLI::App* sysfs = sim.add_subcommand(
       "sysfs",
@@ -512,7 +529,10 @@ void setup_sim_command(CLI::App& sim, int& exit_code) {
   sysfs->add_option("--interval", sysfs_args->interval,
                     "With --follow, scenario time between two rewrites of the values (default 100ms)");
   sysfs->callback([sysfs_args, &exit_code] { exit_code = run_sysfs(*sysfs_args, process_env, std::cout, std::cerr); });
+}
 
+// `sim kubelet`: the pod-resources List of the scenario's Kubernetes jobs.
+void add_kubelet_command(CLI::App& sim, int& exit_code) {
   auto kubelet_args = std::make_shared<HostArgs>();
   CLI::App* kubelet = sim.add_subcommand(
       "kubelet",
@@ -537,6 +557,17 @@ void setup_sim_command(CLI::App& sim, int& exit_code) {
                       "Scenario time a pod is listed before its job starts and after it ends (default 5s)");
   kubelet->callback(
       [kubelet_args, &exit_code] { exit_code = run_kubelet(*kubelet_args, process_env, std::cerr); });
+}
+
+}  // namespace
+
+void setup_sim_command(CLI::App& sim, int& exit_code) {
+  sim.require_subcommand(1);
+  add_truth_command(sim, exit_code);
+  add_check_command(sim, exit_code);
+  add_procfs_command(sim, exit_code);
+  add_sysfs_command(sim, exit_code);
+  add_kubelet_command(sim, exit_code);
 }
 
 }  // namespace gpumeter::sim

@@ -20,7 +20,37 @@ ContainerKey key_of(const KubernetesRef& k) { return {k.namespace_, k.pod, k.con
 
 SimKubelet::SimKubelet(const Scenario& scenario, Micros lead)
     : time_sliced_(scenario.gpus.size(), false) {
-  // Pods' allocations and jobs' windows in one list, allocations first, each in scenario order.
+  add_listings(scenario, lead);
+  // One device: a GPU (listings without a MIG instance) or a MIG instance (listings on it).
+  for (unsigned g = 0; g < scenario.gpus.size(); ++g) {
+    std::vector<std::size_t> on_gpu;
+    for (std::size_t i = 0; i < listings_.size(); ++i) {
+      const std::vector<unsigned>& gpus = listings_[i].gpus;
+      if (listings_[i].mig == kNoMigInstance && std::find(gpus.begin(), gpus.end(), g) != gpus.end())
+        on_gpu.push_back(i);
+    }
+    if (scenario.is_amd(g)) {
+      // AMD's plugin: the GPU's PCI address, in every container that holds it (no replicas).
+      const std::string id = amd_device_id(scenario.gpus[g].pci);
+      for (std::size_t i : on_gpu) listings_[i].devices.emplace_back(kAmdGpuResourceName, id);
+      continue;
+    }
+    time_sliced_[g] = list_device(on_gpu, kGpuResourceName, scenario.gpus[g].uuid);
+  }
+  // A MIG instance is its own device: its MIG UUID, under its profile's resource, time-sliced
+  // (replicas) as a GPU is when two containers hold it at once.
+  for (std::size_t m = 0; m < scenario.mig.instances.size(); ++m) {
+    std::vector<std::size_t> on_instance;
+    for (std::size_t i = 0; i < listings_.size(); ++i) {
+      if (listings_[i].mig == m) on_instance.push_back(i);
+    }
+    if (on_instance.empty()) continue;
+    const MigInstance& inst = scenario.mig.instances[m];
+    list_device(on_instance, mig_resource_name(inst.profile_name), inst.uuid);
+  }
+}
+
+void SimKubelet::add_listings(const Scenario& scenario, Micros lead) {
   for (const sim::Allocation& alloc : scenario.allocations) {
     const Micros end = std::min(alloc.end, scenario.duration);
     if (alloc.kubernetes.empty() || alloc.start >= end) continue;
@@ -34,82 +64,44 @@ SimKubelet::SimKubelet(const Scenario& scenario, Micros lead)
         Listing{job.kubernetes, job.gpus, job.start - lead, end >= kForever - lead ? kForever : end + lead, job.mig,
                 {}});
   }
-  // Per GPU: its allocations by start; replica numbers handed out as the plugin would.
+}
+
+bool SimKubelet::list_device(std::vector<std::size_t> holders, const std::string& resource, const std::string& id) {
+  // The holders by start; replica numbers handed out as the plugin would.
   struct Slot {
     std::size_t listing;
     unsigned replica;
   };
-  // One device: a GPU (listings without a MIG instance) or a MIG instance (listings on it).
-  std::map<std::size_t, unsigned> replica;  // listing -> n, per device
-  auto assign = [&](std::vector<std::size_t> on_gpu) {
-    bool sliced = false;
-    std::stable_sort(on_gpu.begin(), on_gpu.end(),
-                     [&](std::size_t a, std::size_t b) { return listings_[a].from < listings_[b].from; });
-    std::vector<Slot> assigned;
-    for (std::size_t i : on_gpu) {
-      const Listing& a = listings_[i];
-      const ContainerKey key = key_of(a.ref);
-      std::set<unsigned> taken;
-      std::optional<unsigned> same_container;
-      for (const Slot& s : assigned) {
-        const Listing& b = listings_[s.listing];
-        if (b.to <= a.from) continue;  // b started no later than a; overlapping iff it ends after
-        if (key_of(b.ref) == key) {
-          same_container = s.replica;  // two processes of one container share its allocation
-        } else {
-          taken.insert(s.replica);
-          sliced = true;
-        }
-      }
-      unsigned n = 0;
-      if (same_container) {
-        n = *same_container;
+  bool sliced = false;
+  std::stable_sort(holders.begin(), holders.end(),
+                   [&](std::size_t a, std::size_t b) { return listings_[a].from < listings_[b].from; });
+  std::vector<Slot> assigned;
+  for (std::size_t i : holders) {
+    const Listing& a = listings_[i];
+    const ContainerKey key = key_of(a.ref);
+    std::set<unsigned> taken;
+    std::optional<unsigned> same_container;
+    for (const Slot& s : assigned) {
+      const Listing& b = listings_[s.listing];
+      if (b.to <= a.from) continue;  // b started no later than a; overlapping iff it ends after
+      if (key_of(b.ref) == key) {
+        same_container = s.replica;  // two processes of one container share its allocation
       } else {
-        while (taken.count(n)) ++n;
+        taken.insert(s.replica);
+        sliced = true;
       }
-      assigned.push_back({i, n});
-      replica[i] = n;
     }
-    return sliced;
-  };
-  std::vector<std::vector<std::pair<std::string, std::string>>> devices(listings_.size());
-  for (unsigned g = 0; g < scenario.gpus.size(); ++g) {
-    std::vector<std::size_t> on_gpu;
-    for (std::size_t i = 0; i < listings_.size(); ++i) {
-      const std::vector<unsigned>& gpus = listings_[i].gpus;
-      if (listings_[i].mig == kNoMigInstance && std::find(gpus.begin(), gpus.end(), g) != gpus.end())
-        on_gpu.push_back(i);
+    unsigned n = 0;
+    if (same_container) {
+      n = *same_container;
+    } else {
+      while (taken.count(n)) ++n;
     }
-    if (scenario.is_amd(g)) {
-      // AMD's plugin: the GPU's PCI address, in every container that holds it (no replicas).
-      for (std::size_t i : on_gpu) devices[i].emplace_back(kAmdGpuResourceName, amd_device_id(scenario.gpus[g].pci));
-      continue;
-    }
-    replica.clear();
-    time_sliced_[g] = assign(on_gpu);
-    const std::string& uuid = scenario.gpus[g].uuid;
-    for (std::size_t i : on_gpu) {
-      devices[i].emplace_back(kGpuResourceName,
-                              time_sliced_[g] ? fmt::format("{}::{}", uuid, replica[i]) : uuid);
-    }
+    assigned.push_back({i, n});
   }
-  // A MIG instance is its own device: its MIG UUID, under its profile's resource, time-sliced
-  // (replicas) as a GPU is when two containers hold it at once.
-  for (std::size_t m = 0; m < scenario.mig.instances.size(); ++m) {
-    std::vector<std::size_t> on_instance;
-    for (std::size_t i = 0; i < listings_.size(); ++i) {
-      if (listings_[i].mig == m) on_instance.push_back(i);
-    }
-    if (on_instance.empty()) continue;
-    replica.clear();
-    const bool sliced = assign(on_instance);
-    const MigInstance& inst = scenario.mig.instances[m];
-    for (std::size_t i : on_instance) {
-      devices[i].emplace_back(mig_resource_name(inst.profile_name),
-                              sliced ? fmt::format("{}::{}", inst.uuid, replica[i]) : inst.uuid);
-    }
-  }
-  for (std::size_t i = 0; i < listings_.size(); ++i) listings_[i].devices = std::move(devices[i]);
+  for (const Slot& s : assigned)
+    listings_[s.listing].devices.emplace_back(resource, sliced ? fmt::format("{}::{}", id, s.replica) : id);
+  return sliced;
 }
 
 std::string amd_device_id(const PciAddress& pci) {

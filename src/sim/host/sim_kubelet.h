@@ -63,6 +63,12 @@ class SimKubelet {
     // instance's nvidia.com/mig-<profile>.
     std::vector<std::pair<std::string, std::string>> devices;
   };
+  // Pods' allocations and jobs' windows, allocations first, each in scenario order.
+  void add_listings(const Scenario& scenario, Micros lead);
+  // Lists the device `id` under `resource` in each of `holders` (indices into listings_): as
+  // replicas "<id>::<n>" when two containers hold it at once; returns whether they do.
+  bool list_device(std::vector<std::size_t> holders, const std::string& resource, const std::string& id);
+
   std::vector<Listing> listings_;
   std::vector<bool> time_sliced_;
 };

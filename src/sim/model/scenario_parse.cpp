@@ -105,6 +105,67 @@ void parse_gpus(Scenario& s, const YAML::Node& node, const std::string& uuid_see
   }
 }
 
+// `pattern: square` {high, low, period, duty, phase}.
+SquarePattern parse_square(const YAML::Node& node, const std::string& path) {
+  MapReader m(node, path, {"pattern", "high", "low", "period", "duty", "phase"});
+  SquarePattern sq;
+  sq.high = read_ratio_percent(m.require("high"), m.path("high"));
+  if (m.has("low")) sq.low = read_ratio_percent(m.get("low"), m.path("low"));
+  sq.period = read_duration(m.require("period"), m.path("period"));
+  if (sq.period <= 0) fail_at(m.get("period"), m.path("period"), "must be more than 0");
+  sq.high_time = sq.period / 2;
+  if (m.has("duty")) {
+    std::string text = read_string(m.get("duty"), m.path("duty"));
+    auto high_time = scale_decimal(text, static_cast<std::uint64_t>(sq.period));
+    if (!high_time || *high_time > static_cast<std::uint64_t>(sq.period)) {
+      fail_at(m.get("duty"), m.path("duty"),
+              fmt::format(
+                  "expected a ratio from 0 to 1 that splits the period into whole microseconds, got '{}'",
+                  text));
+    }
+    sq.high_time = static_cast<Micros>(*high_time);
+  }
+  if (m.has("phase")) sq.phase = read_duration(m.get("phase"), m.path("phase")) % sq.period;
+  return sq;
+}
+
+// `pattern: ramp` {from, to, over, step}.
+RampPattern parse_ramp(const YAML::Node& node, const std::string& path) {
+  MapReader m(node, path, {"pattern", "from", "to", "over", "step"});
+  RampPattern r;
+  r.from = read_ratio_percent(m.require("from"), m.path("from"));
+  r.to = read_ratio_percent(m.require("to"), m.path("to"));
+  r.over = read_duration(m.require("over"), m.path("over"));
+  if (r.over <= 0) fail_at(m.get("over"), m.path("over"), "must be more than 0");
+  if (m.has("step")) {
+    r.step = read_duration(m.get("step"), m.path("step"));
+    if (r.step <= 0) fail_at(m.get("step"), m.path("step"), "must be more than 0");
+  }
+  return r;
+}
+
+// `pattern: trace` {points}: [time, ratio] pairs at strictly increasing times.
+TracePattern parse_trace(const YAML::Node& node, const std::string& path) {
+  MapReader m(node, path, {"pattern", "points"});
+  YAML::Node points = m.require("points");
+  std::string ppath = m.path("points");
+  if (!points.IsSequence() || points.size() == 0)
+    fail_at(points, ppath, "expected a non-empty list of [time, ratio]");
+  TracePattern tr;
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    const YAML::Node pt = points[i];
+    std::string ip = indexed(ppath, i);
+    if (!pt.IsSequence() || pt.size() != 2) fail_at(pt, ip, "expected a pair [time, ratio]");
+    Micros t = read_duration(pt[0], ip + "[0]");
+    int u = read_ratio_percent(pt[1], ip + "[1]");
+    if (!tr.points.empty() && t <= tr.points.back().first) {
+      fail_at(pt[0], ip + "[0]", "times must increase strictly from point to point");
+    }
+    tr.points.emplace_back(t, u);
+  }
+  return tr;
+}
+
 Pattern parse_pattern(const YAML::Node& node, const std::string& path) {
   if (node.IsScalar()) return ConstantPattern{read_ratio_percent(node, path)};
   if (!node.IsMap()) fail_at(node, path, "expected a ratio such as 0.9 or a mapping with 'pattern'");
@@ -118,61 +179,9 @@ Pattern parse_pattern(const YAML::Node& node, const std::string& path) {
     MapReader m(node, path, {"pattern", "value"});
     return ConstantPattern{read_ratio_percent(m.require("value"), m.path("value"))};
   }
-  if (kind == "square") {
-    MapReader m(node, path, {"pattern", "high", "low", "period", "duty", "phase"});
-    SquarePattern sq;
-    sq.high = read_ratio_percent(m.require("high"), m.path("high"));
-    if (m.has("low")) sq.low = read_ratio_percent(m.get("low"), m.path("low"));
-    sq.period = read_duration(m.require("period"), m.path("period"));
-    if (sq.period <= 0) fail_at(m.get("period"), m.path("period"), "must be more than 0");
-    sq.high_time = sq.period / 2;
-    if (m.has("duty")) {
-      std::string text = read_string(m.get("duty"), m.path("duty"));
-      auto high_time = scale_decimal(text, static_cast<std::uint64_t>(sq.period));
-      if (!high_time || *high_time > static_cast<std::uint64_t>(sq.period)) {
-        fail_at(m.get("duty"), m.path("duty"),
-                fmt::format(
-                    "expected a ratio from 0 to 1 that splits the period into whole microseconds, got '{}'",
-                    text));
-      }
-      sq.high_time = static_cast<Micros>(*high_time);
-    }
-    if (m.has("phase")) sq.phase = read_duration(m.get("phase"), m.path("phase")) % sq.period;
-    return sq;
-  }
-  if (kind == "ramp") {
-    MapReader m(node, path, {"pattern", "from", "to", "over", "step"});
-    RampPattern r;
-    r.from = read_ratio_percent(m.require("from"), m.path("from"));
-    r.to = read_ratio_percent(m.require("to"), m.path("to"));
-    r.over = read_duration(m.require("over"), m.path("over"));
-    if (r.over <= 0) fail_at(m.get("over"), m.path("over"), "must be more than 0");
-    if (m.has("step")) {
-      r.step = read_duration(m.get("step"), m.path("step"));
-      if (r.step <= 0) fail_at(m.get("step"), m.path("step"), "must be more than 0");
-    }
-    return r;
-  }
-  if (kind == "trace") {
-    MapReader m(node, path, {"pattern", "points"});
-    YAML::Node points = m.require("points");
-    std::string ppath = m.path("points");
-    if (!points.IsSequence() || points.size() == 0)
-      fail_at(points, ppath, "expected a non-empty list of [time, ratio]");
-    TracePattern tr;
-    for (std::size_t i = 0; i < points.size(); ++i) {
-      const YAML::Node pt = points[i];
-      std::string ip = indexed(ppath, i);
-      if (!pt.IsSequence() || pt.size() != 2) fail_at(pt, ip, "expected a pair [time, ratio]");
-      Micros t = read_duration(pt[0], ip + "[0]");
-      int u = read_ratio_percent(pt[1], ip + "[1]");
-      if (!tr.points.empty() && t <= tr.points.back().first) {
-        fail_at(pt[0], ip + "[0]", "times must increase strictly from point to point");
-      }
-      tr.points.emplace_back(t, u);
-    }
-    return tr;
-  }
+  if (kind == "square") return parse_square(node, path);
+  if (kind == "ramp") return parse_ramp(node, path);
+  if (kind == "trace") return parse_trace(node, path);
   fail_at(kind_node, path + ".pattern",
           fmt::format("unknown pattern '{}' (expected one of: constant, square, ramp, trace)", kind));
 }
@@ -260,18 +269,8 @@ void parse_users(Scenario& s, const YAML::Node& node) {
   }
 }
 
-Job parse_job(const YAML::Node& node, const std::string& path, const Scenario& s) {
-  const std::size_t gpu_count = s.gpus.size();
-  MapReader m(node, path,
-              {"name", "start", "end", "gpus", "pid", "pids", "uid", "cgroup", "cgroup_version", "kubernetes",
-               "env", "memory", "utilization", "allocation", "mig", "profile", "nvlink", "client"});
-  Job j;
-  j.name = read_bounded_string(m.require("name"), m.path("name"), 256);
-  if (m.has("start")) j.start = read_duration(m.get("start"), m.path("start"));
-  if (m.has("end")) {
-    j.end = read_duration(m.get("end"), m.path("end"));
-    if (j.end <= j.start) fail_at(m.get("end"), m.path("end"), "must be later than start");
-  }
+// A job's `gpus`: distinct indices of the scenario's GPUs.
+void parse_job_gpus(Job& j, const MapReader& m, std::size_t gpu_count) {
   YAML::Node gpus = m.require("gpus");
   if (!gpus.IsSequence() || gpus.size() == 0)
     fail_at(gpus, m.path("gpus"), "expected a non-empty list of GPU indices");
@@ -284,21 +283,75 @@ Job parse_job(const YAML::Node& node, const std::string& path, const Scenario& s
     }
     j.gpus.push_back(g);
   }
+}
+
+// A job's `pid` (one process on all its GPUs) or `pids` (one per GPU), after its gpus.
+void parse_job_pids(Job& j, const MapReader& m) {
   if (m.has("pid") == m.has("pids"))
     m.fail("needs exactly one of 'pid' (one process) or 'pids' (one per GPU)");
   if (m.has("pid")) {
     auto pid = static_cast<unsigned>(read_unsigned(m.get("pid"), m.path("pid"), 1, kMaxPid));
     j.pids.assign(j.gpus.size(), pid);
-  } else {
-    YAML::Node pids = m.get("pids");
-    if (!pids.IsSequence() || pids.size() != j.gpus.size()) {
-      fail_at(pids, m.path("pids"),
-              fmt::format("expected a list of {} pids, one per entry of gpus", j.gpus.size()));
+    return;
+  }
+  YAML::Node pids = m.get("pids");
+  if (!pids.IsSequence() || pids.size() != j.gpus.size()) {
+    fail_at(pids, m.path("pids"),
+            fmt::format("expected a list of {} pids, one per entry of gpus", j.gpus.size()));
+  }
+  for (std::size_t i = 0; i < pids.size(); ++i) {
+    j.pids.push_back(static_cast<unsigned>(read_unsigned(pids[i], indexed(m.path("pids"), i), 1, kMaxPid)));
+  }
+}
+
+// A job's `env`: its processes' environment, variable names once each.
+void parse_job_env(Job& j, const MapReader& m) {
+  YAML::Node env = m.get("env");
+  if (!env.IsMap()) fail_at(env, m.path("env"), "expected a mapping of variable names to values");
+  for (const auto& kv : env) {
+    std::string key = read_string(kv.first, m.path("env"));
+    if (key.empty() || key.find('=') != std::string::npos || key.find('\0') != std::string::npos) {
+      fail_at(kv.first, m.path("env"), fmt::format("'{}' is not a valid variable name", key));
     }
-    for (std::size_t i = 0; i < pids.size(); ++i) {
-      j.pids.push_back(static_cast<unsigned>(read_unsigned(pids[i], indexed(m.path("pids"), i), 1, kMaxPid)));
+    for (const auto& [seen, value] : j.env) {
+      if (seen == key) fail_at(kv.first, m.path("env"), fmt::format("duplicate key '{}'", key));
+    }
+    std::string value = read_string(kv.second, m.path("env") + "." + key);
+    if (value.find('\0') != std::string::npos)
+      fail_at(kv.second, m.path("env") + "." + key, "must not contain a NUL character");
+    j.env.emplace_back(key, std::move(value));
+  }
+}
+
+// A job's `client`: compute, or graphics on AMD GPUs only.
+void parse_job_client(Job& j, const MapReader& m, const Scenario& s) {
+  const std::string client = read_string(m.get("client"), m.path("client"));
+  if (client != "compute" && client != "graphics") {
+    fail_at(m.get("client"), m.path("client"), fmt::format("must be compute or graphics, got '{}'", client));
+  }
+  j.graphics = client == "graphics";
+  for (unsigned g : j.gpus) {
+    if (j.graphics && s.model_of(g).vendor != "amd") {
+      fail_at(m.get("client"), m.path("client"),
+              fmt::format("a graphics client is modelled on AMD GPUs only (DRM fdinfo); GPU {} is {}", g,
+                          s.model_of(g).vendor));
     }
   }
+}
+
+Job parse_job(const YAML::Node& node, const std::string& path, const Scenario& s) {
+  MapReader m(node, path,
+              {"name", "start", "end", "gpus", "pid", "pids", "uid", "cgroup", "cgroup_version", "kubernetes",
+               "env", "memory", "utilization", "allocation", "mig", "profile", "nvlink", "client"});
+  Job j;
+  j.name = read_bounded_string(m.require("name"), m.path("name"), 256);
+  if (m.has("start")) j.start = read_duration(m.get("start"), m.path("start"));
+  if (m.has("end")) {
+    j.end = read_duration(m.get("end"), m.path("end"));
+    if (j.end <= j.start) fail_at(m.get("end"), m.path("end"), "must be later than start");
+  }
+  parse_job_gpus(j, m, s.gpus.size());
+  parse_job_pids(j, m);
   if (m.has("uid")) j.uid = static_cast<unsigned>(read_unsigned(m.get("uid"), m.path("uid"), 0, 4294967294U));
   if (m.has("cgroup")) {
     j.cgroup = read_string(m.get("cgroup"), m.path("cgroup"));
@@ -310,43 +363,14 @@ Job parse_job(const YAML::Node& node, const std::string& path, const Scenario& s
         static_cast<int>(read_unsigned(m.get("cgroup_version"), m.path("cgroup_version"), 1, 2));
   }
   if (m.has("kubernetes")) j.kubernetes = parse_kubernetes(m.get("kubernetes"), m.path("kubernetes"));
-  if (m.has("env")) {
-    YAML::Node env = m.get("env");
-    if (!env.IsMap()) fail_at(env, m.path("env"), "expected a mapping of variable names to values");
-    for (const auto& kv : env) {
-      std::string key = read_string(kv.first, m.path("env"));
-      if (key.empty() || key.find('=') != std::string::npos || key.find('\0') != std::string::npos) {
-        fail_at(kv.first, m.path("env"), fmt::format("'{}' is not a valid variable name", key));
-      }
-      for (const auto& [seen, value] : j.env) {
-        if (seen == key) fail_at(kv.first, m.path("env"), fmt::format("duplicate key '{}'", key));
-      }
-      std::string value = read_string(kv.second, m.path("env") + "." + key);
-      if (value.find('\0') != std::string::npos)
-        fail_at(kv.second, m.path("env") + "." + key, "must not contain a NUL character");
-      j.env.emplace_back(key, std::move(value));
-    }
-  }
+  if (m.has("env")) parse_job_env(j, m);
   if (m.has("memory")) j.memory_bytes = read_bytes(m.get("memory"), m.path("memory"));
   j.utilization = parse_pattern(m.require("utilization"), m.path("utilization"));
   if (m.has("allocation")) j.allocation = parse::resolve_allocation(s, m.get("allocation"), m.path("allocation"));
   if (m.has("mig")) j.mig = parse::resolve_mig(s, m.get("mig"), m.path("mig"));
   if (m.has("profile")) j.profile = parse::parse_job_profile(m.get("profile"), m.path("profile"));
   if (m.has("nvlink")) j.nvlink = parse::parse_job_nvlink(s, j.gpus, m.get("nvlink"), m.path("nvlink"));
-  if (m.has("client")) {
-    const std::string client = read_string(m.get("client"), m.path("client"));
-    if (client != "compute" && client != "graphics") {
-      fail_at(m.get("client"), m.path("client"), fmt::format("must be compute or graphics, got '{}'", client));
-    }
-    j.graphics = client == "graphics";
-    for (unsigned g : j.gpus) {
-      if (j.graphics && s.model_of(g).vendor != "amd") {
-        fail_at(m.get("client"), m.path("client"),
-                fmt::format("a graphics client is modelled on AMD GPUs only (DRM fdinfo); GPU {} is {}", g,
-                            s.model_of(g).vendor));
-      }
-    }
-  }
+  if (m.has("client")) parse_job_client(j, m, s);
   return j;
 }
 
@@ -421,15 +445,8 @@ void check_pids(const Scenario& s, const std::vector<YAML::Node>& job_nodes) {
   }
 }
 
-Scenario parse_root(const YAML::Node& root, const std::string& source) {
-  if (!root.IsDefined() || root.IsNull()) {
-    throw ScenarioError(YAML::Mark(), "the scenario is empty; expected a mapping with models and gpus");
-  }
-  MapReader m(root, "",
-              {"description", "driver_version", "amdgpu_version", "cuda_driver_version", "time_scale", "duration", "uuid_seed",
-               "models", "gpus", "mig", "users", "allocations", "jobs", "faults", "quirks"});
-  Scenario s;
-  s.source = source;
+// The root's settings: versions, time scale and duration; returns `uuid_seed` ("" if absent).
+std::string parse_settings(Scenario& s, const MapReader& m) {
   s.driver_version = "550.90.07";
   s.cuda_driver_version = 12040;
   if (m.has("description")) (void)read_string(m.get("description"), "description");
@@ -452,47 +469,52 @@ Scenario parse_root(const YAML::Node& root, const std::string& source) {
   }
   std::string uuid_seed;
   if (m.has("uuid_seed")) uuid_seed = read_string(m.get("uuid_seed"), "uuid_seed");
+  return uuid_seed;
+}
 
-  YAML::Node models = m.require("models");
+// `models`: a mapping of model ids to models.
+void parse_models(Scenario& s, const YAML::Node& models) {
   if (!models.IsMap() || models.size() == 0)
     fail_at(models, "models", "expected a mapping of model ids to models");
   for (const auto& kv : models) {
     std::string id = read_string(kv.first, "models");
     s.models.push_back(parse::parse_model(id, kv.second, "models." + id));
   }
-  parse_gpus(s, m.require("gpus"), uuid_seed);
-  // NVML numbers the NVIDIA GPUs from 0 and the agent numbers the AMD GPUs after them, so a GPU's
-  // index is the same in the scenario, in NVML and in the agent only when NVIDIA comes first.
+}
+
+// NVML numbers the NVIDIA GPUs from 0 and the agent numbers the AMD GPUs after them, so a GPU's
+// index is the same in the scenario, in NVML and in the agent only when NVIDIA comes first.
+void check_gpu_order(const Scenario& s, const YAML::Node& gpus) {
   for (unsigned i = 1; i < s.gpus.size(); ++i) {
     if (s.is_amd(i - 1) && !s.is_amd(i)) {
-      fail_at(m.get("gpus"), "gpus", fmt::format("GPU {} is NVIDIA but follows an AMD GPU; list the NVIDIA GPUs first", i));
+      fail_at(gpus, "gpus", fmt::format("GPU {} is NVIDIA but follows an AMD GPU; list the NVIDIA GPUs first", i));
     }
   }
-  if (m.has("mig")) parse::parse_mig(s, m.get("mig"), uuid_seed);
-  if (m.has("users")) parse_users(s, m.get("users"));
-  std::vector<YAML::Node> allocation_nodes;
-  if (m.has("allocations")) parse::parse_allocations(s, m.get("allocations"), allocation_nodes);
+}
 
-  std::vector<YAML::Node> job_nodes;
-  if (m.has("jobs")) {
-    YAML::Node jobs = m.get("jobs");
-    if (!jobs.IsSequence()) fail_at(jobs, "jobs", "expected a list of jobs");
-    std::set<std::string> names;
-    for (std::size_t i = 0; i < jobs.size(); ++i) {
-      s.jobs.push_back(parse_job(jobs[i], indexed("jobs", i), s));
-      job_nodes.push_back(jobs[i]);
-      if (!names.insert(s.jobs.back().name).second) {
-        fail_at(jobs[i]["name"], indexed("jobs", i) + ".name",
-                fmt::format("job name '{}' is used twice", s.jobs.back().name));
-      }
+// `jobs`, each named once; `job_nodes` receives each entry's node, for later messages.
+void parse_jobs(Scenario& s, const YAML::Node& jobs, std::vector<YAML::Node>& job_nodes) {
+  if (!jobs.IsSequence()) fail_at(jobs, "jobs", "expected a list of jobs");
+  std::set<std::string> names;
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    s.jobs.push_back(parse_job(jobs[i], indexed("jobs", i), s));
+    job_nodes.push_back(jobs[i]);
+    if (!names.insert(s.jobs.back().name).second) {
+      fail_at(jobs[i]["name"], indexed("jobs", i) + ".name",
+              fmt::format("job name '{}' is used twice", s.jobs.back().name));
     }
   }
-  if (m.has("faults")) {
-    YAML::Node faults = m.get("faults");
-    if (!faults.IsSequence()) fail_at(faults, "faults", "expected a list of faults");
-    for (std::size_t i = 0; i < faults.size(); ++i) parse::parse_fault(s, faults[i], indexed("faults", i));
-  }
-  if (m.has("quirks")) parse::parse_quirks(s, m.get("quirks"));
+}
+
+// `faults`: a list of faults, each added to its kind's list.
+void parse_faults(Scenario& s, const YAML::Node& faults) {
+  if (!faults.IsSequence()) fail_at(faults, "faults", "expected a list of faults");
+  for (std::size_t i = 0; i < faults.size(); ++i) parse::parse_fault(s, faults[i], indexed("faults", i));
+}
+
+// The fault lists in time order: Xids and driver upgrades stably, driver reloads once per
+// instant.
+void sort_faults(Scenario& s) {
   std::stable_sort(s.xids.begin(), s.xids.end(),
                    [](const XidFault& a, const XidFault& b) { return a.at < b.at; });
   std::stable_sort(s.driver_upgrades.begin(), s.driver_upgrades.end(),
@@ -500,6 +522,30 @@ Scenario parse_root(const YAML::Node& root, const std::string& source) {
   std::sort(s.driver_reloads.begin(), s.driver_reloads.end());
   s.driver_reloads.erase(std::unique(s.driver_reloads.begin(), s.driver_reloads.end()),
                          s.driver_reloads.end());
+}
+
+Scenario parse_root(const YAML::Node& root, const std::string& source) {
+  if (!root.IsDefined() || root.IsNull()) {
+    throw ScenarioError(YAML::Mark(), "the scenario is empty; expected a mapping with models and gpus");
+  }
+  MapReader m(root, "",
+              {"description", "driver_version", "amdgpu_version", "cuda_driver_version", "time_scale", "duration", "uuid_seed",
+               "models", "gpus", "mig", "users", "allocations", "jobs", "faults", "quirks"});
+  Scenario s;
+  s.source = source;
+  const std::string uuid_seed = parse_settings(s, m);
+  parse_models(s, m.require("models"));
+  parse_gpus(s, m.require("gpus"), uuid_seed);
+  check_gpu_order(s, m.get("gpus"));
+  if (m.has("mig")) parse::parse_mig(s, m.get("mig"), uuid_seed);
+  if (m.has("users")) parse_users(s, m.get("users"));
+  std::vector<YAML::Node> allocation_nodes;
+  if (m.has("allocations")) parse::parse_allocations(s, m.get("allocations"), allocation_nodes);
+  std::vector<YAML::Node> job_nodes;
+  if (m.has("jobs")) parse_jobs(s, m.get("jobs"), job_nodes);
+  if (m.has("faults")) parse_faults(s, m.get("faults"));
+  if (m.has("quirks")) parse::parse_quirks(s, m.get("quirks"));
+  sort_faults(s);
 
   check_memory(s, job_nodes);
   check_pids(s, job_nodes);

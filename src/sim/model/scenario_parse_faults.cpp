@@ -90,6 +90,76 @@ Quirk parse_quirk(const Scenario& s, const YAML::Node& node, const std::string& 
   return q;
 }
 
+// Fails for a fault an AMD GPU cannot have: what `gpumeter sim sysfs` can do to one is lose it
+// and hang it (docs/rocm-behaviour.md).
+void nvidia_only(const Scenario& s, const MapReader& m, unsigned gpu, const char* why) {
+  if (s.is_amd(gpu)) fail_at(m.get("gpu"), m.path("gpu"), fmt::format("GPU {} is an AMD GPU: {}", gpu, why));
+}
+
+// `lost` or `unknown_errors` {gpu, at, duration}: a window of the GPU's calls failing.
+void parse_window_fault(Scenario& s, const std::string& kind, const YAML::Node& node, const std::string& path) {
+  MapReader m(node, path, {"kind", "gpu", "at", "duration"});
+  WindowFault f{read_gpu(s, m), read_duration(m.require("at"), m.path("at")),
+                read_duration(m.require("duration"), m.path("duration"))};
+  if (kind == "unknown_errors") {
+    nvidia_only(s, m, f.gpu,
+                "unknown_errors is an NVML error window; the amdgpu tree cannot make a sysfs read fail the "
+                "way the kernel does");
+  }
+  if (f.duration <= 0) fail_at(m.get("duration"), m.path("duration"), "must be more than 0");
+  (kind == "lost" ? s.lost : s.unknown_errors).push_back(f);
+}
+
+// `hang` {gpu, at, seconds, call}: the GPU's calls (or one of them) block for a wall time.
+void parse_hang_fault(Scenario& s, const YAML::Node& node, const std::string& path) {
+  MapReader m(node, path, {"kind", "gpu", "at", "seconds", "call"});
+  HangFault f;
+  f.gpu = read_gpu(s, m);
+  f.at = read_duration(m.require("at"), m.path("at"));
+  f.wall_seconds = read_double(m.require("seconds"), m.path("seconds"), 0.001, 3600);
+  if (m.has("call") && s.is_amd(f.gpu)) {
+    // On an AMD GPU the one call a hang may name: its KFD process files block instead.
+    f.call = read_string(m.get("call"), m.path("call"));
+    if (f.call != kAmdProcessHangCall) {
+      fail_at(m.get("call"), m.path("call"),
+              fmt::format("GPU {} is an AMD GPU: a hang's call can only be {} (its KFD process files block); "
+                          "without call, its gpu_metrics and power reads block",
+                          f.gpu, kAmdProcessHangCall));
+    }
+  } else if (m.has("call")) {
+    f.call = std::string(nvml_function_name(read_device_function(m.get("call"), m.path("call"))));
+  }
+  s.hangs.push_back(f);
+}
+
+// `xid` {gpu, at, code}: an NVIDIA GPU's Xid event.
+void parse_xid_fault(Scenario& s, const YAML::Node& node, const std::string& path) {
+  MapReader m(node, path, {"kind", "gpu", "at", "code"});
+  XidFault f;
+  f.gpu = read_gpu(s, m);
+  f.at = read_duration(m.require("at"), m.path("at"));
+  f.code = static_cast<unsigned>(read_unsigned(m.require("code"), m.path("code"), 1, 65535));
+  nvidia_only(s, m, f.gpu, "an Xid is an NVIDIA driver event; amdgpu has none");
+  s.xids.push_back(f);
+}
+
+// `driver_upgrade` {at, to}: the driver version changes at a time no other upgrade has.
+void parse_driver_upgrade(Scenario& s, const YAML::Node& node, const std::string& path) {
+  MapReader m(node, path, {"kind", "at", "to"});
+  DriverUpgrade u;
+  u.at = read_duration(m.require("at"), m.path("at"));
+  u.to = read_bounded_string(m.require("to"), m.path("to"), kMaxDriverVersion);
+  if (!driver_major(u.to)) {
+    fail_at(m.get("to"), m.path("to"),
+            fmt::format("expected a driver version such as 555.42.06, got '{}'", u.to));
+  }
+  for (const DriverUpgrade& other : s.driver_upgrades) {
+    if (other.at == u.at)
+      fail_at(m.get("at"), m.path("at"), "another driver_upgrade happens at the same time");
+  }
+  s.driver_upgrades.push_back(u);
+}
+
 }  // namespace
 
 void parse_quirks(Scenario& s, const YAML::Node& node) {
@@ -109,74 +179,17 @@ void parse_fault(Scenario& s, const YAML::Node& node, const std::string& path) {
   }
   std::string kind = read_string(kind_node, path + ".kind");
   if (parse_nvlink_fault(s, kind, node, path)) return;
-  auto gpu_of = [&](const MapReader& m) {
-    if (s.gpus.empty()) fail_at(m.node(), path, "the scenario has no GPUs");
-    return static_cast<unsigned>(read_unsigned(m.require("gpu"), m.path("gpu"), 0, s.gpus.size() - 1));
-  };
-  // What `gpumeter sim sysfs` can do to an AMD GPU: lose it and hang it (docs/rocm-behaviour.md).
-  auto nvidia_only = [&](const MapReader& m, unsigned gpu, const char* why) {
-    if (s.is_amd(gpu)) fail_at(m.get("gpu"), m.path("gpu"), fmt::format("GPU {} is an AMD GPU: {}", gpu, why));
-  };
   if (kind == "lost" || kind == "unknown_errors") {
-    MapReader m(node, path, {"kind", "gpu", "at", "duration"});
-    WindowFault f{gpu_of(m), read_duration(m.require("at"), m.path("at")),
-                  read_duration(m.require("duration"), m.path("duration"))};
-    if (kind == "unknown_errors") {
-      nvidia_only(m, f.gpu,
-                  "unknown_errors is an NVML error window; the amdgpu tree cannot make a sysfs read fail the "
-                  "way the kernel does");
-    }
-    if (f.duration <= 0) fail_at(m.get("duration"), m.path("duration"), "must be more than 0");
-    (kind == "lost" ? s.lost : s.unknown_errors).push_back(f);
+    parse_window_fault(s, kind, node, path);
   } else if (kind == "hang") {
-    MapReader m(node, path, {"kind", "gpu", "at", "seconds", "call"});
-    HangFault f;
-    f.gpu = gpu_of(m);
-    f.at = read_duration(m.require("at"), m.path("at"));
-    f.wall_seconds = read_double(m.require("seconds"), m.path("seconds"), 0.001, 3600);
-    if (m.has("call") && s.is_amd(f.gpu)) {
-      // On an AMD GPU the one call a hang may name: its KFD process files block instead.
-      f.call = read_string(m.get("call"), m.path("call"));
-      if (f.call != kAmdProcessHangCall) {
-        fail_at(m.get("call"), m.path("call"),
-                fmt::format("GPU {} is an AMD GPU: a hang's call can only be {} (its KFD process files block); "
-                            "without call, its gpu_metrics and power reads block",
-                            f.gpu, kAmdProcessHangCall));
-      }
-    } else if (m.has("call")) {
-      f.call = read_string(m.get("call"), m.path("call"));
-      auto fn = nvml_function_from_name(f.call);
-      if (!fn || nvml_function_kind(*fn) != NvmlFunctionKind::device) {
-        fail_at(m.get("call"), m.path("call"),
-                fmt::format("'{}' is not an NVML device function the simulator exports", f.call));
-      }
-    }
-    s.hangs.push_back(f);
+    parse_hang_fault(s, node, path);
   } else if (kind == "xid") {
-    MapReader m(node, path, {"kind", "gpu", "at", "code"});
-    XidFault f;
-    f.gpu = gpu_of(m);
-    f.at = read_duration(m.require("at"), m.path("at"));
-    f.code = static_cast<unsigned>(read_unsigned(m.require("code"), m.path("code"), 1, 65535));
-    nvidia_only(m, f.gpu, "an Xid is an NVIDIA driver event; amdgpu has none");
-    s.xids.push_back(f);
+    parse_xid_fault(s, node, path);
   } else if (kind == "driver_reload") {
     MapReader m(node, path, {"kind", "at"});
     s.driver_reloads.push_back(read_duration(m.require("at"), m.path("at")));
   } else if (kind == "driver_upgrade") {
-    MapReader m(node, path, {"kind", "at", "to"});
-    DriverUpgrade u;
-    u.at = read_duration(m.require("at"), m.path("at"));
-    u.to = read_bounded_string(m.require("to"), m.path("to"), kMaxDriverVersion);
-    if (!driver_major(u.to)) {
-      fail_at(m.get("to"), m.path("to"),
-              fmt::format("expected a driver version such as 555.42.06, got '{}'", u.to));
-    }
-    for (const DriverUpgrade& other : s.driver_upgrades) {
-      if (other.at == u.at)
-        fail_at(m.get("at"), m.path("at"), "another driver_upgrade happens at the same time");
-    }
-    s.driver_upgrades.push_back(u);
+    parse_driver_upgrade(s, node, path);
   } else {
     fail_at(kind_node, path + ".kind",
             fmt::format("unknown fault kind '{}' (expected one of: lost, hang, xid, unknown_errors, "

@@ -50,157 +50,196 @@ struct Occupancy {
   }
 };
 
-void parse_gpu_layouts(Scenario& s, const YAML::Node& node, const std::string& path, const std::string& uuid_seed,
-                       std::set<std::string>& names) {
-  MapReader m(node, path, {"gpu", "layouts"});
+// A new instance of a layout, before it has its placement (unless given) and its MIG index.
+struct Fresh {
+  YAML::Node node;
+  std::string path;
+  MigInstance inst;
+  bool placed = false;  // its placement was given
+};
+
+// One GPU's `layouts`, read in order: what every layout needs from the ones before it.
+struct GpuLayouts {
+  Scenario& s;
+  unsigned gpu;
+  const GpuModelSpec& model;
+  const std::vector<MigProfile>& profiles;
+  const std::string& uuid_seed;
+  std::set<std::string>& names;       // instance names on every GPU so far
+  std::vector<std::size_t> previous;  // instances of the previous layout
+  std::size_t ordinal = 0;            // instances created on the GPU so far, for their UUIDs
+};
+
+// `gpu`: a GPU of the scenario, listed once, of a model with MIG profiles.
+unsigned read_mig_gpu(const Scenario& s, const MapReader& m) {
   if (s.gpus.empty()) fail_at(m.require("gpu"), m.path("gpu"), "the scenario has no GPUs");
   const auto gpu = static_cast<unsigned>(read_unsigned(m.require("gpu"), m.path("gpu"), 0, s.gpus.size() - 1));
   if (s.mig.of(gpu)) fail_at(m.get("gpu"), m.path("gpu"), fmt::format("GPU {} is listed twice", gpu));
   const GpuModelSpec& model = s.model_of(gpu);
-  const std::vector<MigProfile>& profiles = mig_profiles(model);
-  if (profiles.empty()) {
+  if (mig_profiles(model).empty()) {
     fail_at(m.get("gpu"), m.path("gpu"),
             fmt::format("GPU {} is a '{}' ({}), for which no MIG profiles are modelled (A100 40GB and 80GB, "
                         "A30 24GB, H100 80GB: architecture ga100 or hopper, datacenter)",
                         gpu, model.id, model.name));
   }
+  return gpu;
+}
+
+// One entry of a layout's `instances` {name, profile, placement}, named once in the layout
+// (`here`), with its profile's slices and, when given, a legal placement.
+Fresh read_instance(const GpuLayouts& g, const YAML::Node& node, const std::string& path, Micros at,
+                    std::set<std::string>& here) {
+  MapReader im(node, path, {"name", "profile", "placement"});
+  const std::string name = read_bounded_string(im.require("name"), im.path("name"), 256);
+  if (!here.insert(name).second)
+    fail_at(im.get("name"), im.path("name"), fmt::format("instance '{}' is listed twice in this layout", name));
+  const std::string pname = read_string(im.require("profile"), im.path("profile"));
+  const std::vector<MigProfile>& profiles = g.profiles;
+  auto p = std::find_if(profiles.begin(), profiles.end(), [&](const MigProfile& x) { return x.name == pname; });
+  if (p == profiles.end()) {
+    fail_at(im.get("profile"), im.path("profile"),
+            fmt::format("unknown profile '{}' for a {} (profiles: {})", pname, g.model.name, profile_names(profiles)));
+  }
+  Fresh f{node, path, MigInstance{}, im.has("placement")};
+  MigInstance& inst = f.inst;
+  inst.name = name;
+  inst.gpu = g.gpu;
+  inst.profile = static_cast<std::size_t>(p - profiles.begin());
+  inst.profile_name = p->name;
+  inst.slices = p->slices;
+  inst.memory_slices = p->memory_slices;
+  inst.start = at;
+  if (f.placed) {
+    inst.placement = static_cast<unsigned>(
+        read_unsigned(im.get("placement"), im.path("placement"), 0, mig_memory_slices(g.model) - 1));
+    if (std::find(p->placements.begin(), p->placements.end(), inst.placement) == p->placements.end()) {
+      std::string legal;
+      for (unsigned x : p->placements) legal += fmt::format("{}{}", legal.empty() ? "" : ", ", x);
+      fail_at(im.get("placement"), im.path("placement"),
+              fmt::format("{} cannot start at memory slice {} (legal: {})", p->name, inst.placement, legal));
+    }
+  }
+  return f;
+}
+
+// Places a layout's new instances around those kept (`occ`): explicit placements first; then,
+// larger profiles first, the highest legal free placement (an assumption, see
+// docs/nvml-behaviour.md), so that e.g. 3g + 2g + 1g + 1g fits. MIG indices go in file order.
+void place_fresh(const GpuLayouts& g, Occupancy& occ, std::vector<Fresh>& fresh) {
+  std::vector<std::size_t> order;
+  for (std::size_t k = 0; k < fresh.size(); ++k) order.push_back(k);
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return fresh[a].inst.memory_slices > fresh[b].inst.memory_slices;
+  });
+  for (int pass = 0; pass < 2; ++pass) {
+    for (std::size_t k : order) {
+      Fresh& f = fresh[k];
+      if ((pass == 0) != f.placed) continue;
+      const MigProfile& p = g.profiles[f.inst.profile];
+      if (pass == 1) {
+        auto free = std::find_if(p.placements.rbegin(), p.placements.rend(),
+                                 [&](unsigned st) { return occ.fits(st, p.memory_slices); });
+        if (free == p.placements.rend()) {
+          fail_at(f.node, f.path,
+                  fmt::format("no free placement for {} '{}' in this layout: its memory slices are taken", p.name,
+                              f.inst.name));
+        }
+        f.inst.placement = *free;
+      } else if (!occ.fits(f.inst.placement, p.memory_slices)) {
+        fail_at(f.node, f.path,
+                fmt::format("{} '{}' at memory slice {} overlaps another instance of this layout", p.name,
+                            f.inst.name, f.inst.placement));
+      }
+      if (occ.compute + p.slices > occ.compute_slices) {
+        fail_at(f.node, f.path,
+                fmt::format("the layout needs {} compute slices with '{}', more than the GPU's {}",
+                            occ.compute + p.slices, f.inst.name, occ.compute_slices));
+      }
+      f.inst.gpu_instance_id = p.gpu_instance_id(f.inst.placement);
+      f.inst.compute_instance_id = 0;
+      f.inst.memory_bytes = mig_memory_slice_bytes(g.model) * p.memory_slices;
+      occ.take(f.inst);
+    }
+  }
+  for (Fresh& f : fresh) {
+    f.inst.mig_index = static_cast<unsigned>(std::find(occ.index.begin(), occ.index.end(), false) - occ.index.begin());
+    occ.index[f.inst.mig_index] = true;
+  }
+}
+
+// One entry of `layouts` {at, instances}: instances of the previous layout it names again live
+// on, those it does not are destroyed at `at`, and new ones are created then.
+MigLayout parse_layout(GpuLayouts& g, const YAML::Node& node, const std::string& path, const MigGpu& mg) {
+  MapReader lm(node, path, {"at", "instances"});
+  MigLayout layout;
+  layout.at = lm.has("at") ? read_duration(lm.get("at"), lm.path("at")) : 0;
+  if (!mg.layouts.empty() && layout.at <= mg.layouts.back().at)
+    fail_at(lm.get("at"), lm.path("at"), "layouts must be listed by strictly increasing 'at'");
+  YAML::Node list = lm.require("instances");
+  if (!list.IsSequence()) fail_at(list, lm.path("instances"), "expected a list of instances {name, profile}");
+  std::vector<MigInstance>& instances = g.s.mig.instances;
+  Occupancy occ(g.model);
+  std::vector<std::size_t> kept;
+  std::vector<Fresh> fresh;
+  std::set<std::string> here;
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    Fresh f = read_instance(g, list[i], indexed(lm.path("instances"), i), layout.at, here);
+    const std::string& name = f.inst.name;
+    // The same instance as in the previous layout lives on.
+    auto same = std::find_if(g.previous.begin(), g.previous.end(),
+                             [&](std::size_t k) { return instances[k].name == name; });
+    if (same != g.previous.end()) {
+      const MigInstance& old = instances[*same];
+      if (old.profile_name != f.inst.profile_name || (f.placed && old.placement != f.inst.placement)) {
+        fail_at(f.node, f.path,
+                fmt::format("instance '{}' was {} at memory slice {}; an instance keeps its profile and placement "
+                            "for life: give the new one another name",
+                            name, old.profile_name, old.placement));
+      }
+      kept.push_back(*same);
+      occ.take(old);
+      occ.index[old.mig_index] = true;
+      continue;
+    }
+    if (g.names.count(name)) {
+      const YAML::Node& entry = f.node;
+      fail_at(entry["name"], f.path + ".name",
+              fmt::format("instance name '{}' is already used by another MIG instance", name));
+    }
+    fresh.push_back(std::move(f));
+  }
+  place_fresh(g, occ, fresh);
+  // Instances of the previous layout not kept are destroyed now.
+  for (std::size_t k : g.previous) {
+    if (std::find(kept.begin(), kept.end(), k) == kept.end()) instances[k].end = layout.at;
+  }
+  for (std::size_t k : kept) layout.instances.push_back(k);
+  for (Fresh& f : fresh) {
+    if (instances.size() >= kMaxMigInstances)
+      fail_at(f.node, f.path, fmt::format("at most {} MIG instances are supported", kMaxMigInstances));
+    f.inst.uuid = mig_uuid(g.uuid_seed, g.gpu, g.ordinal++);
+    g.names.insert(f.inst.name);
+    layout.instances.push_back(instances.size());
+    instances.push_back(std::move(f.inst));
+  }
+  g.previous = layout.instances;
+  return layout;
+}
+
+// One entry of `mig` {gpu, layouts}.
+void parse_gpu_layouts(Scenario& s, const YAML::Node& node, const std::string& path, const std::string& uuid_seed,
+                       std::set<std::string>& names) {
+  MapReader m(node, path, {"gpu", "layouts"});
+  const unsigned gpu = read_mig_gpu(s, m);
+  const GpuModelSpec& model = s.model_of(gpu);
   YAML::Node layouts = m.require("layouts");
   if (!layouts.IsSequence() || layouts.size() == 0)
     fail_at(layouts, m.path("layouts"), "expected a non-empty list of layouts {at, instances}");
+  GpuLayouts g{s, gpu, model, mig_profiles(model), uuid_seed, names, {}, 0};
   MigGpu mg;
   mg.gpu = gpu;
-  std::vector<std::size_t> previous;  // instances of the previous layout
-  std::size_t ordinal = 0;
-  for (std::size_t l = 0; l < layouts.size(); ++l) {
-    const std::string lpath = indexed(m.path("layouts"), l);
-    MapReader lm(layouts[l], lpath, {"at", "instances"});
-    MigLayout layout;
-    layout.at = lm.has("at") ? read_duration(lm.get("at"), lm.path("at")) : 0;
-    if (!mg.layouts.empty() && layout.at <= mg.layouts.back().at)
-      fail_at(lm.get("at"), lm.path("at"), "layouts must be listed by strictly increasing 'at'");
-    YAML::Node list = lm.require("instances");
-    if (!list.IsSequence()) fail_at(list, lm.path("instances"), "expected a list of instances {name, profile}");
-    Occupancy occ(model);
-    std::vector<std::size_t> kept;
-    struct Fresh {
-      YAML::Node node;
-      std::string path;
-      MigInstance inst;
-      bool placed = false;
-    };
-    std::vector<Fresh> fresh;
-    std::set<std::string> here;
-    for (std::size_t i = 0; i < list.size(); ++i) {
-      const std::string ipath = indexed(lm.path("instances"), i);
-      MapReader im(list[i], ipath, {"name", "profile", "placement"});
-      const std::string name = read_bounded_string(im.require("name"), im.path("name"), 256);
-      if (!here.insert(name).second)
-        fail_at(im.get("name"), im.path("name"), fmt::format("instance '{}' is listed twice in this layout", name));
-      const std::string pname = read_string(im.require("profile"), im.path("profile"));
-      auto p = std::find_if(profiles.begin(), profiles.end(), [&](const MigProfile& x) { return x.name == pname; });
-      if (p == profiles.end()) {
-        fail_at(im.get("profile"), im.path("profile"),
-                fmt::format("unknown profile '{}' for a {} (profiles: {})", pname, model.name, profile_names(profiles)));
-      }
-      MigInstance inst;
-      inst.name = name;
-      inst.gpu = gpu;
-      inst.profile = static_cast<std::size_t>(p - profiles.begin());
-      inst.profile_name = p->name;
-      inst.slices = p->slices;
-      inst.memory_slices = p->memory_slices;
-      inst.start = layout.at;
-      bool has_placement = im.has("placement");
-      if (has_placement) {
-        inst.placement =
-            static_cast<unsigned>(read_unsigned(im.get("placement"), im.path("placement"), 0, mig_memory_slices(model) - 1));
-        if (std::find(p->placements.begin(), p->placements.end(), inst.placement) == p->placements.end()) {
-          std::string legal;
-          for (unsigned x : p->placements) legal += fmt::format("{}{}", legal.empty() ? "" : ", ", x);
-          fail_at(im.get("placement"), im.path("placement"),
-                  fmt::format("{} cannot start at memory slice {} (legal: {})", p->name, inst.placement, legal));
-        }
-      }
-      // The same instance as in the previous layout lives on.
-      auto same = std::find_if(previous.begin(), previous.end(),
-                               [&](std::size_t k) { return s.mig.instances[k].name == name; });
-      if (same != previous.end()) {
-        const MigInstance& old = s.mig.instances[*same];
-        if (old.profile_name != inst.profile_name || (has_placement && old.placement != inst.placement)) {
-          fail_at(list[i], ipath,
-                  fmt::format("instance '{}' was {} at memory slice {}; an instance keeps its profile and placement "
-                              "for life: give the new one another name",
-                              name, old.profile_name, old.placement));
-        }
-        kept.push_back(*same);
-        occ.take(old);
-        occ.index[old.mig_index] = true;
-        continue;
-      }
-      if (names.count(name)) {
-        fail_at(im.get("name"), im.path("name"),
-                fmt::format("instance name '{}' is already used by another MIG instance", name));
-      }
-      fresh.push_back(Fresh{list[i], ipath, inst, has_placement});
-    }
-    // New instances: explicit placements first; then, larger profiles first, the highest legal
-    // free placement (an assumption, see docs/nvml-behaviour.md), so that e.g. 3g + 2g + 1g + 1g
-    // fits. MIG indices go in file order.
-    std::vector<std::size_t> order;
-    for (std::size_t k = 0; k < fresh.size(); ++k) order.push_back(k);
-    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-      return fresh[a].inst.memory_slices > fresh[b].inst.memory_slices;
-    });
-    for (int pass = 0; pass < 2; ++pass) {
-      for (std::size_t k : order) {
-        Fresh& f = fresh[k];
-        if ((pass == 0) != f.placed) continue;
-        const MigProfile& p = profiles[f.inst.profile];
-        if (pass == 1) {
-          auto free = std::find_if(p.placements.rbegin(), p.placements.rend(),
-                                   [&](unsigned st) { return occ.fits(st, p.memory_slices); });
-          if (free == p.placements.rend()) {
-            fail_at(f.node, f.path,
-                    fmt::format("no free placement for {} '{}' in this layout: its memory slices are taken", p.name,
-                                f.inst.name));
-          }
-          f.inst.placement = *free;
-        } else if (!occ.fits(f.inst.placement, p.memory_slices)) {
-          fail_at(f.node, f.path,
-                  fmt::format("{} '{}' at memory slice {} overlaps another instance of this layout", p.name,
-                              f.inst.name, f.inst.placement));
-        }
-        if (occ.compute + p.slices > occ.compute_slices) {
-          fail_at(f.node, f.path,
-                  fmt::format("the layout needs {} compute slices with '{}', more than the GPU's {}",
-                              occ.compute + p.slices, f.inst.name, occ.compute_slices));
-        }
-        f.inst.gpu_instance_id = p.gpu_instance_id(f.inst.placement);
-        f.inst.compute_instance_id = 0;
-        f.inst.memory_bytes = mig_memory_slice_bytes(model) * p.memory_slices;
-        occ.take(f.inst);
-      }
-    }
-    for (Fresh& f : fresh) {
-      f.inst.mig_index = static_cast<unsigned>(std::find(occ.index.begin(), occ.index.end(), false) - occ.index.begin());
-      occ.index[f.inst.mig_index] = true;
-    }
-    // Instances of the previous layout not kept are destroyed now.
-    for (std::size_t k : previous) {
-      if (std::find(kept.begin(), kept.end(), k) == kept.end()) s.mig.instances[k].end = layout.at;
-    }
-    for (std::size_t k : kept) layout.instances.push_back(k);
-    for (Fresh& f : fresh) {
-      if (s.mig.instances.size() >= kMaxMigInstances)
-        fail_at(f.node, f.path, fmt::format("at most {} MIG instances are supported", kMaxMigInstances));
-      f.inst.uuid = mig_uuid(uuid_seed, gpu, ordinal++);
-      names.insert(f.inst.name);
-      layout.instances.push_back(s.mig.instances.size());
-      s.mig.instances.push_back(std::move(f.inst));
-    }
-    previous = layout.instances;
-    mg.layouts.push_back(std::move(layout));
-  }
+  for (std::size_t l = 0; l < layouts.size(); ++l)
+    mg.layouts.push_back(parse_layout(g, layouts[l], indexed(m.path("layouts"), l), mg));
   s.mig.gpus.push_back(std::move(mg));
 }
 

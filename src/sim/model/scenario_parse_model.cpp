@@ -119,30 +119,8 @@ ClockRange parse_clock(const YAML::Node& node, const std::string& path) {
   return c;
 }
 
-}  // namespace
-
-GpuModelSpec parse_model(const std::string& id, const YAML::Node& node, const std::string& path) {
-  MapReader m(node, path,
-              {"vendor", "name", "memory", "memory_reserved", "power", "temperature", "clocks", "fan", "pcie",
-               "vbios_version", "ecc", "profile", "architecture", "compute_units", "samples", "nvlink"});
-  GpuModelSpec g;
-  g.id = id;
-  if (m.has("vendor")) {
-    g.vendor = read_string(m.get("vendor"), m.path("vendor"));
-    if (g.vendor != "nvidia" && g.vendor != "amd")
-      fail_at(m.get("vendor"), m.path("vendor"), fmt::format("unknown vendor '{}' (expected nvidia or amd)", g.vendor));
-  }
-  const bool amd = g.vendor == "amd";
-  g.name = read_bounded_string(m.require("name"), m.path("name"), kMaxName);
-  g.memory_total_bytes = read_bytes(m.require("memory"), m.path("memory"));
-  if (g.memory_total_bytes == 0) fail_at(m.get("memory"), m.path("memory"), "must be more than 0");
-  if (m.has("memory_reserved")) {
-    g.memory_reserved_bytes = read_bytes(m.get("memory_reserved"), m.path("memory_reserved"));
-    if (g.memory_reserved_bytes >= g.memory_total_bytes) {
-      fail_at(m.get("memory_reserved"), m.path("memory_reserved"), "must be less than memory");
-    }
-  }
-
+// `power` {limit, idle, max}, idle <= max <= limit.
+void parse_power(GpuModelSpec& g, const MapReader& m) {
   MapReader power(m.require("power"), m.path("power"), {"limit", "idle", "max"});
   g.power_limit_mw = read_milliwatts(power.require("limit"), power.path("limit"));
   g.idle_power_mw = read_milliwatts(power.require("idle"), power.path("idle"));
@@ -151,23 +129,29 @@ GpuModelSpec parse_model(const std::string& id, const YAML::Node& node, const st
   if (g.idle_power_mw > g.max_power_mw) fail_at(power.get("idle"), power.path("idle"), "must not exceed max");
   if (g.max_power_mw > g.power_limit_mw)
     fail_at(power.get("max"), power.path("max"), "must not exceed limit");
+}
 
+// `temperature` {idle, max, memory_offset}, each with a default.
+void parse_temperature(GpuModelSpec& g, const MapReader& m) {
   g.idle_temperature_c = 30;
   g.max_temperature_c = 75;
   g.memory_temperature_offset_c = 4;
-  if (m.has("temperature")) {
-    MapReader t(m.get("temperature"), m.path("temperature"), {"idle", "max", "memory_offset"});
-    if (t.has("idle"))
-      g.idle_temperature_c = static_cast<unsigned>(read_unsigned(t.get("idle"), t.path("idle"), 0, 150));
-    if (t.has("max"))
-      g.max_temperature_c = static_cast<unsigned>(read_unsigned(t.get("max"), t.path("max"), 0, 150));
-    if (t.has("memory_offset")) {
-      g.memory_temperature_offset_c =
-          static_cast<unsigned>(read_unsigned(t.get("memory_offset"), t.path("memory_offset"), 0, 50));
-    }
-    if (g.idle_temperature_c > g.max_temperature_c) t.fail("idle must not exceed max");
+  if (!m.has("temperature")) return;
+  MapReader t(m.get("temperature"), m.path("temperature"), {"idle", "max", "memory_offset"});
+  if (t.has("idle"))
+    g.idle_temperature_c = static_cast<unsigned>(read_unsigned(t.get("idle"), t.path("idle"), 0, 150));
+  if (t.has("max"))
+    g.max_temperature_c = static_cast<unsigned>(read_unsigned(t.get("max"), t.path("max"), 0, 150));
+  if (t.has("memory_offset")) {
+    g.memory_temperature_offset_c =
+        static_cast<unsigned>(read_unsigned(t.get("memory_offset"), t.path("memory_offset"), 0, 50));
   }
+  if (g.idle_temperature_c > g.max_temperature_c) t.fail("idle must not exceed max");
+}
 
+// `clocks` {graphics, sm, memory, video}: an AMD GPU has graphics and memory only.
+void parse_clocks(GpuModelSpec& g, const MapReader& m) {
+  const bool amd = g.vendor == "amd";
   MapReader clocks(m.require("clocks"), m.path("clocks"), {"graphics", "sm", "memory", "video"});
   g.graphics_clock = parse_clock(clocks.require("graphics"), clocks.path("graphics"));
   g.memory_clock = parse_clock(clocks.require("memory"), clocks.path("memory"));
@@ -181,28 +165,29 @@ GpuModelSpec parse_model(const std::string& id, const YAML::Node& node, const st
     g.sm_clock = parse_clock(clocks.require("sm"), clocks.path("sm"));
     g.video_clock = parse_clock(clocks.require("video"), clocks.path("video"));
   }
-  if (m.has("compute_units")) {
-    if (!amd) fail_at(m.get("compute_units"), m.path("compute_units"), "only an AMD model counts compute units");
-    g.compute_units = static_cast<unsigned>(read_unsigned(m.get("compute_units"), m.path("compute_units"), 1, 4096));
-  } else if (amd) {
-    fail_at(m.node(), m.path("compute_units"), "an AMD model needs compute_units (KFD's cu_occupancy counts them)");
-  }
+}
 
-  if (m.has("fan")) {  // else parse_product decides
-    YAML::Node fan = m.get("fan");
-    if (fan.IsMap()) {
-      MapReader f(fan, m.path("fan"), {"idle", "max"});
-      g.fan = true;
-      if (f.has("idle"))
-        g.fan_idle_percent = static_cast<unsigned>(read_ratio_percent(f.get("idle"), f.path("idle")));
-      if (f.has("max"))
-        g.fan_max_percent = static_cast<unsigned>(read_ratio_percent(f.get("max"), f.path("max")));
-      if (g.fan_idle_percent > g.fan_max_percent) f.fail("idle must not exceed max");
-    } else {
-      g.fan = read_bool(fan, m.path("fan"));
-    }
+// `fan`: true or false, or {idle, max} for a GPU that has one; absent, parse_product decides.
+void parse_fan(GpuModelSpec& g, const MapReader& m) {
+  if (!m.has("fan")) return;
+  YAML::Node fan = m.get("fan");
+  if (fan.IsMap()) {
+    MapReader f(fan, m.path("fan"), {"idle", "max"});
+    g.fan = true;
+    if (f.has("idle"))
+      g.fan_idle_percent = static_cast<unsigned>(read_ratio_percent(f.get("idle"), f.path("idle")));
+    if (f.has("max"))
+      g.fan_max_percent = static_cast<unsigned>(read_ratio_percent(f.get("max"), f.path("max")));
+    if (g.fan_idle_percent > g.fan_max_percent) f.fail("idle must not exceed max");
+  } else {
+    g.fan = read_bool(fan, m.path("fan"));
   }
+}
 
+// `pcie` {generation, width, tx/rx_bytes_per_second, device_id, subsystem_id}; an AMD model
+// must give its device id.
+void parse_pcie(GpuModelSpec& g, const MapReader& m) {
+  const bool amd = g.vendor == "amd";
   g.pcie_tx_bytes_per_second = 2e9;
   g.pcie_rx_bytes_per_second = 4e9;
   if (m.has("pcie")) {
@@ -235,6 +220,42 @@ GpuModelSpec parse_model(const std::string& id, const YAML::Node& node, const st
   if (amd && (g.pci_device_id >> 16) == 0) {
     fail_at(m.node(), m.path("pcie.device_id"), "an AMD model needs pcie.device_id (ROCm SMI names the GPU by it)");
   }
+}
+
+}  // namespace
+
+GpuModelSpec parse_model(const std::string& id, const YAML::Node& node, const std::string& path) {
+  MapReader m(node, path,
+              {"vendor", "name", "memory", "memory_reserved", "power", "temperature", "clocks", "fan", "pcie",
+               "vbios_version", "ecc", "profile", "architecture", "compute_units", "samples", "nvlink"});
+  GpuModelSpec g;
+  g.id = id;
+  if (m.has("vendor")) {
+    g.vendor = read_string(m.get("vendor"), m.path("vendor"));
+    if (g.vendor != "nvidia" && g.vendor != "amd")
+      fail_at(m.get("vendor"), m.path("vendor"), fmt::format("unknown vendor '{}' (expected nvidia or amd)", g.vendor));
+  }
+  const bool amd = g.vendor == "amd";
+  g.name = read_bounded_string(m.require("name"), m.path("name"), kMaxName);
+  g.memory_total_bytes = read_bytes(m.require("memory"), m.path("memory"));
+  if (g.memory_total_bytes == 0) fail_at(m.get("memory"), m.path("memory"), "must be more than 0");
+  if (m.has("memory_reserved")) {
+    g.memory_reserved_bytes = read_bytes(m.get("memory_reserved"), m.path("memory_reserved"));
+    if (g.memory_reserved_bytes >= g.memory_total_bytes) {
+      fail_at(m.get("memory_reserved"), m.path("memory_reserved"), "must be less than memory");
+    }
+  }
+  parse_power(g, m);
+  parse_temperature(g, m);
+  parse_clocks(g, m);
+  if (m.has("compute_units")) {
+    if (!amd) fail_at(m.get("compute_units"), m.path("compute_units"), "only an AMD model counts compute units");
+    g.compute_units = static_cast<unsigned>(read_unsigned(m.get("compute_units"), m.path("compute_units"), 1, 4096));
+  } else if (amd) {
+    fail_at(m.node(), m.path("compute_units"), "an AMD model needs compute_units (KFD's cu_occupancy counts them)");
+  }
+  parse_fan(g, m);
+  parse_pcie(g, m);
   g.vbios_version = "00.00.00.00.00";
   if (m.has("vbios_version")) {
     g.vbios_version = read_bounded_string(m.get("vbios_version"), m.path("vbios_version"), kMaxVbios);
