@@ -205,6 +205,28 @@ class GpuLedger {
   // ends of the collection interval, else the part its record windows cover (a process that
   // started or stopped inside the period is there for part of it only).
   std::vector<std::vector<Member>> period_members(const std::vector<Period>& periods, const LedgerTick& tick) const;
+  struct PeriodBusy;
+  // Each period's busy time, with the pending exact busy time spread over the periods in
+  // proportion to their length (and then dropped: it is integrated).
+  PeriodBusy period_busy(const std::vector<Period>& periods, const std::vector<std::vector<Member>>& period_members,
+                         const LedgerTick& tick);
+  // Fits the members' SM seconds to what the sampled shares split of each period (`shared`).
+  static void fit_member_shares(std::vector<std::vector<Member>>& period_members, const std::vector<double>& shared,
+                                double weight);
+  struct Holder;
+  // Who holds a period with `members` under `allocation`; `holder_of` gets each member's holder,
+  // `foreign` the part of the period a process outside the allocation was there.
+  std::vector<Holder> period_holders(const std::vector<Member>& members, const std::vector<OwnerLabels>& allocation,
+                                     std::vector<std::size_t>& holder_of, double& foreign) const;
+  // Divides one period's time, busy time (`busy`, of which the sampled shares split `rest`) and
+  // energy among its holders into `delta`. Returns the period's energy.
+  double charge_period(const Period& p, std::vector<Member>& members, const std::vector<OwnerLabels>& allocation,
+                       const std::vector<double>& exact, double busy, double rest, const LedgerTick& tick,
+                       std::map<OwnerLabels, LedgerTotals>& delta);
+  // Scales the owners' energy in `delta` to the energy counter's increase where there is one,
+  // and adds the tick's energy to the device's.
+  void settle_energy(std::map<OwnerLabels, LedgerTotals>& delta, double tick_energy,
+                     std::optional<double> energy_total);
   static const LedgerProcess* find_pid(const std::vector<LedgerProcess>& v, unsigned pid);
   // The process of the pid in `now`, else in the previous tick's list.
   const LedgerProcess* known_process(const std::vector<LedgerProcess>& now, unsigned pid) const;
