@@ -207,12 +207,16 @@ void GpuLedger::rebase(std::int64_t step_us) {
   for (auto& c : pending_allocation_) c.at_us += step_us;
 }
 
-void GpuLedger::restart_at(std::int64_t cursor_us, const LedgerTick& tick) {
+void GpuLedger::start_at(std::int64_t cursor_us, const LedgerTick& tick) {
+  pending_exact_.clear();  // spent before the ledger's time starts
   cursor_us_ = cursor_us;
   previous_ = tick.processes;
   energy_counter_ = tick.energy_joules;
+}
+
+void GpuLedger::restart_at(std::int64_t cursor_us, const LedgerTick& tick) {
+  start_at(cursor_us, tick);
   pending_process_.clear();
-  pending_exact_.clear();
   last_process_sample_us_.clear();
   std::erase_if(pending_power_, [&](const TimedSample& s) { return s.timestamp_us <= cursor_us_; });
   ++gaps_;  // of unknown length: nobody knows how long the agent was down
@@ -222,6 +226,15 @@ AdvanceResult GpuLedger::advance(const LedgerTick& tick) {
   AdvanceResult result;
   weight_ = tick.weight;
   rebase(tick.clock_step_us);
+  take_pending(tick);
+  const bool interrupted = std::exchange(interrupted_, false);
+  std::optional<TickPeriods> periods =
+      tick.utilization_samples_supported ? sampled_periods(tick, result) : polled_periods(tick, interrupted, result);
+  if (periods) integrate_runs(*periods, tick);
+  return result;
+}
+
+void GpuLedger::take_pending(const LedgerTick& tick) {
   if (options_.scheduler && tick.allocation) note_allocation(*tick.allocation);
   // Pending samples: a buffer read can run ahead of another by one period; keep what is not
   // used yet for the next tick instead of losing it.
@@ -231,118 +244,126 @@ AdvanceResult GpuLedger::advance(const LedgerTick& tick) {
     if (p.busy_seconds && *p.busy_seconds > 0) pending_exact_[p.pid] += *p.busy_seconds;
   }
   if (tick.power_watts) last_power_w_ = tick.power_watts;
-  const bool interrupted = std::exchange(interrupted_, false);
+}
 
-  std::vector<std::vector<Period>> runs(1);  // integrable stretches, split by gaps
-  std::optional<double> energy_total;
-  std::int64_t new_cursor = tick.wall_us;
-  if (tick.utilization_samples_supported) {
-    if (mode_ == Mode::kSamples && !tick.utilization_samples.empty()) {
-      // A cursor ahead of the newest sample by more than the driver's jitter: the clock went
-      // back by an amount nobody measured (while the agent was down). Waiting for the clock
-      // to catch up would freeze the ledger for as long; it restarts from the GPU's now.
-      std::int64_t newest = tick.utilization_samples.front().timestamp_us;
-      for (const auto& s : tick.utilization_samples) newest = std::max(newest, s.timestamp_us);
-      const auto jitter_us = static_cast<std::int64_t>(kHoleDevicePeriods * static_cast<double>(period_or_default()));
-      if (cursor_us_ - newest > jitter_us) {
-        result.cursor_ahead_us = cursor_us_ - newest;
-        std::vector<TimedSample> seen = tick.utilization_samples;
-        std::sort(seen.begin(), seen.end(),
-                  [](const TimedSample& x, const TimedSample& y) { return x.timestamp_us < y.timestamp_us; });
-        learn_device_period(seen);
-        restart_at(newest, tick);
-        return result;
-      }
-    }
-    std::vector<TimedSample> fresh;
-    for (const auto& s : tick.utilization_samples) {
-      if (s.timestamp_us > cursor_us_ || mode_ != Mode::kSamples) fresh.push_back(s);
-    }
-    std::stable_sort(fresh.begin(), fresh.end(),
-                     [](const TimedSample& x, const TimedSample& y) { return x.timestamp_us < y.timestamp_us; });
-    learn_device_period(fresh);
-    if (mode_ != Mode::kSamples) {
-      // First tick (or a switch from polling): start at the newest sample; history from
-      // before the agent ran is not charged.
-      pending_exact_.clear();  // spent before the ledger's time starts
-      if (fresh.empty()) return result;
-      mode_ = Mode::kSamples;
-      started_ = true;
-      cursor_us_ = fresh.back().timestamp_us;
-      previous_ = tick.processes;
-      energy_counter_ = tick.energy_joules;
-      return result;
-    }
-    if (fresh.empty()) return result;  // nothing new yet; the next tick picks it up
-    // Each sample is the average over its own period, so consecutive samples tile time. A
-    // longer hole means samples fell out of the buffer: count it as gap and start again after
-    // it rather than stretch one sample over it.
-    const std::int64_t hole_us =
-        device_period_us_ > 0 ? static_cast<std::int64_t>(kHoleDevicePeriods * static_cast<double>(device_period_us_))
-                              : options_.max_gap_us;
-    std::int64_t start = cursor_us_;
-    for (const auto& s : fresh) {
-      if (s.timestamp_us - start > hole_us) {
-        note_gap(s.timestamp_us - start);
-        runs.emplace_back();
-      } else {
-        Period p{start, s.timestamp_us, std::clamp(s.value, 0.0, 1.0), std::nullopt};
-        p.power_w = average_in(pending_power_, start, s.timestamp_us, [](const TimedSample& x) { return x.value; });
-        runs.back().push_back(p);
-      }
-      start = s.timestamp_us;
-    }
-    new_cursor = start;  // after a gap at the newest sample, coverage starts there
-    if (!tick.power_samples_supported && tick.energy_joules && runs.size() == 1) {
-      // No power buffer: spread the energy counter's increase over the periods (not when part
-      // of the time since the last reading is a gap: the increase covers the gap too).
-      if (energy_counter_ && *tick.energy_joules >= *energy_counter_) {
-        energy_total = *tick.energy_joules - *energy_counter_;
-      }
-    }
-  } else {
-    if (mode_ != Mode::kPolled) {
-      pending_exact_.clear();  // spent before the ledger's time starts
-      mode_ = Mode::kPolled;
-      started_ = true;
-      cursor_us_ = tick.wall_us;
-      previous_ = tick.processes;
-      energy_counter_ = tick.energy_joules;
-      return result;
-    }
-    const std::int64_t d = tick.wall_us - cursor_us_;
-    if (d <= -kClockStepThresholdUs) {
-      // The cursor is in the future (the clock went back while the agent was down; a step
-      // seen live has moved the cursor already).
-      result.cursor_ahead_us = -d;
-      restart_at(tick.wall_us, tick);
-      return result;
-    }
-    if (d <= 0) {
-      interrupted_ = interrupted;  // still owed to the next tick that moves time
-      return result;
-    }
-    if (d > options_.max_gap_us || interrupted) {
-      note_gap(d);
-      pending_exact_.clear();
-      cursor_us_ = tick.wall_us;
-      previous_ = tick.processes;
-      energy_counter_ = tick.energy_joules;
-      return result;
-    }
-    runs.back().push_back({cursor_us_, tick.wall_us, std::clamp(tick.utilization_ratio.value_or(0.0), 0.0, 1.0),
-                           tick.power_watts});
-    // A counter that went backwards was reset (driver reload): fall back to power × time.
-    if (tick.energy_joules && energy_counter_ && *tick.energy_joules >= *energy_counter_) {
-      energy_total = *tick.energy_joules - *energy_counter_;
+bool GpuLedger::restart_if_ahead(const LedgerTick& tick, AdvanceResult& result) {
+  // A cursor ahead of the newest sample by more than the driver's jitter: the clock went
+  // back by an amount nobody measured (while the agent was down). Waiting for the clock
+  // to catch up would freeze the ledger for as long; it restarts from the GPU's now.
+  std::int64_t newest = tick.utilization_samples.front().timestamp_us;
+  for (const auto& s : tick.utilization_samples) newest = std::max(newest, s.timestamp_us);
+  const auto jitter_us = static_cast<std::int64_t>(kHoleDevicePeriods * static_cast<double>(period_or_default()));
+  if (cursor_us_ - newest <= jitter_us) return false;
+  result.cursor_ahead_us = cursor_us_ - newest;
+  std::vector<TimedSample> seen = tick.utilization_samples;
+  std::sort(seen.begin(), seen.end(),
+            [](const TimedSample& x, const TimedSample& y) { return x.timestamp_us < y.timestamp_us; });
+  learn_device_period(seen);
+  restart_at(newest, tick);
+  return true;
+}
+
+std::optional<GpuLedger::TickPeriods> GpuLedger::sampled_periods(const LedgerTick& tick, AdvanceResult& result) {
+  if (mode_ == Mode::kSamples && !tick.utilization_samples.empty() && restart_if_ahead(tick, result)) {
+    return std::nullopt;
+  }
+  std::vector<TimedSample> fresh;
+  for (const auto& s : tick.utilization_samples) {
+    if (s.timestamp_us > cursor_us_ || mode_ != Mode::kSamples) fresh.push_back(s);
+  }
+  std::stable_sort(fresh.begin(), fresh.end(),
+                   [](const TimedSample& x, const TimedSample& y) { return x.timestamp_us < y.timestamp_us; });
+  learn_device_period(fresh);
+  if (mode_ != Mode::kSamples) {
+    // First tick (or a switch from polling): start at the newest sample; history from
+    // before the agent ran is not charged.
+    pending_exact_.clear();  // spent before the ledger's time starts
+    if (fresh.empty()) return std::nullopt;
+    mode_ = Mode::kSamples;
+    started_ = true;
+    start_at(fresh.back().timestamp_us, tick);
+    return std::nullopt;
+  }
+  if (fresh.empty()) return std::nullopt;  // nothing new yet; the next tick picks it up
+  TickPeriods out = sample_runs(fresh);
+  if (!tick.power_samples_supported && tick.energy_joules && out.runs.size() == 1) {
+    // No power buffer: spread the energy counter's increase over the periods (not when part
+    // of the time since the last reading is a gap: the increase covers the gap too).
+    if (energy_counter_ && *tick.energy_joules >= *energy_counter_) {
+      out.energy_total = *tick.energy_joules - *energy_counter_;
     }
   }
+  return out;
+}
+
+GpuLedger::TickPeriods GpuLedger::sample_runs(const std::vector<TimedSample>& fresh) {
+  // Each sample is the average over its own period, so consecutive samples tile time. A
+  // longer hole means samples fell out of the buffer: count it as gap and start again after
+  // it rather than stretch one sample over it.
+  const std::int64_t hole_us =
+      device_period_us_ > 0 ? static_cast<std::int64_t>(kHoleDevicePeriods * static_cast<double>(device_period_us_))
+                            : options_.max_gap_us;
+  TickPeriods out;
+  std::int64_t start = cursor_us_;
+  for (const auto& s : fresh) {
+    if (s.timestamp_us - start > hole_us) {
+      note_gap(s.timestamp_us - start);
+      out.runs.emplace_back();
+    } else {
+      Period p{start, s.timestamp_us, std::clamp(s.value, 0.0, 1.0), std::nullopt};
+      p.power_w = average_in(pending_power_, start, s.timestamp_us, [](const TimedSample& x) { return x.value; });
+      out.runs.back().push_back(p);
+    }
+    start = s.timestamp_us;
+  }
+  out.new_cursor = start;  // after a gap at the newest sample, coverage starts there
+  return out;
+}
+
+std::optional<GpuLedger::TickPeriods> GpuLedger::polled_periods(const LedgerTick& tick, bool interrupted,
+                                                                AdvanceResult& result) {
+  if (mode_ != Mode::kPolled) {
+    mode_ = Mode::kPolled;
+    started_ = true;
+    start_at(tick.wall_us, tick);
+    return std::nullopt;
+  }
+  const std::int64_t d = tick.wall_us - cursor_us_;
+  if (d <= -kClockStepThresholdUs) {
+    // The cursor is in the future (the clock went back while the agent was down; a step
+    // seen live has moved the cursor already).
+    result.cursor_ahead_us = -d;
+    restart_at(tick.wall_us, tick);
+    return std::nullopt;
+  }
+  if (d <= 0) {
+    interrupted_ = interrupted;  // still owed to the next tick that moves time
+    return std::nullopt;
+  }
+  if (d > options_.max_gap_us || interrupted) {
+    note_gap(d);
+    start_at(tick.wall_us, tick);
+    return std::nullopt;
+  }
+  TickPeriods out;
+  out.new_cursor = tick.wall_us;
+  out.runs.back().push_back({cursor_us_, tick.wall_us, std::clamp(tick.utilization_ratio.value_or(0.0), 0.0, 1.0),
+                             tick.power_watts});
+  // A counter that went backwards was reset (driver reload): fall back to power × time.
+  if (tick.energy_joules && energy_counter_ && *tick.energy_joules >= *energy_counter_) {
+    out.energy_total = *tick.energy_joules - *energy_counter_;
+  }
+  return out;
+}
+
+void GpuLedger::integrate_runs(const TickPeriods& periods, const LedgerTick& tick) {
+  const auto& runs = periods.runs;
   if (runs.size() > 1) pending_exact_.clear();  // part of it may have been spent in the gap
   for (size_t i = 0; i < runs.size(); ++i) {
     if (i > 0) previous_.clear();  // who was present across a gap is unknown
-    if (!runs[i].empty()) integrate(runs[i], tick, energy_total);
+    if (!runs[i].empty()) integrate(runs[i], tick, periods.energy_total);
   }
-  cursor_us_ = new_cursor;
+  cursor_us_ = periods.new_cursor;
   previous_ = tick.processes;
   energy_counter_ = tick.energy_joules;
   std::erase_if(pending_power_, [&](const TimedSample& s) { return s.timestamp_us <= cursor_us_; });
@@ -352,7 +373,6 @@ AdvanceResult GpuLedger::advance(const LedgerTick& tick) {
   // Processes silent for a long time start afresh.
   std::erase_if(last_process_sample_us_,
                 [&](const auto& kv) { return kv.second < cursor_us_ - 10 * kMaxProcessSampleSpanUs; });
-  return result;
 }
 
 std::size_t GpuLedger::prune(std::int64_t before_wall_us) {

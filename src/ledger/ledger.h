@@ -205,6 +205,28 @@ class GpuLedger {
   // ends of the collection interval, else the part its record windows cover (a process that
   // started or stopped inside the period is there for part of it only).
   std::vector<std::vector<Member>> period_members(const std::vector<Period>& periods, const LedgerTick& tick) const;
+  struct PeriodBusy;
+  // Each period's busy time, with the pending exact busy time spread over the periods in
+  // proportion to their length (and then dropped: it is integrated).
+  PeriodBusy period_busy(const std::vector<Period>& periods, const std::vector<std::vector<Member>>& period_members,
+                         const LedgerTick& tick);
+  // Fits the members' SM seconds to what the sampled shares split of each period (`shared`).
+  static void fit_member_shares(std::vector<std::vector<Member>>& period_members, const std::vector<double>& shared,
+                                double weight);
+  struct Holder;
+  // Who holds a period with `members` under `allocation`; `holder_of` gets each member's holder,
+  // `foreign` the part of the period a process outside the allocation was there.
+  std::vector<Holder> period_holders(const std::vector<Member>& members, const std::vector<OwnerLabels>& allocation,
+                                     std::vector<std::size_t>& holder_of, double& foreign) const;
+  // Divides one period's time, busy time (`busy`, of which the sampled shares split `rest`) and
+  // energy among its holders into `delta`. Returns the period's energy.
+  double charge_period(const Period& p, std::vector<Member>& members, const std::vector<OwnerLabels>& allocation,
+                       const std::vector<double>& exact, double busy, double rest, const LedgerTick& tick,
+                       std::map<OwnerLabels, LedgerTotals>& delta);
+  // Scales the owners' energy in `delta` to the energy counter's increase where there is one,
+  // and adds the tick's energy to the device's.
+  void settle_energy(std::map<OwnerLabels, LedgerTotals>& delta, double tick_energy,
+                     std::optional<double> energy_total);
   static const LedgerProcess* find_pid(const std::vector<LedgerProcess>& v, unsigned pid);
   // The process of the pid in `now`, else in the previous tick's list.
   const LedgerProcess* known_process(const std::vector<LedgerProcess>& now, unsigned pid) const;
@@ -214,7 +236,35 @@ class GpuLedger {
   void note_allocation(const AllocationState& state);
   void charge(const OwnerLabels& owner, const LedgerTotals& delta, std::int64_t wall_us);
   void note_gap(std::int64_t us);
+  // Starts the ledger's time at `cursor_us` with the tick's processes and energy counter: exact
+  // busy time noted before it is not charged.
+  void start_at(std::int64_t cursor_us, const LedgerTick& tick);
+  // Starts again at `cursor_us` after a gap of unknown length, forgetting every pending record.
   void restart_at(std::int64_t cursor_us, const LedgerTick& tick);
+
+  // What one tick gives to integrate: stretches of periods split by gaps, the energy counter's
+  // increase over them (unset: power × time), and where the cursor moves to.
+  struct TickPeriods {
+    std::vector<std::vector<Period>> runs = std::vector<std::vector<Period>>(1);
+    std::optional<double> energy_total;
+    std::int64_t new_cursor = 0;
+  };
+  // Queues what the tick brings for the periods it covers: the allocation, power samples,
+  // per-process records and exact busy time.
+  void take_pending(const LedgerTick& tick);
+  // Sample mode: restarts from the newest sample when the cursor is ahead of it by more than
+  // the driver's jitter, and says so in `result`. Returns whether it restarted.
+  bool restart_if_ahead(const LedgerTick& tick, AdvanceResult& result);
+  // The periods of a tick with sample buffers; nullopt when there is nothing to integrate (the
+  // first tick, nothing new, a restart).
+  std::optional<TickPeriods> sampled_periods(const LedgerTick& tick, AdvanceResult& result);
+  // The utilization samples after the cursor (sorted) as periods, split at each hole.
+  TickPeriods sample_runs(const std::vector<TimedSample>& fresh);
+  // The period of a tick without sample buffers: the wall time since the cursor; nullopt when
+  // there is nothing to integrate (the first tick, no time passed, a gap, a restart).
+  std::optional<TickPeriods> polled_periods(const LedgerTick& tick, bool interrupted, AdvanceResult& result);
+  // Integrates each run and moves the cursor, dropping what is used up of the pending records.
+  void integrate_runs(const TickPeriods& periods, const LedgerTick& tick);
 
   GpuLedgerOptions options_;
   bool started_ = false;

@@ -80,6 +80,22 @@ std::vector<std::vector<GpuLedger::Member>> GpuLedger::period_members(const std:
   return out;
 }
 
+// Each period's busy time: the exact part of each member (in the order of the period's members)
+// and their sum, the period's busy time, and what the sampled shares split (busy − exact).
+struct GpuLedger::PeriodBusy {
+  std::vector<std::vector<double>> exact;
+  std::vector<double> exact_sum, busy, shared;
+};
+
+// Who holds a period: an owner, the part of the period it holds, the part of it one of its
+// processes was there, and whether it holds it by the scheduler's allocation.
+struct GpuLedger::Holder {
+  const OwnerLabels* owner;
+  double presence;
+  double process_presence;
+  bool allocation;
+};
+
 void GpuLedger::integrate(const std::vector<Period>& input, const LedgerTick& tick,
                           std::optional<double> energy_total) {
   std::vector<Period> periods;
@@ -88,177 +104,195 @@ void GpuLedger::integrate(const std::vector<Period>& input, const LedgerTick& ti
     periods.push_back(p);
     allocations.push_back(std::move(a));
   }
-  const OwnerLabels unattributed = unattributed_owner();
   std::map<OwnerLabels, LedgerTotals> delta;
   double tick_energy = 0;
-  const double idle_w = options_.idle_power_watts;
-  const double weight = tick.weight;
   std::vector<std::vector<Member>> period_members = this->period_members(periods, tick);
+  const PeriodBusy busy = period_busy(periods, period_members, tick);
+  fit_member_shares(period_members, busy.shared, tick.weight);
+  for (size_t i = 0; i < periods.size(); ++i) {
+    tick_energy += charge_period(periods[i], period_members[i], *allocations[i], busy.exact[i], busy.busy[i],
+                                 busy.shared[i], tick, delta);
+  }
+  settle_energy(delta, tick_energy, energy_total);
+  for (const auto& [o, t] : delta) charge(o, t, tick.wall_us);
+}
 
+GpuLedger::PeriodBusy GpuLedger::period_busy(const std::vector<Period>& periods,
+                                             const std::vector<std::vector<Member>>& period_members,
+                                             const LedgerTick& tick) {
   // Exact busy time (LedgerProcess::busy_seconds) by member, spread over the periods in
   // proportion to their length; the sampled shares split only what is left of each period's busy
   // time, which is at least the exact time in it (the engine counters are exact, the polled
   // utilization is not).
-  std::vector<std::vector<double>> exact(periods.size());
-  std::vector<double> exact_sum(periods.size(), 0.0), period_busy(periods.size(), 0.0), shared(periods.size(), 0.0);
-  {
-    double total_us = 0;
-    for (const Period& p : periods) total_us += static_cast<double>(std::max<std::int64_t>(0, p.end_us - p.start_us));
-    for (size_t i = 0; i < periods.size(); ++i) {
-      const double d = static_cast<double>(periods[i].end_us - periods[i].start_us) / 1e6;
-      exact[i].assign(period_members[i].size(), 0.0);
-      if (d > 0 && total_us > 0) {
-        for (size_t k = 0; k < period_members[i].size(); ++k) {
-          auto e = pending_exact_.find(period_members[i][k].pid);
-          if (e == pending_exact_.end()) continue;
-          exact[i][k] = e->second * d * 1e6 / total_us;
-          exact_sum[i] += exact[i][k];
-        }
+  PeriodBusy out;
+  out.exact.resize(periods.size());
+  out.exact_sum.assign(periods.size(), 0.0);
+  out.busy.assign(periods.size(), 0.0);
+  out.shared.assign(periods.size(), 0.0);
+  double total_us = 0;
+  for (const Period& p : periods) total_us += static_cast<double>(std::max<std::int64_t>(0, p.end_us - p.start_us));
+  for (size_t i = 0; i < periods.size(); ++i) {
+    const double d = static_cast<double>(periods[i].end_us - periods[i].start_us) / 1e6;
+    out.exact[i].assign(period_members[i].size(), 0.0);
+    if (d > 0 && total_us > 0) {
+      for (size_t k = 0; k < period_members[i].size(); ++k) {
+        auto e = pending_exact_.find(period_members[i][k].pid);
+        if (e == pending_exact_.end()) continue;
+        out.exact[i][k] = e->second * d * 1e6 / total_us;
+        out.exact_sum[i] += out.exact[i][k];
       }
-      // Every member measured exactly (graphics clients only): their engine time is the GPU's busy
-      // time, and the polled utilization, an instant, would only add its sampling error.
-      bool all_exact = !period_members[i].empty();
-      for (const Member& m : period_members[i]) {
-        if (m.proc == nullptr || !m.proc->busy_seconds) all_exact = false;
-      }
-      const double polled = periods[i].utilization * d * tick.weight;
-      period_busy[i] = d > 0 ? (all_exact ? exact_sum[i] : std::max(polled, exact_sum[i])) : 0.0;
-      shared[i] = period_busy[i] - exact_sum[i];
     }
-    pending_exact_.clear();
+    // Every member measured exactly (graphics clients only): their engine time is the GPU's busy
+    // time, and the polled utilization, an instant, would only add its sampling error.
+    bool all_exact = !period_members[i].empty();
+    for (const Member& m : period_members[i]) {
+      if (m.proc == nullptr || !m.proc->busy_seconds) all_exact = false;
+    }
+    const double polled = periods[i].utilization * d * tick.weight;
+    out.busy[i] = d > 0 ? (all_exact ? out.exact_sum[i] : std::max(polled, out.exact_sum[i])) : 0.0;
+    out.shared[i] = out.busy[i] - out.exact_sum[i];
   }
+  pending_exact_.clear();
+  return out;
+}
+
+void GpuLedger::fit_member_shares(std::vector<std::vector<Member>>& period_members, const std::vector<double>& shared,
+                                  double weight) {
   // Each period's busy time split so that both the device's samples and each process's records
   // hold (ledger/share_fit.h): the window-average shares alone would move busy time between
   // processes whenever the mix changes inside a window.
-  {
-    std::vector<unsigned> pids;
-    for (const auto& members : period_members) {
-      for (const auto& m : members) {
-        if (m.sm_seconds > 0 && std::find(pids.begin(), pids.end(), m.pid) == pids.end()) pids.push_back(m.pid);
-      }
-    }
-    std::vector<std::vector<double>> prior(pids.size(), std::vector<double>(periods.size(), 0.0));
-    std::vector<double> target(periods.size(), 0.0);
-    for (size_t i = 0; i < periods.size(); ++i) {
-      target[i] = tick.weight > 0 ? shared[i] / tick.weight : 0.0;  // SM seconds are not weighted
-      for (const auto& m : period_members[i]) {
-        if (m.sm_seconds <= 0) continue;
-        prior[static_cast<size_t>(std::find(pids.begin(), pids.end(), m.pid) - pids.begin())][i] = m.sm_seconds;
-      }
-    }
-    const auto fitted = fit_shares(prior, target);
-    for (size_t i = 0; i < periods.size(); ++i) {
-      for (auto& m : period_members[i]) {
-        if (m.sm_seconds <= 0) continue;
-        m.sm_seconds = fitted[static_cast<size_t>(std::find(pids.begin(), pids.end(), m.pid) - pids.begin())][i];
-      }
+  std::vector<unsigned> pids;
+  for (const auto& members : period_members) {
+    for (const auto& m : members) {
+      if (m.sm_seconds > 0 && std::find(pids.begin(), pids.end(), m.pid) == pids.end()) pids.push_back(m.pid);
     }
   }
+  auto row = [&](unsigned pid) { return static_cast<size_t>(std::find(pids.begin(), pids.end(), pid) - pids.begin()); };
+  std::vector<std::vector<double>> prior(pids.size(), std::vector<double>(period_members.size(), 0.0));
+  std::vector<double> target(period_members.size(), 0.0);
+  for (size_t i = 0; i < period_members.size(); ++i) {
+    target[i] = weight > 0 ? shared[i] / weight : 0.0;  // SM seconds are not weighted
+    for (const auto& m : period_members[i]) {
+      if (m.sm_seconds > 0) prior[row(m.pid)][i] = m.sm_seconds;
+    }
+  }
+  const auto fitted = fit_shares(prior, target);
+  for (size_t i = 0; i < period_members.size(); ++i) {
+    for (auto& m : period_members[i]) {
+      if (m.sm_seconds > 0) m.sm_seconds = fitted[row(m.pid)][i];
+    }
+  }
+}
 
-  for (size_t i = 0; i < periods.size(); ++i) {
-    const Period& p = periods[i];
-    const double d = static_cast<double>(p.end_us - p.start_us) / 1e6;
-    if (d <= 0) continue;
-    const double ds = d * weight;  // GPU-seconds (LedgerTick::weight)
-    const double power = p.power_w.value_or(last_power_w_.value_or(0.0));
-    if (p.power_w) last_power_w_ = p.power_w;
-    std::vector<Member>& members = period_members[i];
-
-    const double busy = period_busy[i];
-    const double energy = power * d;
-    busy_seconds_ += busy;
-    covered_seconds_ += ds;
-    tick_energy += energy;
-    // Who holds the period. Process policy: each member, for the part of it it was there.
-    // Scheduler policy: owners, each once: every owner of the allocation for all of it, and the
-    // owner of each process outside the allocation for the part its processes were there.
-    struct Holder {
-      const OwnerLabels* owner;
-      double presence;          // the part of the period it holds
-      double process_presence;  // the part of it one of its processes was there
-      bool allocation;
-    };
-    std::vector<Holder> holders;
-    std::vector<std::size_t> holder_of(members.size());
-    double foreign = 0;  // the part a process outside the allocation was there
-    if (options_.scheduler) {
-      const std::vector<OwnerLabels>& allocation = *allocations[i];
-      for (const auto& a : allocation) holders.push_back({&a, 1.0, 0.0, true});
-      for (std::size_t k = 0; k < members.size(); ++k) {
-        const OwnerLabels& o = members[k].proc != nullptr ? members[k].proc->owner : unattributed;
-        auto h = std::find_if(holders.begin(), holders.begin() + static_cast<std::ptrdiff_t>(allocation.size()),
-                              [&](const Holder& x) { return allocation_owns(*x.owner, o); });
-        if (h == holders.begin() + static_cast<std::ptrdiff_t>(allocation.size())) {
-          h = std::find_if(h, holders.end(), [&](const Holder& x) { return *x.owner == o; });
-          if (h == holders.end()) h = holders.insert(h, Holder{&o, 0.0, 0.0, false});
-          if (!allocation.empty()) foreign = std::max(foreign, members[k].presence);
-        }
-        h->process_presence = std::max(h->process_presence, members[k].presence);
-        if (!h->allocation) h->presence = h->process_presence;
-        holder_of[k] = static_cast<std::size_t>(h - holders.begin());
-      }
-    } else {
-      for (std::size_t k = 0; k < members.size(); ++k) {
-        const OwnerLabels& o = members[k].proc != nullptr ? members[k].proc->owner : unattributed;
-        holders.push_back({&o, members[k].presence, members[k].presence, false});
-        holder_of[k] = k;
-      }
-    }
-    if (holders.empty()) {
-      auto& t = delta[idle_owner()];
-      t.allocated_seconds += ds;
-      t.energy_joules += energy;
-      if (busy > 0) delta[unattributed_owner()].busy_seconds += busy;
-      continue;
-    }
-    foreign_seconds_ += ds * foreign;
-    // Each holder's part of the period: its presence, shared evenly with the others present
-    // (d / n when all are there throughout); what nobody covers is idle.
-    double present = 0;
-    for (const auto& h : holders) present += h.presence;
-    const double crowd = std::max(1.0, present);
-    const double rest = shared[i];  // what the sampled shares split
-    if (!tick.process_samples_supported && members.size() == 1) members[0].sm_seconds = rest;
-    double sm_sum = 0;
-    for (const auto& m : members) sm_sum += m.sm_seconds;
-    // The driver rounds every record to a whole percent, so the shares rarely add up to U:
-    // splitting U·d in proportion keeps that rounding inside the members instead of sending
-    // it to __unattributed__.
-    const double idle_part = std::min(power, idle_w) * d;
-    const double dynamic = energy - idle_part;
-    const bool split = sm_sum > 0 && rest > 0;
-    double allocated = 0;
-    for (const auto& h : holders) {
-      auto& t = delta[*h.owner];
-      const double part = h.presence / crowd;
-      t.allocated_seconds += ds * part;
-      allocated += part;
-      if (h.allocation) t.idle_allocated_seconds += ds * part * (1.0 - h.process_presence);
-      t.energy_joules += idle_part * part;
-      if (busy <= 0) t.energy_joules += dynamic * part;  // power above idle with no utilization: shared
-    }
+std::vector<GpuLedger::Holder> GpuLedger::period_holders(const std::vector<Member>& members,
+                                                         const std::vector<OwnerLabels>& allocation,
+                                                         std::vector<std::size_t>& holder_of, double& foreign) const {
+  // Who holds the period. Process policy: each member, for the part of it it was there.
+  // Scheduler policy: owners, each once: every owner of the allocation for all of it, and the
+  // owner of each process outside the allocation for the part its processes were there.
+  static const OwnerLabels unattributed = unattributed_owner();
+  std::vector<Holder> holders;
+  holder_of.assign(members.size(), 0);
+  foreign = 0;  // the part a process outside the allocation was there
+  if (!options_.scheduler) {
     for (std::size_t k = 0; k < members.size(); ++k) {
-      const Member& m = members[k];
-      auto& t = delta[*holders[holder_of[k]].owner];
-      if (m.proc != nullptr) t.memory_byte_seconds += m.proc->memory_bytes * d * m.presence;
-      const double mine = exact[i][k] + (split ? rest * m.sm_seconds / sm_sum : 0.0);
-      if (mine > 0) {
-        t.busy_seconds += mine;
-        t.energy_joules += dynamic * mine / busy;
-      }
+      const OwnerLabels& o = members[k].proc != nullptr ? members[k].proc->owner : unattributed;
+      holders.push_back({&o, members[k].presence, members[k].presence, false});
+      holder_of[k] = k;
     }
-    if (allocated < 1.0 - 1e-12) {
-      auto& idle = delta[idle_owner()];
-      idle.allocated_seconds += ds * (1.0 - allocated);
-      idle.energy_joules += (busy <= 0 ? energy : idle_part) * (1.0 - allocated);
+    return holders;
+  }
+  for (const auto& a : allocation) holders.push_back({&a, 1.0, 0.0, true});
+  for (std::size_t k = 0; k < members.size(); ++k) {
+    const OwnerLabels& o = members[k].proc != nullptr ? members[k].proc->owner : unattributed;
+    auto h = std::find_if(holders.begin(), holders.begin() + static_cast<std::ptrdiff_t>(allocation.size()),
+                          [&](const Holder& x) { return allocation_owns(*x.owner, o); });
+    if (h == holders.begin() + static_cast<std::ptrdiff_t>(allocation.size())) {
+      h = std::find_if(h, holders.end(), [&](const Holder& x) { return *x.owner == o; });
+      if (h == holders.end()) h = holders.insert(h, Holder{&o, 0.0, 0.0, false});
+      if (!allocation.empty()) foreign = std::max(foreign, members[k].presence);
     }
-    if (rest > 0 && !split) {
-      // Busy time no process claims any share of: it and its energy are unattributed.
-      auto& u = delta[unattributed_owner()];
-      u.busy_seconds += rest;
-      u.energy_joules += dynamic * rest / busy;
+    h->process_presence = std::max(h->process_presence, members[k].presence);
+    if (!h->allocation) h->presence = h->process_presence;
+    holder_of[k] = static_cast<std::size_t>(h - holders.begin());
+  }
+  return holders;
+}
+
+double GpuLedger::charge_period(const Period& p, std::vector<Member>& members,
+                                const std::vector<OwnerLabels>& allocation, const std::vector<double>& exact,
+                                double busy, double rest, const LedgerTick& tick,
+                                std::map<OwnerLabels, LedgerTotals>& delta) {
+  const double d = static_cast<double>(p.end_us - p.start_us) / 1e6;
+  if (d <= 0) return 0;
+  const double ds = d * tick.weight;  // GPU-seconds (LedgerTick::weight)
+  const double power = p.power_w.value_or(last_power_w_.value_or(0.0));
+  if (p.power_w) last_power_w_ = p.power_w;
+  const double energy = power * d;
+  busy_seconds_ += busy;
+  covered_seconds_ += ds;
+  std::vector<std::size_t> holder_of;
+  double foreign = 0;
+  const std::vector<Holder> holders = period_holders(members, allocation, holder_of, foreign);
+  if (holders.empty()) {
+    auto& t = delta[idle_owner()];
+    t.allocated_seconds += ds;
+    t.energy_joules += energy;
+    if (busy > 0) delta[unattributed_owner()].busy_seconds += busy;
+    return energy;
+  }
+  foreign_seconds_ += ds * foreign;
+  // Each holder's part of the period: its presence, shared evenly with the others present
+  // (d / n when all are there throughout); what nobody covers is idle. `rest` is what the
+  // sampled shares split.
+  double present = 0;
+  for (const auto& h : holders) present += h.presence;
+  const double crowd = std::max(1.0, present);
+  if (!tick.process_samples_supported && members.size() == 1) members[0].sm_seconds = rest;
+  double sm_sum = 0;
+  for (const auto& m : members) sm_sum += m.sm_seconds;
+  // The driver rounds every record to a whole percent, so the shares rarely add up to U:
+  // splitting U·d in proportion keeps that rounding inside the members instead of sending
+  // it to __unattributed__.
+  const double idle_part = std::min(power, options_.idle_power_watts) * d;
+  const double dynamic = energy - idle_part;
+  const bool split = sm_sum > 0 && rest > 0;
+  double allocated = 0;
+  for (const auto& h : holders) {
+    auto& t = delta[*h.owner];
+    const double part = h.presence / crowd;
+    t.allocated_seconds += ds * part;
+    allocated += part;
+    if (h.allocation) t.idle_allocated_seconds += ds * part * (1.0 - h.process_presence);
+    t.energy_joules += idle_part * part;
+    if (busy <= 0) t.energy_joules += dynamic * part;  // power above idle with no utilization: shared
+  }
+  for (std::size_t k = 0; k < members.size(); ++k) {
+    const Member& m = members[k];
+    auto& t = delta[*holders[holder_of[k]].owner];
+    if (m.proc != nullptr) t.memory_byte_seconds += m.proc->memory_bytes * d * m.presence;
+    const double mine = exact[k] + (split ? rest * m.sm_seconds / sm_sum : 0.0);
+    if (mine > 0) {
+      t.busy_seconds += mine;
+      t.energy_joules += dynamic * mine / busy;
     }
   }
+  if (allocated < 1.0 - 1e-12) {
+    auto& idle = delta[idle_owner()];
+    idle.allocated_seconds += ds * (1.0 - allocated);
+    idle.energy_joules += (busy <= 0 ? energy : idle_part) * (1.0 - allocated);
+  }
+  if (rest > 0 && !split) {
+    // Busy time no process claims any share of: it and its energy are unattributed.
+    auto& u = delta[unattributed_owner()];
+    u.busy_seconds += rest;
+    u.energy_joules += dynamic * rest / busy;
+  }
+  return energy;
+}
+
+void GpuLedger::settle_energy(std::map<OwnerLabels, LedgerTotals>& delta, double tick_energy,
+                              std::optional<double> energy_total) {
   const double scale = energy_total && tick_energy > 0 ? *energy_total / tick_energy : 1.0;
   if (energy_total && tick_energy <= 0 && *energy_total > 0) {
     // The counter moved while the power basis said nothing: charge it like allocation.
@@ -270,7 +304,6 @@ void GpuLedger::integrate(const std::vector<Period>& input, const LedgerTick& ti
     for (auto& [o, t] : delta) t.energy_joules *= scale;
     energy_joules_ += tick_energy * scale;
   }
-  for (const auto& [o, t] : delta) charge(o, t, tick.wall_us);
 }
 
 void GpuLedger::charge(const OwnerLabels& owner, const LedgerTotals& d, std::int64_t wall_us) {

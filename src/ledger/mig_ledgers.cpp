@@ -28,27 +28,10 @@ AdvanceResult MigLedgers::advance(GpuLedger& gpu, const MigRound& round, const G
   double used = 0;
   for (const auto& u : round.units) used += u.weight;
   const double free = std::max(0.0, 1.0 - used);
-
-  // The GPU's average power since the last round: its energy counter's increase where it has
-  // one (a counter that went back was reset), else the polled power.
-  std::optional<double> power = round.power_watts;
-  if (last_wall_us_ && round.wall_us > *last_wall_us_ && round.energy_joules && last_energy_ &&
-      *round.energy_joules >= *last_energy_) {
-    power = (*round.energy_joules - *last_energy_) / (static_cast<double>(round.wall_us - *last_wall_us_) / 1e6);
-  }
+  const std::optional<double> power = average_power(round);
   const MigPowerSplit split = split_mig_power(power.value_or(0.0), options.idle_power_watts, round.units, free);
-
-  GpuLedgerOptions own = options;
-  own.idle_power_watts = options.idle_power_watts * free;
-  gpu.set_options(own);
-  LedgerTick tick;
-  tick.wall_us = round.wall_us;
-  tick.clock_step_us = round.clock_step_us;
-  if (power) tick.power_watts = split.free_watts;
-  tick.weight = free;
-  if (round.scheduler) tick.allocation = AllocationState{{}, round.wall_us};
-  const AdvanceResult result = gpu.advance(tick);
-
+  const AdvanceResult result =
+      advance_free(gpu, round, options, free, power ? std::optional(split.free_watts) : std::nullopt);
   for (auto& entry : units_) {
     const std::string& uuid = entry.first;
     const bool listed = std::any_of(round.units.begin(), round.units.end(),
@@ -56,39 +39,68 @@ AdvanceResult MigLedgers::advance(GpuLedger& gpu, const MigRound& round, const G
     if (!listed) entry.second.ledger.rebase(round.clock_step_us);  // destroyed, or not read this round
   }
   for (std::size_t k = 0; k < round.units.size(); ++k) {
-    const MigUnitTick& u = round.units[k];
-    GpuLedgerOptions unit_options = options;
-    unit_options.idle_power_watts = options.idle_power_watts * u.weight;
-    auto [it, created] = units_.try_emplace(u.labels.mig_uuid);
-    Unit& unit = it->second;
-    unit.labels = u.labels;
-    unit.weight = u.weight;
-    LedgerTick t;
-    t.wall_us = round.wall_us;
-    t.weight = u.weight;
-    if (created) {
-      // Created since the last round: billed from it on, so that the instances and the free
-      // slices cover the same time (what it did not use of it is its own __idle__).
-      unit.ledger = GpuLedger(unit_options);
-      if (last_wall_us_) {
-        LedgerTick start;
-        start.wall_us = *last_wall_us_;
-        start.weight = u.weight;
-        unit.ledger.advance(start);
-      }
-    } else {
-      t.clock_step_us = round.clock_step_us;
-    }
-    unit.ledger.set_options(unit_options);
-    t.processes = u.processes;
-    t.utilization_ratio = u.activity;
-    if (power) t.power_watts = split.unit_watts[k];
-    t.allocation = u.allocation;
-    unit.ledger.advance(t);
+    advance_unit(round.units[k], round, options, power ? std::optional(split.unit_watts[k]) : std::nullopt);
   }
   last_wall_us_ = round.wall_us;
   last_energy_ = round.energy_joules;
   return result;
+}
+
+std::optional<double> MigLedgers::average_power(const MigRound& round) const {
+  // The GPU's average power since the last round: its energy counter's increase where it has
+  // one (a counter that went back was reset), else the polled power.
+  std::optional<double> power = round.power_watts;
+  if (last_wall_us_ && round.wall_us > *last_wall_us_ && round.energy_joules && last_energy_ &&
+      *round.energy_joules >= *last_energy_) {
+    power = (*round.energy_joules - *last_energy_) / (static_cast<double>(round.wall_us - *last_wall_us_) / 1e6);
+  }
+  return power;
+}
+
+AdvanceResult MigLedgers::advance_free(GpuLedger& gpu, const MigRound& round, const GpuLedgerOptions& options,
+                                       double free, std::optional<double> watts) {
+  GpuLedgerOptions own = options;
+  own.idle_power_watts = options.idle_power_watts * free;
+  gpu.set_options(own);
+  LedgerTick tick;
+  tick.wall_us = round.wall_us;
+  tick.clock_step_us = round.clock_step_us;
+  tick.power_watts = watts;
+  tick.weight = free;
+  if (round.scheduler) tick.allocation = AllocationState{{}, round.wall_us};
+  return gpu.advance(tick);
+}
+
+void MigLedgers::advance_unit(const MigUnitTick& u, const MigRound& round, const GpuLedgerOptions& options,
+                              std::optional<double> watts) {
+  GpuLedgerOptions unit_options = options;
+  unit_options.idle_power_watts = options.idle_power_watts * u.weight;
+  auto [it, created] = units_.try_emplace(u.labels.mig_uuid);
+  Unit& unit = it->second;
+  unit.labels = u.labels;
+  unit.weight = u.weight;
+  LedgerTick t;
+  t.wall_us = round.wall_us;
+  t.weight = u.weight;
+  if (created) {
+    // Created since the last round: billed from it on, so that the instances and the free
+    // slices cover the same time (what it did not use of it is its own __idle__).
+    unit.ledger = GpuLedger(unit_options);
+    if (last_wall_us_) {
+      LedgerTick start;
+      start.wall_us = *last_wall_us_;
+      start.weight = u.weight;
+      unit.ledger.advance(start);
+    }
+  } else {
+    t.clock_step_us = round.clock_step_us;
+  }
+  unit.ledger.set_options(unit_options);
+  t.processes = u.processes;
+  t.utilization_ratio = u.activity;
+  t.power_watts = watts;
+  t.allocation = u.allocation;
+  unit.ledger.advance(t);
 }
 
 void MigLedgers::interrupt() {

@@ -89,6 +89,16 @@ class MigLedgers {
     double weight = 0;
     GpuLedger ledger;
   };
+  // The GPU's average power since the previous round, where known.
+  std::optional<double> average_power(const MigRound& round) const;
+  // Advances the GPU's own ledger over the slices no instance holds (`free` of the GPU), at
+  // `watts` of the GPU's power.
+  static AdvanceResult advance_free(GpuLedger& gpu, const MigRound& round, const GpuLedgerOptions& options,
+                                    double free, std::optional<double> watts);
+  // Advances one MIG device's ledger, made on its first round, at `watts` of the GPU's power.
+  void advance_unit(const MigUnitTick& u, const MigRound& round, const GpuLedgerOptions& options,
+                    std::optional<double> watts);
+
   std::map<std::string, Unit> units_;  // by MIG uuid
   std::optional<std::int64_t> last_wall_us_;
   std::optional<double> last_energy_;

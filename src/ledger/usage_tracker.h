@@ -18,11 +18,14 @@
 #include <vector>
 
 #include "attribution/drm_fdinfo.h"
-#include "ledger/drm_usage.h"
-#include "model/reading_observer.h"
+#include "ledger/checkpointer.h"
+#include "ledger/drm_accounting.h"
+#include "ledger/gpu_ledgers.h"
 #include "ledger/ledger.h"
 #include "ledger/mig_ledgers.h"
+#include "ledger/process_series.h"
 #include "ledger/state_file.h"
+#include "model/reading_observer.h"
 #include "util/log.h"
 
 namespace gpumeter {
@@ -97,68 +100,67 @@ class UsageTracker final : public ReadingObserver {
   OwnerLabels reduce(const OwnerLabels& owner) const;
 
  private:
-  struct ProcessSeries {
-    ProcessSnapshot latest;
-    std::int64_t last_seen_us = 0;
-  };
+  // One GPU slot: the GPU now in it, its ledgers, its per-process series and its DRM clients.
   struct Gpu {
     mutable std::mutex mu;
     std::string uuid;
     std::string model;
-    GpuLedger ledger;  // in MIG mode, the slices no instance holds
-    MigLedgers mig;    // one ledger per MIG device, kept after the GPU leaves MIG mode
+    GpuLedgers ledgers;  // its own, or in MIG mode its MIG devices' too
     // With a state file, the ledger values that scrapes see: those of the last checkpoint
     // written (or loaded). A restarted agent resumes from that file, so no value it ever
     // exported can be higher than what it resumes from, and Prometheus never sees a counter
     // go back (which it would read as a reset, billing the whole total again).
     std::shared_ptr<const GpuLedgerSnapshot> published;
-    std::map<unsigned, ProcessSeries> processes;
-    std::vector<unsigned> live_pids;
-    // DRM clients of this GPU (by uuid).
-    std::string drm_uuid;
-    DrmClientLedger drm;
+    ProcessSeries processes;
+    std::vector<unsigned> live_pids;  // on the GPU at its last reading, MIG devices' included
+    GpuDrmClients drm;
   };
-  // What the GPU's DRM clients used since its previous reading, by pid.
-  DrmRound drm_use(Gpu& g, const DeviceIdentity& id, std::int64_t now_us);
   Gpu& gpu(size_t slot);
-  void run_checkpoints();
-  std::int64_t wall_now_us() const;
-  std::int64_t monotonic_now_us() const;
   void note_clock_step(std::int64_t step_us, const std::string& uuid);
+  // The ledger options of a GPU of `model`.
+  GpuLedgerOptions ledger_options(const std::string& model) const;
+  // Scheduler policy: the owners the scheduler allocates `unit` to, reduced, sorted and each
+  // once; nullopt under the process policy.
+  std::optional<AllocationState> allocation_of(const DeviceIdentity& unit);
+  // In MIG mode, the round of the reading's MIG devices, their processes' owners resolved;
+  // `mig_owners` gets each such process's full owner. nullopt for a whole GPU.
+  std::optional<MigRound> resolve_mig_round(const DeviceIdentity& id, const DeviceReading& reading,
+                                            std::int64_t now_us, std::map<unsigned, OwnerLabels>& mig_owners);
+  // The ledger's processes of `listed`, owners reduced, with their exact busy time from `drm`;
+  // `full_owners` gets each one's full owner. A MIG device's process keeps the owner it was
+  // resolved to on its device.
+  std::vector<LedgerProcess> resolve_processes(const DeviceIdentity& id, const DeviceReading& reading,
+                                               const std::vector<GpuProcess>& listed, const DrmRound& drm,
+                                               const std::map<unsigned, OwnerLabels>& mig_owners,
+                                               std::vector<OwnerLabels>& full_owners);
+  // A new GPU in the slot of `g` (first sight, or the board was replaced): its own ledgers,
+  // resumed from the state file when it has them there. Called with g's lock held.
+  void adopt(Gpu& g, const DeviceIdentity& id, const GpuLedgerOptions& options);
+  // The GPUs' ledgers into the state document's "gpus", and what scrapes may see once it is
+  // written.
+  struct Saved {
+    Gpu* gpu;
+    std::string uuid;
+    std::shared_ptr<const GpuLedgerSnapshot> ledger;
+  };
+  std::vector<Saved> save_gpus(nlohmann::json& gpus);
 
   UsageTrackerOptions options_;
   OwnerResolver& resolver_;
   Logger& log_;
 
-  // Lock order: gpus_mu_ before a Gpu's mu; restored_mu_ is taken alone or inside a Gpu's mu;
-  // stop_mu_ alone or innermost.
+  // Lock order: gpus_mu_ before a Gpu's mu; stats_mu_ alone or inside a Gpu's mu; the
+  // checkpointer's locks inside any of them (checkpointer.h).
   mutable std::mutex gpus_mu_;  // guards the vector, not the entries
   std::vector<std::unique_ptr<Gpu>> gpus_;
-  mutable std::mutex restored_mu_;
-  nlohmann::json restored_;  // per-uuid ledgers from the state file, taken when the GPU appears
 
   mutable std::mutex stats_mu_;
   mutable std::set<std::pair<size_t, unsigned>> excluded_;  // (slot, pid) cut by the per-process limit
   mutable std::map<std::string, uint64_t> dropped_;
-  bool checkpoint_ok_ = false;
-  std::atomic<bool> state_loaded_{false};  // load_state() succeeded: the state file may be written
-  double checkpoint_last_unix_ = 0;
-  double checkpoint_duration_ = 0;
-  std::uint64_t checkpoint_failures_ = 0;         // exported, never reset
-  std::uint64_t clock_steps_ = 0;                 // steps seen by GPU readings, exported
-  std::uint64_t failures_since_logged_ = 0;        // of the current failing streak
-  std::uint64_t failing_streak_ = 0;
-  std::int64_t failure_logged_mono_us_ = 0;
+  std::uint64_t clock_steps_ = 0;                    // steps seen by GPU readings, exported
   std::optional<std::int64_t> step_logged_mono_us_;  // when the last clock step was logged
-  // The wall clock's step while the agent was down (same boot: from the monotonic clock
-  // saved in the state file); applied to every GPU's ledger read from the file.
-  std::int64_t step_while_down_us_ = 0;
 
-  std::mutex stop_mu_;
-  std::condition_variable stop_cv_;
-  bool stopping_ = false;
-  bool checkpoint_requested_ = false;  // a GPU was read for the first time: checkpoint now
-  std::thread thread_;
+  Checkpointer checkpointer_;  // after options_ and log_, which it refers to
 };
 
 }  // namespace gpumeter
