@@ -6,7 +6,7 @@
 #include <map>
 #include <vector>
 
-#include "attribution/owner.h"
+#include "model/owner.h"
 #include "ledger/drm_usage.h"
 #include "model/reading.h"
 #include "model/snapshot.h"
