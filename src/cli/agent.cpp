@@ -229,7 +229,7 @@ ConfigReloader::Prepare Agent::prepare_reload() {
           live_compat_.set(std::move(c));
           if (*collector_.plan() != p) {
             log_.info("collectors", {{"enabled", p.enabled_names()}});
-            collector_.set_plan(std::move(p));
+            collector_.set_plan(p);
           }
           if (auto ok = server_.set_web_config(next.web); !ok) {
             log_.error("cannot serve the new web config; the previous one stays", {{"err", ok.error().message}});

@@ -75,7 +75,7 @@ Collector::Collector(std::vector<Backend*> backends, CollectorOptions options, S
 Collector::~Collector() { stop(); }
 
 void Collector::set_plan(CollectionPlan plan) {
-  auto next = std::make_shared<const CollectionPlan>(std::move(plan));
+  auto next = std::make_shared<const CollectionPlan>(plan);
   std::lock_guard lock(plan_mu_);
   plan_ = std::move(next);
 }
@@ -318,6 +318,8 @@ void Collector::collect_full(Slot& slot, size_t index, uint64_t round, WorkerLog
   auto result = slot.backend->collect(slot.device, CollectScope::kFull, groups);
   auto end = std::chrono::steady_clock::now();
   observe(slot, index, result);
+  const std::optional<std::string> failure =
+      result.ok() ? std::nullopt : std::optional<std::string>(result.error().message);
   {
     std::lock_guard lock(slot.mu);
     slot.busy = false;
@@ -342,7 +344,7 @@ void Collector::collect_full(Slot& slot, size_t index, uint64_t round, WorkerLog
     }
     round_cv_.notify_all();
   }
-  worker_log.outcome(result.ok() ? nullptr : &result.error().message, log_);
+  worker_log.outcome(failure ? &*failure : nullptr, log_);
 }
 
 void Collector::WorkerLog::outcome(const std::string* error, Logger& log) {

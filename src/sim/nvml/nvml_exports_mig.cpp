@@ -32,8 +32,6 @@ namespace gpumeter::sim::mig {
 
 namespace {
 
-constexpr unsigned long long kMiB = 1024ULL * 1024ULL;
-
 std::vector<JobShare> jobs_of(DeviceState& d, std::size_t instance, Micros now) {
   std::vector<JobShare> out;
   for (const JobShare& j : d.gpu.processes(now)) {
