@@ -29,14 +29,14 @@ from peer_bench import start_agent  # noqa: E402
 # Frames of the agent, in the order they are printed, with what they stand for. Inclusive
 # shares overlap where one frame calls another (the ledger is under the worker).
 FRAMES = [
-    ("gpumeter::Collector::run_worker", "GPU workers (everything below)"),
+    ("gpumeter::CollectionScheduler::run_worker", "GPU workers (everything below)"),
     ("gpumeter::NvmlBackend::collect", "  NVML calls, simulator included"),
     ("gpumeter::UsageTracker::on_reading", "  usage tracker (owners + ledger)"),
     ("gpumeter::HostOwnerResolver::resolve", "    owner lookups"),
     ("gpumeter::GpuLedger::advance", "    ledger advance (busy split)"),
     ("gpumeter::UsageTracker::run_checkpoints", "checkpoint thread (state file, fsync)"),
-    ("gpumeter::Collector::run_publisher", "publisher (snapshot assembly)"),
-    ("gpumeter::Collector::run_events", "Xid event thread"),
+    ("gpumeter::CollectionScheduler::run_publisher", "publisher (snapshot assembly)"),
+    ("gpumeter::CollectionScheduler::run_events", "Xid event thread"),
     ("__x64_sys_futex", "of all: futex waits and wakes (scheduler)"),
     ("malloc", "of all: malloc"),
 ]

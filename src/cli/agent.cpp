@@ -176,7 +176,7 @@ Agent::Agent(const ServeOptions& options, Logger& log, AgentSettings settings, s
                 prepare_reload(), log_),
       reload_status_(reloader_.status()),
       store_(family_builder()),
-      collector_(backends_, collector_options(),
+      scheduler_(backends_, scheduler_options(),
                  [this](std::shared_ptr<const Snapshot> s) {
                    auto published = store_.publish(std::move(s));
                    if (!published) log_.error("cannot render snapshot", {{"err", published.error().message}});
@@ -227,9 +227,9 @@ ConfigReloader::Prepare Agent::prepare_reload() {
         [this, next, c = std::move(next_compat).value(), p = std::move(next_plan).value()]() mutable {
           resolver_.update_rules(next.config.project.resolver, next.config.attribution.environment);
           live_compat_.set(std::move(c));
-          if (*collector_.plan() != p) {
+          if (*scheduler_.plan() != p) {
             log_.info("collectors", {{"enabled", p.enabled_names()}});
-            collector_.set_plan(p);
+            scheduler_.set_plan(p);
           }
           if (auto ok = server_.set_web_config(next.web); !ok) {
             log_.error("cannot serve the new web config; the previous one stays", {{"err", ok.error().message}});
@@ -252,8 +252,8 @@ FamilyBuilder Agent::family_builder() {
   };
 }
 
-CollectorOptions Agent::collector_options() {
-  CollectorOptions c;
+CollectionSchedulerOptions Agent::scheduler_options() {
+  CollectionSchedulerOptions c;
   c.interval = settings_.interval;
   c.observer = &tracker_;
   c.build = {kVersion, kRevision};
@@ -271,7 +271,7 @@ HttpServerOptions Agent::http_options() {
 
 std::size_t Agent::stop_parts() {
   server_.stop();
-  const std::size_t stuck = collector_.stop();
+  const std::size_t stuck = scheduler_.stop();
   tracker_.stop();  // the last checkpoint
   resolver_.stop();
   return stuck;
@@ -280,7 +280,7 @@ std::size_t Agent::stop_parts() {
 int Agent::run_until_signal() {
   resolver_.start();
   tracker_.start();
-  collector_.start();
+  scheduler_.start();
   if (auto started = server_.start(); !started) {
     log_.error("cannot serve HTTP", {{"address", options_.listen_address}, {"err", started.error().message}});
     if (stop_parts() > 0) _exit(1);

@@ -13,7 +13,7 @@
 #include "cli/agent_setup.h"
 #include "cli/config_reload.h"
 #include "cli/serve.h"
-#include "collect/collector.h"
+#include "collect/collection_scheduler.h"
 #include "http/exposition_store.h"
 #include "http/http_server.h"
 #include "util/log.h"
@@ -78,7 +78,7 @@ class Agent {
   UsageTrackerOptions tracker_options();
   ConfigReloader::Prepare prepare_reload();
   FamilyBuilder family_builder();
-  CollectorOptions collector_options();
+  CollectionSchedulerOptions scheduler_options();
   HttpServerOptions http_options();
   // Stops the parts in reverse; returns the number of GPU workers stuck in the driver.
   std::size_t stop_parts();
@@ -98,7 +98,7 @@ class Agent {
   ConfigReloader reloader_;
   std::shared_ptr<ReloadStatus> reload_status_;
   ExpositionStore store_;
-  Collector collector_;
+  CollectionScheduler scheduler_;
   HttpServer server_;
 };
 

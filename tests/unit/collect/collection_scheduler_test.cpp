@@ -1,4 +1,4 @@
-#include "collect/collector.h"
+#include "collect/collection_scheduler.h"
 
 #include <gtest/gtest.h>
 
@@ -54,17 +54,17 @@ Logger& quiet_logger() {
   return log;
 }
 
-CollectorOptions fast_options() {
-  CollectorOptions o;
+CollectionSchedulerOptions fast_options() {
+  CollectionSchedulerOptions o;
   o.interval = 40ms;
   o.build = {"test", "abc"};
   return o;
 }
 
-TEST(Collector, PublishesEveryGpuWithIdentityAndReading) {
+TEST(CollectionScheduler, PublishesEveryGpuWithIdentityAndReading) {
   FakeBackend backend(3);
   SinkRecorder rec;
-  Collector c({&backend}, fast_options(), rec.sink(), quiet_logger());
+  CollectionScheduler c({&backend}, fast_options(), rec.sink(), quiet_logger());
   c.start();
   auto snap = rec.wait_for([](const Snapshot& s) {
     return s.gpus.size() == 3 && s.gpus[0].up && s.gpus[1].up && s.gpus[2].up;
@@ -81,12 +81,12 @@ TEST(Collector, PublishesEveryGpuWithIdentityAndReading) {
   EXPECT_EQ(c.stop(), 0u);
 }
 
-TEST(Collector, NumbersTheGpusOfSeveralBackendsOneAfterTheOther) {
+TEST(CollectionScheduler, NumbersTheGpusOfSeveralBackendsOneAfterTheOther) {
   // A node with NVIDIA and AMD GPUs: both backends number their own GPUs from 0, the agent's
   // index must tell every GPU apart.
   FakeBackend nvidia(2), amd(2);
   SinkRecorder rec;
-  Collector c({&nvidia, &amd}, fast_options(), rec.sink(), quiet_logger());
+  CollectionScheduler c({&nvidia, &amd}, fast_options(), rec.sink(), quiet_logger());
   c.start();
   auto snap = rec.wait_for([](const Snapshot& s) {
     return s.gpus.size() == 4 && s.gpus[0].up && s.gpus[1].up && s.gpus[2].up && s.gpus[3].up;
@@ -97,10 +97,10 @@ TEST(Collector, NumbersTheGpusOfSeveralBackendsOneAfterTheOther) {
   EXPECT_EQ(c.stop(), 0u);
 }
 
-TEST(Collector, HungGpuGoesDownWhileOthersKeepUpdating) {
+TEST(CollectionScheduler, HungGpuGoesDownWhileOthersKeepUpdating) {
   FakeBackend backend(3);
   SinkRecorder rec;
-  Collector c({&backend}, fast_options(), rec.sink(), quiet_logger());
+  CollectionScheduler c({&backend}, fast_options(), rec.sink(), quiet_logger());
   c.start();
   ASSERT_NE(rec.wait_for([](const Snapshot& s) { return s.gpus.size() == 3 && s.gpus[1].up; }), nullptr);
   backend.set_hang(1, true);
@@ -121,10 +121,10 @@ TEST(Collector, HungGpuGoesDownWhileOthersKeepUpdating) {
   EXPECT_EQ(c.stop(), 0u);
 }
 
-TEST(Collector, FailedGpuIsDownWithTheErrorAndRecovers) {
+TEST(CollectionScheduler, FailedGpuIsDownWithTheErrorAndRecovers) {
   FakeBackend backend(2);
   SinkRecorder rec;
-  Collector c({&backend}, fast_options(), rec.sink(), quiet_logger());
+  CollectionScheduler c({&backend}, fast_options(), rec.sink(), quiet_logger());
   backend.set_fail(0, true);
   c.start();
   auto snap = rec.wait_for([](const Snapshot& s) { return s.gpus.size() == 2 && s.gpus[1].up; });
@@ -137,10 +137,10 @@ TEST(Collector, FailedGpuIsDownWithTheErrorAndRecovers) {
   EXPECT_EQ(c.stop(), 0u);
 }
 
-TEST(Collector, CountsXidEventsPerGpuAndCode) {
+TEST(CollectionScheduler, CountsXidEventsPerGpuAndCode) {
   FakeBackend backend(2);
   SinkRecorder rec;
-  Collector c({&backend}, fast_options(), rec.sink(), quiet_logger());
+  CollectionScheduler c({&backend}, fast_options(), rec.sink(), quiet_logger());
   c.start();
   backend.push_event({1, DeviceEventKind::kXid, 79});
   backend.push_event({1, DeviceEventKind::kXid, 79});
@@ -184,11 +184,11 @@ std::vector<CollectScope> schedule(std::chrono::milliseconds interval, int secon
   FakeBackend backend(1);
   FakeClock clock;
   SinkRecorder rec;
-  CollectorOptions o = fast_options();
+  CollectionSchedulerOptions o = fast_options();
   o.interval = interval;
   o.clock = &clock;
   o.observer = observer;
-  Collector c({&backend}, o, rec.sink(), quiet_logger());
+  CollectionScheduler c({&backend}, o, rec.sink(), quiet_logger());
   c.start();
   for (int s = 0; s < seconds; ++s) {
     EXPECT_TRUE(clock.settle(2)) << "at " << s << " s";
@@ -199,7 +199,7 @@ std::vector<CollectScope> schedule(std::chrono::milliseconds interval, int secon
   return backend.scopes(0);
 }
 
-TEST(Collector, DrainsTheSampleBuffersEveryFiveSecondsBetweenFullCollections) {
+TEST(CollectionScheduler, DrainsTheSampleBuffersEveryFiveSecondsBetweenFullCollections) {
   RecordingObserver observer;
   auto got = schedule(30s, 60, &observer);
   std::vector<CollectScope> want = {F, U, U, U, U, U, F, U, U, U, U, U, F};
@@ -209,26 +209,26 @@ TEST(Collector, DrainsTheSampleBuffersEveryFiveSecondsBetweenFullCollections) {
   EXPECT_EQ(observer.usage, 10);
 }
 
-TEST(Collector, AnIntervalNotAMultipleOfTheDrainKeepsBothSchedules) {
+TEST(CollectionScheduler, AnIntervalNotAMultipleOfTheDrainKeepsBothSchedules) {
   std::vector<CollectScope> want = {F, U, U, F, U, U, F};  // 0 5 10 | 12 17 22 | 24
   EXPECT_EQ(schedule(12s, 24), want);
 }
 
-TEST(Collector, ShortIntervalsCollectOnlyInFull) {
+TEST(CollectionScheduler, ShortIntervalsCollectOnlyInFull) {
   EXPECT_EQ(schedule(1s, 10), std::vector<CollectScope>(11, F));
   EXPECT_EQ(schedule(5s, 20), std::vector<CollectScope>(5, F));
 }
 
-TEST(Collector, UsageReadingsDoNotReplaceTheSnapshotReadingAndTheirFailuresLeaveTheGpuUp) {
+TEST(CollectionScheduler, UsageReadingsDoNotReplaceTheSnapshotReadingAndTheirFailuresLeaveTheGpuUp) {
   FakeBackend backend(1);
   FakeClock clock;
   SinkRecorder rec;
   RecordingObserver observer;
-  CollectorOptions o = fast_options();
+  CollectionSchedulerOptions o = fast_options();
   o.interval = 30s;
   o.clock = &clock;
   o.observer = &observer;
-  Collector c({&backend}, o, rec.sink(), quiet_logger());
+  CollectionScheduler c({&backend}, o, rec.sink(), quiet_logger());
   c.start();
   for (int s = 0; s < 7; ++s) {
     ASSERT_TRUE(clock.settle(2));
@@ -250,14 +250,14 @@ TEST(Collector, UsageReadingsDoNotReplaceTheSnapshotReadingAndTheirFailuresLeave
   EXPECT_EQ(c.stop(), 0u);
 }
 
-TEST(Collector, AUsageReadThatHangsDoesNotHoldBackTheOtherGpusSnapshots) {
+TEST(CollectionScheduler, AUsageReadThatHangsDoesNotHoldBackTheOtherGpusSnapshots) {
   FakeBackend backend(2);
   FakeClock clock;
   SinkRecorder rec;
-  CollectorOptions o = fast_options();
+  CollectionSchedulerOptions o = fast_options();
   o.interval = 30s;
   o.clock = &clock;
-  Collector c({&backend}, o, rec.sink(), quiet_logger());
+  CollectionScheduler c({&backend}, o, rec.sink(), quiet_logger());
   c.start();
   ASSERT_TRUE(clock.settle(3));  // two workers and the publisher
   // The last worker wakes the publisher and goes to sleep: for a moment all three can look
@@ -281,16 +281,16 @@ TEST(Collector, AUsageReadThatHangsDoesNotHoldBackTheOtherGpusSnapshots) {
   EXPECT_EQ(c.stop(), 0u);
 }
 
-TEST(Collector, TheFirstSuccessAfterAFailureIdentifiesTheGpuAgain) {
+TEST(CollectionScheduler, TheFirstSuccessAfterAFailureIdentifiesTheGpuAgain) {
   FakeBackend backend(1);
   FakeClock clock;
   SinkRecorder rec;
   RecordingObserver observer;
-  CollectorOptions o = fast_options();
+  CollectionSchedulerOptions o = fast_options();
   o.interval = 1s;
   o.clock = &clock;
   o.observer = &observer;
-  Collector c({&backend}, o, rec.sink(), quiet_logger());
+  CollectionScheduler c({&backend}, o, rec.sink(), quiet_logger());
   c.start();
   auto step = [&] {
     clock.advance(1s);
@@ -318,11 +318,11 @@ TEST(Collector, TheFirstSuccessAfterAFailureIdentifiesTheGpuAgain) {
   EXPECT_EQ(c.stop(), 0u);
 }
 
-TEST(Collector, StopDoesNotWaitForAWorkerStuckInTheDriver) {
+TEST(CollectionScheduler, StopDoesNotWaitForAWorkerStuckInTheDriver) {
   // Kept alive past the test: the detached worker still runs inside collect() until released.
   static FakeBackend backend(2);
   static SinkRecorder rec;
-  static Collector c({&backend}, fast_options(), rec.sink(), quiet_logger());
+  static CollectionScheduler c({&backend}, fast_options(), rec.sink(), quiet_logger());
   c.start();
   ASSERT_NE(rec.wait_for([](const Snapshot& s) { return s.gpus.size() == 2 && s.gpus[0].up; }), nullptr);
   backend.set_hang(0, true);
@@ -336,13 +336,13 @@ TEST(Collector, StopDoesNotWaitForAWorkerStuckInTheDriver) {
   std::this_thread::sleep_for(100ms);  // let the released worker leave
 }
 
-TEST(Collector, ReadsOnlyTheEnabledCollectorsEachAtItsInterval) {
+TEST(CollectionScheduler, ReadsOnlyTheEnabledCollectorsEachAtItsInterval) {
   FakeBackend backend(1);
   SinkRecorder rec;
-  CollectorOptions o = fast_options();
+  CollectionSchedulerOptions o = fast_options();
   o.plan.enabled = CollectorSet::defaults();                                // nvlink and profiling off
   o.plan.interval[static_cast<size_t>(CollectorId::kClocks)] = 3'600'000ms;  // read once in this test
-  Collector c({&backend}, o, rec.sink(), quiet_logger());
+  CollectionScheduler c({&backend}, o, rec.sink(), quiet_logger());
   c.start();
   auto snap = rec.wait_for([&](const Snapshot& s) { return s.gpus[0].up && backend.calls(0) >= 4; });
   ASSERT_NE(snap, nullptr);
@@ -375,13 +375,13 @@ TEST(Collector, ReadsOnlyTheEnabledCollectorsEachAtItsInterval) {
 
 // The processes collector reports the backend's read of them; the ledger, the observer's work on
 // the reading; the event wait, its outcome only.
-TEST(Collector, ProcessesLedgerAndEventsReportTheirRuns) {
+TEST(CollectionScheduler, ProcessesLedgerAndEventsReportTheirRuns) {
   FakeBackend backend(1);
   SinkRecorder rec;
   RecordingObserver observer;
-  CollectorOptions o = fast_options();
+  CollectionSchedulerOptions o = fast_options();
   o.observer = &observer;
-  Collector c({&backend}, o, rec.sink(), quiet_logger());
+  CollectionScheduler c({&backend}, o, rec.sink(), quiet_logger());
   c.start();
   backend.push_event({0, DeviceEventKind::kXid, 79});
   auto runs_of = [](const Snapshot& s) {
@@ -421,10 +421,10 @@ TEST(Collector, ProcessesLedgerAndEventsReportTheirRuns) {
   EXPECT_EQ(c.stop(), 0u);
 }
 
-TEST(Collector, ANewPlanTakesEffectWithoutARestart) {
+TEST(CollectionScheduler, ANewPlanTakesEffectWithoutARestart) {
   FakeBackend backend(1);
   SinkRecorder rec;
-  Collector c({&backend}, fast_options(), rec.sink(), quiet_logger());
+  CollectionScheduler c({&backend}, fast_options(), rec.sink(), quiet_logger());
   c.start();
   ASSERT_NE(rec.wait_for([](const Snapshot& s) { return s.gpus[0].up && !s.gpus[0].reading->nvlinks.empty(); }),
             nullptr);
@@ -444,13 +444,13 @@ TEST(Collector, ANewPlanTakesEffectWithoutARestart) {
   EXPECT_EQ(c.stop(), 0u);
 }
 
-TEST(Collector, AFailedCollectorRunIsReportedAndReadAgainAtOnce) {
+TEST(CollectionScheduler, AFailedCollectorRunIsReportedAndReadAgainAtOnce) {
   FakeBackend backend(1);
   backend.set_failing_collector(0, CollectorId::kEcc);
   SinkRecorder rec;
-  CollectorOptions o = fast_options();
+  CollectionSchedulerOptions o = fast_options();
   o.plan.interval[static_cast<size_t>(CollectorId::kEcc)] = 3'600'000ms;
-  Collector c({&backend}, o, rec.sink(), quiet_logger());
+  CollectionScheduler c({&backend}, o, rec.sink(), quiet_logger());
   c.start();
   auto snap = rec.wait_for([&](const Snapshot& s) { return s.gpus[0].up && backend.calls(0) >= 3; });
   ASSERT_NE(snap, nullptr);
@@ -471,12 +471,12 @@ TEST(Collector, AFailedCollectorRunIsReportedAndReadAgainAtOnce) {
   EXPECT_EQ(c.stop(), 0u);
 }
 
-TEST(Collector, EventsOffCountsNoXid) {
+TEST(CollectionScheduler, EventsOffCountsNoXid) {
   FakeBackend backend(1);
   SinkRecorder rec;
-  CollectorOptions o = fast_options();
+  CollectionSchedulerOptions o = fast_options();
   o.plan.enabled.set(CollectorId::kEvents, false);
-  Collector c({&backend}, o, rec.sink(), quiet_logger());
+  CollectionScheduler c({&backend}, o, rec.sink(), quiet_logger());
   c.start();
   backend.push_event({0, DeviceEventKind::kXid, 79});
   ASSERT_NE(rec.wait_for([&](const Snapshot& s) { return s.gpus[0].up && backend.calls(0) >= 5; }), nullptr);
@@ -490,12 +490,12 @@ TEST(Collector, EventsOffCountsNoXid) {
   EXPECT_EQ(c.stop(), 0u);
 }
 
-TEST(Collector, ASwitchedOffCollectorExportsNothingABackendReadAnyway) {
+TEST(CollectionScheduler, ASwitchedOffCollectorExportsNothingABackendReadAnyway) {
   FakeBackend backend(1);  // reads power (the device collector's) whatever it is asked
   SinkRecorder rec;
-  CollectorOptions o = fast_options();
+  CollectionSchedulerOptions o = fast_options();
   o.plan.enabled = CollectorSet::defaults().set(CollectorId::kDevice, false).set(CollectorId::kLedger, false);
-  Collector c({&backend}, o, rec.sink(), quiet_logger());
+  CollectionScheduler c({&backend}, o, rec.sink(), quiet_logger());
   c.start();
   auto snap = rec.wait_for([](const Snapshot& s) { return s.gpus[0].up; });
   ASSERT_NE(snap, nullptr);

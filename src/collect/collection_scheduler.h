@@ -28,7 +28,7 @@ namespace gpumeter {
 // and the ledger's totals do not depend on the interval.
 inline constexpr std::chrono::milliseconds kUsageDrainInterval{5000};
 
-struct CollectorOptions {
+struct CollectionSchedulerOptions {
   std::chrono::milliseconds interval{1000};
   BuildInfo build;
   ReadingObserver* observer = nullptr;  // must outlive the collector
@@ -43,13 +43,13 @@ struct CollectorOptions {
 
 using SnapshotSink = std::function<void(std::shared_ptr<const Snapshot>)>;
 
-class Collector {
+class CollectionScheduler {
  public:
   // Backends must outlive the collector.
-  Collector(std::vector<Backend*> backends, CollectorOptions options, SnapshotSink sink, Logger& log);
-  ~Collector();
-  Collector(const Collector&) = delete;
-  Collector& operator=(const Collector&) = delete;
+  CollectionScheduler(std::vector<Backend*> backends, CollectionSchedulerOptions options, SnapshotSink sink, Logger& log);
+  ~CollectionScheduler();
+  CollectionScheduler(const CollectionScheduler&) = delete;
+  CollectionScheduler& operator=(const CollectionScheduler&) = delete;
 
   void start();
   // Stops and joins every thread, waiting at most `grace` for each. A worker stuck in a
@@ -99,7 +99,7 @@ class Collector {
   bool wait_until(std::chrono::steady_clock::time_point t);
 
   std::vector<Backend*> backends_;
-  CollectorOptions options_;
+  CollectionSchedulerOptions options_;
   SnapshotSink sink_;
   Logger& log_;
   std::vector<std::shared_ptr<Slot>> slots_;

@@ -1,4 +1,4 @@
-#include "collect/collector.h"
+#include "collect/collection_scheduler.h"
 
 #include <algorithm>
 #include <array>
@@ -18,7 +18,7 @@ double unix_now() {
 double seconds(std::chrono::steady_clock::duration d) { return std::chrono::duration<double>(d).count(); }
 }  // namespace
 
-struct Collector::Slot {
+struct CollectionScheduler::Slot {
   Backend* backend = nullptr;
   unsigned device = 0;  // the backend's own index
   // The agent's GPU index (the `gpu` label): slots are numbered across the backends in their
@@ -56,7 +56,7 @@ const CollectorClock& steady_collector_clock() {
   return clock;
 }
 
-Collector::Collector(std::vector<Backend*> backends, CollectorOptions options, SnapshotSink sink, Logger& log)
+CollectionScheduler::CollectionScheduler(std::vector<Backend*> backends, CollectionSchedulerOptions options, SnapshotSink sink, Logger& log)
     : backends_(std::move(backends)), options_(std::move(options)), sink_(std::move(sink)), log_(log) {
   if (options_.clock == nullptr) options_.clock = &steady_collector_clock();
   plan_ = std::make_shared<const CollectionPlan>(options_.plan);
@@ -72,20 +72,20 @@ Collector::Collector(std::vector<Backend*> backends, CollectorOptions options, S
   }
 }
 
-Collector::~Collector() { stop(); }
+CollectionScheduler::~CollectionScheduler() { stop(); }
 
-void Collector::set_plan(CollectionPlan plan) {
+void CollectionScheduler::set_plan(CollectionPlan plan) {
   auto next = std::make_shared<const CollectionPlan>(plan);
   std::lock_guard lock(plan_mu_);
   plan_ = std::move(next);
 }
 
-std::shared_ptr<const CollectionPlan> Collector::plan() const {
+std::shared_ptr<const CollectionPlan> CollectionScheduler::plan() const {
   std::lock_guard lock(plan_mu_);
   return plan_;
 }
 
-CollectorSet Collector::due_groups(const Slot& slot, const CollectionPlan& plan,
+CollectorSet CollectionScheduler::due_groups(const Slot& slot, const CollectionPlan& plan,
                                    std::chrono::steady_clock::time_point now) const {
   CollectorSet due;
   for (const auto& c : kCollectors) {
@@ -98,7 +98,7 @@ CollectorSet Collector::due_groups(const Slot& slot, const CollectionPlan& plan,
   return due;
 }
 
-void Collector::spawn(std::string name, std::function<void()> fn) {
+void CollectionScheduler::spawn(std::string name, std::function<void()> fn) {
   auto done = std::make_shared<std::atomic<bool>>(false);
   std::thread t([name = std::move(name), fn = std::move(fn), done] {
     name_this_thread(name);
@@ -108,7 +108,7 @@ void Collector::spawn(std::string name, std::function<void()> fn) {
   threads_.push_back({std::move(t), std::move(done)});
 }
 
-void Collector::start() {
+void CollectionScheduler::start() {
   for (size_t i = 0; i < slots_.size(); ++i) {
     spawn("gm-gpu-" + std::to_string(i), [this, slot = slots_[i], i] { run_worker(*slot, i); });
   }
@@ -120,7 +120,7 @@ void Collector::start() {
   spawn("gm-publisher", [this] { run_publisher(); });
 }
 
-size_t Collector::stop(std::chrono::milliseconds grace) {
+size_t CollectionScheduler::stop(std::chrono::milliseconds grace) {
   {
     std::lock_guard lock(stop_mu_);
     if (stopping_ && threads_.empty()) return 0;
@@ -148,12 +148,12 @@ size_t Collector::stop(std::chrono::milliseconds grace) {
   return abandoned;
 }
 
-bool Collector::wait_until(std::chrono::steady_clock::time_point t) {
+bool CollectionScheduler::wait_until(std::chrono::steady_clock::time_point t) {
   std::unique_lock lock(stop_mu_);
   return !clock().wait_until(stop_cv_, lock, t, [this] { return stopping_; });
 }
 
-void Collector::reidentify(Slot& slot) {
+void CollectionScheduler::reidentify(Slot& slot) {
   auto id = slot.backend->identify(slot.device);
   if (!id) return;  // tried again after the next success
   std::lock_guard lock(slot.mu);
@@ -167,7 +167,7 @@ void Collector::reidentify(Slot& slot) {
   slot.reidentify = false;
 }
 
-void Collector::observe(Slot& slot, size_t index, const Result<DeviceReading>& result) {
+void CollectionScheduler::observe(Slot& slot, size_t index, const Result<DeviceReading>& result) {
   bool reidentify;
   bool identified;
   std::string known_driver;
@@ -226,7 +226,7 @@ void Collector::observe(Slot& slot, size_t index, const Result<DeviceReading>& r
   }
 }
 
-void Collector::drain_usage(Slot& slot, size_t index, uint64_t round) {
+void CollectionScheduler::drain_usage(Slot& slot, size_t index, uint64_t round) {
   {
     // Counted in the last full collection's round: if it hangs, the publisher sees this GPU
     // stuck and does not hold the other GPUs' snapshot back for it.
@@ -243,7 +243,7 @@ void Collector::drain_usage(Slot& slot, size_t index, uint64_t round) {
   slot.busy = false;
 }
 
-void Collector::identify_if_needed(Slot& slot) {
+void CollectionScheduler::identify_if_needed(Slot& slot) {
   {
     std::lock_guard lock(slot.mu);
     if (slot.identified) return;
@@ -257,7 +257,7 @@ void Collector::identify_if_needed(Slot& slot) {
   }
 }
 
-void Collector::note_collector_runs(Slot& slot, const CollectionPlan& plan, const CollectorSet& groups,
+void CollectionScheduler::note_collector_runs(Slot& slot, const CollectionPlan& plan, const CollectorSet& groups,
                                     const Result<DeviceReading>& result) {
   for (const auto& c : kCollectors) {
     const auto i = static_cast<size_t>(c.id);
@@ -282,7 +282,7 @@ void Collector::note_collector_runs(Slot& slot, const CollectionPlan& plan, cons
   }
 }
 
-void Collector::complete_reading(Slot& slot, const CollectionPlan& plan, const CollectorSet& groups,
+void CollectionScheduler::complete_reading(Slot& slot, const CollectionPlan& plan, const CollectorSet& groups,
                                  DeviceReading& r) {
   for (const auto& c : kCollectors) {
     if (!c.per_device) continue;
@@ -301,7 +301,7 @@ void Collector::complete_reading(Slot& slot, const CollectionPlan& plan, const C
   r.runs.clear();  // kept in the slot: the snapshot carries every collector's last run
 }
 
-void Collector::collect_full(Slot& slot, size_t index, uint64_t round, WorkerLog& worker_log) {
+void CollectionScheduler::collect_full(Slot& slot, size_t index, uint64_t round, WorkerLog& worker_log) {
   {
     std::lock_guard lock(slot.mu);
     slot.busy = true;
@@ -347,7 +347,7 @@ void Collector::collect_full(Slot& slot, size_t index, uint64_t round, WorkerLog
   worker_log.outcome(failure ? &*failure : nullptr, log_);
 }
 
-void Collector::WorkerLog::outcome(const std::string* error, Logger& log) {
+void CollectionScheduler::WorkerLog::outcome(const std::string* error, Logger& log) {
   // Transitions only: a GPU that stays broken must not flood the log.
   if (error == nullptr && !was_ok) {
     log.info("GPU collection recovered", {{"gpu", gpu}});
@@ -358,7 +358,7 @@ void Collector::WorkerLog::outcome(const std::string* error, Logger& log) {
   was_ok = error == nullptr;
 }
 
-void Collector::run_worker(Slot& slot, size_t index) {
+void CollectionScheduler::run_worker(Slot& slot, size_t index) {
   const auto interval = options_.interval;
   const auto drain = std::min(interval, options_.usage_interval);
   const auto t0 = clock().now();
@@ -386,7 +386,7 @@ void Collector::run_worker(Slot& slot, size_t index) {
   }
 }
 
-void Collector::run_events(Backend& backend, size_t first_slot) {
+void CollectionScheduler::run_events(Backend& backend, size_t first_slot) {
   std::string last_error;
   while (true) {
     {
@@ -423,7 +423,7 @@ void Collector::run_events(Backend& backend, size_t first_slot) {
   }
 }
 
-std::shared_ptr<const Snapshot> Collector::assemble() const {
+std::shared_ptr<const Snapshot> CollectionScheduler::assemble() const {
   auto snap = std::make_shared<Snapshot>();
   snap->taken_unix = unix_now();
   snap->build = options_.build;
@@ -475,7 +475,7 @@ std::shared_ptr<const Snapshot> Collector::assemble() const {
   return snap;
 }
 
-bool Collector::round_complete(uint64_t round) {
+bool CollectionScheduler::round_complete(uint64_t round) {
   {
     std::lock_guard stop_lock(stop_mu_);
     if (stopping_) return true;
@@ -489,7 +489,7 @@ bool Collector::round_complete(uint64_t round) {
   return true;
 }
 
-void Collector::run_publisher() {
+void CollectionScheduler::run_publisher() {
   const auto interval = options_.interval;
   const auto t0 = clock().now();
   for (uint64_t round = 0;; ++round) {
