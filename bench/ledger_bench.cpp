@@ -51,8 +51,7 @@ unsigned pid_of(unsigned gpu, unsigned k) { return 100'000 + 13 * (k * kGpus + g
 
 // An owner with label values as long as the scenario's (a Kubernetes pod or a Slurm job).
 OwnerLabels owner_of(unsigned pid) {
-  static const char* projects[] = {"nlp",      "vision", "speech",   "climate",
-                                   "genomics", "recsys", "robotics", "search"};
+  static const char* projects[] = {"nlp", "vision", "speech", "climate", "genomics", "recsys", "robotics", "search"};
   OwnerLabels o;
   o.project = projects[pid % 8];
   o.user = std::to_string(1000 + pid % 40);
@@ -89,8 +88,7 @@ LedgerTick make_tick(unsigned gpu, unsigned n, std::int64_t start_us, bool resol
     const std::int64_t ts = start_us + i * kPeriodUs;
     t.utilization_samples.push_back({ts, util});
     t.power_samples.push_back({ts, 70 + 620 * util});
-    for (const auto& p : t.processes)
-      t.process_samples.push_back({p.pid, ts, kProcessShare, 0.6 * kProcessShare});
+    for (const auto& p : t.processes) t.process_samples.push_back({p.pid, ts, kProcessShare, 0.6 * kProcessShare});
   }
   t.utilization_ratio = util;
   t.power_watts = 70 + 620 * util;
@@ -104,8 +102,7 @@ DeviceReading make_reading(unsigned gpu, unsigned n, std::int64_t start_us) {
   r.power_watts = t.power_watts;
   r.usage.processes.emplace();
   for (const auto& p : t.processes) r.usage.processes->push_back({p.pid, p.memory_bytes, kProcessCompute});
-  r.usage.utilization_samples_supported = r.usage.power_samples_supported =
-      r.usage.process_samples_supported = true;
+  r.usage.utilization_samples_supported = r.usage.power_samples_supported = r.usage.process_samples_supported = true;
   r.usage.utilization_samples = t.utilization_samples;
   r.usage.power_samples = t.power_samples;
   r.usage.process_samples = t.process_samples;
@@ -192,8 +189,7 @@ void BM_OnReading(benchmark::State& state) {
     next_collection(r);
     tracker.on_reading(0, node.gpus[0].identity, r);
   }
-  state.SetLabel("per GPU, " + std::to_string(n) + " processes, " + owners_label(resolvable) +
-                 ", from memory");
+  state.SetLabel("per GPU, " + std::to_string(n) + " processes, " + owners_label(resolvable) + ", from memory");
 }
 BENCHMARK(BM_OnReading)
     ->Args({8, 1})
@@ -291,8 +287,7 @@ std::vector<unsigned> pids_in(const std::string& proc) {
   std::vector<unsigned> pids;
   for (const auto& e : std::filesystem::directory_iterator(proc)) {
     const std::string name = e.path().filename().string();
-    if (!name.empty() && name.find_first_not_of("0123456789") == std::string::npos)
-      pids.push_back(std::stoul(name));
+    if (!name.empty() && name.find_first_not_of("0123456789") == std::string::npos) pids.push_back(std::stoul(name));
   }
   std::sort(pids.begin(), pids.end());
   return pids;
@@ -399,17 +394,14 @@ int main(int argc, char** argv) {
     } else if (a.starts_with("--config=")) {
       gpumeter::g_resolver_setup.config_file = std::string(a.substr(9));
     } else {
-      std::fprintf(stderr, "ledger_bench: unknown argument %s (expected --sim-root=DIR --config=FILE)\n",
-                   argv[i]);
+      std::fprintf(stderr, "ledger_bench: unknown argument %s (expected --sim-root=DIR --config=FILE)\n", argv[i]);
       return 2;
     }
   }
   if (!gpumeter::g_resolver_setup.sim_root.empty() && !gpumeter::g_resolver_setup.config_file.empty()) {
-    benchmark::RegisterBenchmark("BM_Resolve/cached", gpumeter::BM_Resolve, true)
-        ->Unit(benchmark::kNanosecond);
+    benchmark::RegisterBenchmark("BM_Resolve/cached", gpumeter::BM_Resolve, true)->Unit(benchmark::kNanosecond);
     benchmark::RegisterBenchmark("BM_Resolve/new", gpumeter::BM_Resolve, false)->Unit(benchmark::kNanosecond);
-    benchmark::RegisterBenchmark("BM_EntryId", gpumeter::BM_EntryId)
-        ->Unit(benchmark::kNanosecond);
+    benchmark::RegisterBenchmark("BM_EntryId", gpumeter::BM_EntryId)->Unit(benchmark::kNanosecond);
     benchmark::RegisterBenchmark("BM_BuildOwner", gpumeter::BM_BuildOwner)->Unit(benchmark::kNanosecond);
   }
   benchmark::RunSpecifiedBenchmarks();

@@ -3,7 +3,6 @@
 
 #include <benchmark/benchmark.h>
 
-
 #include "fixture_snapshot.h"
 #include "render/compat.h"
 #include "render/families.h"
@@ -47,11 +46,20 @@ void BM_PerSnapshot_BuildRenderGzip_Compat(benchmark::State& state) {
   CompatOptions o;
   o.hostname = "gpu-node-07";
   switch (state.range(0)) {
-    case 1: o.sets = {CompatSet::kDcgmExporter}; break;
-    case 2: o.sets = {CompatSet::kDcgmExporter1x}; break;
-    case 3: o.sets = {CompatSet::kNvidiaSmi}; break;
-    case 4: o.sets = {CompatSet::kDcgmExporter, CompatSet::kDcgmExporter1x, CompatSet::kNvidiaSmi}; break;
-    default: break;
+    case 1:
+      o.sets = {CompatSet::kDcgmExporter};
+      break;
+    case 2:
+      o.sets = {CompatSet::kDcgmExporter1x};
+      break;
+    case 3:
+      o.sets = {CompatSet::kNvidiaSmi};
+      break;
+    case 4:
+      o.sets = {CompatSet::kDcgmExporter, CompatSet::kDcgmExporter1x, CompatSet::kNvidiaSmi};
+      break;
+    default:
+      break;
   }
   size_t bytes = 0;
   for (auto _ : state) {

@@ -40,10 +40,14 @@ std::optional<std::uint64_t> bytes_of(std::string_view value) {
   std::string_view unit;
   if (!split_number(value, n, unit)) return std::nullopt;
   std::uint64_t scale = 0;
-  if (unit.empty()) scale = 1;
-  else if (unit == "KiB") scale = 1024;
-  else if (unit == "MiB") scale = 1024 * 1024;
-  else return std::nullopt;
+  if (unit.empty())
+    scale = 1;
+  else if (unit == "KiB")
+    scale = 1024;
+  else if (unit == "MiB")
+    scale = 1024 * 1024;
+  else
+    return std::nullopt;
   if (n > UINT64_MAX / scale) return std::nullopt;
   return n * scale;
 }

@@ -25,8 +25,8 @@ namespace gpumeter {
 
 // One DRM fdinfo file, parsed.
 struct DrmFdinfo {
-  std::string driver;                     // drm-driver (mandatory)
-  std::string pdev;                       // drm-pdev, lower case; empty when absent
+  std::string driver;                      // drm-driver (mandatory)
+  std::string pdev;                        // drm-pdev, lower case; empty when absent
   std::optional<std::uint64_t> client_id;  // drm-client-id
   // drm-engine-<engine> in ns; a key printed twice is summed (amdgpu names two IP types "dec"
   // and two "enc"), a third time and after ignored: no driver has more engines of one name, and
@@ -97,8 +97,8 @@ class DrmClientScanner final : public DrmClientSource {
 
   struct Stats {
     std::uint64_t scans = 0;
-    std::uint64_t fds_checked = 0;   // readlinks, over all scans
-    std::uint64_t fdinfo_read = 0;   // fdinfo files read, over all scans
+    std::uint64_t fds_checked = 0;  // readlinks, over all scans
+    std::uint64_t fdinfo_read = 0;  // fdinfo files read, over all scans
   };
   Stats stats() const;
 

@@ -74,8 +74,7 @@ Result<HpcJobMapping> read_hpc_job_mapping(const std::string& dir) {
   HpcJobMapping mapping;
   std::size_t files = 0;
   for (; it != fs::directory_iterator(); it.increment(ec)) {
-    if (ec)
-      return Error{ec.value(), fmt::format("listing HPC job mapping directory {}: {}", dir, ec.message())};
+    if (ec) return Error{ec.value(), fmt::format("listing HPC job mapping directory {}: {}", dir, ec.message())};
     std::string name = it->path().filename().string();
     if (!is_hpc_job_file_name(name)) continue;
     if (++files > kMaxHpcJobFiles) {
@@ -100,8 +99,7 @@ Result<HpcJobMapping> read_hpc_job_mapping(const std::string& dir) {
   return mapping;
 }
 
-std::vector<std::string> hpc_jobs_for_gpu(const HpcJobMapping& mapping, unsigned index,
-                                          std::string_view uuid) {
+std::vector<std::string> hpc_jobs_for_gpu(const HpcJobMapping& mapping, unsigned index, std::string_view uuid) {
   std::vector<std::string> out;
   if (auto it = mapping.files.find(std::to_string(index)); it != mapping.files.end()) {
     for (const auto& j : it->second) add_unique(out, j);

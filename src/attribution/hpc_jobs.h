@@ -53,7 +53,6 @@ Result<HpcJobMapping> read_hpc_job_mapping(const std::string& dir);
 
 // The jobs for one GPU: those of the file named by its index, then those of the file named
 // by its UUID, without repeats.
-std::vector<std::string> hpc_jobs_for_gpu(const HpcJobMapping& mapping, unsigned index,
-                                          std::string_view uuid);
+std::vector<std::string> hpc_jobs_for_gpu(const HpcJobMapping& mapping, unsigned index, std::string_view uuid);
 
 }  // namespace gpumeter

@@ -15,7 +15,6 @@ namespace gpumeter {
 
 namespace {
 
-
 std::string join_path(std::string_view root, std::string_view rest) {
   std::string out(root);
   while (!out.empty() && out.back() == '/') out.pop_back();
@@ -132,8 +131,7 @@ void PasswdDb::refresh_locked() {
     std::size_t b = line.find(':', a + 1);
     if (b == std::string_view::npos) continue;
     std::size_t c = line.find(':', b + 1);
-    std::string_view uid_text =
-        line.substr(b + 1, c == std::string_view::npos ? std::string_view::npos : c - b - 1);
+    std::string_view uid_text = line.substr(b + 1, c == std::string_view::npos ? std::string_view::npos : c - b - 1);
     auto uid = parse_number<unsigned>(uid_text);
     if (!uid) continue;
     names_.emplace(*uid, std::string(line.substr(0, a)));  // the first entry for a uid wins
@@ -278,8 +276,7 @@ std::vector<std::pair<std::string, std::string>> EnvironFilter::finish() {
 
 // ---- ProcfsReader ----
 
-ProcfsReader::ProcfsReader(std::string procfs_root, std::string rootfs_root,
-                           std::vector<std::string> env_allow_list)
+ProcfsReader::ProcfsReader(std::string procfs_root, std::string rootfs_root, std::vector<std::string> env_allow_list)
     : procfs_(std::move(procfs_root)),
       allow_(std::move(env_allow_list)),
       passwd_(std::make_unique<PasswdDb>(std::move(rootfs_root))),
@@ -287,9 +284,9 @@ ProcfsReader::ProcfsReader(std::string procfs_root, std::string rootfs_root,
       root_(std::make_unique<RootFd>()) {
   // Duplicates would only waste comparisons; drop them keeping the first.
   std::unordered_set<std::string> seen;
-  allow_.erase(std::remove_if(allow_.begin(), allow_.end(),
-                              [&](const std::string& n) { return !seen.insert(n).second; }),
-               allow_.end());
+  allow_.erase(
+      std::remove_if(allow_.begin(), allow_.end(), [&](const std::string& n) { return !seen.insert(n).second; }),
+      allow_.end());
 }
 
 std::string ProcfsReader::path(unsigned pid, std::string_view file) const {
@@ -313,8 +310,8 @@ Result<EntryId> ProcfsReader::entry_id(unsigned pid) const {
   std::call_once(root_->once, [this] { root_->fd = ::open(procfs_.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC); });
   const std::string name = std::to_string(pid);
   struct stat st {};
-  const int rc = root_->fd >= 0 ? ::fstatat(root_->fd, name.c_str(), &st, 0)
-                                : ::stat(join_path(procfs_, name).c_str(), &st);
+  const int rc =
+      root_->fd >= 0 ? ::fstatat(root_->fd, name.c_str(), &st, 0) : ::stat(join_path(procfs_, name).c_str(), &st);
   if (rc != 0) {
     const int err = errno;
     return Error{err, fmt::format("cannot stat {}: {}", join_path(procfs_, name), std::strerror(err))};

@@ -39,14 +39,13 @@ bool is_known_attribute(std::string_view name) {
 
 std::string_view attribute_env_variable(std::string_view name) {
   if (name == "slurm_account") return kSlurmAccountVariable;
-  if (name.substr(0, kEnvAttributePrefix.size()) == kEnvAttributePrefix)
-    return name.substr(kEnvAttributePrefix.size());
+  if (name.substr(0, kEnvAttributePrefix.size()) == kEnvAttributePrefix) return name.substr(kEnvAttributePrefix.size());
   return {};
 }
 
 void Attributes::set(std::string_view name, std::string value) {
-  std::string key = name == "slurm_account" ? fmt::format("{}{}", kEnvAttributePrefix, kSlurmAccountVariable)
-                                            : std::string(name);
+  std::string key =
+      name == "slurm_account" ? fmt::format("{}{}", kEnvAttributePrefix, kSlurmAccountVariable) : std::string(name);
   values_.insert_or_assign(std::move(key), std::move(value));
 }
 
@@ -62,9 +61,8 @@ Result<ProjectRule> ProjectRule::compile(ProjectRuleSpec spec) {
   if (!is_known_attribute(spec.source)) {
     std::string names;
     for (std::string_view n : kAttributeNames) names += fmt::format("{}, ", n);
-    return field_error(
-        RuleField::kSource,
-        fmt::format("unknown attribute '{}' (expected one of: {}env.<NAME>)", spec.source, names));
+    return field_error(RuleField::kSource,
+                       fmt::format("unknown attribute '{}' (expected one of: {}env.<NAME>)", spec.source, names));
   }
 
   unsigned groups = 0;
@@ -105,12 +103,11 @@ Result<ProjectRule> ProjectRule::compile(ProjectRuleSpec spec) {
     unsigned group = static_cast<unsigned>(std::stoul(std::string(t.substr(begin, end - begin))));
     if (group > groups) {
       return field_error(RuleField::kProject,
-                         spec.match
-                             ? fmt::format("refers to group ${} but the match has {} group{}", group, groups,
-                                           groups == 1 ? "" : "s")
-                             : fmt::format("refers to group ${} but the rule has no match (only $0, the "
-                                           "whole value, is available)",
-                                           group));
+                         spec.match ? fmt::format("refers to group ${} but the match has {} group{}", group, groups,
+                                                  groups == 1 ? "" : "s")
+                                    : fmt::format("refers to group ${} but the rule has no match (only $0, the "
+                                                  "whole value, is available)",
+                                                  group));
     }
     if (!literal.empty()) rule.pieces_.emplace_back(std::move(literal));
     literal.clear();
@@ -126,8 +123,8 @@ Result<ProjectRule> ProjectRule::compile(ProjectRuleSpec spec) {
         return field_error(RuleField::kMap, fmt::format("the project for '{}' must not be empty", from));
       }
       if (to.size() > kMaxLabelValueBytes) {
-        return field_error(RuleField::kMap, fmt::format("the project for '{}' is {} bytes long; at most {}",
-                                                        from, to.size(), kMaxLabelValueBytes));
+        return field_error(RuleField::kMap, fmt::format("the project for '{}' is {} bytes long; at most {}", from,
+                                                        to.size(), kMaxLabelValueBytes));
       }
     }
   }
@@ -170,8 +167,7 @@ std::optional<std::string> ProjectRule::apply(const Attributes& attributes) cons
 ProjectResolver::ProjectResolver(std::vector<ProjectRule> rules, std::string default_project)
     : rules_(std::move(rules)), default_(std::move(default_project)) {}
 
-Result<ProjectResolver> ProjectResolver::create(std::vector<ProjectRuleSpec> specs,
-                                                std::string default_project) {
+Result<ProjectResolver> ProjectResolver::create(std::vector<ProjectRuleSpec> specs, std::string default_project) {
   if (default_project.size() > kMaxLabelValueBytes) {
     return Error{0, fmt::format("default: {} bytes long; at most {}", default_project.size(), kMaxLabelValueBytes)};
   }
@@ -181,8 +177,7 @@ Result<ProjectResolver> ProjectResolver::create(std::vector<ProjectRuleSpec> spe
     auto rule = ProjectRule::compile(std::move(specs[i]));
     if (!rule) {
       RuleField f = static_cast<RuleField>(rule.error().code);
-      return Error{rule.error().code,
-                   fmt::format("rules[{}].{}: {}", i, field_name(f), rule.error().message)};
+      return Error{rule.error().code, fmt::format("rules[{}].{}: {}", i, field_name(f), rule.error().message)};
     }
     rules.push_back(std::move(*rule));
   }
@@ -196,8 +191,6 @@ ProjectResolver::Resolution ProjectResolver::explain(const Attributes& attribute
   return {default_, -1};
 }
 
-std::string ProjectResolver::resolve(const Attributes& attributes) const {
-  return explain(attributes).project;
-}
+std::string ProjectResolver::resolve(const Attributes& attributes) const { return explain(attributes).project; }
 
 }  // namespace gpumeter

@@ -133,7 +133,8 @@ std::vector<std::string_view> split(std::string_view s, char sep) {
 
 std::string_view trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\r')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r' || s.back() == '\n')) s.remove_suffix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r' || s.back() == '\n'))
+    s.remove_suffix(1);
   return s;
 }
 
@@ -163,18 +164,17 @@ bool uuid_entry(std::string_view e) {
   if (!starts_with(e, "GPU-") && !starts_with(e, "MIG-")) return false;
   const std::string_view tail = e.substr(4);
   return !tail.empty() && tail.size() <= 128 && std::all_of(tail.begin(), tail.end(), [](char c) {
-           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '-' ||
-                  c == '/';
-         });
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '-' || c == '/';
+  });
 }
 
 // What the environment of a job's processes said.
 struct EnvFindings {
   std::string job_id;  // SLURM_JOB_ID, first seen
   bool have_job_gpus = false;
-  std::vector<std::string> job_gpus;   // SLURM_JOB_GPUS, first seen
-  std::vector<std::string> step_gpus;  // SLURM_STEP_GPUS of every step read
-  std::vector<std::string> cuda_uuids; // CUDA_VISIBLE_DEVICES holding UUIDs
+  std::vector<std::string> job_gpus;    // SLURM_JOB_GPUS, first seen
+  std::vector<std::string> step_gpus;   // SLURM_STEP_GPUS of every step read
+  std::vector<std::string> cuda_uuids;  // CUDA_VISIBLE_DEVICES holding UUIDs
 
   std::vector<std::string> gpus() const {
     if (have_job_gpus) return job_gpus;
@@ -258,7 +258,8 @@ class Reader {
         }
         if (!*names) continue;
         for (const std::string& j : **names) {
-          if (starts_with(j, "job_") && digits(std::string_view(j).substr(4))) jobs.emplace_back(j.substr(4), u.substr(4));
+          if (starts_with(j, "job_") && digits(std::string_view(j).substr(4)))
+            jobs.emplace_back(j.substr(4), u.substr(4));
         }
       }
       std::sort(jobs.begin(), jobs.end(), [](const auto& a, const auto& b) { return job_id_less(a.first, b.first); });
@@ -507,8 +508,6 @@ std::vector<std::string> parse_gpu_list(std::string_view value, bool indices) {
   return out;
 }
 
-Result<SlurmJobsRead> read_slurm_job_gpus(const SlurmCgroupOptions& options) {
-  return Reader(options).run();
-}
+Result<SlurmJobsRead> read_slurm_job_gpus(const SlurmCgroupOptions& options) { return Reader(options).run(); }
 
 }  // namespace gpumeter

@@ -61,8 +61,8 @@ Result<SlurmJobsRead> read_slurm_job_gpus(const SlurmCgroupOptions& options);
 inline constexpr std::size_t kMaxSlurmJobs = 1024;
 inline constexpr std::size_t kMaxSlurmJobDirs = 16384;  // job directories read per call, stale ones included
 inline constexpr std::size_t kMaxSlurmPidsPerJob = 64;
-inline constexpr std::size_t kMaxSlurmPids = 8192;        // processes read in all, per call
-inline constexpr std::size_t kMaxSlurmJobCgroups = 256;   // cgroup directories walked per job
+inline constexpr std::size_t kMaxSlurmPids = 8192;       // processes read in all, per call
+inline constexpr std::size_t kMaxSlurmJobCgroups = 256;  // cgroup directories walked per job
 inline constexpr std::size_t kMaxSlurmCgroupFileBytes = 64 * 1024;
 
 // NVIDIA's character device major: /dev/nvidia<N> is 195:N, /dev/nvidia-modeset 195:254 and

@@ -15,9 +15,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double unix_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
+double unix_now() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
 
 // One GPU's context, module and memory, released in reverse on every path.
 class GpuSession {
@@ -160,7 +158,8 @@ Result<BurnReport> run_burn(const CudaSymbols& cuda, const BurnOptions& options,
   int count = 0;
   if (CUresult r = cuda.device_count(&count); r != CUDA_SUCCESS) return cuda_error(cuda, "cuDeviceGetCount", r);
   for (int g : options.gpus) {
-    if (g < 0 || g >= count) return Error{0, fmt::format("GPU {}: the driver has {} GPUs (0 to {})", g, count, count - 1)};
+    if (g < 0 || g >= count)
+      return Error{0, fmt::format("GPU {}: the driver has {} GPUs (0 to {})", g, count, count - 1)};
   }
   report.gpus.resize(options.gpus.size());
   std::vector<std::optional<Error>> errors(options.gpus.size());

@@ -57,7 +57,8 @@ Result<AgentSettings> read_settings(const ServeOptions& o, Logger& log) {
   auto config = load_agent_config(o.config_file);
   if (!config) return logged(log, "bad flag --config.file", config.error());
   if (!o.sim_scenario.empty()) {
-    if (auto ok = check_sim_scenario(o.sim_scenario, o.nvml_library); !ok) return logged(log, "bad flag --sim.scenario", ok.error());
+    if (auto ok = check_sim_scenario(o.sim_scenario, o.nvml_library); !ok)
+      return logged(log, "bad flag --sim.scenario", ok.error());
   }
   s.config = std::move(config).value();
   auto plan = make_collection_plan(o.collectors, s.config.collectors);
@@ -84,11 +85,13 @@ Result<std::optional<transcript::RecordOptions>> record_options(const ServeOptio
   r.agent_version = std::string(kVersion);
   auto duration = parse_duration(o.nvml_record_duration);
   if (!duration || duration->count() <= 0)
-    return Error{0, fmt::format("--nvml.record-duration: expected a duration such as 10m, got '{}'", o.nvml_record_duration)};
+    return Error{
+        0, fmt::format("--nvml.record-duration: expected a duration such as 10m, got '{}'", o.nvml_record_duration)};
   r.duration = *duration;
   auto bytes = units::parse_byte_size(o.nvml_record_max_bytes);
   if (!bytes || *bytes < 4096)
-    return Error{0, fmt::format("--nvml.record-max-bytes: expected a size of at least 4KiB, got '{}'", o.nvml_record_max_bytes)};
+    return Error{
+        0, fmt::format("--nvml.record-max-bytes: expected a size of at least 4KiB, got '{}'", o.nvml_record_max_bytes)};
   r.max_bytes = *bytes;
   return std::optional<transcript::RecordOptions>(r);
 }
@@ -128,9 +131,8 @@ void log_attribution(const HostOwnerResolverOptions& ro, const Config& config, L
   if (!ro.slurm_cgroups.cgroup_root.empty()) {
     log.info("reading Slurm jobs' GPUs from their cgroups", {{"cgroup_root", ro.slurm_cgroups.cgroup_root}});
   }
-  log.info("ledger allocation policy",
-           {{"allocation", ro.allocations ? "scheduler" : "process"},
-            {"configured", std::string(to_string(config.ledger.allocation))}});
+  log.info("ledger allocation policy", {{"allocation", ro.allocations ? "scheduler" : "process"},
+                                        {"configured", std::string(to_string(config.ledger.allocation))}});
 }
 
 }  // namespace
@@ -176,12 +178,13 @@ Agent::Agent(const ServeOptions& options, Logger& log, AgentSettings settings, s
                 prepare_reload(), log_),
       reload_status_(reloader_.status()),
       store_(family_builder()),
-      scheduler_(backends_, scheduler_options(),
-                 [this](std::shared_ptr<const Snapshot> s) {
-                   auto published = store_.publish(std::move(s));
-                   if (!published) log_.error("cannot render snapshot", {{"err", published.error().message}});
-                 },
-                 log_),
+      scheduler_(
+          backends_, scheduler_options(),
+          [this](std::shared_ptr<const Snapshot> s) {
+            auto published = store_.publish(std::move(s));
+            if (!published) log_.error("cannot render snapshot", {{"err", published.error().message}});
+          },
+          log_),
       server_(store_, http_options(), &log_) {
   log_backend_states(nvml_->status(), rocm_->status(), log_);
   log_attribution(resolver_options_, settings_.config, log_);

@@ -69,8 +69,8 @@ Result<std::unique_ptr<SymbolSource>> nvml_library(const NvmlSelection& selectio
   if (selection.record) {
     auto recording = transcript::recording_source(std::move(source), *selection.record);
     if (!recording) return recording.error();
-    log.info("recording every NVML call", {{"file", selection.record->path},
-                                           {"anonymized", selection.record->anonymize ? "true" : "false"}});
+    log.info("recording every NVML call",
+             {{"file", selection.record->path}, {"anonymized", selection.record->anonymize ? "true" : "false"}});
     source = std::move(recording).value();
   }
   return source;

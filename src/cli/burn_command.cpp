@@ -51,7 +51,8 @@ Result<std::vector<int>> parse_gpus(const std::string& text) {
   std::vector<int> out;
   for (std::string_view item : split(text, ',')) {
     auto v = units::parse_unsigned(item);
-    if (!v || *v > 255) return Error{0, fmt::format("--gpus: expected CUDA device numbers such as 0 or 0,1, got '{}'", text)};
+    if (!v || *v > 255)
+      return Error{0, fmt::format("--gpus: expected CUDA device numbers such as 0 or 0,1, got '{}'", text)};
     for (int g : out) {
       if (g == static_cast<int>(*v)) return Error{0, fmt::format("--gpus: GPU {} is named twice", g)};
     }
@@ -66,7 +67,8 @@ Result<burn::BurnOptions> burn_options(const BurnCommandOptions& o) {
   if (!gpus) return gpus.error();
   b.gpus = *gpus;
   auto duration = parse_duration(o.duration);
-  if (!duration || duration->count() <= 0) return Error{0, fmt::format("--duration: expected a duration such as 60s, got '{}'", o.duration)};
+  if (!duration || duration->count() <= 0)
+    return Error{0, fmt::format("--duration: expected a duration such as 60s, got '{}'", o.duration)};
   b.duration = *duration;
   auto period = parse_duration(o.period);
   if (!period || *period < std::chrono::milliseconds(10) || *period > std::chrono::seconds(10))
@@ -147,8 +149,8 @@ int run_one(const BurnCommandOptions& o, const burn::BurnOptions& b) {
     std::lock_guard lock(progress_mu);
     fmt::print(stderr, "gpumeter burn: {}\n", line);
   };
-  fmt::print(stderr, "gpumeter burn: pid {}, GPUs {}, {}% of every {} for {}, {} each, driver {}\n", ::getpid(),
-             o.gpus, b.duty_percent, o.period, o.duration, o.memory, (*lib)->path());
+  fmt::print(stderr, "gpumeter burn: pid {}, GPUs {}, {}% of every {} for {}, {} each, driver {}\n", ::getpid(), o.gpus,
+             b.duty_percent, o.period, o.duration, o.memory, (*lib)->path());
   auto report = burn::run_burn(*cuda, b, g_stop, progress);
   if (!report) {
     fail_line(report.error().message);
@@ -159,8 +161,9 @@ int run_one(const BurnCommandOptions& o, const burn::BurnOptions& b) {
 
 // The arguments of a child: the same load, without --as and --report.
 std::vector<std::string> child_arguments(const BurnCommandOptions& o) {
-  std::vector<std::string> out = {"gpumeter", "burn",   "--gpus",   o.gpus,   "--duration",          o.duration,
-                                  "--duty",   std::to_string(o.duty), "--period", o.period, "--memory", o.memory};
+  std::vector<std::string> out = {"gpumeter",   "burn",     "--gpus",   o.gpus,
+                                  "--duration", o.duration, "--duty",   std::to_string(o.duty),
+                                  "--period",   o.period,   "--memory", o.memory};
   if (!o.cuda_library.empty()) out.insert(out.end(), {"--cuda.library", o.cuda_library});
   if (!o.sim_scenario.empty()) out.insert(out.end(), {"--sim.scenario", o.sim_scenario});
   return out;
@@ -291,8 +294,9 @@ int run_children(const BurnCommandOptions& o) {
 }  // namespace
 
 void setup_burn_command(CLI::App& cmd, BurnCommandOptions& o, int& exit_code) {
-  cmd.add_option("--gpus", o.gpus, "CUDA devices to load, comma-separated (CUDA's numbering, which "
-                                   "CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER change; the report names each by UUID)")
+  cmd.add_option("--gpus", o.gpus,
+                 "CUDA devices to load, comma-separated (CUDA's numbering, which "
+                 "CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER change; the report names each by UUID)")
       ->capture_default_str();
   cmd.add_option("--duration", o.duration, "How long to run the load, exactly (Prometheus duration syntax: 90s, 5m)")
       ->capture_default_str();

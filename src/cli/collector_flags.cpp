@@ -23,11 +23,11 @@ void add_collector_flags(CLI::App& cmd, CollectorSwitches& switches) {
     const std::string name(c.name);
     const std::string what(kWhat[static_cast<size_t>(c.id)]);
     std::optional<bool>& slot = switches[c.id];
-    auto* on = cmd.add_flag_callback("--collector." + name, [&slot] { slot = true; },
-                                     "Enable the " + name + " collector: " + what +
-                                         (c.default_enabled ? " (on by default)" : " (off by default)"));
-    auto* off = cmd.add_flag_callback("--no-collector." + name, [&slot] { slot = false; },
-                                      "Disable the " + name + " collector");
+    auto* on = cmd.add_flag_callback(
+        "--collector." + name, [&slot] { slot = true; },
+        "Enable the " + name + " collector: " + what + (c.default_enabled ? " (on by default)" : " (off by default)"));
+    auto* off = cmd.add_flag_callback(
+        "--no-collector." + name, [&slot] { slot = false; }, "Disable the " + name + " collector");
     on->excludes(off);
   }
 }

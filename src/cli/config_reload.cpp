@@ -25,12 +25,14 @@ Result<void> check_no_downgrade(const WebConfig* before, const WebConfig* after,
   const bool auth_before = before != nullptr && !before->basic_auth_users.empty();
   const bool tls_before = before != nullptr && before->tls.has_value();
   if (auth_before && (after == nullptr || after->basic_auth_users.empty())) {
-    return Error{0, path + ": it has no basic_auth_users, which would turn basic auth off; a reload does not, "
-                           "restart the agent to serve without it"};
+    return Error{0, path +
+                        ": it has no basic_auth_users, which would turn basic auth off; a reload does not, "
+                        "restart the agent to serve without it"};
   }
   if (tls_before && (after == nullptr || !after->tls)) {
-    return Error{0, path + ": it has no tls_server_config, which would turn TLS off; a reload does not, "
-                           "restart the agent to serve plain HTTP"};
+    return Error{0, path +
+                        ": it has no tls_server_config, which would turn TLS off; a reload does not, "
+                        "restart the agent to serve plain HTTP"};
   }
   return {};
 }

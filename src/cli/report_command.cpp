@@ -25,9 +25,7 @@ namespace {
 constexpr int kExitApi = 1;
 constexpr int kExitInput = 2;
 
-double wall_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
+double wall_now() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
 
 int input_error(const std::string& message) {
   std::fprintf(stderr, "gpumeter report: %s\n", message.c_str());
@@ -82,8 +80,7 @@ void setup_report_command(CLI::App& cmd, ReportOptions& o, int& exit_code) {
   cmd.add_option("--lookback", o.lookback,
                  "How far before --from a series' previous sample is searched (agent down across the start)")
       ->capture_default_str();
-  cmd.add_option("--timeout", o.timeout,
-                 "Deadline of each API request, from connecting to the last byte of the answer")
+  cmd.add_option("--timeout", o.timeout, "Deadline of each API request, from connecting to the last byte of the answer")
       ->capture_default_str();
   cmd.add_option("--max-answer-size", o.max_answer_size,
                  "Largest API answer accepted (e.g. 256MiB, 1GiB); a larger one fails the report")
@@ -113,7 +110,8 @@ int run_report(const ReportOptions& o) {
   if (req.by.empty()) return input_error("--by: at least one dimension is needed");
   for (const auto& d : req.by) {
     if (!report::is_dimension(d)) {
-      return input_error(fmt::format("--by \"{}\": expected project, user, namespace, pod, hpc_job, model, gpu, node or mig_profile", d));
+      return input_error(fmt::format(
+          "--by \"{}\": expected project, user, namespace, pod, hpc_job, model, gpu, node or mig_profile", d));
     }
   }
   auto from = report::parse_time(o.from, now);
@@ -121,10 +119,12 @@ int run_report(const ReportOptions& o) {
   auto to = report::parse_time(o.to, now);
   if (!to) return input_error("--to " + to.error().message);
   if (*from >= *to) {
-    return input_error(fmt::format("--from {} is not before --to {}", report::format_utc(*from), report::format_utc(*to)));
+    return input_error(
+        fmt::format("--from {} is not before --to {}", report::format_utc(*from), report::format_utc(*to)));
   }
   if (*to > now + 1) {
-    return input_error(fmt::format("--to {} is in the future; a report can only cover the past", report::format_utc(*to)));
+    return input_error(
+        fmt::format("--to {} is in the future; a report can only cover the past", report::format_utc(*to)));
   }
   req.from = *from;
   req.to = *to;
@@ -175,7 +175,8 @@ int run_report(const ReportOptions& o) {
     });
   }
   auto stage = [&](std::string_view what) {
-    if (progress) std::fprintf(stderr, "report: %6.1f s  %.*s\n", elapsed(), static_cast<int>(what.size()), what.data());
+    if (progress)
+      std::fprintf(stderr, "report: %6.1f s  %.*s\n", elapsed(), static_cast<int>(what.size()), what.data());
   };
   auto built = report::build_report(**api, req, stage);
   if (!built) {
@@ -186,10 +187,14 @@ int run_report(const ReportOptions& o) {
   built->elapsed_seconds = elapsed();
 
   std::string text;
-  if (o.format == "json") text = report::render_json(*built);
-  else if (o.format == "csv") text = report::render_csv(*built);
-  else if (o.format == "html") text = report::render_html(*built);
-  else text = report::render_table(*built, !o.no_color && o.output == "-" && isatty(STDOUT_FILENO));
+  if (o.format == "json")
+    text = report::render_json(*built);
+  else if (o.format == "csv")
+    text = report::render_csv(*built);
+  else if (o.format == "html")
+    text = report::render_html(*built);
+  else
+    text = report::render_table(*built, !o.no_color && o.output == "-" && isatty(STDOUT_FILENO));
 
   for (const auto& w : built->warnings) {
     if (o.format != "table" || o.output != "-") {

@@ -16,7 +16,7 @@ struct ReportOptions {
   std::string pricing_file;
   std::string format = "table";
   std::string output = "-";
-  std::string step;             // "" chooses one from the period's length
+  std::string step;  // "" chooses one from the period's length
   std::string node_label = "instance";
   std::string lookback = "31d";  // how far before --from a series' previous sample is searched
   std::string timeout = "2m";    // for the whole of each HTTP request

@@ -23,8 +23,7 @@ int write_stdout(const std::string& text) {
 }  // namespace
 
 void setup_rules_command(CLI::App& cmd, RulesOptions& o, int& exit_code) {
-  cmd.add_option("--pricing", o.pricing_file, "Pricing file (YAML); deploy/pricing/ has a default table")
-      ->required();
+  cmd.add_option("--pricing", o.pricing_file, "Pricing file (YAML); deploy/pricing/ has a default table")->required();
   cmd.add_option("--output", o.output, "Where to write the rule file; - is stdout")->capture_default_str();
   cmd.callback([&o, &exit_code] { exit_code = run_rules(o); });
 }

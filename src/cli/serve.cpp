@@ -16,8 +16,7 @@ void setup_serve_command(CLI::App& cmd, ServeOptions& o, int& exit_code) {
                  "Address to listen on for metrics and the web interface (\":9400\" = all interfaces, the "
                  "port dcgm-exporter uses, so gpumeter can replace it in place)")
       ->capture_default_str();
-  cmd.add_option("--web.telemetry-path", o.telemetry_path, "Path under which to expose metrics")
-      ->capture_default_str();
+  cmd.add_option("--web.telemetry-path", o.telemetry_path, "Path under which to expose metrics")->capture_default_str();
   cmd.add_option("--web.config.file", o.web_config_file,
                  "Web configuration file in the Prometheus exporter-toolkit format: TLS (cert_file, key_file, "
                  "client_auth_type, client_ca_file, min/max_version), basic_auth_users (bcrypt), response headers");
@@ -55,8 +54,7 @@ void setup_serve_command(CLI::App& cmd, ServeOptions& o, int& exit_code) {
                  "Write a transcript of every NVML call (function, arguments, return code, decoded outputs, "
                  "monotonic and wall times) to this file, as JSON lines; a scenario with `replay:` serves it back "
                  "(docs/real-hardware.md)");
-  cmd.add_option("--nvml.record-duration", o.nvml_record_duration,
-                 "Stop recording after this long (the agent goes on)")
+  cmd.add_option("--nvml.record-duration", o.nvml_record_duration, "Stop recording after this long (the agent goes on)")
       ->capture_default_str();
   cmd.add_option("--nvml.record-max-bytes", o.nvml_record_max_bytes, "Stop recording before the file passes this size")
       ->capture_default_str();
@@ -82,7 +80,6 @@ void setup_serve_command(CLI::App& cmd, ServeOptions& o, int& exit_code) {
   add_collector_flags(cmd, o.collectors);
   cmd.callback([&o, &exit_code] { exit_code = run_serve(o); });
 }
-
 
 int run_serve(const ServeOptions& o) {
   // glibc gives each thread that allocates an arena of its own, up to 8 per core: the agent's

@@ -37,7 +37,6 @@ struct ServeOptions {
   CollectorSwitches collectors;  // --collector.<name>, --no-collector.<name>
 };
 
-
 // Adds the flags to `cmd`; its callback runs the agent and stores the exit code.
 void setup_serve_command(CLI::App& cmd, ServeOptions& options, int& exit_code);
 

@@ -8,7 +8,8 @@ void add_source_flags(CLI::App& cmd, SourceFlags f, const std::string& scenario_
                  "the dynamic linker's search path)");
   cmd.add_option("--sim.scenario", f.sim_scenario,
                  "Use the fleet simulator playing this scenario file instead of real GPUs (loads the bundled "
-                 "simulator library unless --nvml.library is given)" + scenario_help)
+                 "simulator library unless --nvml.library is given)" +
+                     scenario_help)
       ->check(CLI::ExistingFile);
   cmd.add_option("--path.procfs", f.procfs,
                  "procfs mountpoint: /proc/<pid>/cgroup, status and environ of GPU processes name their owners")

@@ -32,9 +32,7 @@ using Clock = std::chrono::steady_clock;
 // How long past its schedule a GPU's collection may take before it is reported as hung.
 constexpr std::chrono::seconds kCallGrace{10};
 
-double unix_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
+double unix_now() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
 
 // ---- Collection: each GPU on a thread of its own, so a hung GPU delays nobody else.
 
@@ -128,34 +126,29 @@ Collection collect_twice(Backend& backend, UsageTracker& tracker, std::chrono::m
   return c;
 }
 
-
 bool use_color(const SnapshotOptions& o) {
   if (o.no_color || o.format != "table") return false;
   if (const char* no = std::getenv("NO_COLOR"); no != nullptr && *no != '\0') return false;
-  if (const char* term = std::getenv("TERM"); term != nullptr && std::string_view(term) == "dumb")
-    return false;
+  if (const char* term = std::getenv("TERM"); term != nullptr && std::string_view(term) == "dumb") return false;
   return ::isatty(STDOUT_FILENO) == 1;
 }
 
 }  // namespace
 
 void setup_snapshot_command(CLI::App& cmd, SnapshotOptions& o, int& exit_code) {
-  cmd.add_option("--format", o.format,
-                 "Output: an aligned terminal table, or JSON in base units (docs/snapshot.md)")
+  cmd.add_option("--format", o.format, "Output: an aligned terminal table, or JSON in base units (docs/snapshot.md)")
       ->capture_default_str()
       ->check(CLI::IsMember({"table", "json"}));
   cmd.add_option("--interval", o.interval,
                  "Time between the two collections of each GPU; per-process utilization is the average over "
                  "this window, so it covers a real stretch of work rather than one instant (100ms to 10m)")
       ->capture_default_str();
-  cmd.add_flag(
-      "--no-color", o.no_color,
-      "No ANSI colours in the table (they are only used when stdout is a terminal, NO_COLOR is unset or "
-      "empty and TERM is not dumb)");
-  cmd.add_option(
-      "--config.file", o.config_file,
-      "The agent's configuration (YAML), so that owners and projects are resolved as `gpumeter serve` "
-      "resolves them. See docs/configuration.md");
+  cmd.add_flag("--no-color", o.no_color,
+               "No ANSI colours in the table (they are only used when stdout is a terminal, NO_COLOR is unset or "
+               "empty and TERM is not dumb)");
+  cmd.add_option("--config.file", o.config_file,
+                 "The agent's configuration (YAML), so that owners and projects are resolved as `gpumeter serve` "
+                 "resolves them. See docs/configuration.md");
   cmd.add_option("--ledger.state-file", o.ledger_state_file,
                  "The agent's ledger state file, read (never written or moved) for the totals per owner; a "
                  "missing file means no totals yet, \"\" skips them")
@@ -186,7 +179,8 @@ int run_snapshot(const SnapshotOptions& o) {
     return bad_flag("--sim.scenario", "no such file: " + o.sim_scenario);
   }
   if (!o.sim_scenario.empty()) {
-    if (auto ok = check_sim_scenario(o.sim_scenario, o.nvml_library); !ok) return bad_flag("--sim.scenario", ok.error().message);
+    if (auto ok = check_sim_scenario(o.sim_scenario, o.nvml_library); !ok)
+      return bad_flag("--sim.scenario", ok.error().message);
   }
 
   SnapshotReport report;
@@ -237,8 +231,7 @@ int run_snapshot(const SnapshotOptions& o) {
   tracker.contribute(snap);
 
   // Owner values come from /proc and need not be valid UTF-8: JSON replaces bad bytes, never throws.
-  const std::string text =
-      o.format == "json" ? snapshot_json(report) : snapshot_table(report, use_color(o));
+  const std::string text = o.format == "json" ? snapshot_json(report) : snapshot_table(report, use_color(o));
   std::fwrite(text.data(), 1, text.size(), stdout);
   std::fflush(stdout);
   if (c.stuck > 0) {

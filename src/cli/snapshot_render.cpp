@@ -92,9 +92,7 @@ json report_json(const SnapshotReport& r) {
   json gpus = json::array();
   for (const auto& g : s.gpus) {
     const DeviceReading* rd = g.reading.get();
-    auto value = [&](std::optional<double> DeviceReading::*field) {
-      return rd ? opt(rd->*field) : json(nullptr);
-    };
+    auto value = [&](std::optional<double> DeviceReading::*field) { return rd ? opt(rd->*field) : json(nullptr); };
     json temperature = json::object();
     if (rd) {
       for (const auto& t : rd->temperature_celsius) temperature[t.label] = t.value;
@@ -109,8 +107,7 @@ json report_json(const SnapshotReport& r) {
                        {"owner", owner_json(p.owner)}});
     }
     json ledger = nullptr;
-    if (auto it = r.ledger.gpus.find(g.identity.uuid);
-        !g.identity.uuid.empty() && it != r.ledger.gpus.end()) {
+    if (auto it = r.ledger.gpus.find(g.identity.uuid); !g.identity.uuid.empty() && it != r.ledger.gpus.end()) {
       ledger = ledger_json(it->second);
       shown.insert(it->first);
     }

@@ -23,7 +23,7 @@ struct CollectorSwitches {
 
 // The config file's `collectors.<name>` entries.
 struct CollectorSettings {
-  std::optional<bool> enabled;      // unset: the flag's or the default
+  std::optional<bool> enabled;            // unset: the flag's or the default
   std::chrono::milliseconds interval{0};  // device collectors: at most this often; 0: every collection
   bool operator==(const CollectorSettings&) const = default;
 };

@@ -12,9 +12,7 @@
 namespace gpumeter {
 
 namespace {
-double unix_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
+double unix_now() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
 double seconds(std::chrono::steady_clock::duration d) { return std::chrono::duration<double>(d).count(); }
 }  // namespace
 
@@ -28,7 +26,7 @@ struct CollectionScheduler::Slot {
   mutable std::mutex mu;  // guards everything below
   DeviceIdentity identity;
   bool identified = false;
-  bool attempted = false;   // at least one collection finished
+  bool attempted = false;  // at least one collection finished
   std::string error;
   std::shared_ptr<const DeviceReading> reading;  // set exactly when the last collection succeeded
   std::chrono::steady_clock::time_point last_end{};
@@ -56,7 +54,8 @@ const CollectorClock& steady_collector_clock() {
   return clock;
 }
 
-CollectionScheduler::CollectionScheduler(std::vector<Backend*> backends, CollectionSchedulerOptions options, SnapshotSink sink, Logger& log)
+CollectionScheduler::CollectionScheduler(std::vector<Backend*> backends, CollectionSchedulerOptions options,
+                                         SnapshotSink sink, Logger& log)
     : backends_(std::move(backends)), options_(std::move(options)), sink_(std::move(sink)), log_(log) {
   if (options_.clock == nullptr) options_.clock = &steady_collector_clock();
   plan_ = std::make_shared<const CollectionPlan>(options_.plan);
@@ -86,7 +85,7 @@ std::shared_ptr<const CollectionPlan> CollectionScheduler::plan() const {
 }
 
 CollectorSet CollectionScheduler::due_groups(const Slot& slot, const CollectionPlan& plan,
-                                   std::chrono::steady_clock::time_point now) const {
+                                             std::chrono::steady_clock::time_point now) const {
   CollectorSet due;
   for (const auto& c : kCollectors) {
     if (!plan.has(c.id)) continue;
@@ -127,9 +126,7 @@ size_t CollectionScheduler::stop(std::chrono::milliseconds grace) {
     stopping_ = true;
   }
   stop_cv_.notify_all();
-  {
-    std::lock_guard wake(round_mu_);
-  }
+  { std::lock_guard wake(round_mu_); }
   round_cv_.notify_all();
   size_t abandoned = 0;
   auto deadline = std::chrono::steady_clock::now() + grace;
@@ -158,9 +155,8 @@ void CollectionScheduler::reidentify(Slot& slot) {
   if (!id) return;  // tried again after the next success
   std::lock_guard lock(slot.mu);
   if (id->uuid != slot.identity.uuid || id->driver_version != slot.identity.driver_version) {
-    log_.info("GPU identified again", {{"gpu", std::to_string(slot.gpu)},
-                                       {"uuid", id->uuid},
-                                       {"driver_version", id->driver_version}});
+    log_.info("GPU identified again",
+              {{"gpu", std::to_string(slot.gpu)}, {"uuid", id->uuid}, {"driver_version", id->driver_version}});
   }
   slot.identity = std::move(id).value();
   slot.identified = true;
@@ -258,7 +254,7 @@ void CollectionScheduler::identify_if_needed(Slot& slot) {
 }
 
 void CollectionScheduler::note_collector_runs(Slot& slot, const CollectionPlan& plan, const CollectorSet& groups,
-                                    const Result<DeviceReading>& result) {
+                                              const Result<DeviceReading>& result) {
   for (const auto& c : kCollectors) {
     const auto i = static_cast<size_t>(c.id);
     if (!plan.has(c.id) || !c.per_device) {
@@ -283,7 +279,7 @@ void CollectionScheduler::note_collector_runs(Slot& slot, const CollectionPlan& 
 }
 
 void CollectionScheduler::complete_reading(Slot& slot, const CollectionPlan& plan, const CollectorSet& groups,
-                                 DeviceReading& r) {
+                                           DeviceReading& r) {
   for (const auto& c : kCollectors) {
     if (!c.per_device) continue;
     const auto i = static_cast<size_t>(c.id);

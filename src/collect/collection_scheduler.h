@@ -46,7 +46,8 @@ using SnapshotSink = std::function<void(std::shared_ptr<const Snapshot>)>;
 class CollectionScheduler {
  public:
   // Backends must outlive the collector.
-  CollectionScheduler(std::vector<Backend*> backends, CollectionSchedulerOptions options, SnapshotSink sink, Logger& log);
+  CollectionScheduler(std::vector<Backend*> backends, CollectionSchedulerOptions options, SnapshotSink sink,
+                      Logger& log);
   ~CollectionScheduler();
   CollectionScheduler(const CollectionScheduler&) = delete;
   CollectionScheduler& operator=(const CollectionScheduler&) = delete;

@@ -94,23 +94,20 @@ milliseconds read_ms(const YAML::Node& node, std::string_view path, milliseconds
   }
   milliseconds v = *parsed;
   if (v < min || v > max) {
-    fail_at(
-        node, path,
-        fmt::format("must be between {} and {}, got '{}'", format_ms(min), format_ms(max), node.Scalar()));
+    fail_at(node, path,
+            fmt::format("must be between {} and {}, got '{}'", format_ms(min), format_ms(max), node.Scalar()));
   }
   return v;
 }
 
 std::string read_absolute_path(const YAML::Node& node, std::string_view path) {
   std::string s = read_string(node, path);
-  if (!s.empty() && s.front() != '/')
-    fail_at(node, path, fmt::format("must be an absolute path, got '{}'", s));
+  if (!s.empty() && s.front() != '/') fail_at(node, path, fmt::format("must be an absolute path, got '{}'", s));
   return s;
 }
 
 void parse_kubelet(const YAML::Node& node, std::string path, KubeletConfig& k) {
-  MapReader m(node, std::move(path),
-              {"socket", "refresh_interval", "timeout", "max_message_size", "resource_names"});
+  MapReader m(node, std::move(path), {"socket", "refresh_interval", "timeout", "max_message_size", "resource_names"});
   if (m.has("socket")) {
     std::string s = read_string(m.get("socket"), m.path("socket"));
     if (s == "auto") {
@@ -121,13 +118,12 @@ void parse_kubelet(const YAML::Node& node, std::string path, KubeletConfig& k) {
       k.mode = KubeletConfig::Mode::kPath;
       k.socket = s;
     } else {
-      fail_at(m.get("socket"), m.path("socket"),
-              fmt::format("expected auto, off or an absolute path, got '{}'", s));
+      fail_at(m.get("socket"), m.path("socket"), fmt::format("expected auto, off or an absolute path, got '{}'", s));
     }
   }
   if (m.has("refresh_interval")) {
-    k.refresh_interval = read_ms(m.get("refresh_interval"), m.path("refresh_interval"), milliseconds(1000),
-                                 milliseconds(3'600'000));
+    k.refresh_interval =
+        read_ms(m.get("refresh_interval"), m.path("refresh_interval"), milliseconds(1000), milliseconds(3'600'000));
   }
   if (m.has("timeout")) {
     k.timeout = read_ms(m.get("timeout"), m.path("timeout"), milliseconds(100), milliseconds(60'000));
@@ -136,8 +132,7 @@ void parse_kubelet(const YAML::Node& node, std::string path, KubeletConfig& k) {
     YAML::Node n = m.get("max_message_size");
     std::uint64_t v = read_bytes(n, m.path("max_message_size"));
     if (v < (4ULL << 10) || v > (1ULL << 30)) {
-      fail_at(n, m.path("max_message_size"),
-              fmt::format("must be between 4KiB and 1GiB, got '{}'", n.Scalar()));
+      fail_at(n, m.path("max_message_size"), fmt::format("must be between 4KiB and 1GiB, got '{}'", n.Scalar()));
     }
     k.max_message_size = v;
   }
@@ -145,18 +140,15 @@ void parse_kubelet(const YAML::Node& node, std::string path, KubeletConfig& k) {
     YAML::Node n = m.get("resource_names");
     std::string p = m.path("resource_names");
     auto names = read_string_list(n, p);
-    if (names.empty())
-      fail_at(n, p, "must name at least one resource (to turn the kubelet off, set socket: off)");
+    if (names.empty()) fail_at(n, p, "must name at least one resource (to turn the kubelet off, set socket: off)");
     std::set<std::string> seen;
     for (std::size_t i = 0; i < names.size(); ++i) {
       const std::string& r = names[i];
       bool bad = r.empty() || std::any_of(r.begin(), r.end(), [](char c) {
                    return c == ' ' || c == '\t' || static_cast<unsigned char>(c) < 0x20;
                  });
-      if (bad)
-        fail_at(n[i], indexed(p, i), fmt::format("'{}' is not a resource name such as nvidia.com/gpu", r));
-      if (!seen.insert(r).second)
-        fail_at(n[i], indexed(p, i), fmt::format("duplicate resource name '{}'", r));
+      if (bad) fail_at(n[i], indexed(p, i), fmt::format("'{}' is not a resource name such as nvidia.com/gpu", r));
+      if (!seen.insert(r).second) fail_at(n[i], indexed(p, i), fmt::format("duplicate resource name '{}'", r));
     }
     k.resource_names = std::move(names);
   }
@@ -191,8 +183,7 @@ void parse_attribution(const YAML::Node& node, AttributionConfig& a) {
                             "with a digit)",
                             names[i]));
       }
-      if (!seen.insert(names[i]).second)
-        fail_at(n[i], indexed(p, i), fmt::format("duplicate name '{}'", names[i]));
+      if (!seen.insert(names[i]).second) fail_at(n[i], indexed(p, i), fmt::format("duplicate name '{}'", names[i]));
     }
     a.environment = std::move(names);
   }
@@ -207,9 +198,9 @@ void parse_project(const YAML::Node& node, const AttributionConfig& attribution,
   if (m.has("default")) {
     pc.default_project = read_string(m.get("default"), m.path("default"));
     if (pc.default_project.size() > kMaxLabelValueBytes) {
-      fail_at(m.get("default"), m.path("default"),
-              fmt::format("{} bytes long; a label value is at most {}", pc.default_project.size(),
-                          kMaxLabelValueBytes));
+      fail_at(
+          m.get("default"), m.path("default"),
+          fmt::format("{} bytes long; a label value is at most {}", pc.default_project.size(), kMaxLabelValueBytes));
     }
   }
   std::vector<ProjectRule> rules;
@@ -282,8 +273,8 @@ void parse_ledger(const YAML::Node& node, LedgerConfig& l) {
     }
   }
   if (m.has("checkpoint_interval")) {
-    l.checkpoint_interval = read_ms(m.get("checkpoint_interval"), m.path("checkpoint_interval"),
-                                    milliseconds(1000), milliseconds(3'600'000));
+    l.checkpoint_interval = read_ms(m.get("checkpoint_interval"), m.path("checkpoint_interval"), milliseconds(1000),
+                                    milliseconds(3'600'000));
   }
   if (m.has("labels")) {
     YAML::Node n = m.get("labels");
@@ -298,8 +289,7 @@ void parse_ledger(const YAML::Node& node, LedgerConfig& l) {
                             "container, hpc_job)",
                             names[i]));
       }
-      if (!seen.insert(names[i]).second)
-        fail_at(n[i], indexed(p, i), fmt::format("duplicate label '{}'", names[i]));
+      if (!seen.insert(names[i]).second) fail_at(n[i], indexed(p, i), fmt::format("duplicate label '{}'", names[i]));
     }
     if (seen.count("project") == 0) {
       fail_at(n, p, "must include project (the ledger's __idle__ and __unattributed__ owners are projects)");
@@ -316,10 +306,9 @@ void parse_ledger(const YAML::Node& node, LedgerConfig& l) {
   if (m.has("idle_power_watts")) {
     for (const MapEntry& e : read_entries(m.get("idle_power_watts"), m.path("idle_power_watts"))) {
       if (e.key.empty()) fail_at(e.key_node, m.path("idle_power_watts"), "a model name must not be empty");
-      double w = read_double(e.value, e.path, std::numeric_limits<double>::lowest(),
-                             std::numeric_limits<double>::max());
-      if (w <= 0)
-        fail_at(e.value, e.path, fmt::format("must be more than 0 watts, got '{}'", e.value.Scalar()));
+      double w =
+          read_double(e.value, e.path, std::numeric_limits<double>::lowest(), std::numeric_limits<double>::max());
+      if (w <= 0) fail_at(e.value, e.path, fmt::format("must be more than 0 watts, got '{}'", e.value.Scalar()));
       if (w > 100'000)
         fail_at(e.value, e.path, fmt::format("must be at most 100000 watts, got '{}'", e.value.Scalar()));
       l.idle_power_watts.emplace(e.key, w);
@@ -330,12 +319,10 @@ void parse_ledger(const YAML::Node& node, LedgerConfig& l) {
 void parse_processes(const YAML::Node& node, ProcessesConfig& p) {
   MapReader m(node, "processes", {"max_series", "retention"});
   if (m.has("max_series")) {
-    p.max_series =
-        static_cast<unsigned>(read_unsigned(m.get("max_series"), m.path("max_series"), 0, 100'000));
+    p.max_series = static_cast<unsigned>(read_unsigned(m.get("max_series"), m.path("max_series"), 0, 100'000));
   }
   if (m.has("retention")) {
-    p.retention =
-        read_ms(m.get("retention"), m.path("retention"), milliseconds(0), milliseconds(24 * 3'600'000));
+    p.retention = read_ms(m.get("retention"), m.path("retention"), milliseconds(0), milliseconds(24 * 3'600'000));
   }
 }
 
@@ -398,8 +385,7 @@ Result<Config> parse_config(std::string_view yaml, std::string source_name) {
   try {
     std::vector<YAML::Node> docs = load_documents(yaml);
     Config c;
-    if (docs.size() > 1)
-      fail_at(docs[1], "", fmt::format("expected one YAML document, found {}", docs.size()));
+    if (docs.size() > 1) fail_at(docs[1], "", fmt::format("expected one YAML document, found {}", docs.size()));
     if (docs.empty() || docs[0].IsNull()) return c;
     const YAML::Node& root = docs[0];
     if (!root.IsMap()) {
@@ -424,7 +410,8 @@ Result<Config> parse_config(std::string_view yaml, std::string source_name) {
 
 Result<std::string> read_config_file(const std::string& path) {
   auto text = read_regular_file(path, {.max_bytes = kMaxConfigBytes});
-  if (!text) return Error{text.error().code, fmt::format("{}: cannot read the config file: {}", path, text.error().message)};
+  if (!text)
+    return Error{text.error().code, fmt::format("{}: cannot read the config file: {}", path, text.error().message)};
   return text;
 }
 

@@ -24,7 +24,7 @@ struct KubeletConfig {
   std::chrono::milliseconds timeout{5'000};
   std::uint64_t max_message_size = 16ULL << 20;
   std::vector<std::string> resource_names = {"nvidia.com/gpu", "nvidia.com/gpu.shared", "nvidia.com/mig-*",
-                                            "amd.com/gpu"};
+                                             "amd.com/gpu"};
 
   // The socket to dial, or "" when the kubelet is not used: kPath gives `socket`; kAuto gives
   // <rootfs>/var/lib/kubelet/pod-resources/kubelet.sock when that exists.
@@ -70,7 +70,6 @@ struct LedgerConfig {
   bool keeps_label(std::string_view name) const;
 };
 
-
 struct ProcessesConfig {
   unsigned max_series = 256;  // 0 disables per-process metrics
   std::chrono::milliseconds retention{5 * 60'000};
@@ -78,10 +77,10 @@ struct ProcessesConfig {
 
 // Other exporters' schemas served beside gpumeter's own (render/compat.h, docs/migrating.md).
 struct CompatConfig {
-  std::vector<std::string> sets;    // compat set names, each valid and listed once
-  std::string collectors;           // dcgm-exporter counters file; "" for its default list
-  bool hostname_set = false;        // hostname was given; otherwise the host's name is used
-  std::string hostname;             // dcgm-exporter's Hostname label; "" leaves it out
+  std::vector<std::string> sets;  // compat set names, each valid and listed once
+  std::string collectors;         // dcgm-exporter counters file; "" for its default list
+  bool hostname_set = false;      // hostname was given; otherwise the host's name is used
+  std::string hostname;           // dcgm-exporter's Hostname label; "" leaves it out
 };
 
 struct Config {

@@ -47,7 +47,7 @@ typedef CUresult (*cuDeviceGet_fn)(CUdevice* device, int ordinal);
 typedef CUresult (*cuDeviceGetName_fn)(char* name, int length, CUdevice device);
 typedef CUresult (*cuDeviceGetUuid_fn)(CUuuid* uuid, CUdevice device);  // cuDeviceGetUuid_v2
 typedef CUresult (*cuDeviceGetAttribute_fn)(int* value, int attribute, CUdevice device);
-typedef CUresult (*cuDeviceTotalMem_fn)(std::size_t* bytes, CUdevice device);  // _v2
+typedef CUresult (*cuDeviceTotalMem_fn)(std::size_t* bytes, CUdevice device);                 // _v2
 typedef CUresult (*cuCtxCreate_fn)(CUcontext* context, unsigned int flags, CUdevice device);  // _v2
 typedef CUresult (*cuCtxDestroy_fn)(CUcontext context);                                       // _v2
 typedef CUresult (*cuCtxSetCurrent_fn)(CUcontext context);
@@ -55,8 +55,8 @@ typedef CUresult (*cuCtxSynchronize_fn)();
 typedef CUresult (*cuModuleLoadData_fn)(CUmodule* module, const void* image);
 typedef CUresult (*cuModuleUnload_fn)(CUmodule module);
 typedef CUresult (*cuModuleGetFunction_fn)(CUfunction* function, CUmodule module, const char* name);
-typedef CUresult (*cuMemAlloc_fn)(CUdeviceptr* pointer, std::size_t bytes);               // _v2
-typedef CUresult (*cuMemFree_fn)(CUdeviceptr pointer);                                    // _v2
+typedef CUresult (*cuMemAlloc_fn)(CUdeviceptr* pointer, std::size_t bytes);                  // _v2
+typedef CUresult (*cuMemFree_fn)(CUdeviceptr pointer);                                       // _v2
 typedef CUresult (*cuMemsetD8_fn)(CUdeviceptr pointer, unsigned char value, std::size_t n);  // _v2
 typedef CUresult (*cuEventCreate_fn)(CUevent* event, unsigned int flags);
 typedef CUresult (*cuEventRecord_fn)(CUevent event, CUstream stream);
@@ -65,7 +65,7 @@ typedef CUresult (*cuEventElapsedTime_fn)(float* milliseconds, CUevent start, CU
 typedef CUresult (*cuEventDestroy_fn)(CUevent event);  // _v2
 typedef CUresult (*cuLaunchKernel_fn)(CUfunction function, unsigned int grid_x, unsigned int grid_y,
                                       unsigned int grid_z, unsigned int block_x, unsigned int block_y,
-                                      unsigned int block_z, unsigned int shared_bytes, CUstream stream,
-                                      void** params, void** extra);
+                                      unsigned int block_z, unsigned int shared_bytes, CUstream stream, void** params,
+                                      void** extra);
 
 }  // extern "C"

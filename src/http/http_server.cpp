@@ -50,8 +50,7 @@ constexpr auto kLingerTime = std::chrono::milliseconds(500);
 std::string_view sv(beast::string_view s) { return {s.data(), s.size()}; }
 
 bool served_method(std::string_view m) {
-  return m == "GET" || m == "HEAD" || m == "POST" || m == "PUT" || m == "PATCH" || m == "DELETE" ||
-         m == "OPTIONS";
+  return m == "GET" || m == "HEAD" || m == "POST" || m == "PUT" || m == "PATCH" || m == "DELETE" || m == "OPTIONS";
 }
 
 std::string joined(const http::fields& fields, http::field name) {
@@ -67,11 +66,9 @@ std::string joined(const http::fields& fields, http::field name) {
 
 Result<void> validate_options(const HttpServerOptions& o) {
   const std::string& p = o.telemetry_path;
-  if (p.empty() || p.front() != '/')
-    return Error{0, "--web.telemetry-path must start with '/': \"" + p + "\""};
+  if (p.empty() || p.front() != '/') return Error{0, "--web.telemetry-path must start with '/': \"" + p + "\""};
   for (char c : p) {
-    if (static_cast<unsigned char>(c) <= 0x20 || static_cast<unsigned char>(c) >= 0x7f || c == '?' ||
-        c == '#') {
+    if (static_cast<unsigned char>(c) <= 0x20 || static_cast<unsigned char>(c) >= 0x7f || c == '?' || c == '#') {
       return Error{0, "--web.telemetry-path has a character not allowed in a URL path: \"" + p + "\""};
     }
   }
@@ -249,9 +246,8 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
     parser_->header_limit(static_cast<uint32_t>(s_.opt.max_header_bytes));
     parser_->body_limit(s_.opt.max_payload_bytes);
     with_stream([&](auto& stream) {
-      http::async_read_header(stream, buffer_, *parser_, [self = shared_from_this()](error_code ec, size_t) {
-        self->on_header(ec);
-      });
+      http::async_read_header(stream, buffer_, *parser_,
+                              [self = shared_from_this()](error_code ec, size_t) { self->on_header(ec); });
     });
   }
 
@@ -490,8 +486,8 @@ Result<int> HttpServer::Impl::bind(const ListenAddress& addr) {
   error_code last;
   for (const std::string& host : hosts) {
     tcp::resolver resolver(ioc);
-    auto endpoints = resolver.resolve(host, std::to_string(addr.port), tcp::resolver::passive |
-                                                                          tcp::resolver::numeric_service, last);
+    auto endpoints = resolver.resolve(host, std::to_string(addr.port),
+                                      tcp::resolver::passive | tcp::resolver::numeric_service, last);
     if (last) continue;
     for (const auto& entry : endpoints) {
       error_code ec;

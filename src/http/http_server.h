@@ -12,12 +12,11 @@
 // in order.
 //
 // Status codes: unknown paths 404; POST/PUT/PATCH/DELETE/OPTIONS on a known path 405 with
-// "Allow: GET, HEAD" (on /-/reload, GET and the others get 405 with "Allow: POST, PUT"); other methods, malformed request lines, HTTP versions other than 1.0 and 1.1,
-// invalid percent-encoding and chunked request bodies 400; request targets over 8192 bytes 414;
-// declared bodies over max_payload_bytes 413; header blocks over max_header_bytes 431. With
-// basic_auth_users configured, every request without valid credentials gets 401 with
-// "WWW-Authenticate: Basic". A plain-HTTP request to a TLS listener fails the handshake and is
-// closed without a response (Go answers it with a 400).
+// "Allow: GET, HEAD" (on /-/reload, GET and the others get 405 with "Allow: POST, PUT"); other methods, malformed
+// request lines, HTTP versions other than 1.0 and 1.1, invalid percent-encoding and chunked request bodies 400; request
+// targets over 8192 bytes 414; declared bodies over max_payload_bytes 413; header blocks over max_header_bytes 431.
+// With basic_auth_users configured, every request without valid credentials gets 401 with "WWW-Authenticate: Basic". A
+// plain-HTTP request to a TLS listener fails the handshake and is closed without a response (Go answers it with a 400).
 
 #include <chrono>
 #include <cstddef>
@@ -44,13 +43,13 @@ struct HttpServerOptions {
   size_t max_threads = 16;
   size_t max_connections = 512;      // open at once; an idle plain one costs about 6 KiB
   size_t max_concurrent_bcrypt = 2;  // password checks at once; beyond, 429
-  int listen_backlog = 1024;  // clients waiting while every place is taken; capped by net.core.somaxconn
-  size_t max_header_bytes = 16384;  // request line and all header fields together; beyond, 431
-  std::chrono::milliseconds read_timeout{10000};  // for a whole request, from its first byte
+  int listen_backlog = 1024;         // clients waiting while every place is taken; capped by net.core.somaxconn
+  size_t max_header_bytes = 16384;   // request line and all header fields together; beyond, 431
+  std::chrono::milliseconds read_timeout{10000};   // for a whole request, from its first byte
   std::chrono::milliseconds write_timeout{10000};  // for a whole response
   size_t keep_alive_max_count = 100;
   std::chrono::milliseconds keep_alive_timeout{5000};  // idle between requests
-  size_t max_payload_bytes = 4096;  // only GET/HEAD are served; any body is unexpected
+  size_t max_payload_bytes = 4096;                     // only GET/HEAD are served; any body is unexpected
   // Answers /-/ready. Unset: ready once the first snapshot is published.
   std::function<Readiness()> readiness;
   // Wall clock in Unix seconds, for the snapshot age. Unset: the system clock.

@@ -25,13 +25,11 @@ Result<ListenAddress> parse_listen_address(std::string_view address) {
     if (close == std::string_view::npos) return bad(address, "missing ']'");
     out.host = std::string(address.substr(1, close - 1));
     if (out.host.empty()) return bad(address, "empty IPv6 host");
-    if (close + 1 >= address.size() || address[close + 1] != ':')
-      return bad(address, "missing port after ']'");
+    if (close + 1 >= address.size() || address[close + 1] != ':') return bad(address, "missing port after ']'");
     port_text = address.substr(close + 2);
   } else {
     const size_t colon = address.rfind(':');
-    if (colon == std::string_view::npos)
-      return bad(address, "missing port (use \":9400\" for all interfaces)");
+    if (colon == std::string_view::npos) return bad(address, "missing port (use \":9400\" for all interfaces)");
     out.host = std::string(address.substr(0, colon));
     if (out.host.find(':') != std::string::npos) return bad(address, "IPv6 hosts must be in brackets");
     port_text = address.substr(colon + 1);

@@ -37,20 +37,34 @@ HttpResponse text(int status, std::string body) {
 
 const char* reason_phrase(int status) {
   switch (status) {
-    case 200: return "OK";
-    case 400: return "Bad Request";
-    case 401: return "Unauthorized";
-    case 403: return "Forbidden";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 408: return "Request Timeout";
-    case 413: return "Payload Too Large";
-    case 414: return "URI Too Long";
-    case 429: return "Too Many Requests";
-    case 431: return "Request Header Fields Too Large";
-    case 500: return "Internal Server Error";
-    case 503: return "Service Unavailable";
-    default: return status < 500 ? "Client Error" : "Server Error";
+    case 200:
+      return "OK";
+    case 400:
+      return "Bad Request";
+    case 401:
+      return "Unauthorized";
+    case 403:
+      return "Forbidden";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 408:
+      return "Request Timeout";
+    case 413:
+      return "Payload Too Large";
+    case 414:
+      return "URI Too Long";
+    case 429:
+      return "Too Many Requests";
+    case 431:
+      return "Request Header Fields Too Large";
+    case 500:
+      return "Internal Server Error";
+    case 503:
+      return "Service Unavailable";
+    default:
+      return status < 500 ? "Client Error" : "Server Error";
   }
 }
 
@@ -72,9 +86,7 @@ Readiness HttpRouter::readiness() const {
 }
 
 // "/api/v1/gpus/" too: a UUID that is empty is not on this node, and the answer says so in JSON.
-bool HttpRouter::is_api(std::string_view path) {
-  return path == kApiGpus || path.starts_with("/api/v1/gpus/");
-}
+bool HttpRouter::is_api(std::string_view path) { return path == kApiGpus || path.starts_with("/api/v1/gpus/"); }
 
 bool HttpRouter::known_path(std::string_view path) const {
   return path == opt_.telemetry_path || path == "/" || path == kHealthyPath || path == kReadyPath ||
@@ -140,8 +152,8 @@ HttpResponse HttpRouter::serve_metrics(const HttpRequest& req) const {
     std::shared_ptr<const Published> published;
     ScrapeBody body;
   };
-  auto scrape = std::make_shared<const Scrape>(
-      Scrape{published, make_scrape_body(published->exposition, format, gzip, now())});
+  auto scrape =
+      std::make_shared<const Scrape>(Scrape{published, make_scrape_body(published->exposition, format, gzip, now())});
   HttpResponse r;
   r.content_type = std::string(content_type(format));
   r.headers.emplace_back("Vary", "Accept, Accept-Encoding");
@@ -169,8 +181,8 @@ HttpResponse HttpRouter::serve_api(std::string_view path) const {
     std::shared_ptr<const Published> published;
     std::string tail;
   };
-  auto answer = std::make_shared<const Answer>(
-      Answer{published, render_api_tail(now() - published->snapshot->taken_unix)});
+  auto answer =
+      std::make_shared<const Answer>(Answer{published, render_api_tail(now() - published->snapshot->taken_unix)});
   HttpResponse r = api_json(200, "");
   r.pieces = {*body, answer->tail};
   r.keep = std::move(answer);

@@ -31,8 +31,8 @@ struct HttpResponse {
   int status = 200;
   std::string content_type;
   std::vector<std::pair<std::string, std::string>> headers;  // besides Content-Type and -Length
-  std::string owned;                          // the body, unless `pieces` is set
-  std::array<std::string_view, 2> pieces{};   // a body borrowed from `keep`
+  std::string owned;                                         // the body, unless `pieces` is set
+  std::array<std::string_view, 2> pieces{};                  // a body borrowed from `keep`
   std::shared_ptr<const void> keep;
 
   size_t body_size() const { return keep ? pieces[0].size() + pieces[1].size() : owned.size(); }
@@ -49,9 +49,7 @@ class HttpRouter {
   // The answer to `req` once authentication has given `verdict`.
   HttpResponse handle(const HttpRequest& req, AuthVerdict verdict) const;
   // Paths whose handler calls out to user code or renders: run off the event loop.
-  bool is_slow(std::string_view path) const {
-    return path == "/" || path == "/-/ready" || path == kReloadPath;
-  }
+  bool is_slow(std::string_view path) const { return path == "/" || path == "/-/ready" || path == kReloadPath; }
   static constexpr std::string_view kReloadPath = "/-/reload";
   // /api/v1/gpus and /api/v1/gpus/<uuid> (docs/api.md).
   static bool is_api(std::string_view path);

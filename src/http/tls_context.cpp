@@ -21,10 +21,14 @@ std::string openssl_error(const std::string& what) {
 
 int openssl_version(TlsVersion v) {
   switch (v) {
-    case TlsVersion::kTls10: return TLS1_VERSION;
-    case TlsVersion::kTls11: return TLS1_1_VERSION;
-    case TlsVersion::kTls12: return TLS1_2_VERSION;
-    case TlsVersion::kTls13: return TLS1_3_VERSION;
+    case TlsVersion::kTls10:
+      return TLS1_VERSION;
+    case TlsVersion::kTls11:
+      return TLS1_1_VERSION;
+    case TlsVersion::kTls12:
+      return TLS1_2_VERSION;
+    case TlsVersion::kTls13:
+      return TLS1_3_VERSION;
   }
   return TLS1_2_VERSION;
 }
@@ -84,14 +88,18 @@ Result<void> configure_tls_context(ssl_ctx_st* ctx, const TlsServerConfig& c) {
   }
 
   switch (c.client_auth) {
-    case ClientAuth::kNoClientCert: SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, nullptr); break;
+    case ClientAuth::kNoClientCert:
+      SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, nullptr);
+      break;
     case ClientAuth::kRequestClientCert:
       SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, accept_any_certificate);
       break;
     case ClientAuth::kRequireAnyClientCert:
       SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, accept_any_certificate);
       break;
-    case ClientAuth::kVerifyClientCertIfGiven: SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr); break;
+    case ClientAuth::kVerifyClientCertIfGiven:
+      SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
+      break;
     case ClientAuth::kRequireAndVerifyClientCert:
       SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nullptr);
       break;

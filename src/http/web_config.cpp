@@ -49,8 +49,8 @@ class Parser {
     const YAML::Mark m = node.Mark();
     if (m.is_null()) return Error{0, path_ + ": " + what};
     const size_t quote = node.Tag() == "!" ? 1 : 0;  // yaml-cpp tags quoted scalars "!"
-    return Error{0, path_ + ":" + std::to_string(m.line + 1) + ":" +
-                        std::to_string(m.column + 1 + quote + offset) + ": " + what};
+    return Error{0, path_ + ":" + std::to_string(m.line + 1) + ":" + std::to_string(m.column + 1 + quote + offset) +
+                        ": " + what};
   }
 
   // Calls fn(key, value) for each entry; rejects non-maps, duplicate keys and keys not in `known`.
@@ -63,8 +63,7 @@ class Parser {
     for (const auto& kv : map) {
       const std::string key = kv.first.Scalar();
       if (!seen.insert(key).second) return error_at(kv.first, "field " + key + " already set in " + where);
-      if (!known.empty() && !known.count(key))
-        return error_at(kv.first, "field " + key + " not found in " + where);
+      if (!known.empty() && !known.count(key)) return error_at(kv.first, "field " + key + " not found in " + where);
       if (auto r = fn(kv.first, key, kv.second); !r) return r;
     }
     return {};
@@ -78,8 +77,7 @@ class Parser {
 
   Result<bool> boolean(const YAML::Node& n, const std::string& field) const {
     bool v = false;
-    if (!n.IsScalar() || !YAML::convert<bool>::decode(n, v))
-      return error_at(n, field + " must be true or false");
+    if (!n.IsScalar() || !YAML::convert<bool>::decode(n, v)) return error_at(n, field + " must be true or false");
     return v;
   }
 
@@ -110,8 +108,7 @@ Result<TlsVersion> tls_version(const Parser& p, const YAML::Node& n) {
                                                               {"TLS12", TlsVersion::kTls12},
                                                               {"TLS13", TlsVersion::kTls13}};
   auto it = kVersions.find(n.IsScalar() ? n.Scalar() : "");
-  if (it == kVersions.end())
-    return p.error_at(n, "unknown TLS version: " + (n.IsScalar() ? n.Scalar() : "?"));
+  if (it == kVersions.end()) return p.error_at(n, "unknown TLS version: " + (n.IsScalar() ? n.Scalar() : "?"));
   return it->second;
 }
 
@@ -166,52 +163,48 @@ bool known_cipher(const std::string& name) {
 Result<void> parse_tls(const Parser& p, const YAML::Node& node, WebConfig& out) {
   TlsServerConfig tls;
   bool client_auth_set = false;
-  auto r = p.each_field(node, "tls_server_config",
-                        {"cert_file", "key_file", "client_auth_type", "client_ca_file", "min_version",
-                         "max_version", "cipher_suites", "prefer_server_cipher_suites", "curve_preferences"},
-                        [&](const YAML::Node&, const std::string& key, const YAML::Node& v) -> Result<void> {
-                          if (key == "cert_file" || key == "key_file" || key == "client_ca_file") {
-                            auto s = p.scalar(v, key);
-                            if (!s) return s.error();
-                            (key == "cert_file"  ? tls.cert_file
-                             : key == "key_file" ? tls.key_file
-                                                 : tls.client_ca_file) = p.resolve(*s);
-                          } else if (key == "client_auth_type") {
-                            auto a = client_auth(p, v);
-                            if (!a) return a.error();
-                            tls.client_auth = *a;
-                            client_auth_set = !v.IsNull() && !v.Scalar().empty();
-                          } else if (key == "min_version" || key == "max_version") {
-                            auto ver = tls_version(p, v);
-                            if (!ver) return ver.error();
-                            (key == "min_version" ? tls.min_version : tls.max_version) = *ver;
-                          } else if (key == "prefer_server_cipher_suites") {
-                            auto b = p.boolean(v, key);
-                            if (!b) return b.error();
-                            tls.prefer_server_cipher_suites = *b;
-                          } else if (key == "cipher_suites") {
-                            auto list = p.string_list(v, key);
-                            if (!list) return list.error();
-                            for (size_t i = 0; i < list->size(); ++i) {
-                              if (!known_cipher((*list)[i]))
-                                return p.error_at(v[i], "unknown cipher: " + (*list)[i]);
-                            }
-                            tls.cipher_suites = *list;
-                          } else if (key == "curve_preferences") {
-                            if (!v.IsNull() && !v.IsSequence())
-                              return p.error_at(v, "curve_preferences must be a list");
-                            for (const auto& item : v) {
-                              auto c = curve(p, item);
-                              if (!c) return c.error();
-                              tls.curve_preferences.push_back(*c);
-                            }
-                          }
-                          return {};
-                        });
+  auto r = p.each_field(
+      node, "tls_server_config",
+      {"cert_file", "key_file", "client_auth_type", "client_ca_file", "min_version", "max_version", "cipher_suites",
+       "prefer_server_cipher_suites", "curve_preferences"},
+      [&](const YAML::Node&, const std::string& key, const YAML::Node& v) -> Result<void> {
+        if (key == "cert_file" || key == "key_file" || key == "client_ca_file") {
+          auto s = p.scalar(v, key);
+          if (!s) return s.error();
+          (key == "cert_file" ? tls.cert_file : key == "key_file" ? tls.key_file : tls.client_ca_file) = p.resolve(*s);
+        } else if (key == "client_auth_type") {
+          auto a = client_auth(p, v);
+          if (!a) return a.error();
+          tls.client_auth = *a;
+          client_auth_set = !v.IsNull() && !v.Scalar().empty();
+        } else if (key == "min_version" || key == "max_version") {
+          auto ver = tls_version(p, v);
+          if (!ver) return ver.error();
+          (key == "min_version" ? tls.min_version : tls.max_version) = *ver;
+        } else if (key == "prefer_server_cipher_suites") {
+          auto b = p.boolean(v, key);
+          if (!b) return b.error();
+          tls.prefer_server_cipher_suites = *b;
+        } else if (key == "cipher_suites") {
+          auto list = p.string_list(v, key);
+          if (!list) return list.error();
+          for (size_t i = 0; i < list->size(); ++i) {
+            if (!known_cipher((*list)[i])) return p.error_at(v[i], "unknown cipher: " + (*list)[i]);
+          }
+          tls.cipher_suites = *list;
+        } else if (key == "curve_preferences") {
+          if (!v.IsNull() && !v.IsSequence()) return p.error_at(v, "curve_preferences must be a list");
+          for (const auto& item : v) {
+            auto c = curve(p, item);
+            if (!c) return c.error();
+            tls.curve_preferences.push_back(*c);
+          }
+        }
+        return {};
+      });
   if (!r) return r;
   // As exporter-toolkit: a section without any of these four leaves TLS off.
-  if (tls.cert_file.empty() && tls.key_file.empty() && !client_auth_set && tls.client_ca_file.empty())
-    return {};
+  if (tls.cert_file.empty() && tls.key_file.empty() && !client_auth_set && tls.client_ca_file.empty()) return {};
   if (tls.cert_file.empty()) return p.error_at(node, "missing cert_file");
   if (tls.key_file.empty()) return p.error_at(node, "missing key_file");
   if (!tls.client_ca_file.empty() && tls.client_auth == ClientAuth::kNoClientCert) {
@@ -233,42 +226,42 @@ Result<void> parse_tls(const Parser& p, const YAML::Node& node, WebConfig& out) 
 }
 
 Result<void> parse_http(const Parser& p, const YAML::Node& node, WebConfig& out) {
-  return p.each_field(
-      node, "http_server_config", {"http2", "headers"},
-      [&](const YAML::Node&, const std::string& key, const YAML::Node& v) -> Result<void> {
-        if (key == "http2") {
-          auto b = p.boolean(v, key);
-          if (!b) return b.error();
-          out.http2 = *b;
-          return {};
-        }
-        return p.each_field(
-            v, "headers", {},
-            [&](const YAML::Node& k, const std::string& name, const YAML::Node& value) -> Result<void> {
-              auto s = p.scalar(value, name);
-              if (!s) return s.error();
-              // A NUL or control byte would split or truncate the response header on the wire.
-              for (size_t i = 0; i < s->size(); ++i) {
-                const unsigned char c = static_cast<unsigned char>((*s)[i]);
-                if ((c < 0x20 && c != '\t') || c == 0x7f) {
-                  char hex[8];
-                  std::snprintf(hex, sizeof hex, "0x%02x", c);
-                  return p.error_at_char(value, i, "control character " + std::string(hex) +
-                                                       " in the value of header " + name);
-                }
-              }
-              auto it = allowed_headers().find(name);
-              if (it == allowed_headers().end()) {
-                return p.error_at(k, "HTTP header \"" + name + "\" can not be configured");
-              }
-              const auto& values = it->second;
-              if (!values.empty() && std::find(values.begin(), values.end(), *s) == values.end()) {
-                return p.error_at(value, "invalid value \"" + *s + "\" for " + name);
-              }
-              out.headers.emplace_back(name, *s);
-              return {};
-            });
-      });
+  return p.each_field(node, "http_server_config", {"http2", "headers"},
+                      [&](const YAML::Node&, const std::string& key, const YAML::Node& v) -> Result<void> {
+                        if (key == "http2") {
+                          auto b = p.boolean(v, key);
+                          if (!b) return b.error();
+                          out.http2 = *b;
+                          return {};
+                        }
+                        return p.each_field(
+                            v, "headers", {},
+                            [&](const YAML::Node& k, const std::string& name, const YAML::Node& value) -> Result<void> {
+                              auto s = p.scalar(value, name);
+                              if (!s) return s.error();
+                              // A NUL or control byte would split or truncate the response header on the wire.
+                              for (size_t i = 0; i < s->size(); ++i) {
+                                const unsigned char c = static_cast<unsigned char>((*s)[i]);
+                                if ((c < 0x20 && c != '\t') || c == 0x7f) {
+                                  char hex[8];
+                                  std::snprintf(hex, sizeof hex, "0x%02x", c);
+                                  return p.error_at_char(
+                                      value, i,
+                                      "control character " + std::string(hex) + " in the value of header " + name);
+                                }
+                              }
+                              auto it = allowed_headers().find(name);
+                              if (it == allowed_headers().end()) {
+                                return p.error_at(k, "HTTP header \"" + name + "\" can not be configured");
+                              }
+                              const auto& values = it->second;
+                              if (!values.empty() && std::find(values.begin(), values.end(), *s) == values.end()) {
+                                return p.error_at(value, "invalid value \"" + *s + "\" for " + name);
+                              }
+                              out.headers.emplace_back(name, *s);
+                              return {};
+                            });
+                      });
 }
 
 Result<void> parse_users(const Parser& p, const YAML::Node& node, WebConfig& out) {
@@ -289,8 +282,7 @@ Result<void> parse_users(const Parser& p, const YAML::Node& node, WebConfig& out
 bool is_bcrypt_hash(std::string_view h) {
   if (h.size() != 60 || h[0] != '$' || h[1] != '2' || h[3] != '$' || h[6] != '$') return false;
   if (h[2] != 'a' && h[2] != 'b' && h[2] != 'x' && h[2] != 'y') return false;
-  if (!std::isdigit(static_cast<unsigned char>(h[4])) || !std::isdigit(static_cast<unsigned char>(h[5])))
-    return false;
+  if (!std::isdigit(static_cast<unsigned char>(h[4])) || !std::isdigit(static_cast<unsigned char>(h[5]))) return false;
   const int cost = (h[4] - '0') * 10 + (h[5] - '0');
   if (cost < 4 || cost > 31) return false;
   for (char c : h.substr(7)) {
@@ -312,13 +304,12 @@ Result<WebConfig> parse_web_config(std::string_view yaml, const std::string& pat
   } catch (const YAML::Exception& e) {
     return Error{0, path + ":" + std::to_string(e.mark.line + 1) + ": " + e.msg};
   }
-  auto r =
-      p.each_field(root, "the web config", {"tls_server_config", "http_server_config", "basic_auth_users"},
-                   [&](const YAML::Node&, const std::string& key, const YAML::Node& v) -> Result<void> {
-                     if (key == "tls_server_config") return parse_tls(p, v, out);
-                     if (key == "http_server_config") return parse_http(p, v, out);
-                     return parse_users(p, v, out);
-                   });
+  auto r = p.each_field(root, "the web config", {"tls_server_config", "http_server_config", "basic_auth_users"},
+                        [&](const YAML::Node&, const std::string& key, const YAML::Node& v) -> Result<void> {
+                          if (key == "tls_server_config") return parse_tls(p, v, out);
+                          if (key == "http_server_config") return parse_http(p, v, out);
+                          return parse_users(p, v, out);
+                        });
   if (!r) return r.error();
   return out;
 }

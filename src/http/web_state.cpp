@@ -15,8 +15,8 @@ Result<std::shared_ptr<WebState>> build_web_state(const WebConfig* web, size_t m
   // in the text answers. The web config may set the header itself, and then it is sent once.
   constexpr const char* kNoSniff = "X-Content-Type-Options: nosniff\r\n";
   const bool configured = web != nullptr && std::any_of(web->headers.begin(), web->headers.end(), [](const auto& h) {
-    return strcasecmp(h.first.c_str(), "X-Content-Type-Options") == 0;
-  });
+                            return strcasecmp(h.first.c_str(), "X-Content-Type-Options") == 0;
+                          });
   if (!configured) state->extra_headers = kNoSniff;
   if (web == nullptr) return state;
   if (!web->basic_auth_users.empty()) {

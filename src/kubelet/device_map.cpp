@@ -79,8 +79,7 @@ bool is_dra_gpu_name(std::string_view name) {
 
 }  // namespace
 
-DeviceMap build_device_map(const std::vector<PodResources>& pods,
-                           const std::vector<std::string>& resource_names) {
+DeviceMap build_device_map(const std::vector<PodResources>& pods, const std::vector<std::string>& resource_names) {
   DeviceMap map;
   map.fetched_at = std::chrono::system_clock::now();
   for (const PodResources& pod : pods) {
@@ -163,8 +162,7 @@ void KubeletWatcher::run() {
 namespace {
 
 std::string age_text(std::chrono::system_clock::time_point since) {
-  const auto age =
-      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now() - since);
+  const auto age = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now() - since);
   return std::to_string(age.count() / 1000) + "." + std::to_string(age.count() % 1000 / 100) + "s";
 }
 
@@ -210,11 +208,9 @@ void KubeletWatcher::refresh() {
   switch (transition) {
     case Transition::kFirstUp:
     case Transition::kRecovered:
-      log_.info(transition == Transition::kFirstUp ? "kubelet pod-resources API up"
-                                                   : "kubelet pod-resources API recovered",
-                {{"socket", socket},
-                 {"pods", std::to_string(pods)},
-                 {"devices", std::to_string(map->by_device.size())}});
+      log_.info(
+          transition == Transition::kFirstUp ? "kubelet pod-resources API up" : "kubelet pod-resources API recovered",
+          {{"socket", socket}, {"pods", std::to_string(pods)}, {"devices", std::to_string(map->by_device.size())}});
       break;
     case Transition::kDown:
       log_.warn("kubelet pod-resources API unavailable; keeping the last device map and retrying",
@@ -225,8 +221,7 @@ void KubeletWatcher::refresh() {
       break;
     case Transition::kNone:
       if (!map && log_.enabled(LogLevel::kDebug)) {
-        log_.debug("kubelet pod-resources List failed",
-                   {{"socket", socket}, {"err", result.error().message}});
+        log_.debug("kubelet pod-resources List failed", {{"socket", socket}, {"err", result.error().message}});
       }
       break;
   }

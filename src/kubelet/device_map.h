@@ -68,8 +68,7 @@ std::string dra_gpu_key(unsigned device_minor);  // "gpu-<minor>"
 // resource_names keeps every resource. DRA claim devices of kNvidiaDraDriver named like a whole
 // GPU (dra_gpu_key) are kept too, with the driver's name as their resource_name; other claim
 // devices (MIG slices, other drivers) are not GPUs this map knows. fetched_at is now.
-DeviceMap build_device_map(const std::vector<PodResources>& pods,
-                           const std::vector<std::string>& resource_names);
+DeviceMap build_device_map(const std::vector<PodResources>& pods, const std::vector<std::string>& resource_names);
 
 // Calls List every refresh_interval on a background thread and publishes an immutable DeviceMap.
 //

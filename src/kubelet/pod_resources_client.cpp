@@ -134,8 +134,7 @@ void PodResourcesClient::shutdown() {
   impl_->stub.reset();
 }
 
-Result<std::vector<PodResources>> list_pod_resources(const std::string& socket_path,
-                                                     std::chrono::milliseconds timeout,
+Result<std::vector<PodResources>> list_pod_resources(const std::string& socket_path, std::chrono::milliseconds timeout,
                                                      std::size_t max_message_bytes) {
   PodResourcesClient client(socket_path, max_message_bytes);
   return client.list(timeout);

@@ -32,8 +32,7 @@ std::string status_code_name(int code);
 
 // One List call on a fresh channel. max_message_bytes bounds the reply (0 = gRPC's default,
 // 4 MiB; values above INT_MAX are clamped).
-Result<std::vector<PodResources>> list_pod_resources(const std::string& socket_path,
-                                                     std::chrono::milliseconds timeout,
+Result<std::vector<PodResources>> list_pod_resources(const std::string& socket_path, std::chrono::milliseconds timeout,
                                                      std::size_t max_message_bytes);
 
 // The same call on a channel kept across calls (one connection to the kubelet instead of one per

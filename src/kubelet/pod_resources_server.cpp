@@ -111,20 +111,17 @@ struct PodResourcesServer::Impl {
   bool stopped = false;
 };
 
-Result<std::unique_ptr<PodResourcesServer>> PodResourcesServer::start(const std::string& socket_path,
-                                                                      ListFn list) {
+Result<std::unique_ptr<PodResourcesServer>> PodResourcesServer::start(const std::string& socket_path, ListFn list) {
   const std::string what = "pod-resources server on unix:" + socket_path;
   if (socket_path.empty()) return Error{0, "pod-resources server: empty socket path"};
   if (socket_path.size() >= sizeof(sockaddr_un::sun_path)) {
-    return Error{0, what + ": socket path is " + std::to_string(socket_path.size()) +
-                        " bytes, the limit is " + std::to_string(sizeof(sockaddr_un::sun_path) - 1)};
+    return Error{0, what + ": socket path is " + std::to_string(socket_path.size()) + " bytes, the limit is " +
+                        std::to_string(sizeof(sockaddr_un::sun_path) - 1)};
   }
   if (!list) return Error{0, what + ": no List callback"};
 
   const std::size_t slash = socket_path.rfind('/');
-  const std::string parent = slash == std::string::npos ? "."
-                             : slash == 0               ? "/"
-                                                        : socket_path.substr(0, slash);
+  const std::string parent = slash == std::string::npos ? "." : slash == 0 ? "/" : socket_path.substr(0, slash);
   struct stat st {};
   if (::stat(parent.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
     return Error{0, what + ": directory " + parent + " does not exist"};

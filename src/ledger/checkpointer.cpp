@@ -39,8 +39,10 @@ Result<void> Checkpointer::load() {
   // refused is left as it is, which the error says (docs/ledger.md).
   loaded_ = !loaded.fatal;
   if (loaded.fatal) {
-    return Error{2, "cannot use the ledger state file (it is left as it is; fix it, move it away, or choose another "
-                    "--ledger.state-file): " + loaded.problem};
+    return Error{2,
+                 "cannot use the ledger state file (it is left as it is; fix it, move it away, or choose another "
+                 "--ledger.state-file): " +
+                     loaded.problem};
   }
   if (!loaded.problem.empty()) {
     log_.error("ledger state file unusable; set aside, starting an empty ledger",
@@ -111,8 +113,8 @@ void Checkpointer::note_result(const Result<std::size_t>& written, double took_s
   duration_ = took_s;
   if (written) {
     if (failing_streak_ > 0) {
-      log_.info("ledger state saved again", {{"path", options_.state_file},
-                                             {"failed_checkpoints", std::to_string(failing_streak_)}});
+      log_.info("ledger state saved again",
+                {{"path", options_.state_file}, {"failed_checkpoints", std::to_string(failing_streak_)}});
     } else if (last_unix_ == 0) {
       log_.info("ledger state saved", {{"path", options_.state_file}, {"bytes", std::to_string(*written)}});
     }

@@ -24,7 +24,7 @@ class GpuDrmClients {
   DrmRound use(DrmClientSource* source, const DeviceIdentity& id, std::int64_t now_us);
 
  private:
-  std::mutex mu_;  // taken alone
+  std::mutex mu_;     // taken alone
   std::string uuid_;  // the GPU whose clients `ledger_` counts
   DrmClientLedger ledger_;
 };

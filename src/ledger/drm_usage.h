@@ -51,8 +51,8 @@ class DrmClientLedger {
 
  private:
   struct Seen {
-    std::uint64_t ns = 0;      // the largest counter taken as true
-    std::int64_t seen_us = 0;  // when it was last read
+    std::uint64_t ns = 0;         // the largest counter taken as true
+    std::int64_t seen_us = 0;     // when it was last read
     std::uint64_t credit_ns = 0;  // engine time it may still be billed (see above)
   };
   std::map<std::uint64_t, Seen> seen_;  // by client id

@@ -45,8 +45,8 @@ std::shared_ptr<const GpuLedgerSnapshot> GpuLedgers::snapshot(bool scheduler) co
   ls->gap_seconds = ledger_.gap_seconds();
   ls->foreign_seconds = ledger_.foreign_seconds();
   for (const auto& [owner, t] : ledger_.owners()) {
-    ls->owners.push_back({owner, t.allocated_seconds, t.busy_seconds, t.memory_byte_seconds, t.energy_joules,
-                          t.idle_allocated_seconds});
+    ls->owners.push_back(
+        {owner, t.allocated_seconds, t.busy_seconds, t.memory_byte_seconds, t.energy_joules, t.idle_allocated_seconds});
   }
   mig_.append(*ls);
   return ls;

@@ -44,8 +44,8 @@ void HostOwnerResolver::start() {
   kubelet_->start();
   // Give the first List a moment before the first collection: a restarted agent re-integrates
   // the driver's sample buffer at once, and those periods should carry pod names like the rest.
-  const auto deadline = std::chrono::steady_clock::now() + std::min<std::chrono::milliseconds>(
-                                                                options_.kubelet.timeout, std::chrono::seconds(3));
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::min<std::chrono::milliseconds>(options_.kubelet.timeout, std::chrono::seconds(3));
   while (!kubelet_->latest() && kubelet_->stats().failures == 0 && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
@@ -60,7 +60,8 @@ void HostOwnerResolver::update_rules(ProjectResolver rules, std::vector<std::str
   std::shared_ptr<ProcessCache> next_cache;
   const bool same_environment = environment == options_.environment;
   if (!same_environment) {
-    next_cache = std::make_shared<ProcessCache>(ProcfsReader(options_.procfs, options_.rootfs, with_hostname(environment)));
+    next_cache =
+        std::make_shared<ProcessCache>(ProcfsReader(options_.procfs, options_.rootfs, with_hostname(environment)));
   }
   std::lock_guard lock(mu_);
   rules_ = std::move(next_rules);
@@ -119,9 +120,8 @@ void HostOwnerResolver::refresh_hpc_locked() {
     if (jobs != nullptr) {
       struct stat f {};
       const std::string path = options_.hpc_job_mapping_dir + "/" + file;
-      hpc_changed_us_[file] = when(::stat(path.c_str(), &f) == 0
-                                       ? std::int64_t{f.st_mtim.tv_sec} * 1'000'000'000 + f.st_mtim.tv_nsec
-                                       : -1);
+      hpc_changed_us_[file] =
+          when(::stat(path.c_str(), &f) == 0 ? std::int64_t{f.st_mtim.tv_sec} * 1'000'000'000 + f.st_mtim.tv_nsec : -1);
     } else {
       hpc_changed_us_[file] = when(dir_mtime_ns);
     }
@@ -138,11 +138,12 @@ void HostOwnerResolver::refresh_hpc_locked() {
   }
   if (m->links_skipped + m->files_skipped > 0 &&
       (m->links_skipped != hpc_.links_skipped || m->files_skipped != hpc_.files_skipped)) {
-    log_.warn("HPC job mapping files skipped: symbolic links and other non-regular files are not read, nor "
-              "files beyond the limit",
-              {{"dir", options_.hpc_job_mapping_dir},
-               {"not_regular", std::to_string(m->links_skipped)},
-               {"beyond_limit", std::to_string(m->files_skipped)}});
+    log_.warn(
+        "HPC job mapping files skipped: symbolic links and other non-regular files are not read, nor "
+        "files beyond the limit",
+        {{"dir", options_.hpc_job_mapping_dir},
+         {"not_regular", std::to_string(m->links_skipped)},
+         {"beyond_limit", std::to_string(m->files_skipped)}});
   }
   hpc_ = std::move(m).value();
   hpc_read_ = now;
@@ -165,7 +166,7 @@ std::vector<std::string> HostOwnerResolver::jobs_of_locked(const DeviceIdentity&
 }
 
 const std::vector<kubelet::DeviceOwner>* HostOwnerResolver::pods_of(const kubelet::DeviceMap& map,
-                                                                     const DeviceIdentity& gpu) {
+                                                                    const DeviceIdentity& gpu) {
   if (auto it = map.by_device.find(gpu.uuid); it != map.by_device.end()) return &it->second;
   // A MIG device is named by its "MIG-…" uuid only; the index and minor name its parent.
   if (!gpu.parent_uuid.empty()) return nullptr;
@@ -306,8 +307,9 @@ std::optional<AllocationState> HostOwnerResolver::allocation(const DeviceIdentit
   std::sort(owners.begin(), owners.end());
   owners.erase(std::unique(owners.begin(), owners.end()), owners.end());
   if (owners != a.state.owners) {
-    a.state = AllocationState{std::move(owners), std::max({a.pods.since_us, a.mapped_jobs.since_us,
-                                                           a.slurm_jobs.since_us, a.learned_since_us})};
+    a.state =
+        AllocationState{std::move(owners),
+                        std::max({a.pods.since_us, a.mapped_jobs.since_us, a.slurm_jobs.since_us, a.learned_since_us})};
   }
   return a.state;
 }
@@ -391,12 +393,10 @@ OwnerLabels HostOwnerResolver::resolve(unsigned pid, const DeviceIdentity& gpu) 
 void HostOwnerResolver::retain(const std::vector<unsigned>& live_pids) {
   std::lock_guard lock(mu_);
   cache_->prune(live_pids);
-  std::erase_if(failed_, [&](const auto& kv) {
-    return !std::binary_search(live_pids.begin(), live_pids.end(), kv.first);
-  });
-  std::erase_if(built_, [&](const auto& kv) {
-    return !std::binary_search(live_pids.begin(), live_pids.end(), kv.first.first);
-  });
+  std::erase_if(failed_,
+                [&](const auto& kv) { return !std::binary_search(live_pids.begin(), live_pids.end(), kv.first); });
+  std::erase_if(
+      built_, [&](const auto& kv) { return !std::binary_search(live_pids.begin(), live_pids.end(), kv.first.first); });
 }
 
 void HostOwnerResolver::contribute(AttributionStatus& st) const {

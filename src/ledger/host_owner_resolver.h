@@ -42,7 +42,7 @@ struct HostOwnerResolverOptions {
   bool allocations = false;
   // The system clock, µs (the clock the driver stamps samples with); unset: the real one.
   std::function<std::int64_t()> wall_clock_us;
-  std::string kubelet_socket;            // "" when off
+  std::string kubelet_socket;  // "" when off
   kubelet::KubeletWatcher::Options kubelet;
   ProjectResolver rules;
   // A pid whose /proc entry cannot be read is retried after this long.

@@ -5,7 +5,6 @@
 #include <string>
 #include <utility>
 
-
 namespace gpumeter {
 
 namespace {
@@ -53,7 +52,8 @@ OwnerLabels idle_owner() {
 
 bool allocation_owns(const OwnerLabels& allocation, const OwnerLabels& process) {
   bool any = false;
-  for (const auto member : {&OwnerLabels::namespace_, &OwnerLabels::pod, &OwnerLabels::container, &OwnerLabels::hpc_job}) {
+  for (const auto member :
+       {&OwnerLabels::namespace_, &OwnerLabels::pod, &OwnerLabels::container, &OwnerLabels::hpc_job}) {
     const std::string& value = allocation.*member;
     if (value.empty()) continue;
     if (value != process.*member) return false;
@@ -67,8 +67,8 @@ void GpuLedger::note_allocation(const AllocationState& state) {
       pending_allocation_.empty() ? *allocated_ : *pending_allocation_.back().owners;
   if (state.owners == latest) return;
   // A source's clock may put a change before one already noted; changes stay in order.
-  const std::int64_t at = pending_allocation_.empty() ? state.since_us
-                                                      : std::max(state.since_us, pending_allocation_.back().at_us);
+  const std::int64_t at =
+      pending_allocation_.empty() ? state.since_us : std::max(state.since_us, pending_allocation_.back().at_us);
   pending_allocation_.push_back({at, std::make_shared<const std::vector<OwnerLabels>>(state.owners)});
 }
 
@@ -91,7 +91,8 @@ std::vector<std::pair<GpuLedger::Period, GpuLedger::OwnerSet>> GpuLedger::split_
     }
     out.emplace_back(rest, allocated_);
   }
-  pending_allocation_.erase(pending_allocation_.begin(), pending_allocation_.begin() + static_cast<std::ptrdiff_t>(next));
+  pending_allocation_.erase(pending_allocation_.begin(),
+                            pending_allocation_.begin() + static_cast<std::ptrdiff_t>(next));
   return out;
 }
 
@@ -119,8 +120,8 @@ void GpuLedger::add_process_records(const std::vector<ProcessSample>& records,
       // of one process never overlap, so a share is never counted twice.
       w.from_us = s.covers_from_us;
       if (seen) {
-        w.from_us = prev->second >= s.covers_from_us - period_or_default() ? prev->second
-                                                                           : std::max(w.from_us, prev->second);
+        w.from_us =
+            prev->second >= s.covers_from_us - period_or_default() ? prev->second : std::max(w.from_us, prev->second);
       }
       w.carries = true;
     } else {
@@ -347,8 +348,8 @@ std::optional<GpuLedger::TickPeriods> GpuLedger::polled_periods(const LedgerTick
   }
   TickPeriods out;
   out.new_cursor = tick.wall_us;
-  out.runs.back().push_back({cursor_us_, tick.wall_us, std::clamp(tick.utilization_ratio.value_or(0.0), 0.0, 1.0),
-                             tick.power_watts});
+  out.runs.back().push_back(
+      {cursor_us_, tick.wall_us, std::clamp(tick.utilization_ratio.value_or(0.0), 0.0, 1.0), tick.power_watts});
   // A counter that went backwards was reset (driver reload): fall back to power × time.
   if (tick.energy_joules && energy_counter_ && *tick.energy_joules >= *energy_counter_) {
     out.energy_total = *tick.energy_joules - *energy_counter_;

@@ -273,7 +273,7 @@ class GpuLedger {
   std::optional<double> energy_counter_;  // last counter reading (polled mode)
   std::vector<LedgerProcess> previous_;   // the process list of the previous tick
   std::optional<double> last_power_w_;
-  std::vector<TimedSample> pending_power_;      // not yet matched to a utilization period
+  std::vector<TimedSample> pending_power_;  // not yet matched to a utilization period
   // Exact busy seconds by pid (LedgerProcess::busy_seconds) not yet integrated; spread over the
   // next integrated periods, dropped with a gap (nobody knows when in the gap they were spent).
   std::map<unsigned, double> pending_exact_;
@@ -303,8 +303,8 @@ class GpuLedger {
   std::vector<ProcessWindow> pending_process_;  // not yet fully used (carry included)
   std::map<unsigned, std::int64_t> last_process_sample_us_;
   std::int64_t device_period_us_ = 0;  // spacing of the device's utilization samples; 0: not seen yet
-  bool interrupted_ = false;            // a collection failed since the last tick
-  double weight_ = 1;                   // the current tick's LedgerTick::weight, for gaps
+  bool interrupted_ = false;           // a collection failed since the last tick
+  double weight_ = 1;                  // the current tick's LedgerTick::weight, for gaps
   std::map<OwnerLabels, LedgerTotals> owners_;
   double covered_seconds_ = 0;
   double busy_seconds_ = 0;

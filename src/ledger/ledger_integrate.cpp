@@ -19,7 +19,7 @@ struct GpuLedger::Member {
 };
 
 std::vector<std::vector<GpuLedger::Member>> GpuLedger::period_members(const std::vector<Period>& periods,
-                                                                     const LedgerTick& tick) const {
+                                                                      const LedgerTick& tick) const {
   // Where each window's share is carried to: the same for every period, so found once.
   const std::vector<std::int64_t> carry_to = carry_ends();
   std::vector<std::vector<Member>> out(periods.size());

@@ -112,7 +112,8 @@ Result<GpuLedger> GpuLedger::from_json(const nlohmann::json& j, GpuLedgerOptions
     l.cursor_us_ = integer_at<std::int64_t>(j, "cursor_us");
     if (l.cursor_us_ < 0) return Error{1, "\"cursor_us\" is negative"};
     // Older state files lack it; the next batch of samples teaches it again.
-    if (j.contains("device_period_us")) l.device_period_us_ = std::max<std::int64_t>(0, integer_at<std::int64_t>(j, "device_period_us"));
+    if (j.contains("device_period_us"))
+      l.device_period_us_ = std::max<std::int64_t>(0, integer_at<std::int64_t>(j, "device_period_us"));
     if (j.contains("energy_counter_joules")) l.energy_counter_ = amount_at(j, "energy_counter_joules");
     l.covered_seconds_ = amount_at(j, "covered_seconds");
     l.busy_seconds_ = amount_at(j, "busy_seconds");
@@ -132,7 +133,8 @@ Result<GpuLedger> GpuLedger::from_json(const nlohmann::json& j, GpuLedgerOptions
     }
     for (const auto& p : j.at("processes")) {
       const auto pid = integer_at<unsigned>(p, "pid");
-      if (std::any_of(l.previous_.begin(), l.previous_.end(), [&](const LedgerProcess& q) { return q.pid == pid; })) return Error{1, "process " + std::to_string(pid) + " listed twice"};
+      if (std::any_of(l.previous_.begin(), l.previous_.end(), [&](const LedgerProcess& q) { return q.pid == pid; }))
+        return Error{1, "process " + std::to_string(pid) + " listed twice"};
       l.previous_.push_back({pid, owner_from_json(p.at("owner")), amount_at(p, "memory_bytes")});
     }
     for (const auto& o : j.at("owners")) {

@@ -157,12 +157,13 @@ Result<MigLedgers> MigLedgers::from_json(const nlohmann::json& j, const GpuLedge
   for (const auto& e : j) {
     if (!e.is_object()) return Error{1, "a MIG device's ledger is not an object"};
     Unit unit;
-    for (auto [key, field] : {std::pair{"mig_uuid", &unit.labels.mig_uuid},
-                              std::pair{"gpu_instance", &unit.labels.gpu_instance},
-                              std::pair{"compute_instance", &unit.labels.compute_instance},
-                              std::pair{"mig_profile", &unit.labels.mig_profile}}) {
+    for (auto [key, field] :
+         {std::pair{"mig_uuid", &unit.labels.mig_uuid}, std::pair{"gpu_instance", &unit.labels.gpu_instance},
+          std::pair{"compute_instance", &unit.labels.compute_instance},
+          std::pair{"mig_profile", &unit.labels.mig_profile}}) {
       auto it = e.find(key);
-      if (it == e.end() || !it->is_string()) return Error{1, std::string("a MIG device's ledger has no \"") + key + "\""};
+      if (it == e.end() || !it->is_string())
+        return Error{1, std::string("a MIG device's ledger has no \"") + key + "\""};
       *field = it->get<std::string>();
     }
     auto w = e.find("weight");

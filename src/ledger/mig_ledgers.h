@@ -31,9 +31,9 @@ namespace gpumeter {
 
 // One MIG device as one round read it, its processes' owners resolved.
 struct MigUnitTick {
-  MigUnitLabels labels;                // labels.mig_uuid keys the unit
-  double weight = 0;                   // its GPU instance's slices of the GPU's
-  std::optional<double> activity;      // GPM SM activity of its GPU instance, 0..1
+  MigUnitLabels labels;            // labels.mig_uuid keys the unit
+  double weight = 0;               // its GPU instance's slices of the GPU's
+  std::optional<double> activity;  // GPM SM activity of its GPU instance, 0..1
   std::vector<LedgerProcess> processes;
   std::optional<AllocationState> allocation;  // scheduler policy
 };
@@ -44,8 +44,7 @@ struct MigPowerSplit {
   std::vector<double> unit_watts;
   double free_watts = 0;
 };
-MigPowerSplit split_mig_power(double power_w, double idle_w, const std::vector<MigUnitTick>& units,
-                              double free_weight);
+MigPowerSplit split_mig_power(double power_w, double idle_w, const std::vector<MigUnitTick>& units, double free_weight);
 
 // One round of a GPU in MIG mode, as the ledgers need it.
 struct MigRound {
@@ -93,8 +92,8 @@ class MigLedgers {
   std::optional<double> average_power(const MigRound& round) const;
   // Advances the GPU's own ledger over the slices no instance holds (`free` of the GPU), at
   // `watts` of the GPU's power.
-  static AdvanceResult advance_free(GpuLedger& gpu, const MigRound& round, const GpuLedgerOptions& options,
-                                    double free, std::optional<double> watts);
+  static AdvanceResult advance_free(GpuLedger& gpu, const MigRound& round, const GpuLedgerOptions& options, double free,
+                                    std::optional<double> watts);
   // Advances one MIG device's ledger, made on its first round, at `watts` of the GPU's power.
   void advance_unit(const MigUnitTick& u, const MigRound& round, const GpuLedgerOptions& options,
                     std::optional<double> watts);

@@ -24,7 +24,6 @@ std::string errno_text(const std::string& what, const std::string& path) {
 
 }  // namespace
 
-
 std::string parse_ledger_state(std::string_view contents, nlohmann::json& doc) {
   doc = nlohmann::json::parse(contents, nullptr, false);
   if (doc.is_discarded()) return "not valid JSON";
@@ -91,9 +90,8 @@ LoadedLedgerState load_ledger_state(const std::string& path) {
     return out;
   }
   out.problem = path + ": " + problem;
-  const auto now = std::chrono::duration_cast<std::chrono::seconds>(
-                       std::chrono::system_clock::now().time_since_epoch())
-                       .count();
+  const auto now =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   out.set_aside_path = path + ".corrupt-" + std::to_string(now);
   if (std::rename(path.c_str(), out.set_aside_path.c_str()) != 0) {
     out.problem += "; and it could not be set aside to " + out.set_aside_path + ": " + std::strerror(errno);

@@ -32,8 +32,7 @@ LedgerStateGpu summarize_gpu(const nlohmann::json& entry) {
     g.problem = "not an object";
     return g;
   }
-  if (auto it = entry.find("index"); it != entry.end() && it->is_number_unsigned())
-    g.index = it->get<unsigned>();
+  if (auto it = entry.find("index"); it != entry.end() && it->is_number_unsigned()) g.index = it->get<unsigned>();
   if (auto it = entry.find("model"); it != entry.end() && it->is_string()) g.model = it->get<std::string>();
   auto ledger = entry.find("ledger");
   if (ledger == entry.end()) {

@@ -26,8 +26,7 @@ void UsageTracker::note_clock_step(std::int64_t step_us, const std::string& uuid
   ++clock_steps_;
   if (step_logged_mono_us_ && mono - *step_logged_mono_us_ < 30'000'000) return;
   step_logged_mono_us_ = mono;
-  log_.warn("wall clock stepped; the ledger follows it",
-            {{"step_seconds", seconds_text(step_us)}, {"gpu_uuid", uuid}});
+  log_.warn("wall clock stepped; the ledger follows it", {{"step_seconds", seconds_text(step_us)}, {"gpu_uuid", uuid}});
 }
 
 OwnerLabels UsageTracker::reduce(const OwnerLabels& o) const {
@@ -81,9 +80,10 @@ void UsageTracker::on_reading(size_t slot, const DeviceIdentity& id, const Devic
   const AdvanceResult advanced =
       g.ledgers.advance(ledger_tick(reading, now, std::move(procs), std::move(allocation)), mig, lo);
   if (advanced.cursor_ahead_us > 0) {
-    log_.warn("ledger cursor ahead of the GPU's clock (the wall clock went back while the agent was down); "
-              "integration restarts from now, the time in between is a gap",
-              {{"gpu_uuid", id.uuid}, {"ahead_seconds", seconds_text(advanced.cursor_ahead_us)}});
+    log_.warn(
+        "ledger cursor ahead of the GPU's clock (the wall clock went back while the agent was down); "
+        "integration restarts from now, the time in between is a gap",
+        {{"gpu_uuid", id.uuid}, {"ahead_seconds", seconds_text(advanced.cursor_ahead_us)}});
   }
   if (std::size_t pruned = g.ledgers.prune(now - to_us(options_.owner_retention))) {
     std::lock_guard slock(stats_mu_);
@@ -162,8 +162,8 @@ std::vector<LedgerProcess> UsageTracker::resolve_processes(const DeviceIdentity&
 
 void UsageTracker::adopt(Gpu& g, const DeviceIdentity& id, const GpuLedgerOptions& lo) {
   if (!g.uuid.empty()) {
-    log_.warn("GPU changed; starting its ledger afresh", {{"gpu", std::to_string(id.index)},
-                                                        {"old_uuid", g.uuid}, {"uuid", id.uuid}});
+    log_.warn("GPU changed; starting its ledger afresh",
+              {{"gpu", std::to_string(id.index)}, {"old_uuid", g.uuid}, {"uuid", id.uuid}});
   }
   g.uuid = id.uuid;
   g.ledgers.reset(lo);

@@ -124,8 +124,8 @@ class UsageTracker final : public ReadingObserver {
   std::optional<AllocationState> allocation_of(const DeviceIdentity& unit);
   // In MIG mode, the round of the reading's MIG devices, their processes' owners resolved;
   // `mig_owners` gets each such process's full owner. nullopt for a whole GPU.
-  std::optional<MigRound> resolve_mig_round(const DeviceIdentity& id, const DeviceReading& reading,
-                                            std::int64_t now_us, std::map<unsigned, OwnerLabels>& mig_owners);
+  std::optional<MigRound> resolve_mig_round(const DeviceIdentity& id, const DeviceReading& reading, std::int64_t now_us,
+                                            std::map<unsigned, OwnerLabels>& mig_owners);
   // The ledger's processes of `listed`, owners reduced, with their exact busy time from `drm`;
   // `full_owners` gets each one's full owner. A MIG device's process keeps the owner it was
   // resolved to on its device.

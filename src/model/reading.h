@@ -160,17 +160,17 @@ struct DeviceReading {
   std::vector<LabeledValue> temperature_celsius;  // label: sensor ("gpu", "memory")
   std::optional<double> power_watts;
   std::optional<double> power_limit_watts;
-  std::optional<double> energy_joules;            // counter since driver load
-  std::vector<LabeledValue> clock_hertz;          // label: clock ("graphics", "sm", "memory", "video")
-  std::optional<double> performance_state;        // 0 (max) .. 15 (min)
-  std::optional<double> fan_speed_ratio;          // may exceed 1 on some boards
+  std::optional<double> energy_joules;      // counter since driver load
+  std::vector<LabeledValue> clock_hertz;    // label: clock ("graphics", "sm", "memory", "video")
+  std::optional<double> performance_state;  // 0 (max) .. 15 (min)
+  std::optional<double> fan_speed_ratio;    // may exceed 1 on some boards
   std::optional<double> pcie_link_generation;
   std::optional<double> pcie_link_width;
-  std::optional<double> pcie_replay_errors;       // counter
-  std::optional<double> pcie_transmit_bytes;      // counter (may wrap: a reset to Prometheus)
-  std::optional<double> pcie_receive_bytes;       // counter
-  std::vector<LabeledValue> clock_event_active;   // label: reason; 0/1, only reasons the GPU supports
-  std::vector<LabeledValue> ecc_errors;           // label: severity ("corrected", "uncorrected"); counter
+  std::optional<double> pcie_replay_errors;      // counter
+  std::optional<double> pcie_transmit_bytes;     // counter (may wrap: a reset to Prometheus)
+  std::optional<double> pcie_receive_bytes;      // counter
+  std::vector<LabeledValue> clock_event_active;  // label: reason; 0/1, only reasons the GPU supports
+  std::vector<LabeledValue> ecc_errors;          // label: severity ("corrected", "uncorrected"); counter
   // ECC counts per hardware block where the backend reads them so (ROCm SMI: umc, sdma, gfx, ...);
   // when set, they are exported in place of ecc_errors, which holds their sums.
   std::vector<BlockErrors> ecc_block_errors;

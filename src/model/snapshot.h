@@ -56,16 +56,16 @@ struct GpuLedgerSnapshot {
 };
 
 struct GpuSnapshot {
-  DeviceIdentity identity;             // identity.index is the gpu label
-  bool up = false;                     // last collection succeeded and is not overdue
-  std::string down_reason;             // set when !up
-  std::shared_ptr<const DeviceReading> reading;  // null when !up
-  bool collect_success = false;        // outcome of the last finished collection
-  double collect_duration_seconds = 0; // duration of the last finished collection
-  double last_success_unix = 0;        // when the reading was taken; 0 if never
-  std::vector<CollectorRun> runs;      // each enabled device collector's last run, in kCollectors order
-  std::map<uint64_t, uint64_t> xid_counts;  // Xid code -> events since the agent started
-  std::vector<ProcessSnapshot> processes;    // all of them; `series` marks the per-process limit
+  DeviceIdentity identity;                          // identity.index is the gpu label
+  bool up = false;                                  // last collection succeeded and is not overdue
+  std::string down_reason;                          // set when !up
+  std::shared_ptr<const DeviceReading> reading;     // null when !up
+  bool collect_success = false;                     // outcome of the last finished collection
+  double collect_duration_seconds = 0;              // duration of the last finished collection
+  double last_success_unix = 0;                     // when the reading was taken; 0 if never
+  std::vector<CollectorRun> runs;                   // each enabled device collector's last run, in kCollectors order
+  std::map<uint64_t, uint64_t> xid_counts;          // Xid code -> events since the agent started
+  std::vector<ProcessSnapshot> processes;           // all of them; `series` marks the per-process limit
   std::shared_ptr<const GpuLedgerSnapshot> ledger;  // null when attribution is off
 };
 

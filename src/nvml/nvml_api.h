@@ -119,9 +119,9 @@ enum : unsigned int {
   NVML_FI_DEV_NVLINK_ERROR_DL_REPLAY = 161,     // per link; not on Blackwell and newer
   NVML_FI_DEV_NVLINK_ERROR_DL_RECOVERY = 162,
   NVML_FI_DEV_NVLINK_ERROR_DL_CRC = 163,
-  NVML_FI_DEV_NVLINK_GET_SPEED = 164,           // MBps, per link
-  NVML_FI_DEV_NVLINK_GET_STATE = 165,           // nvmlEnableState_t, per link
-  NVML_FI_DEV_NVLINK_GET_VERSION = 166,         // nvmlNvlinkVersion_t, per link
+  NVML_FI_DEV_NVLINK_GET_SPEED = 164,    // MBps, per link
+  NVML_FI_DEV_NVLINK_GET_STATE = 165,    // nvmlEnableState_t, per link
+  NVML_FI_DEV_NVLINK_GET_VERSION = 166,  // nvmlNvlinkVersion_t, per link
 };
 // Values of NVML_FI_DEV_NVLINK_GET_STATE.
 enum : unsigned int { NVML_NVLINK_STATE_INACTIVE = 0, NVML_NVLINK_STATE_ACTIVE = 1, NVML_NVLINK_STATE_SLEEP = 2 };
@@ -192,8 +192,13 @@ enum : unsigned int {  // nvmlTemperatureThresholds_t
   NVML_TEMPERATURE_THRESHOLD_GPS_CURR = 7,
   NVML_TEMPERATURE_THRESHOLD_COUNT = 8,
 };
-enum : unsigned int { NVML_INFOROM_OEM = 0, NVML_INFOROM_ECC = 1, NVML_INFOROM_POWER = 2, NVML_INFOROM_DEN = 3,
-                      NVML_INFOROM_COUNT = 4 };
+enum : unsigned int {
+  NVML_INFOROM_OEM = 0,
+  NVML_INFOROM_ECC = 1,
+  NVML_INFOROM_POWER = 2,
+  NVML_INFOROM_DEN = 3,
+  NVML_INFOROM_COUNT = 4
+};
 enum : unsigned int {  // nvmlComputeMode_t
   NVML_COMPUTEMODE_DEFAULT = 0,
   NVML_COMPUTEMODE_EXCLUSIVE_THREAD = 1,
@@ -303,8 +308,7 @@ typedef struct nvmlProcessesUtilizationInfo_v1_st {
   nvmlProcessUtilizationInfo_v1_t* procUtilArray;
 } nvmlProcessesUtilizationInfo_v1_t;
 typedef nvmlProcessesUtilizationInfo_v1_t nvmlProcessesUtilizationInfo_t;
-#define nvmlProcessesUtilizationInfo_v1 \
-  GPUMETER_NVML_STRUCT_VERSION(sizeof(nvmlProcessesUtilizationInfo_v1_t), 1)
+#define nvmlProcessesUtilizationInfo_v1 GPUMETER_NVML_STRUCT_VERSION(sizeof(nvmlProcessesUtilizationInfo_v1_t), 1)
 
 typedef union nvmlValue_st {
   double dVal;
@@ -372,8 +376,7 @@ typedef struct nvmlGpuInstanceProfileInfo_v2_st {
   unsigned long long memorySizeMB;
   char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE];  // e.g. "MIG 3g.40gb"
 } nvmlGpuInstanceProfileInfo_v2_t;
-#define nvmlGpuInstanceProfileInfo_v2 \
-  GPUMETER_NVML_STRUCT_VERSION(sizeof(nvmlGpuInstanceProfileInfo_v2_t), 2)
+#define nvmlGpuInstanceProfileInfo_v2 GPUMETER_NVML_STRUCT_VERSION(sizeof(nvmlGpuInstanceProfileInfo_v2_t), 2)
 
 typedef struct nvmlGpuInstanceInfo_st {
   nvmlDevice_t device;  // the parent
@@ -488,11 +491,13 @@ typedef nvmlReturn_t (*nvmlDeviceGetUtilizationRates_fn)(nvmlDevice_t, nvmlUtili
 typedef nvmlReturn_t (*nvmlDeviceGetMemoryInfo_fn)(nvmlDevice_t, nvmlMemory_t*);
 typedef nvmlReturn_t (*nvmlDeviceGetMemoryInfo_v2_fn)(nvmlDevice_t, nvmlMemory_v2_t*);
 typedef nvmlReturn_t (*nvmlDeviceGetTemperature_fn)(nvmlDevice_t, unsigned int, unsigned int*);
-typedef nvmlReturn_t (*nvmlDeviceGetUInt_fn)(nvmlDevice_t, unsigned int*);  // PowerUsage, limits, PState, FanSpeed, PCIe link, replay
+typedef nvmlReturn_t (*nvmlDeviceGetUInt_fn)(nvmlDevice_t,
+                                             unsigned int*);  // PowerUsage, limits, PState, FanSpeed, PCIe link, replay
 typedef nvmlReturn_t (*nvmlDeviceGetULongLong_fn)(nvmlDevice_t, unsigned long long*);  // energy, clock event reasons
 typedef nvmlReturn_t (*nvmlDeviceGetClockInfo_fn)(nvmlDevice_t, unsigned int, unsigned int*);
 typedef nvmlReturn_t (*nvmlDeviceGetTotalEccErrors_fn)(nvmlDevice_t, unsigned int, unsigned int, unsigned long long*);
-typedef nvmlReturn_t (*nvmlDeviceGetRemappedRows_fn)(nvmlDevice_t, unsigned int*, unsigned int*, unsigned int*, unsigned int*);
+typedef nvmlReturn_t (*nvmlDeviceGetRemappedRows_fn)(nvmlDevice_t, unsigned int*, unsigned int*, unsigned int*,
+                                                     unsigned int*);
 typedef nvmlReturn_t (*nvmlDeviceGetFieldValues_fn)(nvmlDevice_t, int, nvmlFieldValue_t*);
 typedef nvmlReturn_t (*nvmlDeviceGetProcesses_v3_fn)(nvmlDevice_t, unsigned int*, nvmlProcessInfo_t*);
 // The same calls typed by raw records: the record size depends on the entry point (v1: 16
@@ -518,16 +523,17 @@ typedef nvmlReturn_t (*nvmlDeviceGetDeviceHandleFromMigDeviceHandle_fn)(nvmlDevi
 // nvmlDeviceGetUInt_fn.
 typedef nvmlReturn_t (*nvmlDeviceGetAttributes_fn)(nvmlDevice_t, nvmlDeviceAttributes_t*);  // _v2
 typedef nvmlReturn_t (*nvmlDeviceGetGpuInstanceProfileInfoV_fn)(nvmlDevice_t, unsigned int,
-                                                                 nvmlGpuInstanceProfileInfo_v2_t*);
+                                                                nvmlGpuInstanceProfileInfo_v2_t*);
 typedef nvmlReturn_t (*nvmlDeviceGetGpuInstanceById_fn)(nvmlDevice_t, unsigned int, nvmlGpuInstance_t*);
 typedef nvmlReturn_t (*nvmlGpuInstanceGetInfo_fn)(nvmlGpuInstance_t, nvmlGpuInstanceInfo_t*);
 typedef nvmlReturn_t (*nvmlGpmQueryDeviceSupport_fn)(nvmlDevice_t, nvmlGpmSupport_t*);  // device or MIG handle
 typedef nvmlReturn_t (*nvmlGpmSampleAlloc_fn)(nvmlGpmSample_t*);
 typedef nvmlReturn_t (*nvmlGpmSampleFree_fn)(nvmlGpmSample_t);
-typedef nvmlReturn_t (*nvmlGpmSampleGet_fn)(nvmlDevice_t, nvmlGpmSample_t);  // device or MIG handle
+typedef nvmlReturn_t (*nvmlGpmSampleGet_fn)(nvmlDevice_t, nvmlGpmSample_t);                   // device or MIG handle
 typedef nvmlReturn_t (*nvmlGpmMigSampleGet_fn)(nvmlDevice_t, unsigned int, nvmlGpmSample_t);  // parent, GPU instance id
 typedef nvmlReturn_t (*nvmlGpmMetricsGet_fn)(nvmlGpmMetricsGet_t*);
-typedef nvmlReturn_t (*nvmlDeviceGetNvLinkState_fn)(nvmlDevice_t, unsigned int, unsigned int*);  // link, nvmlEnableState_t
+typedef nvmlReturn_t (*nvmlDeviceGetNvLinkState_fn)(nvmlDevice_t, unsigned int,
+                                                    unsigned int*);  // link, nvmlEnableState_t
 
 // ---- signatures of the informational queries ----
 // Brand, display mode/active, persistence, accounting mode, compute mode, power management mode,

@@ -24,8 +24,10 @@ void __wrap_arc4random_buf(void* buf, size_t size) {
   size_t got = 0;
   while (got < size) {
     ssize_t n = getrandom((char*)buf + got, size - got, 0);
-    if (n > 0) got += (size_t)n;
-    else if (errno != EINTR) break;  // ENOSYS before Linux 3.17: the rest keeps what it has
+    if (n > 0)
+      got += (size_t)n;
+    else if (errno != EINTR)
+      break;  // ENOSYS before Linux 3.17: the rest keeps what it has
   }
 }
 

@@ -104,8 +104,9 @@ double read_number(const YAML::Node& node, const std::string& path) {
 // A value above `max` is taken for a mistake (a typo such as 1e308 would bill infinity).
 void check_at_most(const YAML::Node& node, const std::string& path, double v, double max) {
   if (v > max) {
-    fail_at(node, path, fmt::format("must be at most {:.0f}, got '{}' (a larger amount is taken for a mistake)", max,
-                                    node.Scalar()));
+    fail_at(
+        node, path,
+        fmt::format("must be at most {:.0f}, got '{}' (a larger amount is taken for a mistake)", max, node.Scalar()));
   }
 }
 
@@ -143,9 +144,8 @@ EnergyPrice read_energy_price(const MapReader& m) {
 
 // One dated entry; `previous` is the entry before it in the same list, if any.
 template <typename T, typename ReadValue>
-Dated<T> read_dated_entry(const YAML::Node& node, const std::string& path,
-                          std::initializer_list<std::string_view> keys, ReadValue read_value,
-                          const Dated<T>* previous) {
+Dated<T> read_dated_entry(const YAML::Node& node, const std::string& path, std::initializer_list<std::string_view> keys,
+                          ReadValue read_value, const Dated<T>* previous) {
   MapReader m(node, path, keys);
   Dated<T> d;
   d.line = node.Mark().line + 1;
@@ -178,8 +178,8 @@ std::vector<Dated<T>> read_dated(const YAML::Node& node, const std::string& path
     fail_at(node, path, fmt::format("expected a price such as {} or a non-empty list of dated prices", example));
   }
   for (std::size_t i = 0; i < node.size(); ++i) {
-    list.push_back(read_dated_entry<T>(node[i], indexed(path, i), keys, read_value,
-                                       list.empty() ? nullptr : &list.back()));
+    list.push_back(
+        read_dated_entry<T>(node[i], indexed(path, i), keys, read_value, list.empty() ? nullptr : &list.back()));
   }
   return list;
 }
@@ -246,8 +246,9 @@ Pool read_pool(const MapEntry& e, const std::string& pools_path) {
   Pool pool{e.key, read_string(e.value, e.path), {}};
   auto re = FullMatchRegex::compile(pool.node_regex);
   if (!re) {
-    fail_at(e.value, e.path,
-            fmt::format("pool '{}' has an invalid node regex '{}': {}", pool.name, pool.node_regex, re.error().message));
+    fail_at(
+        e.value, e.path,
+        fmt::format("pool '{}' has an invalid node regex '{}': {}", pool.name, pool.node_regex, re.error().message));
   }
   pool.node_pattern = std::move(re).value();
   return pool;

@@ -81,11 +81,10 @@ struct Pricing {
   // Each list is sorted by `from`, strictly increasing.
   std::map<std::string, std::vector<Dated<GpuPrice>>, std::less<>> gpu_models;
   // Model name or "*" -> MIG profile ("3g.40gb") -> its dated prices, sorted like gpu_models.
-  std::map<std::string, std::map<std::string, std::vector<Dated<MigPrice>>, std::less<>>, std::less<>>
-      mig_profiles;
+  std::map<std::string, std::map<std::string, std::vector<Dated<MigPrice>>, std::less<>>, std::less<>> mig_profiles;
   std::vector<Dated<EnergyPrice>> energy;  // empty: energy is not charged
   IdlePolicy idle_policy = IdlePolicy::kSeparate;
-  std::vector<Pool> pools;                         // kSpreadByPool only, in file order
+  std::vector<Pool> pools;                             // kSpreadByPool only, in file order
   std::map<std::string, double, std::less<>> budgets;  // project -> budget per calendar month
 
   // The price in effect at unix time `t` for `model`, falling back to "*"; nullopt when

@@ -126,11 +126,10 @@ struct Charges {
 Charges charges_of(const Pricing& p) {
   Charges c;
   for (const auto& [model, list] : p.gpu_models) {
-    c.busy = c.busy || std::any_of(list.begin(), list.end(),
-                                   [](const Dated<GpuPrice>& d) { return d.value.busy_gpu_hour > 0; });
+    c.busy = c.busy ||
+             std::any_of(list.begin(), list.end(), [](const Dated<GpuPrice>& d) { return d.value.busy_gpu_hour > 0; });
   }
-  c.energy = std::any_of(p.energy.begin(), p.energy.end(),
-                         [](const Dated<EnergyPrice>& d) { return d.value.kwh > 0; });
+  c.energy = std::any_of(p.energy.begin(), p.energy.end(), [](const Dated<EnergyPrice>& d) { return d.value.kwh > 0; });
   return c;
 }
 
@@ -145,9 +144,8 @@ void add_model_prices(RuleFile& file, const Pricing& p, std::string_view record,
 // Each GPU's price, found through gpu_info's model; the "*" price for models without one in
 // effect.
 std::string per_gpu_price_expr(const Pricing& p, std::string_view price) {
-  std::string by_model =
-      fmt::format("max by ({}, model, currency) (\n  gpu_info * on (model) group_left (currency) {}\n)\n", kGpuJoin,
-                  price);
+  std::string by_model = fmt::format(
+      "max by ({}, model, currency) (\n  gpu_info * on (model) group_left (currency) {}\n)\n", kGpuJoin, price);
   if (p.gpu_models.count(kAnyModel) == 0) return by_model;
   return fmt::format(
       "{}or on ({})\nmax by ({}, model, currency) (\n  gpu_info * on () group_left (currency) {}{{model={}}}\n)\n",
@@ -166,11 +164,10 @@ void add_mig_prices(RuleFile& file, const Pricing& p) {
   for (const auto& [model, profiles] : p.mig_profiles) {
     for (const auto& [profile, list] : profiles) {
       const int slices = mig_compute_slices(profile).value_or(kMaxMigSlicesPerGpu);
-      std::string expr = dated_expr(list, [&](const MigPrice& price) {
-        return fmt::format("{} / {}", number(price.instance_hour), slices);
-      });
-      file.add(Rule{kMigSliceHourPrice, std::move(expr),
-                    {{"model", model}, {"mig_profile", profile}, {"currency", p.currency}}});
+      std::string expr = dated_expr(
+          list, [&](const MigPrice& price) { return fmt::format("{} / {}", number(price.instance_hour), slices); });
+      file.add(Rule{
+          kMigSliceHourPrice, std::move(expr), {{"model", model}, {"mig_profile", profile}, {"currency", p.currency}}});
     }
   }
   // Each GPU's profiles that have a price, found through gpu_info's model (else "*"); the
@@ -260,9 +257,9 @@ std::string cost_by_instance_owner_expr(const Pricing& p, Charges charges) {
   }
   parts.push_back(component("allocation", allocation));
   if (charges.busy) {
-    parts.push_back(component(
-        "utilization", fmt::format("rate(gpu_busy_seconds_total[{}])\n* on ({}) group_left (currency) {}",
-                                   kRateWindow, kGpuJoin, kBusyGpuHourPriceByUuid)));
+    parts.push_back(
+        component("utilization", fmt::format("rate(gpu_busy_seconds_total[{}])\n* on ({}) group_left (currency) {}",
+                                             kRateWindow, kGpuJoin, kBusyGpuHourPriceByUuid)));
   }
   if (charges.energy) {
     parts.push_back(component(
@@ -293,7 +290,8 @@ void add_cost_rates(RuleFile& file, const Pricing& p, Charges charges) {
        "cost per hour by project; project=\"__idle__\" is the cost of GPUs nobody held"},
       {"gpumeter:cost_per_hour:by_project_component", "cluster, project, component, currency",
        "the same, split into allocation, utilization and energy"},
-      {"gpumeter:cost_per_hour:by_user", "cluster, user, currency", "cost per hour by user (user=\"\": idle and no user)"},
+      {"gpumeter:cost_per_hour:by_user", "cluster, user, currency",
+       "cost per hour by user (user=\"\": idle and no user)"},
       {"gpumeter:cost_per_hour:by_namespace", "cluster, namespace, currency",
        "cost per hour by Kubernetes namespace (namespace=\"\": idle and not Kubernetes)"},
   };
@@ -366,7 +364,8 @@ void add_budgets(RuleFile& file, const Pricing& p) {
   if (p.budgets.empty()) return;
   file.describe(kBudgetMonthly, "project, currency", "budget per calendar month, from the pricing file");
   for (const auto& [project, monthly] : p.budgets) {
-    file.add(Rule{kBudgetMonthly, fmt::format("vector({})\n", number(monthly)),
+    file.add(Rule{kBudgetMonthly,
+                  fmt::format("vector({})\n", number(monthly)),
                   {{"project", project}, {"currency", p.currency}}});
   }
   file.describe(kBudgetPerHour, "project, currency",
@@ -380,8 +379,8 @@ void add_budgets(RuleFile& file, const Pricing& p) {
                           ? std::string(kCostByProject)
                           : fmt::format("{0} + {1} or {0}", kCostByProject, kIdleShareByProject);
   // Budgets are per project across clusters: the spend of every cluster this Prometheus sees.
-  file.add(Rule{kBurnRate, fmt::format("sum by (project, currency) ({})\n/ on (project, currency) {}\n", spend,
-                                       kBudgetPerHour),
+  file.add(Rule{kBurnRate,
+                fmt::format("sum by (project, currency) ({})\n/ on (project, currency) {}\n", spend, kBudgetPerHour),
                 {}});
 }
 

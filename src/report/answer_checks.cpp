@@ -62,8 +62,8 @@ std::string label(const Labels& labels, std::string_view name) {
   return it == labels.end() ? std::string() : it->second;
 }
 
-void add_warning(Report& report, std::string kind, std::string message, std::string gpu, std::string node,
-                 double from, double to) {
+void add_warning(Report& report, std::string kind, std::string message, std::string gpu, std::string node, double from,
+                 double to) {
   report.warnings.push_back(Warning{std::move(kind), std::move(message), std::move(gpu), std::move(node), from, to});
 }
 
@@ -138,9 +138,8 @@ Result<void> check_siblings(const AnswerContext& ctx, const std::array<OwnerCoun
         return Error{1, fmt::format("{}: {}: {} has {} sample at {}, where {} has {}; the answers of {} are "
                                     "incomplete or inconsistent, so no report is written",
                                     gpu_text(label(seen.labels, "uuid"), ctx.node_of(seen.labels)),
-                                    owner_text(seen.labels), counters[m].name,
-                                    seen.present[i] ? "no" : "a", format_utc(ctx.timeline[i]), seen_name,
-                                    seen.present[i] ? "one" : "none", ctx.url)};
+                                    owner_text(seen.labels), counters[m].name, seen.present[i] ? "no" : "a",
+                                    format_utc(ctx.timeline[i]), seen_name, seen.present[i] ? "one" : "none", ctx.url)};
       }
     }
   }
@@ -153,8 +152,8 @@ Result<void> check_finite(const Report& report) {
   auto bad = [](const Row& row) -> std::optional<std::string> {
     const Usage& u = row.usage;
     const std::pair<const char*, double> fields[] = {
-        {"allocated seconds", u.allocated_seconds}, {"busy seconds", u.busy_seconds},
-        {"memory byte-seconds", u.memory_byte_seconds}, {"energy", u.energy_joules},
+        {"allocated seconds", u.allocated_seconds},           {"busy seconds", u.busy_seconds},
+        {"memory byte-seconds", u.memory_byte_seconds},       {"energy", u.energy_joules},
         {"idle allocated seconds", u.idle_allocated_seconds}, {"cost", row.cost.total()}};
     for (const auto& [name, v] : fields) {
       if (!std::isfinite(v)) return fmt::format("{} {}", name, v);
@@ -191,10 +190,11 @@ void reconcile(const AnswerContext& ctx, const CounterData& covered, const Count
   rec.difference_seconds = rec.owners_seconds + rec.idle_seconds - rec.covered_seconds;
   rec.ok = std::abs(rec.difference_seconds) <= 1e-6 * rec.covered_seconds + 1e-3;
   if (!rec.ok) {
-    add_warning(report, "reconciliation",
-         fmt::format("owners ({:.3f} s) plus idle ({:.3f} s) differ from the covered GPU time ({:.3f} s) by {:.3f} s; "
-                     "some ledger series are missing from {}",
-                     rec.owners_seconds, rec.idle_seconds, rec.covered_seconds, rec.difference_seconds, ctx.url));
+    add_warning(
+        report, "reconciliation",
+        fmt::format("owners ({:.3f} s) plus idle ({:.3f} s) differ from the covered GPU time ({:.3f} s) by {:.3f} s; "
+                    "some ledger series are missing from {}",
+                    rec.owners_seconds, rec.idle_seconds, rec.covered_seconds, rec.difference_seconds, ctx.url));
   }
 }
 
@@ -223,13 +223,14 @@ void warn_about_data(const AnswerContext& ctx, const CounterData& covered, const
       if (to - from < kMinHoleSeconds) continue;
       const bool trailing = b == ctx.steps && last < a;
       add_warning(report, "missing-data",
-           trailing ? fmt::format("no samples of {} after {} (until the period's end at {}); usage after the last "
-                                  "sample is not in this report",
-                                  gpu_text(uuid, node), format_utc(from), format_utc(to))
-                    : fmt::format("no samples of {} between {} and {} (scrape gap or agent down); the ledger "
-                                  "counters carry across it, so nothing is lost unless a gap warning says so",
-                                  gpu_text(uuid, node), format_utc(from), format_utc(to)),
-           uuid, node, from, to);
+                  trailing
+                      ? fmt::format("no samples of {} after {} (until the period's end at {}); usage after the last "
+                                    "sample is not in this report",
+                                    gpu_text(uuid, node), format_utc(from), format_utc(to))
+                      : fmt::format("no samples of {} between {} and {} (scrape gap or agent down); the ledger "
+                                    "counters carry across it, so nothing is lost unless a gap warning says so",
+                                    gpu_text(uuid, node), format_utc(from), format_utc(to)),
+                  uuid, node, from, to);
     }
   }
   for (const auto& s : gaps.series) {
@@ -243,36 +244,40 @@ void warn_about_data(const AnswerContext& ctx, const CounterData& covered, const
       double seconds = 0;
       for (std::size_t i = a; i <= b; ++i) seconds += s.increase[i - 1];
       // The agent counts a gap when it comes back, so the step dates the gap's end.
-      add_warning(report, "gap",
-           fmt::format("{}: the agent came back between {} and {} from {:.0f} s it could not integrate (it, or the "
-                       "GPU, was down longer than the driver's sample buffer); that time is in no owner's total",
-                       gpu_text(uuid, node), format_utc(ctx.timeline[a - 1]), format_utc(ctx.timeline[b]), seconds),
-           uuid, node, ctx.timeline[a - 1], ctx.timeline[b]);
+      add_warning(
+          report, "gap",
+          fmt::format("{}: the agent came back between {} and {} from {:.0f} s it could not integrate (it, or the "
+                      "GPU, was down longer than the driver's sample buffer); that time is in no owner's total",
+                      gpu_text(uuid, node), format_utc(ctx.timeline[a - 1]), format_utc(ctx.timeline[b]), seconds),
+          uuid, node, ctx.timeline[a - 1], ctx.timeline[b]);
     }
   }
   std::set<std::string> reset_seen;
   for (const auto& r : covered.resets) {
     const std::string uuid = label(r.labels, "uuid");
     const std::string node = ctx.node_of(r.labels);
-    add_warning(report, "reset",
-         fmt::format("the ledger counters of {} restarted from zero between {} and {} (the agent restarted without "
-                     "its state file); usage on both sides of the reset is counted",
-                     gpu_text(uuid, node), format_utc(r.after), format_utc(r.at)),
-         uuid, node, r.after, r.at);
+    add_warning(
+        report, "reset",
+        fmt::format("the ledger counters of {} restarted from zero between {} and {} (the agent restarted without "
+                    "its state file); usage on both sides of the reset is counted",
+                    gpu_text(uuid, node), format_utc(r.after), format_utc(r.at)),
+        uuid, node, r.after, r.at);
   }
   for (const auto& [uuid, id] : ctx.gpus) {
     if (ledger_uuids.count(uuid)) continue;
-    add_warning(report, "missing-series",
-         fmt::format("{} ({}) reported gpu_info in the period but no ledger series; its usage is not in this report",
-                     gpu_text(uuid, id.node), id.model),
-         uuid, id.node);
+    add_warning(
+        report, "missing-series",
+        fmt::format("{} ({}) reported gpu_info in the period but no ledger series; its usage is not in this report",
+                    gpu_text(uuid, id.node), id.model),
+        uuid, id.node);
   }
   if (report.to > ctx.now - 60) {
-    add_warning(report, "backend", fmt::format("the period ends less than a minute before now; samples not yet scraped{} are not "
-                                "in this report",
-                                report.backend == "VictoriaMetrics" ? " (and VictoriaMetrics hides the last 30 s by "
-                                                                       "default, -search.latencyOffset)"
-                                                                     : ""));
+    add_warning(report, "backend",
+                fmt::format("the period ends less than a minute before now; samples not yet scraped{} are not "
+                            "in this report",
+                            report.backend == "VictoriaMetrics" ? " (and VictoriaMetrics hides the last 30 s by "
+                                                                  "default, -search.latencyOffset)"
+                                                                : ""));
   }
 }
 

@@ -29,8 +29,8 @@ struct GpuIdentity {
 
 // What the checks need of the report being built.
 struct AnswerContext {
-  std::string url;  // the query API, for messages
-  double now = 0;   // unix seconds
+  std::string url;                      // the query API, for messages
+  double now = 0;                       // unix seconds
   const std::vector<double>& timeline;  // the step boundaries
   std::size_t steps = 0;
   std::function<std::string(const Labels&)> node_of;  // a series' node, for messages

@@ -12,8 +12,10 @@ double positive_integral(double a, double b, double h) {
   if (b == 0) return a > 0 ? a * h : 0;
   const double zero = -a / b;  // where the line crosses 0
   double lo = 0, hi = h;
-  if (b > 0) lo = std::clamp(zero, 0.0, h);
-  else hi = std::clamp(zero, 0.0, h);
+  if (b > 0)
+    lo = std::clamp(zero, 0.0, h);
+  else
+    hi = std::clamp(zero, 0.0, h);
   if (hi <= lo) return 0;
   return a * (hi - lo) + b * (hi * hi - lo * lo) / 2;
 }

@@ -10,9 +10,9 @@
 namespace gpumeter::report {
 
 struct DemandForecast {
-  double gpus_at_end = 0;          // the fitted GPUs in use at the period's end
-  double trend_gpus_per_day = 0;   // the fitted line's slope
-  double gpu_hours = 0;            // over the horizon after the period's end
+  double gpus_at_end = 0;         // the fitted GPUs in use at the period's end
+  double trend_gpus_per_day = 0;  // the fitted line's slope
+  double gpu_hours = 0;           // over the horizon after the period's end
 };
 
 // Fits a least-squares line to the GPUs a group held in each step of the period (its allocated

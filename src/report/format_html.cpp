@@ -79,9 +79,8 @@ std::vector<size_t> rank_rows(const Report& report, const Measure& measure) {
   std::vector<size_t> order(report.rows.size());
   std::iota(order.begin(), order.end(), size_t{0});
   // The query engine sorts already; sorting again keeps the charts right if it ever does not.
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return measure.of(report.rows[a]) > measure.of(report.rows[b]);
-  });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return measure.of(report.rows[a]) > measure.of(report.rows[b]); });
   return order;
 }
 
@@ -91,9 +90,12 @@ std::vector<std::string> row_colors(const Report& report, const std::vector<size
   size_t next = 0;
   for (size_t i = 0; i < ranking.size() && i < kTopSeries; ++i) {
     const Row& row = report.rows[ranking[i]];
-    if (row.idle) colors[ranking[i]] = svg::kIdleColor;
-    else if (row.unattributed) colors[ranking[i]] = svg::kUnattributedColor;
-    else colors[ranking[i]] = svg::kPalette[next++ % svg::kPalette.size()];
+    if (row.idle)
+      colors[ranking[i]] = svg::kIdleColor;
+    else if (row.unattributed)
+      colors[ranking[i]] = svg::kUnattributedColor;
+    else
+      colors[ranking[i]] = svg::kPalette[next++ % svg::kPalette.size()];
   }
   return colors;
 }
@@ -187,8 +189,7 @@ void summary_section(Page& p, const Context& c) {
        hours(rec.idle_seconds) + " of " + hours(rec.covered_seconds) + " GPU-h covered");
   card(p, "Fleet efficiency", optional_percent(c.fleet_efficiency), "", "busy / allocated GPU time of owners");
   double kwh = finite(r.total.usage.energy_joules) / kJoulesPerKWh;
-  card(p, "Energy", format_number(kwh, kwh >= 100 ? 0 : 1), "kWh",
-       "attributed to the groups");
+  card(p, "Energy", format_number(kwh, kwh >= 100 ? 0 : 1), "kWh", "attributed to the groups");
   size_t budgets = 0, over = 0;
   for (const Row& row : r.rows) {
     if (!row.budget) continue;
@@ -339,8 +340,9 @@ void forecast_section(Page& p, const Context& c) {
   const Report& r = c.report;
   if (r.forecast_seconds <= 0) return;
   p.put("<h2 id=\"forecast\">Forecast for the next {} days</h2>\n", format_number(r.forecast_seconds / 86400, 1));
-  p.raw("<p>The linear trend of the GPUs each group held over the period, carried over the horizon "
-        "(docs/chargeback.md, \"Forecast\").</p>\n<div class=\"table-wrap\"><table id=\"forecast-table\">\n<thead><tr>");
+  p.raw(
+      "<p>The linear trend of the GPUs each group held over the period, carried over the horizon "
+      "(docs/chargeback.md, \"Forecast\").</p>\n<div class=\"table-wrap\"><table id=\"forecast-table\">\n<thead><tr>");
   for (const auto& d : r.by) p.raw("<th>").text(d).raw("</th>");
   p.raw("<th>GPUs now</th><th>Trend, GPUs a day</th><th>GPU-hours</th>");
   if (r.priced) p.raw("<th>Cost</th>");
@@ -382,12 +384,14 @@ void reconciliation_section(Page& p, const Report& r) {
   if (rec.ok) {
     p.raw("<span class=\"ok\">&#10003; OK</span>: owners plus idle time equal the GPU time the ledger covered.");
   } else {
-    p.raw("<span class=\"bad\">&#10007; Mismatch</span>: owners plus idle time differ from the GPU time the "
-          "ledger covered by more than the tolerance.");
+    p.raw(
+        "<span class=\"bad\">&#10007; Mismatch</span>: owners plus idle time differ from the GPU time the "
+        "ledger covered by more than the tolerance.");
   }
-  p.raw("</p>\n<div class=\"table-wrap narrow\"><table id=\"reconciliation-table\">\n<thead><tr><th></th>"
-        "<th class=\"num\">GPU-seconds</th><th class=\"num\">GPU-hours</th><th class=\"num\">Of covered</th>"
-        "</tr></thead>\n<tbody>\n");
+  p.raw(
+      "</p>\n<div class=\"table-wrap narrow\"><table id=\"reconciliation-table\">\n<thead><tr><th></th>"
+      "<th class=\"num\">GPU-seconds</th><th class=\"num\">GPU-hours</th><th class=\"num\">Of covered</th>"
+      "</tr></thead>\n<tbody>\n");
   double covered = rec.covered_seconds;
   reconciliation_row(p, "GPU time reported (GPUs \u00d7 seconds)", rec.gpu_seconds, covered, 1);
   reconciliation_row(p, "Covered by the ledger", rec.covered_seconds, covered, 1);

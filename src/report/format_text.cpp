@@ -57,12 +57,10 @@ std::string period_length(double seconds) {
 }
 
 nlohmann::json usage_json(const Usage& u) {
-  nlohmann::json j{{"allocated_seconds", u.allocated_seconds},
-                   {"busy_seconds", u.busy_seconds},
-                   {"memory_byte_seconds", u.memory_byte_seconds},
-                   {"energy_joules", u.energy_joules},
-                   {"idle_allocated_seconds", u.idle_allocated_seconds},
-                   {"mig_allocated_seconds", u.mig_allocated_seconds}};
+  nlohmann::json j{
+      {"allocated_seconds", u.allocated_seconds},           {"busy_seconds", u.busy_seconds},
+      {"memory_byte_seconds", u.memory_byte_seconds},       {"energy_joules", u.energy_joules},
+      {"idle_allocated_seconds", u.idle_allocated_seconds}, {"mig_allocated_seconds", u.mig_allocated_seconds}};
   auto e = u.efficiency();
   j["efficiency"] = e ? nlohmann::json(*e) : nlohmann::json(nullptr);
   return j;
@@ -77,8 +75,11 @@ nlohmann::json forecast_json(const std::optional<RowForecast>& f) {
 }
 
 nlohmann::json cost_json(const Cost& c) {
-  return {{"allocation", c.allocation}, {"utilization", c.utilization}, {"energy", c.energy},
-          {"idle", c.idle}, {"total", c.total()}};
+  return {{"allocation", c.allocation},
+          {"utilization", c.utilization},
+          {"energy", c.energy},
+          {"idle", c.idle},
+          {"total", c.total()}};
 }
 
 // A text cell a spreadsheet would take for a formula (OWASP, "CSV Injection"): one starting with
@@ -118,7 +119,8 @@ std::string render_json(const Report& r) {
     j["mig_profiles"] = row.mig_profiles;
     if (r.forecast_seconds > 0) j["forecast"] = forecast_json(row.forecast);
     if (row.budget) {
-      j["budget"] = {{"monthly", row.budget->monthly}, {"for_period", row.budget->for_period},
+      j["budget"] = {{"monthly", row.budget->monthly},
+                     {"for_period", row.budget->for_period},
                      {"used_ratio", row.budget->used_ratio}};
     } else {
       j["budget"] = nullptr;
@@ -160,9 +162,13 @@ std::string render_json(const Report& r) {
       {"rows", std::move(rows)},
       {"total", std::move(total)},
       {"reconciliation",
-       {{"gpu_seconds", rec.gpu_seconds}, {"covered_seconds", rec.covered_seconds}, {"gap_seconds", rec.gap_seconds},
-        {"owners_seconds", rec.owners_seconds}, {"idle_seconds", rec.idle_seconds},
-        {"difference_seconds", rec.difference_seconds}, {"ok", rec.ok}}},
+       {{"gpu_seconds", rec.gpu_seconds},
+        {"covered_seconds", rec.covered_seconds},
+        {"gap_seconds", rec.gap_seconds},
+        {"owners_seconds", rec.owners_seconds},
+        {"idle_seconds", rec.idle_seconds},
+        {"difference_seconds", rec.difference_seconds},
+        {"ok", rec.ok}}},
       {"timeline", std::move(timeline)},
       {"warnings", std::move(warnings)},
       {"queries", r.queries},
@@ -188,8 +194,9 @@ std::string render_csv(const Report& r) {
     out += std::string(*row_kind(row) ? row_kind(row) : "owner") + ",";
     const auto& u = row.usage;
     auto e = u.efficiency();
-    out += fmt::format("{:.17g},{:.17g},{},{:.17g},{:.17g}", u.allocated_seconds / 3600, u.busy_seconds / 3600,
-                       e ? fmt::format("{:.17g}", *e) : "", u.memory_byte_seconds / kGiB / 3600, u.energy_joules / 3.6e6);
+    out +=
+        fmt::format("{:.17g},{:.17g},{},{:.17g},{:.17g}", u.allocated_seconds / 3600, u.busy_seconds / 3600,
+                    e ? fmt::format("{:.17g}", *e) : "", u.memory_byte_seconds / kGiB / 3600, u.energy_joules / 3.6e6);
     out += fmt::format(",{:.17g}", u.idle_allocated_seconds / 3600);
     if (mig) {
       std::string profiles;

@@ -53,8 +53,8 @@ std::string cost_chart(const Context& c) {
     chart.bars.push_back({row_label(row), v, c.measure.text(v), c.colors[c.ranking[i]]});
   }
   if (c.ranking.size() > kTopGroups) {
-    chart.bars.push_back({other_label(c.ranking.size() - kTopGroups), rest, c.measure.text(rest),
-                          std::string(svg::kOtherColor)});
+    chart.bars.push_back(
+        {other_label(c.ranking.size() - kTopGroups), rest, c.measure.text(rest), std::string(svg::kOtherColor)});
   }
   return svg::horizontal_bars(chart);
 }
@@ -71,7 +71,8 @@ std::string efficiency_chart(const Context& c) {
   chart.title = "Efficiency per group: busy / allocated GPU time";
   chart.axis_label = "Efficiency (busy / allocated, %)";
   chart.ratio_axis = true;
-  if (c.fleet_efficiency) chart.reference = svg::ReferenceLine{*c.fleet_efficiency, "fleet " + format_percent(*c.fleet_efficiency, 1)};
+  if (c.fleet_efficiency)
+    chart.reference = svg::ReferenceLine{*c.fleet_efficiency, "fleet " + format_percent(*c.fleet_efficiency, 1)};
   Usage rest;
   size_t rest_groups = 0;
   for (size_t index : c.ranking) {
@@ -167,18 +168,18 @@ std::string idle_chart(const Context& c) {
 
 void charts_section(Page& p, const Context& c) {
   const size_t groups = c.ranking.size();
-  std::string top_note = groups > kTopGroups ? fmt::format("Top {} of {} groups; the rest as \"other\".", kTopGroups, groups)
-                                             : fmt::format("{} group{}.", groups, groups == 1 ? "" : "s");
+  std::string top_note = groups > kTopGroups
+                             ? fmt::format("Top {} of {} groups; the rest as \"other\".", kTopGroups, groups)
+                             : fmt::format("{} group{}.", groups, groups == 1 ? "" : "s");
   p.raw("<h2>Charts</h2>\n<div class=\"charts\">\n");
   figure(p, "", c.measure.priced ? "Cost per group" : "Allocated GPU-hours per group", top_note, cost_chart(c));
-  figure(p, "", "Efficiency per group", "Busy / allocated GPU time; the dashed line is the fleet.",
-         efficiency_chart(c), efficiency_key());
+  figure(p, "", "Efficiency per group", "Busy / allocated GPU time; the dashed line is the fleet.", efficiency_chart(c),
+         efficiency_key());
   std::string timeline_note =
       groups > kTopSeries ? fmt::format("Top {} groups stacked; the rest as \"other\".", kTopSeries) : "";
   figure(p, "wide", c.measure.priced ? "Cost over time" : "Allocated GPU-hours over time", timeline_note,
          timeline_chart(c));
-  figure(p, "wide", "Idle share over time", "Idle GPU time / GPU time covered by the ledger, per step.",
-         idle_chart(c));
+  figure(p, "wide", "Idle share over time", "Idle GPU time / GPU time covered by the ledger, per step.", idle_chart(c));
   p.raw("</div>\n");
 }
 

@@ -61,15 +61,13 @@ class BodyDecoder {
   Result<void> start(std::string_view encoding) {
     if (encoding.empty() || iequals_ascii(encoding, "identity")) return {};
     // gzip, and deflate as the zlib format: 32 + 15 detects either header.
-    if (iequals_ascii(encoding, "gzip") || iequals_ascii(encoding, "x-gzip") ||
-        iequals_ascii(encoding, "deflate")) {
+    if (iequals_ascii(encoding, "gzip") || iequals_ascii(encoding, "x-gzip") || iequals_ascii(encoding, "deflate")) {
       if (inflateInit2(&z_, 32 + MAX_WBITS) != Z_OK) return failure(HttpFailure::kEncoding, "zlib cannot start");
       inflating_ = true;
       return {};
     }
-    return failure(HttpFailure::kEncoding,
-                   "the answer has Content-Encoding \"" + std::string(encoding) +
-                       "\", which gpumeter cannot decode (it asks for gzip)");
+    return failure(HttpFailure::kEncoding, "the answer has Content-Encoding \"" + std::string(encoding) +
+                                               "\", which gpumeter cannot decode (it asks for gzip)");
   }
 
   Result<void> feed(const char* data, std::size_t n) {

@@ -48,8 +48,8 @@ struct HttpRequest {
 
 struct HttpAnswer {
   int status = 0;
-  HttpHeaders headers;  // as received
-  std::string body;     // decoded
+  HttpHeaders headers;                           // as received
+  std::string body;                              // decoded
   bool has_header(std::string_view name) const;  // names compare without case
 };
 

@@ -49,7 +49,6 @@ std::optional<std::string> check_series(std::vector<Series>& series) {
   return std::nullopt;
 }
 
-
 using nlohmann::json;
 
 // Reads a query, query_range or series answer in one pass over the body with nlohmann's SAX
@@ -99,7 +98,8 @@ class AnswerReader {
       return fail("unexpected JSON: data has no resultType and result list");
     }
     if (*result_type_ != "vector" && *result_type_ != "matrix") {
-      return Error{0, fmt::format("{}: unexpected result type \"{}\" (vector or matrix expected)", what_, *result_type_)};
+      return Error{0,
+                   fmt::format("{}: unexpected result type \"{}\" (vector or matrix expected)", what_, *result_type_)};
     }
     if (problem_) return fail(*problem_);
     const bool vector = *result_type_ == "vector";
@@ -145,7 +145,8 @@ class AnswerReader {
 
   std::optional<Error> envelope_error(std::string_view body) const {
     if (syntax_error_) return Error{0, fmt::format("{}: the answer is not JSON: \"{}\"", what_, excerpt(body))};
-    if (!status_) return Error{0, fmt::format("{}: unexpected JSON: no \"status\" field: \"{}\"", what_, excerpt(body))};
+    if (!status_)
+      return Error{0, fmt::format("{}: unexpected JSON: no \"status\" field: \"{}\"", what_, excerpt(body))};
     if (*status_ != "success") {
       return Error{0, fmt::format("{}: the API answered status \"{}\" ({}): {}", what_, *status_,
                                   error_type_.value_or("unknown"), error_.value_or("no error message"))};
@@ -266,7 +267,9 @@ class AnswerReader {
   }
 
   // The sample a pair being read fills.
-  Sample& pair_target(Role role) { return role == Role::kInstant ? shapes_.back().instant : series_.back().samples.back(); }
+  Sample& pair_target(Role role) {
+    return role == Role::kInstant ? shapes_.back().instant : series_.back().samples.back();
+  }
 
   // A string, number, boolean or null. Where only a container belongs, role_here() notes the
   // same problem it notes for a container out of place.

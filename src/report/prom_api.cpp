@@ -50,7 +50,8 @@ HttpEndpoint split_authority(const std::string& authority, bool tls) {
 
 Result<ParsedUrl> parse_url(const std::string& url) {
   auto bad = [&](std::string_view why) {
-    return Error{0, fmt::format("--url \"{}\": {} (expected http://host:port or https://host[:port][/prefix])", url, why)};
+    return Error{0,
+                 fmt::format("--url \"{}\": {} (expected http://host:port or https://host[:port][/prefix])", url, why)};
   };
   auto scheme_end = url.find("://");
   if (scheme_end == std::string::npos) return bad("no scheme");
@@ -100,13 +101,20 @@ std::string form_encode(const FormParams& params) {
 
 std::string describe_failure(HttpFailure f) {
   switch (f) {
-    case HttpFailure::kConnect: return "cannot connect";
-    case HttpFailure::kConnectTimeout: return "no connection within the timeout";
-    case HttpFailure::kRead: return "the connection failed while reading the answer";
-    case HttpFailure::kWrite: return "the connection failed while sending the query";
-    case HttpFailure::kTlsHandshake: return "the TLS handshake failed";
-    case HttpFailure::kTlsCertificate: return "the server's TLS certificate was not accepted";
-    default: return "the request failed";
+    case HttpFailure::kConnect:
+      return "cannot connect";
+    case HttpFailure::kConnectTimeout:
+      return "no connection within the timeout";
+    case HttpFailure::kRead:
+      return "the connection failed while reading the answer";
+    case HttpFailure::kWrite:
+      return "the connection failed while sending the query";
+    case HttpFailure::kTlsHandshake:
+      return "the TLS handshake failed";
+    case HttpFailure::kTlsCertificate:
+      return "the server's TLS certificate was not accepted";
+    default:
+      return "the request failed";
   }
 }
 
@@ -149,8 +157,7 @@ class HttpPromApi final : public PromApi {
 
   // The window (after - 1 ms, upto + 1 ms] at upto + 1 ms, trimmed to (after, upto].
   Result<std::vector<Series>> raw_samples(std::string_view selector, double after, double upto) override {
-    const std::string expr =
-        fmt::format("{}[{}]", selector, promql_range(upto - after + 2 * kPastTheEnd));
+    const std::string expr = fmt::format("{}[{}]", selector, promql_range(upto - after + 2 * kPastTheEnd));
     FormParams p{{"query", expr}, {"time", number(upto + kPastTheEnd)}};
     auto body = post("/api/v1/query", p, fmt::format("query {}", expr));
     if (!body) return body.error();
@@ -198,8 +205,11 @@ class HttpPromApi final : public PromApi {
 
   Result<std::vector<Series>> post_range(std::string_view expr, double start, double end, double step,
                                          std::string_view verb) {
-    FormParams p{{"query", std::string(expr)}, {"start", number(start)}, {"end", number(end)},
-                      {"step", number(step)}, {"nocache", "1"}};
+    FormParams p{{"query", std::string(expr)},
+                 {"start", number(start)},
+                 {"end", number(end)},
+                 {"step", number(step)},
+                 {"nocache", "1"}};
     auto body = post("/api/v1/query_range", p, fmt::format("{} {}", verb, expr));
     if (!body) return body.error();
     return parse_query_response(*body, describe("/api/v1/query_range", expr));
@@ -237,8 +247,8 @@ class HttpPromApi final : public PromApi {
   }
 
   Result<std::string> post(const std::string& path, const FormParams& params, std::string what) {
-    HttpRequest req{"POST", url_.prefix + path, {{"Content-Type", "application/x-www-form-urlencoded"}},
-                    form_encode(params)};
+    HttpRequest req{
+        "POST", url_.prefix + path, {{"Content-Type", "application/x-www-form-urlencoded"}}, form_encode(params)};
     auto answer = exchange(std::move(req), std::move(what));
     if (!answer) return answer.error();
     if (answer->status != 200) {
@@ -272,7 +282,8 @@ std::string url_for_display(const std::string& url) {
 Result<std::unique_ptr<PromApi>> PromApi::connect(const ApiOptions& options) {
   auto url = parse_url(options.url);
   if (!url) return url.error();
-  std::unique_ptr<PromApi> api = std::make_unique<HttpPromApi>(std::move(*url), options.timeout, options.max_answer_bytes);
+  std::unique_ptr<PromApi> api =
+      std::make_unique<HttpPromApi>(std::move(*url), options.timeout, options.max_answer_bytes);
   return api;
 }
 

@@ -57,8 +57,7 @@ class PromApi {
   // An instant vector expression at `t`: one sample per series; a matrix or a scalar is rejected.
   virtual Result<std::vector<Series>> query(std::string_view expr, double t) = 0;
   // Range query on the grid start, start+step, ... <= end.
-  virtual Result<std::vector<Series>> query_range(std::string_view expr, double start, double end,
-                                                  double step) = 0;
+  virtual Result<std::vector<Series>> query_range(std::string_view expr, double start, double end, double step) = 0;
   // The raw samples of the series matching `selector` in (after, upto].
   virtual Result<std::vector<Series>> raw_samples(std::string_view selector, double after, double upto) = 0;
   // /api/v1/series: the label sets (with __name__) of the series matching `match` in [start, end].

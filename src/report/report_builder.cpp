@@ -50,7 +50,7 @@ constexpr std::array<LedgerMetric, 5> kLedgerMetrics = {{
 }};
 
 static_assert(kLedgerMetrics[kAllocated].field == kAllocated && kLedgerMetrics[kBusy].field == kBusy &&
-              kLedgerMetrics[kMemory].field == kMemory && kLedgerMetrics[kEnergy].field == kEnergy,
+                  kLedgerMetrics[kMemory].field == kMemory && kLedgerMetrics[kEnergy].field == kEnergy,
               "a metric's read result is found by its field");
 
 // 0 for owners, 1 for idle time, 2 for busy time no process accounts for.
@@ -60,20 +60,25 @@ int reserved_kind(std::string_view project) {
 
 double& field(Usage& u, Field f) {
   switch (f) {
-    case kAllocated: return u.allocated_seconds;
-    case kBusy: return u.busy_seconds;
-    case kMemory: return u.memory_byte_seconds;
-    case kEnergy: return u.energy_joules;
-    case kIdleAllocated: return u.idle_allocated_seconds;
+    case kAllocated:
+      return u.allocated_seconds;
+    case kBusy:
+      return u.busy_seconds;
+    case kMemory:
+      return u.memory_byte_seconds;
+    case kEnergy:
+      return u.energy_joules;
+    case kIdleAllocated:
+      return u.idle_allocated_seconds;
   }
   return u.allocated_seconds;
 }
 
 struct RowAcc {
   Row row;
-  std::vector<double> step_values;                  // cost (or allocated seconds) per step
-  std::vector<double> allocated_steps;              // allocated seconds per step, for the forecast
-  std::map<std::string, double> cost_by_node;       // own cost, for spreading idle cost
+  std::vector<double> step_values;                        // cost (or allocated seconds) per step
+  std::vector<double> allocated_steps;                    // allocated seconds per step, for the forecast
+  std::map<std::string, double> cost_by_node;             // own cost, for spreading idle cost
   std::map<std::string, std::vector<double>> node_steps;  // idle rows: cost per node per step
 };
 
@@ -140,9 +145,13 @@ class Builder {
     if (pricer_ && pricer_->missing()) return pricer_->missing_price_error();
     if (req_.pricing && req_.pricing->idle_policy != pricing::IdlePolicy::kSeparate) spread_idle();
     finish_rows();
-    const AnswerContext ctx{req_.url, req_.now, timeline_, steps_,
+    const AnswerContext ctx{req_.url,
+                            req_.now,
+                            timeline_,
+                            steps_,
                             [this](const Labels& l) { return node_of(l); },
-                            [this](const std::string& uuid) { return node_of_gpu(uuid); }, gpus_};
+                            [this](const std::string& uuid) { return node_of_gpu(uuid); },
+                            gpus_};
     reconcile(ctx, *covered, *gaps, report_);
     if (auto ok = check_finite(report_); !ok) return ok.error();
     if (auto ok = check_busy(ctx, *covered, *results[kAllocated], *results[kBusy]); !ok) return ok.error();
@@ -208,8 +217,8 @@ class Builder {
   // gpu_mig_slices in the period, in one query (a GPU's slices never change; a GPU without
   // the series is priced as having 7).
   Result<void> read_mig_slices() {
-    auto answer = api_.query(fmt::format("last_over_time(gpu_mig_slices[{}])", promql_range(req_.to - req_.from)),
-                             req_.to);
+    auto answer =
+        api_.query(fmt::format("last_over_time(gpu_mig_slices[{}])", promql_range(req_.to - req_.from)), req_.to);
     if (!answer) return answer.error();
     for (const auto& s : *answer) {
       auto gpu = gpus_.find(label(s.labels, "uuid"));
@@ -338,9 +347,10 @@ class Builder {
       for (double c : idle_steps) idle_total += c;
       if (idle_total == 0) continue;
       if (owners <= 0) {
-        add_warning(report_, "pricing", fmt::format("idle cost of {} {} ({:.2f} {}) has no owners to be spread over; it stays on "
-                                    "the {} line", by_pool ? "pool" : "node", bucket, idle_total,
-                                    report_.currency, kIdleProject));
+        add_warning(report_, "pricing",
+                    fmt::format("idle cost of {} {} ({:.2f} {}) has no owners to be spread over; it stays on "
+                                "the {} line",
+                                by_pool ? "pool" : "node", bucket, idle_total, report_.currency, kIdleProject));
         continue;
       }
       for (auto& [key, acc] : rows_) {
@@ -374,8 +384,9 @@ class Builder {
     if (!unpooled.empty()) {
       std::string list;
       for (const auto& n : unpooled) list += (list.empty() ? "" : ", ") + n;
-      add_warning(report_, "pricing", fmt::format("nodes {} match no pool in {}; their idle cost stays on the {} line", list,
-                                  req_.pricing->source, kIdleProject));
+      add_warning(report_, "pricing",
+                  fmt::format("nodes {} match no pool in {}; their idle cost stays on the {} line", list,
+                              req_.pricing->source, kIdleProject));
     }
   }
 
@@ -389,7 +400,8 @@ class Builder {
     for (auto& [key, acc] : rows_) {
       if (req_.forecast > 0 && !acc.row.idle && !acc.row.unattributed) {
         acc.row.forecast = forecast(acc.row, acc.allocated_steps);
-        for (std::size_t i = 0; i < steps_ && i < acc.allocated_steps.size(); ++i) owner_steps[i] += acc.allocated_steps[i];
+        for (std::size_t i = 0; i < steps_ && i < acc.allocated_steps.size(); ++i)
+          owner_steps[i] += acc.allocated_steps[i];
       }
       if (req_.pricing && by_project_only) {
         auto b = req_.pricing->budgets.find(key.first[0]);
@@ -481,7 +493,8 @@ double default_step(double period_seconds) {
   return std::ceil(period_seconds / 400 / 86400) * 86400;
 }
 
-Result<Report> build_report(PromApi& api, const ReportRequest& request, std::function<void(std::string_view)> progress) {
+Result<Report> build_report(PromApi& api, const ReportRequest& request,
+                            std::function<void(std::string_view)> progress) {
   return Builder(api, request, std::move(progress)).build();
 }
 

@@ -58,9 +58,9 @@ struct Cost {
 };
 
 struct Budget {
-  double monthly = 0;      // from the pricing file
-  double for_period = 0;   // prorated to the report's period (monthly x period / 30.4375 days)
-  double used_ratio = 0;   // total cost / for_period
+  double monthly = 0;     // from the pricing file
+  double for_period = 0;  // prorated to the report's period (monthly x period / 30.4375 days)
+  double used_ratio = 0;  // total cost / for_period
 };
 
 // What a group will hold over the forecast's horizon (report --forecast), from the trend of the
@@ -77,23 +77,23 @@ struct Row {
   // time no process accounts for "__unattributed__" in every owner dimension.
   std::vector<std::string> key;
   Usage usage;
-  Cost cost;                      // all zero without a pricing file
-  std::optional<Budget> budget;   // only when grouping by project and the project has one
-  bool idle = false;              // the "__idle__" row
-  bool unattributed = false;      // the "__unattributed__" row
-  std::set<std::string> mig_profiles;  // the MIG profiles of the instances the row's time was on
+  Cost cost;                            // all zero without a pricing file
+  std::optional<Budget> budget;         // only when grouping by project and the project has one
+  bool idle = false;                    // the "__idle__" row
+  bool unattributed = false;            // the "__unattributed__" row
+  std::set<std::string> mig_profiles;   // the MIG profiles of the instances the row's time was on
   std::optional<RowForecast> forecast;  // owner rows and the total, with --forecast
 };
 
 // Owners plus idle equals the capacity: the checks behind the "reconciliation" section.
 struct Reconciliation {
-  double gpu_seconds = 0;       // GPUs x seconds each GPU reported within the period
-  double covered_seconds = 0;   // gpumeter_ledger_covered_seconds_total increase
-  double gap_seconds = 0;       // gpumeter_ledger_gap_seconds_total increase (agent could not integrate)
-  double owners_seconds = 0;    // allocated seconds of every owner row, idle excluded
-  double idle_seconds = 0;      // allocated seconds of "__idle__"
+  double gpu_seconds = 0;         // GPUs x seconds each GPU reported within the period
+  double covered_seconds = 0;     // gpumeter_ledger_covered_seconds_total increase
+  double gap_seconds = 0;         // gpumeter_ledger_gap_seconds_total increase (agent could not integrate)
+  double owners_seconds = 0;      // allocated seconds of every owner row, idle excluded
+  double idle_seconds = 0;        // allocated seconds of "__idle__"
   double difference_seconds = 0;  // owners + idle - covered
-  bool ok = true;               // |difference| within 1e-6 relative (plus 1 ms)
+  bool ok = true;                 // |difference| within 1e-6 relative (plus 1 ms)
 };
 
 struct Warning {
@@ -101,7 +101,7 @@ struct Warning {
   std::string message;  // complete, names the GPU(s) and the time range
   std::string gpu;      // uuid, when the warning is about one GPU
   std::string node;
-  double from = 0;      // unix seconds; 0 when not about a time range
+  double from = 0;  // unix seconds; 0 when not about a time range
   double to = 0;
 };
 
@@ -116,22 +116,22 @@ struct Timeline {
 
 struct Report {
   std::string url;
-  std::string backend;       // "Prometheus 2.42.0", "VictoriaMetrics", or "unknown"
-  double from = 0;           // unix seconds
+  std::string backend;  // "Prometheus 2.42.0", "VictoriaMetrics", or "unknown"
+  double from = 0;      // unix seconds
   double to = 0;
-  double step_seconds = 0;   // the timeline's step (the last step may be shorter)
+  double step_seconds = 0;  // the timeline's step (the last step may be shorter)
   std::vector<std::string> by;
   bool priced = false;
-  std::string currency;      // when priced
+  std::string currency;  // when priced
   std::string pricing_source;
-  std::string idle_policy;   // when priced
-  std::vector<Row> rows;     // most expensive first (most allocated seconds when unpriced)
-  Row total;                 // key empty
+  std::string idle_policy;      // when priced
+  std::vector<Row> rows;        // most expensive first (most allocated seconds when unpriced)
+  Row total;                    // key empty
   double forecast_seconds = 0;  // the forecast's horizon; 0 without --forecast
   Timeline timeline;
   Reconciliation reconciliation;
   std::vector<Warning> warnings;
-  int queries = 0;           // HTTP API requests made
+  int queries = 0;  // HTTP API requests made
   double elapsed_seconds = 0;
 };
 

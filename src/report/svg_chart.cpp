@@ -21,7 +21,9 @@ constexpr std::string_view kReferenceColor = "#2b2f33";
 constexpr std::string_view kDonutRestColor = "#c9d6e4";
 constexpr double kCharWidth = 6.6;
 // A white outline under a figure keeps it legible where it crosses a grid or reference line.
-constexpr std::string_view kHalo = " stroke=\"#fff\" stroke-width=\"3\" stroke-linejoin=\"round\" paint-order=\"stroke\"";  // average advance of the 12 px sans-serif labels
+constexpr std::string_view kHalo =
+    " stroke=\"#fff\" stroke-width=\"3\" stroke-linejoin=\"round\" paint-order=\"stroke\"";  // average advance of the
+                                                                                             // 12 px sans-serif labels
 
 double finite(double v) { return std::isfinite(v) ? v : 0.0; }
 double positive(double v) { return std::isfinite(v) && v > 0 ? v : 0.0; }
@@ -63,21 +65,19 @@ void open_svg(Out& o, std::string_view id, std::string_view title, int width, do
 }
 
 void note(Out& o, double x, double y, std::string_view text) {
-  o.put("<text class=\"nodata\" x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"#6b7280\" "
-        "font-style=\"italic\">{}</text>\n",
-        Px{x}, Px{y}, escaped(text));
+  o.put(
+      "<text class=\"nodata\" x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"#6b7280\" "
+      "font-style=\"italic\">{}</text>\n",
+      Px{x}, Px{y}, escaped(text));
 }
 
-void text_at(Out& o, double x, double y, std::string_view anchor, std::string_view text,
-             std::string_view extra = "") {
-  o.put("<text x=\"{}\" y=\"{}\" text-anchor=\"{}\"{}>{}</text>\n", Px{x}, Px{y}, anchor, extra,
-        escaped(text));
+void text_at(Out& o, double x, double y, std::string_view anchor, std::string_view text, std::string_view extra = "") {
+  o.put("<text x=\"{}\" y=\"{}\" text-anchor=\"{}\"{}>{}</text>\n", Px{x}, Px{y}, anchor, extra, escaped(text));
 }
 
-void line(Out& o, double x1, double y1, double x2, double y2, std::string_view color,
-          std::string_view extra = "") {
-  o.put("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"{}\"{}/>\n", Px{x1}, Px{y1}, Px{x2},
-        Px{y2}, color, extra);
+void line(Out& o, double x1, double y1, double x2, double y2, std::string_view color, std::string_view extra = "") {
+  o.put("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"{}\"{}/>\n", Px{x1}, Px{y1}, Px{x2}, Px{y2}, color,
+        extra);
 }
 
 std::string tick_label(double value, const Axis& axis, bool ratio) {
@@ -85,9 +85,7 @@ std::string tick_label(double value, const Axis& axis, bool ratio) {
   return format_number(value, axis.decimals);
 }
 
-size_t chars_fitting(double width) {
-  return static_cast<size_t>(std::max(1.0, std::floor(width / kCharWidth)));
-}
+size_t chars_fitting(double width) { return static_cast<size_t>(std::max(1.0, std::floor(width / kCharWidth))); }
 
 // Plot area of a chart with a time axis at the bottom and a value axis on the left.
 struct Plot {
@@ -102,8 +100,7 @@ struct Plot {
 };
 
 // Steps are taken as given, but a reversed or empty period must not divide by zero.
-std::pair<double, double> time_range(const std::vector<double>& starts, const std::vector<double>& ends,
-                                     size_t steps) {
+std::pair<double, double> time_range(const std::vector<double>& starts, const std::vector<double>& ends, size_t steps) {
   double t0 = INFINITY, t1 = -INFINITY;
   for (size_t k = 0; k < steps; ++k) {
     if (std::isfinite(starts[k])) t0 = std::min(t0, starts[k]);
@@ -123,8 +120,8 @@ void value_axis(Out& o, const Plot& p, bool ratio, std::string_view label) {
     text_at(o, p.left - 6, y + 4, "end", tick_label(v, p.axis, ratio));
   }
   double cx = p.left - 52, cy = p.top + p.height / 2;
-  o.put("<text x=\"{0}\" y=\"{1}\" text-anchor=\"middle\" transform=\"rotate(-90 {0} {1})\">{2}</text>\n",
-        Px{cx}, Px{cy}, escaped(label));
+  o.put("<text x=\"{0}\" y=\"{1}\" text-anchor=\"middle\" transform=\"rotate(-90 {0} {1})\">{2}</text>\n", Px{cx},
+        Px{cy}, escaped(label));
 }
 
 void time_axis(Out& o, const Plot& p) {
@@ -211,7 +208,7 @@ std::vector<TimeTick> month_ticks(double from, double to, int months_per_tick) {
 }  // namespace
 
 std::vector<TimeTick> time_ticks(double from, double to, int max_ticks) {
-  static constexpr double kSpacings[] = {60,   300,   900,   1800,       3600,     7200, 10800,
+  static constexpr double kSpacings[] = {60,    300,   900,  1800,     3600,  7200,     10800,
                                          21600, 43200, kDay, 2 * kDay, kWeek, 2 * kWeek};
   std::vector<TimeTick> ticks;
   if (!std::isfinite(from) || !std::isfinite(to) || to <= from || max_ticks < 1) return ticks;
@@ -254,8 +251,10 @@ std::string horizontal_bars(const BarChart& chart) {
   }
   text_at(o, plot_left + plot_width / 2, top + plot_height + 36, "middle", chart.axis_label);
 
-  if (n == 0) note(o, plot_left + plot_width / 2, top + plot_height / 2 + 4, "No data for this period");
-  else if (largest == 0) note(o, plot_left + plot_width / 2, top + plot_height / 2 + 4, "All values are zero");
+  if (n == 0)
+    note(o, plot_left + plot_width / 2, top + plot_height / 2 + 4, "No data for this period");
+  else if (largest == 0)
+    note(o, plot_left + plot_width / 2, top + plot_height / 2 + 4, "All values are zero");
 
   // Under the bars, so that it never crosses a bar or its figure.
   if (chart.reference) {
@@ -272,8 +271,8 @@ std::string horizontal_bars(const BarChart& chart) {
     if (positive(b.value) > 0) w = std::max(w, 1.5);  // a tiny value is not a zero
     o.put("<g><title>{}: {}</title>\n", escaped(b.label), escaped(b.value_text));
     text_at(o, label_width, y + kBarHeight / 2 + 4, "end", truncate_utf8(b.label, chars_fitting(label_width)));
-    o.put("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" rx=\"2\" fill=\"{}\"/>\n", Px{plot_left}, Px{y},
-          Px{w}, Px{kBarHeight}, escaped(b.color));
+    o.put("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" rx=\"2\" fill=\"{}\"/>\n", Px{plot_left}, Px{y}, Px{w},
+          Px{kBarHeight}, escaped(b.color));
     text_at(o, plot_left + w + 6, y + kBarHeight / 2 + 4, "start", b.value_text, kHalo);
     o.put("</g>\n");
   }
@@ -340,12 +339,13 @@ void donut(Out& o, double cx, double cy, double ratio, std::string_view color, s
   const double circumference = 2 * M_PI * kRadius;
   double r = std::clamp(finite(ratio), 0.0, 1.0);
   text_at(o, cx, cy - kRadius - kStroke / 2 - 10, "middle", "Whole period", " font-weight=\"600\"");
-  o.put("<circle cx=\"{}\" cy=\"{}\" r=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"{}\"/>\n", Px{cx},
-        Px{cy}, Px{kRadius}, kDonutRestColor, Px{kStroke});
+  o.put("<circle cx=\"{}\" cy=\"{}\" r=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"{}\"/>\n", Px{cx}, Px{cy},
+        Px{kRadius}, kDonutRestColor, Px{kStroke});
   // The arc starts at twelve o'clock and runs clockwise.
-  o.put("<circle cx=\"{0}\" cy=\"{1}\" r=\"{2}\" fill=\"none\" stroke=\"{3}\" stroke-width=\"{4}\" "
-        "stroke-dasharray=\"{5} {6}\" transform=\"rotate(-90 {0} {1})\"/>\n",
-        Px{cx}, Px{cy}, Px{kRadius}, escaped(color), Px{kStroke}, Px{r * circumference}, Px{circumference});
+  o.put(
+      "<circle cx=\"{0}\" cy=\"{1}\" r=\"{2}\" fill=\"none\" stroke=\"{3}\" stroke-width=\"{4}\" "
+      "stroke-dasharray=\"{5} {6}\" transform=\"rotate(-90 {0} {1})\"/>\n",
+      Px{cx}, Px{cy}, Px{kRadius}, escaped(color), Px{kStroke}, Px{r * circumference}, Px{circumference});
   text_at(o, cx, cy + 7, "middle", format_percent(r, 1), " font-size=\"20\" font-weight=\"700\"");
   double legend_y = cy + kRadius + kStroke / 2 + 24;
   swatch(o, cx - 70, legend_y, color, label);

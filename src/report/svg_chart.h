@@ -13,8 +13,8 @@
 namespace gpumeter::report::svg {
 
 // Tableau 10 without its grey: distinct on white and for the common colour-vision deficiencies.
-inline constexpr std::array<std::string_view, 8> kPalette = {
-    "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#9c755f"};
+inline constexpr std::array<std::string_view, 8> kPalette = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2",
+                                                             "#59a14f", "#edc948", "#b07aa1", "#9c755f"};
 inline constexpr std::string_view kOtherColor = "#bab0ac";         // "other" and the long tail
 inline constexpr std::string_view kIdleColor = "#d7dbe0";          // the "__idle__" row
 inline constexpr std::string_view kUnattributedColor = "#6b6b6b";  // the "__unattributed__" row
@@ -69,9 +69,9 @@ struct RatioTimeChart {
   std::vector<double> starts;
   std::vector<double> ends;
   std::vector<std::optional<double>> ratios;  // per step; nullopt where the step has no data
-  std::optional<double> overall;  // the whole period: a donut on the left and a dashed line
-  std::string overall_label;      // the donut's legend: what the ratio is, e.g. "idle"
-  std::string rest_label;         // and what the rest is, e.g. "allocated to owners"
+  std::optional<double> overall;              // the whole period: a donut on the left and a dashed line
+  std::string overall_label;                  // the donut's legend: what the ratio is, e.g. "idle"
+  std::string rest_label;                     // and what the rest is, e.g. "allocated to owners"
   std::string color;
   int width = 1100;
   int height = 260;

@@ -13,7 +13,8 @@ namespace gpumeter::report {
 Result<double> parse_time(std::string_view text, double now) {
   auto bad = [&](std::string_view why) {
     return Error{0, fmt::format("\"{}\": {} (expected now, -30d, now-12h, unix seconds, 2026-11-01 or "
-                                "2026-11-01T08:00:00Z)", text, why)};
+                                "2026-11-01T08:00:00Z)",
+                                text, why)};
   };
   if (text == "now") return now;
   std::string_view rel = text;

@@ -28,18 +28,28 @@ bool apply_raw(T* a, const json& v) {
 std::string cstr(const char* s, std::size_t max) { return std::string(s, strnlen(s, max)); }
 
 // The count of an array argument, bounded by what a transcript may hold.
-std::size_t bounded(std::optional<std::uint64_t> n) { return static_cast<std::size_t>(std::min<std::uint64_t>(n.value_or(0), 4096)); }
+std::size_t bounded(std::optional<std::uint64_t> n) {
+  return static_cast<std::size_t>(std::min<std::uint64_t>(n.value_or(0), 4096));
+}
 
 json value_json(const nvmlValue_t& v, unsigned type) {
   switch (type) {
-    case NVML_VALUE_TYPE_DOUBLE: return v.dVal;
-    case NVML_VALUE_TYPE_UNSIGNED_INT: return v.uiVal;
-    case NVML_VALUE_TYPE_UNSIGNED_LONG: return v.ulVal;
-    case NVML_VALUE_TYPE_UNSIGNED_LONG_LONG: return v.ullVal;
-    case NVML_VALUE_TYPE_SIGNED_LONG_LONG: return v.sllVal;
-    case NVML_VALUE_TYPE_SIGNED_INT: return v.siVal;
-    case NVML_VALUE_TYPE_UNSIGNED_SHORT: return v.usVal;
-    default: return nullptr;
+    case NVML_VALUE_TYPE_DOUBLE:
+      return v.dVal;
+    case NVML_VALUE_TYPE_UNSIGNED_INT:
+      return v.uiVal;
+    case NVML_VALUE_TYPE_UNSIGNED_LONG:
+      return v.ulVal;
+    case NVML_VALUE_TYPE_UNSIGNED_LONG_LONG:
+      return v.ullVal;
+    case NVML_VALUE_TYPE_SIGNED_LONG_LONG:
+      return v.sllVal;
+    case NVML_VALUE_TYPE_SIGNED_INT:
+      return v.siVal;
+    case NVML_VALUE_TYPE_UNSIGNED_SHORT:
+      return v.usVal;
+    default:
+      return nullptr;
   }
 }
 
@@ -50,11 +60,13 @@ std::uint64_t shifted(std::uint64_t t, std::int64_t by) {
 }  // namespace
 
 std::int64_t mono_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
 }
 
 std::int64_t wall_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
 }
 
 std::string to_hex(const void* data, std::size_t size) {
@@ -72,7 +84,8 @@ std::size_t from_hex(const std::string& hex, void* out, std::size_t size) {
   auto nibble = [](char c) { return c >= 'a' ? c - 'a' + 10 : c >= 'A' ? c - 'A' + 10 : c - '0'; };
   const std::size_t n = std::min(size, hex.size() / 2);
   auto* p = static_cast<unsigned char*>(out);
-  for (std::size_t i = 0; i < n; ++i) p[i] = static_cast<unsigned char>(nibble(hex[2 * i]) << 4 | nibble(hex[2 * i + 1]));
+  for (std::size_t i = 0; i < n; ++i)
+    p[i] = static_cast<unsigned char>(nibble(hex[2 * i]) << 4 | nibble(hex[2 * i + 1]));
   return n;
 }
 
@@ -132,10 +145,10 @@ std::optional<std::uint64_t> ArgContext::array_count() const {
 
 // ---- scalars -------------------------------------------------------------------------------
 
-#define GPUMETER_SCALAR_CODEC(T)                                                                   \
+#define GPUMETER_SCALAR_CODEC(T)                                                                            \
   std::optional<std::uint64_t> Codec<T>::count(T a, nvmlReturn_t) { return static_cast<std::uint64_t>(a); } \
-  json Codec<T>::input(T a, ArgContext&) { return a; }                                             \
-  json Codec<T>::encode(T a, ArgContext&) { return a; }                                            \
+  json Codec<T>::input(T a, ArgContext&) { return a; }                                                      \
+  json Codec<T>::encode(T a, ArgContext&) { return a; }                                                     \
   void Codec<T>::apply(T, const json&, ArgContext&) {}
 GPUMETER_SCALAR_CODEC(unsigned int)
 GPUMETER_SCALAR_CODEC(int)
@@ -201,7 +214,9 @@ void Codec<unsigned int*>::apply(unsigned int* a, const json& v, ArgContext&) {
   if (a != nullptr && v.is_object() && v["out"].is_number()) *a = v["out"].get<unsigned>();
 }
 
-std::optional<std::uint64_t> Codec<unsigned long long*>::count(unsigned long long*, nvmlReturn_t) { return std::nullopt; }
+std::optional<std::uint64_t> Codec<unsigned long long*>::count(unsigned long long*, nvmlReturn_t) {
+  return std::nullopt;
+}
 json Codec<unsigned long long*>::input(unsigned long long* a, ArgContext&) { return a != nullptr; }
 json Codec<unsigned long long*>::encode(unsigned long long* a, ArgContext& ctx) {
   if (a == nullptr) return nullptr;
@@ -213,15 +228,15 @@ void Codec<unsigned long long*>::apply(unsigned long long* a, const json& v, Arg
 
 // ---- handles -------------------------------------------------------------------------------
 
-#define GPUMETER_HANDLE_CODEC(T, KIND)                                                            \
-  std::optional<std::uint64_t> Codec<T>::count(T, nvmlReturn_t) { return std::nullopt; }          \
-  json Codec<T>::input(T a, ArgContext& ctx) { return json{{"h", ctx.tokens->name_of(a, KIND)}}; } \
-  json Codec<T>::encode(T a, ArgContext& ctx) { return input(a, ctx); }                           \
-  void Codec<T>::apply(T, const json&, ArgContext&) {}                                            \
-  std::optional<std::uint64_t> Codec<T*>::count(T*, nvmlReturn_t) { return std::nullopt; }        \
-  json Codec<T*>::input(T* a, ArgContext&) { return a != nullptr; }                                      \
-  void Codec<T*>::apply(T* a, const json& v, ArgContext& ctx) {                                   \
-    if (a != nullptr && v.is_object() && v["out"].is_object())                                    \
+#define GPUMETER_HANDLE_CODEC(T, KIND)                                                                 \
+  std::optional<std::uint64_t> Codec<T>::count(T, nvmlReturn_t) { return std::nullopt; }               \
+  json Codec<T>::input(T a, ArgContext& ctx) { return json{{"h", ctx.tokens->name_of(a, KIND)}}; }     \
+  json Codec<T>::encode(T a, ArgContext& ctx) { return input(a, ctx); }                                \
+  void Codec<T>::apply(T, const json&, ArgContext&) {}                                                 \
+  std::optional<std::uint64_t> Codec<T*>::count(T*, nvmlReturn_t) { return std::nullopt; }             \
+  json Codec<T*>::input(T* a, ArgContext&) { return a != nullptr; }                                    \
+  void Codec<T*>::apply(T* a, const json& v, ArgContext& ctx) {                                        \
+    if (a != nullptr && v.is_object() && v["out"].is_object())                                         \
       *a = static_cast<T>(const_cast<void*>(ctx.tokens->handle_of(v["out"]["h"].get<std::string>()))); \
   }
 GPUMETER_HANDLE_CODEC(nvmlDevice_t, 'd')
@@ -243,11 +258,11 @@ json Codec<nvmlDevice_t*>::encode(nvmlDevice_t* a, ArgContext& ctx) {
   return json{{"out", {{"h", ctx.tokens->name_of(*a, 'd')}}}};
 }
 
-#define GPUMETER_NEW_HANDLE_CODEC(T, KIND)                                   \
-  json Codec<T*>::encode(T* a, ArgContext& ctx) {                            \
-    if (a == nullptr) return nullptr;                                        \
-    if (ctx.rc != NVML_SUCCESS) return json{{"out", nullptr}};               \
-    return json{{"out", {{"h", ctx.tokens->name_of(*a, KIND)}}}};            \
+#define GPUMETER_NEW_HANDLE_CODEC(T, KIND)                        \
+  json Codec<T*>::encode(T* a, ArgContext& ctx) {                 \
+    if (a == nullptr) return nullptr;                             \
+    if (ctx.rc != NVML_SUCCESS) return json{{"out", nullptr}};    \
+    return json{{"out", {{"h", ctx.tokens->name_of(*a, KIND)}}}}; \
   }
 GPUMETER_NEW_HANDLE_CODEC(nvmlEventSet_t, 'e')
 GPUMETER_NEW_HANDLE_CODEC(nvmlGpmSample_t, 's')
@@ -256,19 +271,20 @@ GPUMETER_NEW_HANDLE_CODEC(nvmlGpuInstance_t, 'g')
 
 // ---- single structs ------------------------------------------------------------------------
 
-#define GPUMETER_STRUCT_CODEC(T)                                                          \
+#define GPUMETER_STRUCT_CODEC(T)                                                           \
   std::optional<std::uint64_t> Codec<T*>::count(T*, nvmlReturn_t) { return std::nullopt; } \
-  json Codec<T*>::input(T* a, ArgContext&) { return a != nullptr; }                              \
-  json Codec<T*>::encode(T* a, ArgContext& ctx) {                                         \
-    if (a == nullptr) return nullptr;                                                     \
-    if (ctx.rc != NVML_SUCCESS) return json{{"out", nullptr}};                            \
-    return raw_output(decode(*a), a, sizeof(T));                                          \
-  }                                                                                       \
+  json Codec<T*>::input(T* a, ArgContext&) { return a != nullptr; }                        \
+  json Codec<T*>::encode(T* a, ArgContext& ctx) {                                          \
+    if (a == nullptr) return nullptr;                                                      \
+    if (ctx.rc != NVML_SUCCESS) return json{{"out", nullptr}};                             \
+    return raw_output(decode(*a), a, sizeof(T));                                           \
+  }                                                                                        \
   void Codec<T*>::apply(T* a, const json& v, ArgContext&) { apply_raw(a, v); }
 
 namespace {
 json decode(const nvmlPciInfo_t& p) {
-  return {{"busId", cstr(p.busId, sizeof p.busId)}, {"pciDeviceId", p.pciDeviceId}, {"pciSubSystemId", p.pciSubSystemId}};
+  return {
+      {"busId", cstr(p.busId, sizeof p.busId)}, {"pciDeviceId", p.pciDeviceId}, {"pciSubSystemId", p.pciSubSystemId}};
 }
 json decode(const nvmlUtilization_t& u) { return {{"gpu", u.gpu}, {"memory", u.memory}}; }
 json decode(const nvmlMemory_t& m) { return {{"total", m.total}, {"free", m.free}, {"used", m.used}}; }
@@ -276,11 +292,16 @@ json decode(const nvmlMemory_v2_t& m) {
   return {{"total", m.total}, {"reserved", m.reserved}, {"free", m.free}, {"used", m.used}};
 }
 json decode(const nvmlDeviceAttributes_t& a) {
-  return {{"multiprocessorCount", a.multiprocessorCount}, {"gpuInstanceSliceCount", a.gpuInstanceSliceCount},
-          {"computeInstanceSliceCount", a.computeInstanceSliceCount}, {"memorySizeMB", a.memorySizeMB}};
+  return {{"multiprocessorCount", a.multiprocessorCount},
+          {"gpuInstanceSliceCount", a.gpuInstanceSliceCount},
+          {"computeInstanceSliceCount", a.computeInstanceSliceCount},
+          {"memorySizeMB", a.memorySizeMB}};
 }
 json decode(const nvmlGpuInstanceProfileInfo_v2_t& p) {
-  return {{"id", p.id}, {"sliceCount", p.sliceCount}, {"memorySizeMB", p.memorySizeMB}, {"name", cstr(p.name, sizeof p.name)}};
+  return {{"id", p.id},
+          {"sliceCount", p.sliceCount},
+          {"memorySizeMB", p.memorySizeMB},
+          {"name", cstr(p.name, sizeof p.name)}};
 }
 json decode(const nvmlGpmSupport_t& s) { return {{"isSupportedDevice", s.isSupportedDevice}}; }
 }  // namespace
@@ -301,8 +322,11 @@ json Codec<nvmlEventData_t*>::encode(nvmlEventData_t* a, ArgContext& ctx) {
   if (a == nullptr) return nullptr;
   if (ctx.rc != NVML_SUCCESS) return json{{"out", nullptr}};
   return json{{"out",
-               {{"device", ctx.tokens->name_of(a->device, 'd')}, {"eventType", a->eventType}, {"eventData", a->eventData},
-                {"gpuInstanceId", a->gpuInstanceId}, {"computeInstanceId", a->computeInstanceId}}}};
+               {{"device", ctx.tokens->name_of(a->device, 'd')},
+                {"eventType", a->eventType},
+                {"eventData", a->eventData},
+                {"gpuInstanceId", a->gpuInstanceId},
+                {"computeInstanceId", a->computeInstanceId}}}};
 }
 void Codec<nvmlEventData_t*>::apply(nvmlEventData_t* a, const json& v, ArgContext& ctx) {
   if (a == nullptr || !v.is_object() || !v["out"].is_object()) return;
@@ -314,14 +338,19 @@ void Codec<nvmlEventData_t*>::apply(nvmlEventData_t* a, const json& v, ArgContex
   a->computeInstanceId = o["computeInstanceId"].get<unsigned>();
 }
 
-std::optional<std::uint64_t> Codec<nvmlGpuInstanceInfo_t*>::count(nvmlGpuInstanceInfo_t*, nvmlReturn_t) { return std::nullopt; }
+std::optional<std::uint64_t> Codec<nvmlGpuInstanceInfo_t*>::count(nvmlGpuInstanceInfo_t*, nvmlReturn_t) {
+  return std::nullopt;
+}
 json Codec<nvmlGpuInstanceInfo_t*>::input(nvmlGpuInstanceInfo_t* a, ArgContext&) { return a != nullptr; }
 json Codec<nvmlGpuInstanceInfo_t*>::encode(nvmlGpuInstanceInfo_t* a, ArgContext& ctx) {
   if (a == nullptr) return nullptr;
   if (ctx.rc != NVML_SUCCESS) return json{{"out", nullptr}};
   return json{{"out",
-               {{"device", ctx.tokens->name_of(a->device, 'd')}, {"id", a->id}, {"profileId", a->profileId},
-                {"start", a->placement.start}, {"size", a->placement.size}}}};
+               {{"device", ctx.tokens->name_of(a->device, 'd')},
+                {"id", a->id},
+                {"profileId", a->profileId},
+                {"start", a->placement.start},
+                {"size", a->placement.size}}}};
 }
 void Codec<nvmlGpuInstanceInfo_t*>::apply(nvmlGpuInstanceInfo_t* a, const json& v, ArgContext& ctx) {
   if (a == nullptr || !v.is_object() || !v["out"].is_object()) return;
@@ -340,7 +369,8 @@ std::optional<std::uint64_t> Codec<nvmlFieldValue_t*>::count(nvmlFieldValue_t*, 
 json Codec<nvmlFieldValue_t*>::input(nvmlFieldValue_t* a, ArgContext& ctx) {
   json ids = json::array();
   if (a == nullptr) return ids;
-  for (std::size_t i = 0; i < bounded(ctx.array_count()); ++i) ids.push_back(fmt::format("{}/{}", a[i].fieldId, a[i].scopeId));
+  for (std::size_t i = 0; i < bounded(ctx.array_count()); ++i)
+    ids.push_back(fmt::format("{}/{}", a[i].fieldId, a[i].scopeId));
   return ids;
 }
 json Codec<nvmlFieldValue_t*>::encode(nvmlFieldValue_t* a, ArgContext& ctx) {
@@ -349,8 +379,11 @@ json Codec<nvmlFieldValue_t*>::encode(nvmlFieldValue_t* a, ArgContext& ctx) {
   if (ctx.rc != NVML_SUCCESS) return json{{"in", input(a, ctx)}, {"out", nullptr}};
   json out = json::array();
   for (std::size_t i = 0; i < n; ++i) {
-    out.push_back({{"fieldId", a[i].fieldId}, {"scopeId", a[i].scopeId}, {"timestamp", a[i].timestamp},
-                   {"nvmlReturn", a[i].nvmlReturn}, {"value", value_json(a[i].value, a[i].valueType)}});
+    out.push_back({{"fieldId", a[i].fieldId},
+                   {"scopeId", a[i].scopeId},
+                   {"timestamp", a[i].timestamp},
+                   {"nvmlReturn", a[i].nvmlReturn},
+                   {"value", value_json(a[i].value, a[i].valueType)}});
   }
   json v = raw_output(std::move(out), a, n * sizeof(nvmlFieldValue_t));
   v["in"] = input(a, ctx);
@@ -358,7 +391,8 @@ json Codec<nvmlFieldValue_t*>::encode(nvmlFieldValue_t* a, ArgContext& ctx) {
 }
 void Codec<nvmlFieldValue_t*>::apply(nvmlFieldValue_t* a, const json& v, ArgContext& ctx) {
   if (a == nullptr || !v.is_object() || !v.contains("raw")) return;
-  const std::size_t n = std::min(bounded(ctx.array_count()), v["raw"].get<std::string>().size() / 2 / sizeof(nvmlFieldValue_t));
+  const std::size_t n =
+      std::min(bounded(ctx.array_count()), v["raw"].get<std::string>().size() / 2 / sizeof(nvmlFieldValue_t));
   from_hex(v["raw"].get<std::string>(), a, n * sizeof(nvmlFieldValue_t));
   for (std::size_t i = 0; i < n; ++i) {
     if (a[i].timestamp != 0) a[i].timestamp += ctx.shift_us;
@@ -373,7 +407,8 @@ json Codec<void*>::encode(void* a, ArgContext& ctx) {
   if (ctx.rc != NVML_SUCCESS) return json{{"out", nullptr}};
   const unsigned stride = process_record_bytes(ctx.call);
   const std::size_t n = bounded(ctx.array_count());
-  std::vector<unsigned char> bytes(static_cast<const unsigned char*>(a), static_cast<const unsigned char*>(a) + n * stride);
+  std::vector<unsigned char> bytes(static_cast<const unsigned char*>(a),
+                                   static_cast<const unsigned char*>(a) + n * stride);
   json out = json::array();
   for (std::size_t i = 0; i < n; ++i) {
     unsigned char* rec = bytes.data() + i * stride;
@@ -397,19 +432,22 @@ void Codec<void*>::apply(void* a, const json& v, ArgContext& ctx) {
 
 namespace {
 json decode(const nvmlProcessUtilizationSample_t& s) {
-  return {{"pid", s.pid}, {"timeStamp", s.timeStamp}, {"smUtil", s.smUtil}, {"memUtil", s.memUtil},
-          {"encUtil", s.encUtil}, {"decUtil", s.decUtil}};
+  return {{"pid", s.pid},         {"timeStamp", s.timeStamp}, {"smUtil", s.smUtil},
+          {"memUtil", s.memUtil}, {"encUtil", s.encUtil},     {"decUtil", s.decUtil}};
 }
 json decode(const nvmlProcessUtilizationInfo_v1_t& s) {
-  return {{"pid", s.pid}, {"timeStamp", s.timeStamp}, {"smUtil", s.smUtil}, {"memUtil", s.memUtil},
-          {"encUtil", s.encUtil}, {"decUtil", s.decUtil}, {"jpgUtil", s.jpgUtil}, {"ofaUtil", s.ofaUtil}};
+  return {{"pid", s.pid},         {"timeStamp", s.timeStamp}, {"smUtil", s.smUtil},   {"memUtil", s.memUtil},
+          {"encUtil", s.encUtil}, {"decUtil", s.decUtil},     {"jpgUtil", s.jpgUtil}, {"ofaUtil", s.ofaUtil}};
 }
 }  // namespace
 
-std::optional<std::uint64_t> Codec<nvmlProcessUtilizationSample_t*>::count(nvmlProcessUtilizationSample_t*, nvmlReturn_t) {
+std::optional<std::uint64_t> Codec<nvmlProcessUtilizationSample_t*>::count(nvmlProcessUtilizationSample_t*,
+                                                                           nvmlReturn_t) {
   return std::nullopt;
 }
-json Codec<nvmlProcessUtilizationSample_t*>::input(nvmlProcessUtilizationSample_t* a, ArgContext&) { return a != nullptr; }
+json Codec<nvmlProcessUtilizationSample_t*>::input(nvmlProcessUtilizationSample_t* a, ArgContext&) {
+  return a != nullptr;
+}
 json Codec<nvmlProcessUtilizationSample_t*>::encode(nvmlProcessUtilizationSample_t* a, ArgContext& ctx) {
   if (a == nullptr) return nullptr;
   if (ctx.rc != NVML_SUCCESS) return json{{"out", nullptr}};
@@ -437,7 +475,8 @@ json Codec<nvmlSample_t*>::encode(nvmlSample_t* a, ArgContext& ctx) {
   // The value type is the argument two before (nvmlDeviceGetSamples' sampleValType).
   const unsigned type = ctx.index >= 2 ? static_cast<unsigned>(ctx.counts[ctx.index - 2].value_or(0)) : 0;
   json out = json::array();
-  for (std::size_t i = 0; i < n; ++i) out.push_back({{"timeStamp", a[i].timeStamp}, {"value", value_json(a[i].sampleValue, type)}});
+  for (std::size_t i = 0; i < n; ++i)
+    out.push_back({{"timeStamp", a[i].timeStamp}, {"value", value_json(a[i].sampleValue, type)}});
   return raw_output(std::move(out), a, n * sizeof(nvmlSample_t));
 }
 void Codec<nvmlSample_t*>::apply(nvmlSample_t* a, const json& v, ArgContext& ctx) {
@@ -448,17 +487,20 @@ void Codec<nvmlSample_t*>::apply(nvmlSample_t* a, const json& v, ArgContext& ctx
 }
 
 // In and out: the caller's capacity and lastSeenTimeStamp go in, the records come out.
-std::optional<std::uint64_t> Codec<nvmlProcessesUtilizationInfo_t*>::count(nvmlProcessesUtilizationInfo_t*, nvmlReturn_t) {
+std::optional<std::uint64_t> Codec<nvmlProcessesUtilizationInfo_t*>::count(nvmlProcessesUtilizationInfo_t*,
+                                                                           nvmlReturn_t) {
   return std::nullopt;
 }
-json Codec<nvmlProcessesUtilizationInfo_t*>::input(nvmlProcessesUtilizationInfo_t* a, ArgContext&) { return a != nullptr; }
+json Codec<nvmlProcessesUtilizationInfo_t*>::input(nvmlProcessesUtilizationInfo_t* a, ArgContext&) {
+  return a != nullptr;
+}
 json Codec<nvmlProcessesUtilizationInfo_t*>::encode(nvmlProcessesUtilizationInfo_t* a, ArgContext& ctx) {
   if (a == nullptr) return nullptr;
   if (!has_output(ctx.rc)) return json{{"out", nullptr}};
   json v{{"out", {{"processSamplesCount", a->processSamplesCount}, {"lastSeenTimeStamp", a->lastSeenTimeStamp}}}};
   if (ctx.rc == NVML_SUCCESS && a->procUtilArray != nullptr) {
-    std::vector<nvmlProcessUtilizationInfo_v1_t> records(a->procUtilArray,
-                                                         a->procUtilArray + std::min<unsigned>(a->processSamplesCount, 4096));
+    std::vector<nvmlProcessUtilizationInfo_v1_t> records(
+        a->procUtilArray, a->procUtilArray + std::min<unsigned>(a->processSamplesCount, 4096));
     json out = json::array();
     for (auto& r : records) {
       if (ctx.anonymizer != nullptr) r.pid = ctx.anonymizer->pid(r.pid);
@@ -474,18 +516,22 @@ void Codec<nvmlProcessesUtilizationInfo_t*>::apply(nvmlProcessesUtilizationInfo_
   const unsigned n = v["out"]["processSamplesCount"].get<unsigned>();
   if (v.contains("raw") && a->procUtilArray != nullptr && n <= a->processSamplesCount) {
     from_hex(v["raw"].get<std::string>(), a->procUtilArray, n * sizeof(nvmlProcessUtilizationInfo_v1_t));
-    for (unsigned i = 0; i < n; ++i) a->procUtilArray[i].timeStamp = shifted(a->procUtilArray[i].timeStamp, ctx.shift_us);
+    for (unsigned i = 0; i < n; ++i)
+      a->procUtilArray[i].timeStamp = shifted(a->procUtilArray[i].timeStamp, ctx.shift_us);
   }
   a->processSamplesCount = n;
   a->lastSeenTimeStamp = shifted(v["out"]["lastSeenTimeStamp"].get<unsigned long long>(), ctx.shift_us);
 }
 
 // GPM metrics: the device the samples were taken on and the metric ids go in.
-std::optional<std::uint64_t> Codec<nvmlGpmMetricsGet_t*>::count(nvmlGpmMetricsGet_t*, nvmlReturn_t) { return std::nullopt; }
+std::optional<std::uint64_t> Codec<nvmlGpmMetricsGet_t*>::count(nvmlGpmMetricsGet_t*, nvmlReturn_t) {
+  return std::nullopt;
+}
 json Codec<nvmlGpmMetricsGet_t*>::input(nvmlGpmMetricsGet_t* a, ArgContext& ctx) {
   if (a == nullptr) return nullptr;
   json ids = json::array();
-  for (unsigned i = 0; i < std::min<unsigned>(a->numMetrics, GPUMETER_NVML_GPM_METRIC_MAX); ++i) ids.push_back(a->metrics[i].metricId);
+  for (unsigned i = 0; i < std::min<unsigned>(a->numMetrics, GPUMETER_NVML_GPM_METRIC_MAX); ++i)
+    ids.push_back(a->metrics[i].metricId);
   const std::string sample = ctx.tokens->name_of(a->sample2, 's');
   auto device = ctx.tokens->sample_device.find(sample);
   return json{{"device", device == ctx.tokens->sample_device.end() ? "" : device->second}, {"metrics", ids}};
@@ -497,7 +543,8 @@ json Codec<nvmlGpmMetricsGet_t*>::encode(nvmlGpmMetricsGet_t* a, ArgContext& ctx
   if (ctx.rc != NVML_SUCCESS) return v;
   json out = json::array();
   for (unsigned i = 0; i < std::min<unsigned>(a->numMetrics, GPUMETER_NVML_GPM_METRIC_MAX); ++i) {
-    out.push_back({{"metricId", a->metrics[i].metricId}, {"nvmlReturn", a->metrics[i].nvmlReturn},
+    out.push_back({{"metricId", a->metrics[i].metricId},
+                   {"nvmlReturn", a->metrics[i].nvmlReturn},
                    {"value", a->metrics[i].value}});
   }
   v["out"] = std::move(out);

@@ -96,13 +96,13 @@ struct ArgContext {
 template <typename T>
 struct Codec;
 
-#define GPUMETER_TRANSCRIPT_CODEC(T)                                         \
-  template <>                                                                \
-  struct Codec<T> {                                                          \
-    static std::optional<std::uint64_t> count(T a, nvmlReturn_t rc);        \
-    static json input(T a, ArgContext& ctx);                                 \
-    static json encode(T a, ArgContext& ctx);                                \
-    static void apply(T a, const json& value, ArgContext& ctx);              \
+#define GPUMETER_TRANSCRIPT_CODEC(T)                                 \
+  template <>                                                        \
+  struct Codec<T> {                                                  \
+    static std::optional<std::uint64_t> count(T a, nvmlReturn_t rc); \
+    static json input(T a, ArgContext& ctx);                         \
+    static json encode(T a, ArgContext& ctx);                        \
+    static void apply(T a, const json& value, ArgContext& ctx);      \
   };
 GPUMETER_TRANSCRIPT_CODEC(unsigned int)
 GPUMETER_TRANSCRIPT_CODEC(int)

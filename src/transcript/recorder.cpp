@@ -23,7 +23,10 @@ namespace {
 class Recorder {
  public:
   Recorder(std::FILE* f, const RecordOptions& o)
-      : file_(f), options_(o), anonymizer_(o.anonymize), start_mono_(mono_ns()),
+      : file_(f),
+        options_(o),
+        anonymizer_(o.anonymize),
+        start_mono_(mono_ns()),
         deadline_mono_(start_mono_ + std::chrono::duration_cast<std::chrono::nanoseconds>(o.duration).count()) {}
 
   static std::mutex& registry_mutex() {
@@ -38,8 +41,12 @@ class Recorder {
   void header(const std::string& library) {
     // Anonymized: the library's file name only, which says which driver without the host's layout.
     const std::string shown = options_.anonymize ? library.substr(library.rfind('/') + 1) : library;
-    json h{{"gpumeter_nvml_transcript", 1}, {"agent", options_.agent_version}, {"library", shown},
-           {"started_unix_ns", wall_ns()}, {"started_mono_ns", start_mono_}, {"anonymized", options_.anonymize},
+    json h{{"gpumeter_nvml_transcript", 1},
+           {"agent", options_.agent_version},
+           {"library", shown},
+           {"started_unix_ns", wall_ns()},
+           {"started_mono_ns", start_mono_},
+           {"anonymized", options_.anonymize},
            {"duration_limit_s", std::chrono::duration<double>(options_.duration).count()},
            {"max_bytes", options_.max_bytes}};
     write_line(h.dump());
@@ -64,8 +71,8 @@ class Recorder {
     i = 0;
     ((ctx.index = i++, args.push_back(Codec<A>::encode(a, ctx))), ...);
     note_gpm_sample(call, json(ctx.inputs), tokens_);
-    json line{{"t", t - start_mono_}, {"wall", wall}, {"fn", call_name(call)}, {"args", std::move(args)}, {"rc", rc},
-              {"us", took_ns / 1000}};
+    json line{{"t", t - start_mono_},    {"wall", wall}, {"fn", call_name(call)},
+              {"args", std::move(args)}, {"rc", rc},     {"us", took_ns / 1000}};
     std::string text = line.dump(-1, ' ', false, json::error_handler_t::replace);
     if (bytes_ + text.size() + 1 + kEndReserve > options_.max_bytes) return finish("size");
     write_line(text);
@@ -130,11 +137,11 @@ class RecordingSource final : public SymbolSource {
   void* symbol(const char* name) const override {
     void* real = inner_->symbol(name);
     if (real == nullptr) return nullptr;
-#define GPUMETER_TRANSCRIPT_WRAP(fn, type)                                   \
-  if (std::strcmp(name, #fn) == 0) {                                         \
-    using W = Recorded<Call::fn, type>;                                      \
-    W::original = reinterpret_cast<type>(real);                              \
-    return reinterpret_cast<void*>(&W::call);                                \
+#define GPUMETER_TRANSCRIPT_WRAP(fn, type)      \
+  if (std::strcmp(name, #fn) == 0) {            \
+    using W = Recorded<Call::fn, type>;         \
+    W::original = reinterpret_cast<type>(real); \
+    return reinterpret_cast<void*>(&W::call);   \
   }
     GPUMETER_TRANSCRIPT_CALLS(GPUMETER_TRANSCRIPT_WRAP)
 #undef GPUMETER_TRANSCRIPT_WRAP
@@ -148,7 +155,8 @@ class RecordingSource final : public SymbolSource {
 
 }  // namespace
 
-Result<std::unique_ptr<SymbolSource>> recording_source(std::unique_ptr<SymbolSource> inner, const RecordOptions& options) {
+Result<std::unique_ptr<SymbolSource>> recording_source(std::unique_ptr<SymbolSource> inner,
+                                                       const RecordOptions& options) {
   std::lock_guard lock(Recorder::registry_mutex());
   if (Recorder::active() != nullptr) return Error{0, "an NVML recording is already running in this process"};
   std::FILE* f = std::fopen(options.path.c_str(), "we");

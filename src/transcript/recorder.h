@@ -26,7 +26,8 @@ struct RecordOptions {
 };
 
 // Wraps `inner`. One recording per process: the entry points it hands out are process-wide.
-Result<std::unique_ptr<SymbolSource>> recording_source(std::unique_ptr<SymbolSource> inner, const RecordOptions& options);
+Result<std::unique_ptr<SymbolSource>> recording_source(std::unique_ptr<SymbolSource> inner,
+                                                       const RecordOptions& options);
 
 // Ends the recording (an "end" line) and closes the file; later calls go to the driver only.
 void stop_recording(const char* reason);

@@ -139,7 +139,8 @@ class Replay {
       constexpr bool left_out[] = {left_out_of_keys<A>()..., false};
       for (const Line& l : lines_[call_name(c)]) {
         json k = json::array();
-        for (std::size_t i = 0; i < l.args.size() && i < sizeof...(A); ++i) k.push_back(recorded_key_part(l.args[i], left_out[i]));
+        for (std::size_t i = 0; i < l.args.size() && i < sizeof...(A); ++i)
+          k.push_back(recorded_key_part(l.args[i], left_out[i]));
         index.by_key[k.dump()].lines.push_back(&l);
       }
       // Lines are written as calls end, so calls of several threads interleave: order by start.
@@ -326,11 +327,16 @@ struct Replayed<Call::nvmlEventSetWait, nvmlEventSetWait_fn> : EventWait<Call::n
 
 const char* replay_error_string(nvmlReturn_t rc) {
   switch (rc) {
-    case NVML_SUCCESS: return "Success";
-    case NVML_ERROR_NOT_SUPPORTED: return "Not Supported";
-    case NVML_ERROR_NOT_FOUND: return "Not Found";
-    case NVML_ERROR_TIMEOUT: return "Timeout";
-    default: return "Unknown Error";
+    case NVML_SUCCESS:
+      return "Success";
+    case NVML_ERROR_NOT_SUPPORTED:
+      return "Not Supported";
+    case NVML_ERROR_NOT_FOUND:
+      return "Not Found";
+    case NVML_ERROR_TIMEOUT:
+      return "Timeout";
+    default:
+      return "Unknown Error";
   }
 }
 
@@ -339,8 +345,8 @@ class ReplaySource final : public SymbolSource {
   void* symbol(const char* name) const override {
     Replay& r = *Replay::active();
     if (std::strcmp(name, "nvmlErrorString") == 0) return reinterpret_cast<void*>(&replay_error_string);
-#define GPUMETER_TRANSCRIPT_SERVE(fn, type)                                               \
-  if (std::strcmp(name, #fn) == 0) {                                                      \
+#define GPUMETER_TRANSCRIPT_SERVE(fn, type)                                                      \
+  if (std::strcmp(name, #fn) == 0) {                                                             \
     return r.has(Call::fn) ? reinterpret_cast<void*>(&Replayed<Call::fn, type>::call) : nullptr; \
   }
     GPUMETER_TRANSCRIPT_CALLS(GPUMETER_TRANSCRIPT_SERVE)
@@ -370,7 +376,8 @@ Result<std::string> replay_of_scenario(const std::string& scenario_path) {
   try {
     YAML::Node root = YAML::LoadFile(scenario_path);
     if (!root.IsMap() || !root["replay"]) return std::string();
-    if (!root["replay"].IsScalar()) return Error{0, fmt::format("{}: replay: expected the path of a recording", scenario_path)};
+    if (!root["replay"].IsScalar())
+      return Error{0, fmt::format("{}: replay: expected the path of a recording", scenario_path)};
     std::filesystem::path p = root["replay"].as<std::string>();
     if (p.is_relative()) p = std::filesystem::path(scenario_path).parent_path() / p;
     return p.string();

@@ -22,8 +22,7 @@ using LogFields = std::vector<std::pair<std::string, std::string>>;
 
 class Logger {
  public:
-  explicit Logger(LogLevel level = LogLevel::kInfo, LogFormat format = LogFormat::kLogfmt,
-                  std::FILE* out = stderr)
+  explicit Logger(LogLevel level = LogLevel::kInfo, LogFormat format = LogFormat::kLogfmt, std::FILE* out = stderr)
       : level_(level), format_(format), out_(out) {}
 
   bool enabled(LogLevel level) const { return level >= level_; }

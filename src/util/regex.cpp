@@ -20,8 +20,7 @@ Result<FullMatchRegex> FullMatchRegex::compile(const std::string& pattern) {
 unsigned FullMatchRegex::groups() const { return static_cast<unsigned>(re_->NumberOfCapturingGroups()); }
 
 bool FullMatchRegex::matches(std::string_view value) const {
-  return re_->Match(re2::StringPiece(value.data(), value.size()), 0, value.size(), re2::RE2::ANCHOR_BOTH, nullptr,
-                    0);
+  return re_->Match(re2::StringPiece(value.data(), value.size()), 0, value.size(), re2::RE2::ANCHOR_BOTH, nullptr, 0);
 }
 
 bool FullMatchRegex::match(std::string_view value, std::vector<std::optional<std::string_view>>& groups) const {

@@ -10,14 +10,14 @@
 namespace gpumeter {
 
 struct Error {
-  int code = 0;          // backend-specific code (e.g. nvmlReturn_t), 0 when not applicable
-  std::string message;   // names what failed and why
+  int code = 0;         // backend-specific code (e.g. nvmlReturn_t), 0 when not applicable
+  std::string message;  // names what failed and why
 };
 
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::in_place_index<0>, std::move(value)) {}  // NOLINT(implicit)
+  Result(T value) : v_(std::in_place_index<0>, std::move(value)) {}      // NOLINT(implicit)
   Result(Error error) : v_(std::in_place_index<1>, std::move(error)) {}  // NOLINT(implicit)
 
   bool ok() const { return v_.index() == 0; }

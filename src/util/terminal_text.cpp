@@ -24,10 +24,10 @@ std::uint32_t code_point(std::string_view s, std::size_t n) {
 }
 
 bool is_control(std::uint32_t cp) {
-  if (cp < 0x20 || (cp >= 0x7F && cp <= 0x9F)) return true;   // C0, DEL, C1
+  if (cp < 0x20 || (cp >= 0x7F && cp <= 0x9F)) return true;       // C0, DEL, C1
   if (cp == 0x061C || cp == 0x200E || cp == 0x200F) return true;  // bidi marks
-  if (cp >= 0x2028 && cp <= 0x202E) return true;                 // separators, embeddings, overrides
-  return cp >= 0x2066 && cp <= 0x2069;                           // bidi isolates
+  if (cp >= 0x2028 && cp <= 0x202E) return true;                  // separators, embeddings, overrides
+  return cp >= 0x2066 && cp <= 0x2069;                            // bidi isolates
 }
 
 }  // namespace

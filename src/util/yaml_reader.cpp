@@ -31,8 +31,7 @@ Error to_error(std::string_view source, const YAML::Exception& e) {
   return Error{0, located_message(source, e.mark.line, e.mark.column, e.msg)};
 }
 
-MapReader::MapReader(const YAML::Node& node, std::string path,
-                     std::initializer_list<std::string_view> allowed)
+MapReader::MapReader(const YAML::Node& node, std::string path, std::initializer_list<std::string_view> allowed)
     : node_(node), path_(std::move(path)) {
   if (!node.IsMap()) fail_at(node, path_, "expected a mapping");
   std::set<std::string> seen;
@@ -72,8 +71,7 @@ namespace {
 bool plain_identifier(std::string_view s) {
   if (s.empty()) return false;
   for (char c : s) {
-    bool ok =
-        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
     if (!ok) return false;
   }
   return true;
@@ -139,8 +137,8 @@ std::vector<YAML::Node> load_documents(std::string_view text) {
     if (starts.stuck) {
       const std::size_t pos = static_cast<std::size_t>(starts.at.pos);
       const char c = pos < copy.size() ? copy[pos] : ' ';
-      throw YAML::ParserException(starts.at, c > ' ' && c < 0x7f ? fmt::format("unexpected '{}'", c)
-                                                                   : std::string("unexpected character"));
+      throw YAML::ParserException(
+          starts.at, c > ' ' && c < 0x7f ? fmt::format("unexpected '{}'", c) : std::string("unexpected character"));
     }
   }
   // The same parser on the same text: it ends now.
@@ -157,9 +155,7 @@ const std::string& read_scalar(const YAML::Node& node, std::string_view path, st
   return node.Scalar();
 }
 
-std::string read_string(const YAML::Node& node, std::string_view path) {
-  return read_scalar(node, path, "a string");
-}
+std::string read_string(const YAML::Node& node, std::string_view path) { return read_scalar(node, path, "a string"); }
 
 std::vector<std::string> read_string_list(const YAML::Node& node, std::string_view path) {
   std::vector<std::string> out;
@@ -172,13 +168,11 @@ std::vector<std::string> read_string_list(const YAML::Node& node, std::string_vi
   return out;
 }
 
-std::uint64_t read_unsigned(const YAML::Node& node, std::string_view path, std::uint64_t min,
-                            std::uint64_t max) {
+std::uint64_t read_unsigned(const YAML::Node& node, std::string_view path, std::uint64_t min, std::uint64_t max) {
   const std::string& s = read_scalar(node, path, "an integer");
   auto v = units::parse_unsigned(s);
   if (!v) fail_at(node, path, fmt::format("expected a non-negative integer, got '{}'", s));
-  if (*v < min || *v > max)
-    fail_at(node, path, fmt::format("must be between {} and {}, got {}", min, max, *v));
+  if (*v < min || *v > max) fail_at(node, path, fmt::format("must be between {} and {}, got {}", min, max, *v));
   return *v;
 }
 
@@ -193,8 +187,7 @@ double read_double(const YAML::Node& node, std::string_view path, double min, do
   const std::string& s = read_scalar(node, path, "a number");
   auto v = units::parse_double(s);
   if (!v) fail_at(node, path, fmt::format("expected a number, got '{}'", s));
-  if (*v < min || *v > max)
-    fail_at(node, path, fmt::format("must be between {} and {}, got {}", min, max, s));
+  if (*v < min || *v > max) fail_at(node, path, fmt::format("must be between {} and {}, got {}", min, max, s));
   return *v;
 }
 
@@ -202,11 +195,10 @@ std::int64_t read_duration(const YAML::Node& node, std::string_view path) {
   const std::string& s = read_scalar(node, path, "a duration");
   auto v = units::parse_duration_us(s);
   if (!v) {
-    fail_at(
-        node, path,
-        fmt::format("expected a non-negative duration in whole microseconds such as 90, 1.5, 500ms, 2h or "
-                    "1h30m, got '{}'",
-                    s));
+    fail_at(node, path,
+            fmt::format("expected a non-negative duration in whole microseconds such as 90, 1.5, 500ms, 2h or "
+                        "1h30m, got '{}'",
+                        s));
   }
   return *v;
 }
@@ -214,8 +206,7 @@ std::int64_t read_duration(const YAML::Node& node, std::string_view path) {
 std::uint64_t read_bytes(const YAML::Node& node, std::string_view path) {
   const std::string& s = read_scalar(node, path, "a byte size");
   auto v = units::parse_byte_size(s);
-  if (!v)
-    fail_at(node, path, fmt::format("expected a byte size such as 81559MiB, 80GiB or 1048576, got '{}'", s));
+  if (!v) fail_at(node, path, fmt::format("expected a byte size such as 81559MiB, 80GiB or 1048576, got '{}'", s));
   return *v;
 }
 

@@ -78,8 +78,7 @@ const std::string& read_scalar(const YAML::Node& node, std::string_view path, st
 std::string read_string(const YAML::Node& node, std::string_view path);
 // A list of strings; a null node (an empty key) is an empty list, a lone scalar is an error.
 std::vector<std::string> read_string_list(const YAML::Node& node, std::string_view path);
-std::uint64_t read_unsigned(const YAML::Node& node, std::string_view path, std::uint64_t min,
-                            std::uint64_t max);
+std::uint64_t read_unsigned(const YAML::Node& node, std::string_view path, std::uint64_t min, std::uint64_t max);
 bool read_bool(const YAML::Node& node, std::string_view path);
 double read_double(const YAML::Node& node, std::string_view path, double min, double max);
 std::int64_t read_duration(const YAML::Node& node, std::string_view path);  // whole microseconds

@@ -24,8 +24,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       const ExpositionFormat f = negotiate_format(text);
       FUZZ_CHECK(f == ExpositionFormat::kText004 || f == ExpositionFormat::kOpenMetrics100);
       FUZZ_CHECK(f == negotiate_format(text));
-      if (text.find("openmetrics") == std::string_view::npos &&
-          text.find("OPENMETRICS") == std::string_view::npos) {
+      if (text.find("openmetrics") == std::string_view::npos && text.find("OPENMETRICS") == std::string_view::npos) {
         // Only a header that names OpenMetrics (in any case) can select it.
         std::string lower(text);
         for (char& c : lower) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);

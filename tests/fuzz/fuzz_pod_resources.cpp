@@ -28,7 +28,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   kubelet::to_proto(pods, &back);
   FUZZ_CHECK(kubelet::from_proto(back) == pods);
 
-  for (const auto& names : {std::vector<std::string>{}, std::vector<std::string>{"nvidia.com/gpu", "nvidia.com/mig-*"}}) {
+  for (const auto& names :
+       {std::vector<std::string>{}, std::vector<std::string>{"nvidia.com/gpu", "nvidia.com/mig-*"}}) {
     const kubelet::DeviceMap map = kubelet::build_device_map(pods, names);
     for (const auto& [device, owners] : map.by_device) {
       FUZZ_CHECK(!owners.empty());

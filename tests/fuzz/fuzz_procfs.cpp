@@ -11,8 +11,8 @@ using namespace gpumeter;
 
 namespace {
 
-std::vector<std::pair<std::string, std::string>> filter(const std::vector<std::string>& allow,
-                                                        std::string_view bytes, std::size_t piece) {
+std::vector<std::pair<std::string, std::string>> filter(const std::vector<std::string>& allow, std::string_view bytes,
+                                                        std::size_t piece) {
   EnvironFilter f(allow);
   while (!bytes.empty()) {
     const std::size_t n = std::min(piece, bytes.size());

@@ -11,9 +11,9 @@ namespace gpumeter::sim::amd {
 namespace {
 
 struct Target {
-  const char* name;     // the KFD node's name: the gfx target
-  unsigned version;     // gfx_target_version
-  unsigned xcc;         // accelerator complexes (num_xcc)
+  const char* name;  // the KFD node's name: the gfx target
+  unsigned version;  // gfx_target_version
+  unsigned xcc;      // accelerator complexes (num_xcc)
 };
 
 Target target_of(const GpuModelSpec& m) {
@@ -62,7 +62,9 @@ std::string unique_id(const GpuSpec& gpu) {
   return hex;
 }
 
-std::string pci_address(const PciAddress& a) { return fmt::format("{:04x}:{:02x}:{:02x}.0", a.domain, a.bus, a.device); }
+std::string pci_address(const PciAddress& a) {
+  return fmt::format("{:04x}:{:02x}:{:02x}.0", a.domain, a.bus, a.device);
+}
 
 std::vector<unsigned> amd_gpus(const Scenario& scenario) {
   std::vector<unsigned> out;
@@ -92,8 +94,8 @@ std::string kfd_gpu_properties(const Scenario& scenario, unsigned gpu, unsigned 
   // hive_id: 0 for a GPU in no XGMI hive (the simulator models no XGMI links).
   s += "hive_id 0\nnum_sdma_engines 2\nnum_sdma_xgmi_engines 0\nnum_sdma_queues_per_engine 8\n";
   s += fmt::format("num_cp_queues 24\nmax_engine_clk_fcompute {}\nlocal_mem_size 0\n", m.graphics_clock.max_mhz);
-  s += fmt::format("unique_id {}\nnum_xcc {}\nmax_engine_clk_ccompute 2000\n",
-                   std::stoull(unique_id(g), nullptr, 16), t.xcc);
+  s += fmt::format("unique_id {}\nnum_xcc {}\nmax_engine_clk_ccompute 2000\n", std::stoull(unique_id(g), nullptr, 16),
+                   t.xcc);
   return s;
 }
 
@@ -123,7 +125,9 @@ std::string dpm_pcie(const GpuModelSpec& model) {
 }
 
 std::string pcie_bw(double transmit_bytes_per_second, double receive_bytes_per_second) {
-  auto messages = [](double bytes) { return static_cast<unsigned long long>(std::llround(std::max(0.0, bytes) / kMaxPayloadBytes)); };
+  auto messages = [](double bytes) {
+    return static_cast<unsigned long long>(std::llround(std::max(0.0, bytes) / kMaxPayloadBytes));
+  };
   return fmt::format("{} {} {}\n", messages(receive_bytes_per_second), messages(transmit_bytes_per_second),
                      kMaxPayloadBytes);
 }

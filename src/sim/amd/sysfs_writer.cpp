@@ -37,8 +37,8 @@ Result<void> make_symlink(const fs::path& target, const fs::path& link) {
   return {};
 }
 
-#define TRY(expr)                               \
-  do {                                          \
+#define TRY(expr)                                 \
+  do {                                            \
     if (auto r_ = (expr); !r_) return r_.error(); \
   } while (0)
 
@@ -144,7 +144,8 @@ Result<void> SysfsTree::write_static(Gpu& g) {
   if (m.ecc) {
     TRY(make_dirs(d / "ras"));
     TRY(write_file(d / "ras/features", "feature mask: 0x0000000f\n"));
-    for (const char* block : kRasBlocks) TRY(write_file(d / "ras" / fmt::format("{}_err_count", block), "ue: 0\nce: 0\n"));
+    for (const char* block : kRasBlocks)
+      TRY(write_file(d / "ras" / fmt::format("{}_err_count", block), "ue: 0\nce: 0\n"));
   }
   const fs::path& h = g.hwmon;
   TRY(make_dirs(h));
@@ -172,7 +173,9 @@ Result<void> SysfsTree::write_static(Gpu& g) {
   TRY(make_dirs(node / "mem_banks"));
   TRY(make_dirs(node / "caches"));
   TRY(write_file(node / "gpu_id", fmt::format("{}\n", kfd_gpu_id(g.index))));
-  TRY(write_file(node / "name", m.architecture == "cdna3" ? "gfx942\n" : m.architecture == "cdna2" ? "gfx90a\n" : "gfx1100\n"));
+  TRY(write_file(node / "name", m.architecture == "cdna3"   ? "gfx942\n"
+                                : m.architecture == "cdna2" ? "gfx90a\n"
+                                                            : "gfx1100\n"));
   TRY(write_file(node / "properties", kfd_gpu_properties(scenario_, g.index, g.card)));
   return {};
 }
@@ -190,7 +193,8 @@ Result<void> SysfsTree::write_dynamic(Gpu& g, Micros t) {
   TRY(replace_file(d / "mem_info_gtt_used", "0\n"));
   TRY(replace_file(d / "pp_dpm_sclk", dpm_levels(m.graphics_clock, r.graphics_clock_mhz)));
   TRY(replace_file(d / "pp_dpm_mclk", dpm_levels(m.memory_clock, r.memory_clock_mhz)));
-  TRY(replace_file(d / "pcie_bw", pcie_bw(g.sim->pcie_tx_rate(t, kMicrosPerSecond), g.sim->pcie_rx_rate(t, kMicrosPerSecond))));
+  TRY(replace_file(d / "pcie_bw",
+                   pcie_bw(g.sim->pcie_tx_rate(t, kMicrosPerSecond), g.sim->pcie_rx_rate(t, kMicrosPerSecond))));
   const unsigned junction = r.temperature_c + kJunctionAboveEdgeC;
   TRY(replace_file(h / "temp1_input", fmt::format("{}\n", r.temperature_c * 1000)));
   TRY(replace_file(h / "temp2_input", fmt::format("{}\n", junction * 1000)));
@@ -311,7 +315,8 @@ void SysfsTree::forget_under(const fs::path& dir) {
   const std::string prefix = dir.string() + "/";
   for (auto it = held_.lower_bound(prefix); it != held_.end() && it->compare(0, prefix.size(), prefix) == 0;)
     it = held_.erase(it);
-  for (auto it = written_.lower_bound(prefix); it != written_.end() && it->first.compare(0, prefix.size(), prefix) == 0;)
+  for (auto it = written_.lower_bound(prefix);
+       it != written_.end() && it->first.compare(0, prefix.size(), prefix) == 0;)
     it = written_.erase(it);
 }
 

@@ -62,8 +62,8 @@ class SysfsTree {
     std::filesystem::path device;  // the PCI device folder
     std::filesystem::path hwmon;
     std::unique_ptr<SimGpu> sim;
-    bool lost = false;  // its device folder and card link are moved aside
-    bool hung = false;  // its hang files are FIFOs
+    bool lost = false;                        // its device folder and card link are moved aside
+    bool hung = false;                        // its hang files are FIFOs
     std::vector<std::filesystem::path> held;  // those files
   };
   // One process's use of one GPU at t.
@@ -91,9 +91,9 @@ class SysfsTree {
   const Scenario& scenario_;
   const bool hangs_;
   std::vector<Gpu> gpus_;
-  std::map<unsigned, std::string> present_;  // pid -> the content signature of its entry
+  std::map<unsigned, std::string> present_;     // pid -> the content signature of its entry
   std::map<std::string, std::string> written_;  // path -> what the last replace_file wrote there
-  std::set<std::string> held_;  // FIFOs of a hung GPU: replace_file only notes their content
+  std::set<std::string> held_;                  // FIFOs of a hung GPU: replace_file only notes their content
 };
 
 }  // namespace gpumeter::sim::amd

@@ -122,8 +122,8 @@ int run_truth(const TruthArgs& args, std::ostream& out, std::ostream& err) {
     return kBadInput;
   }
   if (*from >= *to) {
-    err << fmt::format("gpumeter sim truth: --from ({} s) must be earlier than --to ({} s)\n",
-                       to_seconds(*from), to_seconds(*to));
+    err << fmt::format("gpumeter sim truth: --from ({} s) must be earlier than --to ({} s)\n", to_seconds(*from),
+                       to_seconds(*to));
     return kBadInput;
   }
   print_truth(*scenario, *from, *to, args, out);
@@ -210,8 +210,7 @@ struct HostArgs {
 };
 
 std::int64_t wall_now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 
@@ -229,13 +228,13 @@ struct HostSetup {
   std::unique_ptr<HostClock> clock;
 };
 
-std::optional<HostSetup> host_setup(const char* command, const HostArgs& args, bool live,
-                                    const EnvLookup& getenv, std::ostream& err) {
+std::optional<HostSetup> host_setup(const char* command, const HostArgs& args, bool live, const EnvLookup& getenv,
+                                    std::ostream& err) {
   HostSetup h;
   auto lead = parse_duration(args.lead);
   if (!lead) {
-    err << fmt::format("gpumeter sim {}: --lead: expected a scenario duration such as 5s, got '{}'\n",
-                       command, args.lead);
+    err << fmt::format("gpumeter sim {}: --lead: expected a scenario duration such as 5s, got '{}'\n", command,
+                       args.lead);
     return std::nullopt;
   }
   h.lead = *lead;
@@ -279,16 +278,16 @@ bool read_at(const char* command, const HostArgs& args, std::optional<Micros>& a
 std::optional<Micros> read_interval(const char* command, const HostArgs& args, std::ostream& err) {
   auto interval = parse_duration(args.interval);
   if (!interval || *interval <= 0) {
-    err << fmt::format("gpumeter sim {}: --interval: expected a scenario duration such as 100ms, got '{}'\n",
-                       command, args.interval);
+    err << fmt::format("gpumeter sim {}: --interval: expected a scenario duration such as 100ms, got '{}'\n", command,
+                       args.interval);
     return std::nullopt;
   }
   return interval;
 }
 
 // `sim procfs` without --follow: the tree at scenario time t, and a line on what it holds.
-int write_procfs_once(ProcfsTree& tree, Micros t, const HostArgs& args, SlurmCgroupLayout layout,
-                      std::ostream& out, std::ostream& err) {
+int write_procfs_once(ProcfsTree& tree, Micros t, const HostArgs& args, SlurmCgroupLayout layout, std::ostream& out,
+                      std::ostream& err) {
   if (auto r = tree.sync(t); !r) {
     err << "gpumeter sim procfs: " << r.error().message << "\n";
     return kRuntimeError;
@@ -387,8 +386,8 @@ int run_sysfs(const HostArgs& args, const EnvLookup& getenv, std::ostream& out, 
       return kRuntimeError;
     }
     if (!args.follow) {
-      out << fmt::format("{}: {} AMD GPUs, {} KFD processes at scenario time {} s\n", args.out,
-                         (*tree)->gpu_count(), (*tree)->processes().size(), to_seconds(std::max<Micros>(t, 0)));
+      out << fmt::format("{}: {} AMD GPUs, {} KFD processes at scenario time {} s\n", args.out, (*tree)->gpu_count(),
+                         (*tree)->processes().size(), to_seconds(std::max<Micros>(t, 0)));
       return kOk;
     }
     if (!setup->clock->wait_until(t + *interval)) {
@@ -443,10 +442,8 @@ void add_truth_command(CLI::App& sim, int& exit_code) {
   auto truth_args = std::make_shared<TruthArgs>();
   CLI::App* truth = sim.add_subcommand("truth", "Print a scenario's exact ground truth over [from, to)");
   truth->add_option("--scenario", truth_args->scenario, "Scenario YAML file");
-  truth->add_option("--from", truth_args->from,
-                    "Window start in scenario seconds, or e.g. 1h30m (default 0)");
-  truth->add_option("--to", truth_args->to,
-                    "Window end in scenario seconds (default: the scenario's duration)");
+  truth->add_option("--from", truth_args->from, "Window start in scenario seconds, or e.g. 1h30m (default 0)");
+  truth->add_option("--to", truth_args->to, "Window end in scenario seconds (default: the scenario's duration)");
   truth->add_option("--format", truth_args->format, "table or json (default table)");
   truth->add_option("--policy", truth_args->policy,
                     "process (time to the owners of the processes on a GPU) or scheduler (time to the "
@@ -465,10 +462,10 @@ void add_check_command(CLI::App& sim, int& exit_code) {
 // `sim procfs`: the fake procfs tree of the scenario's processes.
 void add_procfs_command(CLI::App& sim, int& exit_code) {
   auto procfs_args = std::make_shared<HostArgs>();
-  CLI::App* procfs = sim.add_subcommand(
-      "procfs",
-      "Write a fake procfs tree and /etc/passwd for the scenario's processes, so an agent run with "
-      "--path.procfs=DIR/proc can attribute simulated pids to owners");
+  CLI::App* procfs =
+      sim.add_subcommand("procfs",
+                         "Write a fake procfs tree and /etc/passwd for the scenario's processes, so an agent run with "
+                         "--path.procfs=DIR/proc can attribute simulated pids to owners");
   procfs->footer(
       "Writes DIR/proc/<pid>/{cgroup,stat,status,environ,comm,cmdline} for every process present at the\n"
       "current scenario time, and DIR/etc/passwd (root and the scenario's users). Scenario time comes from\n"
@@ -534,10 +531,10 @@ void add_sysfs_command(CLI::App& sim, int& exit_code) {
 // `sim kubelet`: the pod-resources List of the scenario's Kubernetes jobs.
 void add_kubelet_command(CLI::App& sim, int& exit_code) {
   auto kubelet_args = std::make_shared<HostArgs>();
-  CLI::App* kubelet = sim.add_subcommand(
-      "kubelet",
-      "Serve the kubelet pod-resources v1 List for the scenario's Kubernetes jobs on a unix socket, "
-      "following the scenario clock");
+  CLI::App* kubelet =
+      sim.add_subcommand("kubelet",
+                         "Serve the kubelet pod-resources v1 List for the scenario's Kubernetes jobs on a unix socket, "
+                         "following the scenario clock");
   kubelet->footer(
       "Each job with a `kubernetes` reference is listed as its pod and container, holding resource\n"
       "nvidia.com/gpu with the UUIDs of its NVIDIA GPUs as device ids and amd.com/gpu with the PCI\n"
@@ -555,8 +552,7 @@ void add_kubelet_command(CLI::App& sim, int& exit_code) {
                       "/var/lib/kubelet/pod-resources/kubelet.sock)");
   kubelet->add_option("--lead", kubelet_args->lead,
                       "Scenario time a pod is listed before its job starts and after it ends (default 5s)");
-  kubelet->callback(
-      [kubelet_args, &exit_code] { exit_code = run_kubelet(*kubelet_args, process_env, std::cerr); });
+  kubelet->callback([kubelet_args, &exit_code] { exit_code = run_kubelet(*kubelet_args, process_env, std::cerr); });
 }
 
 }  // namespace

@@ -26,8 +26,7 @@ std::string render(const std::vector<Column>& columns, const std::vector<std::ve
     std::string l;
     for (std::size_t c = 0; c < cells.size(); ++c) {
       if (c > 0) l += "  ";
-      l += columns[c].numeric ? fmt::format("{:>{}}", cells[c], width[c])
-                              : fmt::format("{:<{}}", cells[c], width[c]);
+      l += columns[c].numeric ? fmt::format("{:>{}}", cells[c], width[c]) : fmt::format("{:<{}}", cells[c], width[c]);
     }
     while (!l.empty() && l.back() == ' ') l.pop_back();
     out += l + "\n";
@@ -58,12 +57,18 @@ nlohmann::ordered_json gpu_json(const Scenario& scenario, const GpuTruth& g) {
   j["idle_seconds"] = g.idle_seconds;
   if (g.gpm_supported) {
     const ProfileAverages& p = g.profiling;
-    j["profiling"] = {{"graphics_util_percent", p.graphics}, {"sm_util_percent", p.sm},
-                      {"sm_occupancy_percent", p.occupancy}, {"tensor_util_percent", p.tensor},
-                      {"dram_bw_util_percent", p.dram},    {"fp64_util_percent", p.fp64},
-                      {"fp32_util_percent", p.fp32},       {"fp16_util_percent", p.fp16},
-                      {"pcie_tx_mib_per_second", p.pcie_tx}, {"pcie_rx_mib_per_second", p.pcie_rx},
-                      {"nvlink_tx_mib_per_second", p.nvlink_tx}, {"nvlink_rx_mib_per_second", p.nvlink_rx}};
+    j["profiling"] = {{"graphics_util_percent", p.graphics},
+                      {"sm_util_percent", p.sm},
+                      {"sm_occupancy_percent", p.occupancy},
+                      {"tensor_util_percent", p.tensor},
+                      {"dram_bw_util_percent", p.dram},
+                      {"fp64_util_percent", p.fp64},
+                      {"fp32_util_percent", p.fp32},
+                      {"fp16_util_percent", p.fp16},
+                      {"pcie_tx_mib_per_second", p.pcie_tx},
+                      {"pcie_rx_mib_per_second", p.pcie_rx},
+                      {"nvlink_tx_mib_per_second", p.nvlink_tx},
+                      {"nvlink_rx_mib_per_second", p.nvlink_rx}};
   }
   if (!g.nvlink_tx_bytes.empty()) {
     nlohmann::ordered_json links = nlohmann::ordered_json::array();
@@ -81,9 +86,9 @@ std::vector<std::string> gpu_row(const GpuTruth& g) {
           num(g.allocated_seconds),  num(g.idle_seconds)};
 }
 
-const std::vector<Column> kGpuColumns = {{"GPU", true},           {"UUID", false},        {"BUSY_S", true},
-                                         {"ENERGY_J", true},      {"IDLE_ENERGY_J", true}, {"MEMORY_BYTE_S", true},
-                                         {"ALLOCATED_S", true},   {"IDLE_S", true}};
+const std::vector<Column> kGpuColumns = {{"GPU", true},         {"UUID", false},         {"BUSY_S", true},
+                                         {"ENERGY_J", true},    {"IDLE_ENERGY_J", true}, {"MEMORY_BYTE_S", true},
+                                         {"ALLOCATED_S", true}, {"IDLE_S", true}};
 
 // The pid a job runs on a GPU (one per entry of its GPUs).
 unsigned pid_on(const Job& job, unsigned gpu) {
@@ -149,8 +154,8 @@ std::string truth_to_table(const Truth& truth) {
   std::vector<std::vector<std::string>> job_rows;
   for (const JobTruth& t : truth.jobs) {
     job_rows.push_back({t.name, std::to_string(t.gpu), std::to_string(t.pid), std::to_string(t.uid),
-                        num(t.allocated_seconds), num(t.busy_seconds),
-                        fmt::format("{:.6g}", t.memory_byte_seconds), num(t.energy_joules), t.cgroup});
+                        num(t.allocated_seconds), num(t.busy_seconds), fmt::format("{:.6g}", t.memory_byte_seconds),
+                        num(t.energy_joules), t.cgroup});
   }
   std::string out = fmt::format("window [{}, {}) s\n\n", to_seconds(truth.from), to_seconds(truth.to));
   out += render(kGpuColumns, gpu_rows);
@@ -223,8 +228,8 @@ std::string scheduler_truth_to_table(const Scenario& scenario, const SchedulerTr
     owner_rows.push_back({o.name, o.is_allocation ? "allocation" : "job", std::to_string(o.gpu),
                           num(o.allocated_seconds), num(o.busy_seconds), num(o.idle_allocated_seconds), who});
   }
-  std::string out = fmt::format("policy scheduler, window [{}, {}) s\n\n", to_seconds(truth.from),
-                                to_seconds(truth.to));
+  std::string out =
+      fmt::format("policy scheduler, window [{}, {}) s\n\n", to_seconds(truth.from), to_seconds(truth.to));
   out += render(gpu_columns, gpu_rows);
   out += "\n";
   out += render({{"OWNER", false},

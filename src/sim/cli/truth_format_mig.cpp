@@ -54,8 +54,8 @@ nlohmann::ordered_json mig_truth_to_json(const MigTruth& truth) {
       const ProfileAverages& p = m.profiling;
       j["profiling"] = {{"graphics_util_percent", p.graphics}, {"sm_util_percent", p.sm},
                         {"sm_occupancy_percent", p.occupancy}, {"tensor_util_percent", p.tensor},
-                        {"dram_bw_util_percent", p.dram},    {"fp64_util_percent", p.fp64},
-                        {"fp32_util_percent", p.fp32},       {"fp16_util_percent", p.fp16}};
+                        {"dram_bw_util_percent", p.dram},      {"fp64_util_percent", p.fp64},
+                        {"fp32_util_percent", p.fp32},         {"fp16_util_percent", p.fp16}};
     }
     instances.push_back(std::move(j));
   }

@@ -76,7 +76,10 @@ CUuuid uuid_bytes(std::string_view uuid) {
   unsigned n = 0;
   int half = -1;
   for (char c : uuid) {
-    int v = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+    int v = c >= '0' && c <= '9'   ? c - '0'
+            : c >= 'a' && c <= 'f' ? c - 'a' + 10
+            : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                   : -1;
     if (v < 0) continue;
     if (half < 0) {
       half = v;
@@ -266,21 +269,51 @@ GPUMETER_CUDA_EXPORT CUresult cuDriverGetVersion(int* version) {
 GPUMETER_CUDA_EXPORT CUresult cuGetErrorString(CUresult error, const char** text) {
   if (text == nullptr) return CUDA_ERROR_INVALID_VALUE;
   switch (error) {
-    case CUDA_SUCCESS: *text = "no error"; break;
-    case CUDA_ERROR_INVALID_VALUE: *text = "invalid argument"; break;
-    case CUDA_ERROR_OUT_OF_MEMORY: *text = "out of memory"; break;
-    case CUDA_ERROR_NOT_INITIALIZED: *text = "initialization error"; break;
-    case CUDA_ERROR_NO_DEVICE: *text = "no CUDA-capable device is detected"; break;
-    case CUDA_ERROR_INVALID_DEVICE: *text = "invalid device ordinal"; break;
-    case CUDA_ERROR_INVALID_IMAGE: *text = "device kernel image is invalid"; break;
-    case CUDA_ERROR_INVALID_CONTEXT: *text = "invalid device context"; break;
-    case CUDA_ERROR_INVALID_PTX: *text = "a PTX JIT compilation failed"; break;
-    case CUDA_ERROR_INVALID_HANDLE: *text = "invalid resource handle"; break;
-    case CUDA_ERROR_NOT_FOUND: *text = "named symbol not found"; break;
-    case CUDA_ERROR_NOT_READY: *text = "device not ready"; break;
-    case CUDA_ERROR_NOT_SUPPORTED: *text = "operation not supported"; break;
-    case CUDA_ERROR_UNKNOWN: *text = "unknown error"; break;
-    default: *text = nullptr; return CUDA_ERROR_INVALID_VALUE;
+    case CUDA_SUCCESS:
+      *text = "no error";
+      break;
+    case CUDA_ERROR_INVALID_VALUE:
+      *text = "invalid argument";
+      break;
+    case CUDA_ERROR_OUT_OF_MEMORY:
+      *text = "out of memory";
+      break;
+    case CUDA_ERROR_NOT_INITIALIZED:
+      *text = "initialization error";
+      break;
+    case CUDA_ERROR_NO_DEVICE:
+      *text = "no CUDA-capable device is detected";
+      break;
+    case CUDA_ERROR_INVALID_DEVICE:
+      *text = "invalid device ordinal";
+      break;
+    case CUDA_ERROR_INVALID_IMAGE:
+      *text = "device kernel image is invalid";
+      break;
+    case CUDA_ERROR_INVALID_CONTEXT:
+      *text = "invalid device context";
+      break;
+    case CUDA_ERROR_INVALID_PTX:
+      *text = "a PTX JIT compilation failed";
+      break;
+    case CUDA_ERROR_INVALID_HANDLE:
+      *text = "invalid resource handle";
+      break;
+    case CUDA_ERROR_NOT_FOUND:
+      *text = "named symbol not found";
+      break;
+    case CUDA_ERROR_NOT_READY:
+      *text = "device not ready";
+      break;
+    case CUDA_ERROR_NOT_SUPPORTED:
+      *text = "operation not supported";
+      break;
+    case CUDA_ERROR_UNKNOWN:
+      *text = "unknown error";
+      break;
+    default:
+      *text = nullptr;
+      return CUDA_ERROR_INVALID_VALUE;
   }
   return CUDA_SUCCESS;
 }
@@ -321,7 +354,9 @@ GPUMETER_CUDA_EXPORT CUresult cuDeviceGetUuid_v2(CUuuid* uuid, CUdevice device) 
   });
 }
 
-GPUMETER_CUDA_EXPORT CUresult cuDeviceGetUuid(CUuuid* uuid, CUdevice device) { return cuDeviceGetUuid_v2(uuid, device); }
+GPUMETER_CUDA_EXPORT CUresult cuDeviceGetUuid(CUuuid* uuid, CUdevice device) {
+  return cuDeviceGetUuid_v2(uuid, device);
+}
 
 GPUMETER_CUDA_EXPORT CUresult cuDeviceGetAttribute(int* value, int attribute, CUdevice device) {
   return device_call(device, [&](Driver&, const GpuModelSpec& m, unsigned) {
@@ -345,7 +380,8 @@ GPUMETER_CUDA_EXPORT CUresult cuCtxCreate_v2(CUcontext* context, unsigned int fl
     if (context == nullptr) return CUDA_ERROR_INVALID_VALUE;
     auto ctx = std::make_unique<CUctx_st>();
     ctx->gpu = gpu;
-    if (!d.log(fmt::format("ctx {} {}\n", gpu, gpumeter::sim::us(gpumeter::sim::ScenarioClock::wall_now_ns())))) return CUDA_ERROR_UNKNOWN;
+    if (!d.log(fmt::format("ctx {} {}\n", gpu, gpumeter::sim::us(gpumeter::sim::ScenarioClock::wall_now_ns()))))
+      return CUDA_ERROR_UNKNOWN;
     *context = ctx.release();
     gpumeter::sim::current = *context;
     return CUDA_SUCCESS;
@@ -416,7 +452,8 @@ GPUMETER_CUDA_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr* pointer, std::size_t by
     next += (bytes + 0xFFFFF) & ~CUdeviceptr{0xFFFFF};
     ctx.allocations[p] = bytes;
     ctx.allocated += bytes;
-    d.log(fmt::format("mem {} {} {}\n", ctx.gpu, gpumeter::sim::us(gpumeter::sim::ScenarioClock::wall_now_ns()), ctx.allocated));
+    d.log(fmt::format("mem {} {} {}\n", ctx.gpu, gpumeter::sim::us(gpumeter::sim::ScenarioClock::wall_now_ns()),
+                      ctx.allocated));
     *pointer = p;
     return CUDA_SUCCESS;
   });
@@ -428,7 +465,8 @@ GPUMETER_CUDA_EXPORT CUresult cuMemFree_v2(CUdeviceptr pointer) {
     if (it == ctx.allocations.end()) return CUDA_ERROR_INVALID_VALUE;
     ctx.allocated -= it->second;
     ctx.allocations.erase(it);
-    d.log(fmt::format("mem {} {} {}\n", ctx.gpu, gpumeter::sim::us(gpumeter::sim::ScenarioClock::wall_now_ns()), ctx.allocated));
+    d.log(fmt::format("mem {} {} {}\n", ctx.gpu, gpumeter::sim::us(gpumeter::sim::ScenarioClock::wall_now_ns()),
+                      ctx.allocated));
     return CUDA_SUCCESS;
   });
 }

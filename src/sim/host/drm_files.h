@@ -50,7 +50,7 @@ class DrmFiles {
   Micros period_;
   std::vector<Micros> edges_;
   std::vector<std::pair<Micros, Micros>> graphics_runs_;  // [start, end) of each graphics job
-  std::map<unsigned, unsigned> card_;                      // scenario GPU index -> card
+  std::map<unsigned, unsigned> card_;                     // scenario GPU index -> card
   // Per GPU with graphics clients: its timeline, how far it is integrated, and each job's sum.
   struct Integral {
     std::unique_ptr<GpuTimeline> timeline;

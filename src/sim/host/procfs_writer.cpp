@@ -46,8 +46,7 @@ std::string printable(std::string_view s) {
 std::string cgroup_path(const Job& job) { return job.cgroup.empty() ? "/" : job.cgroup; }
 
 std::int64_t wall_now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 
@@ -103,7 +102,8 @@ SimulatedBoot boot_for_epoch(std::optional<std::int64_t> epoch_unix_us) {
   SimulatedBoot b;
   if (!epoch_unix_us) return b;
   constexpr std::int64_t kSecond = kMicrosPerSecond;
-  const std::int64_t epoch_s = *epoch_unix_us >= 0 ? *epoch_unix_us / kSecond : -((-*epoch_unix_us + kSecond - 1) / kSecond);
+  const std::int64_t epoch_s =
+      *epoch_unix_us >= 0 ? *epoch_unix_us / kSecond : -((-*epoch_unix_us + kSecond - 1) / kSecond);
   b.btime = epoch_s - kBootBeforeScenario / kSecond;
   b.before_scenario = *epoch_unix_us - *b.btime * kSecond;
   return b;
@@ -279,8 +279,7 @@ std::string proc_cmdline(const Job& job) { return job.name + '\0'; }
 std::string etc_passwd(const Scenario& scenario) {
   std::string out = "root:x:0:0:root:/root:/bin/bash\n";
   for (const auto& [name, uid] : scenario.users) {
-    out += fmt::format("{name}:x:{uid}:{uid}::/home/{name}:/bin/bash\n", fmt::arg("name", name),
-                       fmt::arg("uid", uid));
+    out += fmt::format("{name}:x:{uid}:{uid}::/home/{name}:/bin/bash\n", fmt::arg("name", name), fmt::arg("uid", uid));
   }
   return out;
 }
@@ -301,9 +300,9 @@ void ProcfsTree::rebase(Micros boot_before_scenario) {
   edges_.erase(std::unique(edges_.begin(), edges_.end()), edges_.end());
 }
 
-Result<std::unique_ptr<ProcfsTree>> ProcfsTree::open(const fs::path& dir, const Scenario& given,
-                                                     Micros lead, SimulatedBoot boot,
-                                                     SlurmCgroupLayout slurm_cgroups, Micros drm_period) {
+Result<std::unique_ptr<ProcfsTree>> ProcfsTree::open(const fs::path& dir, const Scenario& given, Micros lead,
+                                                     SimulatedBoot boot, SlurmCgroupLayout slurm_cgroups,
+                                                     Micros drm_period) {
   // The batch scripts are processes like the scenario's: the same windows, entries and lead.
   std::unique_ptr<Scenario> with_batch;
   if (std::vector<Job> batch = slurm_batch_jobs(given, slurm_cgroups); !batch.empty()) {
@@ -325,8 +324,7 @@ Result<std::unique_ptr<ProcfsTree>> ProcfsTree::open(const fs::path& dir, const 
   }
   // Take over what an earlier run left: its entries are replaced or removed by the first sync,
   // its unfinished temporary directories go now.
-  for (auto it = fs::directory_iterator(tree->proc_, ec); !ec && it != fs::directory_iterator();
-       it.increment(ec)) {
+  for (auto it = fs::directory_iterator(tree->proc_, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
     const std::string name = it->path().filename().string();
     if (auto pid = numeric_name(name)) {
       tree->present_[*pid] = kUnknownJob;
@@ -449,8 +447,7 @@ Micros ProcfsTree::next_change_after(Micros t) const {
   return std::min({next, hpc, cgroups, drm});
 }
 
-Result<std::unique_ptr<HostClock>> make_scenario_clock(const Scenario& scenario,
-                                                       const std::string& scenario_path,
+Result<std::unique_ptr<HostClock>> make_scenario_clock(const Scenario& scenario, const std::string& scenario_path,
                                                        const EnvLookup& getenv,
                                                        std::optional<std::int64_t> fallback_epoch_ns) {
   auto env = read_sim_env([&](const char* name) -> const char* {

@@ -48,7 +48,7 @@ inline constexpr std::uint64_t kClockTicksPerSecond = 100;
 // ticks gives the simulated unix time of the job's start to the tick.
 inline constexpr Micros kBootBeforeScenario = 86400 * kMicrosPerSecond;
 struct SimulatedBoot {
-  std::optional<std::int64_t> btime;     // simulated unix seconds; unset: no /proc/stat written
+  std::optional<std::int64_t> btime;             // simulated unix seconds; unset: no /proc/stat written
   Micros before_scenario = kBootBeforeScenario;  // from the boot to scenario time 0
 };
 // The boot of a node whose scenario time 0 is at simulated unix time epoch_unix_us.
@@ -156,8 +156,7 @@ class HostClock {
 // it opened, and its processes' start times count from the opening, not from the epoch.
 // wait_until() returns false as soon as SIGINT or SIGTERM arrives; call block_stop_signals()
 // first, before any thread starts.
-Result<std::unique_ptr<HostClock>> make_scenario_clock(const Scenario& scenario,
-                                                       const std::string& scenario_path,
+Result<std::unique_ptr<HostClock>> make_scenario_clock(const Scenario& scenario, const std::string& scenario_path,
                                                        const EnvLookup& getenv,
                                                        std::optional<std::int64_t> fallback_epoch_ns);
 

@@ -18,8 +18,7 @@ ContainerKey key_of(const KubernetesRef& k) { return {k.namespace_, k.pod, k.con
 
 }  // namespace
 
-SimKubelet::SimKubelet(const Scenario& scenario, Micros lead)
-    : time_sliced_(scenario.gpus.size(), false) {
+SimKubelet::SimKubelet(const Scenario& scenario, Micros lead) : time_sliced_(scenario.gpus.size(), false) {
   add_listings(scenario, lead);
   // One device: a GPU (listings without a MIG instance) or a MIG instance (listings on it).
   for (unsigned g = 0; g < scenario.gpus.size(); ++g) {
@@ -60,9 +59,8 @@ void SimKubelet::add_listings(const Scenario& scenario, Micros lead) {
     const Micros end = std::min(job.end, scenario.duration);
     if (job.kubernetes.empty() || job.start >= end) continue;
     if (job.allocation != kNoAllocation && !scenario.allocations[job.allocation].kubernetes.empty()) continue;
-    listings_.push_back(
-        Listing{job.kubernetes, job.gpus, job.start - lead, end >= kForever - lead ? kForever : end + lead, job.mig,
-                {}});
+    listings_.push_back(Listing{
+        job.kubernetes, job.gpus, job.start - lead, end >= kForever - lead ? kForever : end + lead, job.mig, {}});
   }
 }
 
@@ -113,8 +111,7 @@ std::string mig_resource_name(const std::string& profile) { return "nvidia.com/m
 std::vector<kubelet::PodResources> SimKubelet::pods_at(Micros t) const {
   t = std::max<Micros>(t, 0);
   // namespace, pod -> container -> resource -> device ids
-  std::map<std::pair<std::string, std::string>,
-           std::map<std::string, std::map<std::string, std::vector<std::string>>>>
+  std::map<std::pair<std::string, std::string>, std::map<std::string, std::map<std::string, std::vector<std::string>>>>
       pods;
   for (const Listing& a : listings_) {
     if (t < a.from || t >= a.to) continue;

@@ -62,16 +62,21 @@ std::string procs_file(const std::vector<unsigned>& pids) {
 
 std::string_view to_string(SlurmCgroupLayout l) {
   switch (l) {
-    case SlurmCgroupLayout::kNone: return "none";
-    case SlurmCgroupLayout::kV1: return "v1";
-    case SlurmCgroupLayout::kV2: return "v2";
-    case SlurmCgroupLayout::kV2Sluid: return "v2-sluid";
+    case SlurmCgroupLayout::kNone:
+      return "none";
+    case SlurmCgroupLayout::kV1:
+      return "v1";
+    case SlurmCgroupLayout::kV2:
+      return "v2";
+    case SlurmCgroupLayout::kV2Sluid:
+      return "v2-sluid";
   }
   return "none";
 }
 
 std::optional<SlurmCgroupLayout> parse_slurm_cgroup_layout(std::string_view s) {
-  for (auto l : {SlurmCgroupLayout::kNone, SlurmCgroupLayout::kV1, SlurmCgroupLayout::kV2, SlurmCgroupLayout::kV2Sluid}) {
+  for (auto l :
+       {SlurmCgroupLayout::kNone, SlurmCgroupLayout::kV1, SlurmCgroupLayout::kV2, SlurmCgroupLayout::kV2Sluid}) {
     if (s == to_string(l)) return l;
   }
   return std::nullopt;
@@ -106,8 +111,9 @@ std::vector<Job> slurm_batch_jobs(const Scenario& scenario, SlurmCgroupLayout la
     j.pids = {pid++};
     j.uid = alloc.uid;
     j.cgroup_version = layout == SlurmCgroupLayout::kV1 ? 1 : 2;
-    j.cgroup = layout == SlurmCgroupLayout::kV1 ? fmt::format("/slurm/uid_{}/job_{}/step_batch/task_0", alloc.uid, alloc.slurm_job)
-                                                : "/" + job_dir(alloc, layout) + "/step_batch/user/task_0";
+    j.cgroup = layout == SlurmCgroupLayout::kV1
+                   ? fmt::format("/slurm/uid_{}/job_{}/step_batch/task_0", alloc.uid, alloc.slurm_job)
+                   : "/" + job_dir(alloc, layout) + "/step_batch/user/task_0";
     j.env = {{"SLURM_JOB_ID", alloc.slurm_job},
              {"SLURM_JOB_UID", std::to_string(alloc.uid)},
              {"SLURM_JOB_GPUS", gpu_list(alloc.gpus, false)},

@@ -61,8 +61,7 @@ Result<std::unique_ptr<HpcJobsTree>> HpcJobsTree::open(const fs::path& dir, cons
   std::error_code ec;
   fs::create_directories(tree->dir_, ec);
   if (ec) return fs_error("cannot create", tree->dir_, ec);
-  for (auto it = fs::directory_iterator(tree->dir_, ec); !ec && it != fs::directory_iterator();
-       it.increment(ec)) {
+  for (auto it = fs::directory_iterator(tree->dir_, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
     const std::string name = it->path().filename().string();
     if (numeric(name)) {
       tree->present_[static_cast<unsigned>(std::stoul(name))] = std::string();  // never equal to a wanted file

@@ -16,8 +16,7 @@ ScenarioClock::ScenarioClock(const ScenarioClock& other)
     : scale_(other.scale_), epoch_file_(other.epoch_file_), epoch_ns_(other.epoch_ns_.load()) {}
 
 std::int64_t ScenarioClock::wall_now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 

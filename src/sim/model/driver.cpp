@@ -45,8 +45,7 @@ std::optional<std::string> architecture_of_token(const std::string& t, const std
   if (t == "B100" || t == "B200" || t == "GB200" || t == "B300" || t == "GB300") return "blackwell";
   if (t == "L4" || starts_with(t, "L40") || t == "L20" || t == "ADA") return "ada";
   if (t == "A10" || t == "A10G" || t == "A40" || t == "A16" || t == "A2") return "ampere";
-  if (t.size() == 5 && t[0] == 'A' && all_digits(t.substr(1)) && t.substr(2) == "000")
-    return "ampere";  // RTX A6000
+  if (t.size() == 5 && t[0] == 'A' && all_digits(t.substr(1)) && t.substr(2) == "000") return "ampere";  // RTX A6000
   if (t == "V100") return "volta";
   if (t == "T4") return "turing";
   if (previous == "RTX" && t.size() == 4 && all_digits(t)) {
@@ -69,8 +68,7 @@ std::optional<std::string> architecture_from_name(std::string_view name) {
 }
 
 bool power_usage_is_averaged(std::string_view architecture) {
-  return architecture == "ampere" || architecture == "ada" || architecture == "hopper" ||
-         architecture == "blackwell";
+  return architecture == "ampere" || architecture == "ada" || architecture == "hopper" || architecture == "blackwell";
 }
 
 }  // namespace gpumeter::sim

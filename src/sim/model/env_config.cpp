@@ -86,8 +86,7 @@ Result<SimLie> parse_lie(std::string_view text) {
   std::optional<double> offset;
   if (colon != std::string_view::npos) offset = parse_double(std::string(trim(text.substr(colon + 1))));
   if (lie.metric != "temperature" || !offset || !std::isfinite(*offset)) {
-    return Error{0, fmt::format("GPUMETER_SIM_LIE: expected temperature:<°C>, such as temperature:+7, got '{}'",
-                                text)};
+    return Error{0, fmt::format("GPUMETER_SIM_LIE: expected temperature:<°C>, such as temperature:+7, got '{}'", text)};
   }
   lie.offset = *offset;
   return lie;
@@ -115,9 +114,7 @@ Result<SimEnv> read_sim_env(const EnvLookup& getenv) {
   if (const char* scale = getenv("GPUMETER_SIM_TIME_SCALE"); scale != nullptr && *scale != '\0') {
     env.time_scale = parse_double(scale);
     if (!env.time_scale || *env.time_scale <= 0 || *env.time_scale > 1e6) {
-      return Error{
-          0,
-          fmt::format("GPUMETER_SIM_TIME_SCALE: expected a number above 0 (at most 1e6), got '{}'", scale)};
+      return Error{0, fmt::format("GPUMETER_SIM_TIME_SCALE: expected a number above 0 (at most 1e6), got '{}'", scale)};
     }
   }
   if (const char* unsupported = getenv("GPUMETER_SIM_UNSUPPORTED"); unsupported != nullptr) {

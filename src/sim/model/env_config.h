@@ -35,7 +35,7 @@ struct SimEnv {
   // $TMPDIR (or /tmp)/gpumeter-sim-cuda-<hash of the scenario file's real path>, so that a
   // `gpumeter burn` and a `gpumeter serve` on the same scenario meet.
   std::string cuda_dir;
-  SimLie lie;                                   // GPUMETER_SIM_LIE
+  SimLie lie;  // GPUMETER_SIM_LIE
 };
 
 using EnvLookup = std::function<const char*(const char*)>;

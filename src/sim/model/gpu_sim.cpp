@@ -18,8 +18,7 @@ SimGpu::SimGpu(const Scenario& scenario, unsigned index, const LiveTable* live)
       timeline_(scenario, index, live),
       counters_(timeline_, model_),
       profiling_(scenario, timeline_, index),
-      utilization_samples_(timeline_, model_, model_.samples.utilization_period,
-                           model_.samples.utilization_depth),
+      utilization_samples_(timeline_, model_, model_.samples.utilization_period, model_.samples.utilization_depth),
       power_samples_(timeline_, model_, model_.samples.power_period, model_.samples.power_depth) {
   for (std::size_t i = 0; i < scenario.mig.instances.size(); ++i) {
     if (scenario.mig.instances[i].gpu == index)
@@ -41,23 +40,15 @@ unsigned long long SimGpu::energy_millijoules(Micros t) {
       std::llround(counters_.at(std::max<Micros>(t, 0)).energy_since_reload_joules * 1000.0));
 }
 
-double SimGpu::energy_joules(Micros t) {
-  return counters_.at(std::max<Micros>(t, 0)).energy_since_reload_joules;
-}
+double SimGpu::energy_joules(Micros t) { return counters_.at(std::max<Micros>(t, 0)).energy_since_reload_joules; }
 
 double SimGpu::busy_seconds(Micros t) { return counters_.at(std::max<Micros>(t, 0)).busy_seconds; }
 
-unsigned long long SimGpu::pcie_tx_bytes(Micros t) {
-  return whole(busy_seconds(t) * model_.pcie_tx_bytes_per_second);
-}
+unsigned long long SimGpu::pcie_tx_bytes(Micros t) { return whole(busy_seconds(t) * model_.pcie_tx_bytes_per_second); }
 
-unsigned long long SimGpu::pcie_rx_bytes(Micros t) {
-  return whole(busy_seconds(t) * model_.pcie_rx_bytes_per_second);
-}
+unsigned long long SimGpu::pcie_rx_bytes(Micros t) { return whole(busy_seconds(t) * model_.pcie_rx_bytes_per_second); }
 
-const std::vector<JobShare>& SimGpu::processes(Micros t) {
-  return counters_.segment(std::max<Micros>(t, 0)).jobs;
-}
+const std::vector<JobShare>& SimGpu::processes(Micros t) { return counters_.segment(std::max<Micros>(t, 0)).jobs; }
 
 std::vector<ProcessRecord> SimGpu::process_records(Micros now, Micros since) const {
   const PeriodHistory& u = utilization_samples_;
@@ -72,9 +63,8 @@ double average_util(const GpuTimeline& timeline, Micros t, Micros window) {
   const Micros from = std::max<Micros>(0, t - window);
   if (from >= t) return timeline.segment_at(t).util_percent / 100.0;
   double busy = 0;
-  timeline.for_each_segment(from, t, [&](const Segment& s) {
-    busy += s.util_percent / 100.0 * static_cast<double>(s.end - s.start);
-  });
+  timeline.for_each_segment(
+      from, t, [&](const Segment& s) { busy += s.util_percent / 100.0 * static_cast<double>(s.end - s.start); });
   return busy / static_cast<double>(t - from);
 }
 
@@ -82,9 +72,8 @@ double average_util(const GpuTimeline& timeline, Micros t, Micros window) {
 
 unsigned SimGpu::average_power_mw(Micros t, Micros window) {
   const double u = average_util(timeline_, t, window);
-  return static_cast<unsigned>(
-      std::llround(static_cast<double>(model_.idle_power_mw) +
-                   static_cast<double>(model_.max_power_mw - model_.idle_power_mw) * u));
+  return static_cast<unsigned>(std::llround(static_cast<double>(model_.idle_power_mw) +
+                                            static_cast<double>(model_.max_power_mw - model_.idle_power_mw) * u));
 }
 
 double SimGpu::pcie_tx_rate(Micros t, Micros window) {

@@ -36,8 +36,8 @@ std::pair<std::uint64_t, std::uint64_t> seeded_words(std::string_view seed, std:
 
 std::string default_uuid(std::string_view seed, unsigned index) {
   auto [a, b] = seeded_words(seed, static_cast<std::uint64_t>(index) << 32, 0x5555555555555555ULL);
-  return fmt::format("GPU-{:08x}-{:04x}-{:04x}-{:04x}-{:012x}", a >> 32, (a >> 16) & 0xFFFF, a & 0xFFFF,
-                     b >> 48, b & 0xFFFFFFFFFFFFULL);
+  return fmt::format("GPU-{:08x}-{:04x}-{:04x}-{:04x}-{:012x}", a >> 32, (a >> 16) & 0xFFFF, a & 0xFFFF, b >> 48,
+                     b & 0xFFFFFFFFFFFFULL);
 }
 
 std::string default_serial(std::string_view seed, unsigned index) {

@@ -86,13 +86,12 @@ void append_live_processes(std::uint32_t pid, const LiveLog& log,
 LiveState live_state_at(const LiveProcess& p, Micros t) {
   LiveState st;
   // Memory: the last step at or before t.
-  auto m = std::upper_bound(p.memory.begin(), p.memory.end(), t,
-                            [](Micros v, const auto& step) { return v < step.first; });
+  auto m =
+      std::upper_bound(p.memory.begin(), p.memory.end(), t, [](Micros v, const auto& step) { return v < step.first; });
   if (m != p.memory.begin()) st.memory_bytes = std::prev(m)->second;
   if (m != p.memory.end()) st.next_change = m->first;
   // Kernels: the first interval that ends after t.
-  auto k = std::upper_bound(p.busy.begin(), p.busy.end(), t,
-                            [](Micros v, const auto& run) { return v < run.second; });
+  auto k = std::upper_bound(p.busy.begin(), p.busy.end(), t, [](Micros v, const auto& run) { return v < run.second; });
   if (k != p.busy.end()) {
     if (k->first <= t) {
       st.percent = 100;

@@ -34,7 +34,7 @@ struct LiveProcess {
   std::uint32_t pid = 0;
   unsigned gpu = 0;
   Micros start = 0;
-  Micros end = kForever;                                // exclusive
+  Micros end = kForever;                                 // exclusive
   std::vector<std::pair<Micros, std::uint64_t>> memory;  // from each time on, by time
   std::vector<std::pair<Micros, Micros>> busy;           // kernel intervals, by start, disjoint
 };

@@ -48,14 +48,14 @@ std::vector<MigProfile> table(const char* g1, const char* g2, const char* g3, co
   return {
       profile(g1, NVML_GPU_INSTANCE_PROFILE_1_SLICE, 19, 1, 1, 7, sm1, hopper ? 1 : 0, hopper ? 1 : 0, 0,
               {0, 1, 2, 3, 4, 5, 6}, {7, 8, 9, 10, 11, 12, 13}),
-      profile(g2, NVML_GPU_INSTANCE_PROFILE_2_SLICE, 14, 2, 2, 3, hopper ? 32 : 28, hopper ? 2 : 1,
-              hopper ? 2 : 0, 0, {0, 2, 4}, {5, 6, 3}),
-      profile(g3, NVML_GPU_INSTANCE_PROFILE_3_SLICE, 9, 3, 4, 2, hopper ? 60 : 42, hopper ? 3 : 2,
-              hopper ? 3 : 0, 0, {0, 4}, {2, 1}),
-      profile(g4, NVML_GPU_INSTANCE_PROFILE_4_SLICE, 5, 4, 4, 1, hopper ? 64 : 56, hopper ? 4 : 2,
-              hopper ? 4 : 0, 0, {0}, {2}),
-      profile(g7, NVML_GPU_INSTANCE_PROFILE_7_SLICE, 0, 7, 8, 1, hopper ? 132 : 98, hopper ? 7 : 5,
-              hopper ? 7 : 1, 1, {0}, {0}),
+      profile(g2, NVML_GPU_INSTANCE_PROFILE_2_SLICE, 14, 2, 2, 3, hopper ? 32 : 28, hopper ? 2 : 1, hopper ? 2 : 0, 0,
+              {0, 2, 4}, {5, 6, 3}),
+      profile(g3, NVML_GPU_INSTANCE_PROFILE_3_SLICE, 9, 3, 4, 2, hopper ? 60 : 42, hopper ? 3 : 2, hopper ? 3 : 0, 0,
+              {0, 4}, {2, 1}),
+      profile(g4, NVML_GPU_INSTANCE_PROFILE_4_SLICE, 5, 4, 4, 1, hopper ? 64 : 56, hopper ? 4 : 2, hopper ? 4 : 0, 0,
+              {0}, {2}),
+      profile(g7, NVML_GPU_INSTANCE_PROFILE_7_SLICE, 0, 7, 8, 1, hopper ? 132 : 98, hopper ? 7 : 5, hopper ? 7 : 1, 1,
+              {0}, {0}),
   };
 }
 
@@ -162,10 +162,10 @@ std::vector<Micros> MigPlan::edges(unsigned gpu, Micros from, Micros to) const {
 std::string mig_uuid(std::string_view seed, unsigned gpu, std::size_t ordinal) {
   auto [a, b] = seeded_words(seed, 0x4D49470000000000ULL ^ (static_cast<std::uint64_t>(gpu) << 20) ^ ordinal,
                              0x3333333333333333ULL);
-  a = (a & ~0xF000ULL) | 0x5000ULL;                        // version 5
-  b = (b & ~(0xC000ULL << 48)) | (0x8000ULL << 48);       // variant 10xx
-  return fmt::format("MIG-{:08x}-{:04x}-{:04x}-{:04x}-{:012x}", a >> 32, (a >> 16) & 0xFFFF, a & 0xFFFF,
-                     b >> 48, b & 0xFFFFFFFFFFFFULL);
+  a = (a & ~0xF000ULL) | 0x5000ULL;                  // version 5
+  b = (b & ~(0xC000ULL << 48)) | (0x8000ULL << 48);  // variant 10xx
+  return fmt::format("MIG-{:08x}-{:04x}-{:04x}-{:04x}-{:012x}", a >> 32, (a >> 16) & 0xFFFF, a & 0xFFFF, b >> 48,
+                     b & 0xFFFFFFFFFFFFULL);
 }
 
 }  // namespace gpumeter::sim

@@ -20,13 +20,13 @@ struct GpuModelSpec;
 
 // One GPU instance profile, as NVIDIA's MIG user guide ("Supported MIG Profiles") lists it.
 struct MigProfile {
-  std::string name;               // "3g.40gb"
-  unsigned nvml_profile = 0;      // NVML_GPU_INSTANCE_PROFILE_*_SLICE, nvmlDeviceGetGpuInstanceProfileInfoV's argument
-  unsigned id = 0;                // the profile id (nvidia-smi's "Profile ID"), which instances report
-  unsigned slices = 0;            // compute slices (of the GPU's: 7 on A100 and H100, 4 on A30)
-  unsigned memory_slices = 0;     // memory slices (of the GPU's: 8 on A100 and H100, 4 on A30)
-  unsigned instance_count = 0;    // how many fit on an empty GPU
-  unsigned multiprocessors = 0;   // SMs
+  std::string name;              // "3g.40gb"
+  unsigned nvml_profile = 0;     // NVML_GPU_INSTANCE_PROFILE_*_SLICE, nvmlDeviceGetGpuInstanceProfileInfoV's argument
+  unsigned id = 0;               // the profile id (nvidia-smi's "Profile ID"), which instances report
+  unsigned slices = 0;           // compute slices (of the GPU's: 7 on A100 and H100, 4 on A30)
+  unsigned memory_slices = 0;    // memory slices (of the GPU's: 8 on A100 and H100, 4 on A30)
+  unsigned instance_count = 0;   // how many fit on an empty GPU
+  unsigned multiprocessors = 0;  // SMs
   unsigned copy_engines = 0, decoders = 0, encoders = 0, jpegs = 0, ofas = 0;
   std::vector<unsigned> placements;  // legal first memory slices
   // The GPU instance id the driver gives an instance placed at placements[i] (an assumption
@@ -62,13 +62,13 @@ struct MigInstance {
   std::string profile_name;  // "3g.40gb"
   unsigned slices = 0;
   unsigned memory_slices = 0;
-  unsigned placement = 0;    // first memory slice
+  unsigned placement = 0;  // first memory slice
   unsigned gpu_instance_id = 0;
   unsigned compute_instance_id = 0;
-  unsigned mig_index = 0;    // nvmlDeviceGetMigDeviceHandleByIndex's index
+  unsigned mig_index = 0;  // nvmlDeviceGetMigDeviceHandleByIndex's index
   std::uint64_t memory_bytes = 0;
-  std::string uuid;          // "MIG-<uuid>"
-  Micros start = 0;          // [start, end) of its existence
+  std::string uuid;  // "MIG-<uuid>"
+  Micros start = 0;  // [start, end) of its existence
   Micros end = kForever;
 };
 
@@ -83,8 +83,8 @@ struct MigGpu {
 };
 
 struct MigPlan {
-  std::vector<MigGpu> gpus;             // in file order
-  std::vector<MigInstance> instances;   // every instance of the scenario, by GPU then creation
+  std::vector<MigGpu> gpus;            // in file order
+  std::vector<MigInstance> instances;  // every instance of the scenario, by GPU then creation
 
   const MigGpu* of(unsigned gpu) const;
   bool enabled(unsigned gpu) const { return of(gpu) != nullptr; }

@@ -9,9 +9,7 @@ namespace gpumeter::sim {
 
 namespace {
 
-unsigned round_div(std::int64_t num, std::int64_t den) {
-  return static_cast<unsigned>((2 * num + den) / (2 * den));
-}
+unsigned round_div(std::int64_t num, std::int64_t den) { return static_cast<unsigned>((2 * num + den) / (2 * den)); }
 
 }  // namespace
 
@@ -43,8 +41,8 @@ Period PeriodHistory::compute(std::int64_t index) const {
   p.util_percent = round_div(busy, period_);
   p.memory_util_percent = round_div(mem_busy, period_);
   const double avg_power = static_cast<double>(model_.idle_power_mw) +
-                           static_cast<double>(model_.max_power_mw - model_.idle_power_mw) *
-                               static_cast<double>(busy) / (100.0 * static_cast<double>(period_));
+                           static_cast<double>(model_.max_power_mw - model_.idle_power_mw) * static_cast<double>(busy) /
+                               (100.0 * static_cast<double>(period_));
   p.power_mw = static_cast<unsigned>(std::llround(avg_power));
   return p;
 }

@@ -37,8 +37,8 @@ Micros process_phase(std::uint32_t pid, Micros period) {
   return static_cast<Micros>(x % static_cast<std::uint64_t>(period));
 }
 
-std::vector<ProcessRecord> process_records(const GpuTimeline& timeline, Micros now, Micros since,
-                                           Micros oldest, Micros period) {
+std::vector<ProcessRecord> process_records(const GpuTimeline& timeline, Micros now, Micros since, Micros oldest,
+                                           Micros period) {
   const Micros from = std::max({since, oldest, Micros{0}});
   if (now <= from) return {};
   // The driver keeps samples, each stamped at the end of the period it measured. A query returns

@@ -30,7 +30,7 @@ Micros process_phase(std::uint32_t pid, Micros period);
 // One record per process that had a non-zero share of the GPU in its window, where
 // from = max(since, oldest); a process whose last sample time is not after `from` has nothing
 // new and gives no record. Records come in order of first presence.
-std::vector<ProcessRecord> process_records(const GpuTimeline& timeline, Micros now, Micros since,
-                                           Micros oldest, Micros period);
+std::vector<ProcessRecord> process_records(const GpuTimeline& timeline, Micros now, Micros since, Micros oldest,
+                                           Micros period);
 
 }  // namespace gpumeter::sim

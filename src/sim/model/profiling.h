@@ -88,9 +88,9 @@ class ProfileIntegrator {
   std::vector<JobRates> jobs_;
   // Each MIG instance's compute slices over its GPU's (Scenario::mig.instances).
   std::vector<double> instance_shares_;
-  std::vector<NvlinkFault> faults_;  // this GPU's
-  std::vector<Micros> edges_;        // sorted instants at which a link goes down or up
-  std::vector<Micros> reloads_;      // sorted
+  std::vector<NvlinkFault> faults_;                              // this GPU's
+  std::vector<Micros> edges_;                                    // sorted instants at which a link goes down or up
+  std::vector<Micros> reloads_;                                  // sorted
   std::vector<std::pair<Micros, ProfileTotals>> reload_totals_;  // cached totals at reloads
   Piece current_;
   std::uint64_t version_ = 0;  // the timeline's version() current_ was read at
@@ -100,7 +100,7 @@ class ProfileIntegrator {
 // Average GPM values and NVLink bytes of one GPU over [from, to), for `sim truth`.
 struct ProfileAverages {
   double graphics = 0, sm = 0, occupancy = 0, tensor = 0, dram = 0, fp64 = 0, fp32 = 0, fp16 = 0;  // percent
-  double pcie_tx = 0, pcie_rx = 0, nvlink_tx = 0, nvlink_rx = 0;  // MiB/s
+  double pcie_tx = 0, pcie_rx = 0, nvlink_tx = 0, nvlink_rx = 0;                                   // MiB/s
 };
 ProfileAverages profile_averages(const ProfileTotals& a, const ProfileTotals& b, double seconds, unsigned links);
 

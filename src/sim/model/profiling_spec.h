@@ -12,9 +12,9 @@ namespace gpumeter::sim {
 
 // A model's NVLink links (`models.<id>.nvlink`); none on boards without NVLink.
 struct NvlinkSpec {
-  unsigned links = 0;           // NVML_FI_DEV_NVLINK_LINK_COUNT; 0: no NVLink
-  unsigned speed_mbps = 0;      // per link and direction, NVML_FI_DEV_NVLINK_GET_SPEED
-  unsigned version = 0;         // nvmlNvlinkVersion_t (6 = NVLink 4.0)
+  unsigned links = 0;       // NVML_FI_DEV_NVLINK_LINK_COUNT; 0: no NVLink
+  unsigned speed_mbps = 0;  // per link and direction, NVML_FI_DEV_NVLINK_GET_SPEED
+  unsigned version = 0;     // nvmlNvlinkVersion_t (6 = NVLink 4.0)
   // Traffic at 100% utilization of a job that gives none, in bytes per second over all links.
   double tx_bytes_per_second = 0;
   double rx_bytes_per_second = 0;

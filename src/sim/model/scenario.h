@@ -37,7 +37,7 @@ struct SampleSpec {
 };
 
 struct GpuModelSpec {
-  std::string id;    // the key under `models`
+  std::string id;  // the key under `models`
   // Whose GPU it is: "nvidia" (served by the simulated NVML) or "amd" (written as an amdgpu
   // sysfs tree by `gpumeter sim sysfs`, read by ROCm SMI).
   std::string vendor = "nvidia";
@@ -125,7 +125,7 @@ struct Job {
   std::size_t allocation = kNoAllocation;
   std::size_t mig = kNoMigInstance;  // the MIG instance it runs on (`mig:`), into Scenario::mig.instances
   JobProfile profile;                // `profile:`, fractions of busy time (GPM)
-  std::optional<JobNvlink> nvlink;  // `nvlink:`; unset: the model's traffic
+  std::optional<JobNvlink> nvlink;   // `nvlink:`; unset: the model's traffic
   // `client: graphics`: a graphics, Vulkan or Mesa OpenCL process on AMD GPUs, which submits
   // through the DRM render node and so records engine time in DRM fdinfo, and is no KFD
   // process. `client: compute` (the default): ROCm compute through /dev/kfd, or CUDA.
@@ -183,7 +183,7 @@ struct Scenario {
   std::string source;  // file name, for messages
   std::string driver_version;
   std::string amdgpu_version = "6.8.5";  // /sys/module/amdgpu/version, the ROCm driver's release
-  int cuda_driver_version = 0;  // e.g. 12040
+  int cuda_driver_version = 0;           // e.g. 12040
   double time_scale = 1;
   Micros duration = kForever;  // jobs are cut here; GPUs idle afterwards
   std::vector<GpuModelSpec> models;
@@ -193,8 +193,8 @@ struct Scenario {
   std::vector<WindowFault> lost;
   std::vector<WindowFault> unknown_errors;
   std::vector<HangFault> hangs;
-  std::vector<XidFault> xids;          // sorted by time
-  std::vector<Micros> driver_reloads;  // sorted
+  std::vector<XidFault> xids;                  // sorted by time
+  std::vector<Micros> driver_reloads;          // sorted
   std::vector<DriverUpgrade> driver_upgrades;  // sorted by time
   std::vector<Quirk> quirks;                   // in file order
   std::vector<NvlinkFault> nvlink_faults;      // `nvlink_down`, `nvlink_errors`, in file order

@@ -90,17 +90,14 @@ void parse_gpus(Scenario& s, const YAML::Node& node, const std::string& uuid_see
     if (node.IsMap()) g.pci = default_pci_address(idx);
     const YAML::Node where = node.IsSequence() ? node[i] : node;
     if (!uuids.emplace(g.uuid, i).second) {
-      fail_at(where, indexed(path, i),
-              fmt::format("uuid {} is also used by gpus[{}]", g.uuid, uuids[g.uuid]));
+      fail_at(where, indexed(path, i), fmt::format("uuid {} is also used by gpus[{}]", g.uuid, uuids[g.uuid]));
     }
     if (!serials.emplace(g.serial, i).second) {
-      fail_at(where, indexed(path, i),
-              fmt::format("serial {} is also used by gpus[{}]", g.serial, serials[g.serial]));
+      fail_at(where, indexed(path, i), fmt::format("serial {} is also used by gpus[{}]", g.serial, serials[g.serial]));
     }
     std::string bus = format_pci_bus_id(g.pci);
     if (!buses.emplace(bus, i).second) {
-      fail_at(where, indexed(path, i),
-              fmt::format("pci_bus_id {} is also used by gpus[{}]", bus, buses[bus]));
+      fail_at(where, indexed(path, i), fmt::format("pci_bus_id {} is also used by gpus[{}]", bus, buses[bus]));
     }
   }
 }
@@ -118,10 +115,9 @@ SquarePattern parse_square(const YAML::Node& node, const std::string& path) {
     std::string text = read_string(m.get("duty"), m.path("duty"));
     auto high_time = scale_decimal(text, static_cast<std::uint64_t>(sq.period));
     if (!high_time || *high_time > static_cast<std::uint64_t>(sq.period)) {
-      fail_at(m.get("duty"), m.path("duty"),
-              fmt::format(
-                  "expected a ratio from 0 to 1 that splits the period into whole microseconds, got '{}'",
-                  text));
+      fail_at(
+          m.get("duty"), m.path("duty"),
+          fmt::format("expected a ratio from 0 to 1 that splits the period into whole microseconds, got '{}'", text));
     }
     sq.high_time = static_cast<Micros>(*high_time);
   }
@@ -149,8 +145,7 @@ TracePattern parse_trace(const YAML::Node& node, const std::string& path) {
   MapReader m(node, path, {"pattern", "points"});
   YAML::Node points = m.require("points");
   std::string ppath = m.path("points");
-  if (!points.IsSequence() || points.size() == 0)
-    fail_at(points, ppath, "expected a non-empty list of [time, ratio]");
+  if (!points.IsSequence() || points.size() == 0) fail_at(points, ppath, "expected a non-empty list of [time, ratio]");
   TracePattern tr;
   for (std::size_t i = 0; i < points.size(); ++i) {
     const YAML::Node pt = points[i];
@@ -201,8 +196,7 @@ bool dns_subdomain(std::string_view s) {
   std::size_t start = 0;
   while (start <= s.size()) {
     std::size_t dot = s.find('.', start);
-    std::string_view label =
-        s.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start);
+    std::string_view label = s.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start);
     if (!dns_label(label, 63)) return false;
     if (dot == std::string_view::npos) break;
     start = dot + 1;
@@ -272,8 +266,7 @@ void parse_users(Scenario& s, const YAML::Node& node) {
 // A job's `gpus`: distinct indices of the scenario's GPUs.
 void parse_job_gpus(Job& j, const MapReader& m, std::size_t gpu_count) {
   YAML::Node gpus = m.require("gpus");
-  if (!gpus.IsSequence() || gpus.size() == 0)
-    fail_at(gpus, m.path("gpus"), "expected a non-empty list of GPU indices");
+  if (!gpus.IsSequence() || gpus.size() == 0) fail_at(gpus, m.path("gpus"), "expected a non-empty list of GPU indices");
   for (std::size_t i = 0; i < gpus.size(); ++i) {
     std::string gp = indexed(m.path("gpus"), i);
     if (gpu_count == 0) fail_at(gpus[i], gp, "the scenario has no GPUs");
@@ -287,8 +280,7 @@ void parse_job_gpus(Job& j, const MapReader& m, std::size_t gpu_count) {
 
 // A job's `pid` (one process on all its GPUs) or `pids` (one per GPU), after its gpus.
 void parse_job_pids(Job& j, const MapReader& m) {
-  if (m.has("pid") == m.has("pids"))
-    m.fail("needs exactly one of 'pid' (one process) or 'pids' (one per GPU)");
+  if (m.has("pid") == m.has("pids")) m.fail("needs exactly one of 'pid' (one process) or 'pids' (one per GPU)");
   if (m.has("pid")) {
     auto pid = static_cast<unsigned>(read_unsigned(m.get("pid"), m.path("pid"), 1, kMaxPid));
     j.pids.assign(j.gpus.size(), pid);
@@ -296,8 +288,7 @@ void parse_job_pids(Job& j, const MapReader& m) {
   }
   YAML::Node pids = m.get("pids");
   if (!pids.IsSequence() || pids.size() != j.gpus.size()) {
-    fail_at(pids, m.path("pids"),
-            fmt::format("expected a list of {} pids, one per entry of gpus", j.gpus.size()));
+    fail_at(pids, m.path("pids"), fmt::format("expected a list of {} pids, one per entry of gpus", j.gpus.size()));
   }
   for (std::size_t i = 0; i < pids.size(); ++i) {
     j.pids.push_back(static_cast<unsigned>(read_unsigned(pids[i], indexed(m.path("pids"), i), 1, kMaxPid)));
@@ -341,8 +332,8 @@ void parse_job_client(Job& j, const MapReader& m, const Scenario& s) {
 
 Job parse_job(const YAML::Node& node, const std::string& path, const Scenario& s) {
   MapReader m(node, path,
-              {"name", "start", "end", "gpus", "pid", "pids", "uid", "cgroup", "cgroup_version", "kubernetes",
-               "env", "memory", "utilization", "allocation", "mig", "profile", "nvlink", "client"});
+              {"name", "start", "end", "gpus", "pid", "pids", "uid", "cgroup", "cgroup_version", "kubernetes", "env",
+               "memory", "utilization", "allocation", "mig", "profile", "nvlink", "client"});
   Job j;
   j.name = read_bounded_string(m.require("name"), m.path("name"), 256);
   if (m.has("start")) j.start = read_duration(m.get("start"), m.path("start"));
@@ -355,12 +346,10 @@ Job parse_job(const YAML::Node& node, const std::string& path, const Scenario& s
   if (m.has("uid")) j.uid = static_cast<unsigned>(read_unsigned(m.get("uid"), m.path("uid"), 0, 4294967294U));
   if (m.has("cgroup")) {
     j.cgroup = read_string(m.get("cgroup"), m.path("cgroup"));
-    if (!j.cgroup.empty() && j.cgroup.front() != '/')
-      fail_at(m.get("cgroup"), m.path("cgroup"), "must start with '/'");
+    if (!j.cgroup.empty() && j.cgroup.front() != '/') fail_at(m.get("cgroup"), m.path("cgroup"), "must start with '/'");
   }
   if (m.has("cgroup_version")) {
-    j.cgroup_version =
-        static_cast<int>(read_unsigned(m.get("cgroup_version"), m.path("cgroup_version"), 1, 2));
+    j.cgroup_version = static_cast<int>(read_unsigned(m.get("cgroup_version"), m.path("cgroup_version"), 1, 2));
   }
   if (m.has("kubernetes")) j.kubernetes = parse_kubernetes(m.get("kubernetes"), m.path("kubernetes"));
   if (m.has("env")) parse_job_env(j, m);
@@ -436,9 +425,8 @@ void check_pids(const Scenario& s, const std::vector<YAML::Node>& job_nodes) {
       if (std::max(ja.start, jb.start) >= std::min(job_end(s, ja), job_end(s, jb))) continue;
       for (unsigned pid : jb.pids) {
         if (std::find(ja.pids.begin(), ja.pids.end(), pid) != ja.pids.end()) {
-          fail_at(
-              job_nodes[b], indexed("jobs", b),
-              fmt::format("pid {} is also used by job '{}' (jobs[{}]) at the same time", pid, ja.name, a));
+          fail_at(job_nodes[b], indexed("jobs", b),
+                  fmt::format("pid {} is also used by job '{}' (jobs[{}]) at the same time", pid, ja.name, a));
         }
       }
     }
@@ -474,8 +462,7 @@ std::string parse_settings(Scenario& s, const MapReader& m) {
 
 // `models`: a mapping of model ids to models.
 void parse_models(Scenario& s, const YAML::Node& models) {
-  if (!models.IsMap() || models.size() == 0)
-    fail_at(models, "models", "expected a mapping of model ids to models");
+  if (!models.IsMap() || models.size() == 0) fail_at(models, "models", "expected a mapping of model ids to models");
   for (const auto& kv : models) {
     std::string id = read_string(kv.first, "models");
     s.models.push_back(parse::parse_model(id, kv.second, "models." + id));
@@ -515,13 +502,11 @@ void parse_faults(Scenario& s, const YAML::Node& faults) {
 // The fault lists in time order: Xids and driver upgrades stably, driver reloads once per
 // instant.
 void sort_faults(Scenario& s) {
-  std::stable_sort(s.xids.begin(), s.xids.end(),
-                   [](const XidFault& a, const XidFault& b) { return a.at < b.at; });
+  std::stable_sort(s.xids.begin(), s.xids.end(), [](const XidFault& a, const XidFault& b) { return a.at < b.at; });
   std::stable_sort(s.driver_upgrades.begin(), s.driver_upgrades.end(),
                    [](const DriverUpgrade& a, const DriverUpgrade& b) { return a.at < b.at; });
   std::sort(s.driver_reloads.begin(), s.driver_reloads.end());
-  s.driver_reloads.erase(std::unique(s.driver_reloads.begin(), s.driver_reloads.end()),
-                         s.driver_reloads.end());
+  s.driver_reloads.erase(std::unique(s.driver_reloads.begin(), s.driver_reloads.end()), s.driver_reloads.end());
 }
 
 Scenario parse_root(const YAML::Node& root, const std::string& source) {
@@ -529,8 +514,8 @@ Scenario parse_root(const YAML::Node& root, const std::string& source) {
     throw ScenarioError(YAML::Mark(), "the scenario is empty; expected a mapping with models and gpus");
   }
   MapReader m(root, "",
-              {"description", "driver_version", "amdgpu_version", "cuda_driver_version", "time_scale", "duration", "uuid_seed",
-               "models", "gpus", "mig", "users", "allocations", "jobs", "faults", "quirks"});
+              {"description", "driver_version", "amdgpu_version", "cuda_driver_version", "time_scale", "duration",
+               "uuid_seed", "models", "gpus", "mig", "users", "allocations", "jobs", "faults", "quirks"});
   Scenario s;
   s.source = source;
   const std::string uuid_seed = parse_settings(s, m);
@@ -579,8 +564,7 @@ Result<Scenario> parse_scenario(std::string_view yaml_text, const std::string& s
 Result<Scenario> load_scenario(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) return Error{ENOENT, fmt::format("{}: no such file", path)};
-  if (!std::filesystem::is_regular_file(path, ec))
-    return Error{EINVAL, fmt::format("{}: not a regular file", path)};
+  if (!std::filesystem::is_regular_file(path, ec)) return Error{EINVAL, fmt::format("{}: not a regular file", path)};
   std::ifstream in(path, std::ios::binary);
   if (!in) return Error{errno, fmt::format("{}: cannot open: {}", path, std::strerror(errno))};
   std::ostringstream text;

@@ -35,8 +35,7 @@ Allocation parse_allocation(const Scenario& s, const YAML::Node& node, const std
     if (a.end <= a.start) fail_at(m.get("end"), m.path("end"), "must be later than start");
   }
   YAML::Node gpus = m.require("gpus");
-  if (!gpus.IsSequence() || gpus.size() == 0)
-    fail_at(gpus, m.path("gpus"), "expected a non-empty list of GPU indices");
+  if (!gpus.IsSequence() || gpus.size() == 0) fail_at(gpus, m.path("gpus"), "expected a non-empty list of GPU indices");
   for (std::size_t i = 0; i < gpus.size(); ++i) {
     const std::string gp = indexed(m.path("gpus"), i);
     if (s.gpus.empty()) fail_at(gpus[i], gp, "the scenario has no GPUs");
@@ -83,11 +82,11 @@ void parse_allocations(Scenario& s, const YAML::Node& node, std::vector<YAML::No
     for (std::size_t a = 0; a < b; ++a) {
       const Allocation& x = s.allocations[a];
       const Allocation& y = s.allocations[b];
-      const bool same_owner =
-          x.slurm_job.empty()
-              ? y.slurm_job.empty() && x.kubernetes.namespace_ == y.kubernetes.namespace_ &&
-                    x.kubernetes.pod == y.kubernetes.pod && x.kubernetes.container == y.kubernetes.container
-              : x.slurm_job == y.slurm_job;
+      const bool same_owner = x.slurm_job.empty()
+                                  ? y.slurm_job.empty() && x.kubernetes.namespace_ == y.kubernetes.namespace_ &&
+                                        x.kubernetes.pod == y.kubernetes.pod &&
+                                        x.kubernetes.container == y.kubernetes.container
+                                  : x.slurm_job == y.slurm_job;
       if (!same_owner) continue;
       if (std::max(x.start, y.start) >= std::min(end_in(s, x.end), end_in(s, y.end))) continue;
       fail_at(nodes[b], indexed("allocations", b),
@@ -104,8 +103,7 @@ std::size_t resolve_allocation(const Scenario& s, const YAML::Node& node, const 
   }
   std::string known;
   for (const Allocation& a : s.allocations) known += fmt::format("{}{}", known.empty() ? "" : ", ", a.name);
-  fail_at(node, path,
-          fmt::format("unknown allocation '{}' (allocations: {})", name, known.empty() ? "none" : known));
+  fail_at(node, path, fmt::format("unknown allocation '{}' (allocations: {})", name, known.empty() ? "none" : known));
 }
 
 void check_allocation_jobs(Scenario& s, const std::vector<YAML::Node>& job_nodes,
@@ -127,8 +125,7 @@ void check_allocation_jobs(Scenario& s, const std::vector<YAML::Node>& job_nodes
     const YAML::Node& node = job_nodes[j];
     for (unsigned g : job.gpus) {
       if (std::find(a.gpus.begin(), a.gpus.end(), g) == a.gpus.end()) {
-        fail_at(node, path,
-                fmt::format("runs on GPU {}, which its allocation '{}' does not hold", g, a.name));
+        fail_at(node, path, fmt::format("runs on GPU {}, which its allocation '{}' does not hold", g, a.name));
       }
     }
     const Micros job_end = end_in(s, job.end);

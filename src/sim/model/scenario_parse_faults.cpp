@@ -39,16 +39,14 @@ CallErrorCode read_call_error(const YAML::Node& node, const std::string& path) {
   if (text == "no_permission") return CallErrorCode::no_permission;
   if (text == "timeout") return CallErrorCode::timeout;
   fail_at(node, path,
-          fmt::format("unknown error '{}' (expected one of: unknown, not_supported, no_permission, timeout)",
-                      text));
+          fmt::format("unknown error '{}' (expected one of: unknown, not_supported, no_permission, timeout)", text));
 }
 
 Quirk parse_quirk(const Scenario& s, const YAML::Node& node, const std::string& path) {
   if (!node.IsMap()) fail_at(node, path, "expected a mapping with 'kind'");
   const YAML::Node& cnode = node;
   YAML::Node kind_node = cnode["kind"];
-  if (!kind_node.IsDefined())
-    fail_at(node, path, fmt::format("missing required key 'kind' (one of: {})", kQuirkKinds));
+  if (!kind_node.IsDefined()) fail_at(node, path, fmt::format("missing required key 'kind' (one of: {})", kQuirkKinds));
   const std::string kind = read_string(kind_node, path + ".kind");
   Quirk q;
   auto reader = [&]() -> MapReader {
@@ -64,8 +62,7 @@ Quirk parse_quirk(const Scenario& s, const YAML::Node& node, const std::string& 
       q.kind = QuirkKind::garbage_process_records;
       return MapReader(node, path, {"kind", "gpu", "at", "duration"});
     }
-    fail_at(kind_node, path + ".kind",
-            fmt::format("unknown quirk kind '{}' (expected one of: {})", kind, kQuirkKinds));
+    fail_at(kind_node, path + ".kind", fmt::format("unknown quirk kind '{}' (expected one of: {})", kind, kQuirkKinds));
   };
   const MapReader m = reader();
   if (m.has("gpu")) q.gpu = read_gpu(s, m);
@@ -78,13 +75,11 @@ Quirk parse_quirk(const Scenario& s, const YAML::Node& node, const std::string& 
     q.call = std::string(nvml_function_name(read_device_function(m.require("call"), m.path("call"))));
     q.error = read_call_error(m.require("error"), m.path("error"));
   } else if (q.kind == QuirkKind::process_record_layout) {
-    q.record_bytes =
-        static_cast<unsigned>(read_unsigned(m.require("record_bytes"), m.path("record_bytes"), 0, 1024));
+    q.record_bytes = static_cast<unsigned>(read_unsigned(m.require("record_bytes"), m.path("record_bytes"), 0, 1024));
     if (q.record_bytes != 32 && q.record_bytes != 16) {
-      fail_at(
-          m.get("record_bytes"), m.path("record_bytes"),
-          fmt::format("expected 32 (R535 records with usedGpuCcProtectedMemory) or 16 (v1 records), got {}",
-                      q.record_bytes));
+      fail_at(m.get("record_bytes"), m.path("record_bytes"),
+              fmt::format("expected 32 (R535 records with usedGpuCcProtectedMemory) or 16 (v1 records), got {}",
+                          q.record_bytes));
     }
   }
   return q;
@@ -150,12 +145,10 @@ void parse_driver_upgrade(Scenario& s, const YAML::Node& node, const std::string
   u.at = read_duration(m.require("at"), m.path("at"));
   u.to = read_bounded_string(m.require("to"), m.path("to"), kMaxDriverVersion);
   if (!driver_major(u.to)) {
-    fail_at(m.get("to"), m.path("to"),
-            fmt::format("expected a driver version such as 555.42.06, got '{}'", u.to));
+    fail_at(m.get("to"), m.path("to"), fmt::format("expected a driver version such as 555.42.06, got '{}'", u.to));
   }
   for (const DriverUpgrade& other : s.driver_upgrades) {
-    if (other.at == u.at)
-      fail_at(m.get("at"), m.path("at"), "another driver_upgrade happens at the same time");
+    if (other.at == u.at) fail_at(m.get("at"), m.path("at"), "another driver_upgrade happens at the same time");
   }
   s.driver_upgrades.push_back(u);
 }
@@ -164,8 +157,7 @@ void parse_driver_upgrade(Scenario& s, const YAML::Node& node, const std::string
 
 void parse_quirks(Scenario& s, const YAML::Node& node) {
   if (!node.IsSequence()) fail_at(node, "quirks", "expected a list of quirks");
-  for (std::size_t i = 0; i < node.size(); ++i)
-    s.quirks.push_back(parse_quirk(s, node[i], indexed("quirks", i)));
+  for (std::size_t i = 0; i < node.size(); ++i) s.quirks.push_back(parse_quirk(s, node[i], indexed("quirks", i)));
 }
 
 void parse_fault(Scenario& s, const YAML::Node& node, const std::string& path) {

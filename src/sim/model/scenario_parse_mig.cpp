@@ -147,8 +147,8 @@ void place_fresh(const GpuLayouts& g, Occupancy& occ, std::vector<Fresh>& fresh)
         f.inst.placement = *free;
       } else if (!occ.fits(f.inst.placement, p.memory_slices)) {
         fail_at(f.node, f.path,
-                fmt::format("{} '{}' at memory slice {} overlaps another instance of this layout", p.name,
-                            f.inst.name, f.inst.placement));
+                fmt::format("{} '{}' at memory slice {} overlaps another instance of this layout", p.name, f.inst.name,
+                            f.inst.placement));
       }
       if (occ.compute + p.slices > occ.compute_slices) {
         fail_at(f.node, f.path,
@@ -186,8 +186,8 @@ MigLayout parse_layout(GpuLayouts& g, const YAML::Node& node, const std::string&
     Fresh f = read_instance(g, list[i], indexed(lm.path("instances"), i), layout.at, here);
     const std::string& name = f.inst.name;
     // The same instance as in the previous layout lives on.
-    auto same = std::find_if(g.previous.begin(), g.previous.end(),
-                             [&](std::size_t k) { return instances[k].name == name; });
+    auto same =
+        std::find_if(g.previous.begin(), g.previous.end(), [&](std::size_t k) { return instances[k].name == name; });
     if (same != g.previous.end()) {
       const MigInstance& old = instances[*same];
       if (old.profile_name != f.inst.profile_name || (f.placed && old.placement != f.inst.placement)) {
@@ -274,15 +274,15 @@ void check_holder(const Scenario& s, const YAML::Node& node, const std::string& 
   if (mig == kNoMigInstance) {
     for (unsigned g : gpus) {
       if (s.mig.enabled(g)) {
-        fail_at(node, path,
-                fmt::format("{} on GPU {}, which is in MIG mode: name its instance with 'mig:'", what, g));
+        fail_at(node, path, fmt::format("{} on GPU {}, which is in MIG mode: name its instance with 'mig:'", what, g));
       }
     }
     return;
   }
   const MigInstance& m = s.mig.instances[mig];
   if (gpus.size() != 1 || gpus[0] != m.gpu) {
-    fail_at(node, path, fmt::format("runs on MIG instance '{}' of GPU {}: its gpus must be [{}]", m.name, m.gpu, m.gpu));
+    fail_at(node, path,
+            fmt::format("runs on MIG instance '{}' of GPU {}: its gpus must be [{}]", m.name, m.gpu, m.gpu));
   }
   if (start < m.start || end_in(s, end) > end_in(s, m.end)) {
     fail_at(node, path,

@@ -48,15 +48,14 @@ void parse_architecture(GpuModelSpec& g, const MapReader& m, const List& known,
     g.architecture = read_string(m.get("architecture"), m.path("architecture"));
     if (std::find(std::begin(known), std::end(known), g.architecture) == std::end(known)) {
       fail_at(m.get("architecture"), m.path("architecture"),
-              fmt::format("unknown architecture '{}' (expected one of: {})", g.architecture,
-                          list_text(known)));
+              fmt::format("unknown architecture '{}' (expected one of: {})", g.architecture, list_text(known)));
     }
   } else if (auto a = from_name(g.name)) {
     g.architecture = *a;
   } else {
     fail_at(m.node(), m.path("architecture"),
-            fmt::format("cannot tell the architecture of '{}' from its name; add 'architecture' (one of: {})",
-                        g.name, list_text(known)));
+            fmt::format("cannot tell the architecture of '{}' from its name; add 'architecture' (one of: {})", g.name,
+                        list_text(known)));
   }
 }
 
@@ -105,8 +104,7 @@ SampleSpec parse_samples(const YAML::Node& node, const std::string& path) {
   if (m.has("utilization_depth")) {
     s.utilization_depth = read_unsigned(m.get("utilization_depth"), m.path("utilization_depth"), 1, 10000);
   }
-  if (m.has("power_depth"))
-    s.power_depth = read_unsigned(m.get("power_depth"), m.path("power_depth"), 1, 10000);
+  if (m.has("power_depth")) s.power_depth = read_unsigned(m.get("power_depth"), m.path("power_depth"), 1, 10000);
   return s;
 }
 
@@ -127,8 +125,7 @@ void parse_power(GpuModelSpec& g, const MapReader& m) {
   g.max_power_mw = read_milliwatts(power.require("max"), power.path("max"));
   if (g.power_limit_mw == 0) fail_at(power.get("limit"), power.path("limit"), "must be more than 0");
   if (g.idle_power_mw > g.max_power_mw) fail_at(power.get("idle"), power.path("idle"), "must not exceed max");
-  if (g.max_power_mw > g.power_limit_mw)
-    fail_at(power.get("max"), power.path("max"), "must not exceed limit");
+  if (g.max_power_mw > g.power_limit_mw) fail_at(power.get("max"), power.path("max"), "must not exceed limit");
 }
 
 // `temperature` {idle, max, memory_offset}, each with a default.
@@ -138,10 +135,8 @@ void parse_temperature(GpuModelSpec& g, const MapReader& m) {
   g.memory_temperature_offset_c = 4;
   if (!m.has("temperature")) return;
   MapReader t(m.get("temperature"), m.path("temperature"), {"idle", "max", "memory_offset"});
-  if (t.has("idle"))
-    g.idle_temperature_c = static_cast<unsigned>(read_unsigned(t.get("idle"), t.path("idle"), 0, 150));
-  if (t.has("max"))
-    g.max_temperature_c = static_cast<unsigned>(read_unsigned(t.get("max"), t.path("max"), 0, 150));
+  if (t.has("idle")) g.idle_temperature_c = static_cast<unsigned>(read_unsigned(t.get("idle"), t.path("idle"), 0, 150));
+  if (t.has("max")) g.max_temperature_c = static_cast<unsigned>(read_unsigned(t.get("max"), t.path("max"), 0, 150));
   if (t.has("memory_offset")) {
     g.memory_temperature_offset_c =
         static_cast<unsigned>(read_unsigned(t.get("memory_offset"), t.path("memory_offset"), 0, 50));
@@ -174,10 +169,8 @@ void parse_fan(GpuModelSpec& g, const MapReader& m) {
   if (fan.IsMap()) {
     MapReader f(fan, m.path("fan"), {"idle", "max"});
     g.fan = true;
-    if (f.has("idle"))
-      g.fan_idle_percent = static_cast<unsigned>(read_ratio_percent(f.get("idle"), f.path("idle")));
-    if (f.has("max"))
-      g.fan_max_percent = static_cast<unsigned>(read_ratio_percent(f.get("max"), f.path("max")));
+    if (f.has("idle")) g.fan_idle_percent = static_cast<unsigned>(read_ratio_percent(f.get("idle"), f.path("idle")));
+    if (f.has("max")) g.fan_max_percent = static_cast<unsigned>(read_ratio_percent(f.get("max"), f.path("max")));
     if (g.fan_idle_percent > g.fan_max_percent) f.fail("idle must not exceed max");
   } else {
     g.fan = read_bool(fan, m.path("fan"));
@@ -191,15 +184,12 @@ void parse_pcie(GpuModelSpec& g, const MapReader& m) {
   g.pcie_tx_bytes_per_second = 2e9;
   g.pcie_rx_bytes_per_second = 4e9;
   if (m.has("pcie")) {
-    MapReader p(
-        m.get("pcie"), m.path("pcie"),
-        {"generation", "width", "tx_bytes_per_second", "rx_bytes_per_second", "device_id", "subsystem_id"});
+    MapReader p(m.get("pcie"), m.path("pcie"),
+                {"generation", "width", "tx_bytes_per_second", "rx_bytes_per_second", "device_id", "subsystem_id"});
     if (p.has("generation")) {
-      g.pcie_generation =
-          static_cast<unsigned>(read_unsigned(p.get("generation"), p.path("generation"), 1, 7));
+      g.pcie_generation = static_cast<unsigned>(read_unsigned(p.get("generation"), p.path("generation"), 1, 7));
     }
-    if (p.has("width"))
-      g.pcie_width = static_cast<unsigned>(read_unsigned(p.get("width"), p.path("width"), 1, 32));
+    if (p.has("width")) g.pcie_width = static_cast<unsigned>(read_unsigned(p.get("width"), p.path("width"), 1, 32));
     if (p.has("tx_bytes_per_second")) {
       g.pcie_tx_bytes_per_second =
           static_cast<double>(read_bytes(p.get("tx_bytes_per_second"), p.path("tx_bytes_per_second")));

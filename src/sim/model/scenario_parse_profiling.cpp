@@ -18,8 +18,8 @@ namespace gpumeter::sim::parse {
 namespace {
 
 // nvmlNvlinkVersion_t by the version's name ([H] nvmlNvlinkVersion_t).
-constexpr std::pair<std::string_view, unsigned> kNvlinkVersions[] = {
-    {"1.0", 1}, {"2.0", 2}, {"2.2", 3}, {"3.0", 4}, {"3.1", 5}, {"4.0", 6}, {"5.0", 7}, {"6.0", 8}};
+constexpr std::pair<std::string_view, unsigned> kNvlinkVersions[] = {{"1.0", 1}, {"2.0", 2}, {"2.2", 3}, {"3.0", 4},
+                                                                     {"3.1", 5}, {"4.0", 6}, {"5.0", 7}, {"6.0", 8}};
 
 unsigned read_nvlink_version(const YAML::Node& node, const std::string& path) {
   std::string text = read_string(node, path);
@@ -71,7 +71,9 @@ JobProfile parse_job_profile(const YAML::Node& node, const std::string& path) {
   read("fp16", p.fp16);
   // Tensor and FP pipes work only while an SM does: their activity cannot exceed the SMs'.
   for (auto [key, value] : {std::pair<std::string_view, double>{"tensor", p.tensor},
-                            {"fp64", p.fp64}, {"fp32", p.fp32}, {"fp16", p.fp16}}) {
+                            {"fp64", p.fp64},
+                            {"fp32", p.fp32},
+                            {"fp16", p.fp16}}) {
     if (value > p.sm) {
       fail_at(m.has(key) ? m.get(key) : node, m.path(key),
               fmt::format("{} ({}) exceeds sm ({}): a pipe is active only while its SM is", key, value, p.sm));

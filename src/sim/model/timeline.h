@@ -23,7 +23,7 @@ struct JobShare {
 
 struct Segment {
   Micros start = 0;
-  Micros end = kForever;           // exclusive
+  Micros end = kForever;  // exclusive
   // min(100, sum_percent); on a GPU in MIG mode, each instance's min(100, sum of its u_j)
   // weighted by its compute slices of the GPU's (7, 4 on A30), rounded to a whole percent.
   int util_percent = 0;

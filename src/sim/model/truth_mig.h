@@ -63,7 +63,7 @@ struct MigInstanceTruth {
   double busy_seconds = 0;
   double memory_byte_seconds = 0;
   double energy_joules = 0;
-  double idle_energy_joules = 0;  // while no owner held it
+  double idle_energy_joules = 0;      // while no owner held it
   std::vector<MigOwnerTruth> owners;  // allocations in scenario order, then jobs
   bool gpm_supported = false;
   ProfileAverages profiling;  // over [start, end), when gpm_supported

@@ -58,8 +58,7 @@ void add_segment(const Scenario& scenario, unsigned g, const std::vector<OwnerKe
     const OwnerKey k = owner_of_job(scenario, j.job);
     has_foreign = has_foreign || k.first == 1;
     if (std::find(present.begin(), present.end(), k) == present.end()) present.push_back(k);
-    if (std::find(with_process.begin(), with_process.end(), k) == with_process.end())
-      with_process.push_back(k);
+    if (std::find(with_process.begin(), with_process.end(), k) == with_process.end()) with_process.push_back(k);
   }
   if (present.empty()) {
     gt.idle_seconds += d;
@@ -103,9 +102,8 @@ SchedulerTruth compute_scheduler_truth(const Scenario& scenario, Micros from, Mi
         const Allocation& alloc = scenario.allocations[a];
         if (alloc.start <= edges[e] && edges[e] < end_in(scenario, alloc.end)) allocated.push_back({0, a});
       }
-      timeline.for_each_segment(edges[e], edges[e + 1], [&](const Segment& s) {
-        add_segment(scenario, g, allocated, s, gt, foreign, owners);
-      });
+      timeline.for_each_segment(edges[e], edges[e + 1],
+                                [&](const Segment& s) { add_segment(scenario, g, allocated, s, gt, foreign, owners); });
     }
     truth.gpus.push_back(gt);
     truth.foreign_seconds.push_back(foreign);

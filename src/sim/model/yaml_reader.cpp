@@ -14,10 +14,9 @@ int read_ratio_percent(const YAML::Node& node, std::string_view path) {
   const std::string& s = read_scalar(node, path, "a utilization ratio");
   auto v = parse_ratio_percent(s);
   if (!v) {
-    fail_at(node, path,
-            fmt::format(
-                "expected a ratio from 0 to 1 in steps of 0.01 (or a whole percentage such as 95%), got '{}'",
-                s));
+    fail_at(
+        node, path,
+        fmt::format("expected a ratio from 0 to 1 in steps of 0.01 (or a whole percentage such as 95%), got '{}'", s));
   }
   return *v;
 }

@@ -10,19 +10,17 @@ unsigned long long supported_event_types(const GpuModelSpec& model) {
   return types;
 }
 
-void register_events(nvmlEventSet_st& set, const Session& session, unsigned gpu, unsigned long long mask,
-                     Micros t) {
+void register_events(nvmlEventSet_st& set, const Session& session, unsigned gpu, unsigned long long mask, Micros t) {
   {
     std::lock_guard lock(set.mu);
     ++set.generation;
-    auto it = std::find_if(set.registrations.begin(), set.registrations.end(),
-                           [&](const auto& r) { return r.gpu == gpu; });
+    auto it =
+        std::find_if(set.registrations.begin(), set.registrations.end(), [&](const auto& r) { return r.gpu == gpu; });
     if (it != set.registrations.end()) {
       it->mask |= mask;
     } else {
       const auto& xids = session.xids(gpu);
-      auto first =
-          std::lower_bound(xids.begin(), xids.end(), t, [](const XidFault& x, Micros v) { return x.at < v; });
+      auto first = std::lower_bound(xids.begin(), xids.end(), t, [](const XidFault& x, Micros v) { return x.at < v; });
       set.registrations.push_back({gpu, mask, static_cast<std::size_t>(first - xids.begin())});
     }
   }
@@ -34,8 +32,7 @@ unsigned long long registration_generation(nvmlEventSet_st& set) {
   return set.generation;
 }
 
-void wait_for_change(nvmlEventSet_st& set, unsigned long long seen,
-                     std::chrono::steady_clock::time_point until) {
+void wait_for_change(nvmlEventSet_st& set, unsigned long long seen, std::chrono::steady_clock::time_point until) {
   std::unique_lock lock(set.mu);
   set.changed.wait_until(lock, until, [&] { return set.generation != seen; });
 }

@@ -34,8 +34,7 @@ namespace gpumeter::sim {
 unsigned long long supported_event_types(const GpuModelSpec& model);
 
 // Adds (or widens) the registration of `gpu`, counting only events at or after time t.
-void register_events(nvmlEventSet_st& set, const Session& session, unsigned gpu, unsigned long long mask,
-                     Micros t);
+void register_events(nvmlEventSet_st& set, const Session& session, unsigned gpu, unsigned long long mask, Micros t);
 
 struct DueEvent {
   unsigned gpu = 0;
@@ -48,8 +47,7 @@ std::optional<DueEvent> take_due_event(nvmlEventSet_st& set, const Session& sess
 unsigned long long registration_generation(nvmlEventSet_st& set);
 
 // Blocks until `until` or until the set's registrations change from generation `seen`.
-void wait_for_change(nvmlEventSet_st& set, unsigned long long seen,
-                     std::chrono::steady_clock::time_point until);
+void wait_for_change(nvmlEventSet_st& set, unsigned long long seen, std::chrono::steady_clock::time_point until);
 
 // Whether any GPU registered in the set is in a lost window at t.
 bool any_registered_gpu_lost(nvmlEventSet_st& set, const Session& session, Micros t);

@@ -17,7 +17,7 @@ struct nvmlGpmSample_st {
   bool filled = false;  // nvmlGpmSampleGet has written it
   unsigned gpu = 0;
   std::size_t mig = gpumeter::sim::kNoMigInstance;  // the MIG instance sampled, or the whole GPU
-  gpumeter::sim::Micros at = 0;  // the refresh instant the snapshot is of
+  gpumeter::sim::Micros at = 0;                     // the refresh instant the snapshot is of
   gpumeter::sim::ProfileTotals totals;
 };
 

@@ -27,39 +27,62 @@ using Fn = gpumeter::sim::NvmlFunction;
 
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlInit_v2(void) { return Runtime::instance().init(); }
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlInit(void) { return Runtime::instance().init(); }
-GPUMETER_NVML_EXPORT nvmlReturn_t nvmlInitWithFlags(unsigned int /*flags*/) {
-  return Runtime::instance().init();
-}
+GPUMETER_NVML_EXPORT nvmlReturn_t nvmlInitWithFlags(unsigned int /*flags*/) { return Runtime::instance().init(); }
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlShutdown(void) { return Runtime::instance().shutdown(); }
 
 // The texts real drivers return, so logs read the same against the simulator.
 GPUMETER_NVML_EXPORT const char* nvmlErrorString(nvmlReturn_t result) {
   switch (result) {
-    case NVML_SUCCESS: return "Success";
-    case NVML_ERROR_UNINITIALIZED: return "Uninitialized";
-    case NVML_ERROR_INVALID_ARGUMENT: return "Invalid Argument";
-    case NVML_ERROR_NOT_SUPPORTED: return "Not Supported";
-    case NVML_ERROR_NO_PERMISSION: return "Insufficient Permissions";
-    case NVML_ERROR_ALREADY_INITIALIZED: return "Already Initialized";
-    case NVML_ERROR_NOT_FOUND: return "Not Found";
-    case NVML_ERROR_INSUFFICIENT_SIZE: return "Insufficient Size";
-    case NVML_ERROR_INSUFFICIENT_POWER: return "Insufficient External Power";
-    case NVML_ERROR_DRIVER_NOT_LOADED: return "Driver Not Loaded";
-    case NVML_ERROR_TIMEOUT: return "Timeout";
-    case NVML_ERROR_IRQ_ISSUE: return "Interrupt request issue";
-    case NVML_ERROR_LIBRARY_NOT_FOUND: return "NVML Shared Library Not Found";
-    case NVML_ERROR_FUNCTION_NOT_FOUND: return "Function Not Found";
-    case NVML_ERROR_CORRUPTED_INFOROM: return "Corrupted infoROM";
-    case NVML_ERROR_GPU_IS_LOST: return "GPU is lost";
-    case NVML_ERROR_RESET_REQUIRED: return "GPU requires restart";
-    case NVML_ERROR_OPERATING_SYSTEM: return "The operating system has blocked the request.";
-    case NVML_ERROR_LIB_RM_VERSION_MISMATCH: return "RM has detected an NVML/RM version mismatch.";
-    case NVML_ERROR_IN_USE: return "In use by another client";
-    case NVML_ERROR_MEMORY: return "Insufficient Memory";
-    case NVML_ERROR_NO_DATA: return "No data";
-    case NVML_ERROR_ARGUMENT_VERSION_MISMATCH: return "Argument version mismatch";
-    case NVML_ERROR_UNKNOWN: return "Unknown Error";
-    default: return "Unknown Error";
+    case NVML_SUCCESS:
+      return "Success";
+    case NVML_ERROR_UNINITIALIZED:
+      return "Uninitialized";
+    case NVML_ERROR_INVALID_ARGUMENT:
+      return "Invalid Argument";
+    case NVML_ERROR_NOT_SUPPORTED:
+      return "Not Supported";
+    case NVML_ERROR_NO_PERMISSION:
+      return "Insufficient Permissions";
+    case NVML_ERROR_ALREADY_INITIALIZED:
+      return "Already Initialized";
+    case NVML_ERROR_NOT_FOUND:
+      return "Not Found";
+    case NVML_ERROR_INSUFFICIENT_SIZE:
+      return "Insufficient Size";
+    case NVML_ERROR_INSUFFICIENT_POWER:
+      return "Insufficient External Power";
+    case NVML_ERROR_DRIVER_NOT_LOADED:
+      return "Driver Not Loaded";
+    case NVML_ERROR_TIMEOUT:
+      return "Timeout";
+    case NVML_ERROR_IRQ_ISSUE:
+      return "Interrupt request issue";
+    case NVML_ERROR_LIBRARY_NOT_FOUND:
+      return "NVML Shared Library Not Found";
+    case NVML_ERROR_FUNCTION_NOT_FOUND:
+      return "Function Not Found";
+    case NVML_ERROR_CORRUPTED_INFOROM:
+      return "Corrupted infoROM";
+    case NVML_ERROR_GPU_IS_LOST:
+      return "GPU is lost";
+    case NVML_ERROR_RESET_REQUIRED:
+      return "GPU requires restart";
+    case NVML_ERROR_OPERATING_SYSTEM:
+      return "The operating system has blocked the request.";
+    case NVML_ERROR_LIB_RM_VERSION_MISMATCH:
+      return "RM has detected an NVML/RM version mismatch.";
+    case NVML_ERROR_IN_USE:
+      return "In use by another client";
+    case NVML_ERROR_MEMORY:
+      return "Insufficient Memory";
+    case NVML_ERROR_NO_DATA:
+      return "No data";
+    case NVML_ERROR_ARGUMENT_VERSION_MISMATCH:
+      return "Argument version mismatch";
+    case NVML_ERROR_UNKNOWN:
+      return "Unknown Error";
+    default:
+      return "Unknown Error";
   }
 }
 
@@ -74,8 +97,7 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlSystemGetNVMLVersion(char* version, unsign
   return system_call(Fn::nvmlSystemGetNVMLVersion, [&](Session& s) {
     // NVML's own version is the CUDA major version followed by the driver version.
     const auto& sc = s.scenario();
-    return copy_string(fmt::format("{}.{}", sc.cuda_driver_version / 1000, s.driver_version()), version,
-                       length);
+    return copy_string(fmt::format("{}.{}", sc.cuda_driver_version / 1000, s.driver_version()), version, length);
   });
 }
 
@@ -168,20 +190,17 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsign
 
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char* uuid, unsigned int length) {
   if (gpumeter::sim::is_mig_handle(device)) return gpumeter::sim::mig::uuid(device, uuid, length);
-  return device_call(Fn::nvmlDeviceGetUUID, device, [&](Session&, DeviceState& d, Micros) {
-    return copy_string(d.gpu.spec().uuid, uuid, length);
-  });
+  return device_call(Fn::nvmlDeviceGetUUID, device,
+                     [&](Session&, DeviceState& d, Micros) { return copy_string(d.gpu.spec().uuid, uuid, length); });
 }
 
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char* name, unsigned int length) {
   if (gpumeter::sim::is_mig_handle(device)) return gpumeter::sim::mig::name(device, name, length);
-  return device_call(Fn::nvmlDeviceGetName, device, [&](Session&, DeviceState& d, Micros) {
-    return copy_string(d.gpu.model().name, name, length);
-  });
+  return device_call(Fn::nvmlDeviceGetName, device,
+                     [&](Session&, DeviceState& d, Micros) { return copy_string(d.gpu.model().name, name, length); });
 }
 
-GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetSerial(nvmlDevice_t device, char* serial,
-                                                      unsigned int length) {
+GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetSerial(nvmlDevice_t device, char* serial, unsigned int length) {
   return device_call(Fn::nvmlDeviceGetSerial, device, [&](Session&, DeviceState& d, Micros) -> nvmlReturn_t {
     // GeForce boards have no board serial: nvidia-smi prints "Serial Number: N/A" for them
     // (netdata/netdata#4892, TheTumultuousUnicornOfDarkness/CPU-X#115).
@@ -190,8 +209,7 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetSerial(nvmlDevice_t device, char*
   });
 }
 
-GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetVbiosVersion(nvmlDevice_t device, char* version,
-                                                            unsigned int length) {
+GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetVbiosVersion(nvmlDevice_t device, char* version, unsigned int length) {
   return device_call(Fn::nvmlDeviceGetVbiosVersion, device, [&](Session&, DeviceState& d, Micros) {
     return copy_string(d.gpu.model().vbios_version, version, length);
   });
@@ -247,14 +265,12 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetSupportedEventTypes(nvmlDevice_t 
   });
 }
 
-GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device,
-                                                           unsigned long long event_types,
+GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device, unsigned long long event_types,
                                                            nvmlEventSet_t set) {
   return device_call(Fn::nvmlDeviceRegisterEvents, device, [&](Session& s, DeviceState& d, Micros now) {
     auto es = Runtime::instance().event_set(set);
     if (!es) return NVML_ERROR_INVALID_ARGUMENT;
-    if ((event_types & ~gpumeter::sim::supported_event_types(d.gpu.model())) != 0)
-      return NVML_ERROR_NOT_SUPPORTED;
+    if ((event_types & ~gpumeter::sim::supported_event_types(d.gpu.model())) != 0) return NVML_ERROR_NOT_SUPPORTED;
     gpumeter::sim::register_events(*es, s, d.gpu.index(), event_types, now);
     return NVML_SUCCESS;
   });
@@ -289,8 +305,8 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEv
       const auto now = Clock::now();
       if (now >= deadline) return NVML_ERROR_TIMEOUT;
       auto wake = deadline;
-      const Micros next = std::min({gpumeter::sim::next_event_time(*es, s),
-                                    gpumeter::sim::next_lost_start(*es, s, t), s.stale_from()});
+      const Micros next =
+          std::min({gpumeter::sim::next_event_time(*es, s), gpumeter::sim::next_lost_start(*es, s, t), s.stale_from()});
       if (next != gpumeter::sim::kForever) {
         const auto wall_now = std::chrono::system_clock::now().time_since_epoch();
         const auto until_due = std::chrono::nanoseconds(s.wall_ns_at(next)) - wall_now;

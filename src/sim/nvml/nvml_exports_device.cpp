@@ -59,26 +59,33 @@ bool field_exists(const Session& s, const DeviceState& d, unsigned field_id) {
 
 unsigned clock_of(const Reading& r, unsigned type) {
   switch (type) {
-    case NVML_CLOCK_GRAPHICS: return r.graphics_clock_mhz;
-    case NVML_CLOCK_SM: return r.sm_clock_mhz;
-    case NVML_CLOCK_MEM: return r.memory_clock_mhz;
-    default: return r.video_clock_mhz;
+    case NVML_CLOCK_GRAPHICS:
+      return r.graphics_clock_mhz;
+    case NVML_CLOCK_SM:
+      return r.sm_clock_mhz;
+    case NVML_CLOCK_MEM:
+      return r.memory_clock_mhz;
+    default:
+      return r.video_clock_mhz;
   }
 }
 
 unsigned max_clock_of(const gpumeter::sim::GpuModelSpec& m, unsigned type) {
   switch (type) {
-    case NVML_CLOCK_GRAPHICS: return m.graphics_clock.max_mhz;
-    case NVML_CLOCK_SM: return m.sm_clock.max_mhz;
-    case NVML_CLOCK_MEM: return m.memory_clock.max_mhz;
-    default: return m.video_clock.max_mhz;
+    case NVML_CLOCK_GRAPHICS:
+      return m.graphics_clock.max_mhz;
+    case NVML_CLOCK_SM:
+      return m.sm_clock.max_mhz;
+    case NVML_CLOCK_MEM:
+      return m.memory_clock.max_mhz;
+    default:
+      return m.video_clock.max_mhz;
   }
 }
 
 }  // namespace
 
-GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device,
-                                                                nvmlUtilization_t* utilization) {
+GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t* utilization) {
   return device_call(Fn::nvmlDeviceGetUtilizationRates, device, [&](Session& s, DeviceState& d, Micros now) {
     if (utilization == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
     // nvml.h: "not currently supported" on a GPU in MIG mode.
@@ -152,20 +159,17 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t d
                    [](DeviceState& d, Micros) { return d.gpu.model().power_limit_mw; });
 }
 
-GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetPowerManagementLimit(nvmlDevice_t device,
-                                                                    unsigned int* limit) {
+GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetPowerManagementLimit(nvmlDevice_t device, unsigned int* limit) {
   return get_value(Fn::nvmlDeviceGetPowerManagementLimit, device, limit,
                    [](DeviceState& d, Micros) { return d.gpu.model().power_limit_mw; });
 }
 
-GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t device,
-                                                                      unsigned long long* energy) {
+GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t device, unsigned long long* energy) {
   return get_value(Fn::nvmlDeviceGetTotalEnergyConsumption, device, energy,
                    [](DeviceState& d, Micros now) { return d.gpu.energy_millijoules(now); });
 }
 
-GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t device, unsigned int type,
-                                                         unsigned int* clock) {
+GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t device, unsigned int type, unsigned int* clock) {
   return device_call(Fn::nvmlDeviceGetClockInfo, device, [&](Session&, DeviceState& d, Micros now) {
     if (clock == nullptr || type > NVML_CLOCK_VIDEO) return NVML_ERROR_INVALID_ARGUMENT;
     *clock = clock_of(d.gpu.reading(now), type);
@@ -196,8 +200,7 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetFanSpeed(nvmlDevice_t device, uns
   });
 }
 
-GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetCurrPcieLinkGeneration(nvmlDevice_t device,
-                                                                      unsigned int* gen) {
+GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetCurrPcieLinkGeneration(nvmlDevice_t device, unsigned int* gen) {
   return get_value(Fn::nvmlDeviceGetCurrPcieLinkGeneration, device, gen,
                    [](DeviceState& d, Micros) { return d.gpu.model().pcie_generation; });
 }
@@ -218,8 +221,7 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMaxPcieLinkWidth(nvmlDevice_t dev
 }
 
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetPcieReplayCounter(nvmlDevice_t device, unsigned int* value) {
-  return get_value(Fn::nvmlDeviceGetPcieReplayCounter, device, value,
-                   [](DeviceState&, Micros) { return 0U; });
+  return get_value(Fn::nvmlDeviceGetPcieReplayCounter, device, value, [](DeviceState&, Micros) { return 0U; });
 }
 
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int values_count,
@@ -262,7 +264,8 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, 
           v.valueType = NVML_VALUE_TYPE_UNSIGNED_INT;
           v.value.uiVal = d.gpu.reading(now).power_mw;
           break;
-        default: v.nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+        default:
+          v.nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
       }
     }
     return NVML_SUCCESS;
@@ -294,12 +297,10 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetSupportedClocksThrottleReasons(nv
 }
 
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t device, unsigned int error_type,
-                                                              unsigned int counter_type,
-                                                              unsigned long long* count) {
+                                                              unsigned int counter_type, unsigned long long* count) {
   return device_call(Fn::nvmlDeviceGetTotalEccErrors, device, [&](Session&, DeviceState& d, Micros) {
     if (!d.gpu.model().ecc) return NVML_ERROR_NOT_SUPPORTED;
-    if (count == nullptr || error_type > NVML_MEMORY_ERROR_TYPE_UNCORRECTED ||
-        counter_type > NVML_AGGREGATE_ECC) {
+    if (count == nullptr || error_type > NVML_MEMORY_ERROR_TYPE_UNCORRECTED || counter_type > NVML_AGGREGATE_ECC) {
       return NVML_ERROR_INVALID_ARGUMENT;
     }
     *count = 0;
@@ -346,8 +347,8 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetPcieThroughput(nvmlDevice_t devic
     DeviceState& d = session->device(*index);
     std::lock_guard lock(d.mu);
     const Micros now = session->now();
-    const double rate = counter == NVML_PCIE_UTIL_TX_BYTES ? d.gpu.pcie_tx_rate(now, kWindow)
-                                                           : d.gpu.pcie_rx_rate(now, kWindow);
+    const double rate =
+        counter == NVML_PCIE_UTIL_TX_BYTES ? d.gpu.pcie_tx_rate(now, kWindow) : d.gpu.pcie_rx_rate(now, kWindow);
     *value = static_cast<unsigned>(std::llround(rate / 1024.0));
     return NVML_SUCCESS;
   } catch (...) {

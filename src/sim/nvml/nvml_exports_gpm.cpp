@@ -119,8 +119,12 @@ void compute(nvmlGpmMetric_t& m, const nvmlGpmSample_st& a, const nvmlGpmSample_
     case Kind::percent:
       m.value = std::clamp(100.0 * (b.totals.*def->member - a.totals.*def->member) / dt, 0.0, 100.0);
       break;
-    case Kind::pcie_tx: m.value = std::max(0.0, (b.totals.pcie_tx - a.totals.pcie_tx) / dt / kMiB); break;
-    case Kind::pcie_rx: m.value = std::max(0.0, (b.totals.pcie_rx - a.totals.pcie_rx) / dt / kMiB); break;
+    case Kind::pcie_tx:
+      m.value = std::max(0.0, (b.totals.pcie_tx - a.totals.pcie_tx) / dt / kMiB);
+      break;
+    case Kind::pcie_rx:
+      m.value = std::max(0.0, (b.totals.pcie_rx - a.totals.pcie_rx) / dt / kMiB);
+      break;
     case Kind::nvlink_tx:
       m.value = std::max(0.0, (b.totals.nvlink_tx_total(links) - a.totals.nvlink_tx_total(links)) / dt / kMiB);
       break;
@@ -157,12 +161,13 @@ nvmlReturn_t check_support(const DeviceState& d, nvmlGpmSupport_t* support) {
 // device handle and MIG device handle"); the simulator models one compute instance per GPU
 // instance, so the compute instance's activity is the GPU instance's.
 nvmlReturn_t mig_sample(nvmlDevice_t device, nvmlGpmSample_t sample) {
-  return mig_call(Fn::nvmlGpmSampleGet, device, [&](Session&, DeviceState& d, const MigInstance&, std::size_t i, Micros now) -> nvmlReturn_t {
-    if (!gpumeter::sim::gpm_supported(d.gpu.model())) return NVML_ERROR_NOT_SUPPORTED;
-    ProfileIntegrator* p = d.gpu.instance_profiling(i);
-    if (p == nullptr) return NVML_ERROR_UNKNOWN;
-    return take_sample(d, *p, i, now, sample);
-  });
+  return mig_call(Fn::nvmlGpmSampleGet, device,
+                  [&](Session&, DeviceState& d, const MigInstance&, std::size_t i, Micros now) -> nvmlReturn_t {
+                    if (!gpumeter::sim::gpm_supported(d.gpu.model())) return NVML_ERROR_NOT_SUPPORTED;
+                    ProfileIntegrator* p = d.gpu.instance_profiling(i);
+                    if (p == nullptr) return NVML_ERROR_UNKNOWN;
+                    return take_sample(d, *p, i, now, sample);
+                  });
 }
 
 }  // namespace
@@ -171,10 +176,9 @@ nvmlReturn_t mig_sample(nvmlDevice_t device, nvmlGpmSample_t sample) {
 // a MIG device answers as its parent.
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlGpmQueryDeviceSupport(nvmlDevice_t device, nvmlGpmSupport_t* support) {
   if (gpumeter::sim::is_mig_handle(device)) {
-    return mig_call(Fn::nvmlGpmQueryDeviceSupport, device,
-                    [&](Session&, DeviceState& d, const MigInstance&, std::size_t, Micros) {
-                      return check_support(d, support);
-                    });
+    return mig_call(
+        Fn::nvmlGpmQueryDeviceSupport, device,
+        [&](Session&, DeviceState& d, const MigInstance&, std::size_t, Micros) { return check_support(d, support); });
   }
   return device_call(Fn::nvmlGpmQueryDeviceSupport, device,
                      [&](Session&, DeviceState& d, Micros) { return check_support(d, support); });

@@ -161,18 +161,20 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetBridgeChipInfo(nvmlDevice_t devic
 
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetInforomImageVersion(nvmlDevice_t device, char* version,
                                                                    unsigned int length) {
-  return device_call(Fn::nvmlDeviceGetInforomImageVersion, device, [&](Session&, DeviceState& d, Micros) -> nvmlReturn_t {
-    return copy_string(inforom_image_of(d.gpu.model()), version, length);
-  });
+  return device_call(Fn::nvmlDeviceGetInforomImageVersion, device,
+                     [&](Session&, DeviceState& d, Micros) -> nvmlReturn_t {
+                       return copy_string(inforom_image_of(d.gpu.model()), version, length);
+                     });
 }
 
-GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetInforomVersion(nvmlDevice_t device, unsigned int object,
-                                                              char* version, unsigned int length) {
+GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetInforomVersion(nvmlDevice_t device, unsigned int object, char* version,
+                                                              unsigned int length) {
   return device_call(Fn::nvmlDeviceGetInforomVersion, device, [&](Session&, DeviceState& d, Micros) -> nvmlReturn_t {
     const auto& m = d.gpu.model();
     if (object >= NVML_INFOROM_COUNT) return NVML_ERROR_INVALID_ARGUMENT;
     switch (object) {
-      case NVML_INFOROM_OEM: return copy_string(geforce(m) || pre_ampere(m) ? "1.1" : "2.1", version, length);
+      case NVML_INFOROM_OEM:
+        return copy_string(geforce(m) || pre_ampere(m) ? "1.1" : "2.1", version, length);
       case NVML_INFOROM_ECC:
         if (!has_ecc_memory(m)) return NVML_ERROR_NOT_SUPPORTED;
         return copy_string(inforom_ecc_object_of(m), version, length);

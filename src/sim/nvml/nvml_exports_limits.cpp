@@ -38,9 +38,9 @@ struct Thresholds {
 
 Thresholds thresholds_of(const GpuModelSpec& m) {
   const std::string& a = m.architecture;
-  Thresholds t = geforce(m)                         ? Thresholds{98, 95, 90, 0}
-                 : a == "volta"                     ? Thresholds{90, 87, 83, 85}
-                 : a == "ga100"                     ? Thresholds{92, 89, 85, 95}
+  Thresholds t = geforce(m)                          ? Thresholds{98, 95, 90, 0}
+                 : a == "volta"                      ? Thresholds{90, 87, 83, 85}
+                 : a == "ga100"                      ? Thresholds{92, 89, 85, 95}
                  : a == "hopper" || a == "blackwell" ? Thresholds{92, 89, 87, 95}
                                                      : Thresholds{98, 95, 88, 0};  // GDDR: Turing, GA10x, Ada
   // A model whose own maximum reaches the table's limits would be throttling at full load;
@@ -66,10 +66,14 @@ unsigned max_power_limit_mw(const GpuModelSpec& m) {
 
 unsigned clock_max(const GpuModelSpec& m, unsigned type) {
   switch (type) {
-    case NVML_CLOCK_GRAPHICS: return m.graphics_clock.max_mhz;
-    case NVML_CLOCK_SM: return m.sm_clock.max_mhz;
-    case NVML_CLOCK_MEM: return m.memory_clock.max_mhz;
-    default: return m.video_clock.max_mhz;
+    case NVML_CLOCK_GRAPHICS:
+      return m.graphics_clock.max_mhz;
+    case NVML_CLOCK_SM:
+      return m.sm_clock.max_mhz;
+    case NVML_CLOCK_MEM:
+      return m.memory_clock.max_mhz;
+    default:
+      return m.video_clock.max_mhz;
   }
 }
 
@@ -130,15 +134,16 @@ nvmlReturn_t media_utilization(Fn fn, nvmlDevice_t device, unsigned int* utiliza
 // ---- memory and utilization ----
 
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetBAR1MemoryInfo(nvmlDevice_t device, nvmlBAR1Memory_t* bar1) {
-  return device_call(Fn::nvmlDeviceGetBAR1MemoryInfo, device, [&](Session&, DeviceState& d, Micros now) -> nvmlReturn_t {
-    if (bar1 == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-    // The driver maps a little for itself, and each CUDA context a little more.
-    const unsigned long long used = (1 + 2 * d.gpu.processes(now).size()) * kMiB;
-    bar1->bar1Total = bar1_total(d.gpu.model());
-    bar1->bar1Used = std::min(used, bar1->bar1Total);
-    bar1->bar1Free = bar1->bar1Total - bar1->bar1Used;
-    return NVML_SUCCESS;
-  });
+  return device_call(Fn::nvmlDeviceGetBAR1MemoryInfo, device,
+                     [&](Session&, DeviceState& d, Micros now) -> nvmlReturn_t {
+                       if (bar1 == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+                       // The driver maps a little for itself, and each CUDA context a little more.
+                       const unsigned long long used = (1 + 2 * d.gpu.processes(now).size()) * kMiB;
+                       bar1->bar1Total = bar1_total(d.gpu.model());
+                       bar1->bar1Used = std::min(used, bar1->bar1Total);
+                       bar1->bar1Free = bar1->bar1Total - bar1->bar1Used;
+                       return NVML_SUCCESS;
+                     });
 }
 
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetEncoderUtilization(nvmlDevice_t device, unsigned int* utilization,
@@ -167,32 +172,31 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetEccMode(nvmlDevice_t device, unsi
 }
 
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMemoryErrorCounter(nvmlDevice_t device, unsigned int error_type,
-                                                                  unsigned int counter_type,
-                                                                  unsigned int location,
+                                                                  unsigned int counter_type, unsigned int location,
                                                                   unsigned long long* count) {
-  return device_call(Fn::nvmlDeviceGetMemoryErrorCounter, device, [&](Session&, DeviceState& d, Micros) -> nvmlReturn_t {
-    const auto& m = d.gpu.model();
-    // "Requires ECC Mode to be enabled."
-    if (!m.ecc) return NVML_ERROR_NOT_SUPPORTED;
-    if (count == nullptr || error_type > NVML_MEMORY_ERROR_TYPE_UNCORRECTED || counter_type > NVML_AGGREGATE_ECC ||
-        location >= NVML_MEMORY_LOCATION_COUNT) {
-      return NVML_ERROR_INVALID_ARGUMENT;
-    }
-    // Texture memory has no ECC counter since Volta; the CBU counter exists on Volta only.
-    if (location == NVML_MEMORY_LOCATION_TEXTURE_MEMORY || location == NVML_MEMORY_LOCATION_TEXTURE_SHM ||
-        (location == NVML_MEMORY_LOCATION_CBU && m.architecture != "volta")) {
-      return NVML_ERROR_NOT_SUPPORTED;
-    }
-    *count = 0;
-    return NVML_SUCCESS;
-  });
+  return device_call(
+      Fn::nvmlDeviceGetMemoryErrorCounter, device, [&](Session&, DeviceState& d, Micros) -> nvmlReturn_t {
+        const auto& m = d.gpu.model();
+        // "Requires ECC Mode to be enabled."
+        if (!m.ecc) return NVML_ERROR_NOT_SUPPORTED;
+        if (count == nullptr || error_type > NVML_MEMORY_ERROR_TYPE_UNCORRECTED || counter_type > NVML_AGGREGATE_ECC ||
+            location >= NVML_MEMORY_LOCATION_COUNT) {
+          return NVML_ERROR_INVALID_ARGUMENT;
+        }
+        // Texture memory has no ECC counter since Volta; the CBU counter exists on Volta only.
+        if (location == NVML_MEMORY_LOCATION_TEXTURE_MEMORY || location == NVML_MEMORY_LOCATION_TEXTURE_SHM ||
+            (location == NVML_MEMORY_LOCATION_CBU && m.architecture != "volta")) {
+          return NVML_ERROR_NOT_SUPPORTED;
+        }
+        *count = 0;
+        return NVML_SUCCESS;
+      });
 }
 
 // Pages are retired on Volta and Turing boards with ECC on; Ampere and newer remap rows instead
 // (nvmlDeviceGetRemappedRows).
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetRetiredPages(nvmlDevice_t device, unsigned int cause,
-                                                            unsigned int* page_count,
-                                                            unsigned long long* addresses) {
+                                                            unsigned int* page_count, unsigned long long* addresses) {
   return device_call(Fn::nvmlDeviceGetRetiredPages, device, [&](Session&, DeviceState& d, Micros) -> nvmlReturn_t {
     const auto& m = d.gpu.model();
     if (!m.ecc || !pre_ampere(m)) return NVML_ERROR_NOT_SUPPORTED;
@@ -205,43 +209,54 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetRetiredPages(nvmlDevice_t device,
 
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetRetiredPagesPendingStatus(nvmlDevice_t device,
                                                                          unsigned int* is_pending) {
-  return device_call(Fn::nvmlDeviceGetRetiredPagesPendingStatus, device, [&](Session&, DeviceState& d, Micros) -> nvmlReturn_t {
-    const auto& m = d.gpu.model();
-    if (!m.ecc || !pre_ampere(m)) return NVML_ERROR_NOT_SUPPORTED;
-    if (is_pending == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-    *is_pending = NVML_FEATURE_DISABLED;
-    return NVML_SUCCESS;
-  });
+  return device_call(Fn::nvmlDeviceGetRetiredPagesPendingStatus, device,
+                     [&](Session&, DeviceState& d, Micros) -> nvmlReturn_t {
+                       const auto& m = d.gpu.model();
+                       if (!m.ecc || !pre_ampere(m)) return NVML_ERROR_NOT_SUPPORTED;
+                       if (is_pending == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+                       *is_pending = NVML_FEATURE_DISABLED;
+                       return NVML_SUCCESS;
+                     });
 }
 
 // ---- temperature and power ----
 
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetTemperatureThreshold(nvmlDevice_t device, unsigned int type,
                                                                     unsigned int* temp) {
-  return device_call(Fn::nvmlDeviceGetTemperatureThreshold, device, [&](Session&, DeviceState& d, Micros) -> nvmlReturn_t {
-    if (temp == nullptr || type >= NVML_TEMPERATURE_THRESHOLD_COUNT) return NVML_ERROR_INVALID_ARGUMENT;
-    const auto& m = d.gpu.model();
-    const Thresholds t = thresholds_of(m);
-    switch (type) {
-      case NVML_TEMPERATURE_THRESHOLD_SHUTDOWN: *temp = t.shutdown; return NVML_SUCCESS;
-      case NVML_TEMPERATURE_THRESHOLD_SLOWDOWN: *temp = t.slowdown; return NVML_SUCCESS;
-      case NVML_TEMPERATURE_THRESHOLD_GPU_MAX: *temp = t.gpu_max; return NVML_SUCCESS;
-      case NVML_TEMPERATURE_THRESHOLD_MEM_MAX:
-        if (t.mem_max == 0) return NVML_ERROR_NOT_SUPPORTED;
-        *temp = t.mem_max;
-        return NVML_SUCCESS;
-      // GeForce boards have a user-settable target temperature ("acoustic"); datacenter boards do not.
-      case NVML_TEMPERATURE_THRESHOLD_ACOUSTIC_MIN:
-      case NVML_TEMPERATURE_THRESHOLD_ACOUSTIC_CURR:
-      case NVML_TEMPERATURE_THRESHOLD_ACOUSTIC_MAX:
-        if (!geforce(m)) return NVML_ERROR_NOT_SUPPORTED;
-        *temp = type == NVML_TEMPERATURE_THRESHOLD_ACOUSTIC_MIN    ? 65U
-                : type == NVML_TEMPERATURE_THRESHOLD_ACOUSTIC_CURR ? 83U
-                                                                   : t.gpu_max + 1;
-        return NVML_SUCCESS;
-      default: return NVML_ERROR_NOT_SUPPORTED;  // GPS_CURR
-    }
-  });
+  return device_call(Fn::nvmlDeviceGetTemperatureThreshold, device,
+                     [&](Session&, DeviceState& d, Micros) -> nvmlReturn_t {
+                       if (temp == nullptr || type >= NVML_TEMPERATURE_THRESHOLD_COUNT)
+                         return NVML_ERROR_INVALID_ARGUMENT;
+                       const auto& m = d.gpu.model();
+                       const Thresholds t = thresholds_of(m);
+                       switch (type) {
+                         case NVML_TEMPERATURE_THRESHOLD_SHUTDOWN:
+                           *temp = t.shutdown;
+                           return NVML_SUCCESS;
+                         case NVML_TEMPERATURE_THRESHOLD_SLOWDOWN:
+                           *temp = t.slowdown;
+                           return NVML_SUCCESS;
+                         case NVML_TEMPERATURE_THRESHOLD_GPU_MAX:
+                           *temp = t.gpu_max;
+                           return NVML_SUCCESS;
+                         case NVML_TEMPERATURE_THRESHOLD_MEM_MAX:
+                           if (t.mem_max == 0) return NVML_ERROR_NOT_SUPPORTED;
+                           *temp = t.mem_max;
+                           return NVML_SUCCESS;
+                         // GeForce boards have a user-settable target temperature ("acoustic"); datacenter boards do
+                         // not.
+                         case NVML_TEMPERATURE_THRESHOLD_ACOUSTIC_MIN:
+                         case NVML_TEMPERATURE_THRESHOLD_ACOUSTIC_CURR:
+                         case NVML_TEMPERATURE_THRESHOLD_ACOUSTIC_MAX:
+                           if (!geforce(m)) return NVML_ERROR_NOT_SUPPORTED;
+                           *temp = type == NVML_TEMPERATURE_THRESHOLD_ACOUSTIC_MIN    ? 65U
+                                   : type == NVML_TEMPERATURE_THRESHOLD_ACOUSTIC_CURR ? 83U
+                                                                                      : t.gpu_max + 1;
+                           return NVML_SUCCESS;
+                         default:
+                           return NVML_ERROR_NOT_SUPPORTED;  // GPS_CURR
+                       }
+                     });
 }
 
 // Deprecated alias of nvmlDeviceGetPerformanceState.
@@ -300,22 +315,24 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetAutoBoostedClocksEnabled(nvmlDevi
 
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetSupportedMemoryClocks(nvmlDevice_t device, unsigned int* count,
                                                                      unsigned int* clocks_mhz) {
-  return device_call(Fn::nvmlDeviceGetSupportedMemoryClocks, device, [&](Session&, DeviceState& d, Micros) -> nvmlReturn_t {
-    return copy_list(memory_clocks_of(d.gpu.model()), count, clocks_mhz);
-  });
+  return device_call(Fn::nvmlDeviceGetSupportedMemoryClocks, device,
+                     [&](Session&, DeviceState& d, Micros) -> nvmlReturn_t {
+                       return copy_list(memory_clocks_of(d.gpu.model()), count, clocks_mhz);
+                     });
 }
 
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetSupportedGraphicsClocks(nvmlDevice_t device,
                                                                        unsigned int memory_clock_mhz,
-                                                                       unsigned int* count,
-                                                                       unsigned int* clocks_mhz) {
-  return device_call(Fn::nvmlDeviceGetSupportedGraphicsClocks, device, [&](Session&, DeviceState& d, Micros) -> nvmlReturn_t {
-    const auto& m = d.gpu.model();
-    if (count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-    const auto memory = memory_clocks_of(m);
-    if (std::find(memory.begin(), memory.end(), memory_clock_mhz) == memory.end()) return NVML_ERROR_NOT_FOUND;
-    return copy_list(graphics_clocks_of(m), count, clocks_mhz);
-  });
+                                                                       unsigned int* count, unsigned int* clocks_mhz) {
+  return device_call(Fn::nvmlDeviceGetSupportedGraphicsClocks, device,
+                     [&](Session&, DeviceState& d, Micros) -> nvmlReturn_t {
+                       const auto& m = d.gpu.model();
+                       if (count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+                       const auto memory = memory_clocks_of(m);
+                       if (std::find(memory.begin(), memory.end(), memory_clock_mhz) == memory.end())
+                         return NVML_ERROR_NOT_FOUND;
+                       return copy_list(graphics_clocks_of(m), count, clocks_mhz);
+                     });
 }
 static_assert(std::is_same_v<decltype(&nvmlDeviceGetEccMode), nvmlDeviceGetEnumPair_fn>);
 static_assert(std::is_same_v<decltype(&nvmlDeviceGetEncoderUtilization), nvmlDeviceGetEnumPair_fn>);
@@ -326,5 +343,4 @@ static_assert(std::is_same_v<decltype(&nvmlDeviceGetRetiredPages), nvmlDeviceGet
 static_assert(std::is_same_v<decltype(&nvmlDeviceGetTemperatureThreshold), nvmlDeviceGetTemperature_fn>);
 static_assert(std::is_same_v<decltype(&nvmlDeviceGetApplicationsClock), nvmlDeviceGetClockInfo_fn>);
 static_assert(std::is_same_v<decltype(&nvmlDeviceGetSupportedMemoryClocks), nvmlDeviceGetSupportedMemoryClocks_fn>);
-static_assert(
-    std::is_same_v<decltype(&nvmlDeviceGetSupportedGraphicsClocks), nvmlDeviceGetSupportedGraphicsClocks_fn>);
+static_assert(std::is_same_v<decltype(&nvmlDeviceGetSupportedGraphicsClocks), nvmlDeviceGetSupportedGraphicsClocks_fn>);

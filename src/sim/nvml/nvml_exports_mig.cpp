@@ -15,10 +15,10 @@
 #include <fmt/format.h>
 
 using gpumeter::sim::device_call;
-using gpumeter::sim::list_records;
 using gpumeter::sim::DeviceState;
 using gpumeter::sim::JobShare;
 using gpumeter::sim::kNoMigInstance;
+using gpumeter::sim::list_records;
 using gpumeter::sim::Micros;
 using gpumeter::sim::mig_call;
 using gpumeter::sim::mig_profiles;
@@ -59,26 +59,29 @@ void instance_ids(const Scenario& scenario, const JobShare& job, unsigned& gpu_i
 }
 
 nvmlReturn_t uuid(nvmlDevice_t device, char* out, unsigned length) {
-  return mig_call(Fn::nvmlDeviceGetUUID, device, [&](Session&, DeviceState&, const MigInstance& m, std::size_t, Micros) {
-    return copy_string(m.uuid, out, length);
-  });
+  return mig_call(Fn::nvmlDeviceGetUUID, device,
+                  [&](Session&, DeviceState&, const MigInstance& m, std::size_t, Micros) {
+                    return copy_string(m.uuid, out, length);
+                  });
 }
 
 // The parent's name and the profile, as drivers name MIG devices (e.g. "NVIDIA A100-SXM4-40GB
 // MIG 1g.5gb"; an assumption for the simulated models).
 nvmlReturn_t name(nvmlDevice_t device, char* out, unsigned length) {
-  return mig_call(Fn::nvmlDeviceGetName, device, [&](Session&, DeviceState& d, const MigInstance& m, std::size_t, Micros) {
-    return copy_string(fmt::format("{} MIG {}", d.gpu.model().name, m.profile_name), out, length);
-  });
+  return mig_call(Fn::nvmlDeviceGetName, device,
+                  [&](Session&, DeviceState& d, const MigInstance& m, std::size_t, Micros) {
+                    return copy_string(fmt::format("{} MIG {}", d.gpu.model().name, m.profile_name), out, length);
+                  });
 }
 
 // nvml.h: on MIG device handles, "indices that can be passed to nvmlDeviceGetMigDeviceHandleByIndex".
 nvmlReturn_t index(nvmlDevice_t device, unsigned* out) {
-  return mig_call(Fn::nvmlDeviceGetIndex, device, [&](Session&, DeviceState&, const MigInstance& m, std::size_t, Micros) {
-    if (out == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-    *out = m.mig_index;
-    return NVML_SUCCESS;
-  });
+  return mig_call(Fn::nvmlDeviceGetIndex, device,
+                  [&](Session&, DeviceState&, const MigInstance& m, std::size_t, Micros) {
+                    if (out == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+                    *out = m.mig_index;
+                    return NVML_SUCCESS;
+                  });
 }
 
 // Per instance: its memory, and what its processes hold; no reserve of its own (an assumption).
@@ -139,11 +142,12 @@ nvmlReturn_t no_processes(Fn fn, nvmlDevice_t device, unsigned* count) {
 }
 
 nvmlReturn_t compute_mode(nvmlDevice_t device, unsigned* mode) {
-  return mig_call(Fn::nvmlDeviceGetComputeMode, device, [&](Session&, DeviceState&, const MigInstance&, std::size_t, Micros) {
-    if (mode == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-    *mode = NVML_COMPUTEMODE_DEFAULT;
-    return NVML_SUCCESS;
-  });
+  return mig_call(Fn::nvmlDeviceGetComputeMode, device,
+                  [&](Session&, DeviceState&, const MigInstance&, std::size_t, Micros) {
+                    if (mode == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+                    *mode = NVML_COMPUTEMODE_DEFAULT;
+                    return NVML_SUCCESS;
+                  });
 }
 
 std::optional<std::size_t> instance_by_uuid(const Session& session, const char* uuid) {
@@ -197,11 +201,12 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice
 
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceIsMigDeviceHandle(nvmlDevice_t device, unsigned int* is_mig) {
   if (gpumeter::sim::is_mig_handle(device)) {
-    return mig_call(Fn::nvmlDeviceIsMigDeviceHandle, device, [&](Session&, DeviceState&, const MigInstance&, std::size_t, Micros) {
-      if (is_mig == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-      *is_mig = 1;
-      return NVML_SUCCESS;
-    });
+    return mig_call(Fn::nvmlDeviceIsMigDeviceHandle, device,
+                    [&](Session&, DeviceState&, const MigInstance&, std::size_t, Micros) {
+                      if (is_mig == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+                      *is_mig = 1;
+                      return NVML_SUCCESS;
+                    });
   }
   return device_call(Fn::nvmlDeviceIsMigDeviceHandle, device, [&](Session&, DeviceState&, Micros) {
     if (is_mig == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
@@ -231,11 +236,12 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t device
     return device_call(Fn::nvmlDeviceGetGpuInstanceId, device,
                        [](Session&, DeviceState&, Micros) { return NVML_ERROR_NOT_SUPPORTED; });
   }
-  return mig_call(Fn::nvmlDeviceGetGpuInstanceId, device, [&](Session&, DeviceState&, const MigInstance& m, std::size_t, Micros) {
-    if (id == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-    *id = m.gpu_instance_id;
-    return NVML_SUCCESS;
-  });
+  return mig_call(Fn::nvmlDeviceGetGpuInstanceId, device,
+                  [&](Session&, DeviceState&, const MigInstance& m, std::size_t, Micros) {
+                    if (id == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+                    *id = m.gpu_instance_id;
+                    return NVML_SUCCESS;
+                  });
 }
 
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t device, unsigned int* id) {
@@ -283,7 +289,8 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfoV(nvmlDevic
     if (profile >= NVML_GPU_INSTANCE_PROFILE_COUNT) return NVML_ERROR_INVALID_ARGUMENT;
     if (!mig_enabled(s, d)) return NVML_ERROR_NOT_SUPPORTED;
     const auto& profiles = mig_profiles(d.gpu.model());
-    auto p = std::find_if(profiles.begin(), profiles.end(), [&](const MigProfile& x) { return x.nvml_profile == profile; });
+    auto p =
+        std::find_if(profiles.begin(), profiles.end(), [&](const MigProfile& x) { return x.nvml_profile == profile; });
     if (p == profiles.end()) return NVML_ERROR_NOT_SUPPORTED;
     const unsigned version = info->version;
     *info = nvmlGpuInstanceProfileInfo_v2_t{};
@@ -325,8 +332,7 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceById(nvmlDevice_t devi
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlGpuInstanceGetInfo(nvmlGpuInstance_t gpu_instance, nvmlGpuInstanceInfo_t* info) {
   auto index = Runtime::instance().gpu_instance_index_of(gpu_instance);
   if (!index) {
-    return gpumeter::sim::system_call(Fn::nvmlGpuInstanceGetInfo,
-                                      [](Session&) { return NVML_ERROR_INVALID_ARGUMENT; });
+    return gpumeter::sim::system_call(Fn::nvmlGpuInstanceGetInfo, [](Session&) { return NVML_ERROR_INVALID_ARGUMENT; });
   }
   return mig_call(Fn::nvmlGpuInstanceGetInfo, Runtime::instance().mig_handle(*index),
                   [&](Session&, DeviceState& d, const MigInstance& m, std::size_t, Micros) {

@@ -43,8 +43,10 @@ bool fill_nvlink_field(DeviceState& d, Micros now, nvmlFieldValue_t& v) {
     case NVML_FI_DEV_NVLINK_ERROR_DL_CRC:
     case NVML_FI_DEV_NVLINK_GET_SPEED:
     case NVML_FI_DEV_NVLINK_GET_STATE:
-    case NVML_FI_DEV_NVLINK_GET_VERSION: break;
-    default: return false;
+    case NVML_FI_DEV_NVLINK_GET_VERSION:
+      break;
+    default:
+      return false;
   }
   const NvlinkSpec& spec = d.gpu.model().nvlink;
   if (spec.links == 0) {
@@ -75,8 +77,12 @@ bool fill_nvlink_field(DeviceState& d, Micros now, nvmlFieldValue_t& v) {
   const unsigned link = v.scopeId;
   const bool blackwell = d.gpu.model().architecture == "blackwell";
   switch (v.fieldId) {
-    case NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX: set_ull(v, p.nvlink_tx_kib(link, now)); break;
-    case NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX: set_ull(v, p.nvlink_rx_kib(link, now)); break;
+    case NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX:
+      set_ull(v, p.nvlink_tx_kib(link, now));
+      break;
+    case NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX:
+      set_ull(v, p.nvlink_rx_kib(link, now));
+      break;
     // [H]: the DL error counters are "unsupported for Blackwell+".
     case NVML_FI_DEV_NVLINK_ERROR_DL_REPLAY:
     case NVML_FI_DEV_NVLINK_ERROR_DL_RECOVERY:
@@ -91,11 +97,15 @@ bool fill_nvlink_field(DeviceState& d, Micros now, nvmlFieldValue_t& v) {
       set_ull(v, p.nvlink_errors(link, type, now));
       break;
     }
-    case NVML_FI_DEV_NVLINK_GET_SPEED: set_uint(v, p.link_up(link, now) ? spec.speed_mbps : 0); break;
+    case NVML_FI_DEV_NVLINK_GET_SPEED:
+      set_uint(v, p.link_up(link, now) ? spec.speed_mbps : 0);
+      break;
     case NVML_FI_DEV_NVLINK_GET_STATE:
       set_uint(v, p.link_up(link, now) ? NVML_NVLINK_STATE_ACTIVE : NVML_NVLINK_STATE_INACTIVE);
       break;
-    default: set_uint(v, spec.version); break;  // NVML_FI_DEV_NVLINK_GET_VERSION
+    default:
+      set_uint(v, spec.version);
+      break;  // NVML_FI_DEV_NVLINK_GET_VERSION
   }
   return true;
 }

@@ -11,9 +11,9 @@
 #include "sim/nvml/nvml_exports_mig.h"
 
 using gpumeter::sim::device_call;
-using gpumeter::sim::list_records;
 using gpumeter::sim::DeviceState;
 using gpumeter::sim::JobShare;
+using gpumeter::sim::list_records;
 using gpumeter::sim::Micros;
 using gpumeter::sim::Period;
 using gpumeter::sim::PeriodHistory;
@@ -58,7 +58,7 @@ nvmlReturn_t compute_processes(Fn fn, nvmlDevice_t device, unsigned int* count, 
             : nullptr;
     if (layout == nullptr) {
       return list_records(jobs, count, infos,
-                            [&](nvmlProcessInfo_t& info, const JobShare& j) { fill_v2(s.scenario(), info, j); });
+                          [&](nvmlProcessInfo_t& info, const JobShare& j) { fill_v2(s.scenario(), info, j); });
     }
     return list_records(jobs, count, infos, [&, i = 0U](nvmlProcessInfo_t&, const JobShare& j) mutable {
       write_record(reinterpret_cast<unsigned char*>(infos), layout->record_bytes, i++, j);
@@ -77,31 +77,26 @@ nvmlReturn_t no_processes(Fn fn, nvmlDevice_t device, unsigned int* count) {
 
 }  // namespace
 
-GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device,
-                                                                          unsigned int* info_count,
+GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int* info_count,
                                                                           nvmlProcessInfo_t* infos) {
   return compute_processes(Fn::nvmlDeviceGetComputeRunningProcesses_v3, device, info_count, infos);
 }
 
-GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t device,
-                                                                          unsigned int* info_count,
+GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t device, unsigned int* info_count,
                                                                           nvmlProcessInfo_t* infos) {
   return compute_processes(Fn::nvmlDeviceGetComputeRunningProcesses_v2, device, info_count, infos);
 }
 
-GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device,
-                                                                       unsigned int* info_count,
+GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device, unsigned int* info_count,
                                                                        nvmlProcessInfo_v1_t* infos) {
   if (gpumeter::sim::is_mig_handle(device)) return gpumeter::sim::mig::compute_processes_v1(device, info_count, infos);
-  return device_call(Fn::nvmlDeviceGetComputeRunningProcesses, device,
-                     [&](Session&, DeviceState& d, Micros now) {
-                       return list_records(d.gpu.processes(now), info_count, infos,
-                                             [](nvmlProcessInfo_v1_t& info, const JobShare& j) {
-                                               info = nvmlProcessInfo_v1_t{};
-                                               info.pid = j.pid;
-                                               info.usedGpuMemory = j.memory_bytes;
-                                             });
-                     });
+  return device_call(Fn::nvmlDeviceGetComputeRunningProcesses, device, [&](Session&, DeviceState& d, Micros now) {
+    return list_records(d.gpu.processes(now), info_count, infos, [](nvmlProcessInfo_v1_t& info, const JobShare& j) {
+      info = nvmlProcessInfo_v1_t{};
+      info.pid = j.pid;
+      info.usedGpuMemory = j.memory_bytes;
+    });
+  });
 }
 
 // Simulated jobs are compute (CUDA) processes; graphics and MPS lists are always empty.
@@ -122,8 +117,8 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v3(nvm
 // samples first, so a caller that passes the last timestamp it saw pages through them all.
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t device, unsigned int type,
                                                        unsigned long long last_seen_time_stamp,
-                                                       unsigned int* sample_val_type,
-                                                       unsigned int* sample_count, nvmlSample_t* samples) {
+                                                       unsigned int* sample_val_type, unsigned int* sample_count,
+                                                       nvmlSample_t* samples) {
   return device_call(Fn::nvmlDeviceGetSamples, device, [&](Session& s, DeviceState& d, Micros now) {
     if (sample_val_type == nullptr || sample_count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
     if (type != NVML_TOTAL_POWER_SAMPLES && type != NVML_GPU_UTILIZATION_SAMPLES &&
@@ -134,8 +129,7 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t device, unsi
     if (type != NVML_TOTAL_POWER_SAMPLES && s.scenario().mig.enabled(d.gpu.index())) return NVML_ERROR_NOT_SUPPORTED;
     if (samples != nullptr && *sample_count == 0) return NVML_ERROR_INVALID_ARGUMENT;
     *sample_val_type = NVML_VALUE_TYPE_UNSIGNED_INT;
-    PeriodHistory& buffer =
-        type == NVML_TOTAL_POWER_SAMPLES ? d.gpu.power_samples() : d.gpu.utilization_samples();
+    PeriodHistory& buffer = type == NVML_TOTAL_POWER_SAMPLES ? d.gpu.power_samples() : d.gpu.utilization_samples();
     const auto& periods = buffer.complete_until(now);
     unsigned available = 0;
     for (const Period& p : periods) {
@@ -168,10 +162,7 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t device, unsi
   });
 }
 
-static_assert(
-    std::is_same_v<decltype(&nvmlDeviceGetComputeRunningProcesses_v3), nvmlDeviceGetProcesses_v3_fn>);
-static_assert(
-    std::is_same_v<decltype(&nvmlDeviceGetGraphicsRunningProcesses_v3), nvmlDeviceGetProcesses_v3_fn>);
-static_assert(
-    std::is_same_v<decltype(&nvmlDeviceGetMPSComputeRunningProcesses_v3), nvmlDeviceGetProcesses_v3_fn>);
+static_assert(std::is_same_v<decltype(&nvmlDeviceGetComputeRunningProcesses_v3), nvmlDeviceGetProcesses_v3_fn>);
+static_assert(std::is_same_v<decltype(&nvmlDeviceGetGraphicsRunningProcesses_v3), nvmlDeviceGetProcesses_v3_fn>);
+static_assert(std::is_same_v<decltype(&nvmlDeviceGetMPSComputeRunningProcesses_v3), nvmlDeviceGetProcesses_v3_fn>);
 static_assert(std::is_same_v<decltype(&nvmlDeviceGetSamples), nvmlDeviceGetSamples_fn>);

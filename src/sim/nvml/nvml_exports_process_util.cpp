@@ -52,8 +52,8 @@ std::vector<Record> records_at(const Session& s, DeviceState& d, Micros now, uns
   }
   std::vector<Record> out;
   for (const ProcessRecord& r : d.gpu.process_records(now, since)) {
-    out.push_back(Record{r.pid, static_cast<unsigned long long>(s.unix_micros(r.time)), r.sm_percent,
-                         r.memory_percent});
+    out.push_back(
+        Record{r.pid, static_cast<unsigned long long>(s.unix_micros(r.time)), r.sm_percent, r.memory_percent});
   }
   if (s.quirk(gpumeter::sim::QuirkKind::garbage_process_records, d.gpu.index(), now) != nullptr) {
     const auto stamp = static_cast<unsigned long long>(s.unix_micros(now));
@@ -76,41 +76,39 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t d
                                                                   nvmlProcessUtilizationSample_t* utilization,
                                                                   unsigned int* process_samples_count,
                                                                   unsigned long long last_seen_time_stamp) {
-  return device_call(Fn::nvmlDeviceGetProcessUtilization, device,
-                     [&](Session& s, DeviceState& d, Micros now) {
-                       if (process_samples_count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-                       if (!per_process_supported(d) || s.scenario().mig.enabled(d.gpu.index()))
-                         return NVML_ERROR_NOT_SUPPORTED;
-                       const std::vector<Record> records = records_at(s, d, now, last_seen_time_stamp);
-                       const auto n = static_cast<unsigned>(records.size());
-                       if (utilization == nullptr) {
-                         *process_samples_count = std::max(kSizeQueryCapacity, n);
-                         return NVML_ERROR_INSUFFICIENT_SIZE;
-                       }
-                       if (n == 0) {
-                         *process_samples_count = 0;
-                         return NVML_ERROR_NOT_FOUND;
-                       }
-                       if (*process_samples_count < n) {
-                         *process_samples_count = n;
-                         return NVML_ERROR_INSUFFICIENT_SIZE;
-                       }
-                       for (unsigned i = 0; i < n; ++i) {
-                         utilization[i] = nvmlProcessUtilizationSample_t{};
-                         utilization[i].pid = records[i].pid;
-                         utilization[i].timeStamp = records[i].timestamp;
-                         utilization[i].smUtil = records[i].sm;
-                         utilization[i].memUtil = records[i].mem;
-                       }
-                       *process_samples_count = n;
-                       return NVML_SUCCESS;
-                     });
+  return device_call(Fn::nvmlDeviceGetProcessUtilization, device, [&](Session& s, DeviceState& d, Micros now) {
+    if (process_samples_count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    if (!per_process_supported(d) || s.scenario().mig.enabled(d.gpu.index())) return NVML_ERROR_NOT_SUPPORTED;
+    const std::vector<Record> records = records_at(s, d, now, last_seen_time_stamp);
+    const auto n = static_cast<unsigned>(records.size());
+    if (utilization == nullptr) {
+      *process_samples_count = std::max(kSizeQueryCapacity, n);
+      return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    if (n == 0) {
+      *process_samples_count = 0;
+      return NVML_ERROR_NOT_FOUND;
+    }
+    if (*process_samples_count < n) {
+      *process_samples_count = n;
+      return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    for (unsigned i = 0; i < n; ++i) {
+      utilization[i] = nvmlProcessUtilizationSample_t{};
+      utilization[i].pid = records[i].pid;
+      utilization[i].timeStamp = records[i].timestamp;
+      utilization[i].smUtil = records[i].sm;
+      utilization[i].memUtil = records[i].mem;
+    }
+    *process_samples_count = n;
+    return NVML_SUCCESS;
+  });
 }
 
 // R550 and later (NVML change log, "Changes between v545 and v550"); on an older driver the
 // symbol would not exist, which a caller resolving it lazily sees as FUNCTION_NOT_FOUND.
-GPUMETER_NVML_EXPORT nvmlReturn_t
-nvmlDeviceGetProcessesUtilizationInfo(nvmlDevice_t device, nvmlProcessesUtilizationInfo_t* info) {
+GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetProcessesUtilizationInfo(nvmlDevice_t device,
+                                                                        nvmlProcessesUtilizationInfo_t* info) {
   try {
     auto session = gpumeter::sim::Runtime::instance().session();
     if (session && session->driver_major() < gpumeter::sim::kBranchProcessesUtilInfo)
@@ -118,36 +116,33 @@ nvmlDeviceGetProcessesUtilizationInfo(nvmlDevice_t device, nvmlProcessesUtilizat
   } catch (...) {
     return NVML_ERROR_UNKNOWN;
   }
-  return device_call(Fn::nvmlDeviceGetProcessesUtilizationInfo, device,
-                     [&](Session& s, DeviceState& d, Micros now) {
-                       if (info == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-                       if (info->version != nvmlProcessesUtilizationInfo_v1)
-                         return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
-                       if (!per_process_supported(d) || s.scenario().mig.enabled(d.gpu.index()))
-                         return NVML_ERROR_NOT_SUPPORTED;
-                       const std::vector<Record> records = records_at(s, d, now, info->lastSeenTimeStamp);
-                       const auto n = static_cast<unsigned>(records.size());
-                       if (n == 0) {
-                         info->processSamplesCount = 0;
-                         return NVML_ERROR_NOT_FOUND;
-                       }
-                       if (info->procUtilArray == nullptr || info->processSamplesCount < n) {
-                         info->processSamplesCount = n;
-                         return NVML_ERROR_INSUFFICIENT_SIZE;
-                       }
-                       for (unsigned i = 0; i < n; ++i) {
-                         nvmlProcessUtilizationInfo_v1_t& out = info->procUtilArray[i];
-                         out = nvmlProcessUtilizationInfo_v1_t{};
-                         out.pid = records[i].pid;
-                         out.timeStamp = records[i].timestamp;
-                         out.smUtil = records[i].sm;
-                         out.memUtil = records[i].mem;
-                       }
-                       info->processSamplesCount = n;
-                       return NVML_SUCCESS;
-                     });
+  return device_call(Fn::nvmlDeviceGetProcessesUtilizationInfo, device, [&](Session& s, DeviceState& d, Micros now) {
+    if (info == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    if (info->version != nvmlProcessesUtilizationInfo_v1) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    if (!per_process_supported(d) || s.scenario().mig.enabled(d.gpu.index())) return NVML_ERROR_NOT_SUPPORTED;
+    const std::vector<Record> records = records_at(s, d, now, info->lastSeenTimeStamp);
+    const auto n = static_cast<unsigned>(records.size());
+    if (n == 0) {
+      info->processSamplesCount = 0;
+      return NVML_ERROR_NOT_FOUND;
+    }
+    if (info->procUtilArray == nullptr || info->processSamplesCount < n) {
+      info->processSamplesCount = n;
+      return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    for (unsigned i = 0; i < n; ++i) {
+      nvmlProcessUtilizationInfo_v1_t& out = info->procUtilArray[i];
+      out = nvmlProcessUtilizationInfo_v1_t{};
+      out.pid = records[i].pid;
+      out.timeStamp = records[i].timestamp;
+      out.smUtil = records[i].sm;
+      out.memUtil = records[i].mem;
+    }
+    info->processSamplesCount = n;
+    return NVML_SUCCESS;
+  });
 }
 
 static_assert(std::is_same_v<decltype(&nvmlDeviceGetProcessUtilization), nvmlDeviceGetProcessUtilization_fn>);
-static_assert(std::is_same_v<decltype(&nvmlDeviceGetProcessesUtilizationInfo),
-                             nvmlDeviceGetProcessesUtilizationInfo_fn>);
+static_assert(
+    std::is_same_v<decltype(&nvmlDeviceGetProcessesUtilizationInfo), nvmlDeviceGetProcessesUtilizationInfo_fn>);

@@ -5,7 +5,6 @@
 #include <cstdio>
 #include <cstdlib>
 
-
 namespace gpumeter::sim {
 
 Runtime& Runtime::instance() {
@@ -23,9 +22,8 @@ Runtime::Runtime() {
 
 nvmlReturn_t Runtime::init() {
   std::lock_guard lock(mu_);
-  const std::int64_t now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                  std::chrono::system_clock::now().time_since_epoch())
-                                  .count();
+  const std::int64_t now_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   if (refcount_ > 0) {
     ++refcount_;
     return NVML_SUCCESS;
@@ -60,24 +58,21 @@ std::optional<unsigned> Runtime::index_of(nvmlDevice_t device) const {
   // Compared as integers: the pointer may be garbage from the caller.
   const auto p = reinterpret_cast<std::uintptr_t>(device);
   const auto base = reinterpret_cast<std::uintptr_t>(handles_.data());
-  if (p < base || p >= base + sizeof(handles_) || (p - base) % sizeof(nvmlDevice_st) != 0)
-    return std::nullopt;
+  if (p < base || p >= base + sizeof(handles_) || (p - base) % sizeof(nvmlDevice_st) != 0) return std::nullopt;
   return static_cast<unsigned>((p - base) / sizeof(nvmlDevice_st));
 }
 
 std::optional<std::size_t> Runtime::mig_index_of(nvmlDevice_t device) const {
   const auto p = reinterpret_cast<std::uintptr_t>(device);
   const auto base = reinterpret_cast<std::uintptr_t>(mig_handles_.data());
-  if (p < base || p >= base + sizeof(mig_handles_) || (p - base) % sizeof(nvmlDevice_st) != 0)
-    return std::nullopt;
+  if (p < base || p >= base + sizeof(mig_handles_) || (p - base) % sizeof(nvmlDevice_st) != 0) return std::nullopt;
   return static_cast<std::size_t>((p - base) / sizeof(nvmlDevice_st));
 }
 
 std::optional<std::size_t> Runtime::gpu_instance_index_of(nvmlGpuInstance_t handle) const {
   const auto p = reinterpret_cast<std::uintptr_t>(handle);
   const auto base = reinterpret_cast<std::uintptr_t>(gi_handles_.data());
-  if (p < base || p >= base + sizeof(gi_handles_) || (p - base) % sizeof(nvmlGpuInstance_st) != 0)
-    return std::nullopt;
+  if (p < base || p >= base + sizeof(gi_handles_) || (p - base) % sizeof(nvmlGpuInstance_st) != 0) return std::nullopt;
   return static_cast<std::size_t>((p - base) / sizeof(nvmlGpuInstance_st));
 }
 

@@ -12,7 +12,7 @@
 // otherwise 1, with the reason ("file:line:col: ...") in `message`, cut to `size` bytes with its
 // terminating NUL.
 extern "C" __attribute__((visibility("default"))) int gpumeter_sim_check_scenario(const char* path, char* message,
-                                                                                   std::size_t size) {
+                                                                                  std::size_t size) {
   auto scenario = gpumeter::sim::load_scenario(path == nullptr ? "" : path);
   if (scenario) return 0;
   if (message != nullptr && size > 0) {

@@ -47,8 +47,7 @@ Session::Session(Scenario scenario, const SimEnv& env, std::int64_t default_epoc
 }
 
 bool Session::field_unsupported(unsigned field_id) const {
-  return std::find(unsupported_fields_.begin(), unsupported_fields_.end(), field_id) !=
-         unsupported_fields_.end();
+  return std::find(unsupported_fields_.begin(), unsupported_fields_.end(), field_id) != unsupported_fields_.end();
 }
 
 const Quirk* Session::quirk(QuirkKind kind, unsigned gpu, Micros t) const {

@@ -38,20 +38,20 @@ TEST(attribution_cgroup, DockerSystemdDriverV2) {
 }
 
 TEST(attribution_cgroup, KubernetesSystemdDriverQosClasses) {
-  CgroupInfo g = parse_cgroup("0::/kubepods.slice/kubepods-pod" + kUidSystemd + ".slice/cri-containerd-" +
-                              kId + ".scope\n");
+  CgroupInfo g =
+      parse_cgroup("0::/kubepods.slice/kubepods-pod" + kUidSystemd + ".slice/cri-containerd-" + kId + ".scope\n");
   EXPECT_EQ(g.pod_uid, kUid);
   EXPECT_EQ(g.qos, PodQos::kGuaranteed);
   EXPECT_EQ(g.runtime, ContainerRuntime::kContainerd);
   EXPECT_EQ(g.container_id, kId);
 
-  CgroupInfo b = parse_cgroup("0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" +
-                              kUidSystemd + ".slice/cri-containerd-" + kId + ".scope\n");
+  CgroupInfo b = parse_cgroup("0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + kUidSystemd +
+                              ".slice/cri-containerd-" + kId + ".scope\n");
   EXPECT_EQ(b.pod_uid, kUid);
   EXPECT_EQ(b.qos, PodQos::kBurstable);
 
-  CgroupInfo be = parse_cgroup("0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" +
-                               kUidSystemd + ".slice/cri-containerd-" + kId + ".scope\n");
+  CgroupInfo be = parse_cgroup("0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" + kUidSystemd +
+                               ".slice/cri-containerd-" + kId + ".scope\n");
   EXPECT_EQ(be.pod_uid, kUid);
   EXPECT_EQ(be.qos, PodQos::kBestEffort);
   EXPECT_EQ(to_string(be.qos), "besteffort");
@@ -80,11 +80,10 @@ TEST(attribution_cgroup, KubernetesUnderPrefixes) {
   EXPECT_EQ(nested.pod_uid, kUid);
   EXPECT_EQ(nested.container_id, kId);
 
-  CgroupInfo kind =
-      parse_cgroup("0::/system.slice/docker-" + kId2 +
-                   ".scope/kubelet.slice/kubelet-kubepods.slice/kubelet-kubepods-besteffort.slice/"
-                   "kubelet-kubepods-besteffort-pod" +
-                   kUidSystemd + ".slice/cri-containerd-" + kId + ".scope\n");
+  CgroupInfo kind = parse_cgroup("0::/system.slice/docker-" + kId2 +
+                                 ".scope/kubelet.slice/kubelet-kubepods.slice/kubelet-kubepods-besteffort.slice/"
+                                 "kubelet-kubepods-besteffort-pod" +
+                                 kUidSystemd + ".slice/cri-containerd-" + kId + ".scope\n");
   EXPECT_EQ(kind.pod_uid, kUid);
   EXPECT_EQ(kind.qos, PodQos::kBestEffort);
   EXPECT_EQ(kind.runtime, ContainerRuntime::kContainerd);
@@ -103,8 +102,7 @@ TEST(attribution_cgroup, KubernetesUnderPrefixes) {
 }
 
 TEST(attribution_cgroup, CrioAndItsMonitor) {
-  std::string pod =
-      "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + kUidSystemd + ".slice/";
+  std::string pod = "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + kUidSystemd + ".slice/";
   CgroupInfo c = parse_cgroup("0::" + pod + "crio-" + kId + ".scope\n");
   EXPECT_EQ(c.runtime, ContainerRuntime::kCrio);
   EXPECT_EQ(c.container_id, kId);
@@ -122,8 +120,8 @@ TEST(attribution_cgroup, CrioAndItsMonitor) {
 }
 
 TEST(attribution_cgroup, Podman) {
-  CgroupInfo c = parse_cgroup("0::/user.slice/user-1000.slice/user@1000.service/user.slice/libpod-" + kId +
-                              ".scope/container\n");
+  CgroupInfo c =
+      parse_cgroup("0::/user.slice/user-1000.slice/user@1000.service/user.slice/libpod-" + kId + ".scope/container\n");
   EXPECT_EQ(c.runtime, ContainerRuntime::kPodman);
   EXPECT_EQ(c.container_id, kId);
   EXPECT_EQ(c.systemd_unit, "user@1000.service");
@@ -164,17 +162,16 @@ TEST(attribution_cgroup, SystemdUnits) {
   EXPECT_EQ(svc.systemd_unit, "jupyter.service");
   EXPECT_EQ(svc.container_id, "");
   EXPECT_EQ(parse_cgroup("0::/user.slice/user-1000.slice/session-3.scope\n").systemd_unit, "session-3.scope");
-  EXPECT_EQ(parse_cgroup("0::/user.slice/user-1000.slice/user@1000.service/app.slice/app-firefox-123.scope\n")
-                .systemd_unit,
-            "app-firefox-123.scope");
+  EXPECT_EQ(
+      parse_cgroup("0::/user.slice/user-1000.slice/user@1000.service/app.slice/app-firefox-123.scope\n").systemd_unit,
+      "app-firefox-123.scope");
   EXPECT_EQ(parse_cgroup("0::/init.scope\n").systemd_unit, "init.scope");
 }
 
 TEST(attribution_cgroup, HybridLayout) {
   std::string path = "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" + kUidSystemd +
                      ".slice/cri-containerd-" + kId + ".scope";
-  std::string text =
-      "13:misc:/\n12:rdma:/\n4:memory:" + path + "\n1:name=systemd:" + path + "\n0::" + path + "\n";
+  std::string text = "13:misc:/\n12:rdma:/\n4:memory:" + path + "\n1:name=systemd:" + path + "\n0::" + path + "\n";
   CgroupInfo c = parse_cgroup(text);
   EXPECT_EQ(c.version, CgroupVersion::kHybrid);
   EXPECT_EQ(c.container_id, kId);
@@ -205,9 +202,9 @@ TEST(attribution_cgroup, RejectsLookalikes) {
 }
 
 TEST(attribution_cgroup, MalformedInputNeverThrows) {
-  for (std::string text : std::vector<std::string>{"", "\n\n", "garbage", "0:", "x::/a", "0::", "0::/",
-                                                   "1:name=systemd:/\n0::/\n", std::string(10000, '/'),
-                                                   "0::/kubepods.slice/kubepods-pod.slice\n"}) {
+  for (std::string text :
+       std::vector<std::string>{"", "\n\n", "garbage", "0:", "x::/a", "0::", "0::/", "1:name=systemd:/\n0::/\n",
+                                std::string(10000, '/'), "0::/kubepods.slice/kubepods-pod.slice\n"}) {
     CgroupInfo c = parse_cgroup(text);
     EXPECT_EQ(c.container_id, "") << text;
     EXPECT_EQ(c.pod_uid, "") << text;

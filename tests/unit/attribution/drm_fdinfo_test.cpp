@@ -121,16 +121,16 @@ TEST(DrmFdinfo, MalformedLinesAreSkipped) {
   auto f = parse_drm_fdinfo(
       "drm-driver:\tamdgpu\n"
       "no colon here\n"
-      "drm-engine-gfx:\tmany ns\n"        // not a number
-      "drm-engine-compute:\t12 us\n"      // not the documented unit
-      "drm-engine-:\t5 ns\n"              // no engine name
-      "drm-engine-dma:\t-3 ns\n"          // negative
-      "drm-client-id:\t12x\n"             // trailing garbage
-      "drm-memory-vram:\t10 GiB\n"        // unit the spec does not allow
+      "drm-engine-gfx:\tmany ns\n"    // not a number
+      "drm-engine-compute:\t12 us\n"  // not the documented unit
+      "drm-engine-:\t5 ns\n"          // no engine name
+      "drm-engine-dma:\t-3 ns\n"      // negative
+      "drm-client-id:\t12x\n"         // trailing garbage
+      "drm-memory-vram:\t10 GiB\n"    // unit the spec does not allow
       "drm-pdev:\tnot-an-address\n"
       ":\t\n"
       "drm-engine-jpeg:\t99999999999999999999999 ns\n"  // overflows
-      "drm-engine-enc:\t7 ns");                          // no final newline
+      "drm-engine-enc:\t7 ns");                         // no final newline
   ASSERT_TRUE(f) << f.error().message;
   EXPECT_EQ(f->engine_ns.size(), 1u);
   EXPECT_EQ(f->engine_ns.at("enc"), 7u);
@@ -168,9 +168,8 @@ void add_fd(const std::string& root, unsigned pid, unsigned fd, const std::strin
 
 std::string amdgpu_fdinfo(const std::string& pdev, unsigned client, std::uint64_t gfx, std::uint64_t compute,
                           std::uint64_t vram_kib) {
-  std::string s = "pos:\t0\nflags:\t02100002\ndrm-driver:\tamdgpu\ndrm-pdev:\t" + pdev +
-                  "\ndrm-client-id:\t" + std::to_string(client) + "\ndrm-memory-vram:\t" +
-                  std::to_string(vram_kib) + " KiB\n";
+  std::string s = "pos:\t0\nflags:\t02100002\ndrm-driver:\tamdgpu\ndrm-pdev:\t" + pdev + "\ndrm-client-id:\t" +
+                  std::to_string(client) + "\ndrm-memory-vram:\t" + std::to_string(vram_kib) + " KiB\n";
   if (gfx > 0) s += "drm-engine-gfx:\t" + std::to_string(gfx) + " ns\n";
   if (compute > 0) s += "drm-engine-compute:\t" + std::to_string(compute) + " ns\n";
   s += "drm-engine-dma:\t1000000 ns\n";  // a separate block: not the GPU's busy time
@@ -192,7 +191,7 @@ TEST(DrmClientScanner, CountsEachClientOnceAndOnlyDrmFds) {
          "drm-driver:\ti915\ndrm-pdev:\t0000:0c:00.0\ndrm-client-id:\t13\ndrm-engine-render:\t5 ns\n");
   // pid 500: a DRM fd without a client id (an old kernel) cannot be told apart: skipped.
   add_fd(proc, 500, 3, "/dev/dri/renderD128", "drm-driver:\tamdgpu\ndrm-pdev:\t0000:0c:00.0\ndrm-engine-gfx:\t5 ns\n");
-  write_file(proc + "/self", "");  // not a pid
+  write_file(proc + "/self", "");                      // not a pid
   std::filesystem::create_directories(proc + "/600");  // a process whose fds cannot be listed
 
   DrmClientScanner scanner({.procfs = proc, .max_age = std::chrono::milliseconds(0)});

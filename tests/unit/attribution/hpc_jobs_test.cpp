@@ -45,8 +45,7 @@ TEST(attribution_hpc_jobs, ReadsOneFilePerGpu) {
   EXPECT_TRUE(m->dropped.empty());
   EXPECT_EQ(m->links_skipped, 0u);
 
-  EXPECT_EQ(hpc_jobs_for_gpu(*m, 0, "GPU-11111111-2222-3333-4444-555555555555"),
-            (Jobs{"4242", "4243", "99"}));
+  EXPECT_EQ(hpc_jobs_for_gpu(*m, 0, "GPU-11111111-2222-3333-4444-555555555555"), (Jobs{"4242", "4243", "99"}));
   EXPECT_EQ(hpc_jobs_for_gpu(*m, 1, ""), (Jobs{"77"}));
   EXPECT_EQ(hpc_jobs_for_gpu(*m, 7, "GPU-none"), Jobs{});
 }

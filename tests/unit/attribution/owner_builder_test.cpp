@@ -20,12 +20,11 @@ ProcessInfo read(const std::string& layout, unsigned pid) {
 }
 
 ProjectResolver rules() {
-  auto r =
-      ProjectResolver::create({{"env.GPUMETER_PROJECT", {}, {}, {}},
-                               {"slurm_account", {}, {}, {}},
-                               {"namespace", "team-(.*)", "$1", {}},
-                               {"user", {}, {}, std::map<std::string, std::string>{{"alice", "climate"}}}},
-                              "unassigned");
+  auto r = ProjectResolver::create({{"env.GPUMETER_PROJECT", {}, {}, {}},
+                                    {"slurm_account", {}, {}, {}},
+                                    {"namespace", "team-(.*)", "$1", {}},
+                                    {"user", {}, {}, std::map<std::string, std::string>{{"alice", "climate"}}}},
+                                   "unassigned");
   EXPECT_TRUE(r.ok());
   return *r;
 }

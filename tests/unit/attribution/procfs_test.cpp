@@ -49,37 +49,34 @@ struct LayoutCase {
 };
 
 const LayoutCase kLayouts[] = {
-    {"docker-v1", 4242, "python3 ) (train", 8123456, 1000, "alice", CgroupVersion::kV1,
-     ContainerRuntime::kDocker, "3f4e9a1c8b2d", "", PodQos::kNone, "", ""},
-    {"docker-v2", 5151, "torchrun", 9000001, 1001, "bob", CgroupVersion::kV2, ContainerRuntime::kDocker,
-     "a1b2c3d4e5f6", "", PodQos::kNone, "", ""},
-    {"k8s-guaranteed", 7001, "python", 7000001, 1000, "alice", CgroupVersion::kV2,
-     ContainerRuntime::kContainerd, "0c1d2e3f4a5b", "8a4f9c1e-2b3d-4e5f-9a6b-7c8d9e0f1a2b",
-     PodQos::kGuaranteed, "", ""},
+    {"docker-v1", 4242, "python3 ) (train", 8123456, 1000, "alice", CgroupVersion::kV1, ContainerRuntime::kDocker,
+     "3f4e9a1c8b2d", "", PodQos::kNone, "", ""},
+    {"docker-v2", 5151, "torchrun", 9000001, 1001, "bob", CgroupVersion::kV2, ContainerRuntime::kDocker, "a1b2c3d4e5f6",
+     "", PodQos::kNone, "", ""},
+    {"k8s-guaranteed", 7001, "python", 7000001, 1000, "alice", CgroupVersion::kV2, ContainerRuntime::kContainerd,
+     "0c1d2e3f4a5b", "8a4f9c1e-2b3d-4e5f-9a6b-7c8d9e0f1a2b", PodQos::kGuaranteed, "", ""},
     {"k8s-burstable", 7002, "python", 7000002, 1001, "bob", CgroupVersion::kV2, ContainerRuntime::kContainerd,
      "1d2e3f4a5b6c", "9b5a0d2f-3c4e-4f6a-8b7c-8d9e0f1a2b3c", PodQos::kBurstable, "", ""},
-    {"k8s-besteffort", 7003, "jupyter-lab", 7000003, 1000, "alice", CgroupVersion::kV2,
-     ContainerRuntime::kContainerd, "2e3f4a5b6c7d", "ac6b1e3a-4d5f-4a7b-9c8d-9e0f1a2b3c4d",
-     PodQos::kBestEffort, "", ""},
-    {"k8s-cgroupfs", 7004, "trainer", 7000004, 1002, "carol", CgroupVersion::kV1,
-     ContainerRuntime::kContainerd, "3f4a5b6c7d8e", "bd7c2f4b-5e6a-4b8c-8d9e-0f1a2b3c4d5e",
-     PodQos::kBurstable, "", ""},
+    {"k8s-besteffort", 7003, "jupyter-lab", 7000003, 1000, "alice", CgroupVersion::kV2, ContainerRuntime::kContainerd,
+     "2e3f4a5b6c7d", "ac6b1e3a-4d5f-4a7b-9c8d-9e0f1a2b3c4d", PodQos::kBestEffort, "", ""},
+    {"k8s-cgroupfs", 7004, "trainer", 7000004, 1002, "carol", CgroupVersion::kV1, ContainerRuntime::kContainerd,
+     "3f4a5b6c7d8e", "bd7c2f4b-5e6a-4b8c-8d9e-0f1a2b3c4d5e", PodQos::kBurstable, "", ""},
     {"k8s-cgroupfs", 7005, "server", 7000005, 0, "root", CgroupVersion::kV1, ContainerRuntime::kContainerd,
      "4a5b6c7d8e9f", "ce8d3a5c-6f7b-4c9d-9e0f-1a2b3c4d5e6f", PodQos::kGuaranteed, "", ""},
-    {"crio", 7100, "python3", 7100000, 1000, "alice", CgroupVersion::kV2, ContainerRuntime::kCrio,
-     "5b6c7d8e9f0a", "df9e4b6d-7a8c-4d0e-8f1a-2b3c4d5e6f70", PodQos::kBurstable, "", ""},
+    {"crio", 7100, "python3", 7100000, 1000, "alice", CgroupVersion::kV2, ContainerRuntime::kCrio, "5b6c7d8e9f0a",
+     "df9e4b6d-7a8c-4d0e-8f1a-2b3c4d5e6f70", PodQos::kBurstable, "", ""},
     {"crio", 7099, "conmon", 7099999, 0, "root", CgroupVersion::kV2, ContainerRuntime::kNone, "",
      "df9e4b6d-7a8c-4d0e-8f1a-2b3c4d5e6f70", PodQos::kBurstable, "", ""},
-    {"podman", 6001, "python3", 6000001, 1000, "alice", CgroupVersion::kV2, ContainerRuntime::kPodman,
-     "6c7d8e9f0a1b", "", PodQos::kNone, "", "user@1000.service"},
+    {"podman", 6001, "python3", 6000001, 1000, "alice", CgroupVersion::kV2, ContainerRuntime::kPodman, "6c7d8e9f0a1b",
+     "", PodQos::kNone, "", "user@1000.service"},
     {"slurm-v1", 9001, "python", 9100001, 1002, "carol", CgroupVersion::kV1, ContainerRuntime::kNone, "", "",
      PodQos::kNone, "4242", ""},
     {"slurm-v2", 9002, "srun-task", 9100002, 1001, "bob", CgroupVersion::kV2, ContainerRuntime::kNone, "", "",
      PodQos::kNone, "4243", "slurmstepd.scope"},
-    {"systemd-service", 3003, "jupyterhub", 3000003, 998, "jupyter", CgroupVersion::kV2,
-     ContainerRuntime::kNone, "", "", PodQos::kNone, "", "jupyter.service"},
-    {"user-session", 3100, "python3", 3100000, 1000, "alice", CgroupVersion::kV2, ContainerRuntime::kNone, "",
-     "", PodQos::kNone, "", "session-3.scope"},
+    {"systemd-service", 3003, "jupyterhub", 3000003, 998, "jupyter", CgroupVersion::kV2, ContainerRuntime::kNone, "",
+     "", PodQos::kNone, "", "jupyter.service"},
+    {"user-session", 3100, "python3", 3100000, 1000, "alice", CgroupVersion::kV2, ContainerRuntime::kNone, "", "",
+     PodQos::kNone, "", "session-3.scope"},
     {"hybrid", 8001, "python", 8000001, 2000, "2000", CgroupVersion::kHybrid, ContainerRuntime::kContainerd,
      "7d8e9f0a1b2c", "e0af5c7e-8b9d-4e1f-9a2b-3c4d5e6f7081", PodQos::kBestEffort, "", ""},
 };
@@ -142,8 +139,8 @@ TEST(attribution_procfs, KeepsOnlyAllowListedVariablesInAllowListOrder) {
 
 // Every string a ProcessInfo holds, to search for leaked values.
 std::string everything_in(const ProcessInfo& p) {
-  std::string s = p.comm + "|" + p.user + "|" + p.cgroup.path + "|" + p.cgroup.container_id + "|" +
-                  p.cgroup.pod_uid + "|" + p.cgroup.slurm_job + "|" + p.cgroup.systemd_unit;
+  std::string s = p.comm + "|" + p.user + "|" + p.cgroup.path + "|" + p.cgroup.container_id + "|" + p.cgroup.pod_uid +
+                  "|" + p.cgroup.slurm_job + "|" + p.cgroup.systemd_unit;
   for (const auto& [k, v] : p.env) s += "|" + k + "=" + v;
   return s;
 }
@@ -180,22 +177,21 @@ TEST(attribution_procfs, SecretValuesNeverLeak) {
 }
 
 TEST(attribution_procfs, EnvironFilterStreamsAnySplit) {
-  std::string environ = std::string("A=1") + '\0' + "SECRET=hunter2" + '\0' + "B=x=y" + '\0' + "A=second" +
-                        '\0' + "BB=nope" + '\0' + "NOEQUALS" + '\0' + "C=" + '\0' + "D=last-without-nul";
+  std::string environ = std::string("A=1") + '\0' + "SECRET=hunter2" + '\0' + "B=x=y" + '\0' + "A=second" + '\0' +
+                        "BB=nope" + '\0' + "NOEQUALS" + '\0' + "C=" + '\0' + "D=last-without-nul";
   std::vector<std::string> allow = {"D", "C", "B", "A"};
   Env expected = {{"D", "last-without-nul"}, {"C", ""}, {"B", "x=y"}, {"A", "1"}};
   for (std::size_t piece : {1u, 2u, 3u, 7u, 4096u}) {
     SCOPED_TRACE(piece);
     EnvironFilter f(allow);
-    for (std::size_t i = 0; i < environ.size(); i += piece)
-      f.feed(std::string_view(environ).substr(i, piece));
+    for (std::size_t i = 0; i < environ.size(); i += piece) f.feed(std::string_view(environ).substr(i, piece));
     EXPECT_EQ(f.finish(), expected);
   }
 }
 
 TEST(attribution_procfs, EnvironFilterDropsOverlongValues) {
-  std::string environ = "LONG=" + std::string(kMaxEnvValueBytes + 1, 'x') + '\0' +
-                        "OK=" + std::string(kMaxEnvValueBytes, 'y') + '\0';
+  std::string environ =
+      "LONG=" + std::string(kMaxEnvValueBytes + 1, 'x') + '\0' + "OK=" + std::string(kMaxEnvValueBytes, 'y') + '\0';
   std::vector<std::string> allow = {"LONG", "OK"};
   EnvironFilter f(allow);
   f.feed(environ);
@@ -354,8 +350,9 @@ TEST(attribution_procfs, RealProcSelf) {
   EXPECT_GT(info->start_time, 0u);
   // This test process started before now and after the host booted.
   ASSERT_TRUE(info->start_unix_us.has_value());
-  const auto now_us = std::chrono::duration_cast<std::chrono::microseconds>(
-                          std::chrono::system_clock::now().time_since_epoch()).count();
+  const auto now_us =
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
   EXPECT_LE(*info->start_unix_us, now_us + 1'000'000);
   EXPECT_GT(*info->start_unix_us, now_us - 3600LL * 1'000'000);
   EXPECT_NE(info->cgroup.version, CgroupVersion::kUnknown);
@@ -422,8 +419,7 @@ TEST(attribution_passwd, ReloadsWhenTheFileChanges) {
   EXPECT_EQ(db.loads(), 1u) << "an unchanged file is parsed once";
 
   // Replaced by rename, as useradd and vipw do: same size, new inode.
-  write_file(tmp / "etc/passwd.new",
-             "root:x:0:0:root:/root:/bin/bash\nalicf:x:1000:1000::/home/alice:/bin/bash\n");
+  write_file(tmp / "etc/passwd.new", "root:x:0:0:root:/root:/bin/bash\nalicf:x:1000:1000::/home/alice:/bin/bash\n");
   set_mtime(tmp / "etc/passwd.new", 1'700'000'000);
   std::filesystem::rename(tmp / "etc/passwd.new", passwd);
   EXPECT_EQ(db.name_of(1000), "alicf");

@@ -24,11 +24,9 @@ Attributes attrs(std::initializer_list<std::pair<const char*, const char*>> valu
 
 TEST(attribution_rules, FirstRuleThatGivesAProjectWins) {
   ProjectResolver r =
-      make({{"env.GPUMETER_PROJECT", {}, {}, {}}, {"slurm_account", {}, {}, {}}, {"user", {}, {}, {}}},
-           "unassigned");
-  EXPECT_EQ(
-      r.resolve(attrs({{"env.GPUMETER_PROJECT", "vision"}, {"slurm_account", "climate"}, {"user", "alice"}})),
-      "vision");
+      make({{"env.GPUMETER_PROJECT", {}, {}, {}}, {"slurm_account", {}, {}, {}}, {"user", {}, {}, {}}}, "unassigned");
+  EXPECT_EQ(r.resolve(attrs({{"env.GPUMETER_PROJECT", "vision"}, {"slurm_account", "climate"}, {"user", "alice"}})),
+            "vision");
   EXPECT_EQ(r.resolve(attrs({{"slurm_account", "climate"}, {"user", "alice"}})), "climate");
   EXPECT_EQ(r.resolve(attrs({{"env.GPUMETER_PROJECT", ""}, {"user", "alice"}})), "alice")
       << "an empty value does not apply";
@@ -94,14 +92,15 @@ TEST(attribution_rules, ResultsLongerThanALabelValueDoNotApply) {
   const std::string huge(1 << 20, 'a');
   EXPECT_EQ(r.resolve(attrs({{"env.TEAM", huge.c_str()}})), "unassigned");
 
-  auto long_map = ProjectRule::compile({"user", {}, {}, std::map<std::string, std::string>{
-                                                             {"alice", std::string(kMaxLabelValueBytes + 1, 'p')}}});
+  auto long_map = ProjectRule::compile(
+      {"user", {}, {}, std::map<std::string, std::string>{{"alice", std::string(kMaxLabelValueBytes + 1, 'p')}}});
   ASSERT_FALSE(long_map.ok());
   EXPECT_EQ(long_map.error().code, static_cast<int>(RuleField::kMap));
   EXPECT_EQ(long_map.error().message, "the project for 'alice' is 257 bytes long; at most 256");
-  EXPECT_TRUE(ProjectRule::compile({"user", {}, {}, std::map<std::string, std::string>{
-                                                         {"alice", std::string(kMaxLabelValueBytes, 'p')}}})
-                  .ok());
+  EXPECT_TRUE(
+      ProjectRule::compile(
+          {"user", {}, {}, std::map<std::string, std::string>{{"alice", std::string(kMaxLabelValueBytes, 'p')}}})
+          .ok());
   auto long_default = ProjectResolver::create({}, std::string(kMaxLabelValueBytes + 1, 'd'));
   ASSERT_FALSE(long_default.ok());
   EXPECT_EQ(long_default.error().message, "default: 257 bytes long; at most 256");
@@ -109,11 +108,10 @@ TEST(attribution_rules, ResultsLongerThanALabelValueDoNotApply) {
 }
 
 TEST(attribution_rules, MapLookupAndFallThrough) {
-  ProjectResolver r =
-      make({{"user", {}, {}, std::map<std::string, std::string>{{"alice", "climate"}, {"bob", "nlp"}}},
-            {"namespace", "team-(.*)", "$1", std::map<std::string, std::string>{{"ml", "ml-research"}}},
-            {"uid", {}, "uid-$0", {}}},
-           "fallback");
+  ProjectResolver r = make({{"user", {}, {}, std::map<std::string, std::string>{{"alice", "climate"}, {"bob", "nlp"}}},
+                            {"namespace", "team-(.*)", "$1", std::map<std::string, std::string>{{"ml", "ml-research"}}},
+                            {"uid", {}, "uid-$0", {}}},
+                           "fallback");
   EXPECT_EQ(r.resolve(attrs({{"user", "alice"}, {"uid", "1000"}})), "climate");
   EXPECT_EQ(r.resolve(attrs({{"user", "carol"}, {"uid", "1002"}})), "uid-1002") << "a map miss falls through";
   EXPECT_EQ(r.resolve(attrs({{"user", "carol"}, {"namespace", "team-ml"}})), "ml-research")
@@ -140,9 +138,7 @@ TEST(attribution_rules, ValidationNamesTheField) {
       {{"user", "(?=a)a", {}, {}}, RuleField::kMatch, "invalid regular expression '(?=a)a'"},
       {{"user", "team-(.*)", "$2", {}}, RuleField::kProject, "refers to group $2 but the match has 1 group"},
       {{"user", {}, "$1", {}}, RuleField::kProject, "the rule has no match"},
-      {{"user", {}, "cost-$x", {}},
-       RuleField::kProject,
-       "'$' at offset 5 must be followed by a group number"},
+      {{"user", {}, "cost-$x", {}}, RuleField::kProject, "'$' at offset 5 must be followed by a group number"},
       {{"user", {}, "${1", {}}, RuleField::kProject, "must be followed by a group number"},
       {{"user", {}, "a$", {}}, RuleField::kProject, "must be followed by a group number"},
       {{"user", {}, "", {}}, RuleField::kProject, "must not be empty"},

@@ -84,8 +84,9 @@ TEST(slurm_cgroups, MissingTreeOrNoSlurmIsAnEmptyList) {
 
 TEST(slurm_cgroups, ParsesTheDevicesList) {
   // The kernel's format (security/device_cgroup.c): "<a|b|c> <major|*>:<minor|*> <r?w?m?>".
-  auto l = parse_devices_list("c 1:3 rwm\nc 195:255 rwm\nc 195:254 rw\nc 195:2 rwm\nc 195:0 rw\nb 195:5 rwm\n"
-                              "c 195:7 m\nc 195:1 r\nc 195:1 rwm\n");
+  auto l = parse_devices_list(
+      "c 1:3 rwm\nc 195:255 rwm\nc 195:254 rw\nc 195:2 rwm\nc 195:0 rw\nb 195:5 rwm\n"
+      "c 195:7 m\nc 195:1 r\nc 195:1 rwm\n");
   EXPECT_FALSE(l.all);
   EXPECT_EQ(l.gpus, (Gpus{"0", "1", "2"}));
   EXPECT_TRUE(parse_devices_list("a *:* rwm\n").all);
@@ -111,8 +112,8 @@ TEST(slurm_cgroups, ParsesGpuListsAndSluids) {
   EXPECT_TRUE(parse_gpu_list("GPU-0a1b,1", false).empty());
   EXPECT_TRUE(is_sluid("sEKNKTV3WPV500"));
   EXPECT_TRUE(is_sluid("s4SNKN57XZTE00"));
-  EXPECT_FALSE(is_sluid("sEKNKTV3WPV50"));    // 12 digits
-  EXPECT_FALSE(is_sluid("sEKNKTV3WPV5I0"));   // I is not a base-32 digit
+  EXPECT_FALSE(is_sluid("sEKNKTV3WPV50"));   // 12 digits
+  EXPECT_FALSE(is_sluid("sEKNKTV3WPV5I0"));  // I is not a base-32 digit
   EXPECT_FALSE(is_sluid("SEKNKTV3WPV500"));
   EXPECT_FALSE(is_sluid("job_51300"));
 }

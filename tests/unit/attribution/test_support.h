@@ -24,10 +24,9 @@ class TempDir {
     EXPECT_NE(made, nullptr);
     path_ = templ;
     // Readable by other users: one test reads it as nobody.
-    std::filesystem::permissions(
-        path_, std::filesystem::perms::owner_all | std::filesystem::perms::group_read |
-                   std::filesystem::perms::group_exec | std::filesystem::perms::others_read |
-                   std::filesystem::perms::others_exec);
+    std::filesystem::permissions(path_, std::filesystem::perms::owner_all | std::filesystem::perms::group_read |
+                                            std::filesystem::perms::group_exec | std::filesystem::perms::others_read |
+                                            std::filesystem::perms::others_exec);
   }
   ~TempDir() {
     std::error_code ec;

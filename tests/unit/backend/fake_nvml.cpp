@@ -80,10 +80,14 @@ nvmlReturn_t Shutdown() {
 }
 const char* ErrorString(nvmlReturn_t rc) {
   switch (rc) {
-    case NVML_ERROR_UNKNOWN: return "Unknown Error";
-    case NVML_ERROR_GPU_IS_LOST: return "GPU is lost";
-    case NVML_ERROR_LIB_RM_VERSION_MISMATCH: return "RM has detected an NVML/RM version mismatch.";
-    default: return "fake error";
+    case NVML_ERROR_UNKNOWN:
+      return "Unknown Error";
+    case NVML_ERROR_GPU_IS_LOST:
+      return "GPU is lost";
+    case NVML_ERROR_LIB_RM_VERSION_MISMATCH:
+      return "RM has detected an NVML/RM version mismatch.";
+    default:
+      return "fake error";
   }
 }
 nvmlReturn_t DriverVersion(char* buf, unsigned size) {
@@ -279,12 +283,23 @@ nvmlReturn_t FieldValues(nvmlDevice_t h, int count, nvmlFieldValue_t* values) {
         f.valueType = NVML_VALUE_TYPE_UNSIGNED_INT;
         f.value.uiVal = l.speed_mbps;
         break;
-      case NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX: set(l.tx_kib); break;
-      case NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX: set(l.rx_kib); break;
-      case NVML_FI_DEV_NVLINK_ERROR_DL_REPLAY: set(l.replay); break;
-      case NVML_FI_DEV_NVLINK_ERROR_DL_RECOVERY: set(l.recovery); break;
-      case NVML_FI_DEV_NVLINK_ERROR_DL_CRC: set(l.crc); break;
-      default: break;
+      case NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX:
+        set(l.tx_kib);
+        break;
+      case NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX:
+        set(l.rx_kib);
+        break;
+      case NVML_FI_DEV_NVLINK_ERROR_DL_REPLAY:
+        set(l.replay);
+        break;
+      case NVML_FI_DEV_NVLINK_ERROR_DL_RECOVERY:
+        set(l.recovery);
+        break;
+      case NVML_FI_DEV_NVLINK_ERROR_DL_CRC:
+        set(l.crc);
+        break;
+      default:
+        break;
     }
   }
   return NVML_SUCCESS;
@@ -511,8 +526,7 @@ int current_set() { return g_set_count - 1; }
 
 void* FakeSymbols::symbol(const char* name) const {
   if (hidden_.count(name) != 0) return nullptr;
-  if (std::strcmp(name, "nvmlDeviceGetProcessesUtilizationInfo") == 0 &&
-      !g_script->has_processes_utilization_info) {
+  if (std::strcmp(name, "nvmlDeviceGetProcessesUtilizationInfo") == 0 && !g_script->has_processes_utilization_info) {
     return nullptr;
   }
   static const std::map<std::string, void*> table = {

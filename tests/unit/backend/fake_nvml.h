@@ -87,8 +87,8 @@ struct Script {
 
   // Events.
   std::deque<std::pair<nvmlReturn_t, nvmlEventData_t>> wait_answers;  // then TIMEOUT
-  std::set<unsigned> lost;            // registering these answers GPU_IS_LOST
-  std::map<int, std::set<unsigned>> registered;  // set id -> GPUs registered in it
+  std::set<unsigned> lost;                                            // registering these answers GPU_IS_LOST
+  std::map<int, std::set<unsigned>> registered;                       // set id -> GPUs registered in it
   int sets_created = 0;
   int sets_freed = 0;
   int inits = 0;
@@ -98,7 +98,7 @@ struct Script {
   // answers gpm_values[target] (percent or MiB/s), and records which samples it was given.
   bool gpm_supported[kMaxGpus] = {};
   std::map<std::pair<unsigned, unsigned>, std::map<unsigned, double>> gpm_values;  // (gpu, gi) -> metric -> value
-  std::map<unsigned, nvmlReturn_t> gpm_metric_rc;  // metric -> its own status
+  std::map<unsigned, nvmlReturn_t> gpm_metric_rc;                                  // metric -> its own status
   struct MetricsCall {
     unsigned gpu, gpu_instance;
     int first, second;  // sample numbers
@@ -121,7 +121,7 @@ struct Script {
   std::string block_call;
   std::mutex block_mu;
   std::condition_variable block_cv;
-  bool blocked = false;   // a call is waiting
+  bool blocked = false;  // a call is waiting
   bool release = false;
 };
 

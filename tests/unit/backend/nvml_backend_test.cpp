@@ -125,7 +125,7 @@ TEST_F(NvmlBackendTest, IdentifiesAndReadsEveryGpu) {
   EXPECT_EQ(r0->utilization_ratio, 0.5);
   EXPECT_EQ(r0->memory_total_bytes, 24.0 * (1ull << 30));
   EXPECT_EQ(r0->memory_used_bytes, 4.0 * (1ull << 30));  // v2 "used" leaves out the reserved part
-  EXPECT_EQ(r0->power_watts, 150.0);                      // idle + (max - idle) * 0.5
+  EXPECT_EQ(r0->power_watts, 150.0);                     // idle + (max - idle) * 0.5
   EXPECT_EQ(r0->power_limit_watts, 300.0);
   ASSERT_TRUE(r0->energy_joules.has_value());
   EXPECT_GT(*r0->energy_joules, 0);
@@ -186,7 +186,7 @@ TEST_F(NvmlBackendTest, MissingOptionalSymbolsTurnOffOnlyTheirMetrics) {
   ASSERT_TRUE(b->status().up) << b->status().detail;
   // GetCurrentClocksEventReasons is not missing: its older name ...ThrottleReasons stands in.
   EXPECT_EQ(b->missing_symbols(), (std::vector<std::string>{"nvmlDeviceGetMemoryInfo_v2", "nvmlDeviceGetPowerUsage",
-                                                             "nvmlDeviceGetFieldValues"}));
+                                                            "nvmlDeviceGetFieldValues"}));
   auto r = b->collect(0);
   ASSERT_TRUE(r.ok());
   EXPECT_FALSE(r->power_watts.has_value());

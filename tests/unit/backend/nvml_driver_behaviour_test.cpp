@@ -208,13 +208,13 @@ TEST_F(DriverBehaviourTest, RecordsThatCannotBeTrueAreDroppedCountedAndNeverMove
   ASSERT_TRUE(b->collect(0).ok());  // cursor: kNow - 2 s
   script().processes[0] = {{100, 1 << 20}, {300, 1 << 20}};
   script().process_samples[0] = {
-      rec(0, kNow - 100'000, 10),            // an unused entry
-      rec(100, kNow - 100'000, 101),         // over 100 %
-      rec(100, kNow - 2'000'000, 20),        // not newer than the cursor
-      rec(100, kNow + 5'000'000, 20),        // ahead of every clock
-      rec(4242, kNow - 100'000, 20),         // never on this GPU
-      rec(300, kNow - 900'000, 40),          // good
-      rec(100, kNow - 800'000, 50, 101),     // memory over 100 %
+      rec(0, kNow - 100'000, 10),         // an unused entry
+      rec(100, kNow - 100'000, 101),      // over 100 %
+      rec(100, kNow - 2'000'000, 20),     // not newer than the cursor
+      rec(100, kNow + 5'000'000, 20),     // ahead of every clock
+      rec(4242, kNow - 100'000, 20),      // never on this GPU
+      rec(300, kNow - 900'000, 40),       // good
+      rec(100, kNow - 800'000, 50, 101),  // memory over 100 %
   };
   auto r = b->collect(0);
   ASSERT_TRUE(r.ok());
@@ -421,7 +421,7 @@ TEST_F(DriverBehaviourTest, TheEventSetIsRecreatedAfterReinitialization) {
   auto e = b->wait_event(10ms);
   ASSERT_FALSE(e.ok());
   EXPECT_FALSE(b->status().up);
-  EXPECT_TRUE(b->supports_events());  // the event thread must keep going
+  EXPECT_TRUE(b->supports_events());      // the event thread must keep going
   ASSERT_TRUE(b->wait_event(10ms).ok());  // re-initializes, then waits on a new set
   EXPECT_EQ(script().sets_freed, 1);
   EXPECT_EQ(script().sets_created, 2);
@@ -596,9 +596,8 @@ TEST_F(DriverBehaviourTest, TheProcessReadIsTheProcessesCollectorsRun) {
     }
   }
   // Neither the ledger nor the per-process series: no process read, no run.
-  auto none = b->collect(0, CollectScope::kFull, CollectorSet::defaults()
-                                                     .set(CollectorId::kLedger, false)
-                                                     .set(CollectorId::kProcesses, false));
+  auto none = b->collect(0, CollectScope::kFull,
+                         CollectorSet::defaults().set(CollectorId::kLedger, false).set(CollectorId::kProcesses, false));
   ASSERT_TRUE(none.ok());
   EXPECT_TRUE(process_runs(*none).empty());
 }

@@ -74,9 +74,7 @@ class ReloaderTest : public ::testing::Test {
     std::free(log_buf_);
     fs::remove_all(dir_);
   }
-  static void write(const std::string& path, const std::string& text) {
-    std::ofstream(path, std::ios::trunc) << text;
-  }
+  static void write(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::trunc) << text; }
   std::string log() {
     std::fflush(log_file_);
     return std::string(log_buf_, log_len_);

@@ -26,8 +26,8 @@ TEST(CollectionPlan, AFlagWinsOverTheConfigAndTheConfigOverTheDefault) {
   config[static_cast<size_t>(CollectorId::kClocks)].enabled = false;
   config[static_cast<size_t>(CollectorId::kClocks)].interval = 30s;
   CollectorSwitches flags;
-  flags[CollectorId::kClocks] = true;       // over the config's false
-  flags[CollectorId::kProfiling] = true;    // over the default
+  flags[CollectorId::kClocks] = true;     // over the config's false
+  flags[CollectorId::kProfiling] = true;  // over the default
   flags[CollectorId::kEvents] = false;
   auto plan = make_collection_plan(flags, config);
   ASSERT_TRUE(plan.ok()) << plan.error().message;

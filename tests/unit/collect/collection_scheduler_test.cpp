@@ -66,9 +66,8 @@ TEST(CollectionScheduler, PublishesEveryGpuWithIdentityAndReading) {
   SinkRecorder rec;
   CollectionScheduler c({&backend}, fast_options(), rec.sink(), quiet_logger());
   c.start();
-  auto snap = rec.wait_for([](const Snapshot& s) {
-    return s.gpus.size() == 3 && s.gpus[0].up && s.gpus[1].up && s.gpus[2].up;
-  });
+  auto snap = rec.wait_for(
+      [](const Snapshot& s) { return s.gpus.size() == 3 && s.gpus[0].up && s.gpus[1].up && s.gpus[2].up; });
   ASSERT_NE(snap, nullptr);
   EXPECT_EQ(snap->gpus[2].identity.uuid, "GPU-fake-2");
   ASSERT_NE(snap->gpus[2].reading, nullptr);
@@ -340,7 +339,7 @@ TEST(CollectionScheduler, ReadsOnlyTheEnabledCollectorsEachAtItsInterval) {
   FakeBackend backend(1);
   SinkRecorder rec;
   CollectionSchedulerOptions o = fast_options();
-  o.plan.enabled = CollectorSet::defaults();                                // nvlink and profiling off
+  o.plan.enabled = CollectorSet::defaults();                                 // nvlink and profiling off
   o.plan.interval[static_cast<size_t>(CollectorId::kClocks)] = 3'600'000ms;  // read once in this test
   CollectionScheduler c({&backend}, o, rec.sink(), quiet_logger());
   c.start();
@@ -359,9 +358,8 @@ TEST(CollectionScheduler, ReadsOnlyTheEnabledCollectorsEachAtItsInterval) {
   }
   // The clocks read by the first collection are carried into every later reading; the PCIe
   // value is the latest collection's.
-  snap = rec.wait_for([](const Snapshot& s) {
-    return s.gpus[0].reading && s.gpus[0].reading->pcie_link_generation > 2;
-  });
+  snap =
+      rec.wait_for([](const Snapshot& s) { return s.gpus[0].reading && s.gpus[0].reading->pcie_link_generation > 2; });
   ASSERT_NE(snap, nullptr);
   ASSERT_EQ(snap->gpus[0].reading->clock_hertz.size(), 1u);
   EXPECT_EQ(snap->gpus[0].reading->clock_hertz[0].value, 1.0);
@@ -389,9 +387,8 @@ TEST(CollectionScheduler, ProcessesLedgerAndEventsReportTheirRuns) {
     for (const auto& run : s.gpus[0].runs) out[std::string(collector_name(run.collector))] = run;
     return out;
   };
-  auto snap = rec.wait_for([&](const Snapshot& s) {
-    return s.gpus[0].up && runs_of(s).count("ledger") == 1 && !s.collectors.empty();
-  });
+  auto snap = rec.wait_for(
+      [&](const Snapshot& s) { return s.gpus[0].up && runs_of(s).count("ledger") == 1 && !s.collectors.empty(); });
   ASSERT_NE(snap, nullptr);
   auto runs = runs_of(*snap);
   ASSERT_EQ(runs.count("processes"), 1u);

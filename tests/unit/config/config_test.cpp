@@ -30,7 +30,8 @@ void expect_defaults(const Config& c) {
   EXPECT_EQ(c.attribution.kubelet.refresh_interval, milliseconds(10'000));
   EXPECT_EQ(c.attribution.kubelet.timeout, milliseconds(5'000));
   EXPECT_EQ(c.attribution.kubelet.max_message_size, 16u << 20);
-  EXPECT_EQ(c.attribution.kubelet.resource_names, (Strings{"nvidia.com/gpu", "nvidia.com/gpu.shared", "nvidia.com/mig-*", "amd.com/gpu"}));
+  EXPECT_EQ(c.attribution.kubelet.resource_names,
+            (Strings{"nvidia.com/gpu", "nvidia.com/gpu.shared", "nvidia.com/mig-*", "amd.com/gpu"}));
   EXPECT_TRUE(c.project.rules.empty());
   EXPECT_EQ(c.project.default_project, "");
   EXPECT_EQ(c.project.resolver.rules().size(), 0u);
@@ -114,12 +115,9 @@ processes:
 }
 
 TEST(config_parse, KubeletSocketModes) {
-  EXPECT_EQ(parse_ok("attribution: {kubelet: {socket: auto}}").attribution.kubelet.mode,
-            KubeletConfig::Mode::kAuto);
-  EXPECT_EQ(parse_ok("attribution: {kubelet: {socket: off}}").attribution.kubelet.mode,
-            KubeletConfig::Mode::kOff);
-  EXPECT_EQ(parse_ok("attribution: {kubelet: {socket: ''}}").attribution.kubelet.mode,
-            KubeletConfig::Mode::kOff);
+  EXPECT_EQ(parse_ok("attribution: {kubelet: {socket: auto}}").attribution.kubelet.mode, KubeletConfig::Mode::kAuto);
+  EXPECT_EQ(parse_ok("attribution: {kubelet: {socket: off}}").attribution.kubelet.mode, KubeletConfig::Mode::kOff);
+  EXPECT_EQ(parse_ok("attribution: {kubelet: {socket: ''}}").attribution.kubelet.mode, KubeletConfig::Mode::kOff);
 
   std::string root =
       (std::filesystem::temp_directory_path() / ("gpumeter-config-" + std::to_string(::getpid()))).string();
@@ -202,12 +200,13 @@ TEST(config_parse, StrayCommaIsAnErrorNotAHang) {
 TEST(config_parse, ErrorsNameFileLineColumnAndField) {
   std::vector<BadConfig> cases = {
       {"unknown top-level key", "ledger: {}\nledgr: {}\n",
-       "test.yaml:2:1: unknown key 'ledgr' (expected one of: attribution, project, ledger, processes, compat, collectors)"},
+       "test.yaml:2:1: unknown key 'ledgr' (expected one of: attribution, project, ledger, processes, compat, "
+       "collectors)"},
       {"duplicate top-level key", "ledger: {}\nledger: {}\n", "test.yaml:2:1: duplicate key 'ledger'"},
       {"not a mapping", "- a\n- b\n",
-       "test.yaml:1:1: expected a mapping with some of the keys attribution, project, ledger, processes, compat, collectors"},
-      {"two documents", "ledger: {}\n---\nledger: {}\n",
-       "test.yaml:3:1: expected one YAML document, found 2"},
+       "test.yaml:1:1: expected a mapping with some of the keys attribution, project, ledger, processes, compat, "
+       "collectors"},
+      {"two documents", "ledger: {}\n---\nledger: {}\n", "test.yaml:3:1: expected one YAML document, found 2"},
       {"syntax error", "ledger: {checkpoint_interval: 5s\n", "test.yaml:2:1: ..."},
       {"section not a mapping", "attribution: [a]\n", "test.yaml:1:14: attribution: expected a mapping"},
       {"unknown nested key", "attribution:\n  kubelet:\n    sockt: auto\n",
@@ -274,15 +273,13 @@ TEST(config_parse, ErrorsNameFileLineColumnAndField) {
       {"rule bad regex", "project:\n  rules:\n    - source: namespace\n      match: 'team-(.*'\n",
        // Whole, with RE2's reason: docs/configuration.md shows this message.
        "test.yaml:4:14: project.rules[0].match: invalid regular expression 'team-(.*': missing ): team-(.*"},
-      {"rule group out of range",
-       "project:\n  rules:\n    - {source: pod, match: '(a)-(b)', project: '$3'}\n",
+      {"rule group out of range", "project:\n  rules:\n    - {source: pod, match: '(a)-(b)', project: '$3'}\n",
        "test.yaml:3:48: project.rules[0].project: refers to group $3 but the match has 2 groups"},
       {"rule group without match", "project:\n  rules:\n    - {source: pod, project: 'x-$1'}\n",
        "test.yaml:3:30: project.rules[0].project: refers to group $1 but the rule has no match..."},
       {"rule empty template", "project:\n  rules:\n    - {source: pod, project: ''}\n",
        "test.yaml:3:30: project.rules[0].project: must not be empty..."},
-      {"env rule not allow-listed",
-       "attribution:\n  environment: [A]\nproject:\n  rules:\n    - source: env.B\n",
+      {"env rule not allow-listed", "attribution:\n  environment: [A]\nproject:\n  rules:\n    - source: env.B\n",
        "test.yaml:5:15: project.rules[0].source: 'env.B' reads the environment variable B, which "
        "attribution.environment does not allow; add it there"},
       {"slurm_account not allow-listed", "project:\n  rules:\n    - source: slurm_account\n",
@@ -290,8 +287,7 @@ TEST(config_parse, ErrorsNameFileLineColumnAndField) {
        "SLURM_JOB_ACCOUNT..."},
       {"rule map empty", "project:\n  rules:\n    - source: user\n      map: {}\n",
        "test.yaml:4:12: project.rules[0].map: must have at least one entry"},
-      {"rule map duplicate",
-       "project:\n  rules:\n    - source: user\n      map:\n        a: x\n        a: y\n",
+      {"rule map duplicate", "project:\n  rules:\n    - source: user\n      map:\n        a: x\n        a: y\n",
        "test.yaml:6:9: project.rules[0].map: duplicate key 'a'"},
       {"rule map value a list", "project:\n  rules:\n    - source: user\n      map: {a: [x]}\n",
        "test.yaml:4:16: project.rules[0].map.a: expected a string, got a list"},
@@ -367,8 +363,7 @@ TEST(config_parse, LoadErrors) {
   std::ofstream(path) << "processes:\n  max_series: x\n";
   auto bad = load_config(path);
   ASSERT_FALSE(bad.ok());
-  EXPECT_EQ(bad.error().message,
-            path + ":2:15: processes.max_series: expected a non-negative integer, got 'x'");
+  EXPECT_EQ(bad.error().message, path + ":2:15: processes.max_series: expected a non-negative integer, got 'x'");
   std::ofstream(path) << std::string((1 << 20) + 10, '#');
   auto big = load_config(path);
   ASSERT_FALSE(big.ok());

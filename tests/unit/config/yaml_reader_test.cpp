@@ -20,8 +20,8 @@ TEST(yaml_reader, LoadDocuments) {
   ASSERT_GE(docs.size(), 2u);
   EXPECT_EQ(docs[1]["b"][1].as<int>(), 2);
   // yaml-cpp's own LoadAll never returns on these: it does not consume the ','.
-  for (const auto& [yaml, line, column] : std::vector<std::tuple<std::string, int, int>>{
-           {",", 0, 0}, {"a: 1\n---\n  ,b", 2, 2}, {"---\n,\n", 1, 0}}) {
+  for (const auto& [yaml, line, column] :
+       std::vector<std::tuple<std::string, int, int>>{{",", 0, 0}, {"a: 1\n---\n  ,b", 2, 2}, {"---\n,\n", 1, 0}}) {
     try {
       load_documents(yaml);
       ADD_FAILURE() << "no error for " << yaml;
@@ -47,8 +47,7 @@ TEST(config_yaml_reader, ErrorsCarryPositionAndPath) {
   const YAML::Node& root = doc;
   EXPECT_EQ(error_of([&] { read_unsigned(root["a"]["b"], "a.b", 0, 100); }),
             "f.yaml:2:6: a.b: expected a non-negative integer, got '12x'");
-  EXPECT_EQ(error_of([&] { read_string(root["a"]["c"], "a.c"); }),
-            "f.yaml:3:6: a.c: expected a string, got a list");
+  EXPECT_EQ(error_of([&] { read_string(root["a"]["c"], "a.c"); }), "f.yaml:3:6: a.c: expected a string, got a list");
   EXPECT_EQ(error_of([&] {
               MapReader(root["a"], "a", {"b", "c"});
             }),

@@ -60,7 +60,8 @@ TEST_F(BasicAuthTest, AcceptsRightPasswordsForBothHashPrefixes) {
   BasicAuth auth({{"alice", alice_}, {"bob", bob_}});
   EXPECT_EQ(auth.check(header("alice:secret")), AuthVerdict::kGranted);
   EXPECT_EQ(auth.check(header("bob:hunter2")), AuthVerdict::kGranted);
-  EXPECT_EQ(auth.check("basic " + header("alice:secret").substr(6)), AuthVerdict::kGranted) << "the scheme is case-insensitive";
+  EXPECT_EQ(auth.check("basic " + header("alice:secret").substr(6)), AuthVerdict::kGranted)
+      << "the scheme is case-insensitive";
 }
 
 TEST_F(BasicAuthTest, RejectsEverythingElse) {

@@ -256,8 +256,9 @@ TEST_F(HttpHardeningTest, WrongPasswordsDoNotQueueScrapes) {
   o.web_config = web;
   o.max_concurrent_bcrypt = 1;
   start(o);
-  const std::string good = "GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Basic YWxpY2U6c2VjcmV0\r\n"
-                           "Connection: close\r\n\r\n";
+  const std::string good =
+      "GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Basic YWxpY2U6c2VjcmV0\r\n"
+      "Connection: close\r\n\r\n";
   ASSERT_EQ(timed_scrape(good).first, 200);  // the first success pays bcrypt once, then is cached
   std::atomic<bool> stop{false};
   std::atomic<int> refused{0}, denied{0};
@@ -265,8 +266,9 @@ TEST_F(HttpHardeningTest, WrongPasswordsDoNotQueueScrapes) {
   for (int i = 0; i < 8; ++i) {
     guessers.emplace_back([&] {
       while (!stop) {
-        const int s = timed_scrape("GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Basic YWxpY2U6d3Jvbmc=\r\n"
-                                   "Connection: close\r\n\r\n")
+        const int s = timed_scrape(
+                          "GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Basic YWxpY2U6d3Jvbmc=\r\n"
+                          "Connection: close\r\n\r\n")
                           .first;
         if (s == 429) ++refused;
         if (s == 401) ++denied;

@@ -45,8 +45,7 @@ class HttpServerTest : public ::testing::Test {
     o.clock = [] { return testing::kFixtureNowUnix; };
     o.keep_alive_timeout = 1s;  // lets stop() finish quickly after keep-alive clients
     o.readiness = [this] {
-      return ready_.load() ? Readiness{true, ""}
-                           : Readiness{false, "backend nvml is down: NVML library not found"};
+      return ready_.load() ? Readiness{true, ""} : Readiness{false, "backend nvml is down: NVML library not found"};
     };
     return o;
   }
@@ -173,8 +172,7 @@ TEST_F(HttpServerTest, SnapshotAgeComesFromTheClockAtScrapeTime) {
   now = testing::kFixtureTakenUnix + 7.5;
   auto r = get("/metrics");
   ASSERT_TRUE(r);
-  EXPECT_TRUE(r->body.ends_with("\ngpumeter_snapshot_age_seconds 7.5\n"))
-      << r->body.substr(r->body.size() - 80);
+  EXPECT_TRUE(r->body.ends_with("\ngpumeter_snapshot_age_seconds 7.5\n")) << r->body.substr(r->body.size() - 80);
 }
 
 TEST_F(HttpServerTest, HeadHasHeadersButNoBody) {
@@ -184,8 +182,7 @@ TEST_F(HttpServerTest, HeadHasHeadersButNoBody) {
   std::string resp =
       raw("HEAD /metrics HTTP/1.1\r\nHost: x\r\nAccept-Encoding: gzip\r\nConnection: close\r\n\r\n", true);
   EXPECT_EQ(testing::first_status(resp), 200) << resp;
-  EXPECT_NE(resp.find("Content-Length: " + std::to_string(full->body.size()) + "\r\n"), std::string::npos)
-      << resp;
+  EXPECT_NE(resp.find("Content-Length: " + std::to_string(full->body.size()) + "\r\n"), std::string::npos) << resp;
   EXPECT_NE(resp.find("Content-Encoding: gzip\r\n"), std::string::npos);
   EXPECT_TRUE(resp.ends_with("\r\n\r\n")) << "no body after the headers";
   testing::RawConnection conn(server_->port());
@@ -193,8 +190,7 @@ TEST_F(HttpServerTest, HeadHasHeadersButNoBody) {
   EXPECT_TRUE(conn.read_until_close().ends_with("\r\n\r\n")) << "nothing follows the headers";
 
   for (const char* path : {"/", "/-/healthy", "/-/ready"}) {
-    std::string h =
-        raw(std::string("HEAD ") + path + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", true);
+    std::string h = raw(std::string("HEAD ") + path + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", true);
     EXPECT_EQ(testing::first_status(h), 200) << path;
     EXPECT_TRUE(h.ends_with("\r\n\r\n")) << path;
   }
@@ -219,8 +215,7 @@ TEST_F(HttpServerTest, LandingPage) {
   ready_ = false;
   auto not_ready = get("/");
   ASSERT_TRUE(not_ready);
-  EXPECT_NE(not_ready->body.find("Not ready: backend nvml is down: NVML library not found"),
-            std::string::npos);
+  EXPECT_NE(not_ready->body.find("Not ready: backend nvml is down: NVML library not found"), std::string::npos);
 }
 
 TEST_F(HttpServerTest, HealthyAndReady) {
@@ -273,13 +268,11 @@ TEST_F(HttpServerTest, OtherMethodsAre405OnKnownPaths) {
   publish_fixture();
   for (const char* method : {"POST", "PUT", "PATCH", "DELETE", "OPTIONS"}) {
     for (const char* path : {"/metrics", "/", "/-/ready"}) {
-      std::string resp =
-          raw(std::string(method) + " " + path + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+      std::string resp = raw(std::string(method) + " " + path + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
       EXPECT_EQ(testing::first_status(resp), 405) << method << " " << path << "\n" << resp;
       EXPECT_NE(resp.find("Allow: GET, HEAD\r\n"), std::string::npos) << method;
     }
-    std::string unknown =
-        raw(std::string(method) + " /nope HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    std::string unknown = raw(std::string(method) + " /nope HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
     EXPECT_EQ(testing::first_status(unknown), 404) << method;
   }
 }
@@ -317,18 +310,20 @@ TEST_F(HttpServerTest, MalformedRequestsGet4xxAndTheServerKeepsServing) {
       {"encoded NUL", "GET /metrics%00 HTTP/1.1\r\nHost: x\r\n\r\n", 400},
       {"absolute-form target", "GET http://x/metrics HTTP/1.1\r\nHost: x\r\n\r\n", 400},
       {"raw control byte in target", "GET /met\x01rics HTTP/1.1\r\nHost: x\r\n\r\n", 400},
-      {"oversized header",
-       "GET /metrics HTTP/1.1\r\nHost: x\r\nX-Big: " + std::string(17000, 'a') + "\r\n\r\n", 431},
+      {"oversized header", "GET /metrics HTTP/1.1\r\nHost: x\r\nX-Big: " + std::string(17000, 'a') + "\r\n\r\n", 431},
       {"too many header lines",
-       "GET /metrics HTTP/1.1\r\nHost: x\r\n" + [] {
-         std::string lines;
-         for (int i = 0; i < 2000; ++i) lines += "X-" + std::to_string(i) + ": a\r\n";
-         return lines;
-       }() + "\r\n", 431},
+       "GET /metrics HTTP/1.1\r\nHost: x\r\n" +
+           [] {
+             std::string lines;
+             for (int i = 0; i < 2000; ++i) lines += "X-" + std::to_string(i) + ": a\r\n";
+             return lines;
+           }() +
+           "\r\n",
+       431},
       {"HTTP/1.0 with an unknown minor", "GET /metrics HTTP/1.2\r\nHost: x\r\n\r\n", 400},
       {"oversized request target", "GET /" + std::string(9000, 'a') + " HTTP/1.1\r\nHost: x\r\n\r\n", 414},
-      {"chunked body",
-       "POST /metrics HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", 400},
+      {"chunked body", "POST /metrics HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+       400},
       {"body over the payload limit",
        "POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n" + std::string(100000, 'b'), 413},
   };
@@ -345,8 +340,8 @@ TEST_F(HttpServerTest, HeaderJustUnderTheLimitIsServed) {
   std::string resp = raw("GET /-/healthy HTTP/1.1\r\nHost: x\r\nX-Big: " + std::string(8000, 'a') +
                          "\r\nX-Big2: " + std::string(8000, 'b') + "\r\nConnection: close\r\n\r\n");
   EXPECT_EQ(testing::first_status(resp), 200) << resp.substr(0, 200);
-  EXPECT_EQ(testing::first_status(raw("GET /-/healthy HTTP/1.1\r\nHost: x\r\nX-Big: " +
-                                      std::string(16384, 'a') + "\r\n\r\n")),
+  EXPECT_EQ(testing::first_status(
+                raw("GET /-/healthy HTTP/1.1\r\nHost: x\r\nX-Big: " + std::string(16384, 'a') + "\r\n\r\n")),
             431);
 }
 
@@ -520,8 +515,7 @@ TEST(HttpServerLifecycle, PortInUseIsReportedAtStart) {
   HttpServer second(store, o);
   auto r = second.start();
   ASSERT_FALSE(r.ok()) << "SO_REUSEPORT would let two agents share the port";
-  EXPECT_NE(r.error().message.find("cannot listen on 127.0.0.1:" + std::to_string(first.port())),
-            std::string::npos)
+  EXPECT_NE(r.error().message.find("cannot listen on 127.0.0.1:" + std::to_string(first.port())), std::string::npos)
       << r.error().message;
   EXPECT_NE(r.error().message.find("in use"), std::string::npos) << r.error().message;
 }
@@ -531,10 +525,9 @@ TEST(HttpServerLifecycle, InvalidOptionsAreRejected) {
   struct Case {
     std::string listen, path, reason;
   };
-  for (const Case& c :
-       {Case{"127.0.0.1", "/metrics", "missing port"}, Case{"127.0.0.1:0", "metrics", "start with '/'"},
-        Case{"127.0.0.1:0", "/me trics", "not allowed"}, Case{"127.0.0.1:0", "/-/ready", "collides"},
-        Case{"127.0.0.1:0", "/", "collides"}, Case{"999.0.0.1:0", "/metrics", "cannot listen"}}) {
+  for (const Case& c : {Case{"127.0.0.1", "/metrics", "missing port"}, Case{"127.0.0.1:0", "metrics", "start with '/'"},
+                        Case{"127.0.0.1:0", "/me trics", "not allowed"}, Case{"127.0.0.1:0", "/-/ready", "collides"},
+                        Case{"127.0.0.1:0", "/", "collides"}, Case{"999.0.0.1:0", "/metrics", "cannot listen"}}) {
     HttpServerOptions o;
     o.listen_address = c.listen;
     o.telemetry_path = c.path;

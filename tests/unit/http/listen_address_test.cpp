@@ -39,10 +39,9 @@ TEST(ListenAddress, RejectsWithAReason) {
   };
   for (const Case& c :
        {Case{"9400", "missing port"}, Case{"127.0.0.1", "missing port"}, Case{"127.0.0.1:", "missing port"},
-        Case{"::1:9400", "brackets"}, Case{"[::1]9400", "missing port after"},
-        Case{"[::1:9400", "missing ']'"}, Case{"[]:9400", "empty IPv6 host"}, Case{":65536", "0 to 65535"},
-        Case{":-1", "0 to 65535"}, Case{":94x0", "0 to 65535"}, Case{"", "missing port"},
-        Case{"a b:80", "bad character"}}) {
+        Case{"::1:9400", "brackets"}, Case{"[::1]9400", "missing port after"}, Case{"[::1:9400", "missing ']'"},
+        Case{"[]:9400", "empty IPv6 host"}, Case{":65536", "0 to 65535"}, Case{":-1", "0 to 65535"},
+        Case{":94x0", "0 to 65535"}, Case{"", "missing port"}, Case{"a b:80", "bad character"}}) {
     auto r = parse_listen_address(c.input);
     ASSERT_FALSE(r.ok()) << c.input;
     EXPECT_NE(r.error().message.find(c.reason), std::string::npos) << c.input << ": " << r.error().message;

@@ -18,21 +18,20 @@ namespace gpumeter::testing {
 class TestCerts {
  public:
   TestCerts() {
-    dir_ = std::filesystem::temp_directory_path() / ("gpumeter-certs-" + std::to_string(::getpid()) + "-" +
-                                                     std::to_string(reinterpret_cast<uintptr_t>(this)));
+    dir_ = std::filesystem::temp_directory_path() /
+           ("gpumeter-certs-" + std::to_string(::getpid()) + "-" + std::to_string(reinterpret_cast<uintptr_t>(this)));
     std::filesystem::create_directories(dir_);
     write("server.ext", "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n");
     write("client.ext", "extendedKeyUsage=clientAuth\n");
     const std::string key = "-newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes";
-    ok_ =
-        run("openssl req -x509 " + key + " -keyout ca.key -out ca.crt -days 2 -subj /CN=gpumeter-test-ca") &&
-        run("openssl req " + key + " -keyout server.key -out server.csr -subj /CN=localhost") &&
-        run("openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 "
-            "-extfile server.ext -out server.crt") &&
-        run("openssl req " + key + " -keyout client.key -out client.csr -subj /CN=scraper") &&
-        run("openssl x509 -req -in client.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 "
-            "-extfile client.ext -out client.crt") &&
-        run("openssl req -x509 " + key + " -keyout rogue.key -out rogue.crt -days 2 -subj /CN=rogue");
+    ok_ = run("openssl req -x509 " + key + " -keyout ca.key -out ca.crt -days 2 -subj /CN=gpumeter-test-ca") &&
+          run("openssl req " + key + " -keyout server.key -out server.csr -subj /CN=localhost") &&
+          run("openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 "
+              "-extfile server.ext -out server.crt") &&
+          run("openssl req " + key + " -keyout client.key -out client.csr -subj /CN=scraper") &&
+          run("openssl x509 -req -in client.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 "
+              "-extfile client.ext -out client.crt") &&
+          run("openssl req -x509 " + key + " -keyout rogue.key -out rogue.crt -days 2 -subj /CN=rogue");
   }
   ~TestCerts() { std::filesystem::remove_all(dir_); }
 

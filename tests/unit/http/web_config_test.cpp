@@ -44,8 +44,7 @@ class WebConfigTest : public ::testing::Test {
   void expect_error(const std::string& yaml, const std::string& where, const std::string& what) {
     auto r = load(yaml);
     ASSERT_FALSE(r.ok()) << yaml;
-    EXPECT_NE(r.error().message.find(certs_->path("web.yml") + where), std::string::npos)
-        << r.error().message;
+    EXPECT_NE(r.error().message.find(certs_->path("web.yml") + where), std::string::npos) << r.error().message;
     EXPECT_NE(r.error().message.find(what), std::string::npos) << r.error().message;
   }
 
@@ -94,8 +93,8 @@ TEST_F(WebConfigTest, FullConfig) {
 }
 
 TEST_F(WebConfigTest, EmptyFileAndEmptySectionsMeanPlainHttp) {
-  for (const char* yaml : {"", "tls_server_config: {}\n", "tls_server_config:\n  min_version: TLS12\n",
-                           "basic_auth_users: {}\n"}) {
+  for (const char* yaml :
+       {"", "tls_server_config: {}\n", "tls_server_config:\n  min_version: TLS12\n", "basic_auth_users: {}\n"}) {
     auto r = load(yaml);
     ASSERT_TRUE(r.ok()) << yaml << ": " << r.error().message;
     EXPECT_FALSE(r->tls.has_value()) << yaml;
@@ -107,34 +106,27 @@ TEST_F(WebConfigTest, ErrorsNameFileAndLine) {
   expect_error("foo: 1\n", ":1:", "field foo not found");
   expect_error("tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n  rate_limit: 1\n",
                ":4:", "field rate_limit not found in tls_server_config");
-  expect_error("basic_auth_users:\n  alice: '" + hash_ + "'\n  alice: '" + hash_ + "'\n",
-               ":3:", "already set");
+  expect_error("basic_auth_users:\n  alice: '" + hash_ + "'\n  alice: '" + hash_ + "'\n", ":3:", "already set");
   expect_error("tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n  min_version: TLS14\n",
                ":4:", "unknown TLS version: TLS14");
-  expect_error(
-      "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n  cipher_suites: [TLS_FOO]\n",
-      ":4:", "unknown cipher: TLS_FOO");
-  expect_error(
-      "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n  curve_preferences: [P999]\n",
-      ":4:", "unknown curve: P999");
-  expect_error(
-      "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n  client_auth_type: Bogus\n",
-      ":4:", "Invalid ClientAuth: Bogus");
+  expect_error("tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n  cipher_suites: [TLS_FOO]\n",
+               ":4:", "unknown cipher: TLS_FOO");
+  expect_error("tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n  curve_preferences: [P999]\n",
+               ":4:", "unknown curve: P999");
+  expect_error("tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n  client_auth_type: Bogus\n",
+               ":4:", "Invalid ClientAuth: Bogus");
   expect_error("tls_server_config:\n  cert_file: server.crt\n", ":2:", "missing key_file");
   expect_error("tls_server_config:\n  key_file: server.key\n", ":2:", "missing cert_file");
-  expect_error(
-      "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n  client_ca_file: ca.crt\n",
-      ":2:", "without a Client Auth Policy");
+  expect_error("tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n  client_ca_file: ca.crt\n",
+               ":2:", "without a Client Auth Policy");
   expect_error(
       "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n  min_version: TLS13\n"
       "  max_version: TLS12\n",
       ":2:", "min_version is above max_version");
   expect_error("tls_server_config:\n  cert_file: missing.crt\n  key_file: server.key\n",
                ":2:", "cannot read " + certs_->path("missing.crt"));
-  expect_error("http_server_config:\n  headers:\n    Foo: bar\n",
-               ":3:", "HTTP header \"Foo\" can not be configured");
-  expect_error("http_server_config:\n  headers:\n    X-Frame-Options: allow\n",
-               ":3:", "invalid value \"allow\"");
+  expect_error("http_server_config:\n  headers:\n    Foo: bar\n", ":3:", "HTTP header \"Foo\" can not be configured");
+  expect_error("http_server_config:\n  headers:\n    X-Frame-Options: allow\n", ":3:", "invalid value \"allow\"");
   expect_error("http_server_config:\n  http2: maybe\n", ":2:", "http2 must be true or false");
   expect_error("basic_auth_users:\n  alice: notahash\n", ":2:", "not a bcrypt hash");
   expect_error("tls_server_config: [a, b]\n", ":1:", "tls_server_config must be a mapping");
@@ -145,7 +137,8 @@ TEST_F(WebConfigTest, ErrorsNameFileAndLine) {
 // yaml-cpp's Load returns an empty document for text that starts with a ',' and ignores the
 // rest: the file below was accepted as plain HTTP without authentication.
 TEST(WebConfigParse, StrayCommaIsAnErrorNotAnEmptyConfig) {
-  const std::string users = "basic_auth_users:\n  alice: '$2y$10$QOauhQNbBCuQDKes6eFzPeMqBSjb7Mr5DUmpZ/VcEd00UAV/LDeSi'\n";
+  const std::string users =
+      "basic_auth_users:\n  alice: '$2y$10$QOauhQNbBCuQDKes6eFzPeMqBSjb7Mr5DUmpZ/VcEd00UAV/LDeSi'\n";
   auto good = parse_web_config(users, "web.yml");
   ASSERT_TRUE(good.ok()) << good.error().message;
   EXPECT_EQ(good->basic_auth_users.size(), 1u);
@@ -200,20 +193,19 @@ TEST_F(WebConfigTest, FailsClosedOnAnythingButABoundedRegularFile) {
   // Unreadable even for root: a path through a regular file.
   auto through_file = load_web_config(certs_->path("real.yml") + "/web.yml");
   ASSERT_FALSE(through_file.ok());
-  EXPECT_NE(through_file.error().message.find("Not a directory"), std::string::npos)
-      << through_file.error().message;
+  EXPECT_NE(through_file.error().message.find("Not a directory"), std::string::npos) << through_file.error().message;
 }
 
 TEST_F(WebConfigTest, ControlCharactersInHeaderValuesAreRejectedWithLineAndColumn) {
   // Column 29 is the escaped byte: the quote is at column 23, the value starts at 24.
-  expect_error("http_server_config:\n  headers:\n    X-XSS-Protection: \"1; mo\\x01de=block\"\n", ":3:29:",
-               "control character 0x01 in the value of header X-XSS-Protection");
-  expect_error("http_server_config:\n  headers:\n    Content-Security-Policy: \"a\\0b\"\n", ":3:",
-               "control character 0x00");
+  expect_error("http_server_config:\n  headers:\n    X-XSS-Protection: \"1; mo\\x01de=block\"\n",
+               ":3:29:", "control character 0x01 in the value of header X-XSS-Protection");
+  expect_error("http_server_config:\n  headers:\n    Content-Security-Policy: \"a\\0b\"\n",
+               ":3:", "control character 0x00");
   expect_error("http_server_config:\n  headers:\n    Content-Security-Policy: \"a\\r\\nSet-Cookie: x\"\n",
                ":3:", "control character 0x0d");
-  expect_error("http_server_config:\n  headers:\n    Content-Security-Policy: \"a\\x7f\"\n", ":3:",
-               "control character 0x7f");
+  expect_error("http_server_config:\n  headers:\n    Content-Security-Policy: \"a\\x7f\"\n",
+               ":3:", "control character 0x7f");
   auto tab = load("http_server_config:\n  headers:\n    Content-Security-Policy: \"default-src\\t'self'\"\n");
   EXPECT_TRUE(tab.ok()) << tab.error().message;
 }

@@ -59,8 +59,8 @@ class WebServerTest : public ::testing::Test {
   // A TLS client that trusts the test CA, optionally presenting a client certificate.
   std::unique_ptr<httplib::SSLClient> tls_client(const std::string& cert = "", const std::string& key = "") {
     auto c = cert.empty() ? std::make_unique<httplib::SSLClient>("127.0.0.1", server_->port())
-                          : std::make_unique<httplib::SSLClient>("127.0.0.1", server_->port(),
-                                                                 certs_->path(cert), certs_->path(key));
+                          : std::make_unique<httplib::SSLClient>("127.0.0.1", server_->port(), certs_->path(cert),
+                                                                 certs_->path(key));
     c->set_ca_cert_path(certs_->path("ca.crt").c_str());
     c->enable_server_certificate_verification(true);
     c->set_decompress(false);
@@ -129,8 +129,7 @@ TEST_F(WebServerTest, ClientThatDoesNotTrustTheServerFails) {
 }
 
 TEST_F(WebServerTest, RequireAndVerifyClientCert) {
-  ASSERT_TRUE(
-      start(tls_yaml("  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: ca.crt\n")).ok());
+  ASSERT_TRUE(start(tls_yaml("  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: ca.crt\n")).ok());
   auto without = tls_client()->Get("/-/healthy");
   EXPECT_FALSE(without) << "no client certificate must fail the handshake";
   auto rogue = tls_client("rogue.crt", "rogue.key")->Get("/-/healthy");
@@ -207,7 +206,6 @@ TEST_F(WebServerTest, MismatchedKeyIsReportedAtStart) {
   EXPECT_NE(r.error().message.find("rogue.key"), std::string::npos) << r.error().message;
   EXPECT_NE(r.error().message.find("mismatch"), std::string::npos) << r.error().message;
 }
-
 
 // A reload's web config: TLS turned on applies to the connections accepted after it, and off again.
 TEST_F(WebServerTest, TlsTurnedOnAndOffWhileServing) {

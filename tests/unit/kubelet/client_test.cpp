@@ -81,8 +81,7 @@ std::vector<PodResources> big_node(std::size_t* string_bytes) {
   *string_bytes = 0;
   const std::string long_suffix(180, 'x');
   for (int p = 0; p < 3000; ++p) {
-    PodResources pod{
-        "batch-job-" + std::to_string(p) + "-" + long_suffix, "tenant-" + std::to_string(p % 40), {}};
+    PodResources pod{"batch-job-" + std::to_string(p) + "-" + long_suffix, "tenant-" + std::to_string(p % 40), {}};
     *string_bytes += pod.name.size() + pod.namespace_.size();
     for (int c = 0; c < 3; ++c) {
       ContainerResources container{"worker-" + std::to_string(c), {{"nvidia.com/gpu", {}}}};
@@ -137,8 +136,7 @@ TEST(kubelet_client, HungServerGivesDeadlineExceededWithinTheTimeout) {
   const double took = testing::seconds_since(t0);
   ASSERT_FALSE(pods.ok());
   EXPECT_EQ(pods.error().code, grpc::StatusCode::DEADLINE_EXCEEDED);
-  EXPECT_THAT(pods.error().message,
-              StartsWith("kubelet pod-resources List on unix:" + sock + ": DEADLINE_EXCEEDED"));
+  EXPECT_THAT(pods.error().message, StartsWith("kubelet pod-resources List on unix:" + sock + ": DEADLINE_EXCEEDED"));
   EXPECT_LT(took, 0.5 + 2.0);
 
   // The server notices the client gave up; its stop() does not wait out the delay.
@@ -154,22 +152,19 @@ TEST(kubelet_client, NoSocketIsUnavailable) {
   auto pods = list_pod_resources(sock, 3s, 16 << 20);
   ASSERT_FALSE(pods.ok());
   EXPECT_EQ(pods.error().code, grpc::StatusCode::UNAVAILABLE);
-  EXPECT_THAT(pods.error().message,
-              StartsWith("kubelet pod-resources List on unix:" + sock + ": UNAVAILABLE"));
+  EXPECT_THAT(pods.error().message, StartsWith("kubelet pod-resources List on unix:" + sock + ": UNAVAILABLE"));
   EXPECT_LT(testing::seconds_since(t0), 3.0 + 2.0);
 }
 
 TEST(kubelet_client, ServerErrorCarriesCodeAndMessage) {
   testing::TempDir dir;
   const std::string sock = dir.file("kubelet.sock");
-  auto server =
-      must_start(sock, []() -> std::vector<PodResources> { throw std::runtime_error("checkpoint corrupt"); });
+  auto server = must_start(sock, []() -> std::vector<PodResources> { throw std::runtime_error("checkpoint corrupt"); });
   ASSERT_TRUE(server);
   auto pods = list_pod_resources(sock, 5s, 16 << 20);
   ASSERT_FALSE(pods.ok());
   EXPECT_EQ(pods.error().code, grpc::StatusCode::INTERNAL);
-  EXPECT_EQ(pods.error().message,
-            "kubelet pod-resources List on unix:" + sock + ": INTERNAL: checkpoint corrupt");
+  EXPECT_EQ(pods.error().message, "kubelet pod-resources List on unix:" + sock + ": INTERNAL: checkpoint corrupt");
 }
 
 TEST(kubelet_client, ChannelRecoversWhenTheServerComesBack) {

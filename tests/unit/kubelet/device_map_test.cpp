@@ -34,14 +34,11 @@ TEST(kubelet_device_map, StripsOnlyNumericReplicaSuffixes) {
 TEST(kubelet_device_map, MapsWholeAndSharedGpusToTheirContainers) {
   const DeviceMap map = build_device_map(testing::sample_node(), {"nvidia.com/gpu"});
   ASSERT_EQ(map.by_device.size(), 3u);
-  EXPECT_THAT(map.by_device.at(kUuidA),
-              ElementsAre(DeviceOwner{"ml", "train-0", "trainer", "nvidia.com/gpu"}));
-  EXPECT_THAT(map.by_device.at(kUuidB),
-              ElementsAre(DeviceOwner{"ml", "train-0", "trainer", "nvidia.com/gpu"}));
+  EXPECT_THAT(map.by_device.at(kUuidA), ElementsAre(DeviceOwner{"ml", "train-0", "trainer", "nvidia.com/gpu"}));
+  EXPECT_THAT(map.by_device.at(kUuidB), ElementsAre(DeviceOwner{"ml", "train-0", "trainer", "nvidia.com/gpu"}));
   // Two time-sliced replicas of one GPU: one physical id, both pods.
-  EXPECT_THAT(map.by_device.at(kUuidC),
-              ElementsAre(DeviceOwner{"tenants", "infer-a", "server", "nvidia.com/gpu"},
-                          DeviceOwner{"tenants", "infer-b", "server", "nvidia.com/gpu"}));
+  EXPECT_THAT(map.by_device.at(kUuidC), ElementsAre(DeviceOwner{"tenants", "infer-a", "server", "nvidia.com/gpu"},
+                                                    DeviceOwner{"tenants", "infer-b", "server", "nvidia.com/gpu"}));
   EXPECT_EQ(map.by_device.count(std::string(kUuidC) + "::0"), 0u);
 }
 
@@ -65,8 +62,7 @@ TEST(kubelet_device_map, EmptyResourceNamesKeepsEveryResource) {
   EXPECT_EQ(map.by_device.size(), 5u);
   EXPECT_THAT(map.by_device.at("hca0"),
               ElementsAre(DeviceOwner{"ml", "train-0", "trainer", "rdma/hca_shared_devices_a"}));
-  EXPECT_THAT(map.by_device.at("nic-3"),
-              ElementsAre(DeviceOwner{"infra", "net-0", "agent", "example.com/nic"}));
+  EXPECT_THAT(map.by_device.at("nic-3"), ElementsAre(DeviceOwner{"infra", "net-0", "agent", "example.com/nic"}));
 }
 
 TEST(kubelet_device_map, FiltersByEveryListedResourceName) {
@@ -105,9 +101,8 @@ TEST(kubelet_device_map, PciAddressIdsAreKeptInOneSpelling) {
   std::vector<std::string> ids;
   for (const auto& [id, owners] : map.by_device) ids.push_back(id);
   EXPECT_THAT(ids, ElementsAre("0000:c1:00.0", "0000:c2:00.0"));
-  EXPECT_THAT(map.by_device.at("0000:c1:00.0"),
-              ElementsAre(DeviceOwner{"ml", "infer-0", "main", "amd.com/gpu"},
-                          DeviceOwner{"ml", "train-0", "main", "amd.com/gpu"}));
+  EXPECT_THAT(map.by_device.at("0000:c1:00.0"), ElementsAre(DeviceOwner{"ml", "infer-0", "main", "amd.com/gpu"},
+                                                            DeviceOwner{"ml", "train-0", "main", "amd.com/gpu"}));
 }
 
 TEST(kubelet_device_map, ResourcePatterns) {
@@ -135,18 +130,14 @@ TEST(kubelet_device_map, IndexStyleIdsAndMultipleContainers) {
   std::vector<PodResources> pods = {
       {"multi",
        "research",
-       {{"worker-a", {{"nvidia.com/gpu", {"0"}}}},
-        {"worker-b", {{"nvidia.com/gpu", {"1"}}}},
-        {"logger", {}}}},
+       {{"worker-a", {{"nvidia.com/gpu", {"0"}}}}, {"worker-b", {{"nvidia.com/gpu", {"1"}}}}, {"logger", {}}}},
       {"shared", "research", {{"main", {{"nvidia.com/gpu", {"1::2"}}}}}},
   };
   const DeviceMap map = build_device_map(pods, {"nvidia.com/gpu"});
   ASSERT_EQ(map.by_device.size(), 2u);
-  EXPECT_THAT(map.by_device.at("0"),
-              ElementsAre(DeviceOwner{"research", "multi", "worker-a", "nvidia.com/gpu"}));
-  EXPECT_THAT(map.by_device.at("1"),
-              ElementsAre(DeviceOwner{"research", "multi", "worker-b", "nvidia.com/gpu"},
-                          DeviceOwner{"research", "shared", "main", "nvidia.com/gpu"}));
+  EXPECT_THAT(map.by_device.at("0"), ElementsAre(DeviceOwner{"research", "multi", "worker-a", "nvidia.com/gpu"}));
+  EXPECT_THAT(map.by_device.at("1"), ElementsAre(DeviceOwner{"research", "multi", "worker-b", "nvidia.com/gpu"},
+                                                 DeviceOwner{"research", "shared", "main", "nvidia.com/gpu"}));
 }
 
 TEST(kubelet_device_map, ContainerWithTwoReplicasOfOneGpuIsOneOwner) {
@@ -157,9 +148,8 @@ TEST(kubelet_device_map, ContainerWithTwoReplicasOfOneGpuIsOneOwner) {
       {"other", "tenants", {{"main", {{"nvidia.com/gpu", {std::string(kUuidC) + "::1"}}}}}},
   };
   const DeviceMap map = build_device_map(pods, {"nvidia.com/gpu"});
-  EXPECT_THAT(map.by_device.at(kUuidC),
-              ElementsAre(DeviceOwner{"tenants", "greedy", "main", "nvidia.com/gpu"},
-                          DeviceOwner{"tenants", "other", "main", "nvidia.com/gpu"}));
+  EXPECT_THAT(map.by_device.at(kUuidC), ElementsAre(DeviceOwner{"tenants", "greedy", "main", "nvidia.com/gpu"},
+                                                    DeviceOwner{"tenants", "other", "main", "nvidia.com/gpu"}));
 }
 
 TEST(kubelet_device_map, SameContainerNameInTwoNamespacesStaysApart) {

@@ -86,8 +86,7 @@ inline std::vector<PodResources> sample_node() {
   return {
       {"train-0",
        "ml",
-       {{"trainer", {{"nvidia.com/gpu", {kUuidA, kUuidB}}, {"rdma/hca_shared_devices_a", {"hca0"}}}},
-        {"sidecar", {}}}},
+       {{"trainer", {{"nvidia.com/gpu", {kUuidA, kUuidB}}, {"rdma/hca_shared_devices_a", {"hca0"}}}}, {"sidecar", {}}}},
       {"infer-a", "tenants", {{"server", {{"nvidia.com/gpu", {std::string(kUuidC) + "::0"}}}}}},
       {"infer-b", "tenants", {{"server", {{"nvidia.com/gpu", {std::string(kUuidC) + "::1"}}}}}},
       {"net-0", "infra", {{"agent", {{"example.com/nic", {"nic-3"}}}}}},

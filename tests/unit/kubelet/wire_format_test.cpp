@@ -37,8 +37,7 @@ std::string container_devices(const std::string& resource, const std::vector<std
   if (!topology.empty()) m += field(3, topology);
   return m;
 }
-std::string container(const std::string& name, const std::vector<std::string>& devices,
-                      const std::string& extra = "") {
+std::string container(const std::string& name, const std::vector<std::string>& devices, const std::string& extra = "") {
   std::string m = field(1, name);
   for (const auto& d : devices) m += field(2, d);
   return m + extra;
@@ -59,14 +58,12 @@ TEST(kubelet_wire_format, DecodesAnUpstreamEncodedReplyIncludingFieldsWeIgnore) 
   const std::string numa0 = field(1, field_varint(1, 0));                   // TopologyInfo{nodes: [{ID: 0}]}
   const std::string cpu_ids = field(3, varint(4) + varint(5) + varint(6));  // packed repeated int64
   const std::string memory = field(4, field(1, "memory") + field_varint(2, 1ull << 33) + field(3, numa0));
-  const std::string dra =
-      field(5, field(2, "claim-a") + field(3, "ml") +
-                   field(4, field(1, field(1, "nvidia.com/gpu=0")) + field(2, "gpu.nvidia.com") +
-                                field(3, "node-1") + field(4, "gpu-0")));
+  const std::string dra = field(5, field(2, "claim-a") + field(3, "ml") +
+                                       field(4, field(1, field(1, "nvidia.com/gpu=0")) + field(2, "gpu.nvidia.com") +
+                                                    field(3, "node-1") + field(4, "gpu-0")));
   const std::string bytes = up::list_response({
       up::pod("train-0", "ml",
-              {up::container("trainer",
-                             {up::container_devices("nvidia.com/gpu", {"GPU-aaaa", "GPU-bbbb"}, numa0)},
+              {up::container("trainer", {up::container_devices("nvidia.com/gpu", {"GPU-aaaa", "GPU-bbbb"}, numa0)},
                              cpu_ids + memory + dra)}),
       up::pod("infer-a", "tenants",
               {up::container("server", {up::container_devices("nvidia.com/gpu", {"GPU-cccc::1"})})}),
@@ -76,7 +73,8 @@ TEST(kubelet_wire_format, DecodesAnUpstreamEncodedReplyIncludingFieldsWeIgnore) 
   ASSERT_TRUE(response.ParseFromString(bytes));
   const std::vector<PodResources> pods = from_proto(response);
   const std::vector<PodResources> want = {
-      {"train-0", "ml",
+      {"train-0",
+       "ml",
        {{"trainer", {{"nvidia.com/gpu", {"GPU-aaaa", "GPU-bbbb"}}}, {{"gpu.nvidia.com", "node-1", "gpu-0"}}}}},
       {"infer-a", "tenants", {{"server", {{"nvidia.com/gpu", {"GPU-cccc::1"}}}, {}}}},
   };
@@ -97,11 +95,10 @@ TEST(kubelet_wire_format, EncodesWhatUpstreamWouldDecode) {
   to_proto(pods, &response);
   std::string encoded;
   ASSERT_TRUE(response.SerializeToString(&encoded));
-  EXPECT_EQ(encoded,
-            up::list_response({up::pod(
-                "p", "ns",
-                {up::container("c", {up::container_devices("nvidia.com/gpu", {"GPU-1", "GPU-2::0"})}),
-                 up::container("side", {})})}));
+  EXPECT_EQ(encoded, up::list_response(
+                         {up::pod("p", "ns",
+                                  {up::container("c", {up::container_devices("nvidia.com/gpu", {"GPU-1", "GPU-2::0"})}),
+                                   up::container("side", {})})}));
 }
 
 TEST(kubelet_wire_format, ServiceAndMethodNamesMatchTheKubelet) {

@@ -72,7 +72,6 @@ TEST(HostOwnerResolver, OwnerFollowsTheProcessAndItsJobs) {
   EXPECT_EQ(resolver.resolve(5151, gpu0), unattributed_owner());
 }
 
-
 ProjectResolver rules(std::vector<ProjectRuleSpec> specs, std::string default_project) {
   auto r = ProjectResolver::create(std::move(specs), std::move(default_project));
   EXPECT_TRUE(r.ok()) << r.error().message;
@@ -104,19 +103,19 @@ TEST(HostOwnerResolver, UpdatedRulesNameTheProcessAgain) {
   // The variable is no longer allow-listed: its value is not read, and the default applies.
   resolver.update_rules(rules({ProjectRuleSpec{"user", std::nullopt, std::nullopt, std::nullopt}}, "none"), {});
   EXPECT_EQ(resolver.resolve(5151, gpu0).project, "bob");
-  resolver.update_rules(rules({ProjectRuleSpec{"env.GPUMETER_PROJECT", std::nullopt, std::nullopt, std::nullopt}}, "none"),
-                        {});
+  resolver.update_rules(
+      rules({ProjectRuleSpec{"env.GPUMETER_PROJECT", std::nullopt, std::nullopt, std::nullopt}}, "none"), {});
   EXPECT_EQ(resolver.resolve(5151, gpu0).project, "none");
   // Allow-listed again: read again from /proc.
-  resolver.update_rules(rules({ProjectRuleSpec{"env.GPUMETER_PROJECT", std::nullopt, std::nullopt, std::nullopt}}, "none"),
-                        {"GPUMETER_PROJECT"});
+  resolver.update_rules(
+      rules({ProjectRuleSpec{"env.GPUMETER_PROJECT", std::nullopt, std::nullopt, std::nullopt}}, "none"),
+      {"GPUMETER_PROJECT"});
   EXPECT_EQ(resolver.resolve(5151, gpu0).project, "speech");
   // Lookups counted across the caches an allow-list change replaced.
   AttributionStatus st;
   resolver.contribute(st);
   EXPECT_EQ(st.owner_lookups, 5u);
 }
-
 
 void set_mtime(const std::string& path, std::int64_t unix_us) {
   const timespec t{static_cast<time_t>(unix_us / 1'000'000), static_cast<long>(unix_us % 1'000'000) * 1000};
@@ -216,7 +215,6 @@ TEST(HostOwnerResolver, SlurmJobsFromTheirCgroupsByDeviceMinor) {
   EXPECT_TRUE(released->owners.empty());
   EXPECT_EQ(released->since_us, now_us);
 }
-
 
 // The kubelet's device ids matched to a GPU by the fields of its identity, whatever its vendor:
 // AMD's plugin names a GPU by its PCI address (docs/kubelet.md, "Device ids").

@@ -119,8 +119,8 @@ TEST(SchedulerPolicy, AProcessInsideItsAllocationIsChargedToTheAllocation) {
 TEST(SchedulerPolicy, OwnersShareEvenlyAndAForeignProcessIsCounted) {
   // Two pods time-sliced on one GPU, one of them running; a process of nobody's allocation.
   GpuLedger l = started(true);
-  l.advance(tick(kT0, 0.9, 370, {{7, pod("a", "alice"), 1e9}, {9, user_owner("bob"), 2e9}},
-                 allocated({pod("a"), pod("b")})));
+  l.advance(
+      tick(kT0, 0.9, 370, {{7, pod("a", "alice"), 1e9}, {9, user_owner("bob"), 2e9}}, allocated({pod("a"), pod("b")})));
   EXPECT_DOUBLE_EQ(l.owners().at(pod("a")).allocated_seconds, 1.0 / 3);
   EXPECT_DOUBLE_EQ(l.owners().at(pod("a")).idle_allocated_seconds, 0.0);
   EXPECT_DOUBLE_EQ(l.owners().at(pod("b")).allocated_seconds, 1.0 / 3);

@@ -70,9 +70,7 @@ TEST(GpuLedger, OneProcessTakesTheWholeGpu) {
 
 TEST(GpuLedger, TwoOwnersSplitAllocationEvenlyAndBusyAndEnergyByShare) {
   GpuLedger l = started_ledger(100);
-  TickBuilder t{kT0, 5, 0.9, 400,
-                {{1, owner("a"), 1e9}, {2, owner("b"), 3e9}},
-                {{1, 0.3}, {2, 0.6}}};
+  TickBuilder t{kT0, 5, 0.9, 400, {{1, owner("a"), 1e9}, {2, owner("b"), 3e9}}, {{1, 0.3}, {2, 0.6}}};
   l.advance(t.build());
   const auto& a = l.owners().at(owner("a"));
   const auto& b = l.owners().at(owner("b"));
@@ -129,7 +127,7 @@ TEST(GpuLedger, ProcessSamplesOnACoarserGridCoverTheTimeSinceTheirLastSample) {
     t.process_samples = {{1, start + 5 * kPeriod, 0.6, 0}};
     return t;
   };
-  l.advance(tick(kT0));                // the first sample covers one device period only
+  l.advance(tick(kT0));  // the first sample covers one device period only
   const double first = l.owners().at(owner("a")).busy_seconds;
   EXPECT_NEAR(first, 0.6 * 0.2, 1e-12);
   l.advance(tick(kT0 + 5 * kPeriod));  // the second covers the whole second since the first
@@ -405,11 +403,13 @@ TEST(GpuLedger, MalformedStateIsAnError) {
   auto bad = GpuLedger::from_json(nlohmann::json{{"mode", "samples"}}, {});
   EXPECT_FALSE(bad.ok());
   nlohmann::json j = started_ledger().to_json();
-  j["owners"] = nlohmann::json::array({{{"owner", {{"project", "a"}, {"user", ""}, {"namespace", ""}, {"pod", ""},
-                                                   {"container", ""}, {"hpc_job", ""}}},
-                                        {"allocated_seconds", -1.0}, {"busy_seconds", 0.0},
-                                        {"memory_byte_seconds", 0.0}, {"energy_joules", 0.0},
-                                        {"last_active_us", 0}}});
+  j["owners"] = nlohmann::json::array(
+      {{{"owner", {{"project", "a"}, {"user", ""}, {"namespace", ""}, {"pod", ""}, {"container", ""}, {"hpc_job", ""}}},
+        {"allocated_seconds", -1.0},
+        {"busy_seconds", 0.0},
+        {"memory_byte_seconds", 0.0},
+        {"energy_joules", 0.0},
+        {"last_active_us", 0}}});
   auto neg = GpuLedger::from_json(j, {});
   ASSERT_FALSE(neg.ok());
   EXPECT_NE(neg.error().message.find("negative"), std::string::npos);

@@ -40,9 +40,7 @@ class SyntheticDriver {
  public:
   explicit SyntheticDriver(std::vector<SyntheticProcess> procs) : procs_(std::move(procs)) {}
 
-  bool running(const SyntheticProcess& p, std::int64_t t) const {
-    return t - kT0 >= p.start_us && t - kT0 < p.end_us;
-  }
+  bool running(const SyntheticProcess& p, std::int64_t t) const { return t - kT0 >= p.start_us && t - kT0 < p.end_us; }
 
   // One collection at time `now` (µs): what a backend passing the newest record time as
   // lastSeenTimeStamp, and the newest sample times to nvmlDeviceGetSamples, reads.
@@ -275,8 +273,7 @@ TEST(GpuLedgerWindows, AProcessJoiningInsideAWindowDoesNotLoseBusyTimeToTheOther
   l.advance(t);
   EXPECT_NEAR(l.owners().at(owner("a")).busy_seconds, 1.4, 1e-6);
   EXPECT_NEAR(l.owners().at(owner("b")).busy_seconds, 0.6, 1e-6);
-  EXPECT_NEAR(l.owners().at(owner("a")).busy_seconds + l.owners().at(owner("b")).busy_seconds, l.busy_seconds(),
-              1e-12);
+  EXPECT_NEAR(l.owners().at(owner("a")).busy_seconds + l.owners().at(owner("b")).busy_seconds, l.busy_seconds(), 1e-12);
 }
 
 TEST(GpuLedgerWindows, EdgesInsideAWindowStayWithinOneWindow) {

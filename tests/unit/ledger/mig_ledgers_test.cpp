@@ -21,8 +21,7 @@ OwnerLabels pod(std::string name) {
   return o;
 }
 
-MigUnitTick unit(std::string uuid, unsigned slices, std::optional<double> activity,
-                 std::vector<LedgerProcess> procs) {
+MigUnitTick unit(std::string uuid, unsigned slices, std::optional<double> activity, std::vector<LedgerProcess> procs) {
   MigUnitTick t;
   t.labels = {uuid, "1", "0", std::to_string(slices) + "g.10gb"};
   t.weight = slices / 7.0;
@@ -148,14 +147,13 @@ TEST(MigLedgers, EachInstanceBillsItsSlicesAndTheFreeSlicesAreIdle) {
 TEST(MigLedgers, ALayoutChangeCreatesAndKeepsUnitsAndNothingGoesBack) {
   Gpu g;
   auto before = std::vector<MigUnitTick>{unit("MIG-a", 3, 0.9, {proc(11, "train")}),
-                                         unit("MIG-s1", 1, 1.0, {proc(14, "nb")}),
-                                         unit("MIG-s2", 1, 0.0, {})};
+                                         unit("MIG-s1", 1, 1.0, {proc(14, "nb")}), unit("MIG-s2", 1, 0.0, {})};
   g.round(200, before);
   for (int i = 0; i < 5; ++i) g.round(200, before);
   const GpuLedgerSnapshot s1 = g.snapshot();
   // The two 1g instances are destroyed and one 2g created in their slices.
-  auto after = std::vector<MigUnitTick>{unit("MIG-a", 3, 0.9, {proc(11, "train")}),
-                                        unit("MIG-m", 2, 0.6, {proc(16, "merged")})};
+  auto after =
+      std::vector<MigUnitTick>{unit("MIG-a", 3, 0.9, {proc(11, "train")}), unit("MIG-m", 2, 0.6, {proc(16, "merged")})};
   for (int i = 0; i < 5; ++i) g.round(200, after);
   const GpuLedgerSnapshot s2 = g.snapshot();
 

@@ -62,12 +62,12 @@ struct BadCase {
 };
 
 TEST_F(StateFileTest, CorruptOrForeignFilesAreSetAsideAndReported) {
-  for (const BadCase& c : {BadCase{"{\"format\":\"gpumeter-ledger-state\",\"vers", "not valid JSON"},
-                           BadCase{"[1,2,3]", "not a gpumeter ledger state file"},
-                           BadCase{R"({"format":"something-else","version":1,"gpus":{}})", "not a gpumeter"},
-                           BadCase{R"({"format":"gpumeter-ledger-state","version":7,"gpus":{}})",
-                                   "unsupported state version 7"},
-                           BadCase{R"({"format":"gpumeter-ledger-state","version":1})", "no \"gpus\""}}) {
+  for (const BadCase& c :
+       {BadCase{"{\"format\":\"gpumeter-ledger-state\",\"vers", "not valid JSON"},
+        BadCase{"[1,2,3]", "not a gpumeter ledger state file"},
+        BadCase{R"({"format":"something-else","version":1,"gpus":{}})", "not a gpumeter"},
+        BadCase{R"({"format":"gpumeter-ledger-state","version":7,"gpus":{}})", "unsupported state version 7"},
+        BadCase{R"({"format":"gpumeter-ledger-state","version":1})", "no \"gpus\""}}) {
     write(c.contents);
     auto s = load_ledger_state(path());
     EXPECT_TRUE(s.document.is_null()) << c.contents;

@@ -175,8 +175,7 @@ TEST_F(ledger_state_summary, CorruptFileIsReportedAndLeftExactlyAsItIs) {
 }
 
 TEST_F(ledger_state_summary, ABadGpuEntryIsReportedForThatGpuOnly) {
-  const std::string owner =
-      R"({"project":"nlp","user":"dana","namespace":"","pod":"","container":"","hpc_job":""})";
+  const std::string owner = R"({"project":"nlp","user":"dana","namespace":"","pod":"","container":"","hpc_job":""})";
   auto ledger = [&](double allocated) {
     return R"({"mode":"samples","cursor_us":1,"covered_seconds":10,"busy_seconds":5,"energy_joules":100,)"
            R"("gap_seconds":2,"gaps":1,"processes":[],"owners":[{"owner":)" +

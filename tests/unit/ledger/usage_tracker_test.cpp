@@ -344,9 +344,7 @@ TEST(UsageTracker, AStateFileThatCannotBeReadStopsTheStartAndIsNotOverwritten) {
 // checkpoint nor by the last one at stop, which used to replace it with an empty ledger.
 TEST(UsageTracker, AStateFileRefusedAtStartIsNeverWritten) {
   Persisted p("refused");
-  {
-    std::ofstream(p.options.state_file) << "{\"format\": \"gpumeter-ledger\"}";
-  }
+  { std::ofstream(p.options.state_file) << "{\"format\": \"gpumeter-ledger\"}"; }
   const auto size = kMaxLedgerStateBytes + 1;
   fs::resize_file(p.options.state_file, size);
   const auto modified = fs::last_write_time(p.options.state_file);

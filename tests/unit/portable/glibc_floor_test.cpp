@@ -23,9 +23,7 @@ int in_this_binary() { return 42; }
 
 }  // namespace
 
-TEST(GlibcFloor, FindsTheObjectOfCodeInTheBinary) {
-  expect_same_answer(reinterpret_cast<void*>(&in_this_binary));
-}
+TEST(GlibcFloor, FindsTheObjectOfCodeInTheBinary) { expect_same_answer(reinterpret_cast<void*>(&in_this_binary)); }
 
 TEST(GlibcFloor, FindsTheObjectOfCodeInSharedLibraries) {
   expect_same_answer(reinterpret_cast<void*>(&std::printf));

@@ -114,8 +114,9 @@ TEST(mig_pricing, ErrorsNameTheLine) {
   };
   const Case cases[] = {
       {"mig_profiles: [3g.40gb]\n", "p.yaml:2:15: mig_profiles: expected a mapping"},
-      {"mig_profiles:\n  \"*\":\n", "p.yaml:4:1: mig_profiles[\"*\"]: expected MIG profiles and their prices, such as "
-                                   "3g.40gb: {instance_hour: 2.5}"},
+      {"mig_profiles:\n  \"*\":\n",
+       "p.yaml:4:1: mig_profiles[\"*\"]: expected MIG profiles and their prices, such as "
+       "3g.40gb: {instance_hour: 2.5}"},
       {"mig_profiles:\n  \"\": {1g.10gb: {instance_hour: 1}}\n",
        "p.yaml:3:3: mig_profiles: a model name must not be empty"},
       {"mig_profiles:\n  \"*\":\n    3g.40gb: {instance_hour: 1}\n    8g.80gb: {instance_hour: 1}\n",

@@ -115,12 +115,29 @@ TEST(pricing_dates, DatesAndRfc3339) {
   EXPECT_EQ(parse_timestamp("1969-12-31T23:59:59Z"), -1.0);
   EXPECT_EQ(parse_timestamp("2024-02-29"), 1709164800.0);  // leap year
   EXPECT_EQ(parse_timestamp("2000-02-29"), 951782400.0);   // leap: divisible by 400
-  for (const char* bad : {"", "2026", "2026-7-1", "2026-07-1", "2026/07/01", "2026-13-01", "2026-00-10",
-                          "2026-02-29", "2100-02-29", "2026-04-31", "2026-07-01 00:00:00Z", "2026-07-01T00:00:00",
-                          "2026-07-01T24:00:00Z", "2026-07-01T00:60:00Z", "2026-07-01T00:00:60Z",
-                          "2026-07-01T00:00Z", "2026-07-01T00:00:00.Z", "2026-07-01T00:00:00+0200",
-                          "2026-07-01T00:00:00+24:00", "2026-07-01T00:00:00Zjunk", "2026-07-01junk",
-                          "+2026-07-01", "1782864000"}) {
+  for (const char* bad : {"",
+                          "2026",
+                          "2026-7-1",
+                          "2026-07-1",
+                          "2026/07/01",
+                          "2026-13-01",
+                          "2026-00-10",
+                          "2026-02-29",
+                          "2100-02-29",
+                          "2026-04-31",
+                          "2026-07-01 00:00:00Z",
+                          "2026-07-01T00:00:00",
+                          "2026-07-01T24:00:00Z",
+                          "2026-07-01T00:60:00Z",
+                          "2026-07-01T00:00:60Z",
+                          "2026-07-01T00:00Z",
+                          "2026-07-01T00:00:00.Z",
+                          "2026-07-01T00:00:00+0200",
+                          "2026-07-01T00:00:00+24:00",
+                          "2026-07-01T00:00:00Zjunk",
+                          "2026-07-01junk",
+                          "+2026-07-01",
+                          "1782864000"}) {
     EXPECT_EQ(parse_timestamp(bad), std::nullopt) << bad;
   }
 }
@@ -146,10 +163,12 @@ constexpr const char* kModels = "gpu_models: {\"*\": {gpu_hour: 1}}\n";
 
 TEST(pricing_errors, Document) {
   expect_errors({
-      {"", "p.yaml: expected a mapping with the key gpu_models and optionally currency, mig_profiles, energy, idle, "
-           "budgets"},
-      {"- a\n", "p.yaml:1:1: expected a mapping with the key gpu_models and optionally currency, mig_profiles, "
-                "energy, idle, budgets"},
+      {"",
+       "p.yaml: expected a mapping with the key gpu_models and optionally currency, mig_profiles, energy, idle, "
+       "budgets"},
+      {"- a\n",
+       "p.yaml:1:1: expected a mapping with the key gpu_models and optionally currency, mig_profiles, "
+       "energy, idle, budgets"},
       {"gpu_models: {m: {gpu_hour: 1}}\n---\na: 1\n", "p.yaml:3:1: expected one YAML document, found 2"},
       {"gpu_models: {m: {gpu_hour: [1}\n", "p.yaml:1:30: illegal flow end"},
       // yaml-cpp alone loops for ever on a ',' outside [...] or {...} (found by fuzz_pricing).
@@ -200,11 +219,9 @@ TEST(pricing_errors, Prices) {
   expect_errors({
       {"gpu_models:\n  L4: {gpu_hour: -0.5}\n", "p.yaml:2:18: gpu_models.L4.gpu_hour: must be at least 0, got '-0.5'"},
       {"gpu_models:\n  L4: {gpu_hour: 1$}\n", "p.yaml:2:18: gpu_models.L4.gpu_hour: expected a number, got '1$'"},
-      {"gpu_models:\n  L4: {gpu_hour: .inf}\n",
-       "p.yaml:2:18: gpu_models.L4.gpu_hour: expected a number, got '.inf'"},
+      {"gpu_models:\n  L4: {gpu_hour: .inf}\n", "p.yaml:2:18: gpu_models.L4.gpu_hour: expected a number, got '.inf'"},
       {"gpu_models:\n  L4: {gpu_hour: nan}\n", "p.yaml:2:18: gpu_models.L4.gpu_hour: expected a number, got 'nan'"},
-      {"gpu_models:\n  L4: {gpu_hour: 1e999}\n",
-       "p.yaml:2:18: gpu_models.L4.gpu_hour: expected a number, got '1e999'"},
+      {"gpu_models:\n  L4: {gpu_hour: 1e999}\n", "p.yaml:2:18: gpu_models.L4.gpu_hour: expected a number, got '1e999'"},
       {"gpu_models:\n  L4: {gpu_hour: {a: 1}}\n",
        "p.yaml:2:18: gpu_models.L4.gpu_hour: expected a number, got a mapping"},
       {"gpu_models:\n  L4: {gpu_hour: 1, busy_gpu_hour: -1}\n",
@@ -227,7 +244,8 @@ TEST(pricing_errors, AbsurdPricesAreRefused) {
       {std::string(kModels) + "budgets: {team-a: 1e308}\n",
        "p.yaml:2:19: budgets.team-a: must be at most 1000000000000000, got '1e308'"},
   };
-  for (const auto& [yaml, message] : cases) EXPECT_NE(error_of(yaml).find(message), std::string::npos) << error_of(yaml);
+  for (const auto& [yaml, message] : cases)
+    EXPECT_NE(error_of(yaml).find(message), std::string::npos) << error_of(yaml);
   // The bounds themselves are prices.
   EXPECT_EQ(parse_ok("gpu_models:\n  L4: {gpu_hour: 1e9}\n").gpu_price("L4", 0)->gpu_hour, 1e9);
 }
@@ -253,8 +271,7 @@ TEST(pricing_errors, Energy) {
   expect_errors({
       {std::string(kModels).append("energy: 0.12\n").c_str(),
        "p.yaml:2:9: energy: expected a price such as {kwh: 0.12, pue: 1.3} or a non-empty list of dated prices"},
-      {std::string(kModels).append("energy: {pue: 1.2}\n").c_str(),
-       "p.yaml:2:9: energy: missing required key 'kwh'"},
+      {std::string(kModels).append("energy: {pue: 1.2}\n").c_str(), "p.yaml:2:9: energy: missing required key 'kwh'"},
       {std::string(kModels).append("energy: {kwh: -1}\n").c_str(),
        "p.yaml:2:15: energy.kwh: must be at least 0, got '-1'"},
       {std::string(kModels).append("energy: {kwh: 0.1, pue: 0.9}\n").c_str(),
@@ -305,7 +322,8 @@ TEST(pricing_errors, BadRegexNamesThePool) {
 TEST(pricing_errors, RegexesPrometheusRejectsAreRejected) {
   for (const char* bad : {"(a)\\\\1", "(?=a)a", "(?<!x)y"}) {
     SCOPED_TRACE(bad);
-    std::string e = error_of(std::string(kModels) + "idle:\n  policy: spread-by-pool\n  pools:\n    p: \"" + bad + "\"\n");
+    std::string e =
+        error_of(std::string(kModels) + "idle:\n  policy: spread-by-pool\n  pools:\n    p: \"" + bad + "\"\n");
     EXPECT_NE(e.find("idle.pools.p: pool 'p' has an invalid node regex"), std::string::npos) << e;
   }
 }
@@ -415,7 +433,7 @@ TEST(pricing_lookup, PoolForIsTheFirstFullMatch) {
     gpu: "(h100|a100)-.*"
 )");
   EXPECT_EQ(p.pool_for("h100-12"), "h100");
-  EXPECT_EQ(p.pool_for("h100-12x"), "gpu");   // not a full match of the first
+  EXPECT_EQ(p.pool_for("h100-12x"), "gpu");  // not a full match of the first
   EXPECT_EQ(p.pool_for("a100-1:9400"), "gpu");
   EXPECT_EQ(p.pool_for("xh100-1"), std::nullopt);  // full match only, not a search
   EXPECT_EQ(p.pool_for(""), std::nullopt);

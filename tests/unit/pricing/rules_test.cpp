@@ -49,8 +49,7 @@ std::set<std::string> records(const std::vector<RuleView>& rules) {
   return out;
 }
 
-const RuleView* find(const std::vector<RuleView>& rules, const std::string& record,
-                     const std::string& model = "") {
+const RuleView* find(const std::vector<RuleView>& rules, const std::string& record, const std::string& model = "") {
   for (const auto& r : rules) {
     if (r.record == record && (model.empty() || (r.labels.count("model") != 0 && r.labels.at("model") == model))) {
       return &r;
@@ -106,8 +105,9 @@ TEST(pricing_rules, PerGpuPriceFallsBackToTheAnyModelPrice) {
 
 TEST(pricing_rules, NamesSurviveYamlQuoting) {
   const std::string odd = "GPU \"quoted\" \\ back\tslash: #1";
-  auto rules = rules_for("gpu_models:\n  \"GPU \\\"quoted\\\" \\\\ back\\tslash: #1\": {gpu_hour: 1}\n"
-                         "budgets:\n  \"team: 'a' #2\": 10\n");
+  auto rules = rules_for(
+      "gpu_models:\n  \"GPU \\\"quoted\\\" \\\\ back\\tslash: #1\": {gpu_hour: 1}\n"
+      "budgets:\n  \"team: 'a' #2\": 10\n");
   ASSERT_NE(find(rules, "gpumeter:gpu_hour_price", odd), nullptr);
   const RuleView* b = find(rules, "gpumeter:budget_monthly");
   ASSERT_NE(b, nullptr);
@@ -152,9 +152,9 @@ budgets: {a: 7305, b: 100}
 }
 
 TEST(pricing_rules, IdleSpreadFollowsThePolicy) {
-  EXPECT_EQ(find(rules_for("gpu_models: {m: {gpu_hour: 1}}\nbudgets: {a: 1}\n"),
-                 "gpumeter:idle_cost_per_hour:by_project"),
-            nullptr);
+  EXPECT_EQ(
+      find(rules_for("gpu_models: {m: {gpu_hour: 1}}\nbudgets: {a: 1}\n"), "gpumeter:idle_cost_per_hour:by_project"),
+      nullptr);
 
   auto by_node = rules_for("gpu_models: {m: {gpu_hour: 1}}\nidle: {policy: spread-by-node}\nbudgets: {a: 1}\n");
   const RuleView* share = find(by_node, "gpumeter:idle_cost_per_hour:by_project");
@@ -210,8 +210,8 @@ mig_profiles:
   ASSERT_NE(any, nullptr);
   // Per instance-hour / slices: the price of one of the instance's slices for an hour.
   EXPECT_EQ(any->expr, "vector(2.5 / 3)\n");
-  EXPECT_EQ(any->labels, (std::map<std::string, std::string>{
-                             {"model", "*"}, {"mig_profile", "3g.40gb"}, {"currency", "USD"}}));
+  EXPECT_EQ(any->labels,
+            (std::map<std::string, std::string>{{"model", "*"}, {"mig_profile", "3g.40gb"}, {"currency", "USD"}}));
   const RuleView* own = find(rules, "gpumeter:mig_slice_hour_price", "m");
   ASSERT_NE(own, nullptr);
   EXPECT_EQ(own->expr, "vector(1 / 1)\n");  // a compute instance of 1 slice

@@ -58,10 +58,12 @@ TEST(dcgm_counters, AcceptsDcgmExportersDefaultFileAsTheBuiltInList) {
 TEST(dcgm_counters, AMissingFileOrADirectoryIsAnErrorNamingIt) {
   auto missing = load_dcgm_counters("/nonexistent/counters.csv");
   ASSERT_FALSE(missing.ok());
-  EXPECT_EQ(missing.error().message, "/nonexistent/counters.csv: cannot read the counters file: No such file or directory");
+  EXPECT_EQ(missing.error().message,
+            "/nonexistent/counters.csv: cannot read the counters file: No such file or directory");
   auto dir = load_dcgm_counters(GPUMETER_SOURCE_DIR "/tests/fixtures");
   ASSERT_FALSE(dir.ok());
-  EXPECT_EQ(dir.error().message, std::string(GPUMETER_SOURCE_DIR) + "/tests/fixtures: cannot read the counters file: it is a directory, not a file");
+  EXPECT_EQ(dir.error().message, std::string(GPUMETER_SOURCE_DIR) +
+                                     "/tests/fixtures: cannot read the counters file: it is a directory, not a file");
 }
 
 TEST(dcgm_counters, MalformedLinesNameTheLine) {
@@ -83,7 +85,10 @@ TEST(dcgm_counters, MalformedLinesNameTheLine) {
   }
   // A BOM is skipped; control characters are refused where they are, before they reach a # HELP
   // line or a log; a long line is quoted in part; a file with no field is an error.
-  auto bom = parse_dcgm_counters("\xEF\xBB\xBF" "DCGM_FI_DEV_GPU_TEMP, gauge, t\n", "f.csv");
+  auto bom = parse_dcgm_counters(
+      "\xEF\xBB\xBF"
+      "DCGM_FI_DEV_GPU_TEMP, gauge, t\n",
+      "f.csv");
   ASSERT_TRUE(bom.ok()) << bom.error().message;
   EXPECT_EQ(bom->counters.at(0).field, "DCGM_FI_DEV_GPU_TEMP");
   auto esc = parse_dcgm_counters("DCGM_FI_DEV_GPU_TEMP, gauge, t\nDCGM_FI_DEV_GPU_UTIL, gauge, x\x1b[2J\n", "f.csv");
@@ -94,9 +99,8 @@ TEST(dcgm_counters, MalformedLinesNameTheLine) {
   EXPECT_EQ(nul.error().message, "f.csv:1:4: control character 0x00");
   auto long_line = parse_dcgm_counters(std::string(100'000, 'A') + "\n", "f.csv");
   ASSERT_FALSE(long_line.ok());
-  EXPECT_EQ(long_line.error().message,
-            "f.csv:1: expected 'DCGM_FIELD, type, help' (two commas), got '" + std::string(80, 'A') +
-                "…' (100000 bytes)");
+  EXPECT_EQ(long_line.error().message, "f.csv:1: expected 'DCGM_FIELD, type, help' (two commas), got '" +
+                                           std::string(80, 'A') + "…' (100000 bytes)");
   for (const char* empty : {"", "\n\n", "# only comments\n"}) {
     auto none = parse_dcgm_counters(empty, "f.csv");
     ASSERT_FALSE(none.ok()) << empty;
@@ -113,12 +117,12 @@ TEST(dcgm_counters, TheDefaultListsUnservedFieldsWithoutFailing) {
   std::vector<std::string> unserved = unserved_dcgm_fields(default_dcgm_counters());
   std::vector<std::string> fields;
   for (const auto& u : unserved) fields.push_back(u.substr(0, u.find(' ')));
-  EXPECT_EQ(fields, (std::vector<std::string>{
-                        "DCGM_FI_DEV_ENC_UTIL", "DCGM_FI_DEV_DEC_UTIL", "DCGM_FI_DEV_XID_ERRORS",
-                        "DCGM_FI_DEV_FB_RESERVED", "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
-                        "DCGM_FI_DEV_VGPU_LICENSE_STATUS"}));
+  EXPECT_EQ(fields, (std::vector<std::string>{"DCGM_FI_DEV_ENC_UTIL", "DCGM_FI_DEV_DEC_UTIL", "DCGM_FI_DEV_XID_ERRORS",
+                                              "DCGM_FI_DEV_FB_RESERVED", "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
+                                              "DCGM_FI_DEV_VGPU_LICENSE_STATUS"}));
   // The profiling fields of the default file are served; one gpumeter does not read is not.
-  auto prof = parse_dcgm_counters("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE, gauge, t\nDCGM_FI_PROF_PIPE_INT_ACTIVE, gauge, i\n", "f");
+  auto prof =
+      parse_dcgm_counters("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE, gauge, t\nDCGM_FI_PROF_PIPE_INT_ACTIVE, gauge, i\n", "f");
   ASSERT_TRUE(prof.ok());
   EXPECT_EQ(unserved_dcgm_fields(*prof),
             (std::vector<std::string>{"DCGM_FI_PROF_PIPE_INT_ACTIVE (a profiling metric gpumeter does not read)"}));
@@ -150,7 +154,7 @@ TEST(compat_dcgm_exporter, NamesUnitsAndLabelsOfTheDefaultCounters) {
   ASSERT_NE(energy, nullptr);
   EXPECT_EQ(energy->type, MetricType::kCounter);
   EXPECT_TRUE(energy->foreign_name);
-  EXPECT_DOUBLE_EQ(energy->samples[0].value, 123456789123.0);  // mJ
+  EXPECT_DOUBLE_EQ(energy->samples[0].value, 123456789123.0);                    // mJ
   EXPECT_DOUBLE_EQ(find(fams, "DCGM_FI_DEV_SM_CLOCK")->samples[0].value, 1980);  // MHz
   EXPECT_DOUBLE_EQ(find(fams, "DCGM_FI_DEV_GPU_UTIL")->samples[0].value, 53);    // percent
   EXPECT_DOUBLE_EQ(find(fams, "DCGM_FI_DEV_MEMORY_TEMP")->samples[0].value, 71);
@@ -170,8 +174,8 @@ TEST(compat_dcgm_exporter, TheCountersFileChoosesFieldsAndLabels) {
   ASSERT_EQ(fams.size(), 1u);
   EXPECT_EQ(fams[0].name, "DCGM_FI_DEV_FB_TOTAL");
   EXPECT_DOUBLE_EQ(fams[0].samples[0].value, 81559);
-  EXPECT_EQ(names(fams[0].samples[0].labels),
-            (std::vector<std::string>{"gpu", "UUID", "pci_bus_id", "device", "modelName", "DCGM_FI_DEV_VBIOS_VERSION"}));
+  EXPECT_EQ(names(fams[0].samples[0].labels), (std::vector<std::string>{"gpu", "UUID", "pci_bus_id", "device",
+                                                                        "modelName", "DCGM_FI_DEV_VBIOS_VERSION"}));
 }
 
 Snapshot shared_gpu() {
@@ -278,8 +282,8 @@ TEST(compat, OnlyNvidiaGpusHaveTheNvidiaExportersNames) {
 }
 
 TEST(compat, SetsRenderInTheOrderChosenAndNamesParse) {
-  auto fams = build_compat_families(testing::fixture_snapshot(),
-                                    options({CompatSet::kNvidiaSmi, CompatSet::kDcgmExporter}));
+  auto fams =
+      build_compat_families(testing::fixture_snapshot(), options({CompatSet::kNvidiaSmi, CompatSet::kDcgmExporter}));
   ASSERT_FALSE(fams.empty());
   EXPECT_TRUE(fams.front().name.starts_with("nvidia_smi_"));
   EXPECT_TRUE(fams.back().name.starts_with("DCGM_FI_"));

@@ -36,8 +36,7 @@ std::vector<std::pair<std::string, double>> samples_for_gpu(const MetricFamily& 
                                                             const std::string& extra = "") {
   std::vector<std::pair<std::string, double>> out;
   for (const auto& s : f.samples) {
-    if (label(s, "gpu") == std::to_string(gpu))
-      out.emplace_back(extra.empty() ? "" : label(s, extra), s.value);
+    if (label(s, "gpu") == std::to_string(gpu)) out.emplace_back(extra.empty() ? "" : label(s, extra), s.value);
   }
   return out;
 }
@@ -47,17 +46,16 @@ TEST(BuildFamilies, FixedOrderOfAllFamilies) {
   std::vector<std::string> names;
   for (const auto& f : fams) names.push_back(f.name);
   EXPECT_THAT(
-      names, ElementsAre(
-                 "gpu_up", "gpu_info", "gpu_utilization_ratio", "gpu_memory_utilization_ratio",
-                 "gpu_memory_total_bytes", "gpu_memory_used_bytes", "gpu_memory_free_bytes",
-                 "gpu_temperature_celsius", "gpu_power_watts", "gpu_power_limit_watts",
-                 "gpu_energy_joules_total", "gpu_clock_hertz", "gpu_performance_state", "gpu_fan_speed_ratio",
-                 "gpu_pcie_link_generation", "gpu_pcie_link_width", "gpu_pcie_replay_errors_total",
-                 "gpu_pcie_transmit_bytes_total", "gpu_pcie_receive_bytes_total", "gpu_clock_event_active",
-                 "gpu_ecc_errors_total", "gpu_remapped_rows", "gpu_xid_errors_total", "gpumeter_build_info",
-                 "gpumeter_backend_up", "gpumeter_backend_call_errors_total", "gpumeter_backend_dropped_records_total",
-                 "gpumeter_backend_reinitializations_total", "gpumeter_collector_success",
-                 "gpumeter_collector_duration_seconds"));
+      names,
+      ElementsAre("gpu_up", "gpu_info", "gpu_utilization_ratio", "gpu_memory_utilization_ratio",
+                  "gpu_memory_total_bytes", "gpu_memory_used_bytes", "gpu_memory_free_bytes", "gpu_temperature_celsius",
+                  "gpu_power_watts", "gpu_power_limit_watts", "gpu_energy_joules_total", "gpu_clock_hertz",
+                  "gpu_performance_state", "gpu_fan_speed_ratio", "gpu_pcie_link_generation", "gpu_pcie_link_width",
+                  "gpu_pcie_replay_errors_total", "gpu_pcie_transmit_bytes_total", "gpu_pcie_receive_bytes_total",
+                  "gpu_clock_event_active", "gpu_ecc_errors_total", "gpu_remapped_rows", "gpu_xid_errors_total",
+                  "gpumeter_build_info", "gpumeter_backend_up", "gpumeter_backend_call_errors_total",
+                  "gpumeter_backend_dropped_records_total", "gpumeter_backend_reinitializations_total",
+                  "gpumeter_collector_success", "gpumeter_collector_duration_seconds"));
 }
 
 TEST(BuildFamilies, EveryFieldOfAnUpGpu) {
@@ -85,15 +83,13 @@ TEST(BuildFamilies, EveryFieldOfAnUpGpu) {
   EXPECT_THAT(samples_for_gpu(*find(fams, "gpu_temperature_celsius"), 0, "sensor"),
               ElementsAre(Pair("gpu", 64), Pair("memory", 71)));
   EXPECT_THAT(samples_for_gpu(*find(fams, "gpu_clock_hertz"), 0, "clock"),
-              ElementsAre(Pair("graphics", 1980e6), Pair("sm", 1980e6), Pair("memory", 2619e6),
-                          Pair("video", 1755e6)));
+              ElementsAre(Pair("graphics", 1980e6), Pair("sm", 1980e6), Pair("memory", 2619e6), Pair("video", 1755e6)));
   EXPECT_THAT(samples_for_gpu(*find(fams, "gpu_clock_event_active"), 0, "reason"),
               ElementsAre(Pair("gpu_idle", 0), Pair("sw_power_cap", 1), Pair("hw_slowdown", 0)));
   EXPECT_THAT(samples_for_gpu(*find(fams, "gpu_ecc_errors_total"), 0, "severity"),
               ElementsAre(Pair("corrected", 12), Pair("uncorrected", 0)));
-  EXPECT_THAT(
-      samples_for_gpu(*find(fams, "gpu_remapped_rows"), 0, "kind"),
-      ElementsAre(Pair("correctable", 2), Pair("uncorrectable", 0), Pair("pending", 0), Pair("failure", 0)));
+  EXPECT_THAT(samples_for_gpu(*find(fams, "gpu_remapped_rows"), 0, "kind"),
+              ElementsAre(Pair("correctable", 2), Pair("uncorrectable", 0), Pair("pending", 0), Pair("failure", 0)));
 }
 
 TEST(BuildFamilies, DeviceLabelsAndInfo) {
@@ -101,11 +97,11 @@ TEST(BuildFamilies, DeviceLabelsAndInfo) {
   const auto* info = find(fams, "gpu_info");
   ASSERT_NE(info, nullptr);
   ASSERT_EQ(info->samples.size(), 3u);  // down GPUs keep their identity
-  EXPECT_THAT(info->samples[1].labels,
-              ElementsAre(Pair("gpu", "1"), Pair("uuid", "GPU-0a1b2c3d-4e5f-6a7b-8c9d-0e1f2a3b4c5d"),
-                          Pair("vendor", "nvidia"), Pair("model", "NVIDIA A100-PCIE-40GB"),
-                          Pair("pci_bus_id", "00000000:3B:00.0"), Pair("driver_version", "550.54.15"),
-                          Pair("vbios_version", "92.00.25.00.08 \"eng\\build\"")));
+  EXPECT_THAT(
+      info->samples[1].labels,
+      ElementsAre(Pair("gpu", "1"), Pair("uuid", "GPU-0a1b2c3d-4e5f-6a7b-8c9d-0e1f2a3b4c5d"), Pair("vendor", "nvidia"),
+                  Pair("model", "NVIDIA A100-PCIE-40GB"), Pair("pci_bus_id", "00000000:3B:00.0"),
+                  Pair("driver_version", "550.54.15"), Pair("vbios_version", "92.00.25.00.08 \"eng\\build\"")));
   // Unknown identity fields stay as empty labels so the family keeps one label set.
   EXPECT_EQ(label(info->samples[2], "vbios_version"), "");
   for (const auto& s : info->samples) EXPECT_EQ(s.value, 1);
@@ -121,9 +117,8 @@ TEST(BuildFamilies, DownGpuHasOnlyUpInfoXidAndCollectorSamples) {
       if (label(s, "gpu") == "2") with_gpu2.insert(f.name);
     }
   }
-  EXPECT_EQ(with_gpu2,
-            (std::set<std::string>{"gpu_up", "gpu_info", "gpu_xid_errors_total", "gpumeter_collector_success",
-                                   "gpumeter_collector_duration_seconds"}));
+  EXPECT_EQ(with_gpu2, (std::set<std::string>{"gpu_up", "gpu_info", "gpu_xid_errors_total",
+                                              "gpumeter_collector_success", "gpumeter_collector_duration_seconds"}));
   EXPECT_THAT(samples_for_gpu(*find(fams, "gpu_up"), 2), ElementsAre(Pair("", 0)));
   // xid map order is numeric, not the order events arrived in.
   EXPECT_THAT(samples_for_gpu(*find(fams, "gpu_xid_errors_total"), 2, "xid"),
@@ -185,9 +180,8 @@ TEST(BuildFamilies, UpGpuWithoutReadingHasNoReadingMetrics) {
 TEST(BuildFamilies, UnsupportedValuesAreAbsentNotPlaceholders) {
   auto fams = build_families(testing::fixture_snapshot());
   // GPU 1 has no power limit, no memory utilization, no ECC, no remapped rows, no PCIe counters.
-  for (const char* name :
-       {"gpu_power_limit_watts", "gpu_memory_utilization_ratio", "gpu_ecc_errors_total", "gpu_remapped_rows",
-        "gpu_pcie_replay_errors_total", "gpu_pcie_transmit_bytes_total"}) {
+  for (const char* name : {"gpu_power_limit_watts", "gpu_memory_utilization_ratio", "gpu_ecc_errors_total",
+                           "gpu_remapped_rows", "gpu_pcie_replay_errors_total", "gpu_pcie_transmit_bytes_total"}) {
     EXPECT_TRUE(samples_for_gpu(*find(fams, name), 1).empty()) << name;
   }
   // GPU 0 has no fan: the fan family only holds GPU 1.
@@ -215,8 +209,7 @@ TEST(BuildFamilies, InvalidCounterValuesAreDroppedGaugesKept) {
   auto fams = build_families(s);
   EXPECT_TRUE(samples_for_gpu(*find(fams, "gpu_energy_joules_total"), 0).empty());
   EXPECT_EQ(find(fams, "gpu_pcie_replay_errors_total"), nullptr);
-  EXPECT_THAT(samples_for_gpu(*find(fams, "gpu_ecc_errors_total"), 0, "severity"),
-              ElementsAre(Pair("uncorrected", 3)));
+  EXPECT_THAT(samples_for_gpu(*find(fams, "gpu_ecc_errors_total"), 0, "severity"), ElementsAre(Pair("uncorrected", 3)));
   auto power = samples_for_gpu(*find(fams, "gpu_power_watts"), 0);
   ASSERT_EQ(power.size(), 1u);
   EXPECT_TRUE(std::isnan(power[0].second));
@@ -242,7 +235,8 @@ TEST(BuildFamilies, SelfMetrics) {
   const auto* dropped = find(fams, "gpumeter_backend_dropped_records_total");
   ASSERT_NE(dropped, nullptr);
   ASSERT_EQ(dropped->samples.size(), 1u);
-  EXPECT_THAT(dropped->samples[0].labels, ElementsAre(Pair("backend", "nvml"), Pair("gpu", "0"), Pair("reason", "pid_zero")));
+  EXPECT_THAT(dropped->samples[0].labels,
+              ElementsAre(Pair("backend", "nvml"), Pair("gpu", "0"), Pair("reason", "pid_zero")));
   EXPECT_EQ(dropped->samples[0].value, 12);
   // Only for a backend that is loaded (or was): a library that never loaded has nothing to count.
   const auto* reinits = find(fams, "gpumeter_backend_reinitializations_total");
@@ -254,12 +248,10 @@ TEST(BuildFamilies, SelfMetrics) {
   const auto* success = find(fams, "gpumeter_collector_success");
   const auto* duration = find(fams, "gpumeter_collector_duration_seconds");
   ASSERT_EQ(success->samples.size(), 4u);  // three GPUs and the events collector
-  EXPECT_THAT(success->samples[0].labels,
-              ElementsAre(Pair("collector", "device"), Pair("gpu", "0"),
-                          Pair("uuid", "GPU-6f2d9d6c-1c3e-4b7e-9a43-2b8b0f3c1a10")));
+  EXPECT_THAT(success->samples[0].labels, ElementsAre(Pair("collector", "device"), Pair("gpu", "0"),
+                                                      Pair("uuid", "GPU-6f2d9d6c-1c3e-4b7e-9a43-2b8b0f3c1a10")));
   EXPECT_EQ(success->samples[2].value, 0);  // GPU 2 failed
-  EXPECT_THAT(success->samples[3].labels,
-              ElementsAre(Pair("collector", "events"), Pair("gpu", ""), Pair("uuid", "")));
+  EXPECT_THAT(success->samples[3].labels, ElementsAre(Pair("collector", "events"), Pair("gpu", ""), Pair("uuid", "")));
   EXPECT_EQ(duration->samples[2].value, 1.5);
   ASSERT_EQ(duration->samples.size(), 3u);  // the event wait has an outcome, not a duration
 }
@@ -506,8 +498,10 @@ TEST(AmdFamilies, EccPerBlockPerformanceLevelAndPcieThroughput) {
   for (const auto& smp : find(fams, "gpu_ecc_errors_total")->samples) {
     if (label(smp, "gpu") == "7") ecc.insert({label(smp, "block"), label(smp, "severity"), smp.value});
   }
-  EXPECT_EQ(ecc, (std::set<std::tuple<std::string, std::string, double>>{
-                     {"umc", "corrected", 3}, {"umc", "uncorrected", 1}, {"gfx", "corrected", 2}, {"gfx", "uncorrected", 0}}));
+  EXPECT_EQ(
+      ecc,
+      (std::set<std::tuple<std::string, std::string, double>>{
+          {"umc", "corrected", 3}, {"umc", "uncorrected", 1}, {"gfx", "corrected", 2}, {"gfx", "uncorrected", 0}}));
   EXPECT_THAT(samples_for_gpu(*find(fams, "gpu_ecc_errors_total"), 0, "block"),
               ElementsAre(Pair("<absent>", 12), Pair("<absent>", 0)));
 

@@ -137,8 +137,14 @@ inline Snapshot mig_fixture_snapshot() {
   };
 
   GpuSnapshot g0;
-  g0.identity = {0, "GPU-6f2d9d6c-1c3e-4b7e-9a43-2b8b0f3c1a10", "nvidia", "NVIDIA H100 80GB HBM3",
-                 "00000000:18:00.0", "550.54.15", "96.00.89.00.01", "1650123456789"};
+  g0.identity = {0,
+                 "GPU-6f2d9d6c-1c3e-4b7e-9a43-2b8b0f3c1a10",
+                 "nvidia",
+                 "NVIDIA H100 80GB HBM3",
+                 "00000000:18:00.0",
+                 "550.54.15",
+                 "96.00.89.00.01",
+                 "1650123456789"};
   g0.up = true;
   auto r0 = std::make_shared<DeviceReading>();
   r0->memory_total_bytes = 85520809984.0;
@@ -146,14 +152,35 @@ inline Snapshot mig_fixture_snapshot() {
   r0->power_watts = 402.5;
   r0->mig_enabled = true;
   r0->mig_slices = 7;
-  MigInstanceReading a{"MIG-5a1e8d7c-0b3f-5c2d-8e4f-1a2b3c4d5e6f", 1, 0, "3g.40gb", 3, 42949672960.0,
-                       21474836480.0, std::nullopt, profiling(0.75, 0.5)};
-  MigInstanceReading b{"MIG-9c8b7a6d-5e4f-5a3b-9c2d-6e5f4a3b2c1d", 5, 0, "2g.20gb", 2, 21474836480.0, 0,
-                       std::nullopt, profiling(0, 0)};
-  MigInstanceReading c0{"MIG-1d2c3b4a-6f5e-5d4c-8b7a-9f8e7d6c5b4a", 2, 0, "2c.3g.40gb", 3, 42949672960.0,
-                        4294967296.0, std::nullopt, profiling(0.5, 0.25)};
-  MigInstanceReading c1{"MIG-4a5b6c7d-8e9f-5a0b-9c1d-2e3f4a5b6c7d", 2, 2, "1c.3g.40gb", 3, 42949672960.0,
-                        4294967296.0, std::nullopt, profiling(0.5, 0.25)};
+  MigInstanceReading a{"MIG-5a1e8d7c-0b3f-5c2d-8e4f-1a2b3c4d5e6f",
+                       1,
+                       0,
+                       "3g.40gb",
+                       3,
+                       42949672960.0,
+                       21474836480.0,
+                       std::nullopt,
+                       profiling(0.75, 0.5)};
+  MigInstanceReading b{
+      "MIG-9c8b7a6d-5e4f-5a3b-9c2d-6e5f4a3b2c1d", 5, 0, "2g.20gb", 2, 21474836480.0, 0, std::nullopt, profiling(0, 0)};
+  MigInstanceReading c0{"MIG-1d2c3b4a-6f5e-5d4c-8b7a-9f8e7d6c5b4a",
+                        2,
+                        0,
+                        "2c.3g.40gb",
+                        3,
+                        42949672960.0,
+                        4294967296.0,
+                        std::nullopt,
+                        profiling(0.5, 0.25)};
+  MigInstanceReading c1{"MIG-4a5b6c7d-8e9f-5a0b-9c1d-2e3f4a5b6c7d",
+                        2,
+                        2,
+                        "1c.3g.40gb",
+                        3,
+                        42949672960.0,
+                        4294967296.0,
+                        std::nullopt,
+                        profiling(0.5, 0.25)};
   r0->mig_instances = {a, b, c0, c1};
   g0.reading = r0;
   g0.collect_success = true;
@@ -161,8 +188,14 @@ inline Snapshot mig_fixture_snapshot() {
   g0.last_success_unix = kFixtureTakenUnix - 0.1;
 
   GpuSnapshot g1;
-  g1.identity = {1, "GPU-0a1b2c3d-4e5f-6a7b-8c9d-0e1f2a3b4c5d", "nvidia", "NVIDIA H100 80GB HBM3",
-                 "00000000:3B:00.0", "550.54.15", "96.00.89.00.01", ""};
+  g1.identity = {1,
+                 "GPU-0a1b2c3d-4e5f-6a7b-8c9d-0e1f2a3b4c5d",
+                 "nvidia",
+                 "NVIDIA H100 80GB HBM3",
+                 "00000000:3B:00.0",
+                 "550.54.15",
+                 "96.00.89.00.01",
+                 ""};
   g1.up = true;
   auto r1 = std::make_shared<DeviceReading>();
   r1->utilization_ratio = 0.9;

@@ -14,9 +14,7 @@
 namespace gpumeter {
 namespace {
 
-std::string golden_path(const std::string& name) {
-  return std::string(GPUMETER_SOURCE_DIR) + "/tests/golden/" + name;
-}
+std::string golden_path(const std::string& name) { return std::string(GPUMETER_SOURCE_DIR) + "/tests/golden/" + name; }
 
 bool update_mode() {
   const char* v = std::getenv("GPUMETER_UPDATE_GOLDEN");

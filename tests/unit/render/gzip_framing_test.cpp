@@ -25,8 +25,7 @@ std::string framed(std::string_view body, std::string_view trailer) {
 std::string repetitive_body(size_t lines) {
   std::string s;
   for (size_t i = 0; i < lines; ++i) {
-    s += "gpu_clock_hertz{gpu=\"" + std::to_string(i % 8) + "\",clock=\"sm\"} " +
-         std::to_string(1980000000 + i) + "\n";
+    s += "gpu_clock_hertz{gpu=\"" + std::to_string(i % 8) + "\",clock=\"sm\"} " + std::to_string(1980000000 + i) + "\n";
   }
   return s;
 }

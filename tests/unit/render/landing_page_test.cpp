@@ -32,12 +32,11 @@ TEST(LandingPage, SelfContainedHtml5WithLinks) {
 
 TEST(LandingPage, GpuTableRows) {
   std::string html = render_landing_page(testing::fixture_snapshot(), {});
-  EXPECT_TRUE(
-      contains(html,
-               "<tr><td class=\"num\">0</td><td>NVIDIA H100 80GB HBM3</td>"
-               "<td><code>GPU-6f2d9d6c-1c3e-4b7e-9a43-2b8b0f3c1a10</code></td><td class=\"up\">up</td>"
-               "<td class=\"num\">53 %</td><td class=\"num\">40.0 / 79.6 GiB</td>"
-               "<td class=\"num\">312 W</td><td class=\"num\">64 &deg;C</td></tr>"));
+  EXPECT_TRUE(contains(html,
+                       "<tr><td class=\"num\">0</td><td>NVIDIA H100 80GB HBM3</td>"
+                       "<td><code>GPU-6f2d9d6c-1c3e-4b7e-9a43-2b8b0f3c1a10</code></td><td class=\"up\">up</td>"
+                       "<td class=\"num\">53 %</td><td class=\"num\">40.0 / 79.6 GiB</td>"
+                       "<td class=\"num\">312 W</td><td class=\"num\">64 &deg;C</td></tr>"));
   // Down GPU: the reason, and no numbers.
   EXPECT_TRUE(contains(html,
                        "<td class=\"down\">down: GPU is lost (NVML_ERROR_GPU_IS_LOST)</td>"
@@ -105,9 +104,10 @@ TEST(LandingPage, ProcessesWithTheirOwners) {
   snap.gpus[0].processes.push_back({31001, o, 8.0 * (1ULL << 30), 0.42, true});
   snap.gpus[0].processes.push_back({31002, o, 0.0, std::nullopt, false});
   std::string html = render_landing_page(snap, {});
-  EXPECT_TRUE(contains(html, "<tr><td class=\"num\">0</td><td class=\"num\">31001</td><td>nlp</td><td>dana</td>"
-                             "<td>team-nlp</td><td>trainer-&lt;0&gt;</td><td>trainer</td><td></td>"
-                             "<td class=\"num\">8.0 GiB</td><td class=\"num\">42 %</td></tr>"));
+  EXPECT_TRUE(contains(html,
+                       "<tr><td class=\"num\">0</td><td class=\"num\">31001</td><td>nlp</td><td>dana</td>"
+                       "<td>team-nlp</td><td>trainer-&lt;0&gt;</td><td>trainer</td><td></td>"
+                       "<td class=\"num\">8.0 GiB</td><td class=\"num\">42 %</td></tr>"));
   EXPECT_TRUE(contains(html, "31002 (exited)"));
 }
 

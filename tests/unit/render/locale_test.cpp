@@ -31,8 +31,7 @@ struct CommaDecimal : std::numpunct<char> {
 bool switch_c_locale_to_german(const std::filesystem::path& dir) {
   std::filesystem::create_directories(dir);
   if (std::setlocale(LC_ALL, "de_DE.UTF-8") == nullptr) {
-    const std::string cmd =
-        "localedef -i de_DE -f UTF-8 '" + (dir / "de_DE.UTF-8").string() + "' >/dev/null 2>&1";
+    const std::string cmd = "localedef -i de_DE -f UTF-8 '" + (dir / "de_DE.UTF-8").string() + "' >/dev/null 2>&1";
     if (std::system(cmd.c_str()) == 0) {
       ::setenv("LOCPATH", dir.c_str(), 1);
       std::setlocale(LC_ALL, "de_DE.UTF-8");

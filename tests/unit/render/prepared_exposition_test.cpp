@@ -29,10 +29,9 @@ TEST(Trailer, Text004) {
 }
 
 TEST(Trailer, OpenMetricsEndsWithEofAfterTheAgeFamily) {
-  EXPECT_EQ(
-      render_trailer(ExpositionFormat::kOpenMetrics100, 2),
-      "# TYPE gpumeter_snapshot_age_seconds gauge\n# HELP gpumeter_snapshot_age_seconds Seconds between "
-      "the assembly of the served snapshot and this scrape.\ngpumeter_snapshot_age_seconds 2\n# EOF\n");
+  EXPECT_EQ(render_trailer(ExpositionFormat::kOpenMetrics100, 2),
+            "# TYPE gpumeter_snapshot_age_seconds gauge\n# HELP gpumeter_snapshot_age_seconds Seconds between "
+            "the assembly of the served snapshot and this scrape.\ngpumeter_snapshot_age_seconds 2\n# EOF\n");
 }
 
 TEST(Trailer, AgeIsRoundedAndNeverNegative) {
@@ -94,8 +93,7 @@ TEST(ScrapeBody, PlainIsBodyViewPlusTrailer) {
     EXPECT_EQ(b.size(), p->text(f).size() + b.tail.size());
     EXPECT_FALSE(b.gzipped);
   }
-  std::string om =
-      make_scrape_body(*p, ExpositionFormat::kOpenMetrics100, false, testing::kFixtureNowUnix).flatten();
+  std::string om = make_scrape_body(*p, ExpositionFormat::kOpenMetrics100, false, testing::kFixtureNowUnix).flatten();
   EXPECT_TRUE(om.ends_with("gpumeter_snapshot_age_seconds 1.25\n# EOF\n"));
   EXPECT_EQ(om.find("# EOF"), om.size() - 6) << "exactly one EOF, at the very end";
 }

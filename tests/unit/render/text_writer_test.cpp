@@ -64,8 +64,7 @@ TEST(TextWriter, LabelValueKeepsOtherCharactersVerbatim) {
 
 TEST(TextWriter, HelpEscapingDiffersByFormat) {
   std::vector<MetricFamily> fams = {gauge("x", "say \"hi\" \\ then\nnext", {{{}, 1}})};
-  EXPECT_EQ(render(fams, ExpositionFormat::kText004),
-            "# HELP x say \"hi\" \\\\ then\\nnext\n# TYPE x gauge\nx 1\n");
+  EXPECT_EQ(render(fams, ExpositionFormat::kText004), "# HELP x say \"hi\" \\\\ then\\nnext\n# TYPE x gauge\nx 1\n");
   EXPECT_EQ(render(fams, ExpositionFormat::kOpenMetrics100),
             "# TYPE x gauge\n# HELP x say \\\"hi\\\" \\\\ then\\nnext\nx 1\n");
 }
@@ -102,8 +101,7 @@ TEST(TextWriter, FamiliesStayGroupedInGivenOrder) {
 
 TEST(TextWriter, SpecialValues) {
   std::vector<MetricFamily> fams = {
-      gauge("v", "V.",
-            {{{{"k", "nan"}}, std::nan("")}, {{{"k", "pinf"}}, HUGE_VAL}, {{{"k", "ninf"}}, -HUGE_VAL}})};
+      gauge("v", "V.", {{{{"k", "nan"}}, std::nan("")}, {{{"k", "pinf"}}, HUGE_VAL}, {{{"k", "ninf"}}, -HUGE_VAL}})};
   EXPECT_EQ(render(fams, ExpositionFormat::kText004),
             "# HELP v V.\n# TYPE v gauge\nv{k=\"nan\"} NaN\nv{k=\"pinf\"} +Inf\nv{k=\"ninf\"} -Inf\n");
 }

@@ -22,7 +22,8 @@ TEST(ParseQueryResponse, VectorAndMatrix) {
   EXPECT_DOUBLE_EQ((*v)[0].samples[0].t, 10.5);
   EXPECT_DOUBLE_EQ((*v)[0].samples[0].v, 2.25);
   auto m = parse_query_response(
-      R"({"status":"success","data":{"resultType":"matrix","result":[{"metric":{},"values":[[1,"1"],[2,"3e2"]]}]}})", "Q");
+      R"({"status":"success","data":{"resultType":"matrix","result":[{"metric":{},"values":[[1,"1"],[2,"3e2"]]}]}})",
+      "Q");
   ASSERT_TRUE(m.ok());
   EXPECT_DOUBLE_EQ((*m)[0].samples[1].v, 300);
   auto empty = parse_query_response(R"({"status":"success","data":{"resultType":"vector","result":[]}})", "Q");
@@ -39,15 +40,21 @@ TEST(ParseQueryResponse, SamplesMustBeOnePerInstantInTimeOrder) {
       "Q");
   ASSERT_TRUE(twice.ok()) << twice.error().message;
   EXPECT_EQ((*twice)[0].samples.size(), 3u);
-  EXPECT_NE(error_of(R"({"status":"success","data":{"resultType":"matrix","result":[{"metric":{"a":"1"},"values":[[1,"1"],[2,"3"],[2,"9"]]}]}})")
-                .find("Q: the series {a=\"1\"} has two values at 2.000 (3 and 9)"),
-            std::string::npos);
-  EXPECT_NE(error_of(R"({"status":"success","data":{"resultType":"matrix","result":[{"metric":{"a":"1"},"values":[[2,"1"],[1,"3"]]}]}})")
-                .find("go back in time"),
-            std::string::npos);
-  EXPECT_NE(error_of(R"({"status":"success","data":{"resultType":"vector","result":[{"metric":{"a":"1"},"value":[1,"2"]},{"metric":{"a":"1"},"value":[1,"5"]}]}})")
-                .find("holds the series {a=\"1\"} twice"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of(
+          R"({"status":"success","data":{"resultType":"matrix","result":[{"metric":{"a":"1"},"values":[[1,"1"],[2,"3"],[2,"9"]]}]}})")
+          .find("Q: the series {a=\"1\"} has two values at 2.000 (3 and 9)"),
+      std::string::npos);
+  EXPECT_NE(
+      error_of(
+          R"({"status":"success","data":{"resultType":"matrix","result":[{"metric":{"a":"1"},"values":[[2,"1"],[1,"3"]]}]}})")
+          .find("go back in time"),
+      std::string::npos);
+  EXPECT_NE(
+      error_of(
+          R"({"status":"success","data":{"resultType":"vector","result":[{"metric":{"a":"1"},"value":[1,"2"]},{"metric":{"a":"1"},"value":[1,"5"]}]}})")
+          .find("holds the series {a=\"1\"} twice"),
+      std::string::npos);
 }
 
 // Thanos and Mimir answer a query some stores could not serve with the stores that could, and a
@@ -58,8 +65,9 @@ TEST(ParseQueryResponse, WarningsAndPartialAnswersAreErrors) {
   const std::string warned = R"("warnings":["partial response: store 10.0.0.7:10901 unavailable","w2"])";
   for (const std::string& body : {"{\"status\":\"success\"," + data + "," + warned + "}",
                                   "{" + warned + ",\"status\":\"success\"," + data + "}"}) {
-    EXPECT_EQ(error_of(body), "Q: the API answered with a warning, so the answer may be incomplete: \"partial "
-                              "response: store 10.0.0.7:10901 unavailable\" (and 1 more)")
+    EXPECT_EQ(error_of(body),
+              "Q: the API answered with a warning, so the answer may be incomplete: \"partial "
+              "response: store 10.0.0.7:10901 unavailable\" (and 1 more)")
         << body;
   }
   EXPECT_NE(error_of(R"({"status":"success","isPartial":true,"data":{"resultType":"vector","result":[]}})")
@@ -69,9 +77,10 @@ TEST(ParseQueryResponse, WarningsAndPartialAnswersAreErrors) {
                 .find("with a warning"),
             std::string::npos);
   // No warning, an empty list, isPartial false and Prometheus 3's infos are complete answers.
-  for (const char* ok : {R"({"status":"success","warnings":[],"data":{"resultType":"vector","result":[]}})",
-                         R"({"status":"success","isPartial":false,"data":{"resultType":"vector","result":[]}})",
-                         R"({"status":"success","infos":["PromQL info: x"],"data":{"resultType":"vector","result":[]}})"}) {
+  for (const char* ok :
+       {R"({"status":"success","warnings":[],"data":{"resultType":"vector","result":[]}})",
+        R"({"status":"success","isPartial":false,"data":{"resultType":"vector","result":[]}})",
+        R"({"status":"success","infos":["PromQL info: x"],"data":{"resultType":"vector","result":[]}})"}) {
     EXPECT_EQ(error_of(ok), "ok") << ok;
   }
   auto series = parse_series_response(R"({"status":"success","data":[],"warnings":["partial"]})", "S");
@@ -87,18 +96,26 @@ TEST(ParseQueryResponse, BadAnswers) {
             std::string::npos);
   EXPECT_NE(error_of(R"({"status":"success"})").find("no \"data\" field"), std::string::npos);
   EXPECT_NE(error_of(R"({"status":"success","data":{"result":[]}})").find("no resultType"), std::string::npos);
-  EXPECT_NE(error_of(R"({"status":"success","data":{"resultType":"scalar","result":[1,"2"]}})").find("unexpected result type \"scalar\""),
+  EXPECT_NE(error_of(R"({"status":"success","data":{"resultType":"scalar","result":[1,"2"]}})")
+                .find("unexpected result type \"scalar\""),
             std::string::npos);
-  EXPECT_NE(error_of(R"({"status":"success","data":{"resultType":"string","result":[{"metric":{}}]}})").find("unexpected result type \"string\""),
+  EXPECT_NE(error_of(R"({"status":"success","data":{"resultType":"string","result":[{"metric":{}}]}})")
+                .find("unexpected result type \"string\""),
             std::string::npos);
-  EXPECT_NE(error_of(R"({"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1,2]}]}})").find("not a string"),
+  EXPECT_NE(error_of(R"({"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1,2]}]}})")
+                .find("not a string"),
             std::string::npos);
-  EXPECT_NE(error_of(R"({"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1,"NaN"]}]}})").find("unexpected sample value \"NaN\""),
-            std::string::npos);
-  EXPECT_NE(error_of(R"({"status":"success","data":{"resultType":"vector","result":[{"metric":{"a":1},"value":[1,"2"]}]}})").find("label a is not a string"),
-            std::string::npos);
-  EXPECT_NE(error_of(R"({"status":"success","data":{"resultType":"matrix","result":[{"metric":{}}]}})").find("no values"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of(R"({"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1,"NaN"]}]}})")
+          .find("unexpected sample value \"NaN\""),
+      std::string::npos);
+  EXPECT_NE(
+      error_of(R"({"status":"success","data":{"resultType":"vector","result":[{"metric":{"a":1},"value":[1,"2"]}]}})")
+          .find("label a is not a string"),
+      std::string::npos);
+  EXPECT_NE(
+      error_of(R"({"status":"success","data":{"resultType":"matrix","result":[{"metric":{}}]}})").find("no values"),
+      std::string::npos);
 }
 
 TEST(ParseQueryResponse, MembersInAnyOrderAndUnknownMembersSkipped) {
@@ -129,7 +146,8 @@ TEST(ParseQueryResponse, MembersInAnyOrderAndUnknownMembersSkipped) {
 TEST(ParseQueryResponse, MalformedPartsAreNamed) {
   const std::string head = R"({"status":"success","data":{"resultType":"matrix","result":[)";
   auto err = [&](std::string_view results) { return error_of(head + std::string(results) + "]}}"); };
-  EXPECT_NE(err(R"({"metric":{},"values":[[1,"1","2"]]})").find("a sample is not [time, \"value\"]"), std::string::npos);
+  EXPECT_NE(err(R"({"metric":{},"values":[[1,"1","2"]]})").find("a sample is not [time, \"value\"]"),
+            std::string::npos);
   EXPECT_NE(err(R"({"metric":{},"values":[[1]]})").find("a sample is not [time, \"value\"]"), std::string::npos);
   EXPECT_NE(err(R"({"metric":{},"values":[["1","1"]]})").find("a sample is not [time, \"value\"]"), std::string::npos);
   EXPECT_NE(err(R"({"metric":{},"values":[1]})").find("a sample is not [time, \"value\"]"), std::string::npos);
@@ -143,11 +161,13 @@ TEST(ParseQueryResponse, MalformedPartsAreNamed) {
   // The first problem is named, with the request.
   EXPECT_EQ(err(R"({"metric":{"a":1},"values":[[1,"x"]]})"), "Q: unexpected JSON: label a is not a string");
   // A body cut short is not JSON, even after a malformed part.
-  EXPECT_NE(error_of(head + R"({"metric":{"a":1},"values":[[1,"1"],[2,)").find("the answer is not JSON"), std::string::npos);
+  EXPECT_NE(error_of(head + R"({"metric":{"a":1},"values":[[1,"1"],[2,)").find("the answer is not JSON"),
+            std::string::npos);
   EXPECT_NE(error_of(R"({"status":"success","data":{"resultType":"vector","result":[]}} x)").find("not JSON"),
             std::string::npos);
   // The envelope comes first: an error status wins over a malformed data member.
-  EXPECT_NE(error_of(R"({"data":7,"status":"error","error":"too many samples"})").find("status \"error\" (unknown): too many samples"),
+  EXPECT_NE(error_of(R"({"data":7,"status":"error","error":"too many samples"})")
+                .find("status \"error\" (unknown): too many samples"),
             std::string::npos);
   EXPECT_NE(error_of(R"({"status":{"s":"success"},"data":{}})").find("status \"?\""), std::string::npos);
   EXPECT_NE(error_of(R"("success")").find("no \"status\" field"), std::string::npos);
@@ -157,7 +177,8 @@ TEST(ParseQueryResponse, MalformedPartsAreNamed) {
 }
 
 TEST(ParseSeriesResponse, KeepsNames) {
-  auto r = parse_series_response(R"({"status":"success","data":[{"__name__":"gpu_info","uuid":"GPU-1","model":"H100"}]})", "S");
+  auto r = parse_series_response(
+      R"({"status":"success","data":[{"__name__":"gpu_info","uuid":"GPU-1","model":"H100"}]})", "S");
   ASSERT_TRUE(r.ok());
   EXPECT_EQ((*r)[0].at("__name__"), "gpu_info");
   EXPECT_FALSE(parse_series_response(R"({"status":"success","data":{}})", "S").ok());

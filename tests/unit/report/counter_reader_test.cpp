@@ -116,9 +116,10 @@ TEST(CounterReader, ADecreaseThatIsNoRestartFromZeroIsAnError) {
     ASSERT_TRUE(flags.ok());
     auto data = reader.read("m_total", *flags);
     ASSERT_FALSE(data.ok()) << dip_t;
-    const std::string want = fmt::format("m_total{{project=\"p\",uuid=\"GPU-a\"}} went down from {} (at {:.3f}) to {} "
-                                         "(at {:.3f}); a ledger counter only goes down when it restarts from zero",
-                                         dip_t - 15, dip_t - 15, 0.9 * dip_t, dip_t);
+    const std::string want = fmt::format(
+        "m_total{{project=\"p\",uuid=\"GPU-a\"}} went down from {} (at {:.3f}) to {} "
+        "(at {:.3f}); a ledger counter only goes down when it restarts from zero",
+        dip_t - 15, dip_t - 15, 0.9 * dip_t, dip_t);
     EXPECT_NE(data.error().message.find(want), std::string::npos) << data.error().message;
   }
 }
@@ -139,8 +140,7 @@ TEST(CounterReader, NearZeroIsWhatTheCounterCanHaveCountedSinceTheSampleBefore) 
       EXPECT_DOUBLE_EQ(data->resets[0].at, 50);
     } else {
       ASSERT_FALSE(data.ok());
-      EXPECT_NE(data.error().message.find("100 is more than it can have counted since (90 at most)"),
-                std::string::npos)
+      EXPECT_NE(data.error().message.find("100 is more than it can have counted since (90 at most)"), std::string::npos)
           << data.error().message;
     }
     // A counter that can count ten times as fast may have restarted either way.

@@ -121,10 +121,14 @@ class FakePromApi final : public PromApi {
     static const std::regex raw_re(R"((.*)\[(\d+)ms\])");
     std::smatch m;
     enum { kLast, kResets, kRaw } kind;
-    if (std::regex_match(expr, m, last_re)) kind = kLast;
-    else if (std::regex_match(expr, m, resets_re)) kind = kResets;
-    else if (std::regex_match(expr, m, raw_re)) kind = kRaw;
-    else return Error{0, "fake: unsupported expression " + expr};
+    if (std::regex_match(expr, m, last_re))
+      kind = kLast;
+    else if (std::regex_match(expr, m, resets_re))
+      kind = kResets;
+    else if (std::regex_match(expr, m, raw_re))
+      kind = kRaw;
+    else
+      return Error{0, "fake: unsupported expression " + expr};
     auto sel = parse_selector(m[1]);
     if (!sel) return Error{0, "fake: bad selector in " + expr};
     const double range = std::stod(m[2]) / 1000.0;

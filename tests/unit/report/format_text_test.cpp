@@ -57,10 +57,10 @@ TEST(CsvFormat, FormulaLikeNamesGetAQuoteAndStayText) {
       {"-2+3+cmd|x", "'-2+3+cmd|x"},
       {"@SUM(1+1)", "'@SUM(1+1)"},
       {"\t=1+1", "'\t=1+1"},
-      {"\r=1+1", "\"'\r=1+1\""},            // quoted as well: it holds a CR
+      {"\r=1+1", "\"'\r=1+1\""},  // quoted as well: it holds a CR
       {"=HYPERLINK(\"x\",\"y\")", "\"'=HYPERLINK(\"\"x\"\",\"\"y\"\")\""},
-      {"team-a", "team-a"},                   // a dash inside is nothing
-      {"-1", "-1"},                           // a whole number is not a formula
+      {"team-a", "team-a"},  // a dash inside is nothing
+      {"-1", "-1"},          // a whole number is not a formula
       {"-1.5e3", "-1.5e3"},
   };
   std::vector<Row> rows;
@@ -83,7 +83,10 @@ TEST(CsvFormat, TheReportsOwnNegativeNumbersStayNumbers) {
 
 TEST(TableFormat, ControlCharactersCannotSplitOrReorderARow) {
   const Report r = report_of({owner("line1\nline2,\"quoted\";x", 3), owner("tab\there", 2),
-                              owner("rlo\xE2\x80\xAE" "dcba", 1), owner("\x1b[2Jclear", 0.5)});
+                              owner("rlo\xE2\x80\xAE"
+                                    "dcba",
+                                    1),
+                              owner("\x1b[2Jclear", 0.5)});
   const std::string table = render_table(r, false);
   EXPECT_NE(table.find("line1?line2,\"quoted\";x"), std::string::npos) << table;
   EXPECT_NE(table.find("tab?here"), std::string::npos) << table;

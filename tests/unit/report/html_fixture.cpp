@@ -26,9 +26,11 @@ int main(int argc, char** argv) {
   bool ok = argc >= 2;
   for (int i = 2; i < argc && ok; ++i) {
     std::string_view arg = argv[i];
-    if (arg == "--unpriced") options.priced = false;
-    else ok = int_flag(arg, "--groups=", options.projects) || int_flag(arg, "--steps=", options.steps) ||
-              int_flag(arg, "--step=", step);
+    if (arg == "--unpriced")
+      options.priced = false;
+    else
+      ok = int_flag(arg, "--groups=", options.projects) || int_flag(arg, "--steps=", options.steps) ||
+           int_flag(arg, "--step=", step);
   }
   if (!ok || options.projects < 0 || options.steps < 0 || step <= 0) {
     std::fprintf(stderr, "usage: %s OUT.html [--unpriced] [--groups=N] [--steps=N] [--step=SECONDS]\n", argv[0]);

@@ -24,9 +24,8 @@ struct SyntheticOptions {
 
 inline const std::vector<std::string>& project_names() {
   static const std::vector<std::string> names = {
-      "llm-pretrain",  "vision-research", "speech",        "recsys",       "genomics",
-      "climate-sim",   "robotics",        "search-ranking", "nlp-eval",     "drug-discovery",
-      "finance-risk",  "<student> & \"intern\" lab"};
+      "llm-pretrain", "vision-research", "speech",   "recsys",         "genomics",     "climate-sim",
+      "robotics",     "search-ranking",  "nlp-eval", "drug-discovery", "finance-risk", "<student> & \"intern\" lab"};
   return names;
 }
 
@@ -127,8 +126,10 @@ inline Report synthetic_report(const SyntheticOptions& o = {}) {
   if (o.priced) {
     const double months = (r.to - r.from) / (30.4375 * 86400);
     for (Row& row : r.rows) {
-      double monthly = row.key[0] == "llm-pretrain" ? 18000 : row.key[0] == "speech" ? 9000
-                       : row.key[0] == "genomics" ? 6000 : 0;
+      double monthly = row.key[0] == "llm-pretrain" ? 18000
+                       : row.key[0] == "speech"     ? 9000
+                       : row.key[0] == "genomics"   ? 6000
+                                                    : 0;
       if (monthly == 0) continue;
       Budget b{monthly, monthly * months, 0};
       b.used_ratio = row.cost.total() / b.for_period;

@@ -23,11 +23,11 @@ using testing::SyntheticOptions;
 
 // Like HasSubstr, without printing the whole page when it fails.
 #define EXPECT_CONTAINS(text, part) EXPECT_NE((text).find(part), std::string::npos) << "missing: " << (part)
-#define EXPECT_LACKS(text, part)                                                               \
-  do {                                                                                         \
-    size_t at_ = (text).find(part);                                                            \
-    EXPECT_EQ(at_, std::string::npos) << "unexpected: " << (part) << " in: "                   \
-                                      << (text).substr(at_ < 80 ? 0 : at_ - 80, 200);          \
+#define EXPECT_LACKS(text, part)                                                                 \
+  do {                                                                                           \
+    size_t at_ = (text).find(part);                                                              \
+    EXPECT_EQ(at_, std::string::npos) << "unexpected: " << (part)                                \
+                                      << " in: " << (text).substr(at_ < 80 ? 0 : at_ - 80, 200); \
   } while (0)
 
 size_t count(const std::string& haystack, const std::string& needle) {
@@ -176,7 +176,8 @@ TEST(ReportHtml, TotalsUseThousandsSeparatorsAndCurrency) {
 
 TEST(ReportHtml, HostileStringsAreEscapedEverywhere) {
   const std::string evil = "<script>alert(\"x\")</script> & 'q' <img src=x onerror=y>";
-  const std::string shown = "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; &#39;q&#39; &lt;img src=x onerror=y&gt;";
+  const std::string shown =
+      "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; &#39;q&#39; &lt;img src=x onerror=y&gt;";
   Report r = synthetic_report();
   r.url = "http://evil.example/?a=1&b=<b>";
   r.backend = evil;

@@ -35,9 +35,14 @@ struct Slice {
 void add_mig_gpu(FakePromApi& api, const std::string& uuid, const std::string& model, int mig_slices,
                  const std::vector<Slice>& slices) {
   for (const auto& s : slices) {
-    Labels l{{"uuid", uuid},      {"gpu", "0"},       {"instance", "n1:9400"},
-             {"project", s.project}, {"mig_profile", s.profile}, {"gpu_instance", s.gi},
-             {"compute_instance", "0"}, {"mig_uuid", "MIG-" + uuid + s.gi}};
+    Labels l{{"uuid", uuid},
+             {"gpu", "0"},
+             {"instance", "n1:9400"},
+             {"project", s.project},
+             {"mig_profile", s.profile},
+             {"gpu_instance", s.gi},
+             {"compute_instance", "0"},
+             {"mig_uuid", "MIG-" + uuid + s.gi}};
     const bool idle = s.project == "__idle__";
     api.data.push_back({"gpu_allocated_seconds_total", l, linear(s.gpus)});
     api.data.push_back({"gpu_busy_seconds_total", l, linear(idle ? 0 : s.gpus / 2)});
@@ -117,8 +122,9 @@ TEST(MigReport, SlicesCostTheirShareOfTheGpuPrice) {
 TEST(MigReport, ProfilePriceIsPerInstanceHour) {
   auto api = mig_gpu();
   // The model's own 1g price wins over "*"; the 2g has none and costs its share.
-  auto p = prices("mig_profiles:\n  \"*\": {3g.40gb: {instance_hour: 2.5}, 1g.10gb: {instance_hour: 9}}\n"
-                  "  \"NVIDIA H100 80GB HBM3\": {1g.10gb: {instance_hour: 0.8}}\n");
+  auto p = prices(
+      "mig_profiles:\n  \"*\": {3g.40gb: {instance_hour: 2.5}, 1g.10gb: {instance_hour: 9}}\n"
+      "  \"NVIDIA H100 80GB HBM3\": {1g.10gb: {instance_hour: 0.8}}\n");
   auto r = build_report(api, request({"project"}, &p));
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_NEAR(row(*r, {"team-a"}).cost.allocation, 2.5, 1e-9);
@@ -132,10 +138,12 @@ TEST(MigReport, AProfilePriceOnAnA30IsConvertedWithItsFourSlices) {
   // Beside the H100, an A30 (gpu_mig_slices 4) cut 2g + 1g + 1g: team-c on the 2g and a 1g, the
   // other 1g unused.
   auto api = mig_gpu();
-  add_mig_gpu(api, "GPU-q", kA30, 4,
-              {{"team-c", "2g.12gb", "1", 2.0 / 4}, {"team-c", "1g.6gb", "6", 1.0 / 4}, {"__idle__", "1g.6gb", "5", 1.0 / 4}});
-  auto p = prices("  \"NVIDIA A30\": {gpu_hour: 4.0}\n"
-                  "mig_profiles:\n  \"*\": {1g.6gb: {instance_hour: 1.2}, 1g.10gb: {instance_hour: 0.8}}\n");
+  add_mig_gpu(
+      api, "GPU-q", kA30, 4,
+      {{"team-c", "2g.12gb", "1", 2.0 / 4}, {"team-c", "1g.6gb", "6", 1.0 / 4}, {"__idle__", "1g.6gb", "5", 1.0 / 4}});
+  auto p = prices(
+      "  \"NVIDIA A30\": {gpu_hour: 4.0}\n"
+      "mig_profiles:\n  \"*\": {1g.6gb: {instance_hour: 1.2}, 1g.10gb: {instance_hour: 0.8}}\n");
   auto r = build_report(api, request({"project"}, &p));
   ASSERT_TRUE(r.ok()) << r.error().message;
   // An hour of a 1g.6gb costs its instance-hour price (by 7 slices it would cost 2.1); the 2g

@@ -69,7 +69,8 @@ ReportRequest request(std::vector<std::string> by, const pricing::Pricing* p = n
 pricing::Pricing prices(std::string extra = "") {
   auto p = pricing::parse_pricing(
       "currency: USD\ngpu_models:\n  \"NVIDIA H100 80GB HBM3\": {gpu_hour: 4.0, busy_gpu_hour: 2.0}\n"
-      "energy: {kwh: 0.5, pue: 1.2}\n" + extra,
+      "energy: {kwh: 0.5, pue: 1.2}\n" +
+          extra,
       "test.yaml");
   EXPECT_TRUE(p.ok()) << (p.ok() ? "" : p.error().message);
   return p.ok() ? *p : pricing::Pricing{};
@@ -120,8 +121,8 @@ TEST(BuildReport, PricesEveryComponent) {
   auto r = build_report(api, request({"project"}, &p));
   ASSERT_TRUE(r.ok()) << r.error().message;
   const Row& a = row(*r, {"team-a"});
-  EXPECT_NEAR(a.cost.allocation, 1.0 * 4.0, 1e-12);      // 1 GPU-h allocated
-  EXPECT_NEAR(a.cost.utilization, 0.5 * 2.0, 1e-12);     // 0.5 GPU-h busy
+  EXPECT_NEAR(a.cost.allocation, 1.0 * 4.0, 1e-12);                   // 1 GPU-h allocated
+  EXPECT_NEAR(a.cost.utilization, 0.5 * 2.0, 1e-12);                  // 0.5 GPU-h busy
   EXPECT_NEAR(a.cost.energy, 400 * 3600 / 3.6e6 * 0.5 * 1.2, 1e-12);  // 400 W for 1 GPU-h
   const Row& idle = row(*r, {"__idle__"});
   EXPECT_NEAR(idle.cost.allocation, 0.5 * 4.0, 1e-12);
@@ -203,7 +204,7 @@ TEST(BuildReport, GapsHolesResetsAndMissingSeriesAreWarnings) {
   std::map<std::string, std::string> kinds;
   for (const auto& w : r->warnings) kinds[w.kind] += w.message + "\n";
   EXPECT_NE(kinds["gap"].find("GPU GPU-a on n1:9400: the agent came back between 1970-01-01T00:15:00Z and "
-                             "1970-01-01T00:20:00Z from 120 s it could not integrate"),
+                              "1970-01-01T00:20:00Z from 120 s it could not integrate"),
             std::string::npos)
       << kinds["gap"];
   EXPECT_NE(kinds["missing-data"].find("no samples of GPU GPU-b on n2:9400 between 1970-01-01T00:35:00Z and "
@@ -242,7 +243,7 @@ TEST(BuildReport, AnOwnerBackFromZeroAboveItsOldTotalWithinAStepIsCounted) {
   // the next step's boundary: only resets() over the raw samples can see it.
   auto api = fleet();
   Labels l{{"uuid", "GPU-b"}, {"gpu", "0"}, {"instance", "n2:9400"}, {"project", "team-c"}, {"user", "cat"}};
-  std::vector<Sample> samples = linear(0.25, 0, 600);  // up to 150 s at 600 s
+  std::vector<Sample> samples = linear(0.25, 0, 600);                  // up to 150 s at 600 s
   for (const auto& x : linear(1.0, 1200, 1800)) samples.push_back(x);  // back from 0 at 1200 s: 600 s by 1800 s
   for (const char* m : {"gpu_allocated_seconds_total", "gpu_busy_seconds_total", "gpu_memory_byte_seconds_total",
                         "gpu_attributed_energy_joules_total"}) {

@@ -111,9 +111,9 @@ TEST(AllocationHpcJobs, TheTreeIsWhatTheAgentReads) {
   Scenario s = testing::parse_ok(kScenario);
   fs::path dir = fresh_dir("hpc");
   fs::create_directories(dir / kHpcJobsDir);
-  std::ofstream(dir / kHpcJobsDir / "1") << "999\n";       // left by an earlier run
-  std::ofstream(dir / kHpcJobsDir / ".3.tmp") << "half";   // an unfinished write
-  std::ofstream(dir / kHpcJobsDir / "notes.txt") << "x";   // not a mapping file: left alone
+  std::ofstream(dir / kHpcJobsDir / "1") << "999\n";      // left by an earlier run
+  std::ofstream(dir / kHpcJobsDir / ".3.tmp") << "half";  // an unfinished write
+  std::ofstream(dir / kHpcJobsDir / "notes.txt") << "x";  // not a mapping file: left alone
   auto tree = ProcfsTree::open(dir, s, 5 * S);
   ASSERT_TRUE(tree.ok()) << tree.error().message;
   ASSERT_NE((*tree)->hpc_jobs(), nullptr);

@@ -96,8 +96,7 @@ TEST(AllocationParse, ErrorsNameTheFieldAndWhatIsWrong) {
        "allocations[0].gpus[1]: GPU 1 is listed twice"},
       {"no owner", head + "allocations:\n  - {name: x, gpus: [0]}\n",
        "allocations[0]: needs exactly one of 'kubernetes' (a pod's container) or 'slurm' (a Slurm job)"},
-      {"two owners",
-       head + "allocations:\n  - {name: x, gpus: [0], slurm: {job_id: '1'}, " + pod + "}\n",
+      {"two owners", head + "allocations:\n  - {name: x, gpus: [0], slurm: {job_id: '1'}, " + pod + "}\n",
        "allocations[0]: needs exactly one of"},
       {"bad job id", head + "allocations:\n  - {name: x, gpus: [0], slurm: {job_id: 'j1'}}\n",
        "allocations[0].slurm.job_id: expected a Slurm job id (decimal digits), got 'j1'"},
@@ -113,24 +112,28 @@ TEST(AllocationParse, ErrorsNameTheFieldAndWhatIsWrong) {
            pod + "}\n",
        "allocations[1]: overlaps allocations[0] ('x'), which names the same container at the same time"},
       {"one Slurm job twice at once",
-       head + "allocations:\n  - {name: x, gpus: [0], slurm: {job_id: '1'}}\n  - {name: y, gpus: [1], slurm: {job_id: '1'}}\n",
+       head + "allocations:\n  - {name: x, gpus: [0], slurm: {job_id: '1'}}\n  - {name: y, gpus: [1], slurm: {job_id: "
+              "'1'}}\n",
        "allocations[1]: overlaps allocations[0] ('x'), which names the same Slurm job at the same time"},
       {"unknown allocation",
-       head + "allocations:\n  - {name: x, gpus: [0], " + pod + "}\njobs:\n  - {name: j, allocation: z, gpus: [0], pid: 1, utilization: 0.5}\n",
+       head + "allocations:\n  - {name: x, gpus: [0], " + pod +
+           "}\njobs:\n  - {name: j, allocation: z, gpus: [0], pid: 1, utilization: 0.5}\n",
        "jobs[0].allocation: unknown allocation 'z' (allocations: x)"},
       {"job on a GPU its allocation does not hold",
-       head + "allocations:\n  - {name: x, gpus: [0], " + pod + "}\njobs:\n  - {name: j, allocation: x, gpus: [1], pid: 1, utilization: 0.5}\n",
+       head + "allocations:\n  - {name: x, gpus: [0], " + pod +
+           "}\njobs:\n  - {name: j, allocation: x, gpus: [1], pid: 1, utilization: 0.5}\n",
        "jobs[0]: runs on GPU 1, which its allocation 'x' does not hold"},
       {"job outside its allocation's span",
        head + "allocations:\n  - {name: x, start: 10, end: 20, gpus: [0], slurm: {job_id: '5'}}\njobs:\n"
               "  - {name: j, allocation: x, start: 15, end: 25, gpus: [0], pid: 1, utilization: 0.5}\n",
        "jobs[0]: runs over [15 s, 25 s), outside its allocation 'x' [10 s, 20 s)"},
       {"job with its own pod in a pod's allocation",
-       head + "allocations:\n  - {name: x, gpus: [0], " + pod + "}\njobs:\n  - {name: j, allocation: x, gpus: [0], pid: 1, " +
-           pod + ", utilization: 0.5}\n",
+       head + "allocations:\n  - {name: x, gpus: [0], " + pod +
+           "}\njobs:\n  - {name: j, allocation: x, gpus: [0], pid: 1, " + pod + ", utilization: 0.5}\n",
        "jobs[0]: takes its pod and container from its allocation 'x'; drop 'kubernetes'"},
       {"allocation named as a job",
-       head + "allocations:\n  - {name: j, gpus: [0], " + pod + "}\njobs:\n  - {name: j, gpus: [1], pid: 1, utilization: 0.5}\n",
+       head + "allocations:\n  - {name: j, gpus: [0], " + pod +
+           "}\njobs:\n  - {name: j, gpus: [1], pid: 1, utilization: 0.5}\n",
        "allocations[0].name: 'j' is also a job's name"},
   };
   for (const BadCase& c : cases) {
@@ -208,8 +211,7 @@ TEST(AllocationTruth, WindowsCutAllocationsAndTile) {
   SchedulerTruth second = compute_scheduler_truth(s, 85 * S, 200 * S);
   EXPECT_NEAR(owner(first, "sl", 1)->allocated_seconds, 80 + 2.5, 1e-9);
   EXPECT_NEAR(owner(second, "sl", 1)->allocated_seconds, 7.5, 1e-9);
-  EXPECT_NEAR(owner(first, "nb", 0)->idle_allocated_seconds + owner(second, "nb", 0)->idle_allocated_seconds, 80,
-              1e-9);
+  EXPECT_NEAR(owner(first, "nb", 0)->idle_allocated_seconds + owner(second, "nb", 0)->idle_allocated_seconds, 80, 1e-9);
   expect_invariants(first);
   expect_invariants(second);
 }
@@ -247,12 +249,9 @@ TEST(AllocationTruth, TheAcceptanceScenario) {
     double allocated, idle_allocated, busy;
   };
   const Want wants[] = {
-      {"jupyter-alice", 0, 56, 46, 4},
-      {"slurm-51300", 1, 48, 22, 12 * 0.7 + 14 * 0.5},
-      {"slurm-51300", 2, 46, 34, 12 * 0.7},
-      {"eval-a", 3, 28, 4.5, 3 + 7.5 + 1.5},
-      {"asr-b", 3, 26, 13.5, 10},
-      {"bypass-bob", 2, 2, 0, 4 * 0.9},
+      {"jupyter-alice", 0, 56, 46, 4},      {"slurm-51300", 1, 48, 22, 12 * 0.7 + 14 * 0.5},
+      {"slurm-51300", 2, 46, 34, 12 * 0.7}, {"eval-a", 3, 28, 4.5, 3 + 7.5 + 1.5},
+      {"asr-b", 3, 26, 13.5, 10},           {"bypass-bob", 2, 2, 0, 4 * 0.9},
   };
   ASSERT_EQ(t.owners.size(), std::size(wants));
   for (const Want& w : wants) {

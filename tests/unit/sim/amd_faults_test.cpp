@@ -75,7 +75,7 @@ TEST(AmdFaults, HungGpuBlocksItsReadersUntilTheHangEnds) {
   EXPECT_TRUE(is_a_fifo(metrics));
   EXPECT_TRUE(is_a_fifo(power));
   EXPECT_FALSE(is_a_fifo(dir / "class/drm/card1/device/gpu_metrics"));  // the other GPU is untouched
-  EXPECT_EQ(read(device / "gpu_busy_percent"), "50\n");  // a file ROCm SMI stat()s first stays a file
+  EXPECT_EQ(read(device / "gpu_busy_percent"), "50\n");                 // a file ROCm SMI stat()s first stays a file
 
   // A reader blocks in open() until the hang ends; it then reads the value of that moment.
   std::atomic<bool> done{false};
@@ -115,10 +115,8 @@ TEST(AmdFaults, OneShotTreeAndStopLeaveNoReaderBlocked) {
 
 TEST(AmdFaults, NoXidOrErrorWindowOnAnAmdGpu) {
   const std::string amd = kTwoAmdGpus;
-  EXPECT_NE(parse_error(amd + "faults:\n  - {kind: xid, gpu: 1, at: 1s, code: 79}\n").find("Xid"),
-            std::string::npos);
-  EXPECT_NE(parse_error(amd + "faults:\n  - {kind: unknown_errors, gpu: 0, at: 1s, duration: 2s}\n")
-                .find("AMD GPU"),
+  EXPECT_NE(parse_error(amd + "faults:\n  - {kind: xid, gpu: 1, at: 1s, code: 79}\n").find("Xid"), std::string::npos);
+  EXPECT_NE(parse_error(amd + "faults:\n  - {kind: unknown_errors, gpu: 0, at: 1s, duration: 2s}\n").find("AMD GPU"),
             std::string::npos);
   EXPECT_NE(parse_error(amd + "faults:\n  - {kind: hang, gpu: 0, at: 1s, seconds: 2, call: nvmlDeviceGetPowerUsage}\n")
                 .find("can only be rsmi_compute_process_info_by_pid_get"),

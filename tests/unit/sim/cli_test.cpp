@@ -65,8 +65,8 @@ TEST(SimCli, TruthJsonHasStableKeysAndExactValues) {
   auto j = nlohmann::ordered_json::parse(r.out);
   std::vector<std::string> keys;
   for (auto it = j.begin(); it != j.end(); ++it) keys.push_back(it.key());
-  EXPECT_EQ(keys, (std::vector<std::string>{"scenario", "from_seconds", "to_seconds", "window_seconds",
-                                            "gpus", "jobs", "users"}));
+  EXPECT_EQ(keys, (std::vector<std::string>{"scenario", "from_seconds", "to_seconds", "window_seconds", "gpus", "jobs",
+                                            "users"}));
   std::vector<std::string> users;
   for (auto it = j["users"].begin(); it != j["users"].end(); ++it) users.push_back(it.key());
   EXPECT_EQ(users, (std::vector<std::string>{"dana", "alice"}));  // file order
@@ -74,9 +74,9 @@ TEST(SimCli, TruthJsonHasStableKeysAndExactValues) {
   ASSERT_EQ(j["gpus"].size(), 2u);
   std::vector<std::string> gpu_keys;
   for (auto it = j["gpus"][0].begin(); it != j["gpus"][0].end(); ++it) gpu_keys.push_back(it.key());
-  EXPECT_EQ(gpu_keys, (std::vector<std::string>{"gpu", "uuid", "model", "busy_seconds", "energy_joules",
-                                                "idle_energy_joules", "memory_byte_seconds",
-                                                "allocated_seconds", "idle_seconds", "profiling"}));
+  EXPECT_EQ(gpu_keys,
+            (std::vector<std::string>{"gpu", "uuid", "model", "busy_seconds", "energy_joules", "idle_energy_joules",
+                                      "memory_byte_seconds", "allocated_seconds", "idle_seconds", "profiling"}));
   // GPU 0: 50% on [10, 30), 75% on [30, 60), 25% on [60, 100).
   EXPECT_NEAR(j["gpus"][0]["busy_seconds"].template get<double>(), 10 + 22.5 + 10, 1e-9);
   EXPECT_NEAR(j["gpus"][0]["idle_seconds"].template get<double>(), 10, 1e-9);
@@ -88,9 +88,9 @@ TEST(SimCli, TruthJsonHasStableKeysAndExactValues) {
   EXPECT_EQ(j["jobs"][0]["env"]["GPUMETER_PROJECT"], "p1");
   std::vector<std::string> job_keys;
   for (auto it = j["jobs"][0].begin(); it != j["jobs"][0].end(); ++it) job_keys.push_back(it.key());
-  EXPECT_EQ(job_keys, (std::vector<std::string>{"name", "gpu", "uuid", "pid", "uid", "cgroup", "env",
-                                                "kubernetes", "allocated_seconds", "busy_seconds",
-                                                "memory_byte_seconds", "energy_joules"}));
+  EXPECT_EQ(job_keys,
+            (std::vector<std::string>{"name", "gpu", "uuid", "pid", "uid", "cgroup", "env", "kubernetes",
+                                      "allocated_seconds", "busy_seconds", "memory_byte_seconds", "energy_joules"}));
   EXPECT_EQ(j["jobs"][0]["kubernetes"].dump(), R"({"namespace":"team-a","pod":"a-0","container":"main"})");
   EXPECT_FALSE(j["jobs"][1].contains("kubernetes"));  // not a pod: left out
   EXPECT_NEAR(j["jobs"][0]["allocated_seconds"].template get<double>(), 20 + 15, 1e-9);
@@ -136,8 +136,7 @@ TEST(SimCli, BadInputExitsTwoWithAMessage) {
       {{"truth", "--to", "10"}, "--scenario is required"},
       {{"truth", "--scenario", "/nonexistent.yaml", "--to", "10"}, "/nonexistent.yaml: no such file"},
       {{"truth", "--scenario", bad, "--to", "10"}, bad + ":1:13: models.m: missing required key 'memory'"},
-      {{"truth", "--scenario", path, "--from", "50", "--to", "50"},
-       "--from (50 s) must be earlier than --to (50 s)"},
+      {{"truth", "--scenario", path, "--from", "50", "--to", "50"}, "--from (50 s) must be earlier than --to (50 s)"},
       {{"truth", "--scenario", path, "--from", "ten"}, "--from: expected scenario seconds"},
       {{"truth", "--scenario", path, "--format", "xml"}, "--format must be table or json, got 'xml'"},
       {{"check", "--scenario", bad}, bad + ":1:13:"},
@@ -169,8 +168,7 @@ TEST(SimCli, ProcfsWritesTheProcessesPresentAtATime) {
   CliRun r = run({"procfs", "--scenario", path, "--out", dir.string(), "--at", "40"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, dir.string() + "/proc: 3 processes at scenario time 40 s\n");
-  for (const char* pid : {"100", "200", "201"})
-    EXPECT_TRUE(std::filesystem::exists(dir / "proc" / pid / "stat"));
+  for (const char* pid : {"100", "200", "201"}) EXPECT_TRUE(std::filesystem::exists(dir / "proc" / pid / "stat"));
   EXPECT_TRUE(std::filesystem::exists(dir / "etc" / "passwd"));
 
   // A later time replaces the tree's content: a ended at 60, its entry goes 5 s later.
@@ -218,12 +216,8 @@ TEST(SimCli, ProcfsBadInput) {
   const Case cases[] = {
       {{"procfs", "--out", dir}, 2, "gpumeter sim procfs: --scenario is required"},
       {{"procfs", "--scenario", path}, 2, "gpumeter sim procfs: --out is required"},
-      {{"procfs", "--scenario", bad, "--out", dir},
-       2,
-       bad + ":1:13: models.m: missing required key 'memory'"},
-      {{"procfs", "--scenario", path, "--out", dir, "--lead", "soon"},
-       2,
-       "--lead: expected a scenario duration"},
+      {{"procfs", "--scenario", bad, "--out", dir}, 2, bad + ":1:13: models.m: missing required key 'memory'"},
+      {{"procfs", "--scenario", path, "--out", dir, "--lead", "soon"}, 2, "--lead: expected a scenario duration"},
       {{"procfs", "--scenario", path, "--out", dir, "--at", "-5"}, 2, "--at: expected scenario seconds"},
       {{"procfs", "--scenario", path, "--out", dir, "--at", "5", "--follow"},
        2,
@@ -261,12 +255,11 @@ quirks:
 )");
   CliRun r = run({"check", "--scenario", path});
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(r.out,
-            path +
-                ": ok: 2 GPUs (2 x Test GPU 16GB), 2 jobs, 1 faults, 3 quirks, duration 100 s\n"
-                "  quirk: call_error: nvmlDeviceGetFanSpeed fails with unknown on GPU 1, from 5 s to 15 s\n"
-                "  quirk: process_record_layout: _v3 process records of 32 bytes on every GPU, from 0 s on\n"
-                "  quirk: garbage_process_records on GPU 0, from 60 s on\n");
+  EXPECT_EQ(r.out, path +
+                       ": ok: 2 GPUs (2 x Test GPU 16GB), 2 jobs, 1 faults, 3 quirks, duration 100 s\n"
+                       "  quirk: call_error: nvmlDeviceGetFanSpeed fails with unknown on GPU 1, from 5 s to 15 s\n"
+                       "  quirk: process_record_layout: _v3 process records of 32 bytes on every GPU, from 0 s on\n"
+                       "  quirk: garbage_process_records on GPU 0, from 60 s on\n");
 }
 
 // A scenario with `mig:` adds the per-instance truth, as the last JSON key and a table, under
@@ -293,8 +286,8 @@ TEST(SimCli, TruthShowsMigInstancesWhenTheScenarioHasThem) {
   ASSERT_EQ(table.exit_code, 0) << table.err;
   EXPECT_NE(table.out.find("MIG instances"), std::string::npos);
   EXPECT_NE(table.out.find("GPU 0: 630.000 slice-seconds, 0.000 unallocated"), std::string::npos) << table.out;
-  CliRun plain = run({"truth", "--scenario", testing::write_file("cli-plain.yaml", kScenario), "--to", "100",
-                      "--format", "json"});
+  CliRun plain =
+      run({"truth", "--scenario", testing::write_file("cli-plain.yaml", kScenario), "--to", "100", "--format", "json"});
   ASSERT_EQ(plain.exit_code, 0) << plain.err;
   EXPECT_FALSE(nlohmann::ordered_json::parse(plain.out).contains("mig"));
 }

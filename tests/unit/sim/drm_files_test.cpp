@@ -114,8 +114,8 @@ TEST(DrmFiles, AGraphicsClientOnAnNvidiaGpuIsRefused) {
                           "test.yaml");
   ASSERT_FALSE(s);
   EXPECT_NE(s.error().message.find("client"), std::string::npos) << s.error().message;
-  auto bad = parse_scenario(std::string(kScenario) + "  - {name: x, client: vulkan, gpus: [0], pid: 7, utilization: 0.1}\n",
-                            "test.yaml");
+  auto bad = parse_scenario(
+      std::string(kScenario) + "  - {name: x, client: vulkan, gpus: [0], pid: 7, utilization: 0.1}\n", "test.yaml");
   ASSERT_FALSE(bad);
   EXPECT_NE(bad.error().message.find("compute or graphics"), std::string::npos) << bad.error().message;
 }

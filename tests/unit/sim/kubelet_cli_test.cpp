@@ -67,8 +67,7 @@ struct Served {
 // with the agent's client, then stops it with SIGTERM.
 Served serve_and_list(const std::string& scenario, const fs::path& socket) {
   fs::remove(socket);
-  const auto now_s =
-      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  const auto now_s = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   ::setenv("GPUMETER_SIM_EPOCH", std::to_string(now_s - 100).c_str(), 1);
   ::setenv("GPUMETER_SIM_TIME_SCALE", "1", 1);
 
@@ -166,8 +165,7 @@ TEST(SimKubeletCli, BadInput) {
   EXPECT_EQ(run_cli({"kubelet", "--scenario", scenario, "--socket", "x.sock", "--lead", "-1"}, err), 2);
   EXPECT_NE(err.find("--lead: expected a scenario duration"), std::string::npos) << err;
   // A socket whose directory does not exist: a runtime error naming it.
-  EXPECT_EQ(run_cli({"kubelet", "--scenario", scenario, "--socket", "/nonexistent-dir/kubelet.sock"}, err),
-            1);
+  EXPECT_EQ(run_cli({"kubelet", "--scenario", scenario, "--socket", "/nonexistent-dir/kubelet.sock"}, err), 1);
   EXPECT_NE(err.find("/nonexistent-dir"), std::string::npos) << err;
 }
 

@@ -31,8 +31,8 @@ TEST(LiveLog, ParsesTheFourEvents) {
 
 TEST(LiveLog, RejectsWhatIsNotAnEvent) {
   LiveLog log;
-  for (const char* bad : {"", "ctx", "ctx x 1", "ctx 0 -5", "mem 0 10", "run 0 20 10", "ctx 0 1 extra", "hello 0 1",
-                          "end 3 100"}) {
+  for (const char* bad :
+       {"", "ctx", "ctx x 1", "ctx 0 -5", "mem 0 10", "run 0 20 10", "ctx 0 1 extra", "hello 0 1", "end 3 100"}) {
     EXPECT_FALSE(parse_live_line(bad, log)) << bad;
   }
 }

@@ -31,9 +31,7 @@ std::string parse_error(const std::string& yaml) {
   return s.ok() ? std::string() : s.error().message;
 }
 
-const MigInstance& named(const Scenario& s, const std::string& name) {
-  return s.mig.instances.at(s.mig.find(name));
-}
+const MigInstance& named(const Scenario& s, const std::string& name) { return s.mig.instances.at(s.mig.find(name)); }
 
 TEST(MigScenario, PlacesInstancesAndGivesTheirIds) {
   Scenario s = parse_ok(testing::mig_yaml());
@@ -56,7 +54,8 @@ TEST(MigScenario, PlacesInstancesAndGivesTheirIds) {
     EXPECT_EQ(m.slices, w.slices) << w.name;
     EXPECT_EQ(m.start, w.start) << w.name;
     EXPECT_EQ(m.end, w.end) << w.name;
-    EXPECT_TRUE(std::regex_match(m.uuid, std::regex("MIG-[0-9a-f]{8}-[0-9a-f]{4}-5[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")))
+    EXPECT_TRUE(
+        std::regex_match(m.uuid, std::regex("MIG-[0-9a-f]{8}-[0-9a-f]{4}-5[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")))
         << m.uuid;
   }
   EXPECT_EQ(named(s, "train").memory_bytes, 4ULL * 10240 * 1024 * 1024);  // 4 of 8 memory slices of 80 GiB
@@ -85,7 +84,8 @@ gpus:
   - {model: l4}
   - {model: a30}
 mig:
-)" + instances + (jobs.empty() ? "" : "jobs:\n" + jobs);
+)" + instances +
+         (jobs.empty() ? "" : "jobs:\n" + jobs);
 }
 
 TEST(MigScenario, RejectsLayoutsThatCannotExist) {
@@ -102,11 +102,13 @@ TEST(MigScenario, RejectsLayoutsThatCannotExist) {
       {"no MIG on the model", with_layout("  - {gpu: 2, layouts: [{at: 0, instances: []}]}\n"),
        "GPU 2 is a 'l4' (NVIDIA L4), for which no MIG profiles are modelled"},
       {"too many slices",
-       with_layout("  - {gpu: 0, layouts: [{at: 0, instances: [{name: a, profile: 4g.40gb}, {name: b, profile: 4g.40gb}]}]}\n"),
+       with_layout(
+           "  - {gpu: 0, layouts: [{at: 0, instances: [{name: a, profile: 4g.40gb}, {name: b, profile: 4g.40gb}]}]}\n"),
        "no free placement for 4g.40gb 'b' in this layout"},
       {"compute slices",
-       with_layout("  - {gpu: 0, layouts: [{at: 0, instances: [{name: a, profile: 4g.40gb}, {name: b, profile: 3g.40gb},"
-                   " {name: c, profile: 1g.10gb}]}]}\n"),
+       with_layout(
+           "  - {gpu: 0, layouts: [{at: 0, instances: [{name: a, profile: 4g.40gb}, {name: b, profile: 3g.40gb},"
+           " {name: c, profile: 1g.10gb}]}]}\n"),
        "no free placement for 1g.10gb 'c'"},
       {"illegal placement",
        with_layout("  - {gpu: 0, layouts: [{at: 0, instances: [{name: a, profile: 3g.40gb, placement: 2}]}]}\n"),
@@ -127,8 +129,9 @@ TEST(MigScenario, RejectsLayoutsThatCannotExist) {
                    "  - {name: j, gpus: [0], pid: 10, utilization: 0.5}\n"),
        "runs on GPU 0, which is in MIG mode: name its instance with 'mig:'"},
       {"job outliving its instance",
-       with_layout("  - {gpu: 0, layouts: [{at: 0, instances: [{name: a, profile: 1g.10gb}]}, {at: 30, instances: []}]}\n",
-                   "  - {name: j, gpus: [0], mig: a, pid: 10, start: 5, end: 40, utilization: 0.5}\n"),
+       with_layout(
+           "  - {gpu: 0, layouts: [{at: 0, instances: [{name: a, profile: 1g.10gb}]}, {at: 30, instances: []}]}\n",
+           "  - {name: j, gpus: [0], mig: a, pid: 10, start: 5, end: 40, utilization: 0.5}\n"),
        "runs over [5 s, 40 s), outside the life of MIG instance 'a' [0 s, 30 s): the processes of a destroyed "
        "instance must have ended"},
       {"job on another GPU than its instance",
@@ -146,7 +149,8 @@ TEST(MigScenario, RejectsLayoutsThatCannotExist) {
       {"A30 names", with_layout("  - {gpu: 3, layouts: [{at: 0, instances: [{name: a, profile: 1g.5gb}]}]}\n"),
        "unknown profile '1g.5gb' for a NVIDIA A30 (profiles: 1g.6gb, 2g.12gb, 4g.24gb)"},
       {"A30: 4g and 2g",
-       with_layout("  - {gpu: 3, layouts: [{at: 0, instances: [{name: a, profile: 4g.24gb}, {name: b, profile: 2g.12gb}]}]}\n"),
+       with_layout(
+           "  - {gpu: 3, layouts: [{at: 0, instances: [{name: a, profile: 4g.24gb}, {name: b, profile: 2g.12gb}]}]}\n"),
        "no free placement for 2g.12gb 'b' in this layout"},
       {"A30: five 1g",
        with_layout("  - {gpu: 3, layouts: [{at: 0, instances: [{name: a, profile: 1g.6gb}, {name: b, profile: 1g.6gb},"
@@ -192,9 +196,9 @@ TEST(MigScenario, A30LayoutsOfFourSlices) {
     const char* name;
     unsigned placement, gi, slices, memory_slices;
   };
-  for (const Want& w : {Want{"a", 3, 6, 1, 1}, Want{"b", 2, 5, 1, 1}, Want{"c", 1, 4, 1, 1}, Want{"d", 0, 3, 1, 1},
-                        Want{"e", 0, 1, 2, 2}, Want{"f", 2, 2, 2, 2}, Want{"g", 0, 1, 2, 2},
-                        Want{"whole", 0, 0, 4, 4}}) {
+  for (const Want& w :
+       {Want{"a", 3, 6, 1, 1}, Want{"b", 2, 5, 1, 1}, Want{"c", 1, 4, 1, 1}, Want{"d", 0, 3, 1, 1},
+        Want{"e", 0, 1, 2, 2}, Want{"f", 2, 2, 2, 2}, Want{"g", 0, 1, 2, 2}, Want{"whole", 0, 0, 4, 4}}) {
     const MigInstance& m = named(s, w.name);
     EXPECT_EQ(m.placement, w.placement) << w.name;
     EXPECT_EQ(m.gpu_instance_id, w.gi) << w.name;
@@ -234,7 +238,8 @@ TEST(MigTruth, InstancesPlusUnallocatedMakeTheGpu) {
   // 3g + 1g leave 3 slices unallocated until 20 s; a 2g is added then (1 left).
   Scenario s = parse_ok(with_layout(
       "  - {gpu: 0, layouts: [{at: 0, instances: [{name: a, profile: 3g.40gb}, {name: b, profile: 1g.10gb}]},"
-      " {at: 20, instances: [{name: a, profile: 3g.40gb}, {name: b, profile: 1g.10gb}, {name: c, profile: 2g.20gb}]}]}\n",
+      " {at: 20, instances: [{name: a, profile: 3g.40gb}, {name: b, profile: 1g.10gb}, {name: c, profile: "
+      "2g.20gb}]}]}\n",
       "  - {name: ja, gpus: [0], mig: a, pid: 10, start: 5, end: 50, utilization: 0.8, memory: 1GiB}\n"
       "  - {name: jb, gpus: [0], mig: b, pid: 11, start: 10, end: 30, utilization: 0.5}\n"
       "  - {name: jb2, gpus: [0], mig: b, pid: 12, start: 15, end: 25, utilization: 0.7}\n"
@@ -328,14 +333,13 @@ TEST(MigScenario, TheMigH100IntegrationScenario) {
   }
 }
 
-
 // GPM per instance: only the instance's jobs, its own activity (capped at 100 %, not weighted by
 // slices), averaged over its life in the window.
 TEST(MigTruth, GpmPerInstanceIsTheInstancesOwnActivity) {
   // small-b gets a second job: 150 % asked for 10-44 s, so its jobs share it.
-  Scenario s = parse_ok(testing::mig_yaml(
-      "  - {name: extra, start: 0, end: 45, gpus: [0], mig: small-b, pid: 61099, utilization: 0.5,\n"
-      "     profile: {sm: 0.4, tensor: 0.2, occupancy: 0.2, fp32: 0.2}}\n"));
+  Scenario s = parse_ok(
+      testing::mig_yaml("  - {name: extra, start: 0, end: 45, gpus: [0], mig: small-b, pid: 61099, utilization: 0.5,\n"
+                        "     profile: {sm: 0.4, tensor: 0.2, occupancy: 0.2, fp32: 0.2}}\n"));
   const MigTruth t = compute_mig_truth(s, 0, 90 * S, false);
   ASSERT_EQ(t.instances.size(), 5u);
   for (const MigInstanceTruth& m : t.instances) {

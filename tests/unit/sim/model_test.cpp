@@ -80,8 +80,7 @@ TEST(Model, EnergyCounterEqualsTruthAtExactTimes) {
     for (Micros t : {0 * S, 7 * S, 60 * S, 65 * S + 123, 99 * S, 129 * S, 129 * S + 999'999}) {
       double truth = compute_truth(s, 0, std::max<Micros>(t, 1)).gpus[g].energy_joules;
       if (t == 0) truth = 0;
-      EXPECT_NEAR(static_cast<double>(gpu.energy_millijoules(t)), truth * 1000, 0.5)
-          << "gpu " << g << " t " << t;
+      EXPECT_NEAR(static_cast<double>(gpu.energy_millijoules(t)), truth * 1000, 0.5) << "gpu " << g << " t " << t;
       double busy = t == 0 ? 0 : compute_truth(s, 0, t).gpus[g].busy_seconds;
       EXPECT_NEAR(gpu.busy_seconds(t), busy, 1e-9);
     }

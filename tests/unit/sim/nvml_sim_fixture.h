@@ -52,10 +52,9 @@ struct Api {
   nvmlDeviceGetMemoryInfo_fn memory;
   nvmlDeviceGetMemoryInfo_v2_fn memory_v2;
   nvmlDeviceGetTemperature_fn temperature;
-  nvmlDeviceGetUInt_fn power, enforced_limit, management_limit, pstate, fan, pcie_gen, pcie_width,
-      pcie_max_gen, pcie_max_width, replay;
-  nvmlDeviceGetULongLong_fn energy, reasons, throttle_reasons, supported_reasons, supported_throttle,
-      supported_events;
+  nvmlDeviceGetUInt_fn power, enforced_limit, management_limit, pstate, fan, pcie_gen, pcie_width, pcie_max_gen,
+      pcie_max_width, replay;
+  nvmlDeviceGetULongLong_fn energy, reasons, throttle_reasons, supported_reasons, supported_throttle, supported_events;
   nvmlDeviceGetClockInfo_fn clock, max_clock;
   nvmlDeviceGetTotalEccErrors_fn ecc;
   nvmlDeviceGetRemappedRows_fn remapped;
@@ -129,8 +128,7 @@ struct Api {
     mps_v3 = get<nvmlDeviceGetProcesses_v3_fn>("nvmlDeviceGetMPSComputeRunningProcesses_v3");
     process_util = get<nvmlDeviceGetProcessUtilization_fn>("nvmlDeviceGetProcessUtilization");
     samples = get<nvmlDeviceGetSamples_fn>("nvmlDeviceGetSamples");
-    processes_util_info =
-        get<nvmlDeviceGetProcessesUtilizationInfo_fn>("nvmlDeviceGetProcessesUtilizationInfo");
+    processes_util_info = get<nvmlDeviceGetProcessesUtilizationInfo_fn>("nvmlDeviceGetProcessesUtilizationInfo");
     pcie_throughput = get<nvmlDeviceGetPcieThroughput_fn>("nvmlDeviceGetPcieThroughput");
     set_create = get<nvmlEventSetCreate_fn>("nvmlEventSetCreate");
     register_events = get<nvmlDeviceRegisterEvents_fn>("nvmlDeviceRegisterEvents");
@@ -146,8 +144,7 @@ inline Api& api() {
 }
 
 inline std::int64_t wall_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 
@@ -155,8 +152,8 @@ class NvmlSim : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_NE(api().lib, nullptr);
-    for (const char* v : {"GPUMETER_SIM_SCENARIO", "GPUMETER_SIM_EPOCH", "GPUMETER_SIM_TIME_SCALE",
-                          "GPUMETER_SIM_UNSUPPORTED"}) {
+    for (const char* v :
+         {"GPUMETER_SIM_SCENARIO", "GPUMETER_SIM_EPOCH", "GPUMETER_SIM_TIME_SCALE", "GPUMETER_SIM_UNSUPPORTED"}) {
       unsetenv(v);
     }
   }

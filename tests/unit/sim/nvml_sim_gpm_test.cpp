@@ -156,8 +156,9 @@ TEST_F(NvmlGpm, MetricsOfAConstantLoad) {
                     NVML_GPM_METRIC_PCIE_RX_PER_SEC, NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC,
                     NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC, 62 /* L0 RX */, 63 /* L0 TX */});
   ASSERT_EQ(gpm().metrics(g.get()), NVML_SUCCESS);
-  const double expected[] = {50,  40,  12.5, 30, 20, 0, 25, 25, 0.5 * 2e9 / kMiB, 0.5 * 4e9 / kMiB,
-                             1e9 / kMiB, 2e9 / kMiB, 0.25e9 / kMiB, 0.5e9 / kMiB};
+  const double expected[] = {
+      50,         40,         12.5,          30,          20, 0, 25, 25, 0.5 * 2e9 / kMiB, 0.5 * 4e9 / kMiB,
+      1e9 / kMiB, 2e9 / kMiB, 0.25e9 / kMiB, 0.5e9 / kMiB};
   for (unsigned i = 0; i < g->numMetrics; ++i) {
     EXPECT_EQ(g->metrics[i].nvmlReturn, NVML_SUCCESS) << g->metrics[i].metricId;
     EXPECT_NEAR(g->metrics[i].value, expected[i], 1e-6 * std::max(1.0, expected[i])) << g->metrics[i].metricId;
@@ -259,7 +260,7 @@ TEST_F(NvmlGpm, NvlinkFieldsStateAndFaults) {
   EXPECT_EQ(v[9].value.ullVal, static_cast<unsigned long long>(0.5e9 * 100 / 1024));  // frozen while down
   EXPECT_NEAR(static_cast<double>(v[10].value.ullVal), 2e9 * now / 1024, 2e9 * 0.01 / 1024 + 4);
   EXPECT_EQ(v[11].nvmlReturn, NVML_ERROR_INVALID_ARGUMENT);  // link 4 of 4
-  EXPECT_EQ(v[12].value.uiVal, 6u);  // NVML_NVLINK_VERSION_4_0
+  EXPECT_EQ(v[12].value.uiVal, 6u);                          // NVML_NVLINK_VERSION_4_0
   unsigned state = 9;
   EXPECT_EQ(gpm().link_state(handle(0), 3, &state), NVML_SUCCESS);
   EXPECT_EQ(state, NVML_FEATURE_DISABLED);

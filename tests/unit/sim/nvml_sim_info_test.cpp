@@ -35,21 +35,46 @@ F sym(const char* name) {
 // Every call pynvml 11.5.3's nvidia_smi.DeviceQuery() makes that nvml_exports_info.cpp
 // and nvml_exports_limits.cpp provide, by the symbol pynvml looks up.
 const char* const kInfoSymbols[] = {
-    "nvmlDeviceGetBrand", "nvmlDeviceGetDisplayMode", "nvmlDeviceGetDisplayActive",
-    "nvmlDeviceGetPersistenceMode", "nvmlDeviceGetAccountingMode", "nvmlDeviceGetAccountingBufferSize",
-    "nvmlDeviceGetAccountingPids", "nvmlDeviceGetAccountingStats", "nvmlDeviceGetDriverModel",
-    "nvmlDeviceGetDriverModel_v2", "nvmlDeviceGetMinorNumber", "nvmlDeviceGetMultiGpuBoard",
-    "nvmlDeviceGetBoardId", "nvmlDeviceGetInforomImageVersion", "nvmlDeviceGetInforomVersion",
-    "nvmlDeviceGetGpuOperationMode", "nvmlDeviceGetBridgeChipInfo", "nvmlDeviceGetPowerState",
-    "nvmlDeviceGetBAR1MemoryInfo", "nvmlDeviceGetComputeMode", "nvmlDeviceGetEncoderUtilization",
-    "nvmlDeviceGetDecoderUtilization", "nvmlDeviceGetEccMode", "nvmlDeviceGetMemoryErrorCounter",
-    "nvmlDeviceGetRetiredPages", "nvmlDeviceGetRetiredPagesPendingStatus", "nvmlDeviceGetTemperatureThreshold",
-    "nvmlDeviceGetPowerManagementMode", "nvmlDeviceGetPowerManagementDefaultLimit",
-    "nvmlDeviceGetPowerManagementLimitConstraints", "nvmlDeviceGetApplicationsClock",
-    "nvmlDeviceGetDefaultApplicationsClock", "nvmlDeviceGetAutoBoostedClocksEnabled",
-    "nvmlDeviceGetSupportedMemoryClocks", "nvmlDeviceGetSupportedGraphicsClocks", "nvmlSystemGetProcessName",
+    "nvmlDeviceGetBrand",
+    "nvmlDeviceGetDisplayMode",
+    "nvmlDeviceGetDisplayActive",
+    "nvmlDeviceGetPersistenceMode",
+    "nvmlDeviceGetAccountingMode",
+    "nvmlDeviceGetAccountingBufferSize",
+    "nvmlDeviceGetAccountingPids",
+    "nvmlDeviceGetAccountingStats",
+    "nvmlDeviceGetDriverModel",
+    "nvmlDeviceGetDriverModel_v2",
+    "nvmlDeviceGetMinorNumber",
+    "nvmlDeviceGetMultiGpuBoard",
+    "nvmlDeviceGetBoardId",
+    "nvmlDeviceGetInforomImageVersion",
+    "nvmlDeviceGetInforomVersion",
+    "nvmlDeviceGetGpuOperationMode",
+    "nvmlDeviceGetBridgeChipInfo",
+    "nvmlDeviceGetPowerState",
+    "nvmlDeviceGetBAR1MemoryInfo",
+    "nvmlDeviceGetComputeMode",
+    "nvmlDeviceGetEncoderUtilization",
+    "nvmlDeviceGetDecoderUtilization",
+    "nvmlDeviceGetEccMode",
+    "nvmlDeviceGetMemoryErrorCounter",
+    "nvmlDeviceGetRetiredPages",
+    "nvmlDeviceGetRetiredPagesPendingStatus",
+    "nvmlDeviceGetTemperatureThreshold",
+    "nvmlDeviceGetPowerManagementMode",
+    "nvmlDeviceGetPowerManagementDefaultLimit",
+    "nvmlDeviceGetPowerManagementLimitConstraints",
+    "nvmlDeviceGetApplicationsClock",
+    "nvmlDeviceGetDefaultApplicationsClock",
+    "nvmlDeviceGetAutoBoostedClocksEnabled",
+    "nvmlDeviceGetSupportedMemoryClocks",
+    "nvmlDeviceGetSupportedGraphicsClocks",
+    "nvmlSystemGetProcessName",
     // Not in DeviceQuery, but asked by most other clients (nvitop, dcgm-exporter).
-    "nvmlDeviceGetArchitecture", "nvmlDeviceGetCudaComputeCapability", "nvmlDeviceGetMigMode",
+    "nvmlDeviceGetArchitecture",
+    "nvmlDeviceGetCudaComputeCapability",
+    "nvmlDeviceGetMigMode",
 };
 
 // GPU 0 ("m", ECC on, 16 GiB) runs job "a"; GPU 1 is a datacenter model with ECC turned off and
@@ -214,12 +239,10 @@ TEST_F(NvmlSimInfo, EccModeAndCountersNeedEccEnabled) {
 
   auto counter = sym<nvmlDeviceGetMemoryErrorCounter_fn>("nvmlDeviceGetMemoryErrorCounter");
   unsigned long long n = 99;
-  for (unsigned loc : {NVML_MEMORY_LOCATION_L1_CACHE, NVML_MEMORY_LOCATION_L2_CACHE,
-                       NVML_MEMORY_LOCATION_DEVICE_MEMORY, NVML_MEMORY_LOCATION_REGISTER_FILE,
-                       NVML_MEMORY_LOCATION_SRAM}) {
+  for (unsigned loc : {NVML_MEMORY_LOCATION_L1_CACHE, NVML_MEMORY_LOCATION_L2_CACHE, NVML_MEMORY_LOCATION_DEVICE_MEMORY,
+                       NVML_MEMORY_LOCATION_REGISTER_FILE, NVML_MEMORY_LOCATION_SRAM}) {
     n = 99;
-    EXPECT_EQ(counter(gpu(0), NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_AGGREGATE_ECC, loc, &n), NVML_SUCCESS)
-        << loc;
+    EXPECT_EQ(counter(gpu(0), NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_AGGREGATE_ECC, loc, &n), NVML_SUCCESS) << loc;
     EXPECT_EQ(n, 0U);
   }
   EXPECT_EQ(counter(gpu(0), 0, 0, NVML_MEMORY_LOCATION_TEXTURE_MEMORY, &n), NVML_ERROR_NOT_SUPPORTED);
@@ -235,8 +258,7 @@ TEST_F(NvmlSimInfo, PagesAreNotRetiredWhereRowsAreRemapped) {
   start();  // models default to Hopper
   auto pages = sym<nvmlDeviceGetRetiredPages_fn>("nvmlDeviceGetRetiredPages");
   unsigned count = 0;
-  EXPECT_EQ(pages(gpu(0), NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR, &count, nullptr),
-            NVML_ERROR_NOT_SUPPORTED);
+  EXPECT_EQ(pages(gpu(0), NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR, &count, nullptr), NVML_ERROR_NOT_SUPPORTED);
   EXPECT_EQ(get("nvmlDeviceGetRetiredPagesPendingStatus", gpu(0), NVML_ERROR_NOT_SUPPORTED), ~0U);
 }
 
@@ -274,8 +296,7 @@ gpus:
   EXPECT_EQ(get("nvmlDeviceGetArchitecture", gpu(1)), NVML_DEVICE_ARCH_TURING);
   for (unsigned i : {0U, 1U}) {
     EXPECT_EQ(rows(gpu(i), &corr, &unc, &pending, &failed), NVML_ERROR_NOT_SUPPORTED) << i;
-    EXPECT_EQ(pages(gpu(i), NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS, &count, nullptr),
-              NVML_SUCCESS)
+    EXPECT_EQ(pages(gpu(i), NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS, &count, nullptr), NVML_SUCCESS)
         << i;
     EXPECT_EQ(count, 0U);
   }
@@ -442,7 +463,7 @@ TEST_F(NvmlSimInfo, ProcessNamesOfRunningJobs) {
   EXPECT_STREQ(name, "a");
   ASSERT_EQ(name_of(4343, name, sizeof name), NVML_SUCCESS);
   EXPECT_STREQ(name, "a-training-job-with-a-long-name");  // not cut to comm's 15 bytes
-  ASSERT_EQ(name_of(4343, name, 8), NVML_SUCCESS);      // cropped, never INSUFFICIENT_SIZE
+  ASSERT_EQ(name_of(4343, name, 8), NVML_SUCCESS);        // cropped, never INSUFFICIENT_SIZE
   EXPECT_STREQ(name, "a-train");
   EXPECT_EQ(name_of(4444, name, sizeof name), NVML_ERROR_NOT_FOUND);  // not started yet
   EXPECT_EQ(name_of(1, name, sizeof name), NVML_ERROR_NOT_FOUND);

@@ -107,15 +107,15 @@ TEST_F(NvmlMigGpm, GpuInstanceSamplesIntegrateOnlyTheirJobs) {
     EXPECT_NEAR(g, graphics[i], 1e-6) << ids[i];
     EXPECT_NEAR(s, sm[i], 1e-6) << ids[i];
   }
-  auto g = request(first[3], second[3],
-                   {NVML_GPM_METRIC_ANY_TENSOR_UTIL, NVML_GPM_METRIC_SM_OCCUPANCY, NVML_GPM_METRIC_DRAM_BW_UTIL,
-                    NVML_GPM_METRIC_FP32_UTIL, NVML_GPM_METRIC_PCIE_TX_PER_SEC, NVML_GPM_METRIC_PCIE_RX_PER_SEC,
-                    NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC, NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC,
-                    62 /* NVLink L0 RX */});
+  auto g = request(
+      first[3], second[3],
+      {NVML_GPM_METRIC_ANY_TENSOR_UTIL, NVML_GPM_METRIC_SM_OCCUPANCY, NVML_GPM_METRIC_DRAM_BW_UTIL,
+       NVML_GPM_METRIC_FP32_UTIL, NVML_GPM_METRIC_PCIE_TX_PER_SEC, NVML_GPM_METRIC_PCIE_RX_PER_SEC,
+       NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC, NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC, 62 /* NVLink L0 RX */});
   ASSERT_EQ(gpm().metrics(g.get()), NVML_SUCCESS);
   EXPECT_NEAR(g->metrics[0].value, 100 * 0.2 / 3, 1e-6);
   EXPECT_NEAR(g->metrics[1].value, 100 * (2.0 / 3 * 0.5 + 0.2 / 3), 1e-6);  // occupancy
-  EXPECT_NEAR(g->metrics[2].value, 50, 1e-6);                              // DRAM 0.5 for both
+  EXPECT_NEAR(g->metrics[2].value, 50, 1e-6);                               // DRAM 0.5 for both
   EXPECT_NEAR(g->metrics[3].value, 100 * (2.0 / 3 * 0.5 + 0.2 / 3), 1e-6);  // FP32
   for (unsigned i = 0; i < 4; ++i) EXPECT_EQ(g->metrics[i].nvmlReturn, NVML_SUCCESS) << i;
   // PCIe and NVLink belong to the whole GPU.

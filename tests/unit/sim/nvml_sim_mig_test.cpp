@@ -90,8 +90,10 @@ TEST_F(NvmlMig, ModeAndEnumeration) {
     unsigned gi;
     unsigned slices;
   };
-  const Want want[] = {{"NVIDIA H100 80GB HBM3 MIG 3g.40gb", 1, 3}, {"NVIDIA H100 80GB HBM3 MIG 2g.20gb", 6, 2},
-                       {"NVIDIA H100 80GB HBM3 MIG 1g.10gb", 8, 1}, {"NVIDIA H100 80GB HBM3 MIG 1g.10gb", 7, 1}};
+  const Want want[] = {{"NVIDIA H100 80GB HBM3 MIG 3g.40gb", 1, 3},
+                       {"NVIDIA H100 80GB HBM3 MIG 2g.20gb", 6, 2},
+                       {"NVIDIA H100 80GB HBM3 MIG 1g.10gb", 8, 1},
+                       {"NVIDIA H100 80GB HBM3 MIG 1g.10gb", 7, 1}};
   std::set<std::string> uuids;
   for (unsigned i = 0; i < 4; ++i) {
     ASSERT_NE(devices[i], nullptr) << i;
@@ -213,7 +215,8 @@ TEST_F(NvmlMig, PerInstanceMemoryAndProcesses) {
   ASSERT_EQ(n, 5u);
   std::set<std::pair<unsigned, unsigned>> seen;  // pid, GPU instance
   for (unsigned i = 0; i < n; ++i) seen.insert({infos[i].pid, infos[i].gpuInstanceId});
-  EXPECT_EQ(seen, (std::set<std::pair<unsigned, unsigned>>{{61001, 1}, {61002, 6}, {61003, 6}, {61004, 8}, {61005, 7}}));
+  EXPECT_EQ(seen,
+            (std::set<std::pair<unsigned, unsigned>>{{61001, 1}, {61002, 6}, {61003, 6}, {61004, 8}, {61005, 7}}));
   n = 8;
   ASSERT_EQ(api().compute_v3(handle(1), &n, infos), NVML_SUCCESS);
   ASSERT_EQ(n, 1u);

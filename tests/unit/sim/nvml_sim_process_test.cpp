@@ -220,8 +220,8 @@ jobs:
   for (const JobTruth& j : truth.jobs) {
     const double got = busy[j.pid];
     const double rel = std::abs(got - j.busy_seconds) / j.busy_seconds;
-    std::printf("job %s (pid %u, GPU %u): truth %.3f s, from records %.3f s, error %.2f%%\n", j.name.c_str(),
-                j.pid, j.gpu, j.busy_seconds, got, 100 * rel);
+    std::printf("job %s (pid %u, GPU %u): truth %.3f s, from records %.3f s, error %.2f%%\n", j.name.c_str(), j.pid,
+                j.gpu, j.busy_seconds, got, 100 * rel);
     // The windows tile the job's life and one query more; each record is off by at most half a
     // percentage point of its window.
     const Job& job = scenario->jobs[j.job];

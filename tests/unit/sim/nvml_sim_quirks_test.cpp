@@ -143,9 +143,8 @@ quirks:
   EXPECT_TRUE(has([](const auto& r) { return r.pid == 0; }));
   EXPECT_TRUE(has([](const auto& r) { return r.smUtil > 100; }));
   EXPECT_TRUE(has([&](const auto& r) { return r.timeStamp > now_us + 3'000'000'000ULL; }));
-  EXPECT_TRUE(has([](const auto& r) {
-    return r.pid != 0 && r.pid != 5001 && r.pid != 5002 && r.pid != 4242 && r.pid != 6001;
-  }));
+  EXPECT_TRUE(has(
+      [](const auto& r) { return r.pid != 0 && r.pid != 5001 && r.pid != 5002 && r.pid != 4242 && r.pid != 6001; }));
 
   nvmlProcessesUtilizationInfo_t info{};
   info.version = nvmlProcessesUtilizationInfo_v1;
@@ -385,8 +384,7 @@ faults:
   nvmlEventSet_t both = nullptr, healthy = nullptr;
   ASSERT_EQ(api().set_create(&both), NVML_SUCCESS);
   ASSERT_EQ(api().set_create(&healthy), NVML_SUCCESS);
-  for (nvmlDevice_t d : h)
-    ASSERT_EQ(api().register_events(d, nvmlEventTypeXidCriticalError, both), NVML_SUCCESS);
+  for (nvmlDevice_t d : h) ASSERT_EQ(api().register_events(d, nvmlEventTypeXidCriticalError, both), NVML_SUCCESS);
   ASSERT_EQ(api().register_events(h[0], nvmlEventTypeXidCriticalError, healthy), NVML_SUCCESS);
   nvmlEventData_t data{};
   ASSERT_EQ(api().set_wait(both, &data, 1000), NVML_SUCCESS);  // GPU 0's Xid at 10.1 s

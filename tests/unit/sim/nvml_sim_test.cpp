@@ -75,12 +75,10 @@ TEST_F(NvmlSim, InitFailsWithOneLineNamingTheProblem) {
   std::string out = capture_stderr([] { EXPECT_EQ(api().init(), NVML_ERROR_DRIVER_NOT_LOADED); });
   EXPECT_EQ(out, "gpumeter-sim: GPUMETER_SIM_SCENARIO is not set; point it at a scenario YAML file\n");
 
-  std::string bad =
-      testing::write_file("bad.yaml", std::string(testing::kModel) + "gpus: {count: 1, model: x}\n");
+  std::string bad = testing::write_file("bad.yaml", std::string(testing::kModel) + "gpus: {count: 1, model: x}\n");
   setenv("GPUMETER_SIM_SCENARIO", bad.c_str(), 1);
   out = capture_stderr([] { EXPECT_EQ(api().init(), NVML_ERROR_DRIVER_NOT_LOADED); });
-  EXPECT_EQ(out,
-            "gpumeter-sim: invalid scenario: " + bad + ":14:25: gpus.model: unknown model 'x' (models: m)\n");
+  EXPECT_EQ(out, "gpumeter-sim: invalid scenario: " + bad + ":14:25: gpus.model: unknown model 'x' (models: m)\n");
 
   setenv("GPUMETER_SIM_SCENARIO", testing::write_file("ok.yaml", kBase).c_str(), 1);
   setenv("GPUMETER_SIM_UNSUPPORTED", "nvmlDeviceGetPowerUsage,nvmlDeviceGetBogus", 1);
@@ -250,8 +248,7 @@ TEST_F(NvmlSim, DeviceMetrics) {
 
   ASSERT_EQ(api().ecc(h0, NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_VOLATILE_ECC, &r), NVML_SUCCESS);
   EXPECT_EQ(r, 0u);
-  EXPECT_EQ(api().ecc(h2, NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_VOLATILE_ECC, &r),
-            NVML_ERROR_NOT_SUPPORTED);
+  EXPECT_EQ(api().ecc(h2, NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_VOLATILE_ECC, &r), NVML_ERROR_NOT_SUPPORTED);
   unsigned a = 1, b = 1, c = 1, d = 1;
   ASSERT_EQ(api().remapped(h0, &a, &b, &c, &d), NVML_SUCCESS);
   EXPECT_EQ(a + b + c + d, 0u);
@@ -338,20 +335,17 @@ TEST_F(NvmlSim, SampleBuffers) {
     EXPECT_EQ(buf[i].sampleValue.uiVal, 50u);
   }
   unsigned long long last = buf.back().timeStamp;
-  EXPECT_EQ(api().samples(h0, NVML_GPU_UTILIZATION_SAMPLES, last, &type, &n, buf.data()),
-            NVML_ERROR_NOT_FOUND);
+  EXPECT_EQ(api().samples(h0, NVML_GPU_UTILIZATION_SAMPLES, last, &type, &n, buf.data()), NVML_ERROR_NOT_FOUND);
   // A short buffer gets the oldest samples first; the caller pages on with their timestamp.
   // Power samples have their own buffer: 100 ms periods.
   n = 10;
-  ASSERT_EQ(api().samples(h0, NVML_TOTAL_POWER_SAMPLES, buf[19].timeStamp, &type, &n, buf.data()),
-            NVML_SUCCESS);
+  ASSERT_EQ(api().samples(h0, NVML_TOTAL_POWER_SAMPLES, buf[19].timeStamp, &type, &n, buf.data()), NVML_SUCCESS);
   ASSERT_EQ(n, 10u);
   EXPECT_EQ(static_cast<std::int64_t>(buf[0].timeStamp), epoch_us + 41 * 100'000LL);
   EXPECT_EQ(static_cast<std::int64_t>(buf[9].timeStamp), epoch_us + 50 * 100'000LL);
   EXPECT_EQ(buf[0].sampleValue.uiVal, 150000u);
   n = 0;
-  EXPECT_EQ(api().samples(h0, NVML_GPU_UTILIZATION_SAMPLES, 0, &type, &n, buf.data()),
-            NVML_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(api().samples(h0, NVML_GPU_UTILIZATION_SAMPLES, 0, &type, &n, buf.data()), NVML_ERROR_INVALID_ARGUMENT);
   n = 1;
   EXPECT_EQ(api().samples(h0, 5, 0, &type, &n, buf.data()), NVML_ERROR_NOT_SUPPORTED);
   n = 1;
@@ -374,8 +368,7 @@ TEST_F(NvmlSim, SampleBuffers) {
 TEST_F(NvmlSim, NoSampleBeforeTheFirstPeriodEnds) {
   ASSERT_EQ(start(kBase, 0.05, 0.01), NVML_SUCCESS);
   unsigned type = 0, n = 0;
-  EXPECT_EQ(api().samples(handle(0), NVML_GPU_UTILIZATION_SAMPLES, 0, &type, &n, nullptr),
-            NVML_ERROR_NOT_FOUND);
+  EXPECT_EQ(api().samples(handle(0), NVML_GPU_UTILIZATION_SAMPLES, 0, &type, &n, nullptr), NVML_ERROR_NOT_FOUND);
   EXPECT_EQ(n, 0u);
 }
 
@@ -517,8 +510,8 @@ TEST_F(NvmlSim, XidEventIsDeliveredWhenDue) {
 }
 
 TEST_F(NvmlSim, UnsupportedFunctionsAndFields) {
-  setenv("GPUMETER_SIM_UNSUPPORTED",
-         "nvmlDeviceGetPowerUsage, nvmlSystemGetCudaDriverVersion,NVML_FI_DEV_MEMORY_TEMP", 1);
+  setenv("GPUMETER_SIM_UNSUPPORTED", "nvmlDeviceGetPowerUsage, nvmlSystemGetCudaDriverVersion,NVML_FI_DEV_MEMORY_TEMP",
+         1);
   ASSERT_EQ(start(kBase, 10), NVML_SUCCESS);
   nvmlDevice_t h0 = handle(0);
   unsigned v = 0;

@@ -103,9 +103,8 @@ TEST(Pattern, TimelineIntegratesEveryPatternExactly) {
         base + "  - {name: j, start: 10, end: 70, gpus: [0], pid: 1, utilization: " + c.utilization + "}\n");
     GpuTimeline tl(s, 0);
     double busy = 0;
-    tl.for_each_segment(0, 100 * S, [&](const Segment& seg) {
-      busy += seg.util_percent / 100.0 * to_seconds(seg.end - seg.start);
-    });
+    tl.for_each_segment(
+        0, 100 * S, [&](const Segment& seg) { busy += seg.util_percent / 100.0 * to_seconds(seg.end - seg.start); });
     EXPECT_NEAR(busy, c.busy_seconds, 1e-9) << c.utilization;
   }
 }

@@ -359,8 +359,7 @@ TEST(ProcfsFollow, EntriesAppearLeadBeforeAndGoLeadAfter) {
       ASSERT_NE(pid[0], '.') << "a temporary entry is visible at " << t;
       comm_now[pid] = read(dir / "proc" / pid / "comm");
       ASSERT_FALSE(comm_now[pid].empty());
-      if (!before.count(pid) || comm_before[pid] != comm_now[pid])
-        seen[pid].push_back({t, "+" + comm_now[pid]});
+      if (!before.count(pid) || comm_before[pid] != comm_now[pid]) seen[pid].push_back({t, "+" + comm_now[pid]});
     }
     for (const std::string& pid : before) {
       if (!now.count(pid)) seen[pid].push_back({t, "-"});
@@ -372,9 +371,8 @@ TEST(ProcfsFollow, EntriesAppearLeadBeforeAndGoLeadAfter) {
   using Events = std::vector<std::pair<Micros, std::string>>;
   EXPECT_EQ(seen["100"], (Events{{5 * S, "+train (x) y\n"}, {65 * S, "-"}}));
   EXPECT_EQ(seen["300"], (Events{{15 * S, "+slurm-v1\n"}, {35 * S, "-"}}));
-  EXPECT_EQ(
-      seen["500"],
-      (Events{{95 * S, "+reuse-a\n"}, {202 * S, "+reuse-b\n"}, {305 * S, "-"}, {395 * S, "+reuse-c\n"}}));
+  EXPECT_EQ(seen["500"],
+            (Events{{95 * S, "+reuse-a\n"}, {202 * S, "+reuse-b\n"}, {305 * S, "-"}, {395 * S, "+reuse-c\n"}}));
   // comm is cut to 15 bytes: "same-instant-a" fits, and so does "same-instant-b".
   EXPECT_EQ(seen["600"], (Events{{0, "+same-instant-a\n"}, {2000, "+same-instant-b\n"}, {5003000, "-"}}));
   EXPECT_EQ(seen.count("700"), 0u);
@@ -417,26 +415,23 @@ TEST(ProcfsClock, FollowsTheLibrarysEpochAndScale) {
   ASSERT_TRUE(frozen.ok());
   EXPECT_EQ((*frozen)->now(), 0);
   auto started = make_scenario_clock(
-      s, "x.yaml", [](const char*) -> const char* { return nullptr; },
-      static_cast<std::int64_t>((now - 3) * 1e9));
+      s, "x.yaml", [](const char*) -> const char* { return nullptr; }, static_cast<std::int64_t>((now - 3) * 1e9));
   ASSERT_TRUE(started.ok());
   EXPECT_GE((*started)->now(), 3 * S);  // the scenario's own time_scale, 1
   EXPECT_LT((*started)->now(), 30 * S);
 
   auto bad = make_scenario_clock(
       s, "x.yaml",
-      [](const char* name) -> const char* {
-        return std::string(name) == "GPUMETER_SIM_EPOCH" ? "yesterday" : nullptr;
-      },
+      [](const char* name) -> const char* { return std::string(name) == "GPUMETER_SIM_EPOCH" ? "yesterday" : nullptr; },
       std::nullopt);
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.error().message, "GPUMETER_SIM_EPOCH: expected unix time in seconds, got 'yesterday'");
 }
 
 double unix_seconds_now() {
-  return static_cast<double>(std::chrono::duration_cast<std::chrono::microseconds>(
-                                 std::chrono::system_clock::now().time_since_epoch())
-                                 .count()) /
+  return static_cast<double>(
+             std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+                 .count()) /
          1e6;
 }
 
@@ -539,8 +534,7 @@ TEST(ProcfsClock, AStopSignalEndsTheWait) {
   Scenario s = testing::parse_ok(kScenario);
   auto clock = make_scenario_clock(
       s, "x.yaml", [](const char*) -> const char* { return nullptr; },
-      std::chrono::duration_cast<std::chrono::nanoseconds>(
-          std::chrono::system_clock::now().time_since_epoch())
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
           .count());
   ASSERT_TRUE(clock.ok());
   ASSERT_EQ(::raise(SIGTERM), 0);  // blocked, so it waits for the clock to take it
@@ -554,19 +548,17 @@ TEST(ProcfsClock, AStopSignalEndsTheWait) {
 TEST(ProcfsFollow, RunsOnTheWallClockUntilStopped) {
   // 1 scenario second = 100 ms of wall time: the job runs 2-4 s (200-400 ms), its entry
   // comes at 1.5 s (150 ms) and goes at 4.5 s (450 ms).
-  Scenario s =
-      testing::parse_ok(std::string(testing::kModel) +
-                        "gpus: {count: 1, model: m}\ntime_scale: 10\njobs:\n"
-                        "  - {name: quick, start: 2, end: 4, gpus: [0], pid: 4242, utilization: 0.5}\n");
+  Scenario s = testing::parse_ok(std::string(testing::kModel) +
+                                 "gpus: {count: 1, model: m}\ntime_scale: 10\njobs:\n"
+                                 "  - {name: quick, start: 2, end: 4, gpus: [0], pid: 4242, utilization: 0.5}\n");
   fs::path dir = fresh_dir("follow-wall");
   auto tree = ProcfsTree::open(dir, s, S / 2);
   ASSERT_TRUE(tree.ok());
   sigset_t old;
   pthread_sigmask(SIG_SETMASK, nullptr, &old);
   block_stop_signals();  // the follower thread inherits the mask
-  const auto epoch_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                            std::chrono::system_clock::now().time_since_epoch())
-                            .count();
+  const auto epoch_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   auto clock = make_scenario_clock(
       s, "x.yaml", [](const char*) -> const char* { return nullptr; }, epoch_ns);
   ASSERT_TRUE(clock.ok());

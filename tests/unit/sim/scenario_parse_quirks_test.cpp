@@ -64,8 +64,7 @@ TEST(ScenarioQuirks, ArchitectureFromName) {
       {"Tesla T4", "turing"},
       {"NVIDIA GeForce RTX 2080 Ti", "turing"},
   };
-  for (const auto& [name, arch] : cases)
-    EXPECT_EQ(architecture_from_name(name).value_or("none"), arch) << name;
+  for (const auto& [name, arch] : cases) EXPECT_EQ(architecture_from_name(name).value_or("none"), arch) << name;
   EXPECT_FALSE(architecture_from_name("Test GPU 16GB"));
   EXPECT_FALSE(architecture_from_name("NVIDIA A1000X"));
   EXPECT_TRUE(power_usage_is_averaged("ampere"));
@@ -179,8 +178,7 @@ TEST(ScenarioQuirks, ErrorsNameFileLineColumnAndField) {
        "test.yaml:15:42: quirks[0].gpu: must be between 0 and 2"},
       {"call_error without call", q + "  - {kind: call_error, error: unknown}\n",
        "test.yaml:15:5: quirks[0]: missing required key 'call'"},
-      {"call_error on a system call",
-       q + "  - {kind: call_error, call: nvmlSystemGetDriverVersion, error: unknown}\n",
+      {"call_error on a system call", q + "  - {kind: call_error, call: nvmlSystemGetDriverVersion, error: unknown}\n",
        "test.yaml:15:30: quirks[0].call: 'nvmlSystemGetDriverVersion' is not an NVML device function"},
       {"call_error unknown error", q + "  - {kind: call_error, call: nvmlDeviceGetFanSpeed, error: lost}\n",
        "test.yaml:15:60: quirks[0].error: unknown error 'lost' (expected one of: unknown, not_supported, "
@@ -192,8 +190,7 @@ TEST(ScenarioQuirks, ErrorsNameFileLineColumnAndField) {
        "16"},
       {"driver_upgrade without to", kPlain + gpus + "faults:\n  - {kind: driver_upgrade, at: 5}\n",
        "test.yaml:15:5: faults[0]: missing required key 'to'"},
-      {"driver_upgrade bad version",
-       kPlain + gpus + "faults:\n  - {kind: driver_upgrade, at: 5, to: latest}\n",
+      {"driver_upgrade bad version", kPlain + gpus + "faults:\n  - {kind: driver_upgrade, at: 5, to: latest}\n",
        "test.yaml:15:39: faults[0].to: expected a driver version such as 555.42.06, got 'latest'"},
       {"two upgrades at once",
        kPlain + gpus +

@@ -120,8 +120,8 @@ TEST(ScenarioParse, ReadsEveryField) {
   EXPECT_EQ(train.kubernetes.container, "trainer");
   EXPECT_EQ(s.jobs[1].cgroup_version, 1);
   EXPECT_TRUE(s.jobs[1].kubernetes.empty());
-  EXPECT_EQ(s.users, (std::vector<std::pair<std::string, unsigned>>{
-                         {"dana", 1000}, {"bob", 1001}, {"_svc.x-1", 4000000000U}}));
+  EXPECT_EQ(s.users,
+            (std::vector<std::pair<std::string, unsigned>>{{"dana", 1000}, {"bob", 1001}, {"_svc.x-1", 4000000000U}}));
   const auto* sq = std::get_if<SquarePattern>(&train.utilization);
   ASSERT_NE(sq, nullptr);
   EXPECT_EQ(sq->high, 90);
@@ -218,8 +218,7 @@ TEST(ScenarioParse, LedgerScenariosChangeOnWholeSecondsWithinOneGpu) {
       });
     }
   }
-  auto churn =
-      load_scenario(std::string(GPUMETER_SOURCE_DIR) + "/tests/integration/scenarios/ledger-churn.yaml");
+  auto churn = load_scenario(std::string(GPUMETER_SOURCE_DIR) + "/tests/integration/scenarios/ledger-churn.yaml");
   ASSERT_TRUE(churn.ok());
   EXPECT_EQ(churn->jobs.size(), 100u);
   std::set<unsigned> pids;
@@ -229,8 +228,7 @@ TEST(ScenarioParse, LedgerScenariosChangeOnWholeSecondsWithinOneGpu) {
     EXPECT_LE(j.end - j.start, 3 * S);
   }
   EXPECT_EQ(pids.size(), 100u);
-  auto mixed =
-      load_scenario(std::string(GPUMETER_SOURCE_DIR) + "/tests/integration/scenarios/ledger-mixed.yaml");
+  auto mixed = load_scenario(std::string(GPUMETER_SOURCE_DIR) + "/tests/integration/scenarios/ledger-mixed.yaml");
   ASSERT_TRUE(mixed.ok());
   EXPECT_EQ(mixed->gpus.size(), 8u);
   ASSERT_EQ(mixed->driver_reloads.size(), 1u);
@@ -254,11 +252,9 @@ TEST(ScenarioParse, ErrorsNameFileLineColumnAndField) {
       {"syntax", "models: [1, 2\n", "test.yaml:2:1: "},
       {"empty", "", "test.yaml:1:1: the scenario is empty"},
       {"unknown top-level key", with_model(gpus + "dration: 5\n"), "test.yaml:15:1: unknown key 'dration'"},
-      {"duplicate key", with_model(gpus + "duration: 5\nduration: 6\n"),
-       "test.yaml:16:1: duplicate key 'duration'"},
+      {"duplicate key", with_model(gpus + "duration: 5\nduration: 6\n"), "test.yaml:16:1: duplicate key 'duration'"},
       {"unknown model key", "models:\n  m:\n    nmae: x\n", "test.yaml:3:5: models.m: unknown key 'nmae'"},
-      {"missing model field", "models:\n  m:\n    name: x\n",
-       "test.yaml:3:5: models.m: missing required key 'memory'"},
+      {"missing model field", "models:\n  m:\n    name: x\n", "test.yaml:3:5: models.m: missing required key 'memory'"},
       {"bad byte size", R"(models:
   m:
     name: x
@@ -267,46 +263,38 @@ TEST(ScenarioParse, ErrorsNameFileLineColumnAndField) {
        "test.yaml:4:13: models.m.memory: expected a byte size"},
       {"unknown gpu model", with_model("gpus: {count: 2, model: h100}\n"),
        "test.yaml:14:25: gpus.model: unknown model 'h100' (models: m)"},
-      {"too many GPUs", with_model("gpus: {count: 257, model: m}\n"),
-       "test.yaml:14:15: gpus.count: must be between"},
+      {"too many GPUs", with_model("gpus: {count: 257, model: m}\n"), "test.yaml:14:15: gpus.count: must be between"},
       {"bad pci bus id", with_model("gpus:\n  - {model: m, pci_bus_id: zz}\n"),
        "test.yaml:15:28: gpus[0].pci_bus_id: expected a PCI bus id"},
       {"duplicate uuid", with_model("gpus:\n  - {model: m, uuid: GPU-a}\n  - {model: m, uuid: GPU-a}\n"),
        "test.yaml:16:5: gpus[1]: uuid GPU-a is also used by gpus[0]"},
-      {"ratio not in whole percent",
-       with_model(gpus + "jobs:\n  - {name: j, gpus: [0], pid: 1, utilization: 0.955}\n"),
+      {"ratio not in whole percent", with_model(gpus + "jobs:\n  - {name: j, gpus: [0], pid: 1, utilization: 0.955}\n"),
        "test.yaml:16:47: jobs[0].utilization: expected a ratio from 0 to 1 in steps of 0.01"},
       {"ratio above one", with_model(gpus + "jobs:\n  - {name: j, gpus: [0], pid: 1, utilization: 1.5}\n"),
        "test.yaml:16:47: jobs[0].utilization: expected a ratio"},
-      {"gpu index out of range",
-       with_model(gpus + "jobs:\n  - {name: j, gpus: [0, 2], pid: 1, utilization: 0.5}\n"),
+      {"gpu index out of range", with_model(gpus + "jobs:\n  - {name: j, gpus: [0, 2], pid: 1, utilization: 0.5}\n"),
        "test.yaml:16:25: jobs[0].gpus[1]: must be between 0 and 1, got 2"},
-      {"pid and pids",
-       with_model(gpus + "jobs:\n  - {name: j, gpus: [0], pid: 1, pids: [1], utilization: 0.5}\n"),
+      {"pid and pids", with_model(gpus + "jobs:\n  - {name: j, gpus: [0], pid: 1, pids: [1], utilization: 0.5}\n"),
        "test.yaml:16:5: jobs[0]: needs exactly one of 'pid'"},
       {"pids length", with_model(gpus + "jobs:\n  - {name: j, gpus: [0, 1], pids: [1], utilization: 0.5}\n"),
        "test.yaml:16:35: jobs[0].pids: expected a list of 2 pids"},
       {"end before start",
        with_model(gpus + "jobs:\n  - {name: j, start: 10, end: 5, gpus: [0], pid: 1, utilization: 0.5}\n"),
        "test.yaml:16:31: jobs[0].end: must be later than start"},
-      {"bad duration",
-       with_model(gpus + "jobs:\n  - {name: j, start: 5 min, gpus: [0], pid: 1, utilization: 0.5}\n"),
+      {"bad duration", with_model(gpus + "jobs:\n  - {name: j, start: 5 min, gpus: [0], pid: 1, utilization: 0.5}\n"),
        "test.yaml:16:22: jobs[0].start: expected a non-negative duration"},
       {"unknown pattern",
        with_model(gpus + "jobs:\n  - {name: j, gpus: [0], pid: 1, utilization: {pattern: sine, value: 1}}\n"),
        "test.yaml:16:57: jobs[0].utilization.pattern: unknown pattern 'sine'"},
       {"key of another pattern",
-       with_model(gpus +
-                  "jobs:\n  - {name: j, gpus: [0], pid: 1, utilization: {pattern: constant, high: 1}}\n"),
+       with_model(gpus + "jobs:\n  - {name: j, gpus: [0], pid: 1, utilization: {pattern: constant, high: 1}}\n"),
        "test.yaml:16:67: jobs[0].utilization: unknown key 'high' (expected one of: pattern, value)"},
       {"square without period",
-       with_model(gpus +
-                  "jobs:\n  - {name: j, gpus: [0], pid: 1, utilization: {pattern: square, high: 1}}\n"),
+       with_model(gpus + "jobs:\n  - {name: j, gpus: [0], pid: 1, utilization: {pattern: square, high: 1}}\n"),
        "test.yaml:16:47: jobs[0].utilization: missing required key 'period'"},
       {"trace going back in time",
-       with_model(gpus +
-                  "jobs:\n  - name: j\n    gpus: [0]\n    pid: 1\n    utilization:\n      pattern: trace\n"
-                  "      points: [[0, 0.5], [10, 0.2], [5, 0.1]]\n"),
+       with_model(gpus + "jobs:\n  - name: j\n    gpus: [0]\n    pid: 1\n    utilization:\n      pattern: trace\n"
+                         "      points: [[0, 0.5], [10, 0.2], [5, 0.1]]\n"),
        "test.yaml:21:38: jobs[0].utilization.points[2][0]: times must increase strictly"},
       {"duplicate job name",
        with_model(gpus + "jobs:\n  - {name: j, gpus: [0], pid: 1, utilization: 0.5}\n"
@@ -327,8 +315,7 @@ TEST(ScenarioParse, ErrorsNameFileLineColumnAndField) {
       {"hang on unknown call",
        with_model(gpus + "faults:\n  - {kind: hang, gpu: 0, at: 1, seconds: 1, call: nvmlDeviceGetPower}\n"),
        "test.yaml:16:51: faults[0].call: 'nvmlDeviceGetPower' is not an NVML device function"},
-      {"negative time scale", with_model(gpus + "time_scale: -1\n"),
-       "test.yaml:15:13: time_scale: must be between"},
+      {"negative time scale", with_model(gpus + "time_scale: -1\n"), "test.yaml:15:13: time_scale: must be between"},
       {"cgroup version 3",
        with_model(gpus + "jobs:\n  - {name: j, gpus: [0], pid: 1, cgroup_version: 3, utilization: 0.5}\n"),
        "test.yaml:16:50: jobs[0].cgroup_version: must be between 1 and 2, got 3"},
@@ -337,9 +324,8 @@ TEST(ScenarioParse, ErrorsNameFileLineColumnAndField) {
                          "     utilization: 0.5}\n"),
        "test.yaml:16:46: jobs[0].kubernetes: missing required key 'container'"},
       {"kubernetes unknown key",
-       with_model(gpus +
-                  "jobs:\n  - {name: j, gpus: [0], pid: 1,\n"
-                  "     kubernetes: {namespace: a, pod: b, container: c, node: n}, utilization: 0.5}\n"),
+       with_model(gpus + "jobs:\n  - {name: j, gpus: [0], pid: 1,\n"
+                         "     kubernetes: {namespace: a, pod: b, container: c, node: n}, utilization: 0.5}\n"),
        "test.yaml:17:55: jobs[0].kubernetes: unknown key 'node' (expected one of: namespace, pod, "
        "container)"},
       {"kubernetes not a mapping",
@@ -370,8 +356,7 @@ TEST(ScenarioParse, ErrorsNameFileLineColumnAndField) {
        "test.yaml:15:9: users: 'a:b' is not a valid user name"},
       {"user named root", with_model(gpus + "users: {root: 5}\n"),
        "test.yaml:15:9: users: 'root' (uid 0) is always present"},
-      {"user with uid 0", with_model(gpus + "users: {admin: 0}\n"),
-       "test.yaml:15:16: users.admin: uid 0 is root's"},
+      {"user with uid 0", with_model(gpus + "users: {admin: 0}\n"), "test.yaml:15:16: users.admin: uid 0 is root's"},
       {"bad uid", with_model(gpus + "users: {alice: -1}\n"),
        "test.yaml:15:16: users.alice: expected a non-negative integer, got '-1'"},
   };

@@ -83,29 +83,27 @@ TEST(SimKubelet, PodsPresentWithinTheLeadOfTheirJobs) {
   EXPECT_EQ(at(-3), at(0));
   EXPECT_EQ(at(4.999999).size(), 1u);
   // b holds replica 0 of GPU 1 for its whole allocation, alone or not.
-  EXPECT_EQ(at(5),
-            (std::vector<PodResources>{pod("team-a", "solo", {container("main", {"GPU-0"})}),
-                                       pod("team-b", "notebook", {container("jupyter", {"GPU-1::0"})})}))
+  EXPECT_EQ(at(5), (std::vector<PodResources>{pod("team-a", "solo", {container("main", {"GPU-0"})}),
+                                              pod("team-b", "notebook", {container("jupyter", {"GPU-1::0"})})}))
       << describe(at(5));
   // c arrives while b holds replica 0, so takes 1; sorted by namespace, then pod name.
-  EXPECT_EQ(at(40),
-            (std::vector<PodResources>{pod("team-a", "eval", {container("eval", {"GPU-1::1"})}),
-                                       pod("team-a", "solo", {container("main", {"GPU-0"})}),
-                                       pod("team-b", "notebook", {container("jupyter", {"GPU-1::0"})})}))
+  EXPECT_EQ(at(40), (std::vector<PodResources>{pod("team-a", "eval", {container("eval", {"GPU-1::1"})}),
+                                               pod("team-a", "solo", {container("main", {"GPU-0"})}),
+                                               pod("team-b", "notebook", {container("jupyter", {"GPU-1::0"})})}))
       << describe(at(40));
   // b goes 5 s after it ends; c keeps replica 1; d, arriving at 65, takes the free 0.
   EXPECT_EQ(at(54.999999).size(), 3u);
-  EXPECT_EQ(at(66),
-            (std::vector<PodResources>{pod("team-a", "eval", {container("eval", {"GPU-1::1"})}),
-                                       pod("team-a", "solo", {container("main", {"GPU-0"})}),
-                                       pod("team-b", "notebook-2", {container("jupyter", {"GPU-1::0"})})}))
+  EXPECT_EQ(at(66), (std::vector<PodResources>{pod("team-a", "eval", {container("eval", {"GPU-1::1"})}),
+                                               pod("team-a", "solo", {container("main", {"GPU-0"})}),
+                                               pod("team-b", "notebook-2", {container("jupyter", {"GPU-1::0"})})}))
       << describe(at(66));
   // Two processes of one container are one container with both GPUs; another container of
   // the same pod is listed beside it. GPU 3 is time-sliced between them.
-  EXPECT_EQ(at(125), (std::vector<PodResources>{pod("team-a", "solo", {container("main", {"GPU-0"})}),
-                                                pod("team-a", "trainer",
-                                                    {container("metrics", {"GPU-3::1"}),
-                                                     container("worker", {"GPU-2", "GPU-3::0"})})}))
+  EXPECT_EQ(
+      at(125),
+      (std::vector<PodResources>{
+          pod("team-a", "solo", {container("main", {"GPU-0"})}),
+          pod("team-a", "trainer", {container("metrics", {"GPU-3::1"}), container("worker", {"GPU-2", "GPU-3::0"})})}))
       << describe(at(125));
   // The scenario's end cuts every job; the lone pod goes 5 s later.
   EXPECT_EQ(at(204.999999).size(), 1u);
@@ -132,7 +130,6 @@ TEST(SimKubelet, NoKubernetesJobsNoPods) {
   EXPECT_FALSE(k.time_sliced(0));
 }
 
-
 // AMD GPUs as AMD's device plugin lists them: amd.com/gpu, the sysfs PCI address, no replicas.
 TEST(SimKubelet, AmdGpusByPciAddressUnderAmdResource) {
   Scenario s = testing::parse_ok(std::string(testing::kModel) + testing::kAmdModelEntry + R"(gpus:
@@ -153,17 +150,19 @@ jobs:
   SimKubelet k(s, 0);
   EXPECT_FALSE(k.time_sliced(2)) << "AMD's plugin has no replicas";
   // One container holding an NVIDIA and an AMD GPU: each under its vendor's resource.
-  EXPECT_EQ(k.pods_at(40 * S),
-            (std::vector<PodResources>{
-                pod("team-a", "both",
-                    {ContainerResources{"main", {ContainerDevices{"amd.com/gpu", {"0000:c1:00.0"}},
-                                                 ContainerDevices{"nvidia.com/gpu", {"GPU-0"}}}}}),
-                pod("team-b", "one", {ContainerResources{"main", {ContainerDevices{"amd.com/gpu", {"0000:0a:00.0"}}}}}),
-                pod("team-b", "two", {ContainerResources{"main", {ContainerDevices{"amd.com/gpu", {"0000:0a:00.0"}}}}})}))
+  EXPECT_EQ(
+      k.pods_at(40 * S),
+      (std::vector<PodResources>{
+          pod("team-a", "both",
+              {ContainerResources{
+                  "main",
+                  {ContainerDevices{"amd.com/gpu", {"0000:c1:00.0"}}, ContainerDevices{"nvidia.com/gpu", {"GPU-0"}}}}}),
+          pod("team-b", "one", {ContainerResources{"main", {ContainerDevices{"amd.com/gpu", {"0000:0a:00.0"}}}}}),
+          pod("team-b", "two", {ContainerResources{"main", {ContainerDevices{"amd.com/gpu", {"0000:0a:00.0"}}}}})}))
       << describe(k.pods_at(40 * S));
   EXPECT_EQ(k.pods_at(65 * S),
-            (std::vector<PodResources>{
-                pod("team-b", "two", {ContainerResources{"main", {ContainerDevices{"amd.com/gpu", {"0000:0a:00.0"}}}}})}));
+            (std::vector<PodResources>{pod(
+                "team-b", "two", {ContainerResources{"main", {ContainerDevices{"amd.com/gpu", {"0000:0a:00.0"}}}}})}));
 }
 
 }  // namespace

@@ -51,7 +51,8 @@ std::vector<SlurmJobGpus> read_back(const fs::path& dir) {
 }
 
 TEST(SlurmCgroupTree, LayoutNamesAndSluids) {
-  for (auto l : {SlurmCgroupLayout::kNone, SlurmCgroupLayout::kV1, SlurmCgroupLayout::kV2, SlurmCgroupLayout::kV2Sluid}) {
+  for (auto l :
+       {SlurmCgroupLayout::kNone, SlurmCgroupLayout::kV1, SlurmCgroupLayout::kV2, SlurmCgroupLayout::kV2Sluid}) {
     EXPECT_EQ(parse_slurm_cgroup_layout(to_string(l)), l);
   }
   EXPECT_FALSE(parse_slurm_cgroup_layout("v3").has_value());
@@ -74,9 +75,9 @@ TEST(SlurmCgroupTree, BatchScriptsAreProcessesOverTheAllocations) {
   EXPECT_TRUE(batch[0].gpus.empty());
   EXPECT_EQ(batch[0].cgroup, "/system.slice/slurmstepd.scope/job_7/step_batch/user/task_0");
   EXPECT_EQ(batch[0].env, (std::vector<std::pair<std::string, std::string>>{{"SLURM_JOB_ID", "7"},
-                                                                          {"SLURM_JOB_UID", "2000"},
-                                                                          {"SLURM_JOB_GPUS", "2,3"},
-                                                                          {"CUDA_VISIBLE_DEVICES", "0,1"}}));
+                                                                            {"SLURM_JOB_UID", "2000"},
+                                                                            {"SLURM_JOB_GPUS", "2,3"},
+                                                                            {"CUDA_VISIBLE_DEVICES", "0,1"}}));
   EXPECT_EQ(slurm_batch_jobs(s, SlurmCgroupLayout::kV2Sluid)[1].cgroup,
             "/system.slice/slurmstepd.scope/" + sluid_of("8") + "/step_batch/user/task_0");
   auto v1 = slurm_batch_jobs(s, SlurmCgroupLayout::kV1);
@@ -111,7 +112,7 @@ TEST(SlurmCgroupTree, V2TreeFollowsTheAllocationsAndSteps) {
 
   ASSERT_TRUE((*tree)->sync(60 * S).ok());
   EXPECT_EQ(read_back(dir), (std::vector<SlurmJobGpus>{{"7", "", {"2", "3"}, "cgroup-v2-environ"},
-                                                      {"8", "", {"3"}, "cgroup-v2-environ"}}));
+                                                       {"8", "", {"3"}, "cgroup-v2-environ"}}));
   ASSERT_TRUE((*tree)->sync(100 * S).ok());  // both ended, no lead
   EXPECT_EQ(entries(scope), (std::set<std::string>{}));
   EXPECT_TRUE(read_back(dir).empty());
@@ -137,7 +138,7 @@ TEST(SlurmCgroupTree, V2SluidTreeMapsToJobIdsThroughTheEnvironment) {
   EXPECT_EQ(entries(dir / kCgroupRoot / "system.slice/slurmstepd.scope"),
             (std::set<std::string>{sluid_of("7"), sluid_of("8")}));
   EXPECT_EQ(read_back(dir), (std::vector<SlurmJobGpus>{{"7", "", {"2", "3"}, "cgroup-v2-environ"},
-                                                      {"8", "", {"3"}, "cgroup-v2-environ"}}));
+                                                       {"8", "", {"3"}, "cgroup-v2-environ"}}));
 }
 
 TEST(SlurmCgroupTree, V1TreeListsEachJobsGpus) {
@@ -149,7 +150,7 @@ TEST(SlurmCgroupTree, V1TreeListsEachJobsGpus) {
   const fs::path slurm = dir / kCgroupRoot / "devices/slurm";
   EXPECT_EQ(read(slurm / "uid_2000/job_7/devices.list"), "c 195:2 rwm\nc 195:3 rwm\nc 195:254 rwm\nc 195:255 rwm\n");
   EXPECT_EQ(read_back(dir), (std::vector<SlurmJobGpus>{{"7", "2000", {"2", "3"}, "cgroup-v1-devices"},
-                                                      {"8", "2001", {"3"}, "cgroup-v1-devices"}}));
+                                                       {"8", "2001", {"3"}, "cgroup-v1-devices"}}));
   ASSERT_TRUE((*tree)->sync(70 * S).ok());
   EXPECT_FALSE(fs::exists(slurm / "uid_2001/job_8"));
   EXPECT_EQ(entries(slurm / "uid_2001"), (std::set<std::string>{}));  // no .old or .tmp left

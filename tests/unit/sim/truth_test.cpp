@@ -126,8 +126,7 @@ TEST(Truth, ConsecutiveWindowsTile) {
   Truth first = compute_truth(s, 0, 73 * S + 5);
   Truth second = compute_truth(s, 73 * S + 5, 200 * S);
   for (unsigned g = 0; g < 3; ++g) {
-    EXPECT_NEAR(first.gpus[g].energy_joules + second.gpus[g].energy_joules, whole.gpus[g].energy_joules,
-                1e-6);
+    EXPECT_NEAR(first.gpus[g].energy_joules + second.gpus[g].energy_joules, whole.gpus[g].energy_joules, 1e-6);
     EXPECT_NEAR(first.gpus[g].busy_seconds + second.gpus[g].busy_seconds, whole.gpus[g].busy_seconds, 1e-9);
   }
 }

@@ -25,7 +25,8 @@ namespace {
 nvmlDevice_st devices[2] = {{0}, {1}};
 
 unsigned long long now_us() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
 }
 
 nvmlReturn_t fake_init() { return NVML_SUCCESS; }
@@ -156,8 +157,8 @@ TEST(Transcript, RecordedCallsReplayWithTheSameAnswers) {
   std::getline(in, header);
   EXPECT_NE(header.find("\"library\":\"libnvidia-ml.so.1\""), std::string::npos) << header;  // no host path
   std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  EXPECT_EQ(all.find("31337"), std::string::npos);                         // the pid is replaced
-  EXPECT_EQ(all.find("GPU-12345678"), std::string::npos);                  // so are the UUIDs
+  EXPECT_EQ(all.find("31337"), std::string::npos);         // the pid is replaced
+  EXPECT_EQ(all.find("GPU-12345678"), std::string::npos);  // so are the UUIDs
   EXPECT_NE(all.find("\"end\":\"test\""), std::string::npos);
 
   const auto before_replay = now_us();

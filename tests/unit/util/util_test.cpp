@@ -114,12 +114,17 @@ TEST(TerminalText, PrintableReplacesWhatControlsTheTerminal) {
   EXPECT_EQ(printable("\xC3\xA9quipe \xE2\x82\xAC"), "\xC3\xA9quipe \xE2\x82\xAC");
   EXPECT_EQ(printable("line1\nline2\r\tx"), "line1?line2??x");
   EXPECT_EQ(printable("\x1b[2Jred\x7f"), "?[2Jred?");
-  EXPECT_EQ(printable("a\xC2\x85" "b\xC2\x9B" "c"), "a?b?c");  // NEL and CSI, C1 controls
+  EXPECT_EQ(printable("a\xC2\x85"
+                      "b\xC2\x9B"
+                      "c"),
+            "a?b?c");  // NEL and CSI, C1 controls
   // Bidi overrides, embeddings, isolates and marks, and the line and paragraph separators.
-  EXPECT_EQ(printable("abc\xE2\x80\xAE" "fed"), "abc?fed");  // U+202E RLO
-  for (const char* bidi : {"\xE2\x80\xAA", "\xE2\x80\xAB", "\xE2\x80\xAC", "\xE2\x80\xAD", "\xE2\x81\xA6",
-                           "\xE2\x81\xA7", "\xE2\x81\xA8", "\xE2\x81\xA9", "\xE2\x80\x8E", "\xE2\x80\x8F",
-                           "\xD8\x9C", "\xE2\x80\xA8", "\xE2\x80\xA9"}) {
+  EXPECT_EQ(printable("abc\xE2\x80\xAE"
+                      "fed"),
+            "abc?fed");  // U+202E RLO
+  for (const char* bidi :
+       {"\xE2\x80\xAA", "\xE2\x80\xAB", "\xE2\x80\xAC", "\xE2\x80\xAD", "\xE2\x81\xA6", "\xE2\x81\xA7", "\xE2\x81\xA8",
+        "\xE2\x81\xA9", "\xE2\x80\x8E", "\xE2\x80\x8F", "\xD8\x9C", "\xE2\x80\xA8", "\xE2\x80\xA9"}) {
     EXPECT_EQ(printable(std::string("x") + bidi + "y"), "x?y") << bidi;
   }
   EXPECT_EQ(printable("\xE2\x80\x94"), "\xE2\x80\x94");  // U+2014, beside them, is text
