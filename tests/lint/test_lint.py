@@ -13,6 +13,12 @@ BUILD = os.environ.get("GPUMETER_BUILD_DIR") or os.path.join(SOURCE, "build")
 LINT = os.path.join(SOURCE, "scripts", "lint.sh")
 
 
+def compile_command_of(source):
+    """The default tree's compile command of a file of src/, as compile_commands.json has it."""
+    with open(os.path.join(BUILD, "compile_commands.json"), encoding="utf-8") as f:
+        return next(c for c in json.load(f) if c["file"].endswith(source) and "cmake_pch" not in c["command"])
+
+
 def lint(*args):
     return subprocess.run([LINT, *args], capture_output=True, text=True, timeout=300)
 
@@ -55,10 +61,12 @@ class ArrowsTest(PlantedTree):
 
     def test_a_map_naming_an_unknown_module_is_refused(self):
         path = os.path.join(self.root, "docs", "architecture.md")
-        text = open(path, encoding="utf-8").read().replace("| `util` | results", "| `util` | `nowhere` results", 1)
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
         text = text.replace("| `model` | plain values: identities, readings, snapshots, owners, metric families | `util` |",
                             "| `model` | plain values | `util` `nowhere` |")
-        open(path, "w", encoding="utf-8").write(text)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
         result = lint("--root", self.root, "arrows")
         self.assertEqual(result.returncode, 1, result.stdout + result.stderr)
         self.assertIn("model may include nowhere, which has no row", result.stderr)
@@ -80,8 +88,7 @@ class TidyTest(unittest.TestCase):
     """clang-tidy over a tree of one planted file, compiled as the default tree compiles src/util."""
 
     def tidy_over(self, lines):
-        commands = json.load(open(os.path.join(BUILD, "compile_commands.json"), encoding="utf-8"))
-        model = next(c for c in commands if c["file"].endswith("src/util/duration.cpp"))
+        model = compile_command_of("src/util/duration.cpp")
         root = tempfile.mkdtemp(prefix="gpumeter-lint.")
         self.addCleanup(shutil.rmtree, root)
         shutil.copy(os.path.join(SOURCE, ".clang-tidy"), root)
@@ -107,11 +114,11 @@ class TidyTest(unittest.TestCase):
 
 class WarningsAsErrorsTest(unittest.TestCase):
     def test_the_default_tree_fails_on_a_warning(self):
-        commands = json.load(open(os.path.join(BUILD, "compile_commands.json"), encoding="utf-8"))
-        model = next(c for c in commands if c["file"].endswith("src/util/duration.cpp"))
+        model = compile_command_of("src/util/duration.cpp")
         with tempfile.TemporaryDirectory(prefix="gpumeter-werror.") as d:
             planted = os.path.join(d, "planted.cpp")
-            open(planted, "w", encoding="utf-8").write("int planted() {\n  int unused = 1;\n  return 0;\n}\n")
+            with open(planted, "w", encoding="utf-8") as f:
+                f.write("int planted() {\n  int unused = 1;\n  return 0;\n}\n")
             argv = shlex.split(model["command"])
             argv = [planted if a == model["file"] else a for a in argv]
             argv[argv.index("-o") + 1] = os.path.join(d, "planted.o")
