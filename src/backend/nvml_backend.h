@@ -84,6 +84,13 @@ class NvmlBackend final : public Backend {
   void probe_gpm(Device& d, nvmlDevice_t h, class NvmlCollection& c);  // whether the GPU has GPM, once
   void collect_nvlinks(Device& d, nvmlDevice_t h, class NvmlCollection& c, DeviceReading& r);
   void collect_mig(Device& d, nvmlDevice_t h, bool profiling, class NvmlCollection& c, DeviceReading& r);
+  // MIG's phases: the mode (false unless enabled), the GPU instance profiles (once), the MIG
+  // devices, and the GPM step of one MIG device's GPU instance.
+  bool read_mig_mode(Device& d, nvmlDevice_t h, class NvmlCollection& c, DeviceReading& r);
+  void read_mig_profiles(Device& d, nvmlDevice_t h, class NvmlCollection& c, DeviceReading& r);
+  void read_mig_devices(Device& d, nvmlDevice_t h, bool profiling, class NvmlCollection& c, DeviceReading& r);
+  std::optional<ProfilingReading> step_mig_gpm(Device& d, nvmlDevice_t h, nvmlDevice_t mh, const MigInstanceReading& m,
+                                               unsigned profile_id, class NvmlCollection& c);
   // Reads a new sample into `pair` with `take`; the metrics since the previous sample, if any.
   std::optional<ProfilingReading> gpm_step(struct GpmPair& pair, const std::function<nvmlReturn_t(nvmlGpmSample_t)>& take,
                                            Call call, const char* call_name, class NvmlCollection& c);
