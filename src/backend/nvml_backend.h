@@ -79,6 +79,13 @@ class NvmlBackend final : public Backend {
   // The slow class of `group` (read again every kSlowValuesInterval, or after a call failed).
   void collect_slow_values(Device& d, nvmlDevice_t h, CollectorId group, class NvmlCollection& c);
   void collect_usage(Device& d, nvmlDevice_t h, class NvmlCollection& c, UsageReading& out);
+  // Moves the sample cursors by a step of the wall clock (`wall`, now); true while the buffers
+  // may still hold samples stamped before a step back (nvml_usage.cpp).
+  bool follow_clock_steps(Device& d, std::int64_t wall, UsageReading& out);
+  // Per-process utilization since the device's cursor, keeping only the records that can be
+  // true of the processes listed now (`pids`, sorted) or at the previous collection.
+  void read_process_samples(Device& d, nvmlDevice_t h, std::int64_t wall, const std::vector<unsigned>& pids,
+                            class NvmlCollection& c, UsageReading& out);
   // GPM, NVLink and MIG (nvml_profiling.cpp, nvml_mig.cpp).
   void collect_gpm(Device& d, nvmlDevice_t h, class NvmlCollection& c, DeviceReading& r);
   void probe_gpm(Device& d, nvmlDevice_t h, class NvmlCollection& c);  // whether the GPU has GPM, once
