@@ -79,11 +79,25 @@ class NvmlBackend final : public Backend {
   // The slow class of `group` (read again every kSlowValuesInterval, or after a call failed).
   void collect_slow_values(Device& d, nvmlDevice_t h, CollectorId group, class NvmlCollection& c);
   void collect_usage(Device& d, nvmlDevice_t h, class NvmlCollection& c, UsageReading& out);
+  // Moves the sample cursors by a step of the wall clock (`wall`, now); true while the buffers
+  // may still hold samples stamped before a step back (nvml_usage.cpp).
+  bool follow_clock_steps(Device& d, std::int64_t wall, UsageReading& out);
+  // Per-process utilization since the device's cursor, keeping only the records that can be
+  // true of the processes listed now (`pids`, sorted) or at the previous collection.
+  void read_process_samples(Device& d, nvmlDevice_t h, std::int64_t wall, const std::vector<unsigned>& pids,
+                            class NvmlCollection& c, UsageReading& out);
   // GPM, NVLink and MIG (nvml_profiling.cpp, nvml_mig.cpp).
   void collect_gpm(Device& d, nvmlDevice_t h, class NvmlCollection& c, DeviceReading& r);
   void probe_gpm(Device& d, nvmlDevice_t h, class NvmlCollection& c);  // whether the GPU has GPM, once
   void collect_nvlinks(Device& d, nvmlDevice_t h, class NvmlCollection& c, DeviceReading& r);
   void collect_mig(Device& d, nvmlDevice_t h, bool profiling, class NvmlCollection& c, DeviceReading& r);
+  // MIG's phases: the mode (false unless enabled), the GPU instance profiles (once), the MIG
+  // devices, and the GPM step of one MIG device's GPU instance.
+  bool read_mig_mode(Device& d, nvmlDevice_t h, class NvmlCollection& c, DeviceReading& r);
+  void read_mig_profiles(Device& d, nvmlDevice_t h, class NvmlCollection& c, DeviceReading& r);
+  void read_mig_devices(Device& d, nvmlDevice_t h, bool profiling, class NvmlCollection& c, DeviceReading& r);
+  std::optional<ProfilingReading> step_mig_gpm(Device& d, nvmlDevice_t h, nvmlDevice_t mh, const MigInstanceReading& m,
+                                               unsigned profile_id, class NvmlCollection& c);
   // Reads a new sample into `pair` with `take`; the metrics since the previous sample, if any.
   std::optional<ProfilingReading> gpm_step(struct GpmPair& pair, const std::function<nvmlReturn_t(nvmlGpmSample_t)>& take,
                                            Call call, const char* call_name, class NvmlCollection& c);

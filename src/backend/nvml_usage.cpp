@@ -135,83 +135,56 @@ nvmlReturn_t read_process_utilization(nvmlDeviceGetProcessUtilization_fn fn, nvm
   return NVML_SUCCESS;
 }
 
-}  // namespace
-
-void NvmlBackend::collect_usage(Device& d, nvmlDevice_t h, NvmlCollection& c, UsageReading& u) {
-  const NvmlSymbols& s = symbols_;
-  // A step of the wall clock moves the driver's timestamps with it: the cursors move by the
-  // same amount, or a step back would hide every new sample until the clock caught up (and a
-  // step forward would read as a hole). After a step back the buffers still hold samples
-  // stamped before it, "newer" than the moved cursors: until they have left the buffers (the
-  // longest holds 120 samples of at most 1 s), only the samples after the buffer's last step
-  // back in time are new.
-  const std::int64_t wall = wall_now_us();
-  const auto steady = steady_now();
-  if (const std::int64_t step = d.clock_steps.observe(wall, steady); step != 0) {
-    u.clock_step_us = step;
-    if (step < 0) d.skip_before_step_back_until = steady + std::chrono::minutes(3);
-    for (unsigned long long* seen : {&d.utilization_seen_us, &d.power_seen_us, &d.process_seen_us}) {
-      if (*seen == 0) continue;  // nothing read yet: the whole buffer is new anyway
-      const std::int64_t moved = static_cast<std::int64_t>(*seen) + step;
-      *seen = moved > 0 ? static_cast<unsigned long long>(moved) : 0;
+// Reads what a device sample buffer (utilization or power) holds newer than `seen` into `out`,
+// scaled to base units and in time order, and moves `seen` to the newest; `supported` is set
+// when the driver has the buffer. After a step back of the wall clock, only the samples after
+// the buffer's last step back in time are new.
+void read_sample_buffer(const NvmlSymbols& s, nvmlDevice_t h, Call call, unsigned type, double scale,
+                        bool after_step_back, NvmlCollection& c, unsigned long long& seen, bool& supported,
+                        std::vector<TimedSample>& out) {
+  if (!c.wanted(s.samples, call)) return;
+  unsigned value_type = 0;
+  unsigned count = 0;
+  nvmlReturn_t rc = s.samples(h, type, seen, &value_type, &count, nullptr);
+  if (rc == NVML_ERROR_NOT_FOUND) {
+    c.answered();
+    supported = true;  // no new samples yet
+    return;
+  }
+  if ((rc != NVML_SUCCESS && rc != NVML_ERROR_INSUFFICIENT_SIZE) || count == 0) {
+    if (c.ok(call, rc, "nvmlDeviceGetSamples")) supported = true;
+    return;
+  }
+  std::vector<nvmlSample_t> buf(count + 8);
+  count = static_cast<unsigned>(buf.size());
+  rc = s.samples(h, type, seen, &value_type, &count, buf.data());
+  if (rc == NVML_ERROR_NOT_FOUND) {
+    c.answered();
+    supported = true;
+    return;
+  }
+  if (!c.ok(call, rc, "nvmlDeviceGetSamples")) return;
+  supported = true;
+  unsigned first = 0;
+  if (after_step_back) {
+    for (unsigned i = 1; i < count && i < buf.size(); ++i) {
+      if (buf[i].timeStamp < buf[i - 1].timeStamp) first = i;
     }
   }
-  const bool after_step_back = steady < d.skip_before_step_back_until;
+  for (unsigned i = first; i < count && i < buf.size(); ++i) {
+    const auto ts = buf[i].timeStamp;
+    if (ts <= seen) continue;  // drivers have been seen to repeat old samples
+    out.push_back({static_cast<std::int64_t>(ts), sample_as_double(value_type, buf[i].sampleValue) * scale});
+  }
+  std::sort(out.begin(), out.end(), [](const TimedSample& a, const TimedSample& b) {
+    return a.timestamp_us < b.timestamp_us;
+  });
+  if (!out.empty()) seen = static_cast<unsigned long long>(out.back().timestamp_us);
+}
 
-  // Device sample buffers: utilization and power, only what is newer than last time.
-  auto read_samples = [&](Call call, unsigned type, unsigned long long& seen, double scale, bool& supported,
-                          std::vector<TimedSample>& out) {
-    if (!c.wanted(s.samples, call)) return;
-    unsigned value_type = 0;
-    unsigned count = 0;
-    nvmlReturn_t rc = s.samples(h, type, seen, &value_type, &count, nullptr);
-    if (rc == NVML_ERROR_NOT_FOUND) {
-      c.answered();
-      supported = true;  // no new samples yet
-      return;
-    }
-    if ((rc != NVML_SUCCESS && rc != NVML_ERROR_INSUFFICIENT_SIZE) || count == 0) {
-      if (c.ok(call, rc, "nvmlDeviceGetSamples")) supported = true;
-      return;
-    }
-    std::vector<nvmlSample_t> buf(count + 8);
-    count = static_cast<unsigned>(buf.size());
-    rc = s.samples(h, type, seen, &value_type, &count, buf.data());
-    if (rc == NVML_ERROR_NOT_FOUND) {
-      c.answered();
-      supported = true;
-      return;
-    }
-    if (!c.ok(call, rc, "nvmlDeviceGetSamples")) return;
-    supported = true;
-    unsigned first = 0;
-    if (after_step_back) {
-      for (unsigned i = 1; i < count && i < buf.size(); ++i) {
-        if (buf[i].timeStamp < buf[i - 1].timeStamp) first = i;
-      }
-    }
-    for (unsigned i = first; i < count && i < buf.size(); ++i) {
-      const auto ts = buf[i].timeStamp;
-      if (ts <= seen) continue;  // drivers have been seen to repeat old samples
-      out.push_back({static_cast<std::int64_t>(ts), sample_as_double(value_type, buf[i].sampleValue) * scale});
-    }
-    std::sort(out.begin(), out.end(), [](const TimedSample& a, const TimedSample& b) {
-      return a.timestamp_us < b.timestamp_us;
-    });
-    if (!out.empty()) seen = static_cast<unsigned long long>(out.back().timestamp_us);
-  };
-  read_samples(kUtilizationSamples, NVML_GPU_UTILIZATION_SAMPLES, d.utilization_seen_us, 0.01,
-               u.utilization_samples_supported, u.utilization_samples);
-  read_samples(kPowerSamples, NVML_TOTAL_POWER_SAMPLES, d.power_seen_us, 0.001, u.power_samples_supported,
-               u.power_samples);
-
-  // Processes: compute, graphics and MPS lists merged by pid. Read after the sample buffers, so
-  // the list is at least as new as every sample the ledger integrates from this reading: a
-  // process that started before the newest sample is listed (with its start time from the
-  // host), however long the reads took. Read before them, a slow collection would integrate
-  // samples past the list's instant with the process missing, and bill its first moments to
-  // nobody.
-  std::vector<GpuProcess> procs;
+// Reads the compute, graphics and MPS process lists, merged by pid into `out`; false when no
+// list could be read.
+bool read_process_lists(const NvmlSymbols& s, nvmlDevice_t h, NvmlCollection& c, std::vector<GpuProcess>& out) {
   bool any_list = false;
   struct List {
     const nvmlDeviceGetProcessesRaw_fn (&fns)[3];
@@ -225,8 +198,62 @@ void NvmlBackend::collect_usage(Device& d, nvmlDevice_t h, NvmlCollection& c, Us
                              "nvmlDeviceGetGraphicsRunningProcesses_v3"},
                         List{s.mps_processes, kMpsProcesses, kProcessMps, "nvmlDeviceGetMPSComputeRunningProcesses_v3"}}) {
     if (c.fatal() || c.unsupported(l.call)) continue;
-    if (c.ok(l.call, read_process_list(l.fns, h, l.bit, procs), l.name)) any_list = true;
+    if (c.ok(l.call, read_process_list(l.fns, h, l.bit, out), l.name)) any_list = true;
   }
+  return any_list;
+}
+
+// What one per-process utilization query answered, and which call answered it.
+struct ProcessUtilizationAnswer {
+  Call call;
+  nvmlReturn_t rc;
+  const char* name;
+};
+
+// Asks for the per-process utilization records newer than `cursor`, into `raw`: the R550 call
+// where the driver has it (the legacy one reads zeros on some newer GPUs), else the legacy one.
+// Nullopt when neither call was made.
+std::optional<ProcessUtilizationAnswer> query_process_utilization(const NvmlSymbols& s, nvmlDevice_t h,
+                                                                  unsigned long long cursor, NvmlCollection& c,
+                                                                  std::vector<RawProcessSample>& raw) {
+  if (c.wanted(s.processes_utilization_info, kProcessesUtilizationInfo)) {
+    const char* name = "nvmlDeviceGetProcessesUtilizationInfo";
+    nvmlReturn_t rc = read_processes_utilization_info(s.processes_utilization_info, h, cursor, raw);
+    if (rc == NVML_ERROR_NOT_SUPPORTED || rc == NVML_ERROR_FUNCTION_NOT_FOUND) {
+      c.ok(kProcessesUtilizationInfo, rc, name);  // remembered: the legacy call from now on
+    } else {
+      return ProcessUtilizationAnswer{kProcessesUtilizationInfo, rc, name};
+    }
+  }
+  if (c.wanted(s.process_utilization, kProcessUtilization)) {
+    return ProcessUtilizationAnswer{kProcessUtilization,
+                                    read_process_utilization(s.process_utilization, h, cursor, raw),
+                                    "nvmlDeviceGetProcessUtilization"};
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+void NvmlBackend::collect_usage(Device& d, nvmlDevice_t h, NvmlCollection& c, UsageReading& u) {
+  const NvmlSymbols& s = symbols_;
+  const std::int64_t wall = wall_now_us();
+  const bool after_step_back = follow_clock_steps(d, wall, u);
+
+  // Device sample buffers: utilization and power, only what is newer than last time.
+  read_sample_buffer(s, h, kUtilizationSamples, NVML_GPU_UTILIZATION_SAMPLES, 0.01, after_step_back, c,
+                     d.utilization_seen_us, u.utilization_samples_supported, u.utilization_samples);
+  read_sample_buffer(s, h, kPowerSamples, NVML_TOTAL_POWER_SAMPLES, 0.001, after_step_back, c, d.power_seen_us,
+                     u.power_samples_supported, u.power_samples);
+
+  // Processes: compute, graphics and MPS lists merged by pid. Read after the sample buffers, so
+  // the list is at least as new as every sample the ledger integrates from this reading: a
+  // process that started before the newest sample is listed (with its start time from the
+  // host), however long the reads took. Read before them, a slow collection would integrate
+  // samples past the list's instant with the process missing, and bill its first moments to
+  // nobody.
+  std::vector<GpuProcess> procs;
+  const bool any_list = read_process_lists(s, h, c, procs);
   std::vector<unsigned> pids;
   if (any_list) {
     for (const auto& p : procs) pids.push_back(p.pid);
@@ -234,8 +261,33 @@ void NvmlBackend::collect_usage(Device& d, nvmlDevice_t h, NvmlCollection& c, Us
     u.processes = std::move(procs);
   }
 
-  // Per-process utilization: the R550 call where the driver has it (the legacy one reads zeros
-  // on some newer GPUs), else the legacy one. Both are windowed by this GPU's cursor.
+  read_process_samples(d, h, wall, pids, c, u);
+  if (any_list) d.previous_pids = std::move(pids);
+}
+
+bool NvmlBackend::follow_clock_steps(Device& d, std::int64_t wall, UsageReading& u) {
+  // A step of the wall clock moves the driver's timestamps with it: the cursors move by the
+  // same amount, or a step back would hide every new sample until the clock caught up (and a
+  // step forward would read as a hole). After a step back the buffers still hold samples
+  // stamped before it, "newer" than the moved cursors: until they have left the buffers (the
+  // longest holds 120 samples of at most 1 s), only the samples after the buffer's last step
+  // back in time are new.
+  const auto steady = steady_now();
+  if (const std::int64_t step = d.clock_steps.observe(wall, steady); step != 0) {
+    u.clock_step_us = step;
+    if (step < 0) d.skip_before_step_back_until = steady + std::chrono::minutes(3);
+    for (unsigned long long* seen : {&d.utilization_seen_us, &d.power_seen_us, &d.process_seen_us}) {
+      if (*seen == 0) continue;  // nothing read yet: the whole buffer is new anyway
+      const std::int64_t moved = static_cast<std::int64_t>(*seen) + step;
+      *seen = moved > 0 ? static_cast<unsigned long long>(moved) : 0;
+    }
+  }
+  return steady < d.skip_before_step_back_until;
+}
+
+void NvmlBackend::read_process_samples(Device& d, nvmlDevice_t h, std::int64_t wall, const std::vector<unsigned>& pids,
+                                       NvmlCollection& c, UsageReading& u) {
+  // Per-process utilization, windowed by this GPU's cursor.
   const unsigned long long cursor = d.process_seen_us;
   // What the records of this query cover: since the cursor; on the first query (cursor 0, the
   // whole buffer) since the oldest instant the utilization buffer holds, one period before its
@@ -250,62 +302,48 @@ void NvmlBackend::collect_usage(Device& d, nvmlDevice_t h, NvmlCollection& c, Us
   const unsigned long long device_now =
       u.utilization_samples.empty() ? 0 : static_cast<unsigned long long>(u.utilization_samples.back().timestamp_us);
   std::vector<RawProcessSample> raw;
-  std::optional<std::pair<Call, nvmlReturn_t>> answer;
-  const char* answer_name = nullptr;
-  if (c.wanted(s.processes_utilization_info, kProcessesUtilizationInfo)) {
-    answer_name = "nvmlDeviceGetProcessesUtilizationInfo";
-    nvmlReturn_t rc = read_processes_utilization_info(s.processes_utilization_info, h, cursor, raw);
-    if (rc == NVML_ERROR_NOT_SUPPORTED || rc == NVML_ERROR_FUNCTION_NOT_FOUND) {
-      c.ok(kProcessesUtilizationInfo, rc, answer_name);  // remembered: the legacy call from now on
-    } else {
-      answer = {kProcessesUtilizationInfo, rc};
-    }
-  }
-  if (!answer && c.wanted(s.process_utilization, kProcessUtilization)) {
-    answer_name = "nvmlDeviceGetProcessUtilization";
-    answer = {kProcessUtilization, read_process_utilization(s.process_utilization, h, cursor, raw)};
-  }
-  if (answer && answer->second == NVML_ERROR_NOT_FOUND) {
+  const std::optional<ProcessUtilizationAnswer> answer = query_process_utilization(symbols_, h, cursor, c, raw);
+  if (answer && answer->rc == NVML_ERROR_NOT_FOUND) {
     c.answered();
     u.process_samples_supported = true;
     // No process ran since the cursor, up to the driver's now: the next records need not reach
     // back past it (a window reaching back over idle time would dilute their averages).
     d.process_seen_us = std::max(d.process_seen_us, std::max(covers_from, device_now));
-  } else if (answer && c.ok(answer->first, answer->second, answer_name)) {
-    u.process_samples_supported = true;
-    // Real drivers hand back unused entries and garbage: a record is taken only when it can be
-    // true. The driver's clock can run ahead of ours, so "the future" is measured against the
-    // newest device sample as well as the wall clock.
-    const auto wall_now = static_cast<unsigned long long>(std::max<std::int64_t>(wall, 0));
-    const unsigned long long horizon = std::max(d.utilization_seen_us, wall_now) + 1'000'000;
-    unsigned long long newest = cursor;
-    for (const RawProcessSample& r : raw) {
-      const char* drop = nullptr;
-      if (r.pid == 0) {
-        drop = "pid_zero";
-      } else if (r.sm > 100 || r.memory > 100) {
-        drop = "over_100_percent";
-      } else if (r.timestamp <= cursor) {
-        drop = "stale_timestamp";
-      } else if (r.timestamp > horizon) {
-        drop = "future_timestamp";
-      } else if (!std::binary_search(pids.begin(), pids.end(), r.pid) &&
-                 !std::binary_search(d.previous_pids.begin(), d.previous_pids.end(), r.pid)) {
-        drop = "unknown_pid";
-      }
-      if (drop != nullptr) {
-        c.drop_record(drop);
-        continue;
-      }
-      u.process_samples.push_back({r.pid, static_cast<std::int64_t>(r.timestamp), r.sm / 100.0, r.memory / 100.0,
-                                   static_cast<std::int64_t>(covers_from)});
-      newest = std::max(newest, r.timestamp);
-    }
-    d.process_seen_us = newest;
-    std::sort(u.process_samples.begin(), u.process_samples.end(),
-              [](const ProcessSample& a, const ProcessSample& b) { return a.timestamp_us < b.timestamp_us; });
+    return;
   }
-  if (any_list) d.previous_pids = std::move(pids);
+  if (!answer || !c.ok(answer->call, answer->rc, answer->name)) return;
+  u.process_samples_supported = true;
+  // Real drivers hand back unused entries and garbage: a record is taken only when it can be
+  // true. The driver's clock can run ahead of ours, so "the future" is measured against the
+  // newest device sample as well as the wall clock.
+  const auto wall_now = static_cast<unsigned long long>(std::max<std::int64_t>(wall, 0));
+  const unsigned long long horizon = std::max(d.utilization_seen_us, wall_now) + 1'000'000;
+  unsigned long long newest = cursor;
+  for (const RawProcessSample& r : raw) {
+    const char* drop = nullptr;
+    if (r.pid == 0) {
+      drop = "pid_zero";
+    } else if (r.sm > 100 || r.memory > 100) {
+      drop = "over_100_percent";
+    } else if (r.timestamp <= cursor) {
+      drop = "stale_timestamp";
+    } else if (r.timestamp > horizon) {
+      drop = "future_timestamp";
+    } else if (!std::binary_search(pids.begin(), pids.end(), r.pid) &&
+               !std::binary_search(d.previous_pids.begin(), d.previous_pids.end(), r.pid)) {
+      drop = "unknown_pid";
+    }
+    if (drop != nullptr) {
+      c.drop_record(drop);
+      continue;
+    }
+    u.process_samples.push_back({r.pid, static_cast<std::int64_t>(r.timestamp), r.sm / 100.0, r.memory / 100.0,
+                                 static_cast<std::int64_t>(covers_from)});
+    newest = std::max(newest, r.timestamp);
+  }
+  d.process_seen_us = newest;
+  std::sort(u.process_samples.begin(), u.process_samples.end(),
+            [](const ProcessSample& a, const ProcessSample& b) { return a.timestamp_us < b.timestamp_us; });
 }
 
 }  // namespace gpumeter

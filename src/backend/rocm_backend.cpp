@@ -9,48 +9,11 @@
 #include <fmt/format.h>
 
 #include "backend/clock_steps.h"
-#include "backend/rocm_api.h"
+#include "backend/rocm_internal.h"
 #include "backend/rocm_values.h"
 #include "util/file_read.h"
 
 namespace gpumeter {
-
-struct RocmBackend::Symbols {
-  // Required: without them the library is not ROCm SMI.
-  rsmi::InitFn init = nullptr;
-  rsmi::ShutDownFn shut_down = nullptr;
-  rsmi::NumDevicesFn num_devices = nullptr;
-  // Optional: a missing one leaves out what it feeds.
-  rsmi::VersionFn version = nullptr;
-  rsmi::VersionStrFn version_str = nullptr;
-  rsmi::StatusStringFn status_string = nullptr;
-  rsmi::StringFn name = nullptr;
-  rsmi::StringU32Fn serial = nullptr;
-  rsmi::StringU32Fn vbios = nullptr;
-  rsmi::U64Fn unique_id = nullptr;
-  rsmi::U64Fn pci_id = nullptr;
-  rsmi::U32Fn busy = nullptr;
-  rsmi::U32Fn memory_busy = nullptr;
-  rsmi::MemoryFn memory_total = nullptr;
-  rsmi::MemoryFn memory_usage = nullptr;
-  rsmi::TempFn temperature = nullptr;
-  rsmi::SensorU64Fn power_ave = nullptr;
-  rsmi::SensorU64Fn power_cap = nullptr;
-  rsmi::EnergyFn energy = nullptr;
-  rsmi::ClockFn clock = nullptr;
-  rsmi::PcieBandwidthFn pcie_bandwidth = nullptr;
-  rsmi::U64Fn replay = nullptr;
-  rsmi::FanFn fan = nullptr;
-  rsmi::SensorU64Fn fan_max = nullptr;
-  rsmi::U64Fn ecc_enabled = nullptr;
-  rsmi::EccCountFn ecc_count = nullptr;
-  rsmi::PerfLevelFn perf_level = nullptr;
-  rsmi::ThroughputFn pcie_throughput = nullptr;
-  rsmi::GpuMetricsFn gpu_metrics = nullptr;
-  rsmi::ProcessListFn process_list = nullptr;
-  rsmi::ProcessByPidFn process_by_pid = nullptr;
-  rsmi::ProcessGpusFn process_gpus = nullptr;
-};
 
 struct RocmBackend::DeviceState {
   std::int64_t last_usage_us = 0;  // when the previous process query ran (wall clock)
@@ -87,27 +50,6 @@ constexpr std::int64_t kProcessCallsStuckUs = 500'000;
 std::int64_t wall_now_us() {
   return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
-}
-
-// A PCIe transfer rate (T/s) as the generation that runs at it per lane.
-std::optional<double> pcie_generation(std::uint64_t transfers_per_second) {
-  static constexpr std::pair<std::uint64_t, int> kRates[] = {{2'500'000'000ULL, 1},  {5'000'000'000ULL, 2},
-                                                              {8'000'000'000ULL, 3},  {16'000'000'000ULL, 4},
-                                                              {32'000'000'000ULL, 5}, {64'000'000'000ULL, 6},
-                                                              {128'000'000'000ULL, 7}};
-  for (auto [rate, gen] : kRates) {
-    if (transfers_per_second == rate) return gen;
-  }
-  return std::nullopt;
-}
-
-// The current entry of a frequency table, rejecting what some iGPUs return with SUCCESS
-// (an uninitialized `current`, an empty or overlong table), as btop does.
-template <typename Freq>
-std::optional<std::uint64_t> current_of(const Freq& f) {
-  constexpr std::uint32_t kMax = sizeof(f.frequency) / sizeof(f.frequency[0]);
-  if (f.num_supported == 0 || f.num_supported > kMax || f.current >= f.num_supported) return std::nullopt;
-  return f.frequency[f.current];
 }
 
 }  // namespace
@@ -289,157 +231,6 @@ Result<DeviceIdentity> RocmBackend::identify(unsigned device) {
     return Error{RSMI_STATUS_NOT_SUPPORTED, fmt::format("AMD GPU {} has neither a unique id nor a PCI address", device)};
   }
   return id;
-}
-
-Result<DeviceReading> RocmBackend::collect(unsigned device, CollectScope scope, CollectorSet groups) {
-  if (device >= device_count_) return Error{RSMI_STATUS_INVALID_ARGS, fmt::format("no AMD GPU {}", device)};
-  const Symbols& s = *sym_;
-  DeviceReading r;
-  bool answered = false;
-  std::optional<Error> first_error;
-  // Records a call's outcome: true when it answered. A GPU none of whose calls answer is down,
-  // also when they all say NOT_SUPPORTED: the 5.2.3 library answers that for a file that is
-  // missing (ENOENT), so a GPU whose sysfs files are gone says nothing else.
-  auto ok = [&](const char* call, rsmi_status_t rc) {
-    if (rc == RSMI_STATUS_SUCCESS) {
-      answered = true;
-      return true;
-    }
-    if (rc != RSMI_STATUS_NOT_SUPPORTED && rc != RSMI_STATUS_NOT_YET_IMPLEMENTED) {
-      note_call_error(device, call, rc);
-      if (!first_error) first_error = Error{rc, error_text(call, rc)};
-    }
-    return false;
-  };
-  std::uint32_t pct = 0;
-  if (s.busy != nullptr && ok("rsmi_dev_busy_percent_get", s.busy(device, &pct))) r.utilization_ratio = pct / 100.0;
-  std::uint64_t u64 = 0;
-  std::uint64_t total = 0;
-  if (s.memory_total != nullptr && ok("rsmi_dev_memory_total_get", s.memory_total(device, RSMI_MEM_TYPE_VRAM, &total))) {
-    r.memory_total_bytes = static_cast<double>(total);
-  }
-  if (s.memory_usage != nullptr && ok("rsmi_dev_memory_usage_get", s.memory_usage(device, RSMI_MEM_TYPE_VRAM, &u64))) {
-    r.memory_used_bytes = static_cast<double>(u64);
-    if (r.memory_total_bytes && total >= u64) r.memory_free_bytes = static_cast<double>(total - u64);
-  }
-  if (s.power_ave != nullptr && ok("rsmi_dev_power_ave_get", s.power_ave(device, 0, &u64))) r.power_watts = u64 / 1e6;
-  if (s.energy != nullptr) {
-    std::uint64_t counter = 0, timestamp = 0;
-    float resolution = 0;
-    if (ok("rsmi_dev_energy_count_get", s.energy(device, &counter, &resolution, &timestamp)) && resolution > 0) {
-      r.energy_joules = static_cast<double>(counter) * static_cast<double>(resolution) * 1e-6;
-    }
-  }
-  const bool usage = groups.has(CollectorId::kLedger) || groups.has(CollectorId::kProcesses);
-  if (scope == CollectScope::kUsage) {
-    if (usage) collect_usage(device, r);
-  } else {
-    if (s.memory_busy != nullptr && ok("rsmi_dev_memory_busy_percent_get", s.memory_busy(device, &pct))) {
-      r.memory_utilization_ratio = pct / 100.0;
-    }
-    if (s.temperature != nullptr) {
-      static constexpr std::pair<std::uint32_t, const char*> kSensors[] = {
-          {RSMI_TEMP_TYPE_EDGE, "gpu"}, {RSMI_TEMP_TYPE_JUNCTION, "junction"}, {RSMI_TEMP_TYPE_MEMORY, "memory"}};
-      for (auto [sensor, label] : kSensors) {
-        std::int64_t mc = 0;
-        if (ok("rsmi_dev_temp_metric_get", s.temperature(device, sensor, RSMI_TEMP_CURRENT, &mc))) {
-          r.temperature_celsius.push_back({label, static_cast<double>(mc) / 1000.0});
-        }
-      }
-    }
-    if (s.power_cap != nullptr && ok("rsmi_dev_power_cap_get", s.power_cap(device, 0, &u64))) {
-      r.power_limit_watts = u64 / 1e6;
-    }
-    if (s.clock != nullptr && groups.has(CollectorId::kClocks)) {
-      static constexpr std::pair<rsmi_clk_type_t, const char*> kClocks[] = {{RSMI_CLK_TYPE_SYS, "graphics"},
-                                                                           {RSMI_CLK_TYPE_MEM, "memory"},
-                                                                           {RSMI_CLK_TYPE_SOC, "soc"},
-                                                                           {RSMI_CLK_TYPE_DF, "fabric"}};
-      for (auto [type, label] : kClocks) {
-        std::optional<std::uint64_t> hz;
-        if (abi_ == "6") {
-          rsmi_frequencies_v6_t f{};
-          if (ok("rsmi_dev_gpu_clk_freq_get", s.clock(device, type, &f))) hz = current_of(f);
-        } else {
-          rsmi_frequencies_v5_t f{};
-          if (ok("rsmi_dev_gpu_clk_freq_get", s.clock(device, type, &f))) hz = current_of(f);
-        }
-        if (hz) r.clock_hertz.push_back({label, static_cast<double>(*hz)});
-      }
-    }
-    // Throttle status: only the 5.x struct is declared here (6.x rewrote rsmi_gpu_metrics_t).
-    if (s.gpu_metrics != nullptr && abi_ == "5" && groups.has(CollectorId::kClocks)) {
-      rsmi_gpu_metrics_v5_t m{};
-      if (ok("rsmi_dev_gpu_metrics_info_get", s.gpu_metrics(device, &m))) {
-        r.clock_event_active = rocm::throttle_events(m.throttle_status);
-      }
-    }
-    rsmi_dev_perf_level_t level = RSMI_DEV_PERF_LEVEL_UNKNOWN;
-    if (s.perf_level != nullptr && groups.has(CollectorId::kClocks) &&
-        ok("rsmi_dev_perf_level_get", s.perf_level(device, &level))) {
-      r.performance_level = rocm::performance_levels(level);
-    }
-    if (s.pcie_bandwidth != nullptr && groups.has(CollectorId::kPcie)) {
-      std::optional<std::uint64_t> rate;
-      std::optional<std::uint32_t> lanes;
-      if (abi_ == "6") {
-        rsmi_pcie_bandwidth_v6_t b{};
-        if (ok("rsmi_dev_pci_bandwidth_get", s.pcie_bandwidth(device, &b)) && (rate = current_of(b.transfer_rate)))
-          lanes = b.lanes[b.transfer_rate.current];
-      } else {
-        rsmi_pcie_bandwidth_v5_t b{};
-        if (ok("rsmi_dev_pci_bandwidth_get", s.pcie_bandwidth(device, &b)) && (rate = current_of(b.transfer_rate)))
-          lanes = b.lanes[b.transfer_rate.current];
-      }
-      if (rate) r.pcie_link_generation = pcie_generation(*rate);
-      if (lanes && *lanes > 0) r.pcie_link_width = *lanes;
-    }
-    if (s.pcie_throughput != nullptr && groups.has(CollectorId::kPcie)) {
-      start_pcie_reader();
-      std::lock_guard lock(pcie_mu_);
-      r.pcie_transmit_bytes_per_second = pcie_[device].transmit;
-      r.pcie_receive_bytes_per_second = pcie_[device].receive;
-    }
-    if (s.replay != nullptr && groups.has(CollectorId::kPcie) &&
-        ok("rsmi_dev_pci_replay_counter_get", s.replay(device, &u64))) {
-      r.pcie_replay_errors = static_cast<double>(u64);
-    }
-    if (s.fan != nullptr && s.fan_max != nullptr) {
-      std::int64_t speed = 0;
-      std::uint64_t max = 0;
-      if (ok("rsmi_dev_fan_speed_get", s.fan(device, 0, &speed)) &&
-          ok("rsmi_dev_fan_speed_max_get", s.fan_max(device, 0, &max)) && max > 0 && speed >= 0) {
-        r.fan_speed_ratio = static_cast<double>(speed) / static_cast<double>(max);
-      }
-    }
-    std::uint64_t enabled = 0;
-    if (s.ecc_enabled != nullptr && s.ecc_count != nullptr && groups.has(CollectorId::kEcc) &&
-        ok("rsmi_dev_ecc_enabled_get", s.ecc_enabled(device, &enabled))) {
-      // Each block ECC covers (ras/features), counted apart (ras/<block>_err_count); the sums
-      // feed what is vendor-neutral (the compat names).
-      double corrected = 0, uncorrected = 0;
-      for (const RsmiBlock& b : kRsmiBlocks) {
-        if ((enabled & b.bit) == 0) continue;
-        rsmi_error_count_t ec{};
-        if (ok("rsmi_dev_ecc_count_get", s.ecc_count(device, b.bit, &ec))) {
-          corrected += static_cast<double>(ec.correctable_err);
-          uncorrected += static_cast<double>(ec.uncorrectable_err);
-          r.ecc_block_errors.push_back(
-              {b.name, static_cast<double>(ec.correctable_err), static_cast<double>(ec.uncorrectable_err)});
-        }
-      }
-      if (!r.ecc_block_errors.empty()) r.ecc_errors = {{"corrected", corrected}, {"uncorrected", uncorrected}};
-    }
-    if (usage) collect_usage(device, r);
-  }
-  if (!answered && first_error) return *first_error;
-  if (!answered) {
-    return Error{RSMI_STATUS_NOT_SUPPORTED,
-                 fmt::format("every ROCm SMI call on device {} returned NOT_SUPPORTED (as when its sysfs files are "
-                             "gone)",
-                             device)};
-  }
-  return r;
 }
 
 void RocmBackend::start_pcie_reader() {

@@ -58,6 +58,17 @@ class RocmBackend final : public Backend {
   explicit RocmBackend(Logger& log);
   void start(std::unique_ptr<SymbolSource> library);
   std::string error_text(const char* call, int rc) const;
+  // The device collectors' queries (rocm_device.cpp), one reader per collector group as on
+  // NVIDIA GPUs, each recording its calls' outcomes in the collection.
+  struct Collection;
+  // Utilization, memory, power and the energy counter: what the usage ledger integrates, read by
+  // every collection.
+  void collect_ledger_values(unsigned device, Collection& c, DeviceReading& r);
+  void collect_basics(unsigned device, Collection& c, DeviceReading& r);  // memory busy, temperatures, power cap
+  void collect_clocks(unsigned device, Collection& c, DeviceReading& r);
+  void collect_pcie(unsigned device, Collection& c, DeviceReading& r);
+  void collect_fan(unsigned device, Collection& c, DeviceReading& r);  // the device collector's fan speed
+  void collect_ecc(unsigned device, Collection& c, DeviceReading& r);
   // Reads the processes on the device (read_processes) and reports the read as the processes
   // collector's run.
   void collect_usage(unsigned device, DeviceReading& r);
