@@ -15,7 +15,8 @@ std::int64_t WallClockSteps::observe(std::int64_t wall_us, std::chrono::steady_c
     last_ = {wall_us, steady};
     return 0;
   }
-  const std::int64_t steady_moved = std::chrono::duration_cast<std::chrono::microseconds>(steady - last_->second).count();
+  const std::int64_t steady_moved =
+      std::chrono::duration_cast<std::chrono::microseconds>(steady - last_->second).count();
   const std::int64_t diff = (wall_us - last_->first) - steady_moved;
   last_ = {wall_us, steady};
   if (is_step(diff)) {

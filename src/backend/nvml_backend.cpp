@@ -27,34 +27,62 @@ bool is_fatal(nvmlReturn_t rc) {
 
 std::string error_name(nvmlReturn_t rc) {
   switch (rc) {
-    case NVML_ERROR_UNINITIALIZED: return "uninitialized";
-    case NVML_ERROR_INVALID_ARGUMENT: return "invalid_argument";
-    case NVML_ERROR_NOT_SUPPORTED: return "not_supported";
-    case NVML_ERROR_NO_PERMISSION: return "no_permission";
-    case NVML_ERROR_ALREADY_INITIALIZED: return "already_initialized";
-    case NVML_ERROR_NOT_FOUND: return "not_found";
-    case NVML_ERROR_INSUFFICIENT_SIZE: return "insufficient_size";
-    case NVML_ERROR_INSUFFICIENT_POWER: return "insufficient_power";
-    case NVML_ERROR_DRIVER_NOT_LOADED: return "driver_not_loaded";
-    case NVML_ERROR_TIMEOUT: return "timeout";
-    case NVML_ERROR_IRQ_ISSUE: return "irq_issue";
-    case NVML_ERROR_LIBRARY_NOT_FOUND: return "library_not_found";
-    case NVML_ERROR_FUNCTION_NOT_FOUND: return "function_not_found";
-    case NVML_ERROR_CORRUPTED_INFOROM: return "corrupted_inforom";
-    case NVML_ERROR_GPU_IS_LOST: return "gpu_is_lost";
-    case NVML_ERROR_RESET_REQUIRED: return "reset_required";
-    case NVML_ERROR_OPERATING_SYSTEM: return "operating_system";
-    case NVML_ERROR_LIB_RM_VERSION_MISMATCH: return "lib_rm_version_mismatch";
-    case NVML_ERROR_IN_USE: return "in_use";
-    case NVML_ERROR_MEMORY: return "memory";
-    case NVML_ERROR_NO_DATA: return "no_data";
-    case NVML_ERROR_ARGUMENT_VERSION_MISMATCH: return "argument_version_mismatch";
-    case NVML_ERROR_DEPRECATED: return "deprecated";
-    case NVML_ERROR_NOT_READY: return "not_ready";
-    case NVML_ERROR_GPU_NOT_FOUND: return "gpu_not_found";
-    case NVML_ERROR_INVALID_STATE: return "invalid_state";
-    case NVML_ERROR_UNKNOWN: return "unknown";
-    default: return "error_" + std::to_string(rc);
+    case NVML_ERROR_UNINITIALIZED:
+      return "uninitialized";
+    case NVML_ERROR_INVALID_ARGUMENT:
+      return "invalid_argument";
+    case NVML_ERROR_NOT_SUPPORTED:
+      return "not_supported";
+    case NVML_ERROR_NO_PERMISSION:
+      return "no_permission";
+    case NVML_ERROR_ALREADY_INITIALIZED:
+      return "already_initialized";
+    case NVML_ERROR_NOT_FOUND:
+      return "not_found";
+    case NVML_ERROR_INSUFFICIENT_SIZE:
+      return "insufficient_size";
+    case NVML_ERROR_INSUFFICIENT_POWER:
+      return "insufficient_power";
+    case NVML_ERROR_DRIVER_NOT_LOADED:
+      return "driver_not_loaded";
+    case NVML_ERROR_TIMEOUT:
+      return "timeout";
+    case NVML_ERROR_IRQ_ISSUE:
+      return "irq_issue";
+    case NVML_ERROR_LIBRARY_NOT_FOUND:
+      return "library_not_found";
+    case NVML_ERROR_FUNCTION_NOT_FOUND:
+      return "function_not_found";
+    case NVML_ERROR_CORRUPTED_INFOROM:
+      return "corrupted_inforom";
+    case NVML_ERROR_GPU_IS_LOST:
+      return "gpu_is_lost";
+    case NVML_ERROR_RESET_REQUIRED:
+      return "reset_required";
+    case NVML_ERROR_OPERATING_SYSTEM:
+      return "operating_system";
+    case NVML_ERROR_LIB_RM_VERSION_MISMATCH:
+      return "lib_rm_version_mismatch";
+    case NVML_ERROR_IN_USE:
+      return "in_use";
+    case NVML_ERROR_MEMORY:
+      return "memory";
+    case NVML_ERROR_NO_DATA:
+      return "no_data";
+    case NVML_ERROR_ARGUMENT_VERSION_MISMATCH:
+      return "argument_version_mismatch";
+    case NVML_ERROR_DEPRECATED:
+      return "deprecated";
+    case NVML_ERROR_NOT_READY:
+      return "not_ready";
+    case NVML_ERROR_GPU_NOT_FOUND:
+      return "gpu_not_found";
+    case NVML_ERROR_INVALID_STATE:
+      return "invalid_state";
+    case NVML_ERROR_UNKNOWN:
+      return "unknown";
+    default:
+      return "error_" + std::to_string(rc);
   }
 }
 
@@ -95,14 +123,22 @@ std::string loaded_detail(const BackendStatus& s, unsigned count) {
 std::optional<double> field_as_double(const nvmlFieldValue_t& f) {
   if (f.nvmlReturn != NVML_SUCCESS) return std::nullopt;
   switch (f.valueType) {
-    case NVML_VALUE_TYPE_DOUBLE: return f.value.dVal;
-    case NVML_VALUE_TYPE_UNSIGNED_INT: return f.value.uiVal;
-    case NVML_VALUE_TYPE_UNSIGNED_LONG: return static_cast<double>(f.value.ulVal);
-    case NVML_VALUE_TYPE_UNSIGNED_LONG_LONG: return static_cast<double>(f.value.ullVal);
-    case NVML_VALUE_TYPE_SIGNED_LONG_LONG: return static_cast<double>(f.value.sllVal);
-    case NVML_VALUE_TYPE_SIGNED_INT: return f.value.siVal;
-    case NVML_VALUE_TYPE_UNSIGNED_SHORT: return f.value.usVal;
-    default: return std::nullopt;
+    case NVML_VALUE_TYPE_DOUBLE:
+      return f.value.dVal;
+    case NVML_VALUE_TYPE_UNSIGNED_INT:
+      return f.value.uiVal;
+    case NVML_VALUE_TYPE_UNSIGNED_LONG:
+      return static_cast<double>(f.value.ulVal);
+    case NVML_VALUE_TYPE_UNSIGNED_LONG_LONG:
+      return static_cast<double>(f.value.ullVal);
+    case NVML_VALUE_TYPE_SIGNED_LONG_LONG:
+      return static_cast<double>(f.value.sllVal);
+    case NVML_VALUE_TYPE_SIGNED_INT:
+      return f.value.siVal;
+    case NVML_VALUE_TYPE_UNSIGNED_SHORT:
+      return f.value.usVal;
+    default:
+      return std::nullopt;
   }
 }
 

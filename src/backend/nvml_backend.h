@@ -99,8 +99,9 @@ class NvmlBackend final : public Backend {
   std::optional<ProfilingReading> step_mig_gpm(Device& d, nvmlDevice_t h, nvmlDevice_t mh, const MigInstanceReading& m,
                                                unsigned profile_id, class NvmlCollection& c);
   // Reads a new sample into `pair` with `take`; the metrics since the previous sample, if any.
-  std::optional<ProfilingReading> gpm_step(struct GpmPair& pair, const std::function<nvmlReturn_t(nvmlGpmSample_t)>& take,
-                                           Call call, const char* call_name, class NvmlCollection& c);
+  std::optional<ProfilingReading> gpm_step(struct GpmPair& pair,
+                                           const std::function<nvmlReturn_t(nvmlGpmSample_t)>& take, Call call,
+                                           const char* call_name, class NvmlCollection& c);
   void free_gpm_pair(struct GpmPair& pair);
   void free_gpm_samples(Device& d);  // every pair of the device
   void merge_counters(unsigned device, const class NvmlCollection& c, bool with_call_errors);

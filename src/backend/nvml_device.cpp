@@ -105,8 +105,8 @@ void NvmlBackend::collect_slow_values(Device& d, nvmlDevice_t h, CollectorId gro
   v.read_at[g] = steady_now();
 }
 
-void NvmlBackend::collect_device(Device& d, nvmlDevice_t h, CollectScope scope, CollectorSet groups,
-                                 NvmlCollection& c, DeviceReading& r) {
+void NvmlBackend::collect_device(Device& d, nvmlDevice_t h, CollectScope scope, CollectorSet groups, NvmlCollection& c,
+                                 DeviceReading& r) {
   // On a GPU in MIG mode the ledger bills each MIG device: their processes and activity are
   // usage too (GPM support was probed by the first full collection, which comes first).
   // A full collection reads the mode even where the MIG collector is off or not due, so that the
@@ -223,10 +223,9 @@ void NvmlBackend::collect_clocks(Device& d, nvmlDevice_t h, NvmlCollection& c, D
     unsigned type;
     const char* label;
   };
-  for (const ClockQuery& q : {ClockQuery{kClockGraphics, NVML_CLOCK_GRAPHICS, "graphics"},
-                              ClockQuery{kClockSm, NVML_CLOCK_SM, "sm"},
-                              ClockQuery{kClockMemory, NVML_CLOCK_MEM, "memory"},
-                              ClockQuery{kClockVideo, NVML_CLOCK_VIDEO, "video"}}) {
+  for (const ClockQuery& q :
+       {ClockQuery{kClockGraphics, NVML_CLOCK_GRAPHICS, "graphics"}, ClockQuery{kClockSm, NVML_CLOCK_SM, "sm"},
+        ClockQuery{kClockMemory, NVML_CLOCK_MEM, "memory"}, ClockQuery{kClockVideo, NVML_CLOCK_VIDEO, "video"}}) {
     if (!c.wanted(s.clock_info, q.call)) continue;
     unsigned mhz = 0;
     if (c.ok(q.call, s.clock_info(h, q.type, &mhz), "nvmlDeviceGetClockInfo")) {

@@ -35,7 +35,6 @@ constexpr std::array<GpmMetricSpec, 12> kGpmMetricSpecs = {{
     {NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC, &ProfilingReading::nvlink_receive_bytes_per_second, kMiB},
 }};
 
-
 }  // namespace
 
 std::optional<ProfilingReading> NvmlBackend::gpm_step(GpmPair& p,
@@ -139,7 +138,7 @@ void NvmlBackend::collect_nvlinks(Device& d, nvmlDevice_t h, NvmlCollection& c, 
     l.link = link;
     if (auto v = field_as_double(f[kState])) l.active = *v == static_cast<double>(NVML_FEATURE_ENABLED);
     if (auto v = field_as_double(f[kSpeed])) l.speed_bytes_per_second = *v * 1e6;  // MBps ([H])
-    if (auto v = field_as_double(f[kTx])) l.transmit_bytes = *v * 1024;           // KiB ([H])
+    if (auto v = field_as_double(f[kTx])) l.transmit_bytes = *v * 1024;            // KiB ([H])
     if (auto v = field_as_double(f[kRx])) l.receive_bytes = *v * 1024;
     for (auto [i, type] : {std::pair{kReplay, "replay"}, std::pair{kRecovery, "recovery"}, std::pair{kCrc, "crc"}}) {
       if (auto v = field_as_double(f[i])) l.errors.push_back({type, *v});

@@ -74,7 +74,7 @@ Result<NvmlSymbols> NvmlSymbols::resolve(const SymbolSource& lib) {
       lib, {"nvmlDeviceGetSupportedClocksEventReasons", "nvmlDeviceGetSupportedClocksThrottleReasons"}, miss);
   s.total_ecc_errors = first_of<nvmlDeviceGetTotalEccErrors_fn>(lib, {"nvmlDeviceGetTotalEccErrors"}, miss);
   s.remapped_rows = first_of<nvmlDeviceGetRemappedRows_fn>(lib, {"nvmlDeviceGetRemappedRows"}, miss);
-  auto processes = [&](nvmlDeviceGetProcessesRaw_fn (&out)[3], const std::string& base) {
+  auto processes = [&](nvmlDeviceGetProcessesRaw_fn(&out)[3], const std::string& base) {
     const std::string names[3] = {base + "_v3", base + "_v2", base};
     for (int i = 0; i < 3; ++i) out[i] = reinterpret_cast<nvmlDeviceGetProcessesRaw_fn>(lib.symbol(names[i].c_str()));
     if (out[0] == nullptr && out[1] == nullptr && out[2] == nullptr) miss->push_back(names[0]);
@@ -83,10 +83,9 @@ Result<NvmlSymbols> NvmlSymbols::resolve(const SymbolSource& lib) {
   processes(s.graphics_processes, "nvmlDeviceGetGraphicsRunningProcesses");
   processes(s.mps_processes, "nvmlDeviceGetMPSComputeRunningProcesses");
   // Not listed as missing when absent: drivers before R550 have only the legacy call.
-  s.processes_utilization_info = first_of<nvmlDeviceGetProcessesUtilizationInfo_fn>(
-      lib, {"nvmlDeviceGetProcessesUtilizationInfo"}, nullptr);
-  s.process_utilization =
-      first_of<nvmlDeviceGetProcessUtilization_fn>(lib, {"nvmlDeviceGetProcessUtilization"}, miss);
+  s.processes_utilization_info =
+      first_of<nvmlDeviceGetProcessesUtilizationInfo_fn>(lib, {"nvmlDeviceGetProcessesUtilizationInfo"}, nullptr);
+  s.process_utilization = first_of<nvmlDeviceGetProcessUtilization_fn>(lib, {"nvmlDeviceGetProcessUtilization"}, miss);
   s.samples = first_of<nvmlDeviceGetSamples_fn>(lib, {"nvmlDeviceGetSamples"}, miss);
   s.event_set_create = first_of<nvmlEventSetCreate_fn>(lib, {"nvmlEventSetCreate"}, miss);
   s.supported_event_types = first_of<nvmlDeviceGetULongLong_fn>(lib, {"nvmlDeviceGetSupportedEventTypes"}, miss);
@@ -96,7 +95,8 @@ Result<NvmlSymbols> NvmlSymbols::resolve(const SymbolSource& lib) {
   // Not listed as missing when absent: drivers before R470 (MIG) and R520 (GPM) lack them, and
   // GPUs before Ampere and Hopper could not use them anyway.
   s.mig_mode = first_of<nvmlDeviceGetMigMode_fn>(lib, {"nvmlDeviceGetMigMode"}, nullptr);
-  s.max_mig_device_count = first_of<nvmlDeviceGetMaxMigDeviceCount_fn>(lib, {"nvmlDeviceGetMaxMigDeviceCount"}, nullptr);
+  s.max_mig_device_count =
+      first_of<nvmlDeviceGetMaxMigDeviceCount_fn>(lib, {"nvmlDeviceGetMaxMigDeviceCount"}, nullptr);
   s.mig_device_handle_by_index =
       first_of<nvmlDeviceGetMigDeviceHandleByIndex_fn>(lib, {"nvmlDeviceGetMigDeviceHandleByIndex"}, nullptr);
   s.gpu_instance_id = first_of<nvmlDeviceGetUInt_fn>(lib, {"nvmlDeviceGetGpuInstanceId"}, nullptr);

@@ -73,13 +73,20 @@ namespace {
 
 double sample_as_double(unsigned type, const nvmlValue_t& v) {
   switch (type) {
-    case NVML_VALUE_TYPE_DOUBLE: return v.dVal;
-    case NVML_VALUE_TYPE_UNSIGNED_LONG: return static_cast<double>(v.ulVal);
-    case NVML_VALUE_TYPE_UNSIGNED_LONG_LONG: return static_cast<double>(v.ullVal);
-    case NVML_VALUE_TYPE_SIGNED_LONG_LONG: return static_cast<double>(v.sllVal);
-    case NVML_VALUE_TYPE_SIGNED_INT: return v.siVal;
-    case NVML_VALUE_TYPE_UNSIGNED_SHORT: return v.usVal;
-    default: return v.uiVal;
+    case NVML_VALUE_TYPE_DOUBLE:
+      return v.dVal;
+    case NVML_VALUE_TYPE_UNSIGNED_LONG:
+      return static_cast<double>(v.ulVal);
+    case NVML_VALUE_TYPE_UNSIGNED_LONG_LONG:
+      return static_cast<double>(v.ullVal);
+    case NVML_VALUE_TYPE_SIGNED_LONG_LONG:
+      return static_cast<double>(v.sllVal);
+    case NVML_VALUE_TYPE_SIGNED_INT:
+      return v.siVal;
+    case NVML_VALUE_TYPE_UNSIGNED_SHORT:
+      return v.usVal;
+    default:
+      return v.uiVal;
   }
 }
 
@@ -116,8 +123,8 @@ nvmlReturn_t read_processes_utilization_info(nvmlDeviceGetProcessesUtilizationIn
   return NVML_SUCCESS;
 }
 
-nvmlReturn_t read_process_utilization(nvmlDeviceGetProcessUtilization_fn fn, nvmlDevice_t h,
-                                      unsigned long long since, std::vector<RawProcessSample>& out) {
+nvmlReturn_t read_process_utilization(nvmlDeviceGetProcessUtilization_fn fn, nvmlDevice_t h, unsigned long long since,
+                                      std::vector<RawProcessSample>& out) {
   unsigned count = 0;
   nvmlReturn_t rc = fn(h, nullptr, &count, since);
   if (rc == NVML_SUCCESS && count == 0) return rc;
@@ -176,9 +183,8 @@ void read_sample_buffer(const NvmlSymbols& s, nvmlDevice_t h, Call call, unsigne
     if (ts <= seen) continue;  // drivers have been seen to repeat old samples
     out.push_back({static_cast<std::int64_t>(ts), sample_as_double(value_type, buf[i].sampleValue) * scale});
   }
-  std::sort(out.begin(), out.end(), [](const TimedSample& a, const TimedSample& b) {
-    return a.timestamp_us < b.timestamp_us;
-  });
+  std::sort(out.begin(), out.end(),
+            [](const TimedSample& a, const TimedSample& b) { return a.timestamp_us < b.timestamp_us; });
   if (!out.empty()) seen = static_cast<unsigned long long>(out.back().timestamp_us);
 }
 
@@ -192,11 +198,10 @@ bool read_process_lists(const NvmlSymbols& s, nvmlDevice_t h, NvmlCollection& c,
     unsigned bit;
     const char* name;
   };
-  for (const List& l : {List{s.compute_processes, kComputeProcesses, kProcessCompute,
-                             "nvmlDeviceGetComputeRunningProcesses_v3"},
-                        List{s.graphics_processes, kGraphicsProcesses, kProcessGraphics,
-                             "nvmlDeviceGetGraphicsRunningProcesses_v3"},
-                        List{s.mps_processes, kMpsProcesses, kProcessMps, "nvmlDeviceGetMPSComputeRunningProcesses_v3"}}) {
+  for (const List& l :
+       {List{s.compute_processes, kComputeProcesses, kProcessCompute, "nvmlDeviceGetComputeRunningProcesses_v3"},
+        List{s.graphics_processes, kGraphicsProcesses, kProcessGraphics, "nvmlDeviceGetGraphicsRunningProcesses_v3"},
+        List{s.mps_processes, kMpsProcesses, kProcessMps, "nvmlDeviceGetMPSComputeRunningProcesses_v3"}}) {
     if (c.fatal() || c.unsupported(l.call)) continue;
     if (c.ok(l.call, read_process_list(l.fns, h, l.bit, out), l.name)) any_list = true;
   }

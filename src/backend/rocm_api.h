@@ -46,9 +46,8 @@ inline constexpr rsmi_sw_component_t RSMI_SW_COMP_DRIVER = 0;
 inline constexpr rsmi_dev_perf_level_t RSMI_DEV_PERF_LEVEL_UNKNOWN = 0x100;
 // rsmi_dev_perf_level_t 0..8 (AUTO .. DETERMINISM), named as the enum in lower case, which is
 // also how rocm-smi prints levels 0..7 (--showperflevel).
-inline constexpr const char* kRsmiPerfLevels[] = {"auto",        "low",             "high",
-                                                  "manual",      "stable_std",      "stable_peak",
-                                                  "stable_min_mclk", "stable_min_sclk", "determinism"};
+inline constexpr const char* kRsmiPerfLevels[] = {
+    "auto", "low", "high", "manual", "stable_std", "stable_peak", "stable_min_mclk", "stable_min_sclk", "determinism"};
 
 // rsmi_gpu_block_t bits, with the names amdgpu gives the blocks under ras/.
 struct RsmiBlock {
@@ -56,9 +55,9 @@ struct RsmiBlock {
   const char* name;
 };
 inline constexpr RsmiBlock kRsmiBlocks[] = {
-    {0x1, "umc"},   {0x2, "sdma"},     {0x4, "gfx"},   {0x8, "mmhub"},      {0x10, "athub"},
-    {0x20, "pcie_bif"}, {0x40, "hdp"}, {0x80, "xgmi_wafl"}, {0x100, "df"}, {0x200, "smn"},
-    {0x400, "sem"}, {0x800, "mp0"},    {0x1000, "mp1"}, {0x2000, "fuse"},
+    {0x1, "umc"},       {0x2, "sdma"},  {0x4, "gfx"},        {0x8, "mmhub"},   {0x10, "athub"},
+    {0x20, "pcie_bif"}, {0x40, "hdp"},  {0x80, "xgmi_wafl"}, {0x100, "df"},    {0x200, "smn"},
+    {0x400, "sem"},     {0x800, "mp0"}, {0x1000, "mp1"},     {0x2000, "fuse"},
 };
 
 typedef struct {
@@ -113,8 +112,8 @@ typedef struct {
   std::uint16_t structure_size;
   std::uint8_t format_revision;
   std::uint8_t content_revision;
-  std::uint16_t temperature[6];         // edge, hotspot, mem, vrgfx, vrsoc, vrmem
-  std::uint16_t average_activity[3];    // gfx, umc, mm
+  std::uint16_t temperature[6];       // edge, hotspot, mem, vrgfx, vrsoc, vrmem
+  std::uint16_t average_activity[3];  // gfx, umc, mm
   std::uint16_t average_socket_power;
   std::uint64_t energy_accumulator;
   std::uint64_t system_clock_counter;
@@ -162,7 +161,7 @@ using MemoryFn = rsmi_status_t (*)(std::uint32_t, rsmi_memory_type_t, std::uint6
 using TempFn = rsmi_status_t (*)(std::uint32_t, std::uint32_t, rsmi_temperature_metric_t, std::int64_t*);
 using EnergyFn = rsmi_status_t (*)(std::uint32_t, std::uint64_t*, float*, std::uint64_t*);
 using ClockFn = rsmi_status_t (*)(std::uint32_t, rsmi_clk_type_t, void*);  // rsmi_frequencies_v5/v6_t
-using PcieBandwidthFn = rsmi_status_t (*)(std::uint32_t, void*);          // rsmi_pcie_bandwidth_v5/v6_t
+using PcieBandwidthFn = rsmi_status_t (*)(std::uint32_t, void*);           // rsmi_pcie_bandwidth_v5/v6_t
 using FanFn = rsmi_status_t (*)(std::uint32_t, std::uint32_t, std::int64_t*);
 using EccCountFn = rsmi_status_t (*)(std::uint32_t, rsmi_gpu_block_t, rsmi_error_count_t*);
 using PerfLevelFn = rsmi_status_t (*)(std::uint32_t, rsmi_dev_perf_level_t*);

@@ -179,8 +179,8 @@ void RocmBackend::start(std::unique_ptr<SymbolSource> library) {
   pcie_.resize(count);
   status_.up = true;
   status_.library = lib.path();
-  status_.detail = fmt::format("{} (ROCm SMI {}.{}.{}, ABI {}), {} AMD GPUs", lib.path(), v.major, v.minor, v.patch,
-                               abi_, count);
+  status_.detail =
+      fmt::format("{} (ROCm SMI {}.{}.{}, ABI {}), {} AMD GPUs", lib.path(), v.major, v.minor, v.patch, abi_, count);
 }
 
 BackendStatus RocmBackend::status() const {
@@ -220,7 +220,8 @@ Result<DeviceIdentity> RocmBackend::identify(unsigned device) {
   std::uint64_t bdf = 0;
   if (s.pci_id != nullptr && s.pci_id(device, &bdf) == RSMI_STATUS_SUCCESS) {
     // (domain << 32) | (bus << 8) | (device << 3) | function
-    id.pci_bus_id = fmt::format("{:04x}:{:02x}:{:02x}.{:x}", bdf >> 32, (bdf >> 8) & 0xFF, (bdf >> 3) & 0x1F, bdf & 0x7);
+    id.pci_bus_id =
+        fmt::format("{:04x}:{:02x}:{:02x}.{:x}", bdf >> 32, (bdf >> 8) & 0xFF, (bdf >> 3) & 0x1F, bdf & 0x7);
   }
   std::uint64_t uid = 0;
   if (s.unique_id != nullptr && s.unique_id(device, &uid) == RSMI_STATUS_SUCCESS && uid != 0) {
@@ -228,7 +229,8 @@ Result<DeviceIdentity> RocmBackend::identify(unsigned device) {
   } else if (!id.pci_bus_id.empty()) {
     id.uuid = "amd-" + id.pci_bus_id;  // GPUs without a unique id (consumer boards) by their slot
   } else {
-    return Error{RSMI_STATUS_NOT_SUPPORTED, fmt::format("AMD GPU {} has neither a unique id nor a PCI address", device)};
+    return Error{RSMI_STATUS_NOT_SUPPORTED,
+                 fmt::format("AMD GPU {} has neither a unique id nor a PCI address", device)};
   }
   return id;
 }
@@ -310,7 +312,8 @@ bool RocmBackend::read_processes(unsigned device, DeviceReading& r) {
   if (s.process_list(nullptr, &n) != RSMI_STATUS_SUCCESS) return false;
   std::vector<rsmi_process_info_t> list(n + 8);  // room for processes that start meanwhile
   n = static_cast<std::uint32_t>(list.size());
-  if (rsmi_status_t rc = s.process_list(list.data(), &n); rc != RSMI_STATUS_SUCCESS && rc != RSMI_STATUS_INSUFFICIENT_SIZE) {
+  if (rsmi_status_t rc = s.process_list(list.data(), &n);
+      rc != RSMI_STATUS_SUCCESS && rc != RSMI_STATUS_INSUFFICIENT_SIZE) {
     note_call_error(device, "rsmi_compute_process_info_get", rc);
     return false;
   }
@@ -329,7 +332,8 @@ bool RocmBackend::read_processes(unsigned device, DeviceReading& r) {
         std::uint32_t gpus[64];
         std::uint32_t count = 64;
         if (s.process_gpus(p.process_id, gpus, &count) != RSMI_STATUS_SUCCESS) continue;
-        it = process_gpus_.emplace(p.process_id, std::vector<std::uint32_t>(gpus, gpus + std::min<std::uint32_t>(count, 64)))
+        it = process_gpus_
+                 .emplace(p.process_id, std::vector<std::uint32_t>(gpus, gpus + std::min<std::uint32_t>(count, 64)))
                  .first;
       }
       known.insert(*it);

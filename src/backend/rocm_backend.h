@@ -23,9 +23,9 @@ namespace gpumeter {
 struct RocmBackendOptions {
   // --rocm.library replaces the list with one path. Debian and ROCm 5.x ship .so.1 (ROCm 5.x
   // tarballs .so.5), ROCm 6 and 7 .so.6 and .so.7; /opt/rocm is where ROCm installs itself.
-  std::vector<std::string> library_candidates = {"librocm_smi64.so.1", "librocm_smi64.so.7", "librocm_smi64.so.6",
-                                                 "librocm_smi64.so.5", "librocm_smi64.so",
-                                                 "/opt/rocm/lib/librocm_smi64.so"};
+  std::vector<std::string> library_candidates = {"librocm_smi64.so.1", "librocm_smi64.so.7",
+                                                 "librocm_smi64.so.6", "librocm_smi64.so.5",
+                                                 "librocm_smi64.so",   "/opt/rocm/lib/librocm_smi64.so"};
   // Symbols to treat as absent, as NvmlBackendOptions::hidden_symbols.
   std::vector<std::string> hidden_symbols;
   // Where AMD GPUs are looked for before the library is loaded: the directory ROCm SMI reads.
@@ -102,7 +102,7 @@ class RocmBackend final : public Backend {
   bool pcie_started_ = false;
   struct PcieState {
     std::optional<double> transmit, receive;  // bytes per second
-    bool unsupported = false;                  // NOT_SUPPORTED: not asked again
+    bool unsupported = false;                 // NOT_SUPPORTED: not asked again
   };
   std::vector<PcieState> pcie_;
   std::thread pcie_thread_;

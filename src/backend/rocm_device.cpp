@@ -17,10 +17,9 @@ namespace {
 
 // A PCIe transfer rate (T/s) as the generation that runs at it per lane.
 std::optional<double> pcie_generation(std::uint64_t transfers_per_second) {
-  static constexpr std::pair<std::uint64_t, int> kRates[] = {{2'500'000'000ULL, 1},  {5'000'000'000ULL, 2},
-                                                              {8'000'000'000ULL, 3},  {16'000'000'000ULL, 4},
-                                                              {32'000'000'000ULL, 5}, {64'000'000'000ULL, 6},
-                                                              {128'000'000'000ULL, 7}};
+  static constexpr std::pair<std::uint64_t, int> kRates[] = {
+      {2'500'000'000ULL, 1},  {5'000'000'000ULL, 2},  {8'000'000'000ULL, 3},  {16'000'000'000ULL, 4},
+      {32'000'000'000ULL, 5}, {64'000'000'000ULL, 6}, {128'000'000'000ULL, 7}};
   for (auto [rate, gen] : kRates) {
     if (transfers_per_second == rate) return gen;
   }
@@ -138,9 +137,9 @@ void RocmBackend::collect_clocks(unsigned device, Collection& c, DeviceReading& 
   const Symbols& s = *sym_;
   if (s.clock != nullptr) {
     static constexpr std::pair<rsmi_clk_type_t, const char*> kClocks[] = {{RSMI_CLK_TYPE_SYS, "graphics"},
-                                                                         {RSMI_CLK_TYPE_MEM, "memory"},
-                                                                         {RSMI_CLK_TYPE_SOC, "soc"},
-                                                                         {RSMI_CLK_TYPE_DF, "fabric"}};
+                                                                          {RSMI_CLK_TYPE_MEM, "memory"},
+                                                                          {RSMI_CLK_TYPE_SOC, "soc"},
+                                                                          {RSMI_CLK_TYPE_DF, "fabric"}};
     for (auto [type, label] : kClocks) {
       std::optional<std::uint64_t> hz;
       if (abi_ == "6") {

@@ -25,7 +25,9 @@ json owner_json(const OwnerLabels& o) {
   out["project"] = o.project;
   // Scheduler labels only where known, as on the metrics.
   for (const auto& [key, value] : {std::pair<const char*, const std::string&>{"user", o.user},
-                                   {"namespace", o.namespace_}, {"pod", o.pod}, {"container", o.container},
+                                   {"namespace", o.namespace_},
+                                   {"pod", o.pod},
+                                   {"container", o.container},
                                    {"hpc_job", o.hpc_job}}) {
     if (!value.empty()) out[key] = value;
   }
@@ -74,8 +76,9 @@ json gpu_json(const GpuSnapshot& g) {
                              {"compute_instance", m.compute_instance},
                              {"profile", m.profile},
                              {"slices", m.slices},
-                             {"memory", {{"total_bytes", optional_number(m.memory_total_bytes)},
-                                         {"used_bytes", optional_number(m.memory_used_bytes)}}},
+                             {"memory",
+                              {{"total_bytes", optional_number(m.memory_total_bytes)},
+                               {"used_bytes", optional_number(m.memory_used_bytes)}}},
                              {"profiling", m.profiling ? profiling_json(*m.profiling) : json(nullptr)}});
       }
       out["mig"] = {{"enabled", *r->mig_enabled},

@@ -14,8 +14,8 @@ Result<CompatSet> parse_compat_set(std::string_view name) {
   for (std::size_t i = 0; i < std::size(kCompatSetNames); ++i) {
     if (kCompatSetNames[i] == name) return static_cast<CompatSet>(i);
   }
-  return Error{0, fmt::format("unknown compat set '{}' (expected dcgm-exporter, dcgm-exporter-1.x or nvidia-smi)",
-                              name)};
+  return Error{0,
+               fmt::format("unknown compat set '{}' (expected dcgm-exporter, dcgm-exporter-1.x or nvidia-smi)", name)};
 }
 
 std::string_view compat_set_name(CompatSet set) { return kCompatSetNames[static_cast<std::size_t>(set)]; }
@@ -31,7 +31,6 @@ std::string smi_uuid(const std::string& uuid) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return s;
 }
-
 
 using Reader = std::optional<double> (*)(const DeviceReading&);
 struct SmiFamily {
@@ -86,8 +85,10 @@ const SmiFamily kSmiFamilies[] = {
 };
 
 void build_nvidia_smi_families(const Snapshot& snap, std::vector<MetricFamily>& out) {
-  MetricFamily info{"nvidia_smi_gpu_info", "A metric with a constant '1' value labeled by the GPU's identity.",
-                    MetricType::kGauge, {}};
+  MetricFamily info{"nvidia_smi_gpu_info",
+                    "A metric with a constant '1' value labeled by the GPU's identity.",
+                    MetricType::kGauge,
+                    {}};
   MetricFamily index{"nvidia_smi_index", "index of the GPU.", MetricType::kGauge, {}};
   std::vector<MetricFamily> fams;
   for (const auto& s : kSmiFamilies) fams.push_back(MetricFamily{s.name, s.help, s.type, {}});

@@ -52,8 +52,10 @@ DeviceReading instance_reading(const MigInstanceReading& m) {
 }
 const MetricField kMetricFields[] = {
     {"DCGM_FI_DEV_SM_CLOCK", Split::kRepeat, [](R r) { return scaled(compat_labeled(r.clock_hertz, "sm"), 1e-6); }},
-    {"DCGM_FI_DEV_MEM_CLOCK", Split::kRepeat, [](R r) { return scaled(compat_labeled(r.clock_hertz, "memory"), 1e-6); }},
-    {"DCGM_FI_DEV_VIDEO_CLOCK", Split::kRepeat, [](R r) { return scaled(compat_labeled(r.clock_hertz, "video"), 1e-6); }},
+    {"DCGM_FI_DEV_MEM_CLOCK", Split::kRepeat,
+     [](R r) { return scaled(compat_labeled(r.clock_hertz, "memory"), 1e-6); }},
+    {"DCGM_FI_DEV_VIDEO_CLOCK", Split::kRepeat,
+     [](R r) { return scaled(compat_labeled(r.clock_hertz, "video"), 1e-6); }},
     {"DCGM_FI_DEV_GPU_TEMP", Split::kRepeat, [](R r) { return compat_labeled(r.temperature_celsius, "gpu"); }},
     {"DCGM_FI_DEV_MEMORY_TEMP", Split::kRepeat, [](R r) { return compat_labeled(r.temperature_celsius, "memory"); }},
     {"DCGM_FI_DEV_POWER_USAGE", Split::kRepeat, [](R r) { return r.power_watts; }},
@@ -78,14 +80,19 @@ const MetricField kMetricFields[] = {
     {"DCGM_FI_DEV_ROW_REMAP_PENDING", Split::kRepeat, [](R r) { return compat_labeled(r.remapped_rows, "pending"); }},
     {"DCGM_FI_DEV_ROW_REMAP_FAILURE", Split::kRepeat, [](R r) { return compat_labeled(r.remapped_rows, "failure"); }},
     // Profiling (GPM in gpumeter): DCGM's ratios 0..1 and bytes per second, as gpumeter's.
-    {"DCGM_FI_PROF_GR_ENGINE_ACTIVE", Split::kRepeat, [](R r) { return prof(r, &ProfilingReading::graphics_active_ratio); }},
+    {"DCGM_FI_PROF_GR_ENGINE_ACTIVE", Split::kRepeat,
+     [](R r) { return prof(r, &ProfilingReading::graphics_active_ratio); }},
     {"DCGM_FI_PROF_SM_ACTIVE", Split::kRepeat, [](R r) { return prof(r, &ProfilingReading::sm_active_ratio); }},
     {"DCGM_FI_PROF_SM_OCCUPANCY", Split::kRepeat, [](R r) { return prof(r, &ProfilingReading::sm_occupancy_ratio); }},
-    {"DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", Split::kRepeat, [](R r) { return prof(r, &ProfilingReading::tensor_active_ratio); }},
+    {"DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", Split::kRepeat,
+     [](R r) { return prof(r, &ProfilingReading::tensor_active_ratio); }},
     {"DCGM_FI_PROF_DRAM_ACTIVE", Split::kRepeat, [](R r) { return prof(r, &ProfilingReading::dram_active_ratio); }},
-    {"DCGM_FI_PROF_PIPE_FP64_ACTIVE", Split::kRepeat, [](R r) { return prof(r, &ProfilingReading::fp64_active_ratio); }},
-    {"DCGM_FI_PROF_PIPE_FP32_ACTIVE", Split::kRepeat, [](R r) { return prof(r, &ProfilingReading::fp32_active_ratio); }},
-    {"DCGM_FI_PROF_PIPE_FP16_ACTIVE", Split::kRepeat, [](R r) { return prof(r, &ProfilingReading::fp16_active_ratio); }},
+    {"DCGM_FI_PROF_PIPE_FP64_ACTIVE", Split::kRepeat,
+     [](R r) { return prof(r, &ProfilingReading::fp64_active_ratio); }},
+    {"DCGM_FI_PROF_PIPE_FP32_ACTIVE", Split::kRepeat,
+     [](R r) { return prof(r, &ProfilingReading::fp32_active_ratio); }},
+    {"DCGM_FI_PROF_PIPE_FP16_ACTIVE", Split::kRepeat,
+     [](R r) { return prof(r, &ProfilingReading::fp16_active_ratio); }},
     {"DCGM_FI_PROF_PCIE_TX_BYTES", Split::kRepeat,
      [](R r) { return prof(r, &ProfilingReading::pcie_transmit_bytes_per_second); }},
     {"DCGM_FI_PROF_PCIE_RX_BYTES", Split::kRepeat,
@@ -128,7 +135,8 @@ std::string why_unserved(const DcgmCounter& c) {
   if (label && find_metric(c.field)) return "a measured value, not a label";
   if (!label && find_label(c.field)) return "an identity string; list it with type label";
   if (c.field.starts_with("DCGM_FI_PROF_")) return "a profiling metric gpumeter does not read";
-  if (c.field == "DCGM_FI_DEV_XID_ERRORS") return "no last-Xid value; Xid events are counted by code in gpu_xid_errors_total";
+  if (c.field == "DCGM_FI_DEV_XID_ERRORS")
+    return "no last-Xid value; Xid events are counted by code in gpu_xid_errors_total";
   if (c.field.starts_with("DCGM_EXP_")) return "a dcgm-exporter collector, not a DCGM field";
   return "not among the readings gpumeter takes";
 }
@@ -304,8 +312,8 @@ void build_dcgm_exporter_families(const Snapshot& snap, const CompatOptions& o, 
     if (c.type == "label") {
       label_fields.emplace_back(c.field, find_label(c.field));
     } else {
-      exports.push_back({c.field, c.type == "counter" ? MetricType::kCounter : MetricType::kGauge, c.help,
-                         find_metric(c.field)});
+      exports.push_back(
+          {c.field, c.type == "counter" ? MetricType::kCounter : MetricType::kGauge, c.help, find_metric(c.field)});
     }
   }
   render_dcgm(snap, o, exports, std::move(label_fields), /*with_mig=*/true, out);

@@ -20,7 +20,7 @@ struct DcgmCounter {
 };
 
 struct DcgmCounters {
-  std::string source;  // the file, or "built-in default" for dcgm-exporter's default list
+  std::string source;                 // the file, or "built-in default" for dcgm-exporter's default list
   std::vector<DcgmCounter> counters;  // in file order
 };
 

@@ -39,8 +39,7 @@ void add_events_families(FamilyList& fams, const Snapshot& snap) {
                        "Xid error events reported by the driver since the agent started, by Xid code.");
   for (const auto& g : snap.gpus) {
     for (const auto& [code, count] : g.xid_counts) {
-      add_sample(xid, with(device_labels(g.identity), "xid", std::to_string(code)),
-                 static_cast<double>(count));
+      add_sample(xid, with(device_labels(g.identity), "xid", std::to_string(code)), static_cast<double>(count));
     }
   }
 }
@@ -131,8 +130,7 @@ void add_ledger_coverage_families(FamilyList& fams, const Snapshot& snap) {
 
 // The agent's build and each backend's state and counters.
 void add_agent_families(FamilyList& fams, const Snapshot& snap) {
-  auto& build =
-      fams.add("gpumeter_build_info", kGauge, "Version and revision of the gpumeter agent, always 1.");
+  auto& build = fams.add("gpumeter_build_info", kGauge, "Version and revision of the gpumeter agent, always 1.");
   add_sample(build, {{"version", snap.build.version}, {"revision", snap.build.revision}}, 1);
 
   auto& backend = fams.add("gpumeter_backend_up", kGauge,
@@ -176,8 +174,8 @@ void add_agent_families(FamilyList& fams, const Snapshot& snap) {
 // Every collector's last run. Device collectors carry gpu/uuid; the others carry them empty so
 // the family keeps one label set.
 void add_collector_health_families(FamilyList& fams, const Snapshot& snap) {
-  auto& success = fams.add("gpumeter_collector_success", kGauge,
-                           "1 if the collector's last finished run succeeded, 0 otherwise.");
+  auto& success =
+      fams.add("gpumeter_collector_success", kGauge, "1 if the collector's last finished run succeeded, 0 otherwise.");
   auto& duration = fams.add("gpumeter_collector_duration_seconds", kGauge,
                             "Duration of the collector's last finished run in seconds.");
   for (const auto& g : snap.gpus) {
@@ -213,8 +211,8 @@ void add_attribution_health_families(FamilyList& fams, const Snapshot& snap) {
                            "bounds).");
   for (const auto& [kind, n] : at.series_dropped) add_sample(dropped, {{"kind", kind}}, static_cast<double>(n));
   if (at.kubelet_up) {
-    auto& kup = fams.add("gpumeter_kubelet_up", kGauge,
-                         "1 if the last kubelet pod-resources List succeeded, 0 otherwise.");
+    auto& kup =
+        fams.add("gpumeter_kubelet_up", kGauge, "1 if the last kubelet pod-resources List succeeded, 0 otherwise.");
     add_sample(kup, {}, *at.kubelet_up ? 1 : 0);
     if (at.kubelet_last_success_unix > 0) {
       auto& age = fams.add("gpumeter_kubelet_data_age_seconds", kGauge,
@@ -232,8 +230,8 @@ void add_attribution_health_families(FamilyList& fams, const Snapshot& snap) {
     auto& dur = fams.add("gpumeter_ledger_checkpoint_duration_seconds", kGauge,
                          "Duration of the last save of the ledger state in seconds.");
     add_sample(dur, {}, at.checkpoint_duration_seconds);
-    auto& failed = fams.add("gpumeter_ledger_checkpoint_failures_total", kCounter,
-                            "Saves of the ledger state that failed.");
+    auto& failed =
+        fams.add("gpumeter_ledger_checkpoint_failures_total", kCounter, "Saves of the ledger state that failed.");
     add_sample(failed, {}, static_cast<double>(at.checkpoint_failures));
   }
   auto& steps = fams.add("gpumeter_ledger_clock_steps_total", kCounter,

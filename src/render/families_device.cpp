@@ -38,10 +38,10 @@ void pad_mig_labels(MetricFamily& f) {
 }
 
 void add_identity_families(FamilyList& fams, const Snapshot& snap) {
-  auto& up = fams.add("gpu_up", kGauge,
-                      "1 if the last collection of this GPU succeeded and is not overdue, 0 otherwise.");
-  auto& info = fams.add("gpu_info", kGauge,
-                        "Identity of the GPU, always 1. A label is empty when the backend cannot tell.");
+  auto& up =
+      fams.add("gpu_up", kGauge, "1 if the last collection of this GPU succeeded and is not overdue, 0 otherwise.");
+  auto& info =
+      fams.add("gpu_info", kGauge, "Identity of the GPU, always 1. A label is empty when the backend cannot tell.");
   for (const auto& g : snap.gpus) {
     const auto& id = g.identity;
     add_sample(up, device_labels(id), g.up ? 1 : 0);
@@ -143,8 +143,7 @@ constexpr ReadingSpec kDeviceFanFamilies[] = {
 
 // The clocks collector's.
 constexpr ReadingSpec kClocksFamilies[] = {
-    labeled("gpu_clock_hertz", kGauge, "Current clock frequency in hertz, by clock domain.", "clock",
-            &R::clock_hertz),
+    labeled("gpu_clock_hertz", kGauge, "Current clock frequency in hertz, by clock domain.", "clock", &R::clock_hertz),
     scalar("gpu_performance_state", kGauge, "Performance state (P-state): 0 is maximum performance, 15 minimum.",
            &R::performance_state),
     labeled("gpu_performance_level", kGauge,
@@ -248,23 +247,37 @@ void add_ecc_families(FamilyList& fams, const Snapshot& snap) {
 // The profiling collector's (and the pcie collector's throughput on AMD GPUs).
 void add_profiling_families(FamilyList& fams, const Snapshot& snap) {
   const ProfilingSpec specs[] = {
-      {"gpu_graphics_engine_active_ratio", "Fraction of time a compute or graphics context was active on the GPU, 0..1 (GPM).",
-       nullptr, {{"", &P::graphics_active_ratio}}},
-      {"gpu_sm_active_ratio", "Fraction of the SMs that were busy, averaged over the sample period, 0..1 (GPM).",
-       nullptr, {{"", &P::sm_active_ratio}}},
-      {"gpu_sm_occupancy_ratio", "Warps resident on the SMs as a fraction of the maximum, 0..1 (GPM).", nullptr,
+      {"gpu_graphics_engine_active_ratio",
+       "Fraction of time a compute or graphics context was active on the GPU, 0..1 (GPM).",
+       nullptr,
+       {{"", &P::graphics_active_ratio}}},
+      {"gpu_sm_active_ratio",
+       "Fraction of the SMs that were busy, averaged over the sample period, 0..1 (GPM).",
+       nullptr,
+       {{"", &P::sm_active_ratio}}},
+      {"gpu_sm_occupancy_ratio",
+       "Warps resident on the SMs as a fraction of the maximum, 0..1 (GPM).",
+       nullptr,
        {{"", &P::sm_occupancy_ratio}}},
-      {"gpu_tensor_active_ratio", "Fraction of time any tensor pipe was active, 0..1 (GPM).", nullptr,
+      {"gpu_tensor_active_ratio",
+       "Fraction of time any tensor pipe was active, 0..1 (GPM).",
+       nullptr,
        {{"", &P::tensor_active_ratio}}},
-      {"gpu_dram_active_ratio", "Device memory bandwidth used as a fraction of the peak, 0..1 (GPM).", nullptr,
+      {"gpu_dram_active_ratio",
+       "Device memory bandwidth used as a fraction of the peak, 0..1 (GPM).",
+       nullptr,
        {{"", &P::dram_active_ratio}}},
-      {"gpu_pipe_active_ratio", "Fraction of time a floating-point pipe was active, by pipe, 0..1 (GPM).", "pipe",
+      {"gpu_pipe_active_ratio",
+       "Fraction of time a floating-point pipe was active, by pipe, 0..1 (GPM).",
+       "pipe",
        {{"fp64", &P::fp64_active_ratio}, {"fp32", &P::fp32_active_ratio}, {"fp16", &P::fp16_active_ratio}}},
       {"gpu_pcie_throughput_bytes_per_second",
        "PCIe throughput in bytes per second, by direction (GPM; on AMD GPUs the driver's estimate over one second).",
-       "direction", {{"transmit", &P::pcie_transmit_bytes_per_second}, {"receive", &P::pcie_receive_bytes_per_second}}},
+       "direction",
+       {{"transmit", &P::pcie_transmit_bytes_per_second}, {"receive", &P::pcie_receive_bytes_per_second}}},
       {"gpu_nvlink_throughput_bytes_per_second",
-       "NVLink throughput over all links in bytes per second, by direction (GPM).", "direction",
+       "NVLink throughput over all links in bytes per second, by direction (GPM).",
+       "direction",
        {{"transmit", &P::nvlink_transmit_bytes_per_second}, {"receive", &P::nvlink_receive_bytes_per_second}}},
   };
   for (const ProfilingSpec& spec : specs) add_profiling_family(fams, snap, spec);
@@ -297,9 +310,10 @@ void add_nvlink_families(FamilyList& fams, const Snapshot& snap) {
 // The mig collector's: the mode, the GPU's slices and each instance's share of them.
 void add_mig_families(FamilyList& fams, const Snapshot& snap) {
   auto& mig_enabled = fams.add("gpu_mig_enabled", kGauge, "1 if MIG mode is enabled on the GPU, 0 otherwise.");
-  auto& mig_slices = fams.add("gpu_mig_slices", kGauge, "Slices of the whole GPU in MIG mode (7 on A100 and H100, 4 on A30).");
-  auto& instance_slices = fams.add("gpu_mig_instance_slices", kGauge,
-                                   "Slices of the GPU held by the MIG instance's GPU instance.");
+  auto& mig_slices =
+      fams.add("gpu_mig_slices", kGauge, "Slices of the whole GPU in MIG mode (7 on A100 and H100, 4 on A30).");
+  auto& instance_slices =
+      fams.add("gpu_mig_instance_slices", kGauge, "Slices of the GPU held by the MIG instance's GPU instance.");
   for (const auto& g : snap.gpus) {
     if (!g.up || !g.reading) continue;
     const DeviceReading& r = *g.reading;

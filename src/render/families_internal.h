@@ -42,9 +42,7 @@ inline void add_sample(MetricFamily& f, Labels labels, double value) {
   f.samples.push_back(MetricSample{std::move(labels), value});
 }
 
-inline Labels device_labels(const DeviceIdentity& id) {
-  return {{"gpu", std::to_string(id.index)}, {"uuid", id.uuid}};
-}
+inline Labels device_labels(const DeviceIdentity& id) { return {{"gpu", std::to_string(id.index)}, {"uuid", id.uuid}}; }
 
 inline Labels with(Labels labels, std::string name, std::string value) {
   labels.emplace_back(std::move(name), std::move(value));

@@ -35,8 +35,8 @@ Result<GzipPrefix> make_gzip_prefix(std::string_view body, int level) {
 
   GzipPrefix prefix;
   prefix.body_size = body.size();
-  prefix.body_crc = static_cast<uint32_t>(crc32(
-      crc32(0, nullptr, 0), reinterpret_cast<const Bytef*>(body.data()), static_cast<uInt>(body.size())));
+  prefix.body_crc = static_cast<uint32_t>(
+      crc32(crc32(0, nullptr, 0), reinterpret_cast<const Bytef*>(body.data()), static_cast<uInt>(body.size())));
 
   // deflateBound covers a finished stream; the sync flush adds at most an empty stored block.
   const size_t bound = deflateBound(&zs, static_cast<uLong>(body.size())) + 16;
@@ -76,8 +76,8 @@ void append_gzip_tail(std::string& out, const GzipPrefix& prefix, std::string_vi
     pos += n;
   } while (pos < trailer.size());
 
-  const auto trailer_crc = crc32(crc32(0, nullptr, 0), reinterpret_cast<const Bytef*>(trailer.data()),
-                                 static_cast<uInt>(trailer.size()));
+  const auto trailer_crc =
+      crc32(crc32(0, nullptr, 0), reinterpret_cast<const Bytef*>(trailer.data()), static_cast<uInt>(trailer.size()));
   const auto crc = crc32_combine(prefix.body_crc, trailer_crc, static_cast<z_off_t>(trailer.size()));
   append_le32(out, static_cast<uint32_t>(crc));
   append_le32(out, static_cast<uint32_t>((prefix.body_size + trailer.size()) & 0xffffffffu));

@@ -81,8 +81,7 @@ void backends_section(Html& h, const Snapshot& snap) {
   h.raw("</tbody>\n</table>\n");
 }
 
-void optional_cell(Html& h, const std::optional<double>& v, double scale, int decimals,
-                   std::string_view unit) {
+void optional_cell(Html& h, const std::optional<double>& v, double scale, int decimals, std::string_view unit) {
   h.raw("<td class=\"num\">");
   if (v) {
     h.fixed(*v * scale, decimals).raw(unit);
@@ -156,8 +155,8 @@ void processes_section(Html& h, const Snapshot& snap) {
       if (!p.series) continue;
       h.raw("<tr><td class=\"num\">").raw(std::to_string(g.identity.index)).raw("</td><td class=\"num\">");
       h.raw(std::to_string(p.pid)).raw(p.running ? "" : " (exited)").raw("</td>");
-      for (const std::string* v : {&p.owner.project, &p.owner.user, &p.owner.namespace_, &p.owner.pod,
-                                   &p.owner.container, &p.owner.hpc_job}) {
+      for (const std::string* v :
+           {&p.owner.project, &p.owner.user, &p.owner.namespace_, &p.owner.pod, &p.owner.container, &p.owner.hpc_job}) {
         h.raw("<td>").text(*v).raw("</td>");
       }
       h.raw("<td class=\"num\">");

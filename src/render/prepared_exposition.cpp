@@ -51,8 +51,7 @@ std::string render_trailer(ExpositionFormat format, double age_seconds) {
   return out;
 }
 
-ScrapeBody make_scrape_body(const PreparedExposition& prepared, ExpositionFormat format, bool gzip,
-                            double now_unix) {
+ScrapeBody make_scrape_body(const PreparedExposition& prepared, ExpositionFormat format, bool gzip, double now_unix) {
   std::string trailer = render_trailer(format, now_unix - prepared.taken_unix());
   // Should zlib fail, the body goes out uncompressed, which every client accepts.
   const Result<GzipPrefix>* prefix = gzip ? &prepared.gzip(format) : nullptr;

@@ -76,8 +76,7 @@ struct ScrapeBody {
   std::string flatten() const { return std::string(head) + tail; }  // for tests
 };
 
-ScrapeBody make_scrape_body(const PreparedExposition& prepared, ExpositionFormat format, bool gzip,
-                            double now_unix);
+ScrapeBody make_scrape_body(const PreparedExposition& prepared, ExpositionFormat format, bool gzip, double now_unix);
 
 template <typename Sink>
 void ScrapeBody::for_range(size_t offset, size_t length, Sink&& sink) const {

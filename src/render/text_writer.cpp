@@ -25,10 +25,17 @@ void append_metadata(std::string& out, std::string_view keyword, std::string_vie
 void append_label_value(std::string& out, std::string_view value) {
   for_each_utf8(out, value, [&](char c) {
     switch (c) {
-      case '\\': out.append("\\\\"); break;
-      case '"': out.append("\\\""); break;
-      case '\n': out.append("\\n"); break;
-      default: out.push_back(c);
+      case '\\':
+        out.append("\\\\");
+        break;
+      case '"':
+        out.append("\\\"");
+        break;
+      case '\n':
+        out.append("\\n");
+        break;
+      default:
+        out.push_back(c);
     }
   });
 }
@@ -37,13 +44,18 @@ void append_help_text(std::string& out, std::string_view help, ExpositionFormat 
   const bool om = format == ExpositionFormat::kOpenMetrics100;
   for_each_utf8(out, help, [&](char c) {
     switch (c) {
-      case '\\': out.append("\\\\"); break;
-      case '\n': out.append("\\n"); break;
+      case '\\':
+        out.append("\\\\");
+        break;
+      case '\n':
+        out.append("\\n");
+        break;
       case '"':
         // Text 0.0.4 has no \" escape in HELP (the parser would keep the backslash); OM requires it.
         out.append(om ? "\\\"" : "\"");
         break;
-      default: out.push_back(c);
+      default:
+        out.push_back(c);
     }
   });
 }
