@@ -34,7 +34,9 @@ endfunction()
 set(GPUMETER_MAN_SOURCE ${CMAKE_SOURCE_DIR}/docs/gpumeter.1)
 set(GPUMETER_MAN_GZ ${CMAKE_BINARY_DIR}/man/gpumeter.1.gz)
 gpumeter_gzip(gpumeter_man ${GPUMETER_MAN_SOURCE} ${GPUMETER_MAN_GZ})
-install(FILES ${GPUMETER_MAN_GZ} DESTINATION share/man/man1 COMPONENT ${GPUMETER_PACKAGE_COMPONENT})
+gpumeter_gzip(gpumeter_sim_man ${CMAKE_SOURCE_DIR}/docs/gpumeter-sim.1 ${CMAKE_BINARY_DIR}/man/gpumeter-sim.1.gz)
+install(FILES ${GPUMETER_MAN_GZ} ${CMAKE_BINARY_DIR}/man/gpumeter-sim.1.gz DESTINATION share/man/man1
+        COMPONENT ${GPUMETER_PACKAGE_COMPONENT})
 
 # Configuration, all three conffiles (listed in the control file's conffiles below).
 install(FILES ${CMAKE_SOURCE_DIR}/deploy/config/gpumeter.yaml

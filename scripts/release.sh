@@ -78,7 +78,7 @@ for arch in "${arches[@]}"; do
   fi
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGPUMETER_PORTABLE=ON "${toolchain[@]}" \
     -DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache >&2
-  cmake --build "$build" -j "$jobs" --target gpumeter gpumeter-sim nvml_sim cuda_sim gpumeter_man gpumeter_changelog >&2
+  cmake --build "$build" -j "$jobs" --target gpumeter gpumeter-sim nvml_sim cuda_sim gpumeter_man gpumeter_sim_man gpumeter_changelog >&2
   check_portable "$build/bin/gpumeter"
   check_portable "$build/bin/gpumeter-sim"
   check_portable "$build/lib/gpumeter/libnvidia-ml.so.1"

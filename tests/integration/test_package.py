@@ -282,6 +282,7 @@ class PackageTest(unittest.TestCase):
                            "usr/bin/gpumeter-sim": "-rwxr-xr-x",
                            "usr/lib/gpumeter/libnvidia-ml.so.1": "-rw-r--r--",
                            "usr/share/man/man1/gpumeter.1.gz": "-rw-r--r--",
+                           "usr/share/man/man1/gpumeter-sim.1.gz": "-rw-r--r--",
                            "lib/systemd/system/gpumeter.service": "-rw-r--r--",
                            "etc/gpumeter/gpumeter.yaml": "-rw-r--r--",
                            "etc/gpumeter/pricing.yaml": "-rw-r--r--",
