@@ -52,7 +52,7 @@ Result<AgentSettings> read_settings(const ServeOptions& o, Logger& log) {
   if (!o.web_config_file.empty()) {
     auto loaded = load_web_config(o.web_config_file);
     if (!loaded) return logged(log, "bad flag --web.config.file", loaded.error());
-    s.web_config = std::make_shared<const WebConfig>(std::move(loaded).value());
+    s.http.web_config = std::make_shared<const WebConfig>(std::move(loaded).value());
   }
   auto config = load_agent_config(o.config_file);
   if (!config) return logged(log, "bad flag --config.file", config.error());
@@ -70,7 +70,6 @@ Result<AgentSettings> read_settings(const ServeOptions& o, Logger& log) {
   s.http.listen_address = o.listen_address;
   s.http.telemetry_path = o.telemetry_path;
   s.http.max_threads = o.max_requests;
-  s.http.web_config = s.web_config;
   s.http.enable_lifecycle = o.enable_lifecycle;
   if (auto valid = validate_options(s.http); !valid) return logged(log, "bad flag", valid.error());
   return s;
@@ -174,7 +173,7 @@ Agent::Agent(const ServeOptions& options, Logger& log, AgentSettings settings, s
       drm_clients_(make_drm_scanner()),
       tracker_(tracker_options(), resolver_, log_),
       live_compat_(settings_.compat),
-      reloader_({options_.config_file, options_.web_config_file}, {settings_.config, settings_.web_config},
+      reloader_({options_.config_file, options_.web_config_file}, {settings_.config, settings_.http.web_config},
                 prepare_reload(), log_),
       reload_status_(reloader_.status()),
       store_(family_builder()),

@@ -45,7 +45,6 @@ class LiveCompat {
 struct AgentSettings {
   std::chrono::milliseconds interval{1000};
   std::chrono::milliseconds reload_interval{0};
-  std::shared_ptr<const WebConfig> web_config;
   Config config;
   CollectionPlan plan;
   CompatOptions compat;
