@@ -98,8 +98,8 @@ LedgerTick make_tick(unsigned gpu, unsigned n, std::int64_t start_us, bool resol
 DeviceReading make_reading(unsigned gpu, unsigned n, std::int64_t start_us) {
   const LedgerTick t = make_tick(gpu, n, start_us);
   DeviceReading r;
-  r.utilization_ratio = t.utilization_ratio;
-  r.power_watts = t.power_watts;
+  r.device.utilization_ratio = t.utilization_ratio;
+  r.device.power_watts = t.power_watts;
   r.usage.processes.emplace();
   for (const auto& p : t.processes) r.usage.processes->push_back({p.pid, p.memory_bytes, kProcessCompute});
   r.usage.utilization_samples_supported = r.usage.power_samples_supported = r.usage.process_samples_supported = true;

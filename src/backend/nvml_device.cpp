@@ -158,18 +158,18 @@ void NvmlBackend::collect_ledger_values(nvmlDevice_t h, NvmlCollection& c, Devic
   if (c.wanted(s.utilization, kUtilization)) {
     nvmlUtilization_t u{};
     if (c.ok(kUtilization, s.utilization(h, &u), "nvmlDeviceGetUtilizationRates")) {
-      r.utilization_ratio = u.gpu / 100.0;
-      r.memory_utilization_ratio = u.memory / 100.0;
+      r.device.utilization_ratio = u.gpu / 100.0;
+      r.device.memory_utilization_ratio = u.memory / 100.0;
     }
   }
   if (c.wanted(s.power_usage, kPowerUsage)) {
     unsigned mw = 0;
-    if (c.ok(kPowerUsage, s.power_usage(h, &mw), "nvmlDeviceGetPowerUsage")) r.power_watts = mw / 1000.0;
+    if (c.ok(kPowerUsage, s.power_usage(h, &mw), "nvmlDeviceGetPowerUsage")) r.device.power_watts = mw / 1000.0;
   }
   if (c.wanted(s.total_energy, kEnergy)) {
     unsigned long long mj = 0;
     if (c.ok(kEnergy, s.total_energy(h, &mj), "nvmlDeviceGetTotalEnergyConsumption")) {
-      r.energy_joules = static_cast<double>(mj) / 1000.0;
+      r.device.energy_joules = static_cast<double>(mj) / 1000.0;
     }
   }
 }
@@ -181,37 +181,37 @@ void NvmlBackend::collect_basics(Device& d, nvmlDevice_t h, bool memory_temperat
   collect_ledger_values(h, c, r);
   // v2 first: its "used" excludes driver-reserved memory and matches nvidia-smi.
   auto set_memory = [&r](unsigned long long total, unsigned long long used, unsigned long long free) {
-    r.memory_total_bytes = static_cast<double>(total);
-    r.memory_used_bytes = static_cast<double>(used);
-    r.memory_free_bytes = static_cast<double>(free);
+    r.device.memory_total_bytes = static_cast<double>(total);
+    r.device.memory_used_bytes = static_cast<double>(used);
+    r.device.memory_free_bytes = static_cast<double>(free);
   };
   if (c.wanted(s.memory_v2, kMemoryV2)) {
     nvmlMemory_v2_t m{};
     m.version = nvmlMemory_v2;
     if (c.ok(kMemoryV2, s.memory_v2(h, &m), "nvmlDeviceGetMemoryInfo_v2")) set_memory(m.total, m.used, m.free);
   }
-  if (!r.memory_total_bytes && c.wanted(s.memory_v1, kMemoryV1)) {
+  if (!r.device.memory_total_bytes && c.wanted(s.memory_v1, kMemoryV1)) {
     nvmlMemory_t m{};
     if (c.ok(kMemoryV1, s.memory_v1(h, &m), "nvmlDeviceGetMemoryInfo")) set_memory(m.total, m.used, m.free);
   }
   if (c.wanted(s.temperature, kTemperature)) {
     unsigned t = 0;
     if (c.ok(kTemperature, s.temperature(h, NVML_TEMPERATURE_GPU, &t), "nvmlDeviceGetTemperature")) {
-      r.temperature_celsius.push_back({"gpu", static_cast<double>(t)});
+      r.device.temperature_celsius.push_back({"gpu", static_cast<double>(t)});
     }
   }
   if (memory_temperature && c.wanted(s.field_values, kFieldValues)) {
     nvmlFieldValue_t f{};
     f.fieldId = NVML_FI_DEV_MEMORY_TEMP;
     if (c.ok(kFieldValues, s.field_values(h, 1, &f), "nvmlDeviceGetFieldValues")) {
-      if (auto v = field_as_double(f)) r.temperature_celsius.push_back({"memory", *v});
+      if (auto v = field_as_double(f)) r.device.temperature_celsius.push_back({"memory", *v});
     }
   }
   collect_slow_values(d, h, CollectorId::kDevice, c);
-  r.power_limit_watts = d.slow.power_limit_watts;
+  r.device.power_limit_watts = d.slow.power_limit_watts;
   if (c.wanted(s.fan_speed, kFanSpeed)) {
     unsigned pct = 0;
-    if (c.ok(kFanSpeed, s.fan_speed(h, &pct), "nvmlDeviceGetFanSpeed")) r.fan_speed_ratio = pct / 100.0;
+    if (c.ok(kFanSpeed, s.fan_speed(h, &pct), "nvmlDeviceGetFanSpeed")) r.device.fan_speed_ratio = pct / 100.0;
   }
 }
 
@@ -229,13 +229,13 @@ void NvmlBackend::collect_clocks(Device& d, nvmlDevice_t h, NvmlCollection& c, D
     if (!c.wanted(s.clock_info, q.call)) continue;
     unsigned mhz = 0;
     if (c.ok(q.call, s.clock_info(h, q.type, &mhz), "nvmlDeviceGetClockInfo")) {
-      r.clock_hertz.push_back({q.label, mhz * 1e6});
+      r.clocks.hertz.push_back({q.label, mhz * 1e6});
     }
   }
   if (c.wanted(s.performance_state, kPerformanceState)) {
     unsigned p = NVML_PSTATE_UNKNOWN;
     if (c.ok(kPerformanceState, s.performance_state(h, &p), "nvmlDeviceGetPerformanceState") && p <= 15) {
-      r.performance_state = p;
+      r.clocks.performance_state = p;
     }
   }
   if (c.wanted(s.clock_event_reasons, kClockEvents)) {
@@ -244,7 +244,7 @@ void NvmlBackend::collect_clocks(Device& d, nvmlDevice_t h, NvmlCollection& c, D
       const unsigned long long supported = d.slow.supported_clock_events;
       for (const auto& reason : kClockEventReasons) {
         if ((supported & reason.bit) == 0) continue;
-        r.clock_event_active.push_back({reason.label, (current & reason.bit) != 0 ? 1.0 : 0.0});
+        r.clocks.event_active.push_back({reason.label, (current & reason.bit) != 0 ? 1.0 : 0.0});
       }
     }
   }
@@ -253,7 +253,7 @@ void NvmlBackend::collect_clocks(Device& d, nvmlDevice_t h, NvmlCollection& c, D
 void NvmlBackend::collect_ecc(Device& d, nvmlDevice_t h, NvmlCollection& c, DeviceReading& r) {
   const NvmlSymbols& s = symbols_;
   collect_slow_values(d, h, CollectorId::kEcc, c);
-  r.remapped_rows = d.slow.remapped_rows;
+  r.ecc.remapped_rows = d.slow.remapped_rows;
   struct EccQuery {
     Call call;
     unsigned type;
@@ -264,7 +264,7 @@ void NvmlBackend::collect_ecc(Device& d, nvmlDevice_t h, NvmlCollection& c, Devi
     if (!c.wanted(s.total_ecc_errors, q.call)) continue;
     unsigned long long n = 0;
     if (c.ok(q.call, s.total_ecc_errors(h, q.type, NVML_VOLATILE_ECC, &n), "nvmlDeviceGetTotalEccErrors")) {
-      r.ecc_errors.push_back({q.label, static_cast<double>(n)});
+      r.ecc.errors.push_back({q.label, static_cast<double>(n)});
     }
   }
 }
@@ -273,12 +273,12 @@ void NvmlBackend::collect_pcie(Device& d, nvmlDevice_t h, bool memory_temperatur
                                DeviceReading& r) {
   const NvmlSymbols& s = symbols_;
   collect_slow_values(d, h, CollectorId::kPcie, c);
-  r.pcie_link_generation = d.slow.pcie_link_generation;
-  r.pcie_link_width = d.slow.pcie_link_width;
+  r.pcie.link_generation = d.slow.pcie_link_generation;
+  r.pcie.link_width = d.slow.pcie_link_width;
   if (c.wanted(s.pcie_replay_counter, kPcieReplay)) {
     unsigned v = 0;
     if (c.ok(kPcieReplay, s.pcie_replay_counter(h, &v), "nvmlDeviceGetPcieReplayCounter")) {
-      r.pcie_replay_errors = v;
+      r.pcie.replay_errors = v;
     }
   }
   if (c.wanted(s.field_values, kFieldValues)) {
@@ -289,10 +289,10 @@ void NvmlBackend::collect_pcie(Device& d, nvmlDevice_t h, bool memory_temperatur
     f[2].fieldId = NVML_FI_DEV_MEMORY_TEMP;
     const int n = memory_temperature ? 3 : 2;
     if (c.ok(kFieldValues, s.field_values(h, n, f.data()), "nvmlDeviceGetFieldValues")) {
-      r.pcie_transmit_bytes = field_as_double(f[0]);
-      r.pcie_receive_bytes = field_as_double(f[1]);
+      r.pcie.transmit_bytes = field_as_double(f[0]);
+      r.pcie.receive_bytes = field_as_double(f[1]);
       if (memory_temperature) {
-        if (auto v = field_as_double(f[2])) r.temperature_celsius.push_back({"memory", *v});
+        if (auto v = field_as_double(f[2])) r.device.temperature_celsius.push_back({"memory", *v});
       }
     }
   }

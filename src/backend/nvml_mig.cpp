@@ -133,7 +133,7 @@ bool NvmlBackend::read_mig_mode(Device& d, nvmlDevice_t h, NvmlCollection& c, De
   unsigned current = 0, pending = 0;
   if (!c.ok(kMigMode, s.mig_mode(h, &current, &pending), "nvmlDeviceGetMigMode")) return false;
   const bool enabled = current == NVML_DEVICE_MIG_ENABLE;
-  r.mig_enabled = enabled;
+  r.mig.enabled = enabled;
   if (d.mig_enabled && *d.mig_enabled != enabled) {
     // The mode changes what the parent answers ([H] nvmlDeviceGetUtilizationRates: not supported
     // on MIG-enabled GPUs): every remembered NOT_SUPPORTED is asked again.
@@ -175,7 +175,7 @@ void NvmlBackend::read_mig_profiles(Device& d, nvmlDevice_t h, NvmlCollection& c
   if (d.mig_profiles) {
     unsigned whole = 0;
     for (const auto& p : *d.mig_profiles) whole = std::max(whole, p.slices);
-    if (whole > 0) r.mig_slices = whole;
+    if (whole > 0) r.mig.slices = whole;
   }
 }
 
@@ -211,7 +211,7 @@ void NvmlBackend::read_mig_devices(Device& d, nvmlDevice_t h, bool profiling, Nv
       m.profiling = done->second;
     }
     gpu_instances_seen.insert(m.gpu_instance);
-    r.mig_instances.push_back(std::move(m));
+    r.mig.instances.push_back(std::move(m));
   }
   // GPU instances gone from the layout give their samples back.
   if (!c.fatal()) {

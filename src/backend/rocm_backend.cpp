@@ -359,13 +359,13 @@ bool RocmBackend::read_processes(unsigned device, DeviceReading& r) {
   std::uint64_t total = 0;
   for (const auto& [pid, cus] : occupancy) total += cus;
   r.usage.process_samples_supported = true;
-  if (state.last_usage_us != 0 && total > 0 && r.utilization_ratio) {
+  if (state.last_usage_us != 0 && total > 0 && r.device.utilization_ratio) {
     for (const auto& [pid, cus] : occupancy) {
       ProcessSample smp;
       smp.pid = pid;
       smp.timestamp_us = now;
       smp.covers_from_us = state.last_usage_us;
-      smp.sm_ratio = *r.utilization_ratio * static_cast<double>(cus) / static_cast<double>(total);
+      smp.sm_ratio = *r.device.utilization_ratio * static_cast<double>(cus) / static_cast<double>(total);
       r.usage.process_samples.push_back(smp);
     }
   }

@@ -89,24 +89,26 @@ Result<DeviceReading> RocmBackend::collect(unsigned device, CollectScope scope, 
 void RocmBackend::collect_ledger_values(unsigned device, Collection& c, DeviceReading& r) {
   const Symbols& s = *sym_;
   std::uint32_t pct = 0;
-  if (s.busy != nullptr && c.ok("rsmi_dev_busy_percent_get", s.busy(device, &pct))) r.utilization_ratio = pct / 100.0;
+  if (s.busy != nullptr && c.ok("rsmi_dev_busy_percent_get", s.busy(device, &pct)))
+    r.device.utilization_ratio = pct / 100.0;
   std::uint64_t u64 = 0;
   std::uint64_t total = 0;
   if (s.memory_total != nullptr &&
       c.ok("rsmi_dev_memory_total_get", s.memory_total(device, RSMI_MEM_TYPE_VRAM, &total))) {
-    r.memory_total_bytes = static_cast<double>(total);
+    r.device.memory_total_bytes = static_cast<double>(total);
   }
   if (s.memory_usage != nullptr &&
       c.ok("rsmi_dev_memory_usage_get", s.memory_usage(device, RSMI_MEM_TYPE_VRAM, &u64))) {
-    r.memory_used_bytes = static_cast<double>(u64);
-    if (r.memory_total_bytes && total >= u64) r.memory_free_bytes = static_cast<double>(total - u64);
+    r.device.memory_used_bytes = static_cast<double>(u64);
+    if (r.device.memory_total_bytes && total >= u64) r.device.memory_free_bytes = static_cast<double>(total - u64);
   }
-  if (s.power_ave != nullptr && c.ok("rsmi_dev_power_ave_get", s.power_ave(device, 0, &u64))) r.power_watts = u64 / 1e6;
+  if (s.power_ave != nullptr && c.ok("rsmi_dev_power_ave_get", s.power_ave(device, 0, &u64)))
+    r.device.power_watts = u64 / 1e6;
   if (s.energy != nullptr) {
     std::uint64_t counter = 0, timestamp = 0;
     float resolution = 0;
     if (c.ok("rsmi_dev_energy_count_get", s.energy(device, &counter, &resolution, &timestamp)) && resolution > 0) {
-      r.energy_joules = static_cast<double>(counter) * static_cast<double>(resolution) * 1e-6;
+      r.device.energy_joules = static_cast<double>(counter) * static_cast<double>(resolution) * 1e-6;
     }
   }
 }
@@ -115,7 +117,7 @@ void RocmBackend::collect_basics(unsigned device, Collection& c, DeviceReading& 
   const Symbols& s = *sym_;
   std::uint32_t pct = 0;
   if (s.memory_busy != nullptr && c.ok("rsmi_dev_memory_busy_percent_get", s.memory_busy(device, &pct))) {
-    r.memory_utilization_ratio = pct / 100.0;
+    r.device.memory_utilization_ratio = pct / 100.0;
   }
   if (s.temperature != nullptr) {
     static constexpr std::pair<std::uint32_t, const char*> kSensors[] = {
@@ -123,13 +125,13 @@ void RocmBackend::collect_basics(unsigned device, Collection& c, DeviceReading& 
     for (auto [sensor, label] : kSensors) {
       std::int64_t mc = 0;
       if (c.ok("rsmi_dev_temp_metric_get", s.temperature(device, sensor, RSMI_TEMP_CURRENT, &mc))) {
-        r.temperature_celsius.push_back({label, static_cast<double>(mc) / 1000.0});
+        r.device.temperature_celsius.push_back({label, static_cast<double>(mc) / 1000.0});
       }
     }
   }
   std::uint64_t uw = 0;
   if (s.power_cap != nullptr && c.ok("rsmi_dev_power_cap_get", s.power_cap(device, 0, &uw))) {
-    r.power_limit_watts = uw / 1e6;
+    r.device.power_limit_watts = uw / 1e6;
   }
 }
 
@@ -149,19 +151,19 @@ void RocmBackend::collect_clocks(unsigned device, Collection& c, DeviceReading& 
         rsmi_frequencies_v5_t f{};
         if (c.ok("rsmi_dev_gpu_clk_freq_get", s.clock(device, type, &f))) hz = current_of(f);
       }
-      if (hz) r.clock_hertz.push_back({label, static_cast<double>(*hz)});
+      if (hz) r.clocks.hertz.push_back({label, static_cast<double>(*hz)});
     }
   }
   // Throttle status: only the 5.x struct is declared here (6.x rewrote rsmi_gpu_metrics_t).
   if (s.gpu_metrics != nullptr && abi_ == "5") {
     rsmi_gpu_metrics_v5_t m{};
     if (c.ok("rsmi_dev_gpu_metrics_info_get", s.gpu_metrics(device, &m))) {
-      r.clock_event_active = rocm::throttle_events(m.throttle_status);
+      r.clocks.event_active = rocm::throttle_events(m.throttle_status);
     }
   }
   rsmi_dev_perf_level_t level = RSMI_DEV_PERF_LEVEL_UNKNOWN;
   if (s.perf_level != nullptr && c.ok("rsmi_dev_perf_level_get", s.perf_level(device, &level))) {
-    r.performance_level = rocm::performance_levels(level);
+    r.clocks.performance_level = rocm::performance_levels(level);
   }
 }
 
@@ -179,18 +181,18 @@ void RocmBackend::collect_pcie(unsigned device, Collection& c, DeviceReading& r)
       if (c.ok("rsmi_dev_pci_bandwidth_get", s.pcie_bandwidth(device, &b)) && (rate = current_of(b.transfer_rate)))
         lanes = b.lanes[b.transfer_rate.current];
     }
-    if (rate) r.pcie_link_generation = pcie_generation(*rate);
-    if (lanes && *lanes > 0) r.pcie_link_width = *lanes;
+    if (rate) r.pcie.link_generation = pcie_generation(*rate);
+    if (lanes && *lanes > 0) r.pcie.link_width = *lanes;
   }
   if (s.pcie_throughput != nullptr) {
     start_pcie_reader();
     std::lock_guard lock(pcie_mu_);
-    r.pcie_transmit_bytes_per_second = pcie_[device].transmit;
-    r.pcie_receive_bytes_per_second = pcie_[device].receive;
+    r.pcie.transmit_bytes_per_second = pcie_[device].transmit;
+    r.pcie.receive_bytes_per_second = pcie_[device].receive;
   }
   std::uint64_t replays = 0;
   if (s.replay != nullptr && c.ok("rsmi_dev_pci_replay_counter_get", s.replay(device, &replays))) {
-    r.pcie_replay_errors = static_cast<double>(replays);
+    r.pcie.replay_errors = static_cast<double>(replays);
   }
 }
 
@@ -201,7 +203,7 @@ void RocmBackend::collect_fan(unsigned device, Collection& c, DeviceReading& r) 
   std::uint64_t max = 0;
   if (c.ok("rsmi_dev_fan_speed_get", s.fan(device, 0, &speed)) &&
       c.ok("rsmi_dev_fan_speed_max_get", s.fan_max(device, 0, &max)) && max > 0 && speed >= 0) {
-    r.fan_speed_ratio = static_cast<double>(speed) / static_cast<double>(max);
+    r.device.fan_speed_ratio = static_cast<double>(speed) / static_cast<double>(max);
   }
 }
 
@@ -221,11 +223,11 @@ void RocmBackend::collect_ecc(unsigned device, Collection& c, DeviceReading& r) 
     if (c.ok("rsmi_dev_ecc_count_get", s.ecc_count(device, b.bit, &ec))) {
       corrected += static_cast<double>(ec.correctable_err);
       uncorrected += static_cast<double>(ec.uncorrectable_err);
-      r.ecc_block_errors.push_back(
+      r.ecc.block_errors.push_back(
           {b.name, static_cast<double>(ec.correctable_err), static_cast<double>(ec.uncorrectable_err)});
     }
   }
-  if (!r.ecc_block_errors.empty()) r.ecc_errors = {{"corrected", corrected}, {"uncorrected", uncorrected}};
+  if (!r.ecc.block_errors.empty()) r.ecc.errors = {{"corrected", corrected}, {"uncorrected", uncorrected}};
 }
 
 }  // namespace gpumeter

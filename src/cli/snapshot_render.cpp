@@ -92,10 +92,12 @@ json report_json(const SnapshotReport& r) {
   json gpus = json::array();
   for (const auto& g : s.gpus) {
     const DeviceReading* rd = g.reading.get();
-    auto value = [&](std::optional<double> DeviceReading::*field) { return rd ? opt(rd->*field) : json(nullptr); };
+    auto value = [&](std::optional<double> DeviceValues::*field) {
+      return rd ? opt(rd->device.*field) : json(nullptr);
+    };
     json temperature = json::object();
     if (rd) {
-      for (const auto& t : rd->temperature_celsius) temperature[t.label] = t.value;
+      for (const auto& t : rd->device.temperature_celsius) temperature[t.label] = t.value;
     }
     json procs = json::array();
     for (const auto& p : g.processes) {
@@ -117,12 +119,12 @@ json report_json(const SnapshotReport& r) {
                     {"pci_bus_id", g.identity.pci_bus_id},
                     {"up", g.up},
                     {"down_reason", g.up ? json(nullptr) : json(g.down_reason)},
-                    {"utilization_ratio", value(&DeviceReading::utilization_ratio)},
-                    {"memory_utilization_ratio", value(&DeviceReading::memory_utilization_ratio)},
-                    {"memory_used_bytes", value(&DeviceReading::memory_used_bytes)},
-                    {"memory_total_bytes", value(&DeviceReading::memory_total_bytes)},
-                    {"power_watts", value(&DeviceReading::power_watts)},
-                    {"power_limit_watts", value(&DeviceReading::power_limit_watts)},
+                    {"utilization_ratio", value(&DeviceValues::utilization_ratio)},
+                    {"memory_utilization_ratio", value(&DeviceValues::memory_utilization_ratio)},
+                    {"memory_used_bytes", value(&DeviceValues::memory_used_bytes)},
+                    {"memory_total_bytes", value(&DeviceValues::memory_total_bytes)},
+                    {"power_watts", value(&DeviceValues::power_watts)},
+                    {"power_limit_watts", value(&DeviceValues::power_limit_watts)},
                     {"temperature_celsius", std::move(temperature)},
                     {"processes", std::move(procs)},
                     {"ledger", std::move(ledger)}});
@@ -320,17 +322,18 @@ void render_header(std::string& out, const SnapshotReport& r, const Style& style
 // One line of a GPU's readings: utilization, memory, power, temperature (what it has of them).
 void render_gpu_facts(std::string& out, const DeviceReading& rd) {
   std::vector<std::string> facts;
-  if (rd.utilization_ratio) facts.push_back("utilization " + percent_text(*rd.utilization_ratio));
-  if (rd.memory_used_bytes && rd.memory_total_bytes) {
-    facts.push_back("memory " + bytes_text(*rd.memory_used_bytes) + " / " + bytes_text(*rd.memory_total_bytes));
-  } else if (rd.memory_used_bytes) {
-    facts.push_back("memory " + bytes_text(*rd.memory_used_bytes));
+  if (rd.device.utilization_ratio) facts.push_back("utilization " + percent_text(*rd.device.utilization_ratio));
+  if (rd.device.memory_used_bytes && rd.device.memory_total_bytes) {
+    facts.push_back("memory " + bytes_text(*rd.device.memory_used_bytes) + " / " +
+                    bytes_text(*rd.device.memory_total_bytes));
+  } else if (rd.device.memory_used_bytes) {
+    facts.push_back("memory " + bytes_text(*rd.device.memory_used_bytes));
   }
-  if (rd.power_watts) {
-    facts.push_back("power " + fmt::format("{:.0f} W", *rd.power_watts) +
-                    (rd.power_limit_watts ? fmt::format(" / {:.0f} W", *rd.power_limit_watts) : ""));
+  if (rd.device.power_watts) {
+    facts.push_back("power " + fmt::format("{:.0f} W", *rd.device.power_watts) +
+                    (rd.device.power_limit_watts ? fmt::format(" / {:.0f} W", *rd.device.power_limit_watts) : ""));
   }
-  if (const LabeledValue* t = find_label(rd.temperature_celsius, "gpu")) {
+  if (const LabeledValue* t = find_label(rd.device.temperature_celsius, "gpu")) {
     facts.push_back("temperature " + fmt::format("{:.0f} °C", t->value));
   }
   std::string line = " ";

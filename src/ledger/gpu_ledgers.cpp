@@ -68,9 +68,9 @@ LedgerTick ledger_tick(const DeviceReading& reading, std::int64_t wall_us, std::
   tick.power_samples = reading.usage.power_samples;
   tick.process_samples_supported = reading.usage.process_samples_supported;
   tick.process_samples = reading.usage.process_samples;
-  tick.utilization_ratio = reading.utilization_ratio;
-  tick.power_watts = reading.power_watts;
-  tick.energy_joules = reading.energy_joules;
+  tick.utilization_ratio = reading.device.utilization_ratio;
+  tick.power_watts = reading.device.power_watts;
+  tick.energy_joules = reading.device.energy_joules;
   tick.clock_step_us = reading.usage.clock_step_us;
   tick.allocation = std::move(allocation);
   return tick;
@@ -80,8 +80,8 @@ MigRound mig_round(const DeviceReading& reading, std::int64_t wall_us, bool sche
   MigRound round;
   round.wall_us = wall_us;
   round.clock_step_us = reading.usage.clock_step_us;
-  round.energy_joules = reading.energy_joules;
-  round.power_watts = reading.power_watts;
+  round.energy_joules = reading.device.energy_joules;
+  round.power_watts = reading.device.power_watts;
   round.scheduler = scheduler;
   return round;
 }

@@ -123,12 +123,12 @@ std::optional<MigRound> UsageTracker::resolve_mig_round(const DeviceIdentity& id
                                                         std::map<unsigned, OwnerLabels>& mig_owners) {
   // A GPU in MIG mode is billed by MIG device (ledger/mig_ledgers.h); its own ledger bills the
   // slices no instance holds.
-  if (!reading.mig_enabled.value_or(false)) return std::nullopt;
+  if (!reading.mig.enabled.value_or(false)) return std::nullopt;
   MigRound round = mig_round(reading, now_us, options_.scheduler);
   // The GPU's compute slices in MIG mode (7 on A100 and H100, 4 on A30); 7 where NVML gave no
   // instance profile.
-  const double gpu_slices = reading.mig_slices.value_or(7);
-  for (const auto& m : reading.mig_instances) {
+  const double gpu_slices = reading.mig.slices.value_or(7);
+  for (const auto& m : reading.mig.instances) {
     if (m.uuid.empty()) continue;
     const DeviceIdentity unit = mig_unit_identity(id, m.uuid);
     MigUnitTick t = mig_unit_tick(m, gpu_slices);

@@ -130,7 +130,7 @@ struct MigInstanceReading {
   unsigned gpu_instance = 0;
   unsigned compute_instance = 0;
   std::string profile;  // "3g.40gb"; "1c.3g.40gb" for a compute instance smaller than its GPU instance
-  unsigned slices = 0;  // the GPU instance's share of the parent, in slices (of DeviceReading::mig_slices)
+  unsigned slices = 0;  // the GPU instance's share of the parent, in slices (of MigValues::slices)
   std::optional<double> memory_total_bytes;
   std::optional<double> memory_used_bytes;
   std::optional<std::vector<GpuProcess>> processes;
@@ -149,9 +149,13 @@ struct BlockErrors {
   bool operator==(const BlockErrors&) const = default;
 };
 
-// One collection of one GPU, in base units. An unset optional or an absent entry means
-// "unsupported or unknown": the renderer leaves it out, it never prints a sentinel.
-struct DeviceReading {
+// A reading is grouped by the collector that reads it (model/collectors.h): each group is what one
+// `--collector.<name>` switches on, one reader per backend fills, and one set of families renders.
+// Adding a metric touches one group, one reader per vendor, and one family spec.
+
+// The device collector's: utilization, memory, temperature, power, energy, fan, power limit.
+// Utilization, power and energy are also read between full collections, for the ledger.
+struct DeviceValues {
   std::optional<double> utilization_ratio;         // 0..1
   std::optional<double> memory_utilization_ratio;  // 0..1
   std::optional<double> memory_total_bytes;
@@ -160,34 +164,65 @@ struct DeviceReading {
   std::vector<LabeledValue> temperature_celsius;  // label: sensor ("gpu", "memory")
   std::optional<double> power_watts;
   std::optional<double> power_limit_watts;
-  std::optional<double> energy_joules;      // counter since driver load
-  std::vector<LabeledValue> clock_hertz;    // label: clock ("graphics", "sm", "memory", "video")
+  std::optional<double> energy_joules;    // counter since driver load
+  std::optional<double> fan_speed_ratio;  // may exceed 1 on some boards
+  bool operator==(const DeviceValues&) const = default;
+};
+
+// The clocks collector's.
+struct ClockValues {
+  std::vector<LabeledValue> hertz;          // label: clock ("graphics", "sm", "memory", "video")
   std::optional<double> performance_state;  // 0 (max) .. 15 (min)
-  std::optional<double> fan_speed_ratio;    // may exceed 1 on some boards
-  std::optional<double> pcie_link_generation;
-  std::optional<double> pcie_link_width;
-  std::optional<double> pcie_replay_errors;      // counter
-  std::optional<double> pcie_transmit_bytes;     // counter (may wrap: a reset to Prometheus)
-  std::optional<double> pcie_receive_bytes;      // counter
-  std::vector<LabeledValue> clock_event_active;  // label: reason; 0/1, only reasons the GPU supports
-  std::vector<LabeledValue> ecc_errors;          // label: severity ("corrected", "uncorrected"); counter
-  // ECC counts per hardware block where the backend reads them so (ROCm SMI: umc, sdma, gfx, ...);
-  // when set, they are exported in place of ecc_errors, which holds their sums.
-  std::vector<BlockErrors> ecc_block_errors;
+  std::vector<LabeledValue> event_active;   // label: reason; 0/1, only reasons the GPU supports
   // One entry per performance level the backend knows (ROCm SMI's "auto", "manual", ...), 1 on
   // the current one, 0 on the others; empty where the level is unknown or not a concept (NVML).
   std::vector<LabeledValue> performance_level;
-  // PCIe throughput in bytes per second measured by the backend outside GPM (ROCm SMI's pcie_bw
+  bool operator==(const ClockValues&) const = default;
+};
+
+// The ecc collector's.
+struct EccValues {
+  std::vector<LabeledValue> errors;  // label: severity ("corrected", "uncorrected"); counter
+  // ECC counts per hardware block where the backend reads them so (ROCm SMI: umc, sdma, gfx, ...);
+  // when set, they are exported in place of `errors`, which holds their sums.
+  std::vector<BlockErrors> block_errors;
+  std::vector<LabeledValue> remapped_rows;  // label: kind
+  bool operator==(const EccValues&) const = default;
+};
+
+// The pcie collector's.
+struct PcieValues {
+  std::optional<double> link_generation;
+  std::optional<double> link_width;
+  std::optional<double> replay_errors;   // counter
+  std::optional<double> transmit_bytes;  // counter (may wrap: a reset to Prometheus)
+  std::optional<double> receive_bytes;   // counter
+  // Throughput in bytes per second measured by the backend outside GPM (ROCm SMI's pcie_bw
   // estimate over one second).
-  std::optional<double> pcie_transmit_bytes_per_second;
-  std::optional<double> pcie_receive_bytes_per_second;
-  std::vector<LabeledValue> remapped_rows;        // label: kind
-  std::optional<ProfilingReading> profiling;      // unset where GPM is unsupported
-  std::vector<NvlinkReading> nvlinks;             // the GPU's links, empty without NVLink
-  std::optional<bool> mig_enabled;                // unset where the GPU cannot do MIG
-  std::optional<unsigned> mig_slices;             // slices of the whole GPU (7 on A100 and H100, 4 on A30)
-  std::vector<MigInstanceReading> mig_instances;  // every MIG device, when MIG is enabled
-  UsageReading usage;
+  std::optional<double> transmit_bytes_per_second;
+  std::optional<double> receive_bytes_per_second;
+  bool operator==(const PcieValues&) const = default;
+};
+
+// The mig collector's. MIG mode and instances are read for the ledger even when it is off.
+struct MigValues {
+  std::optional<bool> enabled;                // unset where the GPU cannot do MIG
+  std::optional<unsigned> slices;             // slices of the whole GPU (7 on A100 and H100, 4 on A30)
+  std::vector<MigInstanceReading> instances;  // every MIG device, when MIG is enabled
+  bool operator==(const MigValues&) const = default;
+};
+
+// One collection of one GPU, in base units. An unset optional or an absent entry means
+// "unsupported or unknown": the renderer leaves it out, it never prints a sentinel.
+struct DeviceReading {
+  DeviceValues device;
+  ClockValues clocks;
+  EccValues ecc;
+  PcieValues pcie;
+  std::vector<NvlinkReading> nvlinks;         // the nvlink collector's: the GPU's links, empty without NVLink
+  std::optional<ProfilingReading> profiling;  // the profiling collector's: unset where GPM is unsupported
+  MigValues mig;
+  UsageReading usage;  // the ledger's: process lists and sample buffers
   // The collectors this collection ran, each with its outcome: NVML's device collectors and
   // its process read; ROCm SMI's process read only (its device collection is timed whole).
   std::vector<CollectorRun> runs;

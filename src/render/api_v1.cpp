@@ -58,19 +58,19 @@ json gpu_json(const GpuSnapshot& g) {
            {"reading_unix", g.last_success_unix > 0 ? json(g.last_success_unix) : json(nullptr)}};
   const DeviceReading* r = g.up ? g.reading.get() : nullptr;
   if (r != nullptr) {
-    out["utilization_ratio"] = optional_number(r->utilization_ratio);
-    out["memory_utilization_ratio"] = optional_number(r->memory_utilization_ratio);
-    out["memory"] = {{"total_bytes", optional_number(r->memory_total_bytes)},
-                     {"used_bytes", optional_number(r->memory_used_bytes)},
-                     {"free_bytes", optional_number(r->memory_free_bytes)}};
-    out["temperature_celsius"] = labeled(r->temperature_celsius);
-    out["power_watts"] = optional_number(r->power_watts);
-    out["power_limit_watts"] = optional_number(r->power_limit_watts);
-    out["clock_hertz"] = labeled(r->clock_hertz);
+    out["utilization_ratio"] = optional_number(r->device.utilization_ratio);
+    out["memory_utilization_ratio"] = optional_number(r->device.memory_utilization_ratio);
+    out["memory"] = {{"total_bytes", optional_number(r->device.memory_total_bytes)},
+                     {"used_bytes", optional_number(r->device.memory_used_bytes)},
+                     {"free_bytes", optional_number(r->device.memory_free_bytes)}};
+    out["temperature_celsius"] = labeled(r->device.temperature_celsius);
+    out["power_watts"] = optional_number(r->device.power_watts);
+    out["power_limit_watts"] = optional_number(r->device.power_limit_watts);
+    out["clock_hertz"] = labeled(r->clocks.hertz);
     out["profiling"] = r->profiling ? profiling_json(*r->profiling) : json(nullptr);
-    if (r->mig_enabled) {
+    if (r->mig.enabled) {
       json instances = json::array();
-      for (const auto& m : r->mig_instances) {
+      for (const auto& m : r->mig.instances) {
         instances.push_back({{"mig_uuid", m.uuid},
                              {"gpu_instance", m.gpu_instance},
                              {"compute_instance", m.compute_instance},
@@ -81,8 +81,8 @@ json gpu_json(const GpuSnapshot& g) {
                                {"used_bytes", optional_number(m.memory_used_bytes)}}},
                              {"profiling", m.profiling ? profiling_json(*m.profiling) : json(nullptr)}});
       }
-      out["mig"] = {{"enabled", *r->mig_enabled},
-                    {"slices", r->mig_slices ? json(*r->mig_slices) : json(nullptr)},
+      out["mig"] = {{"enabled", *r->mig.enabled},
+                    {"slices", r->mig.slices ? json(*r->mig.slices) : json(nullptr)},
                     {"instances", std::move(instances)}};
     }
   }

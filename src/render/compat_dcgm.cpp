@@ -44,41 +44,45 @@ std::optional<double> prof(R r, std::optional<double> ProfilingReading::*field) 
 // What a MIG instance has of a device's reading: its memory and its GPU instance's profiling.
 DeviceReading instance_reading(const MigInstanceReading& m) {
   DeviceReading r;
-  r.memory_total_bytes = m.memory_total_bytes;
-  r.memory_used_bytes = m.memory_used_bytes;
-  if (m.memory_total_bytes && m.memory_used_bytes) r.memory_free_bytes = *m.memory_total_bytes - *m.memory_used_bytes;
+  r.device.memory_total_bytes = m.memory_total_bytes;
+  r.device.memory_used_bytes = m.memory_used_bytes;
+  if (m.memory_total_bytes && m.memory_used_bytes)
+    r.device.memory_free_bytes = *m.memory_total_bytes - *m.memory_used_bytes;
   r.profiling = m.profiling;
   return r;
 }
 const MetricField kMetricFields[] = {
-    {"DCGM_FI_DEV_SM_CLOCK", Split::kRepeat, [](R r) { return scaled(compat_labeled(r.clock_hertz, "sm"), 1e-6); }},
+    {"DCGM_FI_DEV_SM_CLOCK", Split::kRepeat, [](R r) { return scaled(compat_labeled(r.clocks.hertz, "sm"), 1e-6); }},
     {"DCGM_FI_DEV_MEM_CLOCK", Split::kRepeat,
-     [](R r) { return scaled(compat_labeled(r.clock_hertz, "memory"), 1e-6); }},
+     [](R r) { return scaled(compat_labeled(r.clocks.hertz, "memory"), 1e-6); }},
     {"DCGM_FI_DEV_VIDEO_CLOCK", Split::kRepeat,
-     [](R r) { return scaled(compat_labeled(r.clock_hertz, "video"), 1e-6); }},
-    {"DCGM_FI_DEV_GPU_TEMP", Split::kRepeat, [](R r) { return compat_labeled(r.temperature_celsius, "gpu"); }},
-    {"DCGM_FI_DEV_MEMORY_TEMP", Split::kRepeat, [](R r) { return compat_labeled(r.temperature_celsius, "memory"); }},
-    {"DCGM_FI_DEV_POWER_USAGE", Split::kRepeat, [](R r) { return r.power_watts; }},
-    {"DCGM_FI_DEV_POWER_MGMT_LIMIT", Split::kRepeat, [](R r) { return r.power_limit_watts; }},
-    {"DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", Split::kRepeat, [](R r) { return scaled(r.energy_joules, 1e3); }},
-    {"DCGM_FI_DEV_PCIE_REPLAY_COUNTER", Split::kRepeat, [](R r) { return r.pcie_replay_errors; }},
-    {"DCGM_FI_DEV_PCIE_LINK_GEN", Split::kRepeat, [](R r) { return r.pcie_link_generation; }},
-    {"DCGM_FI_DEV_PCIE_LINK_WIDTH", Split::kRepeat, [](R r) { return r.pcie_link_width; }},
-    {"DCGM_FI_DEV_GPU_UTIL", Split::kBusy, [](R r) { return scaled(r.utilization_ratio, 100); }},
-    {"DCGM_FI_DEV_MEM_COPY_UTIL", Split::kRepeat, [](R r) { return scaled(r.memory_utilization_ratio, 100); }},
-    {"DCGM_FI_DEV_FB_TOTAL", Split::kRepeat, [](R r) { return scaled(r.memory_total_bytes, 1 / kMiB); }},
-    {"DCGM_FI_DEV_FB_FREE", Split::kRepeat, [](R r) { return scaled(r.memory_free_bytes, 1 / kMiB); }},
-    {"DCGM_FI_DEV_FB_USED", Split::kMemory, [](R r) { return scaled(r.memory_used_bytes, 1 / kMiB); }},
-    {"DCGM_FI_DEV_FAN_SPEED", Split::kRepeat, [](R r) { return scaled(r.fan_speed_ratio, 100); }},
-    {"DCGM_FI_DEV_PSTATE", Split::kRepeat, [](R r) { return r.performance_state; }},
-    {"DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", Split::kRepeat, [](R r) { return compat_labeled(r.ecc_errors, "corrected"); }},
-    {"DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", Split::kRepeat, [](R r) { return compat_labeled(r.ecc_errors, "uncorrected"); }},
+     [](R r) { return scaled(compat_labeled(r.clocks.hertz, "video"), 1e-6); }},
+    {"DCGM_FI_DEV_GPU_TEMP", Split::kRepeat, [](R r) { return compat_labeled(r.device.temperature_celsius, "gpu"); }},
+    {"DCGM_FI_DEV_MEMORY_TEMP", Split::kRepeat,
+     [](R r) { return compat_labeled(r.device.temperature_celsius, "memory"); }},
+    {"DCGM_FI_DEV_POWER_USAGE", Split::kRepeat, [](R r) { return r.device.power_watts; }},
+    {"DCGM_FI_DEV_POWER_MGMT_LIMIT", Split::kRepeat, [](R r) { return r.device.power_limit_watts; }},
+    {"DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", Split::kRepeat, [](R r) { return scaled(r.device.energy_joules, 1e3); }},
+    {"DCGM_FI_DEV_PCIE_REPLAY_COUNTER", Split::kRepeat, [](R r) { return r.pcie.replay_errors; }},
+    {"DCGM_FI_DEV_PCIE_LINK_GEN", Split::kRepeat, [](R r) { return r.pcie.link_generation; }},
+    {"DCGM_FI_DEV_PCIE_LINK_WIDTH", Split::kRepeat, [](R r) { return r.pcie.link_width; }},
+    {"DCGM_FI_DEV_GPU_UTIL", Split::kBusy, [](R r) { return scaled(r.device.utilization_ratio, 100); }},
+    {"DCGM_FI_DEV_MEM_COPY_UTIL", Split::kRepeat, [](R r) { return scaled(r.device.memory_utilization_ratio, 100); }},
+    {"DCGM_FI_DEV_FB_TOTAL", Split::kRepeat, [](R r) { return scaled(r.device.memory_total_bytes, 1 / kMiB); }},
+    {"DCGM_FI_DEV_FB_FREE", Split::kRepeat, [](R r) { return scaled(r.device.memory_free_bytes, 1 / kMiB); }},
+    {"DCGM_FI_DEV_FB_USED", Split::kMemory, [](R r) { return scaled(r.device.memory_used_bytes, 1 / kMiB); }},
+    {"DCGM_FI_DEV_FAN_SPEED", Split::kRepeat, [](R r) { return scaled(r.device.fan_speed_ratio, 100); }},
+    {"DCGM_FI_DEV_PSTATE", Split::kRepeat, [](R r) { return r.clocks.performance_state; }},
+    {"DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", Split::kRepeat, [](R r) { return compat_labeled(r.ecc.errors, "corrected"); }},
+    {"DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", Split::kRepeat, [](R r) { return compat_labeled(r.ecc.errors, "uncorrected"); }},
     {"DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", Split::kRepeat,
-     [](R r) { return compat_labeled(r.remapped_rows, "correctable"); }},
+     [](R r) { return compat_labeled(r.ecc.remapped_rows, "correctable"); }},
     {"DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", Split::kRepeat,
-     [](R r) { return compat_labeled(r.remapped_rows, "uncorrectable"); }},
-    {"DCGM_FI_DEV_ROW_REMAP_PENDING", Split::kRepeat, [](R r) { return compat_labeled(r.remapped_rows, "pending"); }},
-    {"DCGM_FI_DEV_ROW_REMAP_FAILURE", Split::kRepeat, [](R r) { return compat_labeled(r.remapped_rows, "failure"); }},
+     [](R r) { return compat_labeled(r.ecc.remapped_rows, "uncorrectable"); }},
+    {"DCGM_FI_DEV_ROW_REMAP_PENDING", Split::kRepeat,
+     [](R r) { return compat_labeled(r.ecc.remapped_rows, "pending"); }},
+    {"DCGM_FI_DEV_ROW_REMAP_FAILURE", Split::kRepeat,
+     [](R r) { return compat_labeled(r.ecc.remapped_rows, "failure"); }},
     // Profiling (GPM in gpumeter): DCGM's ratios 0..1 and bytes per second, as gpumeter's.
     {"DCGM_FI_PROF_GR_ENGINE_ACTIVE", Split::kRepeat,
      [](R r) { return prof(r, &ProfilingReading::graphics_active_ratio); }},
@@ -278,7 +282,7 @@ void render_dcgm(const Snapshot& snap, const CompatOptions& o, const std::vector
     // (memory, profiling). Which pod holds a slice is not known here: no pod labels.
     if (!with_mig) continue;
     std::set<unsigned> gpu_instances;
-    for (const auto& m : g.reading->mig_instances) {
+    for (const auto& m : g.reading->mig.instances) {
       // dcgm-exporter keys a slice by GPU instance: one series for the compute instances of one.
       if (!gpu_instances.insert(m.gpu_instance).second) continue;
       const DeviceReading ir = instance_reading(m);

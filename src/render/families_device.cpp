@@ -57,39 +57,43 @@ void add_identity_families(FamilyList& fams, const Snapshot& snap) {
 
 namespace {
 
-// A reading-based family is described by the member it reads: an optional value (one series per
-// GPU) or labeled values (one series per label value). `instances` also reads each MIG instance.
-using OptionalField = std::optional<double> DeviceReading::*;
-using LabeledField = std::vector<LabeledValue> DeviceReading::*;
+// A reading-based family is described by the collector's reading group it reads (a member of
+// DeviceReading) and the group's member: an optional value (one series per GPU) or labeled values
+// (one series per label value). `instances` also reads each MIG instance.
 using InstanceField = std::optional<double> MigInstanceReading::*;
 
+template <typename Group>
 struct ReadingSpec {
   const char* name;
   MetricType type;
   const char* help;
-  OptionalField field = nullptr;
+  std::optional<double> Group::*field = nullptr;
   const char* label = nullptr;  // the label of labeled_field's values
-  LabeledField labeled_field = nullptr;
+  std::vector<LabeledValue> Group::*labeled_field = nullptr;
   InstanceField instances = nullptr;
 };
 
-constexpr ReadingSpec scalar(const char* name, MetricType type, const char* help, OptionalField field,
-                             InstanceField instances = nullptr) {
+template <typename Group>
+constexpr ReadingSpec<Group> scalar(const char* name, MetricType type, const char* help,
+                                    std::optional<double> Group::*field, InstanceField instances = nullptr) {
   return {name, type, help, field, nullptr, nullptr, instances};
 }
 
-constexpr ReadingSpec labeled(const char* name, MetricType type, const char* help, const char* label,
-                              LabeledField field) {
+template <typename Group>
+constexpr ReadingSpec<Group> labeled(const char* name, MetricType type, const char* help, const char* label,
+                                     std::vector<LabeledValue> Group::*field) {
   return {name, type, help, nullptr, label, field, nullptr};
 }
 
 // Reading-based families take only GPUs that are up and have a reading: whole GPUs first, then
 // the MIG instances.
-MetricFamily& add_reading_family(FamilyList& fams, const Snapshot& snap, const ReadingSpec& s) {
+template <typename Group>
+MetricFamily& add_reading_family(FamilyList& fams, const Snapshot& snap, Group DeviceReading::*group,
+                                 const ReadingSpec<Group>& s) {
   auto& f = fams.add(s.name, s.type, s.help);
   for (const auto& g : snap.gpus) {
     if (!g.up || !g.reading) continue;
-    const DeviceReading& r = *g.reading;
+    const Group& r = (*g.reading).*group;
     if (s.field != nullptr && r.*(s.field)) add_sample(f, device_labels(g.identity), *(r.*(s.field)));
     if (s.labeled_field == nullptr) continue;
     for (const auto& lv : r.*(s.labeled_field)) {
@@ -99,7 +103,7 @@ MetricFamily& add_reading_family(FamilyList& fams, const Snapshot& snap, const R
   if (s.instances == nullptr) return f;
   for (const auto& g : snap.gpus) {
     if (!g.up || !g.reading) continue;
-    for (const auto& m : g.reading->mig_instances) {
+    for (const auto& m : g.reading->mig.instances) {
       if (m.*(s.instances)) add_sample(f, mig_labels(g.identity, m), *(m.*(s.instances)));
     }
   }
@@ -107,76 +111,81 @@ MetricFamily& add_reading_family(FamilyList& fams, const Snapshot& snap, const R
   return f;
 }
 
-void add_reading_families(FamilyList& fams, const Snapshot& snap, std::span<const ReadingSpec> specs) {
-  for (const ReadingSpec& s : specs) add_reading_family(fams, snap, s);
+template <typename Group>
+void add_reading_families(FamilyList& fams, const Snapshot& snap, Group DeviceReading::*group,
+                          std::span<const ReadingSpec<Group>> specs) {
+  for (const ReadingSpec<Group>& s : specs) add_reading_family(fams, snap, group, s);
 }
 
-using R = DeviceReading;
+using D = DeviceValues;
+using C = ClockValues;
+using E = EccValues;
+using X = PcieValues;
 using I = MigInstanceReading;
 
 // The device collector's. The memory families also hold each MIG instance's memory (its GPU
 // instance's), which the mig collector reads.
-constexpr ReadingSpec kDeviceFamilies[] = {
+constexpr ReadingSpec<D> kDeviceFamilies[] = {
     scalar("gpu_utilization_ratio", kGauge,
            "Fraction of the last sample period during which one or more kernels ran on the GPU, 0..1.",
-           &R::utilization_ratio),
+           &D::utilization_ratio),
     scalar("gpu_memory_utilization_ratio", kGauge,
            "Fraction of the last sample period during which device memory was read or written, 0..1.",
-           &R::memory_utilization_ratio),
+           &D::memory_utilization_ratio),
     scalar("gpu_memory_total_bytes", kGauge, "Total device memory in bytes (of the GPU, or of a MIG instance).",
-           &R::memory_total_bytes, &I::memory_total_bytes),
+           &D::memory_total_bytes, &I::memory_total_bytes),
     scalar("gpu_memory_used_bytes", kGauge, "Allocated device memory in bytes (of the GPU, or of a MIG instance).",
-           &R::memory_used_bytes, &I::memory_used_bytes),
-    scalar("gpu_memory_free_bytes", kGauge, "Unallocated device memory in bytes.", &R::memory_free_bytes),
+           &D::memory_used_bytes, &I::memory_used_bytes),
+    scalar("gpu_memory_free_bytes", kGauge, "Unallocated device memory in bytes.", &D::memory_free_bytes),
     labeled("gpu_temperature_celsius", kGauge, "Temperature in degrees Celsius, by sensor.", "sensor",
-            &R::temperature_celsius),
-    scalar("gpu_power_watts", kGauge, "Power draw in watts.", &R::power_watts),
-    scalar("gpu_power_limit_watts", kGauge, "Power management limit in watts.", &R::power_limit_watts),
+            &D::temperature_celsius),
+    scalar("gpu_power_watts", kGauge, "Power draw in watts.", &D::power_watts),
+    scalar("gpu_power_limit_watts", kGauge, "Power management limit in watts.", &D::power_limit_watts),
     scalar("gpu_energy_joules_total", kCounter, "Energy consumed by the GPU in joules since the driver was loaded.",
-           &R::energy_joules),
+           &D::energy_joules),
 };
 // The device collector's too, after the clocks' in the exposition.
-constexpr ReadingSpec kDeviceFanFamilies[] = {
+constexpr ReadingSpec<D> kDeviceFanFamilies[] = {
     scalar("gpu_fan_speed_ratio", kGauge, "Fan speed as a fraction of its maximum; may exceed 1 on some boards.",
-           &R::fan_speed_ratio),
+           &D::fan_speed_ratio),
 };
 
 // The clocks collector's.
-constexpr ReadingSpec kClocksFamilies[] = {
-    labeled("gpu_clock_hertz", kGauge, "Current clock frequency in hertz, by clock domain.", "clock", &R::clock_hertz),
+constexpr ReadingSpec<C> kClocksFamilies[] = {
+    labeled("gpu_clock_hertz", kGauge, "Current clock frequency in hertz, by clock domain.", "clock", &C::hertz),
     scalar("gpu_performance_state", kGauge, "Performance state (P-state): 0 is maximum performance, 15 minimum.",
-           &R::performance_state),
+           &C::performance_state),
     labeled("gpu_performance_level", kGauge,
             "1 on the GPU's current performance level (AMD's power_dpm_force_performance_level), 0 on the others.",
-            "level", &R::performance_level),
+            "level", &C::performance_level),
 };
 // The clocks collector's too, after the pcie collector's in the exposition.
-constexpr ReadingSpec kClockEventFamilies[] = {
+constexpr ReadingSpec<C> kClockEventFamilies[] = {
     labeled("gpu_clock_event_active", kGauge,
             "1 while a clock event (throttle reason) holds the clocks down, 0 otherwise; only reasons "
             "the GPU reports.",
-            "reason", &R::clock_event_active),
+            "reason", &C::event_active),
 };
 
 // The pcie collector's (its throughput on AMD GPUs is with the profiling families).
-constexpr ReadingSpec kPcieFamilies[] = {
-    scalar("gpu_pcie_link_generation", kGauge, "Current PCIe link generation.", &R::pcie_link_generation),
-    scalar("gpu_pcie_link_width", kGauge, "Current PCIe link width in lanes.", &R::pcie_link_width),
+constexpr ReadingSpec<X> kPcieFamilies[] = {
+    scalar("gpu_pcie_link_generation", kGauge, "Current PCIe link generation.", &X::link_generation),
+    scalar("gpu_pcie_link_width", kGauge, "Current PCIe link width in lanes.", &X::link_width),
     scalar("gpu_pcie_replay_errors_total", kCounter, "PCIe replay events since the driver was loaded.",
-           &R::pcie_replay_errors),
+           &X::replay_errors),
     scalar("gpu_pcie_transmit_bytes_total", kCounter,
-           "Bytes transmitted by the GPU over PCIe, as counted by the driver.", &R::pcie_transmit_bytes),
+           "Bytes transmitted by the GPU over PCIe, as counted by the driver.", &X::transmit_bytes),
     scalar("gpu_pcie_receive_bytes_total", kCounter, "Bytes received by the GPU over PCIe, as counted by the driver.",
-           &R::pcie_receive_bytes),
+           &X::receive_bytes),
 };
 
 // The ecc collector's.
-constexpr ReadingSpec kEccErrorsFamily =
+constexpr ReadingSpec<E> kEccErrorsFamily =
     labeled("gpu_ecc_errors_total", kCounter,
             "ECC memory errors since the driver was loaded (volatile counts), by severity (and by block on AMD GPUs).",
-            "severity", &R::ecc_errors);
-constexpr ReadingSpec kRemappedRowsFamily =
-    labeled("gpu_remapped_rows", kGauge, "Device memory rows remapped, by kind.", "kind", &R::remapped_rows);
+            "severity", &E::errors);
+constexpr ReadingSpec<E> kRemappedRowsFamily =
+    labeled("gpu_remapped_rows", kGauge, "Device memory rows remapped, by kind.", "kind", &E::remapped_rows);
 
 // A profiling family: GPM, averaged between the backend's last two samples, of whole GPUs, then of
 // the MIG instances (the activity of their GPU instance).
@@ -203,11 +212,11 @@ void add_profiling_family(FamilyList& fams, const Snapshot& snap, const Profilin
     if (spec.fields[0].second == &P::pcie_transmit_bytes_per_second && !g.reading->profiling) {
       // Measured outside GPM (ROCm SMI's pcie_bw), read by the pcie collector.
       ProfilingReading pcie;
-      pcie.pcie_transmit_bytes_per_second = g.reading->pcie_transmit_bytes_per_second;
-      pcie.pcie_receive_bytes_per_second = g.reading->pcie_receive_bytes_per_second;
+      pcie.pcie_transmit_bytes_per_second = g.reading->pcie.transmit_bytes_per_second;
+      pcie.pcie_receive_bytes_per_second = g.reading->pcie.receive_bytes_per_second;
       add(device_labels(g.identity), pcie);
     }
-    for (const auto& m : g.reading->mig_instances) {
+    for (const auto& m : g.reading->mig.instances) {
       if (m.profiling) add(mig_labels(g.identity, m), *m.profiling);
     }
   }
@@ -216,32 +225,38 @@ void add_profiling_family(FamilyList& fams, const Snapshot& snap, const Profilin
 
 }  // namespace
 
-void add_device_families(FamilyList& fams, const Snapshot& snap) { add_reading_families(fams, snap, kDeviceFamilies); }
+void add_device_families(FamilyList& fams, const Snapshot& snap) {
+  add_reading_families<D>(fams, snap, &DeviceReading::device, kDeviceFamilies);
+}
 void add_device_fan_families(FamilyList& fams, const Snapshot& snap) {
-  add_reading_families(fams, snap, kDeviceFanFamilies);
+  add_reading_families<D>(fams, snap, &DeviceReading::device, kDeviceFanFamilies);
 }
-void add_clocks_families(FamilyList& fams, const Snapshot& snap) { add_reading_families(fams, snap, kClocksFamilies); }
+void add_clocks_families(FamilyList& fams, const Snapshot& snap) {
+  add_reading_families<C>(fams, snap, &DeviceReading::clocks, kClocksFamilies);
+}
 void add_clock_event_families(FamilyList& fams, const Snapshot& snap) {
-  add_reading_families(fams, snap, kClockEventFamilies);
+  add_reading_families<C>(fams, snap, &DeviceReading::clocks, kClockEventFamilies);
 }
-void add_pcie_families(FamilyList& fams, const Snapshot& snap) { add_reading_families(fams, snap, kPcieFamilies); }
+void add_pcie_families(FamilyList& fams, const Snapshot& snap) {
+  add_reading_families<X>(fams, snap, &DeviceReading::pcie, kPcieFamilies);
+}
 
 // ECC errors, per GPU or per block, and remapped rows.
 void add_ecc_families(FamilyList& fams, const Snapshot& snap) {
-  MetricFamily& f = add_reading_family(fams, snap, kEccErrorsFamily);
+  MetricFamily& f = add_reading_family(fams, snap, &DeviceReading::ecc, kEccErrorsFamily);
   // A GPU whose errors are counted per block (ROCm SMI) has its blocks' series instead of the
   // sums: sum by (gpu, severity) gives the same totals for both vendors.
   for (const auto& g : snap.gpus) {
-    if (!g.up || !g.reading || g.reading->ecc_block_errors.empty()) continue;
+    if (!g.up || !g.reading || g.reading->ecc.block_errors.empty()) continue;
     const std::string gpu = std::to_string(g.identity.index);
     std::erase_if(f.samples, [&](const MetricSample& s) { return !s.labels.empty() && s.labels[0].second == gpu; });
-    for (const BlockErrors& b : g.reading->ecc_block_errors) {
+    for (const BlockErrors& b : g.reading->ecc.block_errors) {
       const Labels base = with(device_labels(g.identity), "block", b.block);
       add_sample(f, with(base, "severity", "corrected"), b.corrected);
       add_sample(f, with(base, "severity", "uncorrected"), b.uncorrected);
     }
   }
-  add_reading_family(fams, snap, kRemappedRowsFamily);
+  add_reading_family(fams, snap, &DeviceReading::ecc, kRemappedRowsFamily);
 }
 
 // The profiling collector's (and the pcie collector's throughput on AMD GPUs).
@@ -317,9 +332,9 @@ void add_mig_families(FamilyList& fams, const Snapshot& snap) {
   for (const auto& g : snap.gpus) {
     if (!g.up || !g.reading) continue;
     const DeviceReading& r = *g.reading;
-    if (r.mig_enabled) add_sample(mig_enabled, device_labels(g.identity), *r.mig_enabled ? 1 : 0);
-    if (r.mig_slices) add_sample(mig_slices, device_labels(g.identity), *r.mig_slices);
-    for (const auto& m : r.mig_instances) {
+    if (r.mig.enabled) add_sample(mig_enabled, device_labels(g.identity), *r.mig.enabled ? 1 : 0);
+    if (r.mig.slices) add_sample(mig_slices, device_labels(g.identity), *r.mig.slices);
+    for (const auto& m : r.mig.instances) {
       if (m.slices > 0) add_sample(instance_slices, mig_labels(g.identity, m), m.slices);
     }
   }

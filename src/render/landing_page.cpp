@@ -92,10 +92,10 @@ void optional_cell(Html& h, const std::optional<double>& v, double scale, int de
 }
 
 const LabeledValue* gpu_temperature(const DeviceReading& r) {
-  for (const auto& t : r.temperature_celsius) {
+  for (const auto& t : r.device.temperature_celsius) {
     if (t.label == "gpu") return &t;
   }
-  return r.temperature_celsius.empty() ? nullptr : &r.temperature_celsius.front();
+  return r.device.temperature_celsius.empty() ? nullptr : &r.device.temperature_celsius.front();
 }
 
 void gpus_section(Html& h, const Snapshot& snap) {
@@ -116,15 +116,18 @@ void gpus_section(Html& h, const Snapshot& snap) {
       h.raw("<td class=\"num\" colspan=\"4\">&ndash;</td></tr>\n");
       continue;
     }
-    optional_cell(h, r->utilization_ratio, 100, 0, " %");
+    optional_cell(h, r->device.utilization_ratio, 100, 0, " %");
     h.raw("<td class=\"num\">");
-    if (r->memory_used_bytes && r->memory_total_bytes) {
-      h.fixed(*r->memory_used_bytes / kGiB, 1).raw(" / ").fixed(*r->memory_total_bytes / kGiB, 1).raw(" GiB");
+    if (r->device.memory_used_bytes && r->device.memory_total_bytes) {
+      h.fixed(*r->device.memory_used_bytes / kGiB, 1)
+          .raw(" / ")
+          .fixed(*r->device.memory_total_bytes / kGiB, 1)
+          .raw(" GiB");
     } else {
       h.raw("&ndash;");
     }
     h.raw("</td>");
-    optional_cell(h, r->power_watts, 1, 0, " W");
+    optional_cell(h, r->device.power_watts, 1, 0, " W");
     const LabeledValue* t = gpu_temperature(*r);
     optional_cell(h, t ? std::optional<double>(t->value) : std::nullopt, 1, 0, " &deg;C");
     h.raw("</tr>\n");

@@ -122,30 +122,30 @@ TEST_F(NvmlBackendTest, IdentifiesAndReadsEveryGpu) {
 
   auto r0 = b->collect(0);
   ASSERT_TRUE(r0.ok()) << r0.error().message;
-  EXPECT_EQ(r0->utilization_ratio, 0.5);
-  EXPECT_EQ(r0->memory_total_bytes, 24.0 * (1ull << 30));
-  EXPECT_EQ(r0->memory_used_bytes, 4.0 * (1ull << 30));  // v2 "used" leaves out the reserved part
-  EXPECT_EQ(r0->power_watts, 150.0);                     // idle + (max - idle) * 0.5
-  EXPECT_EQ(r0->power_limit_watts, 300.0);
-  ASSERT_TRUE(r0->energy_joules.has_value());
-  EXPECT_GT(*r0->energy_joules, 0);
-  EXPECT_EQ(value_of(r0->clock_hertz, "sm"), 1800e6);
-  EXPECT_TRUE(has(r0->temperature_celsius, "gpu"));
-  EXPECT_TRUE(has(r0->temperature_celsius, "memory"));
-  EXPECT_FALSE(r0->fan_speed_ratio.has_value());  // no fan in the model: left out
-  EXPECT_EQ(r0->pcie_link_generation, 4.0);
-  EXPECT_EQ(r0->pcie_link_width, 16.0);
-  EXPECT_TRUE(r0->pcie_transmit_bytes.has_value());
-  EXPECT_EQ(value_of(r0->clock_event_active, "gpu_idle"), 0.0);
-  EXPECT_EQ(value_of(r0->ecc_errors, "uncorrected"), 0.0);
-  EXPECT_EQ(r0->remapped_rows.size(), 4u);
+  EXPECT_EQ(r0->device.utilization_ratio, 0.5);
+  EXPECT_EQ(r0->device.memory_total_bytes, 24.0 * (1ull << 30));
+  EXPECT_EQ(r0->device.memory_used_bytes, 4.0 * (1ull << 30));  // v2 "used" leaves out the reserved part
+  EXPECT_EQ(r0->device.power_watts, 150.0);                     // idle + (max - idle) * 0.5
+  EXPECT_EQ(r0->device.power_limit_watts, 300.0);
+  ASSERT_TRUE(r0->device.energy_joules.has_value());
+  EXPECT_GT(*r0->device.energy_joules, 0);
+  EXPECT_EQ(value_of(r0->clocks.hertz, "sm"), 1800e6);
+  EXPECT_TRUE(has(r0->device.temperature_celsius, "gpu"));
+  EXPECT_TRUE(has(r0->device.temperature_celsius, "memory"));
+  EXPECT_FALSE(r0->device.fan_speed_ratio.has_value());  // no fan in the model: left out
+  EXPECT_EQ(r0->pcie.link_generation, 4.0);
+  EXPECT_EQ(r0->pcie.link_width, 16.0);
+  EXPECT_TRUE(r0->pcie.transmit_bytes.has_value());
+  EXPECT_EQ(value_of(r0->clocks.event_active, "gpu_idle"), 0.0);
+  EXPECT_EQ(value_of(r0->ecc.errors, "uncorrected"), 0.0);
+  EXPECT_EQ(r0->ecc.remapped_rows.size(), 4u);
 
   auto r1 = b->collect(1);
   ASSERT_TRUE(r1.ok());
-  EXPECT_EQ(r1->utilization_ratio, 0.0);
-  EXPECT_EQ(r1->power_watts, 50.0);
-  EXPECT_EQ(value_of(r1->clock_event_active, "gpu_idle"), 1.0);
-  EXPECT_EQ(value_of(r1->clock_hertz, "sm"), 300e6);
+  EXPECT_EQ(r1->device.utilization_ratio, 0.0);
+  EXPECT_EQ(r1->device.power_watts, 50.0);
+  EXPECT_EQ(value_of(r1->clocks.event_active, "gpu_idle"), 1.0);
+  EXPECT_EQ(value_of(r1->clocks.hertz, "sm"), 300e6);
   EXPECT_FALSE(b->collect(2).ok());
 }
 
@@ -160,10 +160,10 @@ TEST_F(NvmlBackendTest, ReadsTheSlicesOfAnA30InMigMode) {
   EXPECT_EQ(b->identify(0)->model, "NVIDIA A30");
   auto r = b->collect(0);
   ASSERT_TRUE(r.ok()) << r.error().message;
-  EXPECT_EQ(r->mig_enabled, true);
-  EXPECT_EQ(r->mig_slices, 4u);
-  ASSERT_EQ(r->mig_instances.size(), 4u);
-  for (const MigInstanceReading& m : r->mig_instances) {
+  EXPECT_EQ(r->mig.enabled, true);
+  EXPECT_EQ(r->mig.slices, 4u);
+  ASSERT_EQ(r->mig.instances.size(), 4u);
+  for (const MigInstanceReading& m : r->mig.instances) {
     EXPECT_EQ(m.profile, "1g.6gb");
     EXPECT_EQ(m.slices, 1u);
     EXPECT_EQ(m.memory_total_bytes, 6.0 * (1ull << 30));
@@ -173,9 +173,9 @@ TEST_F(NvmlBackendTest, ReadsTheSlicesOfAnA30InMigMode) {
 TEST_F(NvmlBackendTest, EnergyCounterAdvancesAtThePowerDraw) {
   auto b = make();
   ASSERT_TRUE(b->status().up);
-  double e1 = *b->collect(0)->energy_joules;
+  double e1 = *b->collect(0)->device.energy_joules;
   std::this_thread::sleep_for(300ms);
-  double e2 = *b->collect(0)->energy_joules;
+  double e2 = *b->collect(0)->device.energy_joules;
   EXPECT_GT(e2, e1);
   EXPECT_LT(e2 - e1, 150.0 * 2.0);  // 150 W for well under 2 s
 }
@@ -189,15 +189,15 @@ TEST_F(NvmlBackendTest, MissingOptionalSymbolsTurnOffOnlyTheirMetrics) {
                                                             "nvmlDeviceGetFieldValues"}));
   auto r = b->collect(0);
   ASSERT_TRUE(r.ok());
-  EXPECT_FALSE(r->power_watts.has_value());
-  EXPECT_FALSE(has(r->temperature_celsius, "memory"));
-  EXPECT_FALSE(r->pcie_transmit_bytes.has_value());
+  EXPECT_FALSE(r->device.power_watts.has_value());
+  EXPECT_FALSE(has(r->device.temperature_celsius, "memory"));
+  EXPECT_FALSE(r->pcie.transmit_bytes.has_value());
   // The legacy ThrottleReasons name serves the same bitmask.
-  EXPECT_EQ(value_of(r->clock_event_active, "gpu_idle"), 0.0);
+  EXPECT_EQ(value_of(r->clocks.event_active, "gpu_idle"), 0.0);
   // nvmlDeviceGetMemoryInfo (v1) still answers; its "used" includes the reserved memory.
-  EXPECT_EQ(r->memory_used_bytes, 4.0 * (1ull << 30) + 512.0 * (1ull << 20));
-  EXPECT_EQ(r->utilization_ratio, 0.5);
-  EXPECT_EQ(r->power_limit_watts, 300.0);
+  EXPECT_EQ(r->device.memory_used_bytes, 4.0 * (1ull << 30) + 512.0 * (1ull << 20));
+  EXPECT_EQ(r->device.utilization_ratio, 0.5);
+  EXPECT_EQ(r->device.power_limit_watts, 300.0);
 }
 
 TEST_F(NvmlBackendTest, FallsBackToV1EnumerationAsAPair) {
@@ -222,10 +222,10 @@ TEST_F(NvmlBackendTest, UnsupportedValuesAreLeftOut) {
   for (int i = 0; i < 2; ++i) {  // the second collection uses the cached NOT_SUPPORTED answers
     auto r = b->collect(0);
     ASSERT_TRUE(r.ok()) << r.error().message;
-    EXPECT_FALSE(has(r->temperature_celsius, "gpu"));
-    EXPECT_TRUE(has(r->temperature_celsius, "memory"));
-    EXPECT_FALSE(r->energy_joules.has_value());
-    EXPECT_TRUE(r->power_watts.has_value());
+    EXPECT_FALSE(has(r->device.temperature_celsius, "gpu"));
+    EXPECT_TRUE(has(r->device.temperature_celsius, "memory"));
+    EXPECT_FALSE(r->device.energy_joules.has_value());
+    EXPECT_TRUE(r->device.power_watts.has_value());
   }
 }
 
@@ -311,7 +311,7 @@ TEST_F(NvmlBackendTest, UnsupportedUsageCallsAreLeftOut) {
   EXPECT_TRUE(r->usage.utilization_samples.empty());
   ASSERT_TRUE(r->usage.processes.has_value());  // the process list itself still works
   EXPECT_EQ(r->usage.processes->size(), 1u);
-  EXPECT_DOUBLE_EQ(*r->utilization_ratio, 0.5);  // the polled fallback the ledger uses
+  EXPECT_DOUBLE_EQ(*r->device.utilization_ratio, 0.5);  // the polled fallback the ledger uses
 }
 
 TEST_F(NvmlBackendTest, MissingProcessEntryPointsLeaveTheListUnset) {

@@ -56,11 +56,11 @@ TEST_F(DriverBehaviourTest, AnErrorFromOneQueryLeavesOnlyThatValueOutAndIsCounte
   for (int round = 1; round <= 2; ++round) {
     auto r = b->collect(0);
     ASSERT_TRUE(r.ok()) << r.error().message;
-    EXPECT_FALSE(r->fan_speed_ratio.has_value());
-    EXPECT_TRUE(r->temperature_celsius.empty());
-    EXPECT_FALSE(r->power_watts.has_value());
-    EXPECT_EQ(r->utilization_ratio, 0.4);
-    EXPECT_EQ(r->power_limit_watts, 300.0);
+    EXPECT_FALSE(r->device.fan_speed_ratio.has_value());
+    EXPECT_TRUE(r->device.temperature_celsius.empty());
+    EXPECT_FALSE(r->device.power_watts.has_value());
+    EXPECT_EQ(r->device.utilization_ratio, 0.4);
+    EXPECT_EQ(r->device.power_limit_watts, 300.0);
     // Not remembered: asked again every round.
     EXPECT_EQ(script().calls["nvmlDeviceGetFanSpeed"], round);
     EXPECT_EQ(call_errors(*b, 0, "nvmlDeviceGetFanSpeed", "unknown"), static_cast<unsigned>(round));
@@ -69,7 +69,7 @@ TEST_F(DriverBehaviourTest, AnErrorFromOneQueryLeavesOnlyThatValueOutAndIsCounte
   }
   auto r1 = b->collect(1);
   ASSERT_TRUE(r1.ok());
-  EXPECT_EQ(r1->power_watts, 120.0);  // the NO_PERMISSION was GPU 0's only
+  EXPECT_EQ(r1->device.power_watts, 120.0);  // the NO_PERMISSION was GPU 0's only
   EXPECT_EQ(call_errors(*b, 1, "nvmlDeviceGetFanSpeed", "unknown"), 1u);
 }
 
@@ -498,7 +498,7 @@ TEST_F(DriverBehaviourTest, NotSupportedIsForgottenWhenTheHandleIsAcquiredAgain)
   auto r = b->collect(0);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(script().calls["nvmlDeviceGetFanSpeed"], 2);
-  EXPECT_EQ(r->fan_speed_ratio, 0.3);
+  EXPECT_EQ(r->device.fan_speed_ratio, 0.3);
 }
 
 // ---- 6b. the slow class ----
@@ -508,7 +508,7 @@ TEST_F(DriverBehaviourTest, SlowValuesAreReadEveryThirtySecondsAndServedFromTheL
   for (int round = 0; round < 5; ++round) {
     auto r = b->collect(0);
     ASSERT_TRUE(r.ok());
-    EXPECT_EQ(r->power_limit_watts, 300.0) << "served between reads";
+    EXPECT_EQ(r->device.power_limit_watts, 300.0) << "served between reads";
     steady_ += 5s;
   }
   // The scripted NVML answers the power limit of the slow class (the others are unset there).
@@ -524,11 +524,11 @@ TEST_F(DriverBehaviourTest, ASlowValueThatFailedIsAskedAgainAtTheNextCollection)
   script().rc["nvmlDeviceGetEnforcedPowerLimit"] = NVML_ERROR_UNKNOWN;
   auto r = b->collect(0);
   ASSERT_TRUE(r.ok());
-  EXPECT_FALSE(r->power_limit_watts.has_value());
+  EXPECT_FALSE(r->device.power_limit_watts.has_value());
   script().rc.clear();
   r = b->collect(0);
   ASSERT_TRUE(r.ok());
-  EXPECT_EQ(r->power_limit_watts, 300.0);
+  EXPECT_EQ(r->device.power_limit_watts, 300.0);
   EXPECT_EQ(script().calls["nvmlDeviceGetEnforcedPowerLimit"], 2);
 }
 
@@ -545,22 +545,22 @@ TEST_F(DriverBehaviourTest, AUsageCollectionReadsOnlyWhatTheLedgerNeeds) {
   script().utilization_samples[0] = {s};
   auto r = b->collect(0, CollectScope::kUsage);
   ASSERT_TRUE(r.ok());
-  EXPECT_EQ(r->utilization_ratio, 0.4);
-  EXPECT_EQ(r->power_watts, 120.0);
-  EXPECT_EQ(r->energy_joules, 5.0);
+  EXPECT_EQ(r->device.utilization_ratio, 0.4);
+  EXPECT_EQ(r->device.power_watts, 120.0);
+  EXPECT_EQ(r->device.energy_joules, 5.0);
   ASSERT_TRUE(r->usage.processes.has_value());
   EXPECT_EQ(r->usage.processes->size(), 1u);
   EXPECT_EQ(r->usage.utilization_samples.size(), 1u);
   EXPECT_EQ(r->usage.process_samples.size(), 1u);
-  EXPECT_FALSE(r->memory_total_bytes.has_value());
-  EXPECT_TRUE(r->clock_hertz.empty());
+  EXPECT_FALSE(r->device.memory_total_bytes.has_value());
+  EXPECT_TRUE(r->clocks.hertz.empty());
   for (const char* skipped : {"nvmlDeviceGetMemoryInfo_v2", "nvmlDeviceGetTemperature", "nvmlDeviceGetClockInfo",
                               "nvmlDeviceGetFanSpeed", "nvmlDeviceGetEnforcedPowerLimit"}) {
     EXPECT_EQ(script().calls[skipped], 0) << skipped;
   }
   auto full = b->collect(0, CollectScope::kFull);
   ASSERT_TRUE(full.ok());
-  EXPECT_TRUE(full->memory_total_bytes.has_value());
+  EXPECT_TRUE(full->device.memory_total_bytes.has_value());
   EXPECT_EQ(script().calls["nvmlDeviceGetFanSpeed"], 1);
 }
 

@@ -267,12 +267,12 @@ TEST_F(ProfilingTest, MigInstancesAreEnumeratedWithTheirProfilesAndSkipEmptySlot
   script().mig[0].push_back(fake::FakeMig{"MIG-ffff", 2, 3, 9, 3, 2, 40ULL << 30, 1ULL << 30, {}});
   auto b = make();
   auto r = collect(*b);
-  EXPECT_EQ(r.mig_enabled, true);
-  EXPECT_EQ(r.mig_slices, 7u) << "the slices of the whole-GPU profile";
-  ASSERT_EQ(r.mig_instances.size(), 4u);
-  EXPECT_EQ(r.mig_instances[3].profile, "2c.3g.40gb");
-  EXPECT_EQ(r.mig_instances[3].compute_instance, 3u);
-  const MigInstanceReading& a = r.mig_instances[0];
+  EXPECT_EQ(r.mig.enabled, true);
+  EXPECT_EQ(r.mig.slices, 7u) << "the slices of the whole-GPU profile";
+  ASSERT_EQ(r.mig.instances.size(), 4u);
+  EXPECT_EQ(r.mig.instances[3].profile, "2c.3g.40gb");
+  EXPECT_EQ(r.mig.instances[3].compute_instance, 3u);
+  const MigInstanceReading& a = r.mig.instances[0];
   EXPECT_EQ(a.uuid, "MIG-aaaa");
   EXPECT_EQ(a.gpu_instance, 1u);
   EXPECT_EQ(a.compute_instance, 0u);
@@ -283,13 +283,13 @@ TEST_F(ProfilingTest, MigInstancesAreEnumeratedWithTheirProfilesAndSkipEmptySlot
   ASSERT_TRUE(a.processes.has_value());
   ASSERT_EQ(a.processes->size(), 1u);
   EXPECT_EQ((*a.processes)[0].pid, 101u);
-  EXPECT_EQ(r.mig_instances[1].uuid, "MIG-bbbb");
-  EXPECT_EQ(r.mig_instances[1].profile, "2g.20gb");
-  EXPECT_EQ(r.mig_instances[1].slices, 2u);
-  EXPECT_EQ(r.mig_instances[2].profile, "1c.3g.40gb");
-  EXPECT_EQ(r.mig_instances[2].gpu_instance, 2u);
-  EXPECT_EQ(r.mig_instances[2].compute_instance, 1u);
-  EXPECT_EQ(r.mig_instances[2].slices, 3u) << "the GPU instance's share";
+  EXPECT_EQ(r.mig.instances[1].uuid, "MIG-bbbb");
+  EXPECT_EQ(r.mig.instances[1].profile, "2g.20gb");
+  EXPECT_EQ(r.mig.instances[1].slices, 2u);
+  EXPECT_EQ(r.mig.instances[2].profile, "1c.3g.40gb");
+  EXPECT_EQ(r.mig.instances[2].gpu_instance, 2u);
+  EXPECT_EQ(r.mig.instances[2].compute_instance, 1u);
+  EXPECT_EQ(r.mig.instances[2].slices, 3u) << "the GPU instance's share";
   EXPECT_EQ(all_call_errors(*b), 0u) << "an empty slot (NOT_FOUND) is no error";
   EXPECT_EQ(script().calls["nvmlDeviceGetGpuInstanceById"], 3) << "once per GPU instance, not per compute instance";
   // The profiles are read once per parent.
@@ -304,7 +304,7 @@ TEST_F(ProfilingTest, TheParentsNotSupportedUtilizationIsAbsentAndNeverCountedAs
   auto b = make();
   for (int round = 0; round < 4; ++round) {
     auto r = collect(*b);
-    EXPECT_FALSE(r.utilization_ratio.has_value());
+    EXPECT_FALSE(r.device.utilization_ratio.has_value());
     EXPECT_FALSE(r.usage.utilization_samples_supported);
     EXPECT_TRUE(r.usage.utilization_samples.empty());
   }
@@ -315,22 +315,22 @@ TEST_F(ProfilingTest, TheParentsNotSupportedUtilizationIsAbsentAndNeverCountedAs
 TEST_F(ProfilingTest, AMigModeChangeAsksWhatWasUnsupportedAgain) {
   script_mig(0);
   auto b = make();
-  EXPECT_FALSE(collect(*b).utilization_ratio.has_value());
-  EXPECT_FALSE(collect(*b).utilization_ratio.has_value());
+  EXPECT_FALSE(collect(*b).device.utilization_ratio.has_value());
+  EXPECT_FALSE(collect(*b).device.utilization_ratio.has_value());
   script().mig_mode[0] = NVML_DEVICE_MIG_DISABLE;
   auto off = collect(*b);
-  EXPECT_EQ(off.mig_enabled, false);
-  EXPECT_TRUE(off.mig_instances.empty());
-  EXPECT_FALSE(off.mig_slices.has_value());
-  EXPECT_DOUBLE_EQ(collect(*b).utilization_ratio.value_or(-1), 0.40) << "supported again without MIG";
+  EXPECT_EQ(off.mig.enabled, false);
+  EXPECT_TRUE(off.mig.instances.empty());
+  EXPECT_FALSE(off.mig.slices.has_value());
+  EXPECT_DOUBLE_EQ(collect(*b).device.utilization_ratio.value_or(-1), 0.40) << "supported again without MIG";
   EXPECT_EQ(all_call_errors(*b), 0u);
 }
 
 TEST_F(ProfilingTest, AGpuThatCannotDoMigHasNoMigMode) {
   auto b = make();
   auto r = collect(*b);
-  EXPECT_FALSE(r.mig_enabled.has_value());
-  EXPECT_TRUE(r.mig_instances.empty());
+  EXPECT_FALSE(r.mig.enabled.has_value());
+  EXPECT_TRUE(r.mig.instances.empty());
   collect(*b);
   EXPECT_EQ(script().calls["nvmlDeviceGetMigMode"], 1) << "NOT_SUPPORTED is remembered";
   EXPECT_EQ(script().calls["nvmlDeviceGetMaxMigDeviceCount"], 0);
@@ -340,8 +340,8 @@ TEST_F(ProfilingTest, WithoutTheMigEntryPointsTheMigFieldsAreLeftOut) {
   script_mig(0);
   auto b = make({"nvmlDeviceGetMigMode"});
   auto r = collect(*b);
-  EXPECT_FALSE(r.mig_enabled.has_value());
-  EXPECT_TRUE(r.mig_instances.empty());
+  EXPECT_FALSE(r.mig.enabled.has_value());
+  EXPECT_TRUE(r.mig.instances.empty());
   EXPECT_EQ(script().calls["nvmlDeviceGetMaxMigDeviceCount"], 0);
   const auto& missing = b->missing_symbols();
   EXPECT_EQ(std::find(missing.begin(), missing.end(), "nvmlDeviceGetMigMode"), missing.end())
@@ -351,12 +351,12 @@ TEST_F(ProfilingTest, WithoutTheMigEntryPointsTheMigFieldsAreLeftOut) {
 TEST_F(ProfilingTest, ANewLayoutIsPickedUpAtTheNextCollection) {
   script_mig(0);
   auto b = make();
-  EXPECT_EQ(collect(*b).mig_instances.size(), 3u);
+  EXPECT_EQ(collect(*b).mig.instances.size(), 3u);
   script().mig[0][1] = fake::FakeMig{"MIG-dddd", 9, 0, 19, 1, 1, 10ULL << 30, 0, {}};
   auto r = collect(*b);
-  ASSERT_EQ(r.mig_instances.size(), 4u);
-  EXPECT_EQ(r.mig_instances[1].uuid, "MIG-dddd");
-  EXPECT_EQ(r.mig_instances[1].profile, "1g.10gb");
+  ASSERT_EQ(r.mig.instances.size(), 4u);
+  EXPECT_EQ(r.mig.instances[1].uuid, "MIG-dddd");
+  EXPECT_EQ(r.mig.instances[1].profile, "1g.10gb");
 }
 
 TEST_F(ProfilingTest, GpmPerGpuInstanceWithOnePairPerInstance) {
@@ -367,12 +367,12 @@ TEST_F(ProfilingTest, GpmPerGpuInstanceWithOnePairPerInstance) {
   script_gpm(0, 2);
   script().gpm_values[{0, 5}][NVML_GPM_METRIC_SM_UTIL] = 10;
   auto b = make();
-  for (const auto& m : collect(*b).mig_instances) EXPECT_FALSE(m.profiling.has_value()) << m.uuid;
+  for (const auto& m : collect(*b).mig.instances) EXPECT_FALSE(m.profiling.has_value()) << m.uuid;
   auto r = collect(*b);
-  ASSERT_EQ(r.mig_instances.size(), 3u);
-  for (const auto& m : r.mig_instances) ASSERT_TRUE(m.profiling.has_value()) << m.uuid;
-  EXPECT_DOUBLE_EQ(*r.mig_instances[0].profiling->sm_active_ratio, 0.75);
-  EXPECT_DOUBLE_EQ(*r.mig_instances[1].profiling->sm_active_ratio, 0.10);
+  ASSERT_EQ(r.mig.instances.size(), 3u);
+  for (const auto& m : r.mig.instances) ASSERT_TRUE(m.profiling.has_value()) << m.uuid;
+  EXPECT_DOUBLE_EQ(*r.mig.instances[0].profiling->sm_active_ratio, 0.75);
+  EXPECT_DOUBLE_EQ(*r.mig.instances[1].profiling->sm_active_ratio, 0.10);
   // One sample per GPU instance and collection, through nvmlGpmMigSampleGet.
   EXPECT_EQ(script().calls["nvmlGpmMigSampleGet"], 6);
   EXPECT_EQ(all_call_errors(*b), 0u);
@@ -384,15 +384,15 @@ TEST_F(ProfilingTest, ARepartitionedGpuInstanceStartsANewPair) {
   script_gpm(0, 5);
   auto b = make();
   collect(*b);
-  ASSERT_TRUE(collect(*b).mig_instances[1].profiling.has_value());
+  ASSERT_TRUE(collect(*b).mig.instances[1].profiling.has_value());
   // GPU instance 5 destroyed and created again as a 1g.10gb under the same id.
   script().mig[0][2] = fake::FakeMig{"MIG-eeee", 5, 0, 19, 1, 1, 10ULL << 30, 0, {}};
   const size_t before = script().metrics_calls.size();
   auto r = collect(*b);
-  EXPECT_EQ(r.mig_instances[1].uuid, "MIG-eeee");
-  EXPECT_FALSE(r.mig_instances[1].profiling.has_value()) << "no rate across two different instances";
+  EXPECT_EQ(r.mig.instances[1].uuid, "MIG-eeee");
+  EXPECT_FALSE(r.mig.instances[1].profiling.has_value()) << "no rate across two different instances";
   for (size_t i = before; i < script().metrics_calls.size(); ++i) EXPECT_NE(script().metrics_calls[i].gpu_instance, 5u);
-  EXPECT_TRUE(collect(*b).mig_instances[1].profiling.has_value());
+  EXPECT_TRUE(collect(*b).mig.instances[1].profiling.has_value());
 }
 
 TEST_F(ProfilingTest, AGpuInstanceGoneGivesItsSamplesBack) {
@@ -416,8 +416,8 @@ TEST_F(ProfilingTest, MigDevicesAreSampledThroughTheirHandleWithoutTheMigSampleC
   auto b = make({"nvmlGpmMigSampleGet"});
   collect(*b);
   auto r = collect(*b);
-  ASSERT_TRUE(r.mig_instances[0].profiling.has_value());
-  EXPECT_DOUBLE_EQ(*r.mig_instances[0].profiling->sm_active_ratio, 0.75);
+  ASSERT_TRUE(r.mig.instances[0].profiling.has_value());
+  EXPECT_DOUBLE_EQ(*r.mig.instances[0].profiling->sm_active_ratio, 0.75);
   EXPECT_EQ(script().calls["nvmlGpmMigSampleGet"], 0);
 }
 

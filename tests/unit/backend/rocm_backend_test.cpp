@@ -81,18 +81,18 @@ TEST(RocmBackendPcie, ReaderThreadServesTheLastEstimateAndSkipsUnsupportedGpus) 
     EXPECT_EQ(g_reads[0], 0);  // not started before a collection asks for PCIe
     auto first = backend->collect(0);
     ASSERT_TRUE(first.ok());
-    ASSERT_TRUE(eventually([&] { return backend->collect(0)->pcie_receive_bytes_per_second.has_value(); }));
+    ASSERT_TRUE(eventually([&] { return backend->collect(0)->pcie.receive_bytes_per_second.has_value(); }));
     auto r = backend->collect(0);
     ASSERT_TRUE(r.ok());
-    EXPECT_EQ(r->pcie_receive_bytes_per_second, 1000.0 * 256);
-    EXPECT_EQ(r->pcie_transmit_bytes_per_second, 250.0 * 256);
+    EXPECT_EQ(r->pcie.receive_bytes_per_second, 1000.0 * 256);
+    EXPECT_EQ(r->pcie.transmit_bytes_per_second, 250.0 * 256);
     auto other = backend->collect(1);
     ASSERT_TRUE(other.ok());
-    EXPECT_FALSE(other->pcie_receive_bytes_per_second);
+    EXPECT_FALSE(other->pcie.receive_bytes_per_second);
     // Without the pcie collector nothing is served.
     CollectorSet no_pcie = CollectorSet::all();
     no_pcie.set(CollectorId::kPcie, false);
-    EXPECT_FALSE(backend->collect(0, CollectScope::kFull, no_pcie)->pcie_receive_bytes_per_second);
+    EXPECT_FALSE(backend->collect(0, CollectScope::kFull, no_pcie)->pcie.receive_bytes_per_second);
     // A round a second at most: wait for a second round, then GPU 1 has been asked once.
     ASSERT_TRUE(eventually([] { return g_reads[0] >= 2; }));
     EXPECT_EQ(g_reads[1], 1);

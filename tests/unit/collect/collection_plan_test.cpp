@@ -60,44 +60,44 @@ TEST(CollectionPlan, TheLedgerCannotLoseTheDeviceCollectorByAccident) {
 
 TEST(CollectionPlan, CarryForwardCopiesOnlyTheSkippedCollectorsValues) {
   DeviceReading previous;
-  previous.clock_hertz = {{"sm", 1.5e9}};
-  previous.performance_state = 2;
-  previous.pcie_link_generation = 4;
-  previous.ecc_errors = {{"corrected", 3}};
-  previous.temperature_celsius = {{"gpu", 60}};
-  previous.utilization_ratio = 0.9;
-  previous.mig_instances = {MigInstanceReading{"MIG-a"}};
-  previous.mig_instances[0].profiling = ProfilingReading{};
-  previous.mig_instances[0].profiling->sm_active_ratio = 0.4;
+  previous.clocks.hertz = {{"sm", 1.5e9}};
+  previous.clocks.performance_state = 2;
+  previous.pcie.link_generation = 4;
+  previous.ecc.errors = {{"corrected", 3}};
+  previous.device.temperature_celsius = {{"gpu", 60}};
+  previous.device.utilization_ratio = 0.9;
+  previous.mig.instances = {MigInstanceReading{"MIG-a"}};
+  previous.mig.instances[0].profiling = ProfilingReading{};
+  previous.mig.instances[0].profiling->sm_active_ratio = 0.4;
   DeviceReading next;
-  next.utilization_ratio = 0.1;  // read this time (the ledger's input)
-  next.mig_instances = {MigInstanceReading{"MIG-a"}};
+  next.device.utilization_ratio = 0.1;  // read this time (the ledger's input)
+  next.mig.instances = {MigInstanceReading{"MIG-a"}};
   carry_forward(CollectorId::kClocks, previous, next);
   carry_forward(CollectorId::kDevice, previous, next);
   carry_forward(CollectorId::kProfiling, previous, next);
-  EXPECT_EQ(next.clock_hertz, previous.clock_hertz);
-  EXPECT_EQ(next.performance_state, 2);
-  EXPECT_EQ(next.temperature_celsius, previous.temperature_celsius);
-  EXPECT_EQ(next.utilization_ratio, 0.1);  // what was read is kept
-  ASSERT_TRUE(next.mig_instances[0].profiling);
-  EXPECT_EQ(next.mig_instances[0].profiling->sm_active_ratio, 0.4);
-  EXPECT_FALSE(next.pcie_link_generation);  // not carried: PCIe was read (or is off)
-  EXPECT_TRUE(next.ecc_errors.empty());
+  EXPECT_EQ(next.clocks.hertz, previous.clocks.hertz);
+  EXPECT_EQ(next.clocks.performance_state, 2);
+  EXPECT_EQ(next.device.temperature_celsius, previous.device.temperature_celsius);
+  EXPECT_EQ(next.device.utilization_ratio, 0.1);  // what was read is kept
+  ASSERT_TRUE(next.mig.instances[0].profiling);
+  EXPECT_EQ(next.mig.instances[0].profiling->sm_active_ratio, 0.4);
+  EXPECT_FALSE(next.pcie.link_generation);  // not carried: PCIe was read (or is off)
+  EXPECT_TRUE(next.ecc.errors.empty());
 }
 
 TEST(CollectionPlan, ClearingACollectorRemovesAllItsValues) {
   DeviceReading r;
-  r.utilization_ratio = 0.5;
-  r.power_watts = 100;
-  r.temperature_celsius = {{"gpu", 50}};
-  r.clock_hertz = {{"sm", 1e9}};
+  r.device.utilization_ratio = 0.5;
+  r.device.power_watts = 100;
+  r.device.temperature_celsius = {{"gpu", 50}};
+  r.clocks.hertz = {{"sm", 1e9}};
   clear_collector(CollectorId::kDevice, r);
-  EXPECT_FALSE(r.utilization_ratio);
-  EXPECT_FALSE(r.power_watts);
-  EXPECT_TRUE(r.temperature_celsius.empty());
-  EXPECT_EQ(r.clock_hertz.size(), 1u);  // another collector's
+  EXPECT_FALSE(r.device.utilization_ratio);
+  EXPECT_FALSE(r.device.power_watts);
+  EXPECT_TRUE(r.device.temperature_celsius.empty());
+  EXPECT_EQ(r.clocks.hertz.size(), 1u);  // another collector's
   clear_collector(CollectorId::kClocks, r);
-  EXPECT_TRUE(r.clock_hertz.empty());
+  EXPECT_TRUE(r.clocks.hertz.empty());
 }
 
 }  // namespace

@@ -71,7 +71,7 @@ TEST(CollectionScheduler, PublishesEveryGpuWithIdentityAndReading) {
   ASSERT_NE(snap, nullptr);
   EXPECT_EQ(snap->gpus[2].identity.uuid, "GPU-fake-2");
   ASSERT_NE(snap->gpus[2].reading, nullptr);
-  EXPECT_EQ(snap->gpus[2].reading->power_watts, 102.0);
+  EXPECT_EQ(snap->gpus[2].reading->device.power_watts, 102.0);
   EXPECT_TRUE(snap->gpus[1].collect_success);
   EXPECT_GT(snap->gpus[1].last_success_unix, 0);
   EXPECT_EQ(snap->build.version, "test");
@@ -160,7 +160,7 @@ class RecordingObserver : public ReadingObserver {
  public:
   void on_reading(size_t, const DeviceIdentity& id, const DeviceReading& r) override {
     std::lock_guard lock(mu_);
-    ++(r.utilization_ratio == 0.25 ? usage : full);
+    ++(r.device.utilization_ratio == 0.25 ? usage : full);
     last_identity = id;
   }
   void on_failure(size_t, const DeviceIdentity&) override {
@@ -243,7 +243,7 @@ TEST(CollectionScheduler, UsageReadingsDoNotReplaceTheSnapshotReadingAndTheirFai
   auto snap = c.assemble();
   ASSERT_TRUE(snap->gpus[0].up) << snap->gpus[0].down_reason;
   ASSERT_NE(snap->gpus[0].reading, nullptr);
-  EXPECT_EQ(snap->gpus[0].reading->utilization_ratio, 0.5);  // the full collection's
+  EXPECT_EQ(snap->gpus[0].reading->device.utilization_ratio, 0.5);  // the full collection's
   EXPECT_EQ(observer.usage, 1);
   EXPECT_EQ(observer.failures, 1);  // the ledger is told, so it does not stretch over it
   EXPECT_EQ(c.stop(), 0u);
@@ -359,10 +359,10 @@ TEST(CollectionScheduler, ReadsOnlyTheEnabledCollectorsEachAtItsInterval) {
   // The clocks read by the first collection are carried into every later reading; the PCIe
   // value is the latest collection's.
   snap =
-      rec.wait_for([](const Snapshot& s) { return s.gpus[0].reading && s.gpus[0].reading->pcie_link_generation > 2; });
+      rec.wait_for([](const Snapshot& s) { return s.gpus[0].reading && s.gpus[0].reading->pcie.link_generation > 2; });
   ASSERT_NE(snap, nullptr);
-  ASSERT_EQ(snap->gpus[0].reading->clock_hertz.size(), 1u);
-  EXPECT_EQ(snap->gpus[0].reading->clock_hertz[0].value, 1.0);
+  ASSERT_EQ(snap->gpus[0].reading->clocks.hertz.size(), 1u);
+  EXPECT_EQ(snap->gpus[0].reading->clocks.hertz[0].value, 1.0);
   EXPECT_TRUE(snap->gpus[0].reading->nvlinks.empty());
   // One run per enabled device collector, the clocks' from its one read.
   std::vector<std::string> names;
@@ -431,7 +431,7 @@ TEST(CollectionScheduler, ANewPlanTakesEffectWithoutARestart) {
   const int after = backend.calls(0);
   auto snap = rec.wait_for([&](const Snapshot& s) {
     return backend.calls(0) > after + 1 && s.gpus[0].reading && s.gpus[0].reading->nvlinks.empty() &&
-           !s.gpus[0].reading->pcie_link_generation;
+           !s.gpus[0].reading->pcie.link_generation;
   });
   ASSERT_NE(snap, nullptr);
   for (const auto& run : snap->gpus[0].runs) {
@@ -496,9 +496,9 @@ TEST(CollectionScheduler, ASwitchedOffCollectorExportsNothingABackendReadAnyway)
   c.start();
   auto snap = rec.wait_for([](const Snapshot& s) { return s.gpus[0].up; });
   ASSERT_NE(snap, nullptr);
-  EXPECT_FALSE(snap->gpus[0].reading->power_watts);
-  EXPECT_FALSE(snap->gpus[0].reading->utilization_ratio);
-  EXPECT_FALSE(snap->gpus[0].reading->clock_hertz.empty());
+  EXPECT_FALSE(snap->gpus[0].reading->device.power_watts);
+  EXPECT_FALSE(snap->gpus[0].reading->device.utilization_ratio);
+  EXPECT_FALSE(snap->gpus[0].reading->clocks.hertz.empty());
   EXPECT_FALSE(backend.groups(0).front().has(CollectorId::kDevice));
   EXPECT_EQ(c.stop(), 0u);
 }

@@ -53,17 +53,17 @@ class FakeBackend : public Backend {
     if (dev.fail || (scope == CollectScope::kUsage && dev.fail_usage)) return Error{15, "GPU is lost"};
     DeviceReading r;
     // A usage-only reading has what the ledger needs and nothing else.
-    r.utilization_ratio = scope == CollectScope::kUsage ? 0.25 : 0.5;
+    r.device.utilization_ratio = scope == CollectScope::kUsage ? 0.25 : 0.5;
     // The processes, read for the ledger and the per-process series alike, as a run.
     if (groups.has(CollectorId::kLedger) || groups.has(CollectorId::kProcesses)) {
       r.runs.push_back({CollectorId::kProcesses, true, 0.002});
     }
     if (scope == CollectScope::kUsage) return r;
-    r.power_watts = 100.0 + d;
+    r.device.power_watts = 100.0 + d;
     // A value per device collector asked for, numbered by the call, and the collector's run.
     const double n = dev.calls;
-    if (groups.has(CollectorId::kClocks)) r.clock_hertz = {{"sm", n}};
-    if (groups.has(CollectorId::kPcie)) r.pcie_link_generation = n;
+    if (groups.has(CollectorId::kClocks)) r.clocks.hertz = {{"sm", n}};
+    if (groups.has(CollectorId::kPcie)) r.pcie.link_generation = n;
     if (groups.has(CollectorId::kNvlink)) r.nvlinks = {NvlinkReading{0, true}};
     for (const auto& c : kCollectors) {
       if (c.per_device && groups.has(c.id)) r.runs.push_back({c.id, c.id != dev.failing_collector, 0.001});

@@ -395,7 +395,7 @@ TEST_F(HttpServerTest, ScrapesStayConsistentWhileSnapshotsArePublished) {
     Snapshot s = testing::fixture_snapshot();
     s.build.version = "v" + std::to_string(n);
     auto r = std::make_shared<DeviceReading>(*s.gpus[0].reading);
-    r->power_watts = 100 + n;
+    r->device.power_watts = 100 + n;
     s.gpus[0].reading = r;
     return std::make_shared<const Snapshot>(std::move(s));
   };

@@ -52,8 +52,8 @@ struct Fixture {
   // utilization, then one second later.
   void read(UsageTracker& t, double util) {
     DeviceReading r;
-    r.utilization_ratio = util;
-    r.power_watts = 200;
+    r.device.utilization_ratio = util;
+    r.device.power_watts = 200;
     r.usage.processes.emplace();
     r.usage.processes->push_back({10, 1e9, kProcessCompute});
     r.usage.process_samples_supported = true;

@@ -186,8 +186,8 @@ TEST(UsageTracker, AFailedCollectionIsNotStretchedOverWithoutSampleBuffers) {
   UsageTracker t({}, res, log);
   auto id = gpu(0, "GPU-a");
   DeviceReading polled;  // no sample buffers (MIG, old drivers): integrated over wall time
-  polled.utilization_ratio = 0.5;
-  polled.power_watts = 100;
+  polled.device.utilization_ratio = 0.5;
+  polled.device.power_watts = 100;
   polled.usage.processes.emplace();
   polled.usage.processes->push_back({1, 1e9, kProcessCompute});
   auto covered = [&] {

@@ -201,10 +201,10 @@ TEST(BuildFamilies, FamilyWithoutSamplesIsLeftOut) {
 TEST(BuildFamilies, InvalidCounterValuesAreDroppedGaugesKept) {
   Snapshot s = testing::fixture_snapshot();
   auto r = std::make_shared<DeviceReading>(*s.gpus[0].reading);
-  r->energy_joules = std::nan("");
-  r->pcie_replay_errors = -1;
-  r->ecc_errors = {{"corrected", std::nan("")}, {"uncorrected", 3}};
-  r->power_watts = std::nan("");
+  r->device.energy_joules = std::nan("");
+  r->pcie.replay_errors = -1;
+  r->ecc.errors = {{"corrected", std::nan("")}, {"uncorrected", 3}};
+  r->device.power_watts = std::nan("");
   s.gpus[0].reading = r;
   auto fams = build_families(s);
   EXPECT_TRUE(samples_for_gpu(*find(fams, "gpu_energy_joules_total"), 0).empty());
@@ -484,11 +484,11 @@ TEST(AmdFamilies, EccPerBlockPerformanceLevelAndPcieThroughput) {
   amd.identity.vendor = "amd";
   amd.up = true;
   auto r = std::make_shared<DeviceReading>();
-  r->ecc_errors = {{"corrected", 5}, {"uncorrected", 1}};
-  r->ecc_block_errors = {{"umc", 3, 1}, {"gfx", 2, 0}};
-  r->performance_level = {{"auto", 0}, {"manual", 1}};
-  r->pcie_transmit_bytes_per_second = 1e9;
-  r->pcie_receive_bytes_per_second = 2e9;
+  r->ecc.errors = {{"corrected", 5}, {"uncorrected", 1}};
+  r->ecc.block_errors = {{"umc", 3, 1}, {"gfx", 2, 0}};
+  r->clocks.performance_level = {{"auto", 0}, {"manual", 1}};
+  r->pcie.transmit_bytes_per_second = 1e9;
+  r->pcie.receive_bytes_per_second = 2e9;
   amd.reading = r;
   s.gpus.push_back(amd);
   auto fams = build_families(s);
