@@ -120,11 +120,11 @@ std::string loaded_detail(const BackendStatus& s, unsigned count) {
 
 }  // namespace
 
-std::optional<double> field_as_double(const nvmlFieldValue_t& f) {
+std::optional<double> field_as_double(const nvmlFieldValue_t& f, NvmlCollection& c) {
   if (f.nvmlReturn != NVML_SUCCESS) return std::nullopt;
   switch (f.valueType) {
     case NVML_VALUE_TYPE_DOUBLE:
-      return f.value.dVal;
+      return c.finite(f.value.dVal, "nvmlDeviceGetFieldValues");
     case NVML_VALUE_TYPE_UNSIGNED_INT:
       return f.value.uiVal;
     case NVML_VALUE_TYPE_UNSIGNED_LONG:
@@ -356,12 +356,14 @@ Result<DeviceReading> NvmlBackend::collect(unsigned index, CollectScope scope, C
 }
 
 void NvmlBackend::merge_counters(unsigned index, const NvmlCollection& c, bool with_call_errors) {
-  if ((!with_call_errors || c.call_errors().empty()) && c.dropped_records().empty()) return;
+  if ((!with_call_errors || c.call_errors().empty()) && c.dropped_records().empty() && c.non_finite_values().empty())
+    return;
   std::lock_guard lock(status_mu_);
   if (with_call_errors) {
     for (const auto& [call, rc] : c.call_errors()) ++status_.counters.call_errors[{index, call, error_name(rc)}];
   }
   for (const auto& [reason, n] : c.dropped_records()) status_.counters.dropped_records[{index, reason}] += n;
+  for (const auto& [call, n] : c.non_finite_values()) status_.counters.non_finite_values[{index, call}] += n;
 }
 
 void NvmlBackend::request_reinit(const std::string& reason) {

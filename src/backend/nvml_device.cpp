@@ -94,7 +94,7 @@ void NvmlBackend::collect_slow_values(Device& d, nvmlDevice_t h, CollectorId gro
         f.fieldId = NVML_FI_DEV_NVLINK_LINK_COUNT;
         if (ok(kNvlinkCount, s.field_values(h, 1, &f), "nvmlDeviceGetFieldValues")) {
           // A GPU without NVLink answers the field with its own NOT_SUPPORTED: no links.
-          if (auto n = field_as_double(f); n && *n > 0) v.nvlink_count = static_cast<unsigned>(*n);
+          if (auto n = field_as_double(f, c); n && *n > 0) v.nvlink_count = static_cast<unsigned>(*n);
         }
       }
       break;
@@ -204,7 +204,7 @@ void NvmlBackend::collect_basics(Device& d, nvmlDevice_t h, bool memory_temperat
     nvmlFieldValue_t f{};
     f.fieldId = NVML_FI_DEV_MEMORY_TEMP;
     if (c.ok(kFieldValues, s.field_values(h, 1, &f), "nvmlDeviceGetFieldValues")) {
-      if (auto v = field_as_double(f)) r.device.temperature_celsius.push_back({"memory", *v});
+      if (auto v = field_as_double(f, c)) r.device.temperature_celsius.push_back({"memory", *v});
     }
   }
   collect_slow_values(d, h, CollectorId::kDevice, c);
@@ -289,10 +289,10 @@ void NvmlBackend::collect_pcie(Device& d, nvmlDevice_t h, bool memory_temperatur
     f[2].fieldId = NVML_FI_DEV_MEMORY_TEMP;
     const int n = memory_temperature ? 3 : 2;
     if (c.ok(kFieldValues, s.field_values(h, n, f.data()), "nvmlDeviceGetFieldValues")) {
-      r.pcie.transmit_bytes = field_as_double(f[0]);
-      r.pcie.receive_bytes = field_as_double(f[1]);
+      r.pcie.transmit_bytes = field_as_double(f[0], c);
+      r.pcie.receive_bytes = field_as_double(f[1], c);
       if (memory_temperature) {
-        if (auto v = field_as_double(f[2])) r.device.temperature_celsius.push_back({"memory", *v});
+        if (auto v = field_as_double(f[2], c)) r.device.temperature_celsius.push_back({"memory", *v});
       }
     }
   }

@@ -4,6 +4,7 @@
 
 #include <array>
 #include <bitset>
+#include <cmath>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -171,6 +172,13 @@ class NvmlCollection {
   // The driver answered without a value that is an error (NOT_FOUND: supported, nothing new).
   void answered() { answered_ = true; }
   void drop_record(const char* reason) { ++dropped_[reason]; }
+  // `value` when it is a finite number; a NaN or an infinity from `fn_name` is dropped and
+  // counted (DCGM blanks a NaN from the GPM: docs/nvml-behaviour.md).
+  std::optional<double> finite(std::optional<double> value, const char* fn_name) {
+    if (!value || std::isfinite(*value)) return value;
+    ++non_finite_[fn_name];
+    return std::nullopt;
+  }
 
   const std::optional<Error>& fatal() const { return fatal_; }
   // Runs `read`, one collector's part of the collection, and times it. It failed when one of its
@@ -187,6 +195,7 @@ class NvmlCollection {
   std::optional<Error> failure() const;
   const std::vector<std::pair<std::string, nvmlReturn_t>>& call_errors() const { return call_errors_; }
   const std::map<std::string, std::uint64_t>& dropped_records() const { return dropped_; }
+  const std::map<std::string, std::uint64_t>& non_finite_values() const { return non_finite_; }
 
  private:
   std::bitset<kCallCount>& unsupported_;
@@ -196,6 +205,7 @@ class NvmlCollection {
   bool answered_ = false;
   std::vector<std::pair<std::string, nvmlReturn_t>> call_errors_;
   std::map<std::string, std::uint64_t> dropped_;
+  std::map<std::string, std::uint64_t> non_finite_;
 };
 
 // How many bytes apart the driver wrote `count` records into a buffer that was filled with
@@ -205,9 +215,9 @@ class NvmlCollection {
 nvmlReturn_t read_process_list(const nvmlDeviceGetProcessesRaw_fn (&fns)[3], nvmlDevice_t h, unsigned type_bit,
                                std::vector<GpuProcess>& out);
 
-// A field value as a number, whatever its type; nullopt when its own status is not SUCCESS
-// (nvml_backend.cpp).
-std::optional<double> field_as_double(const nvmlFieldValue_t& f);
+// A field value as a number, whatever its type; nullopt when its own status is not SUCCESS, or
+// when it is a NaN or an infinity (counted in `c`) (nvml_backend.cpp).
+std::optional<double> field_as_double(const nvmlFieldValue_t& f, NvmlCollection& c);
 
 constexpr unsigned char kRecordSentinel = 0xA5;
 unsigned detect_record_stride(const unsigned char* buf, size_t size, unsigned count, unsigned nominal);

@@ -75,7 +75,8 @@ std::optional<ProfilingReading> NvmlBackend::gpm_step(GpmPair& p,
     const nvmlGpmMetric_t& m = get->metrics[i];
     // Each metric has its own status; a driver may answer some and not others.
     if (m.metricId != kGpmMetricSpecs[i].id || m.nvmlReturn != NVML_SUCCESS) continue;
-    out.*(kGpmMetricSpecs[i].field) = m.value * kGpmMetricSpecs[i].scale;
+    if (auto v = c.finite(m.value, "nvmlGpmMetricsGet"))
+      out.*(kGpmMetricSpecs[i].field) = *v * kGpmMetricSpecs[i].scale;
   }
   return out;
 }
@@ -136,12 +137,12 @@ void NvmlBackend::collect_nvlinks(Device& d, nvmlDevice_t h, NvmlCollection& c, 
     if (!c.ok(kNvlinkFields, s.field_values(h, kFields, f.data()), "nvmlDeviceGetFieldValues")) continue;
     NvlinkReading l;
     l.link = link;
-    if (auto v = field_as_double(f[kState])) l.active = *v == static_cast<double>(NVML_FEATURE_ENABLED);
-    if (auto v = field_as_double(f[kSpeed])) l.speed_bytes_per_second = *v * 1e6;  // MBps ([H])
-    if (auto v = field_as_double(f[kTx])) l.transmit_bytes = *v * 1024;            // KiB ([H])
-    if (auto v = field_as_double(f[kRx])) l.receive_bytes = *v * 1024;
+    if (auto v = field_as_double(f[kState], c)) l.active = *v == static_cast<double>(NVML_FEATURE_ENABLED);
+    if (auto v = field_as_double(f[kSpeed], c)) l.speed_bytes_per_second = *v * 1e6;  // MBps ([H])
+    if (auto v = field_as_double(f[kTx], c)) l.transmit_bytes = *v * 1024;            // KiB ([H])
+    if (auto v = field_as_double(f[kRx], c)) l.receive_bytes = *v * 1024;
     for (auto [i, type] : {std::pair{kReplay, "replay"}, std::pair{kRecovery, "recovery"}, std::pair{kCrc, "crc"}}) {
-      if (auto v = field_as_double(f[i])) l.errors.push_back({type, *v});
+      if (auto v = field_as_double(f[i], c)) l.errors.push_back({type, *v});
     }
     if (l.active || l.speed_bytes_per_second || l.transmit_bytes || l.receive_bytes || !l.errors.empty()) {
       r.nvlinks.push_back(std::move(l));

@@ -49,6 +49,15 @@ Result<void> Checkpointer::load() {
                {{"path", options_.state_file}, {"err", loaded.problem}, {"moved_to", loaded.set_aside_path}});
     return {};
   }
+  if (!loaded.dropped.empty()) {
+    // Each one, so that what restarted at 0 can be found; the rest of the file is resumed.
+    for (const auto& d : loaded.dropped) {
+      log_.warn("ledger state: an amount that cannot be true restarts at 0",
+                {{"path", options_.state_file}, {"value", d}});
+    }
+    std::lock_guard lock(status_mu_);
+    dropped_values_ = loaded.dropped.size();
+  }
   if (loaded.document.is_null()) {
     log_.info("no ledger state yet; starting an empty ledger", {{"path", options_.state_file}});
     return {};
@@ -149,6 +158,7 @@ void Checkpointer::contribute(AttributionStatus& st) const {
   st.checkpoint_last_success_unix = last_unix_;
   st.checkpoint_duration_seconds = duration_;
   st.checkpoint_failures = failures_;
+  st.state_dropped_values = dropped_values_;
 }
 
 void Checkpointer::start(std::function<void()> checkpoint) {

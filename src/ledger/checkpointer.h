@@ -73,6 +73,7 @@ class Checkpointer {
   double last_unix_ = 0;
   double duration_ = 0;
   std::uint64_t failures_ = 0;               // exported, never reset
+  std::uint64_t dropped_values_ = 0;         // amounts of the loaded file that could not be true
   std::uint64_t failures_since_logged_ = 0;  // of the current failing streak
   std::uint64_t failing_streak_ = 0;
   std::int64_t failure_logged_mono_us_ = 0;

@@ -184,7 +184,12 @@ class GpuLedger {
   void set_options(GpuLedgerOptions o) { options_ = o; }
 
   nlohmann::json to_json() const;
-  static Result<GpuLedger> from_json(const nlohmann::json& j, GpuLedgerOptions options);
+  // Reads a ledger back. A structural fault (a key missing, a mode unknown, an owner listed
+  // twice) fails it. An amount that cannot be true (a NaN saved as null, an infinity, a negative
+  // number) restarts at 0, which Prometheus reads as a counter reset, and is described in
+  // `dropped`: one bad number never costs the rest of the ledger.
+  static Result<GpuLedger> from_json(const nlohmann::json& j, GpuLedgerOptions options,
+                                     std::vector<std::string>* dropped = nullptr);
 
  private:
   enum class Mode { kNone, kSamples, kPolled };

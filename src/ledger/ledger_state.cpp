@@ -1,6 +1,7 @@
 // The ledger's persistent form: what a checkpoint writes and a restarted agent resumes from.
-// Everything read back is checked: the state file is billing data, and a value that cannot be
-// true must stop the load rather than be resumed from.
+// Everything read back is checked: the state file is billing data. A structure that cannot be
+// true stops the load; an amount that cannot be true restarts at 0 and is reported, and the rest
+// is resumed.
 
 #include <algorithm>
 #include <cmath>
@@ -39,16 +40,18 @@ T integer_at(const nlohmann::json& j, const char* key) {
   throw MalformedField(std::string("\"") + key + "\" is not an integer in range: " + v.dump());
 }
 
-// A counter or amount at j[key]: a finite number, never negative. The state file is billing
-// data; a value that cannot be true must stop the load, not be resumed from.
-double amount_at(const nlohmann::json& j, const char* key) {
+// A counter or amount at j[key]: a finite number, never negative. One that is not (a NaN, which
+// JSON writes as null; an infinity; a negative number) is described in `dropped` and read as 0;
+// a missing key is a structural fault (nlohmann's exception).
+double amount_at(const nlohmann::json& j, const char* key, const std::string& where,
+                 std::vector<std::string>* dropped) {
   const nlohmann::json& v = j.at(key);
-  if (!v.is_number()) throw MalformedField(std::string("\"") + key + "\" is not a number: " + v.dump());
-  const double d = v.get<double>();
-  if (!std::isfinite(d) || d < 0) {
-    throw MalformedField(std::string("\"") + key + "\" is negative or not finite: " + v.dump());
+  if (v.is_number()) {
+    const double d = v.get<double>();
+    if (std::isfinite(d) && d >= 0) return d;
   }
-  return d;
+  if (dropped != nullptr) dropped->push_back(where + "\"" + key + "\" was " + v.dump() + ", not a finite amount");
+  return 0;
 }
 
 OwnerLabels owner_from_json(const nlohmann::json& j) {
@@ -97,7 +100,8 @@ nlohmann::json GpuLedger::to_json() const {
   return j;
 }
 
-Result<GpuLedger> GpuLedger::from_json(const nlohmann::json& j, GpuLedgerOptions options) {
+Result<GpuLedger> GpuLedger::from_json(const nlohmann::json& j, GpuLedgerOptions options,
+                                       std::vector<std::string>* dropped) {
   try {
     GpuLedger l(options);
     const std::string mode = j.at("mode").get<std::string>();
@@ -114,14 +118,21 @@ Result<GpuLedger> GpuLedger::from_json(const nlohmann::json& j, GpuLedgerOptions
     // Older state files lack it; the next batch of samples teaches it again.
     if (j.contains("device_period_us"))
       l.device_period_us_ = std::max<std::int64_t>(0, integer_at<std::int64_t>(j, "device_period_us"));
-    if (j.contains("energy_counter_joules")) l.energy_counter_ = amount_at(j, "energy_counter_joules");
-    l.covered_seconds_ = amount_at(j, "covered_seconds");
-    l.busy_seconds_ = amount_at(j, "busy_seconds");
-    l.energy_joules_ = amount_at(j, "energy_joules");
-    l.gap_seconds_ = amount_at(j, "gap_seconds");
+    // The driver's counter as last read: one that cannot be true is forgotten, not read as 0,
+    // which would bill the whole counter at the next reading.
+    if (j.contains("energy_counter_joules")) {
+      std::vector<std::string> bad;
+      const double counter = amount_at(j, "energy_counter_joules", "", &bad);
+      if (bad.empty()) l.energy_counter_ = counter;
+      if (dropped != nullptr) dropped->insert(dropped->end(), bad.begin(), bad.end());
+    }
+    l.covered_seconds_ = amount_at(j, "covered_seconds", "", dropped);
+    l.busy_seconds_ = amount_at(j, "busy_seconds", "", dropped);
+    l.energy_joules_ = amount_at(j, "energy_joules", "", dropped);
+    l.gap_seconds_ = amount_at(j, "gap_seconds", "", dropped);
     l.gaps_ = integer_at<std::uint64_t>(j, "gaps");
     // Written only when there is something to say (and absent from older files).
-    if (j.contains("foreign_seconds")) l.foreign_seconds_ = amount_at(j, "foreign_seconds");
+    if (j.contains("foreign_seconds")) l.foreign_seconds_ = amount_at(j, "foreign_seconds", "", dropped);
     if (j.contains("allocated")) {
       std::vector<OwnerLabels> allocated;
       for (const auto& o : j.at("allocated")) allocated.push_back(owner_from_json(o));
@@ -135,16 +146,19 @@ Result<GpuLedger> GpuLedger::from_json(const nlohmann::json& j, GpuLedgerOptions
       const auto pid = integer_at<unsigned>(p, "pid");
       if (std::any_of(l.previous_.begin(), l.previous_.end(), [&](const LedgerProcess& q) { return q.pid == pid; }))
         return Error{1, "process " + std::to_string(pid) + " listed twice"};
-      l.previous_.push_back({pid, owner_from_json(p.at("owner")), amount_at(p, "memory_bytes")});
+      l.previous_.push_back({pid, owner_from_json(p.at("owner")),
+                             amount_at(p, "memory_bytes", "process " + std::to_string(pid) + ": ", dropped)});
     }
     for (const auto& o : j.at("owners")) {
       LedgerTotals t;
-      t.allocated_seconds = amount_at(o, "allocated_seconds");
-      t.busy_seconds = amount_at(o, "busy_seconds");
-      t.memory_byte_seconds = amount_at(o, "memory_byte_seconds");
-      t.energy_joules = amount_at(o, "energy_joules");
+      const std::string who = "owner " + o.at("owner").dump() + ": ";
+      t.allocated_seconds = amount_at(o, "allocated_seconds", who, dropped);
+      t.busy_seconds = amount_at(o, "busy_seconds", who, dropped);
+      t.memory_byte_seconds = amount_at(o, "memory_byte_seconds", who, dropped);
+      t.energy_joules = amount_at(o, "energy_joules", who, dropped);
       t.last_active_us = integer_at<std::int64_t>(o, "last_active_us");
-      if (o.contains("idle_allocated_seconds")) t.idle_allocated_seconds = amount_at(o, "idle_allocated_seconds");
+      if (o.contains("idle_allocated_seconds"))
+        t.idle_allocated_seconds = amount_at(o, "idle_allocated_seconds", who, dropped);
       if (t.last_active_us < 0) return Error{1, "\"last_active_us\" is negative"};
       // Two entries of one owner: which one holds its total is unknowable, and adding them
       // could bill it twice.

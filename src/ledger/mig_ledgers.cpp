@@ -151,7 +151,8 @@ nlohmann::json MigLedgers::to_json() const {
   return units;
 }
 
-Result<MigLedgers> MigLedgers::from_json(const nlohmann::json& j, const GpuLedgerOptions& options) {
+Result<MigLedgers> MigLedgers::from_json(const nlohmann::json& j, const GpuLedgerOptions& options,
+                                         std::vector<std::string>* dropped) {
   if (!j.is_array()) return Error{1, "\"mig\" is not a list"};
   MigLedgers out;
   for (const auto& e : j) {
@@ -174,8 +175,12 @@ Result<MigLedgers> MigLedgers::from_json(const nlohmann::json& j, const GpuLedge
     unit.weight = w->get<double>();
     auto l = e.find("ledger");
     if (l == e.end()) return Error{1, "MIG device " + unit.labels.mig_uuid + ": no \"ledger\""};
-    auto ledger = GpuLedger::from_json(*l, options);
+    std::vector<std::string> unit_dropped;
+    auto ledger = GpuLedger::from_json(*l, options, &unit_dropped);
     if (!ledger) return Error{1, "MIG device " + unit.labels.mig_uuid + ": " + ledger.error().message};
+    for (auto& d : unit_dropped) {
+      if (dropped != nullptr) dropped->push_back("MIG device " + unit.labels.mig_uuid + ": " + d);
+    }
     unit.ledger = std::move(ledger).value();
     if (unit.labels.mig_uuid.empty() || !out.units_.emplace(unit.labels.mig_uuid, std::move(unit)).second) {
       return Error{1, "a MIG device's ledger has an empty or repeated \"mig_uuid\""};

@@ -80,7 +80,9 @@ class MigLedgers {
   // Adds each unit's owners (with its labels) and integrals to `out`.
   void append(GpuLedgerSnapshot& out) const;
   nlohmann::json to_json() const;
-  static Result<MigLedgers> from_json(const nlohmann::json& j, const GpuLedgerOptions& options);
+  // As GpuLedger::from_json, each MIG device's dropped amounts prefixed with its uuid.
+  static Result<MigLedgers> from_json(const nlohmann::json& j, const GpuLedgerOptions& options,
+                                      std::vector<std::string>* dropped = nullptr);
 
  private:
   struct Unit {

@@ -74,21 +74,25 @@ LoadedLedgerState load_ledger_state(const std::string& path) {
         problem = "GPU " + uuid + ": no \"ledger\"";
         break;
       }
-      if (auto l = GpuLedger::from_json(entry["ledger"], {}); !l) {
+      std::vector<std::string> dropped;
+      if (auto l = GpuLedger::from_json(entry["ledger"], {}, &dropped); !l) {
         problem = "GPU " + uuid + ": " + l.error().message;
         break;
       }
-      if (!entry.contains("mig")) continue;
-      if (auto m = MigLedgers::from_json(entry["mig"], {}); !m) {
-        problem = "GPU " + uuid + ": " + m.error().message;
-        break;
+      if (entry.contains("mig")) {
+        if (auto m = MigLedgers::from_json(entry["mig"], {}, &dropped); !m) {
+          problem = "GPU " + uuid + ": " + m.error().message;
+          break;
+        }
       }
+      for (const auto& d : dropped) out.dropped.push_back("GPU " + uuid + ": " + d);
     }
   }
   if (problem.empty()) {
     out.document = std::move(doc);
     return out;
   }
+  out.dropped.clear();
   out.problem = path + ": " + problem;
   const auto now =
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -29,6 +30,9 @@ struct LoadedLedgerState {
   nlohmann::json document;     // null when there was nothing usable
   std::string problem;         // why the file was not used; empty when it was, or was absent
   std::string set_aside_path;  // where an unusable file was moved
+  // Amounts that could not be true (a NaN saved as null, an infinity, a negative number), each
+  // "GPU <uuid>: ..." with where it was: they restart at 0, and the rest of the file is used.
+  std::vector<std::string> dropped;
   // The file is there but could not be read (permission, a directory or device, too large, an
   // I/O error), or it could not be set aside: the agent must not start, since its first
   // checkpoint would replace billing data it never read.
@@ -36,10 +40,10 @@ struct LoadedLedgerState {
 };
 
 // Reads the state file. A missing file is not a problem. A file that cannot be read is fatal
-// (see LoadedLedgerState::fatal). A file that reads but cannot be used (not JSON, another
-// format or version, a GPU ledger with a negative or non-finite number, an owner or process
-// listed twice) is renamed to `<path>.corrupt-<unix time>` and reported, and the agent starts
-// with an empty ledger: the data is kept for inspection, never overwritten.
+// (see LoadedLedgerState::fatal). An amount that cannot be true is dropped and listed (see
+// LoadedLedgerState::dropped). A file that reads but cannot be used (not JSON, another format or
+// version, a GPU ledger missing a key, an owner or process listed twice) is renamed to `<path>.corrupt-<unix time>` and
+// reported, and the agent starts with an empty ledger: the data is kept for inspection, never overwritten.
 LoadedLedgerState load_ledger_state(const std::string& path);
 
 }  // namespace gpumeter

@@ -39,7 +39,8 @@ LedgerStateGpu summarize_gpu(const nlohmann::json& entry) {
     g.problem = "no \"ledger\"";
     return g;
   }
-  auto parsed = GpuLedger::from_json(*ledger, {});
+  std::vector<std::string> dropped;
+  auto parsed = GpuLedger::from_json(*ledger, {}, &dropped);
   if (!parsed) {
     g.problem = parsed.error().message;
     return g;
@@ -51,7 +52,7 @@ LedgerStateGpu summarize_gpu(const nlohmann::json& entry) {
   }
   // A GPU in MIG mode: its MIG devices' ledgers, each owner with the device's labels.
   if (auto mig = entry.find("mig"); mig != entry.end()) {
-    auto units = MigLedgers::from_json(*mig, {});
+    auto units = MigLedgers::from_json(*mig, {}, &dropped);
     if (!units) {
       g.problem = units.error().message;
       return g;
@@ -62,6 +63,8 @@ LedgerStateGpu summarize_gpu(const nlohmann::json& entry) {
     g.gap_seconds += more.gap_seconds;
     g.owners.insert(g.owners.end(), more.owners.begin(), more.owners.end());
   }
+  // What the agent will resume from, and what it will restart at 0.
+  for (const auto& d : dropped) g.problem += (g.problem.empty() ? "" : "; ") + d;
   std::stable_sort(g.owners.begin(), g.owners.end(), [](const LedgerEntry& a, const LedgerEntry& b) {
     return a.allocated_seconds > b.allocated_seconds;
   });

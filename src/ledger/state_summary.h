@@ -17,7 +17,9 @@ namespace gpumeter {
 struct LedgerStateGpu {
   std::optional<unsigned> index;  // the slot the agent last saw it in
   std::string model;
-  std::string problem;  // set when this GPU's entry cannot be read; its totals are then empty
+  // Set when this GPU's entry cannot be read (its totals are then empty), or names the amounts
+  // that cannot be true, which the agent restarts at 0 (its totals are then the rest).
+  std::string problem;
   double covered_seconds = 0;
   double gap_seconds = 0;
   std::vector<LedgerEntry> owners;  // most allocated seconds first

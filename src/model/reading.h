@@ -249,6 +249,8 @@ struct BackendCounters {
   std::map<std::tuple<unsigned, std::string, std::string>, std::uint64_t> call_errors;
   // (gpu, reason) -> per-process records dropped because they cannot be true
   std::map<std::pair<unsigned, std::string>, std::uint64_t> dropped_records;
+  // (gpu, call) -> values dropped because they were a NaN or an infinity
+  std::map<std::pair<unsigned, std::string>, std::uint64_t> non_finite_values;
   std::uint64_t reinitializations = 0;  // successful re-initializations of the vendor library
   bool operator==(const BackendCounters&) const = default;
 };

@@ -80,7 +80,8 @@ struct AttributionStatus {
   double checkpoint_last_success_unix = 0;
   double checkpoint_duration_seconds = 0;
   uint64_t checkpoint_failures = 0;
-  uint64_t clock_steps = 0;  // steps of the wall clock seen by GPU readings (one per GPU)
+  uint64_t state_dropped_values = 0;  // amounts of the state file read at start that could not be true
+  uint64_t clock_steps = 0;           // steps of the wall clock seen by GPU readings (one per GPU)
   uint64_t owner_lookups = 0;
   uint64_t owner_lookup_errors = 0;
 };

@@ -152,6 +152,8 @@ void add_agent_families(FamilyList& fams, const Snapshot& snap) {
   auto& dropped_records = fams.add("gpumeter_backend_dropped_records_total", kCounter,
                                    "Per-process utilization records dropped because they cannot be true, by "
                                    "reason.");
+  auto& non_finite = fams.add("gpumeter_backend_non_finite_values_total", kCounter,
+                              "Values a driver call answered as NaN or infinity, dropped (left out), by call.");
   auto& reinits = fams.add("gpumeter_backend_reinitializations_total", kCounter,
                            "Times the vendor library was initialized again without a restart (e.g. after a "
                            "driver upgrade).");
@@ -163,6 +165,10 @@ void add_agent_families(FamilyList& fams, const Snapshot& snap) {
     }
     for (const auto& [key, n] : b.counters.dropped_records) {
       add_sample(dropped_records, {{"backend", b.backend}, {"gpu", std::to_string(key.first)}, {"reason", key.second}},
+                 static_cast<double>(n));
+    }
+    for (const auto& [key, n] : b.counters.non_finite_values) {
+      add_sample(non_finite, {{"backend", b.backend}, {"gpu", std::to_string(key.first)}, {"call", key.second}},
                  static_cast<double>(n));
     }
     if (b.up || b.counters.reinitializations > 0) {
@@ -233,6 +239,12 @@ void add_attribution_health_families(FamilyList& fams, const Snapshot& snap) {
     auto& failed =
         fams.add("gpumeter_ledger_checkpoint_failures_total", kCounter, "Saves of the ledger state that failed.");
     add_sample(failed, {}, static_cast<double>(at.checkpoint_failures));
+    if (at.state_dropped_values > 0) {
+      auto& bad = fams.add("gpumeter_ledger_state_dropped_values", kGauge,
+                           "Amounts in the ledger state file read at start that could not be true (NaN, infinite or "
+                           "negative): each restarted at 0 and is named in the log; the rest was resumed.");
+      add_sample(bad, {}, static_cast<double>(at.state_dropped_values));
+    }
   }
   auto& steps = fams.add("gpumeter_ledger_clock_steps_total", kCounter,
                          "Steps of the wall clock (NTP, a VM restore) the ledger followed, counted once per GPU.");

@@ -19,6 +19,8 @@ CONDITIONAL = {
     "gpu_performance_level": "AMD GPUs only (this node is NVIDIA's); test_rocm.py checks it against rocm-smi",
     "gpumeter_backend_call_errors_total": "no call fails on these GPUs",
     "gpumeter_backend_dropped_records_total": "no per-process record is insane",
+    "gpumeter_backend_non_finite_values_total": "no call answers NaN here; test_non_finite.py checks it",
+    "gpumeter_ledger_state_dropped_values": "the state file is sound; test_non_finite.py and test_clock.py check it",
     # The simulator serves no GPM, NVLink or MIG instances yet (its GPUs answer MIG disabled).
     **{name: "no GPM, NVLink or MIG on this node" for name in (
         "gpu_graphics_engine_active_ratio", "gpu_sm_active_ratio", "gpu_sm_occupancy_ratio",

@@ -156,6 +156,9 @@ std::string describe_quirk(const Quirk& q) {
     case QuirkKind::garbage_process_records:
       what = "garbage_process_records";
       break;
+    case QuirkKind::gpm_non_finite:
+      what = "gpm_non_finite: nvmlGpmMetricsGet answers NaN";
+      break;
   }
   const std::string gpus = q.gpu ? fmt::format("GPU {}", *q.gpu) : std::string("every GPU");
   const std::string until =

@@ -17,7 +17,7 @@ namespace {
 // The NVML version string is "<cuda major>." followed by the driver version.
 constexpr std::size_t kMaxDriverVersion = NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE - 4;
 
-constexpr const char* kQuirkKinds = "call_error, process_record_layout, garbage_process_records";
+constexpr const char* kQuirkKinds = "call_error, process_record_layout, garbage_process_records, gpm_non_finite";
 
 unsigned read_gpu(const Scenario& s, const MapReader& m) {
   if (s.gpus.empty()) m.fail("the scenario has no GPUs");
@@ -60,6 +60,10 @@ Quirk parse_quirk(const Scenario& s, const YAML::Node& node, const std::string& 
     }
     if (kind == "garbage_process_records") {
       q.kind = QuirkKind::garbage_process_records;
+      return MapReader(node, path, {"kind", "gpu", "at", "duration"});
+    }
+    if (kind == "gpm_non_finite") {
+      q.kind = QuirkKind::gpm_non_finite;
       return MapReader(node, path, {"kind", "gpu", "at", "duration"});
     }
     fail_at(kind_node, path + ".kind", fmt::format("unknown quirk kind '{}' (expected one of: {})", kind, kQuirkKinds));

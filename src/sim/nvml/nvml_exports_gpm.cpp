@@ -4,6 +4,7 @@
 // same GPU or instance by the time between them.
 
 #include <algorithm>
+#include <limits>
 #include <string_view>
 #include <type_traits>
 
@@ -242,6 +243,11 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlGpmMetricsGet(nvmlGpmMetricsGet_t* get) {
     if (b->at <= a->at) return NVML_ERROR_INVALID_ARGUMENT;
     const unsigned links = s.scenario().model_of(a->gpu).nvlink.links;
     for (unsigned i = 0; i < get->numMetrics; ++i) compute(get->metrics[i], *a, *b, links);
+    // The gpm_non_finite quirk: every metric answered, as NaN (DCGM's GPM manager blanks a NaN
+    // value, so NVIDIA's own client meets them: docs/nvml-behaviour.md).
+    if (s.quirk(gpumeter::sim::QuirkKind::gpm_non_finite, a->gpu, s.now()) != nullptr) {
+      for (unsigned i = 0; i < get->numMetrics; ++i) get->metrics[i].value = std::numeric_limits<double>::quiet_NaN();
+    }
     return NVML_SUCCESS;
   });
 }

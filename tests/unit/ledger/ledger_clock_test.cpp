@@ -160,25 +160,36 @@ TEST(LedgerClock, PolledASmallStepBackIsWaitedOutNotARestart) {
 
 nlohmann::json valid_json() { return started().to_json(); }
 
-TEST(LedgerClock, TheLoaderRejectsNumbersThatCannotBeTrue) {
+// An amount that cannot be true restarts at 0 and is named, the rest kept; an integer that
+// cannot be true, or a cursor, is structure and refuses the ledger.
+TEST(LedgerClock, TheLoaderDropsAmountsThatCannotBeTrueAndRefusesBadStructure) {
   for (const char* key : {"covered_seconds", "busy_seconds", "energy_joules", "gap_seconds"}) {
-    nlohmann::json j = valid_json();
-    j[key] = -1e9;
-    auto l = GpuLedger::from_json(j, {});
-    ASSERT_FALSE(l.ok()) << key;
-    EXPECT_NE(l.error().message.find(key), std::string::npos) << l.error().message;
+    for (const nlohmann::json& bad : {nlohmann::json(-1e9), nlohmann::json(nullptr), nlohmann::json("12")}) {
+      nlohmann::json j = valid_json();
+      j[key] = bad;
+      std::vector<std::string> dropped;
+      auto l = GpuLedger::from_json(j, {}, &dropped);
+      ASSERT_TRUE(l.ok()) << key << " " << l.error().message;
+      ASSERT_EQ(dropped.size(), 1u) << key;
+      EXPECT_NE(dropped[0].find(key), std::string::npos) << dropped[0];
+      EXPECT_EQ(l->owners().size(), valid_json()["owners"].size()) << key;
+    }
   }
+  std::vector<std::string> dropped;
   nlohmann::json j = valid_json();
   j["owners"][0]["busy_seconds"] = -1;
-  EXPECT_FALSE(GpuLedger::from_json(j, {}).ok());
+  auto owner_bad = GpuLedger::from_json(j, {}, &dropped);
+  ASSERT_TRUE(owner_bad.ok());
+  EXPECT_EQ(owner_bad->owners().size(), j["owners"].size());
   j = valid_json();
   j["processes"][0]["memory_bytes"] = -5;
-  EXPECT_FALSE(GpuLedger::from_json(j, {}).ok());
+  EXPECT_TRUE(GpuLedger::from_json(j, {}, &dropped).ok());
+  EXPECT_EQ(dropped.size(), 2u);
   j = valid_json();
   j["cursor_us"] = -1;
   EXPECT_FALSE(GpuLedger::from_json(j, {}).ok());
   j = valid_json();
-  j["covered_seconds"] = "12";
+  j.erase("covered_seconds");
   EXPECT_FALSE(GpuLedger::from_json(j, {}).ok());
 }
 

@@ -185,7 +185,11 @@ TEST(SchedulerPolicy, TheStateKeepsTheAllocationAndItsCounters) {
   EXPECT_FALSE(GpuLedger::from_json(twice, o));
   nlohmann::json negative = j;
   negative["owners"][0]["idle_allocated_seconds"] = -1;
-  EXPECT_FALSE(GpuLedger::from_json(negative, o));
+  std::vector<std::string> dropped;
+  auto repaired = GpuLedger::from_json(negative, o, &dropped);
+  ASSERT_TRUE(repaired) << repaired.error().message;
+  EXPECT_EQ(dropped.size(), 1u);
+  EXPECT_DOUBLE_EQ(repaired->owners().at(pod("nb")).idle_allocated_seconds, 0);
 }
 
 }  // namespace

@@ -410,9 +410,14 @@ TEST(GpuLedger, MalformedStateIsAnError) {
         {"memory_byte_seconds", 0.0},
         {"energy_joules", 0.0},
         {"last_active_us", 0}}});
-  auto neg = GpuLedger::from_json(j, {});
-  ASSERT_FALSE(neg.ok());
-  EXPECT_NE(neg.error().message.find("negative"), std::string::npos);
+  // A negative amount is not structure: it restarts at 0 and is named; the owner is kept.
+  std::vector<std::string> dropped;
+  auto neg = GpuLedger::from_json(j, {}, &dropped);
+  ASSERT_TRUE(neg.ok()) << neg.error().message;
+  ASSERT_EQ(dropped.size(), 1u);
+  EXPECT_NE(dropped[0].find("\"allocated_seconds\" was -1.0"), std::string::npos) << dropped[0];
+  ASSERT_EQ(neg->owners().size(), 1u);
+  EXPECT_DOUBLE_EQ(neg->owners().begin()->second.allocated_seconds, 0);
 }
 
 // Reproduced with fuzz_ledger_state: integers were read with a plain cast, undefined for 1e300 and

@@ -198,8 +198,12 @@ TEST_F(ledger_state_summary, ABadGpuEntryIsReportedForThatGpuOnly) {
   ASSERT_EQ(good.owners.size(), 1u);
   EXPECT_EQ(good.owners[0].owner.user, "dana");
   EXPECT_DOUBLE_EQ(good.owners[0].memory_byte_seconds, 7);
-  EXPECT_NE(s.gpus.at("GPU-negative").problem.find("negative"), std::string::npos);
-  EXPECT_TRUE(s.gpus.at("GPU-negative").owners.empty());
+  // One bad amount: named, and the rest of that GPU's ledger kept (the amount read as 0).
+  EXPECT_NE(s.gpus.at("GPU-negative").problem.find("\"allocated_seconds\" was -1"), std::string::npos)
+      << s.gpus.at("GPU-negative").problem;
+  ASSERT_EQ(s.gpus.at("GPU-negative").owners.size(), 1u);
+  EXPECT_DOUBLE_EQ(s.gpus.at("GPU-negative").owners[0].allocated_seconds, 0);
+  EXPECT_DOUBLE_EQ(s.gpus.at("GPU-negative").owners[0].memory_byte_seconds, 7);
   EXPECT_EQ(s.gpus.at("GPU-negative").index, 1u);
   EXPECT_NE(s.gpus.at("GPU-truncated").problem.find("malformed"), std::string::npos);
   EXPECT_FALSE(s.gpus.at("GPU-odd").problem.empty());
