@@ -61,7 +61,12 @@ Result<std::optional<DeviceEvent>> NvmlBackend::rebuild_event_set_locked() {
   bool left_out = false;
   for (const EventDevice& d : before) {
     if (d.excluded) continue;
-    const bool lost = d.handle == nullptr || invalidates_handle(register_events_locked(d.index, d.handle));
+    const nvmlReturn_t registered = d.handle == nullptr ? NVML_SUCCESS : register_events_locked(d.index, d.handle);
+    if (registered == NVML_ERROR_UNKNOWN) {  // the new set is undefined too: made again at the next wait
+      free_event_set_locked();
+      return Error{NVML_ERROR_UNKNOWN, "nvmlDeviceRegisterEvents: " + error_text(NVML_ERROR_UNKNOWN)};
+    }
+    const bool lost = d.handle == nullptr || invalidates_handle(registered);
     if (!lost) continue;
     if (d.handle == nullptr && !d.registered) continue;  // never was in the set
     {
@@ -94,7 +99,14 @@ Result<std::optional<DeviceEvent>> NvmlBackend::wait_event(std::chrono::millisec
       }
     }
     for (const EventDevice& d : event_devices()) {
-      if (d.handle != nullptr && !d.excluded && !d.registered) register_events_locked(d.index, d.handle);
+      if (d.handle == nullptr || d.excluded || d.registered) continue;
+      // [H]: an UNKNOWN from nvmlDeviceRegisterEvents leaves the set "in undefined state and
+      // should be freed": the next wait makes a new one and registers every GPU again.
+      if (register_events_locked(d.index, d.handle) == NVML_ERROR_UNKNOWN) {
+        free_event_set_locked();
+        return Error{NVML_ERROR_UNKNOWN,
+                     "nvmlDeviceRegisterEvents: " + error_text(NVML_ERROR_UNKNOWN) + "; the event set is made again"};
+      }
     }
     set = event_set_;
   }

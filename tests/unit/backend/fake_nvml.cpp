@@ -476,6 +476,7 @@ nvmlReturn_t SupportedEventTypes(nvmlDevice_t h, unsigned long long* mask) {
 }
 nvmlReturn_t RegisterEvents(nvmlDevice_t h, unsigned long long, nvmlEventSet_t set) {
   if (g_script->lost.count(index_of(h)) != 0) return NVML_ERROR_GPU_IS_LOST;
+  if (nvmlReturn_t rc = answer("nvmlDeviceRegisterEvents", h)) return rc;
   g_script->registered[static_cast<int>(reinterpret_cast<int*>(set) - g_sets)].insert(index_of(h));
   return NVML_SUCCESS;
 }

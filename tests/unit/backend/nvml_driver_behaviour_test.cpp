@@ -474,6 +474,25 @@ TEST_F(DriverBehaviourTest, ALostGpuLeavesTheEventSetAndRejoinsWithANewHandle) {
   EXPECT_EQ(script().registered[fake::current_set()], (std::set<unsigned>{0, 1}));
 }
 
+// [H] nvmlDeviceRegisterEvents: UNKNOWN leaves the event set "in undefined state and should be
+// freed". The wait fails, the set is freed, and the next wait registers every GPU in a new one.
+TEST_F(DriverBehaviourTest, AnUnknownRegistrationFreesTheEventSetAndTheNextWaitMakesANewOne) {
+  auto b = make();
+  ASSERT_TRUE(b->collect(0).ok());
+  ASSERT_TRUE(b->collect(1).ok());
+  script().gpu_rc[{"nvmlDeviceRegisterEvents", 1}] = NVML_ERROR_UNKNOWN;
+  auto failed = b->wait_event(10ms);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.error().code, NVML_ERROR_UNKNOWN);
+  EXPECT_EQ(script().sets_created, 1);
+  EXPECT_EQ(script().sets_freed, 1);
+  script().gpu_rc.clear();
+  ASSERT_TRUE(b->wait_event(10ms).ok());
+  EXPECT_EQ(script().sets_created, 2);
+  EXPECT_EQ(script().sets_freed, 1);
+  EXPECT_EQ(script().registered[fake::current_set()], (std::set<unsigned>{0, 1}));
+}
+
 TEST_F(DriverBehaviourTest, GpuIsLostWithNoGpuToLeaveOutIsAnError) {
   auto b = make();
   ASSERT_TRUE(b->collect(0).ok());
