@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <thread>
 
 #include "backend/nvml_internal.h"
 
@@ -180,8 +181,16 @@ void NvmlBackend::start(std::unique_ptr<SymbolSource> library) {
   status_.library = library_->path();
 
   nvmlReturn_t rc = symbols_.init();
+  for (const auto delay : options_.init_retry_delays) {
+    if (rc == NVML_SUCCESS) break;
+    log_.warn("nvmlInit_v2 failed; trying again",
+              {{"err", error_text(rc)}, {"in_seconds", std::to_string(delay.count() / 1000.0)}});
+    std::this_thread::sleep_for(delay);
+    rc = symbols_.init();
+  }
   if (rc != NVML_SUCCESS) {
     status_.detail = "nvmlInit_v2 failed: " + error_text(rc);
+    restart_reason_ = status_.detail + " (" + std::to_string(options_.init_retry_delays.size() + 1) + " attempts)";
     return;
   }
   initialized_ = true;
@@ -215,6 +224,11 @@ NvmlBackend::~NvmlBackend() {
     for (auto& d : devices_) free_gpm_samples(*d);
     symbols_.shutdown();
   }
+}
+
+std::optional<std::string> NvmlBackend::restart_reason() const {
+  std::lock_guard lock(status_mu_);
+  return restart_reason_;
 }
 
 BackendStatus NvmlBackend::status() const {
@@ -418,8 +432,21 @@ void NvmlBackend::maybe_reinitialize() {
   if (rc != NVML_SUCCESS) {
     log_.warn("NVML re-initialization failed", {{"err", error_text(rc)}});
     retry_later("NVML re-initialization failed: nvmlInit_v2: " + error_text(rc));
+    // The library mapped into this process is the old driver's: no re-initialization can
+    // succeed, only a new process that loads the new one.
+    reinit_mismatches_ = rc == NVML_ERROR_LIB_RM_VERSION_MISMATCH ? reinit_mismatches_ + 1 : 0;
+    if (reinit_mismatches_ >= options_.reinit_attempts) {
+      std::lock_guard lock(status_mu_);
+      if (!restart_reason_) {
+        restart_reason_ =
+            "the driver changed under the agent: its NVML library no longer matches the kernel module "
+            "(nvmlInit_v2: " +
+            error_text(rc) + ", " + std::to_string(reinit_mismatches_) + " times)";
+      }
+    }
     return;
   }
+  reinit_mismatches_ = 0;
   initialized_ = true;
   std::string driver;
   if (symbols_.driver_version != nullptr) {

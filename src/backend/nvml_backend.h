@@ -33,6 +33,13 @@ struct NvmlBackendOptions {
   // How long a re-initialization waits for the workers to leave the driver before it retries
   // later (a worker stuck in a hung call must not stall it for good).
   std::chrono::milliseconds reinit_lock_timeout{1000};
+  // Waits between attempts of nvmlInit_v2 at start: the driver often loads after the agent at
+  // boot. Its last failure leaves a restart_reason().
+  std::vector<std::chrono::milliseconds> init_retry_delays = {std::chrono::seconds(1), std::chrono::seconds(2),
+                                                              std::chrono::seconds(4), std::chrono::seconds(8)};
+  // Consecutive re-initializations refused with LIB_RM_VERSION_MISMATCH before the backend gives
+  // up: the library mapped into this process stays the old driver's (docs/nvml-behaviour.md).
+  int reinit_attempts = 3;
 };
 
 class NvmlBackend final : public Backend {
@@ -52,6 +59,11 @@ class NvmlBackend final : public Backend {
                                 CollectorSet groups = CollectorSet::all()) override;
   bool supports_events() const override;
   Result<std::optional<DeviceEvent>> wait_event(std::chrono::milliseconds timeout) override;
+
+  // Set when NVML cannot be used again in this process (nvmlInit_v2 failed at start after its
+  // retries, or the driver was upgraded under it): only a new process can load a library that
+  // works, so the agent exits for its service manager to start it again.
+  std::optional<std::string> restart_reason() const;
 
   // Optional entry points the library lacked (the metrics they feed are left out).
   const std::vector<std::string>& missing_symbols() const { return symbols_.missing; }
@@ -116,9 +128,10 @@ class NvmlBackend final : public Backend {
     unsigned index;
     nvmlDevice_t handle;
     bool registered;
-    bool excluded;
+    bool excluded;  // lost, or waiting to retry after an UNKNOWN registration
   };
   std::vector<EventDevice> event_devices();  // a copy, taken under handles_mu_
+  void defer_events_locked(unsigned index);  // events_mu_ held
   Result<std::optional<DeviceEvent>> rebuild_event_set_locked();
   void free_event_set_locked();
 
@@ -140,6 +153,8 @@ class NvmlBackend final : public Backend {
   std::mutex reinit_mu_;  // one re-initialization at a time; guards the fields below
   std::chrono::steady_clock::time_point next_reinit_{};
   std::chrono::milliseconds reinit_backoff_{0};
+  int reinit_mismatches_ = 0;                  // consecutive, guarded by reinit_mu_
+  std::optional<std::string> restart_reason_;  // guarded by status_mu_
 
   // Each device's handle and event-set flags, shared by its worker and the event thread. Held
   // only to read or write them, never across a driver call: a call hung on one GPU must not

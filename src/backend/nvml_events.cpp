@@ -45,9 +45,25 @@ void NvmlBackend::free_event_set_locked() {
 
 std::vector<NvmlBackend::EventDevice> NvmlBackend::event_devices() {
   std::vector<EventDevice> out;
+  const auto now = steady_now();
   std::lock_guard lock(handles_mu_);
-  for (const auto& d : devices_) out.push_back({d->index, d->handle, d->events_registered, d->events_excluded});
+  for (const auto& d : devices_) {
+    out.push_back({d->index, d->handle, d->events_registered, d->events_excluded || now < d->events_retry_at});
+  }
   return out;
+}
+
+// [H] nvmlDeviceRegisterEvents: an UNKNOWN leaves the event set "in undefined state and should be
+// freed". It is freed, and the next wait makes a new one at once without this GPU, which is tried
+// again in a minute: the other GPUs' events keep arriving meanwhile.
+void NvmlBackend::defer_events_locked(unsigned index) {
+  log_.warn("event registration failed; the event set is made again without the GPU for a minute",
+            {{"gpu", std::to_string(index)}});
+  {
+    std::lock_guard lock(handles_mu_);
+    devices_[index]->events_retry_at = steady_now() + std::chrono::minutes(1);
+  }
+  free_event_set_locked();
 }
 
 Result<std::optional<DeviceEvent>> NvmlBackend::rebuild_event_set_locked() {
@@ -63,8 +79,8 @@ Result<std::optional<DeviceEvent>> NvmlBackend::rebuild_event_set_locked() {
     if (d.excluded) continue;
     const nvmlReturn_t registered = d.handle == nullptr ? NVML_SUCCESS : register_events_locked(d.index, d.handle);
     if (registered == NVML_ERROR_UNKNOWN) {  // the new set is undefined too: made again at the next wait
-      free_event_set_locked();
-      return Error{NVML_ERROR_UNKNOWN, "nvmlDeviceRegisterEvents: " + error_text(NVML_ERROR_UNKNOWN)};
+      defer_events_locked(d.index);
+      return std::optional<DeviceEvent>{};
     }
     const bool lost = d.handle == nullptr || invalidates_handle(registered);
     if (!lost) continue;
@@ -100,12 +116,9 @@ Result<std::optional<DeviceEvent>> NvmlBackend::wait_event(std::chrono::millisec
     }
     for (const EventDevice& d : event_devices()) {
       if (d.handle == nullptr || d.excluded || d.registered) continue;
-      // [H]: an UNKNOWN from nvmlDeviceRegisterEvents leaves the set "in undefined state and
-      // should be freed": the next wait makes a new one and registers every GPU again.
       if (register_events_locked(d.index, d.handle) == NVML_ERROR_UNKNOWN) {
-        free_event_set_locked();
-        return Error{NVML_ERROR_UNKNOWN,
-                     "nvmlDeviceRegisterEvents: " + error_text(NVML_ERROR_UNKNOWN) + "; the event set is made again"};
+        defer_events_locked(d.index);
+        return std::optional<DeviceEvent>{};
       }
     }
     set = event_set_;

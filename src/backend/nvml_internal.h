@@ -112,6 +112,8 @@ struct NvmlBackend::Device {
   nvmlDevice_t handle = nullptr;
   bool events_registered = false;
   bool events_excluded = false;  // left out of the event set as lost, until a new handle
+  // Left out of the event set until then after its registration answered UNKNOWN.
+  std::chrono::steady_clock::time_point events_retry_at{};
   // Only this device's worker touches the fields below (or a re-initialization, which holds
   // calls_mu_ exclusively).
   std::string uuid;

@@ -153,6 +153,9 @@ Result<std::unique_ptr<Agent>> Agent::create(const ServeOptions& o, Logger& log)
   if (!record) return logged(log, "bad flag --nvml.record", record.error());
   auto nvml = create_nvml_backend({o.nvml_library, o.sim_scenario, *record}, log);
   if (!nvml) return logged(log, "cannot start NVML", nvml.error(), 1);
+  if (auto why = (*nvml)->restart_reason()) {
+    return logged(log, "cannot start NVML; exiting for a restart", Error{kExitRestart, *why}, kExitRestart);
+  }
 
   std::unique_ptr<Agent> agent(new Agent(o, log, std::move(settings).value(), signals, std::move(nvml).value()));
   if (auto loaded = agent->tracker_.load_state(); !loaded) return logged(log, "cannot start", loaded.error());
@@ -292,18 +295,34 @@ int Agent::run_until_signal() {
                            {"interval", options_.collect_interval}});
   reloader_.start_watch(settings_.reload_interval);
 
-  int sig = 0;
-  while (sigwait(&signals_, &sig) == 0 && sig == SIGHUP) (void)reloader_.reload("SIGHUP");
-  log_.info("shutting down", {{"signal", sig == SIGINT ? "SIGINT" : "SIGTERM"}});
+  const std::optional<std::string> restart = wait_for_stop();
   reloader_.stop_watch();
   const std::size_t stuck = stop_parts();
   transcript::stop_recording("shutdown");
   if (stuck > 0) {
     // A thread is still inside the vendor library; unloading it now would crash that thread.
     log_.warn("GPU workers stuck in driver calls; exiting without NVML shutdown", {{"workers", std::to_string(stuck)}});
-    _exit(0);
+    _exit(restart ? kExitRestart : 0);
   }
-  return 0;
+  return restart ? kExitRestart : 0;
+}
+
+std::optional<std::string> Agent::wait_for_stop() {
+  // Wakes once a second to see whether NVML can still be used in this process.
+  const timespec second{1, 0};
+  while (true) {
+    const int sig = sigtimedwait(&signals_, nullptr, &second);
+    if (sig == SIGHUP) {
+      (void)reloader_.reload("SIGHUP");
+    } else if (sig == SIGINT || sig == SIGTERM) {
+      log_.info("shutting down", {{"signal", sig == SIGINT ? "SIGINT" : "SIGTERM"}});
+      return std::nullopt;
+    } else if (auto why = nvml_->restart_reason()) {
+      log_.error("NVML cannot be used again in this process; saving the ledger and exiting for a restart",
+                 {{"err", *why}, {"exit_status", std::to_string(kExitRestart)}});
+      return why;
+    }
+  }
 }
 
 }  // namespace gpumeter::cli

@@ -53,13 +53,19 @@ struct AgentSettings {
 
 class Agent {
  public:
+  // The exit status asking the service manager for a new process: NVML cannot be used again in
+  // this one (nvmlInit_v2 failing at start after its retries, or the driver changed under it).
+  static constexpr int kExitRestart = 3;
+
   // Reads and checks the flags and files, then builds every part; no thread runs yet. Each
   // failure is logged where it is found, and the error's code is the exit code: 2 for a bad
-  // flag, file or ledger state, 1 when NVML cannot be started.
+  // flag, file or ledger state, 1 when NVML cannot be started, kExitRestart when its library
+  // loads but nvmlInit_v2 keeps failing.
   static Result<std::unique_ptr<Agent>> create(const ServeOptions& options, Logger& log);
 
-  // Starts the parts and serves until SIGINT or SIGTERM, reloading at each SIGHUP; then stops
-  // them in reverse and returns the exit code (1 when the HTTP server cannot start). A worker
+  // Starts the parts and serves until SIGINT or SIGTERM, reloading at each SIGHUP, or until NVML
+  // cannot be used again in this process; then stops them in reverse (the ledger saved) and
+  // returns the exit code (1 when the HTTP server cannot start, kExitRestart for NVML). A worker
   // stuck in the driver makes it exit the process at once, without unloading the library.
   int run_until_signal();
 
@@ -81,6 +87,8 @@ class Agent {
   HttpServerOptions http_options();
   // Stops the parts in reverse; returns the number of GPU workers stuck in the driver.
   std::size_t stop_parts();
+  // Handles signals until one asks the agent to stop (nullopt), or NVML's restart reason.
+  std::optional<std::string> wait_for_stop();
 
   const ServeOptions options_;
   Logger& log_;

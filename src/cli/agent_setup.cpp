@@ -80,6 +80,7 @@ Result<std::unique_ptr<SymbolSource>> nvml_library(const NvmlSelection& selectio
 
 Result<std::unique_ptr<NvmlBackend>> create_nvml_backend(const NvmlSelection& selection, Logger& log) {
   NvmlBackendOptions nvml_options;
+  if (!selection.retry_init) nvml_options.init_retry_delays.clear();
   if (!selection.sim_scenario.empty()) {
     // The simulator reads its scenario from the environment, like any NVML program would.
     setenv("GPUMETER_SIM_SCENARIO", selection.sim_scenario.c_str(), 1);

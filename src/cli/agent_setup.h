@@ -24,6 +24,9 @@ struct NvmlSelection {
   std::string library;       // --nvml.library; "" for the default candidates
   std::string sim_scenario;  // --sim.scenario; "" for real GPUs (a scenario may name a recording)
   std::optional<transcript::RecordOptions> record;  // --nvml.record
+  // A failed nvmlInit_v2 is tried again over 15 s (serve: the driver may load after the agent
+  // at boot); a one-shot command answers at once.
+  bool retry_init = true;
 };
 
 // A library of the simulator (libnvidia-ml.so.1, libcuda.so.1), installed beside the binary as

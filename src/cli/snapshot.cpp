@@ -188,7 +188,7 @@ int run_snapshot(const SnapshotOptions& o) {
   report.state_path = o.ledger_state_file;
   if (!report.state_path.empty()) report.ledger = read_ledger_state_summary(report.state_path);
 
-  auto created = create_nvml_backend({o.nvml_library, o.sim_scenario, std::nullopt}, log);
+  auto created = create_nvml_backend({o.nvml_library, o.sim_scenario, std::nullopt, false}, log);
   if (!created) return bad_flag("--sim.scenario", created.error().message);
   auto nvml = std::move(created).value();
   if (!nvml->status().up) {

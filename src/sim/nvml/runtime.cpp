@@ -34,7 +34,14 @@ nvmlReturn_t Runtime::init() {
     return NVML_ERROR_DRIVER_NOT_LOADED;
   }
   if (!first_init_ns_) first_init_ns_ = now_ns;
-  session_ = std::make_shared<Session>(std::move(setup->scenario), setup->env, *first_init_ns_);
+  auto session = std::make_shared<Session>(std::move(setup->scenario), setup->env, *first_init_ns_);
+  // A real driver upgrade replaces the library on disk and the kernel module, never the copy a
+  // running process mapped: its nvmlInit answers "Driver/library version mismatch" until the
+  // process is restarted (docs/nvml-behaviour.md).
+  const std::string machine = session->scenario().source + "\n" + session->scenario().driver_version;
+  if (!loaded_driver_ || loaded_driver_->first != machine) loaded_driver_ = {machine, session->driver_version()};
+  if (session->driver_version() != loaded_driver_->second) return NVML_ERROR_LIB_RM_VERSION_MISMATCH;
+  session_ = std::move(session);
   refcount_ = 1;
   return NVML_SUCCESS;
 }

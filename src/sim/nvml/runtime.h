@@ -62,6 +62,11 @@ class Runtime {
   int refcount_ = 0;
   std::shared_ptr<Session> session_;
   std::optional<std::int64_t> first_init_ns_;  // the default epoch
+  // The machine (scenario file and its first driver) and the driver of this process's first
+  // session on it: the library a process loaded stays that driver's, so once the scenario's
+  // driver_upgrade has passed, no nvmlInit in it succeeds. (Another scenario is another machine,
+  // as unit tests run them one after another.)
+  std::optional<std::pair<std::string, std::string>> loaded_driver_;
   std::array<nvmlDevice_st, kMaxGpus> handles_;
   std::array<nvmlDevice_st, kMaxMigInstances> mig_handles_;
   std::array<nvmlGpuInstance_st, kMaxMigInstances> gi_handles_;

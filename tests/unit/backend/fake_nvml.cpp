@@ -71,6 +71,11 @@ nvmlReturn_t Init() {
   Script& s = *g_script;
   s.calls["nvmlInit_v2"]++;
   ++s.inits;
+  if (!s.init_answers.empty()) {
+    const nvmlReturn_t rc = s.init_answers.front();
+    s.init_answers.pop_front();
+    return rc;
+  }
   if (s.init_rc) return *s.init_rc;
   return NVML_SUCCESS;
 }

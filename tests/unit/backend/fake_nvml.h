@@ -68,7 +68,8 @@ struct Script {
   std::map<std::string, nvmlReturn_t> rc;
   std::optional<nvmlReturn_t> all_rc;  // every device call, and nvmlInit_v2 while set
   std::optional<nvmlReturn_t> init_rc;
-  std::map<std::string, int> calls;  // by name, every GPU
+  std::deque<nvmlReturn_t> init_answers;  // answered first, one per nvmlInit_v2
+  std::map<std::string, int> calls;       // by name, every GPU
 
   unsigned device_count = 2;
   std::string driver = "550.54.15";
