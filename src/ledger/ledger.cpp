@@ -279,13 +279,18 @@ std::optional<GpuLedger::TickPeriods> GpuLedger::sampled_periods(const LedgerTic
     // First tick (or a switch from polling): start at the newest sample; history from
     // before the agent ran is not charged.
     pending_exact_.clear();  // spent before the ledger's time starts
-    if (fresh.empty()) return std::nullopt;
+    if (fresh.empty() && !idle_without_samples(tick)) return std::nullopt;
     mode_ = Mode::kSamples;
     started_ = true;
+    if (fresh.empty()) {  // a buffer silent while the GPU idles: start at the GPU's now
+      start_at(tick.wall_us - silent_margin_us(), tick);
+      silent_idle_ = true;
+      return std::nullopt;
+    }
     start_at(fresh.back().timestamp_us, tick);
     return std::nullopt;
   }
-  if (fresh.empty()) return std::nullopt;  // nothing new yet; the next tick picks it up
+  if (fresh.empty()) return silent_idle_periods(tick);  // else nothing new yet: the next tick picks it up
   TickPeriods out = sample_runs(fresh);
   if (!tick.power_samples_supported && tick.energy_joules && out.runs.size() == 1) {
     // No power buffer: spread the energy counter's increase over the periods (not when part
@@ -294,6 +299,23 @@ std::optional<GpuLedger::TickPeriods> GpuLedger::sampled_periods(const LedgerTic
       out.energy_total = *tick.energy_joules - *energy_counter_;
     }
   }
+  return out;
+}
+
+std::optional<GpuLedger::TickPeriods> GpuLedger::silent_idle_periods(const LedgerTick& tick) {
+  // polarsignals/gpu-metrics-agent#37: utilization buffers can answer NOT_FOUND for minutes
+  // while the GPU idles. Only a GPU that answered and read 0 is idle; the last
+  // kHoleDevicePeriods are left to samples the buffer may still deliver.
+  if (!idle_without_samples(tick)) return std::nullopt;
+  const std::int64_t until = tick.wall_us - silent_margin_us();
+  if (until <= cursor_us_ || until - cursor_us_ > options_.max_gap_us) return std::nullopt;
+  TickPeriods out;
+  Period p{cursor_us_, until, 0.0, std::nullopt};
+  p.power_w = average_in(pending_power_, cursor_us_, until, [](const TimedSample& x) { return x.value; });
+  if (!p.power_w) p.power_w = tick.power_watts;
+  out.runs.back().push_back(p);
+  out.new_cursor = until;
+  silent_idle_ = true;
   return out;
 }
 
@@ -306,6 +328,17 @@ GpuLedger::TickPeriods GpuLedger::sample_runs(const std::vector<TimedSample>& fr
                             : options_.max_gap_us;
   TickPeriods out;
   std::int64_t start = cursor_us_;
+  if (silent_idle_ && !fresh.empty() && fresh.front().timestamp_us - start > hole_us &&
+      fresh.front().timestamp_us - start <= options_.max_gap_us) {
+    // The buffer was silent because the GPU idled: up to the first new sample's own period, the
+    // time was idle too.
+    const std::int64_t idle_until = fresh.front().timestamp_us - period_or_default();
+    Period p{start, idle_until, 0.0, std::nullopt};
+    p.power_w = average_in(pending_power_, start, idle_until, [](const TimedSample& x) { return x.value; });
+    out.runs.back().push_back(p);
+    start = idle_until;
+  }
+  silent_idle_ = false;
   for (const auto& s : fresh) {
     if (s.timestamp_us - start > hole_us) {
       note_gap(s.timestamp_us - start);

@@ -265,6 +265,18 @@ class GpuLedger {
   std::optional<TickPeriods> sampled_periods(const LedgerTick& tick, AdvanceResult& result);
   // The utilization samples after the cursor (sorted) as periods, split at each hole.
   TickPeriods sample_runs(const std::vector<TimedSample>& fresh);
+  // A tick without new samples on a GPU that reads idle: the sample buffer may have stopped
+  // filling (some drivers do while the GPU idles), so the time since the cursor, but the last
+  // kHoleDevicePeriods, is idle, not gap. nullopt when there is nothing to integrate.
+  std::optional<TickPeriods> silent_idle_periods(const LedgerTick& tick);
+  // The GPU answered and read idle (polled utilization 0) on a tick whose buffer had nothing new.
+  static bool idle_without_samples(const LedgerTick& tick) {
+    return tick.utilization_samples_supported && tick.utilization_ratio && *tick.utilization_ratio <= 0;
+  }
+  // What the buffer may still deliver of the time before a tick.
+  std::int64_t silent_margin_us() const {
+    return static_cast<std::int64_t>(kHoleDevicePeriods * static_cast<double>(period_or_default()));
+  }
   // The period of a tick without sample buffers: the wall time since the cursor; nullopt when
   // there is nothing to integrate (the first tick, no time passed, a gap, a restart).
   std::optional<TickPeriods> polled_periods(const LedgerTick& tick, bool interrupted, AdvanceResult& result);
@@ -309,6 +321,7 @@ class GpuLedger {
   std::map<unsigned, std::int64_t> last_process_sample_us_;
   std::int64_t device_period_us_ = 0;  // spacing of the device's utilization samples; 0: not seen yet
   bool interrupted_ = false;           // a collection failed since the last tick
+  bool silent_idle_ = false;           // the last tick integrated a silent buffer as idle
   double weight_ = 1;                  // the current tick's LedgerTick::weight, for gaps
   std::map<OwnerLabels, LedgerTotals> owners_;
   double covered_seconds_ = 0;

@@ -2,7 +2,8 @@
 quirks.yaml and driver-upgrade.yaml): a fan query failing on every round, single calls failing
 with TIMEOUT, NO_PERMISSION and NOT_SUPPORTED, garbage per-process records, the 32-byte _v3
 record layout, GPU_IS_LOST from the event wait while Xids of other GPUs arrive, a GeForce card,
-and a driver upgraded under the running agent, which exits for a restart."""
+a utilization buffer silent while the GPU idles (silent-idle.yaml), and a driver upgraded under
+the running agent, which exits for a restart."""
 import os
 import tempfile
 import time
@@ -12,6 +13,7 @@ from harness import (AgentTestCase, Agent, Prometheus, SCENARIOS, ScenarioStart,
 
 QUIRKS = os.path.join(SCENARIOS, "quirks.yaml")
 UPGRADE = os.path.join(SCENARIOS, "driver-upgrade.yaml")
+SILENT = os.path.join(SCENARIOS, "silent-idle.yaml")
 END = 40.0  # both scenarios' duration
 # As tests/integration/test_ledger.py: 0.1 %, plus one driver sample period of the owner's
 # counters at each job edge (harness.allowed_deviation).
@@ -163,6 +165,23 @@ class Quirks(AgentTestCase):
         # The ledger of every GPU that was never down matches the truth.
         truth = sim_truth(QUIRKS, 0, END)
         self.assert_owners_match(ledger_owners(last), truth, {0, 1, 2, 3, 5, 6}, "quirks", unrecorded={6})
+
+    def test_a_buffer_silent_while_idle_bills_idle_time_not_gap(self):
+        """GPU 0's utilization buffer records nothing while it idles (12-28 s); GPU 1 runs the
+        same jobs with a buffer that does. Both bill the idle stretch to __idle__ alike, with
+        no gap, and their owners match the truth."""
+        _, agent, epoch = self.run_node(SILENT)
+        last = self.scrape_until(agent, epoch, END + 4)[-1][1]
+        gap = {g: one(last, "gpumeter_ledger_gap_seconds_total", gpu=g) for g in ("0", "1")}
+        idle = {g: one(last, "gpu_allocated_seconds_total", gpu=g, project="__idle__") for g in ("0", "1")}
+        self.assertLess(gap["0"], 1.0, gap)
+        self.assertLess(gap["1"], 1.0, gap)
+        self.assertIsNotNone(idle["0"])
+        self.assertGreater(idle["1"], 16.0, idle)  # the 16 s between the jobs, and after them
+        # One collection's margin each way: the buffers differ only in when the ledger learns.
+        self.assertLess(abs(idle["0"] - idle["1"]), 1.5, idle)
+        truth = sim_truth(SILENT, 0, END)
+        self.assert_owners_match(ledger_owners(last), truth, {0, 1}, "silent buffer")
 
     def test_driver_upgrade_under_a_running_agent(self):
         """The library a process mapped stays the old driver's: re-initializing cannot succeed, so

@@ -159,6 +159,9 @@ std::string describe_quirk(const Quirk& q) {
     case QuirkKind::gpm_non_finite:
       what = "gpm_non_finite: nvmlGpmMetricsGet answers NaN";
       break;
+    case QuirkKind::silent_while_idle:
+      what = "silent_while_idle: no utilization samples while the GPU idles";
+      break;
   }
   const std::string gpus = q.gpu ? fmt::format("GPU {}", *q.gpu) : std::string("every GPU");
   const std::string until =

@@ -17,7 +17,8 @@ namespace {
 // The NVML version string is "<cuda major>." followed by the driver version.
 constexpr std::size_t kMaxDriverVersion = NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE - 4;
 
-constexpr const char* kQuirkKinds = "call_error, process_record_layout, garbage_process_records, gpm_non_finite";
+constexpr const char* kQuirkKinds =
+    "call_error, process_record_layout, garbage_process_records, gpm_non_finite, silent_while_idle";
 
 unsigned read_gpu(const Scenario& s, const MapReader& m) {
   if (s.gpus.empty()) m.fail("the scenario has no GPUs");
@@ -64,6 +65,10 @@ Quirk parse_quirk(const Scenario& s, const YAML::Node& node, const std::string& 
     }
     if (kind == "gpm_non_finite") {
       q.kind = QuirkKind::gpm_non_finite;
+      return MapReader(node, path, {"kind", "gpu", "at", "duration"});
+    }
+    if (kind == "silent_while_idle") {
+      q.kind = QuirkKind::silent_while_idle;
       return MapReader(node, path, {"kind", "gpu", "at", "duration"});
     }
     fail_at(kind_node, path + ".kind", fmt::format("unknown quirk kind '{}' (expected one of: {})", kind, kQuirkKinds));

@@ -131,9 +131,15 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t device, unsi
     *sample_val_type = NVML_VALUE_TYPE_UNSIGNED_INT;
     PeriodHistory& buffer = type == NVML_TOTAL_POWER_SAMPLES ? d.gpu.power_samples() : d.gpu.utilization_samples();
     const auto& periods = buffer.complete_until(now);
+    // The silent_while_idle quirk: the utilization buffers record no period the GPU spent idle
+    // (polarsignals/gpu-metrics-agent#37), so a GPU idle since the last query answers NOT_FOUND.
+    auto recorded = [&](const Period& p) {
+      if (type == NVML_TOTAL_POWER_SAMPLES || p.util_percent > 0) return true;
+      return s.quirk(gpumeter::sim::QuirkKind::silent_while_idle, d.gpu.index(), buffer.end_of(p)) == nullptr;
+    };
     unsigned available = 0;
     for (const Period& p : periods) {
-      if (static_cast<unsigned long long>(s.unix_micros(buffer.end_of(p))) > last_seen_time_stamp) {
+      if (static_cast<unsigned long long>(s.unix_micros(buffer.end_of(p))) > last_seen_time_stamp && recorded(p)) {
         ++available;
       }
     }
@@ -148,7 +154,7 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t device, unsi
     unsigned written = 0;
     for (const Period& p : periods) {
       const auto ts = static_cast<unsigned long long>(s.unix_micros(buffer.end_of(p)));
-      if (ts <= last_seen_time_stamp) continue;
+      if (ts <= last_seen_time_stamp || !recorded(p)) continue;
       if (written == *sample_count) break;
       nvmlSample_t& out = samples[written++];
       out = nvmlSample_t{};
