@@ -270,7 +270,7 @@ class Manifests(unittest.TestCase):
         self.assertIs(sc["readOnlyRootFilesystem"], True)
         self.assertIs(sc["privileged"], False)
         self.assertEqual(sc["capabilities"]["drop"], ["ALL"])
-        self.assertEqual(sorted(sc["capabilities"]["add"]), ["DAC_READ_SEARCH", "SYS_PTRACE"])
+        self.assertEqual(sorted(sc["capabilities"]["add"]), ["DAC_READ_SEARCH", "SYS_ADMIN", "SYS_PTRACE"])
         self.assertEqual(sc["runAsUser"], 0)  # the kubelet's socket is root's (docs/kubelet.md)
         self.assertEqual(self.objs["DaemonSet"]["spec"]["template"]["spec"]["securityContext"]["seccompProfile"],
                          {"type": "RuntimeDefault"})

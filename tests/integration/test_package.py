@@ -214,8 +214,9 @@ class PackageTest(unittest.TestCase):
                            "PrivateDevices": "no"}.items():
             self.assertEqual(one(key), value, key)
         self.assertIn("char-nvidia* rw", s["DeviceAllow"])
-        self.assertEqual(set(one("CapabilityBoundingSet").split()), {"CAP_DAC_READ_SEARCH", "CAP_SYS_PTRACE"})
-        self.assertEqual(set(one("AmbientCapabilities").split()), {"CAP_DAC_READ_SEARCH", "CAP_SYS_PTRACE"})
+        caps = {"CAP_DAC_READ_SEARCH", "CAP_SYS_PTRACE", "CAP_SYS_ADMIN"}
+        self.assertEqual(set(one("CapabilityBoundingSet").split()), caps)
+        self.assertEqual(set(one("AmbientCapabilities").split()), caps)
         self.assertEqual(set(one("RestrictAddressFamilies").split()), {"AF_INET", "AF_INET6", "AF_UNIX"})
         self.assertIn("@system-service", s["SystemCallFilter"])
         self.assertRegex(one("MemoryMax"), r"^[0-9]+M$")
