@@ -292,9 +292,11 @@ std::optional<GpuLedger::TickPeriods> GpuLedger::sampled_periods(const LedgerTic
   }
   if (fresh.empty()) return silent_idle_periods(tick);  // else nothing new yet: the next tick picks it up
   TickPeriods out = sample_runs(fresh);
-  if (!tick.power_samples_supported && tick.energy_joules && out.runs.size() == 1) {
-    // No power buffer: spread the energy counter's increase over the periods (not when part
-    // of the time since the last reading is a gap: the increase covers the gap too).
+  if (tick.energy_joules && out.runs.size() == 1) {
+    // The energy counter is the reference: the periods' energy (from power samples, which the
+    // sensor takes only part of the time on A100 and H100, or from polled power) is scaled to
+    // its increase, so that the owners' energy adds up to the counter. Not when part of the
+    // time since the last reading is a gap: the increase covers the gap too.
     if (energy_counter_ && *tick.energy_joules >= *energy_counter_) {
       out.energy_total = *tick.energy_joules - *energy_counter_;
     }

@@ -399,6 +399,29 @@ TEST(GpuLedger, StateRoundTripResumesEveryCounter) {
   EXPECT_DOUBLE_EQ(restored->owners().at(owner("nlp", "dana")).allocated_seconds, 2.0);
 }
 
+// The power sensor samples only part of the time (A100, H100): the energy counter is the
+// reference, and the owners' energy adds up to its increase, split as the power samples say.
+TEST(GpuLedger, EnergyFromPowerSamplesIsScaledToTheCounter) {
+  GpuLedger l(GpuLedgerOptions{70, 10'000'000});
+  LedgerTick first = TickBuilder{kT0 - kPeriod, 1}.build();
+  first.energy_joules = 5'000;
+  l.advance(first);
+  TickBuilder t{kT0, 5, 0.5, 300, {{42, owner("a"), 8e9}, {43, owner("b"), 8e9}}, {{42, 0.3}, {43, 0.2}}};
+  LedgerTick tick = t.build();
+  tick.energy_joules = 5'000 + 330;  // 300 W × 1 s sampled; the counter says 330 J
+  l.advance(tick);
+  const double a = l.owners().at(owner("a")).energy_joules, b = l.owners().at(owner("b")).energy_joules;
+  EXPECT_NEAR(a + b, 330, 1e-9);
+  EXPECT_NEAR(l.energy_joules(), 330, 1e-9);
+  // The split is the power samples' (without them: 300 J, a share by SM of the power above idle).
+  GpuLedger unscaled = started_ledger();
+  unscaled.advance(t.build());
+  const double ua = unscaled.owners().at(owner("a")).energy_joules;
+  const double ub = unscaled.owners().at(owner("b")).energy_joules;
+  EXPECT_NEAR(ua + ub, 300, 1e-9);
+  EXPECT_NEAR(a / b, ua / ub, 1e-9);
+}
+
 TEST(GpuLedger, MalformedStateIsAnError) {
   auto bad = GpuLedger::from_json(nlohmann::json{{"mode", "samples"}}, {});
   EXPECT_FALSE(bad.ok());
