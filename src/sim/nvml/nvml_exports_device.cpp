@@ -8,8 +8,8 @@
 #include <thread>
 #include <type_traits>
 
-#include "sim/model/driver.h"
-#include "sim/model/readings.h"
+#include "sim/scenario/driver.h"
+#include "sim/physics/readings.h"
 #include "sim/nvml/nvlink_fields.h"
 #include "sim/nvml/nvml_call.h"
 #include "sim/nvml/nvml_exports_mig.h"

@@ -1,7 +1,7 @@
 // The per-GPU model at exact scenario times: readings, cumulative counters against the
 // ground truth, driver reloads, order independence, and the sample buffers.
 
-#include "sim/model/gpu_sim.h"
+#include "sim/physics/gpu_sim.h"
 
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 #include <numeric>
 #include <random>
 
-#include "sim/model/truth.h"
+#include "sim/truth/truth.h"
 #include "test_support.h"
 
 namespace gpumeter::sim {
