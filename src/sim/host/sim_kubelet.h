@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "kubelet/pod_resources.h"
-#include "sim/scenario/identity.h"
+#include "sim/scenario/identifiers.h"
 #include "sim/scenario/scenario.h"
 
 namespace gpumeter::sim {

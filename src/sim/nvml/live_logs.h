@@ -10,7 +10,7 @@
 #include <mutex>
 #include <string>
 
-#include "sim/scenario/clock.h"
+#include "sim/scenario/scenario_clock.h"
 #include "sim/physics/live.h"
 
 namespace gpumeter::sim {

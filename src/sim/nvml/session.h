@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "nvml/nvml_api.h"
-#include "sim/scenario/clock.h"
+#include "sim/scenario/scenario_clock.h"
 #include "sim/scenario/env_config.h"
 #include "sim/physics/gpu_sim.h"
 #include "sim/physics/live.h"

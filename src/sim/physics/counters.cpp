@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "sim/physics/readings.h"
+#include "sim/physics/instant_values.h"
 
 namespace gpumeter::sim {
 

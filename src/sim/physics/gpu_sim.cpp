@@ -31,7 +31,9 @@ ProfileIntegrator* SimGpu::instance_profiling(std::size_t instance) {
   return it == instance_profiling_.end() ? nullptr : it->second.get();
 }
 
-Reading SimGpu::reading(Micros t) { return reading_for(model_, counters_.segment(std::max<Micros>(t, 0))); }
+InstantValues SimGpu::values_at(Micros t) {
+  return instant_values_for(model_, counters_.segment(std::max<Micros>(t, 0)));
+}
 
 // Rounded to the nearest millijoule rather than truncated: the exact energy is often a whole
 // number of joules, and truncating x.9999999 would lose a millijoule to floating point.

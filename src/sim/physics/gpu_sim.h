@@ -13,7 +13,7 @@
 #include "sim/physics/periods.h"
 #include "sim/physics/process_utilization.h"
 #include "sim/physics/profiling.h"
-#include "sim/physics/readings.h"
+#include "sim/physics/instant_values.h"
 #include "sim/scenario/scenario.h"
 #include "sim/physics/timeline.h"
 
@@ -30,7 +30,7 @@ class SimGpu {
   const GpuSpec& spec() const { return spec_; }
   const GpuModelSpec& model() const { return model_; }
 
-  Reading reading(Micros t);
+  InstantValues values_at(Micros t);
   unsigned long long energy_millijoules(Micros t);  // since time 0 or the last driver reload
   double energy_joules(Micros t);                   // the same, unrounded
   unsigned long long pcie_tx_bytes(Micros t);

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "sim/physics/readings.h"
+#include "sim/physics/instant_values.h"
 
 namespace gpumeter::sim {
 

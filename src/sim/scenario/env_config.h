@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "sim/scenario/clock.h"
+#include "sim/scenario/scenario_clock.h"
 #include "sim/scenario/nvml_functions.h"
 #include "sim/scenario/scenario.h"
 #include "util/result.h"
@@ -27,7 +27,7 @@ struct SimLie {
 struct SimEnv {
   std::string scenario_path;                    // GPUMETER_SIM_SCENARIO
   std::optional<double> epoch;                  // GPUMETER_SIM_EPOCH, unix seconds
-  std::string epoch_file;                       // GPUMETER_SIM_EPOCH_FILE: a held clock (clock.h)
+  std::string epoch_file;                       // GPUMETER_SIM_EPOCH_FILE: a held clock (scenario_clock.h)
   std::optional<double> time_scale;             // GPUMETER_SIM_TIME_SCALE
   std::bitset<kNvmlFunctionCount> unsupported;  // GPUMETER_SIM_UNSUPPORTED, functions
   std::vector<unsigned> unsupported_fields;     // GPUMETER_SIM_UNSUPPORTED, NVML_FI_* names

@@ -1,6 +1,6 @@
 #include "sim/scenario/mig.h"
 
-#include "sim/scenario/identity.h"
+#include "sim/scenario/identifiers.h"
 
 #include <algorithm>
 

@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "sim/scenario/identity.h"
+#include "sim/scenario/identifiers.h"
 #include "sim/scenario/mig.h"
 #include "sim/scenario/pattern.h"
 #include "sim/scenario/profiling_spec.h"

@@ -14,7 +14,7 @@
 
 #include "nvml/nvml_api.h"
 #include "sim/scenario/driver.h"
-#include "sim/scenario/identity.h"
+#include "sim/scenario/identifiers.h"
 #include "sim/scenario/scenario_parse_parts.h"
 #include "sim/scenario/units.h"
 #include "sim/scenario/yaml_reader.h"

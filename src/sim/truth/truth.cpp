@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <map>
 
-#include "sim/physics/readings.h"
+#include "sim/physics/instant_values.h"
 #include "sim/physics/timeline.h"
 
 namespace gpumeter::sim {

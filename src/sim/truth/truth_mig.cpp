@@ -5,7 +5,7 @@
 #include <memory>
 #include <utility>
 
-#include "sim/physics/readings.h"
+#include "sim/physics/instant_values.h"
 #include "sim/physics/timeline.h"
 
 namespace gpumeter::sim {

@@ -4,7 +4,7 @@
 #include <map>
 #include <tuple>
 
-#include "sim/physics/readings.h"
+#include "sim/physics/instant_values.h"
 #include "sim/physics/timeline.h"
 
 namespace gpumeter::sim {

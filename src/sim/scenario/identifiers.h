@@ -1,7 +1,8 @@
 #pragma once
-// Default identities for GPUs a scenario does not name: deterministic in the GPU index and the
-// scenario's uuid_seed, so two runs of one scenario show the same UUIDs, while two simulated
-// nodes given different seeds never share one (UUIDs key every time series downstream).
+// The identifiers of simulated GPUs: UUIDs, serials and PCI bus ids. Defaults for GPUs a
+// scenario does not name are deterministic in the GPU index and the scenario's uuid_seed, so two
+// runs of one scenario show the same UUIDs, while two simulated nodes given different seeds never
+// share one (UUIDs key every time series downstream).
 
 #include <optional>
 #include <string>

@@ -1,4 +1,4 @@
-#include "sim/physics/readings.h"
+#include "sim/physics/instant_values.h"
 
 #include <cmath>
 
@@ -22,8 +22,8 @@ double power_milliwatts(const GpuModelSpec& m, int util_percent) {
 
 int memory_util_percent(int util_percent) { return (60 * util_percent + 50) / 100; }
 
-Reading reading_for(const GpuModelSpec& m, const Segment& s) {
-  Reading r;
+InstantValues instant_values_for(const GpuModelSpec& m, const Segment& s) {
+  InstantValues r;
   const int u = s.util_percent;
   const bool busy = u > 0;
   r.util_percent = static_cast<unsigned>(u);

@@ -1,4 +1,4 @@
-#include "sim/scenario/clock.h"
+#include "sim/scenario/scenario_clock.h"
 
 #include <chrono>
 #include <cmath>

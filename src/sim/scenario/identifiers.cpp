@@ -1,4 +1,4 @@
-#include "sim/scenario/identity.h"
+#include "sim/scenario/identifiers.h"
 
 #include <array>
 #include <cstdint>

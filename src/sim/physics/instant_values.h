@@ -1,5 +1,6 @@
 #pragma once
-// What a GPU model reports for a given utilization. These are the model's made-up physics:
+// What a GPU model reports at an instant for a given utilization (the integrals are in
+// counters.h, the driver's sample buffers in periods.h). These are the model's made-up physics:
 // only power feeds an integral (energy), so only power has to be exact; the rest just has to
 // be deterministic and plausible.
 
@@ -16,7 +17,7 @@ double power_milliwatts(const GpuModelSpec& m, int util_percent);
 // Memory-controller activity as a fixed share (60%) of GPU activity, in whole percents.
 int memory_util_percent(int util_percent);
 
-struct Reading {
+struct InstantValues {
   unsigned util_percent = 0;
   unsigned memory_util_percent = 0;
   std::uint64_t memory_used_bytes = 0;  // allocated by jobs: v2 "used"
@@ -32,7 +33,8 @@ struct Reading {
   unsigned long long clocks_event_reasons = 0;
 };
 
-Reading reading_for(const GpuModelSpec& m, const Segment& s);
+// The values of model `m` throughout segment `s`.
+InstantValues instant_values_for(const GpuModelSpec& m, const Segment& s);
 
 // The clocks-event reasons a datacenter GPU reports as supported (all but display clocks).
 inline constexpr unsigned long long kSupportedClocksEventReasons = 0xFFULL;
