@@ -3,7 +3,7 @@
 #include <string>
 
 #include "fuzz_check.h"
-#include "sim/model/scenario_parse.h"
+#include "sim/scenario/scenario_parse.h"
 
 using namespace gpumeter;
 

@@ -4,7 +4,7 @@ Which process sees a step: only the agent. libfaketime is preloaded into it with
 file the test rewrites (FAKETIME_TIMESTAMP_FILE, read on every call with FAKETIME_NO_CACHE), and
 FAKETIME_DONT_FAKE_MONOTONIC leaves its monotonic clock alone, as NTP or a VM restore would. The
 simulator is the agent's libnvidia-ml.so.1, in the same process: it turns the same wall clock
-into scenario time (GPUMETER_SIM_EPOCH, src/sim/model/clock.*) and stamps its samples with it,
+into scenario time (GPUMETER_SIM_EPOCH, src/sim/scenario/scenario_clock.*) and stamps its samples with it,
 so its timestamps step with the wall clock as a real driver's do. The scenario runs the same
 steady jobs for hours on either side of the epoch, so the jobs are the same before and after a
 step. The test itself, on the real clock, measures how much real time passed.

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "sim/model/gpu_sim.h"
-#include "sim/model/scenario.h"
+#include "sim/physics/gpu_sim.h"
+#include "sim/scenario/scenario.h"
 
 namespace gpumeter::sim::amd {
 

@@ -182,7 +182,7 @@ Result<void> SysfsTree::write_static(Gpu& g) {
 
 Result<void> SysfsTree::write_dynamic(Gpu& g, Micros t) {
   const GpuModelSpec& m = g.sim->model();
-  const Reading r = g.sim->reading(t);
+  const InstantValues r = g.sim->values_at(t);
   const fs::path& d = g.device;
   const fs::path& h = g.hwmon;
   TRY(replace_file(d / "gpu_busy_percent", fmt::format("{}\n", r.util_percent)));

@@ -14,12 +14,12 @@
 #include "kubelet/pod_resources_server.h"
 #include "sim/amd/sysfs_writer.h"
 #include "sim/host/procfs_writer.h"
-#include "sim/model/scenario_parse.h"
+#include "sim/scenario/scenario_parse.h"
 #include "sim/host/sim_kubelet.h"
-#include "sim/model/truth.h"
+#include "sim/truth/truth.h"
 #include "sim/cli/truth_format.h"
 #include "sim/cli/truth_format_mig.h"
-#include "sim/model/units.h"
+#include "sim/scenario/units.h"
 #include "transcript/replay.h"
 
 namespace gpumeter::sim {

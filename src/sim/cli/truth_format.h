@@ -6,9 +6,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "sim/model/scenario.h"
-#include "sim/model/truth.h"
-#include "sim/model/truth_scheduler.h"
+#include "sim/scenario/scenario.h"
+#include "sim/truth/truth.h"
+#include "sim/truth/truth_scheduler.h"
 
 namespace gpumeter::sim {
 

@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "sim/model/truth_mig.h"
+#include "sim/truth/truth_mig.h"
 
 namespace gpumeter::sim {
 

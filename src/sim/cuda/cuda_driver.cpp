@@ -2,7 +2,7 @@
 // the same scenario as the simulated NVML. It runs no code: a module is PTX text whose entries
 // it lists, and the one kernel it can run is burn's spin kernel (an entry with a single .u64
 // parameter), which it runs for that many nanoseconds of wall time. Each context, allocation
-// and kernel is appended to this process's log in GPUMETER_SIM_CUDA_DIR (sim/model/live.h),
+// and kernel is appended to this process's log in GPUMETER_SIM_CUDA_DIR (sim/physics/live.h),
 // where the simulated NVML finds it: the process shows up on its GPU under its real pid, with
 // its memory, busy exactly while its kernels run. Behaviours and their sources:
 // docs/simulator.md, "The simulated CUDA driver".
@@ -30,7 +30,7 @@
 #include <fmt/format.h>
 
 #include "cuda/cuda_api.h"
-#include "sim/model/env_config.h"
+#include "sim/scenario/env_config.h"
 #include "util/split.h"
 
 #define GPUMETER_CUDA_EXPORT extern "C" __attribute__((visibility("default")))

@@ -54,7 +54,7 @@ double DrmFiles::engine_seconds(std::size_t job, std::size_t slot, Micros t) {
     in.done = 0;
     in.seconds.clear();
   }
-  // The truth's busy split (sim/model/truth.h): U × u_j / Σu over each segment.
+  // The truth's busy split (sim/truth/truth.h): U × u_j / Σu over each segment.
   in.timeline->for_each_segment(in.done, t, [&](const Segment& s) {
     if (s.sum_percent <= 0) return;
     const double d = to_seconds(s.end - s.start);

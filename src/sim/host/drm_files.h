@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "sim/model/scenario.h"
-#include "sim/model/timeline.h"
+#include "sim/scenario/scenario.h"
+#include "sim/physics/timeline.h"
 
 namespace gpumeter::sim {
 

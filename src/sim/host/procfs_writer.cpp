@@ -18,7 +18,7 @@
 #include <fmt/format.h>
 
 #include "sim/host/tree_files.h"
-#include "sim/model/clock.h"
+#include "sim/scenario/scenario_clock.h"
 
 namespace gpumeter::sim {
 

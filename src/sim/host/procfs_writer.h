@@ -31,8 +31,8 @@
 #include "sim/host/drm_files.h"
 #include "sim/host/slurm_cgroup_tree.h"
 #include "sim/host/slurm_tree.h"
-#include "sim/model/env_config.h"
-#include "sim/model/scenario.h"
+#include "sim/scenario/env_config.h"
+#include "sim/scenario/scenario.h"
 #include "util/result.h"
 
 namespace gpumeter::sim {

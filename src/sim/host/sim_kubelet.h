@@ -27,8 +27,8 @@
 #include <vector>
 
 #include "kubelet/pod_resources.h"
-#include "sim/model/identity.h"
-#include "sim/model/scenario.h"
+#include "sim/scenario/identifiers.h"
+#include "sim/scenario/scenario.h"
 
 namespace gpumeter::sim {
 

@@ -28,7 +28,7 @@
 #include <string_view>
 #include <vector>
 
-#include "sim/model/scenario.h"
+#include "sim/scenario/scenario.h"
 #include "util/result.h"
 
 namespace gpumeter::sim {

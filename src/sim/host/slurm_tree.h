@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "sim/model/scenario.h"
+#include "sim/scenario/scenario.h"
 #include "util/result.h"
 
 namespace gpumeter::sim {

@@ -10,8 +10,8 @@
 #include <optional>
 
 #include "nvml/nvml_api.h"
-#include "sim/model/profiling.h"
-#include "sim/model/time.h"
+#include "sim/physics/profiling.h"
+#include "sim/scenario/time.h"
 
 struct nvmlGpmSample_st {
   bool filled = false;  // nvmlGpmSampleGet has written it

@@ -1,5 +1,5 @@
 #pragma once
-// Reads the logs the simulated CUDA driver's processes append (sim/model/live.h) into the
+// Reads the logs the simulated CUDA driver's processes append (sim/physics/live.h) into the
 // session's LiveTable. Called by the fault gate before every device call, so a process is on
 // its GPU from the first call after its context exists, and a kernel from the first call after
 // its launch. A process that dies without destroying its context leaves the GPU when the next
@@ -10,8 +10,8 @@
 #include <mutex>
 #include <string>
 
-#include "sim/model/clock.h"
-#include "sim/model/live.h"
+#include "sim/scenario/scenario_clock.h"
+#include "sim/physics/live.h"
 
 namespace gpumeter::sim {
 

@@ -2,7 +2,7 @@
 // The NVLink field values of nvmlDeviceGetFieldValues (nvml_exports_nvlink.cpp).
 
 #include "nvml/nvml_api.h"
-#include "sim/model/time.h"
+#include "sim/scenario/time.h"
 #include "sim/nvml/session.h"
 
 namespace gpumeter::sim {

@@ -10,7 +10,7 @@
 #include <fmt/format.h>
 
 #include "sim/nvml/event_sets.h"
-#include "sim/model/identity.h"
+#include "sim/scenario/identifiers.h"
 #include "sim/nvml/nvml_call.h"
 #include "sim/nvml/nvml_exports_mig.h"
 

@@ -8,16 +8,16 @@
 #include <thread>
 #include <type_traits>
 
-#include "sim/model/driver.h"
-#include "sim/model/readings.h"
+#include "sim/scenario/driver.h"
+#include "sim/physics/instant_values.h"
 #include "sim/nvml/nvlink_fields.h"
 #include "sim/nvml/nvml_call.h"
 #include "sim/nvml/nvml_exports_mig.h"
 
 using gpumeter::sim::device_call;
 using gpumeter::sim::DeviceState;
+using gpumeter::sim::InstantValues;
 using gpumeter::sim::Micros;
-using gpumeter::sim::Reading;
 using gpumeter::sim::Session;
 using Fn = gpumeter::sim::NvmlFunction;
 
@@ -57,7 +57,7 @@ bool field_exists(const Session& s, const DeviceState& d, unsigned field_id) {
   }
 }
 
-unsigned clock_of(const Reading& r, unsigned type) {
+unsigned clock_of(const InstantValues& r, unsigned type) {
   switch (type) {
     case NVML_CLOCK_GRAPHICS:
       return r.graphics_clock_mhz;
@@ -94,7 +94,7 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t dev
     // period of the utilization buffer; before the first one, the load at the call.
     const auto& periods = d.gpu.utilization_samples().complete_until(now);
     if (periods.empty()) {
-      Reading r = d.gpu.reading(now);
+      InstantValues r = d.gpu.values_at(now);
       utilization->gpu = r.util_percent;
       utilization->memory = r.memory_util_percent;
     } else {
@@ -112,7 +112,7 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, n
     if (memory == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
     const auto& m = d.gpu.model();
     memory->total = m.memory_total_bytes;
-    memory->used = m.memory_reserved_bytes + d.gpu.reading(now).memory_used_bytes;
+    memory->used = m.memory_reserved_bytes + d.gpu.values_at(now).memory_used_bytes;
     memory->free = memory->total - memory->used;
     return NVML_SUCCESS;
   });
@@ -128,7 +128,7 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device
     const auto& m = d.gpu.model();
     memory->total = m.memory_total_bytes;
     memory->reserved = m.memory_reserved_bytes;
-    memory->used = d.gpu.reading(now).memory_used_bytes;
+    memory->used = d.gpu.values_at(now).memory_used_bytes;
     memory->free = memory->total - memory->reserved - memory->used;
     return NVML_SUCCESS;
   });
@@ -138,7 +138,7 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device, 
                                                            unsigned int* temp) {
   return device_call(Fn::nvmlDeviceGetTemperature, device, [&](Session& s, DeviceState& d, Micros now) {
     if (temp == nullptr || sensor != NVML_TEMPERATURE_GPU) return NVML_ERROR_INVALID_ARGUMENT;
-    const double told = d.gpu.reading(now).temperature_c + s.lie("temperature");
+    const double told = d.gpu.values_at(now).temperature_c + s.lie("temperature");
     *temp = static_cast<unsigned>(std::max(0.0, std::round(told)));
     return NVML_SUCCESS;
   });
@@ -150,7 +150,7 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t device, u
   return get_value(Fn::nvmlDeviceGetPowerUsage, device, power, [](DeviceState& d, Micros now) {
     return gpumeter::sim::power_usage_is_averaged(d.gpu.model().architecture)
                ? d.gpu.average_power_mw(now, kPowerAverageWindow)
-               : d.gpu.reading(now).power_mw;
+               : d.gpu.values_at(now).power_mw;
   });
 }
 
@@ -172,7 +172,7 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t device, unsigned int type, unsigned int* clock) {
   return device_call(Fn::nvmlDeviceGetClockInfo, device, [&](Session&, DeviceState& d, Micros now) {
     if (clock == nullptr || type > NVML_CLOCK_VIDEO) return NVML_ERROR_INVALID_ARGUMENT;
-    *clock = clock_of(d.gpu.reading(now), type);
+    *clock = clock_of(d.gpu.values_at(now), type);
     return NVML_SUCCESS;
   });
 }
@@ -188,14 +188,14 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMaxClockInfo(nvmlDevice_t device,
 
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetPerformanceState(nvmlDevice_t device, unsigned int* state) {
   return get_value(Fn::nvmlDeviceGetPerformanceState, device, state,
-                   [](DeviceState& d, Micros now) { return d.gpu.reading(now).performance_state; });
+                   [](DeviceState& d, Micros now) { return d.gpu.values_at(now).performance_state; });
 }
 
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetFanSpeed(nvmlDevice_t device, unsigned int* speed) {
   return device_call(Fn::nvmlDeviceGetFanSpeed, device, [&](Session&, DeviceState& d, Micros now) {
     if (!d.gpu.model().fan) return NVML_ERROR_NOT_SUPPORTED;
     if (speed == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-    *speed = d.gpu.reading(now).fan_percent;
+    *speed = d.gpu.values_at(now).fan_percent;
     return NVML_SUCCESS;
   });
 }
@@ -242,7 +242,7 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, 
       switch (v.fieldId) {
         case NVML_FI_DEV_MEMORY_TEMP:
           v.valueType = NVML_VALUE_TYPE_UNSIGNED_INT;
-          v.value.uiVal = d.gpu.reading(now).memory_temperature_c;
+          v.value.uiVal = d.gpu.values_at(now).memory_temperature_c;
           break;
         case NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION:
           v.valueType = NVML_VALUE_TYPE_UNSIGNED_LONG_LONG;
@@ -262,7 +262,7 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, 
           break;
         case NVML_FI_DEV_POWER_INSTANT:
           v.valueType = NVML_VALUE_TYPE_UNSIGNED_INT;
-          v.value.uiVal = d.gpu.reading(now).power_mw;
+          v.value.uiVal = d.gpu.values_at(now).power_mw;
           break;
         default:
           v.nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
@@ -275,13 +275,13 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, 
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t device,
                                                                          unsigned long long* reasons) {
   return get_value(Fn::nvmlDeviceGetCurrentClocksEventReasons, device, reasons,
-                   [](DeviceState& d, Micros now) { return d.gpu.reading(now).clocks_event_reasons; });
+                   [](DeviceState& d, Micros now) { return d.gpu.values_at(now).clocks_event_reasons; });
 }
 
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t device,
                                                                             unsigned long long* reasons) {
   return get_value(Fn::nvmlDeviceGetCurrentClocksThrottleReasons, device, reasons,
-                   [](DeviceState& d, Micros now) { return d.gpu.reading(now).clocks_event_reasons; });
+                   [](DeviceState& d, Micros now) { return d.gpu.values_at(now).clocks_event_reasons; });
 }
 
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetSupportedClocksEventReasons(nvmlDevice_t device,

@@ -8,7 +8,7 @@
 #include <string_view>
 #include <type_traits>
 
-#include "sim/model/profiling.h"
+#include "sim/physics/profiling.h"
 #include "sim/nvml/gpm_samples.h"
 #include "sim/nvml/nvml_call.h"
 

@@ -262,7 +262,7 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetTemperatureThreshold(nvmlDevice_t
 // Deprecated alias of nvmlDeviceGetPerformanceState.
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetPowerState(nvmlDevice_t device, unsigned int* pstate) {
   return get_uint(Fn::nvmlDeviceGetPowerState, device, pstate, [](DeviceState& d, Micros now, unsigned& out) {
-    return value(d.gpu.reading(now).performance_state, out);
+    return value(d.gpu.values_at(now).performance_state, out);
   });
 }
 

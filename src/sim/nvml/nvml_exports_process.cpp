@@ -6,7 +6,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "sim/model/periods.h"
+#include "sim/physics/periods.h"
 #include "sim/nvml/nvml_call.h"
 #include "sim/nvml/nvml_exports_mig.h"
 

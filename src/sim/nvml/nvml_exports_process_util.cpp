@@ -6,8 +6,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "sim/model/driver.h"
-#include "sim/model/process_utilization.h"
+#include "sim/scenario/driver.h"
+#include "sim/physics/process_utilization.h"
 #include "sim/nvml/nvml_call.h"
 
 using gpumeter::sim::device_call;

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <string>
 
-#include "sim/model/scenario_parse.h"
+#include "sim/scenario/scenario_parse.h"
 
 // Reads and validates the scenario file at `path` as nvmlInit will. Returns 0 when it is good;
 // otherwise 1, with the reason ("file:line:col: ...") in `message`, cut to `size` bytes with its

@@ -4,7 +4,7 @@
 #include <chrono>
 #include <thread>
 
-#include "sim/model/driver.h"
+#include "sim/scenario/driver.h"
 
 namespace gpumeter::sim {
 

@@ -12,12 +12,12 @@
 #include <vector>
 
 #include "nvml/nvml_api.h"
-#include "sim/model/clock.h"
-#include "sim/model/env_config.h"
-#include "sim/model/gpu_sim.h"
-#include "sim/model/live.h"
-#include "sim/model/nvml_functions.h"
-#include "sim/model/scenario.h"
+#include "sim/scenario/scenario_clock.h"
+#include "sim/scenario/env_config.h"
+#include "sim/physics/gpu_sim.h"
+#include "sim/physics/live.h"
+#include "sim/scenario/nvml_functions.h"
+#include "sim/scenario/scenario.h"
 #include "sim/nvml/live_logs.h"
 
 namespace gpumeter::sim {

@@ -5,8 +5,8 @@
 
 #include <iterator>
 
-#include "sim/model/truth.h"
-#include "sim/model/truth_scheduler.h"
+#include "sim/truth/truth.h"
+#include "sim/truth/truth_scheduler.h"
 #include "test_support.h"
 
 namespace gpumeter::sim {

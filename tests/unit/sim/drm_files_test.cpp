@@ -9,7 +9,7 @@
 #include "attribution/drm_fdinfo.h"
 #include "sim/amd/sysfs_writer.h"
 #include "sim/host/procfs_writer.h"
-#include "sim/model/truth.h"
+#include "sim/truth/truth.h"
 #include "test_support.h"
 
 namespace gpumeter::sim {

@@ -1,12 +1,12 @@
-// Live processes (sim/model/live.h): the simulated CUDA driver's log lines, and a GPU's
+// Live processes (sim/physics/live.h): the simulated CUDA driver's log lines, and a GPU's
 // timeline and counters with a live process beside the scenario's jobs.
 
-#include "sim/model/live.h"
+#include "sim/physics/live.h"
 
 #include <gtest/gtest.h>
 
-#include "sim/model/env_config.h"
-#include "sim/model/gpu_sim.h"
+#include "sim/scenario/env_config.h"
+#include "sim/physics/gpu_sim.h"
 #include "test_support.h"
 
 namespace gpumeter::sim {

@@ -8,10 +8,10 @@
 #include <stdexcept>
 
 #include "mig_scenario.h"
-#include "sim/model/scenario_parse.h"
-#include "sim/model/timeline.h"
-#include "sim/model/truth.h"
-#include "sim/model/truth_mig.h"
+#include "sim/scenario/scenario_parse.h"
+#include "sim/physics/timeline.h"
+#include "sim/truth/truth.h"
+#include "sim/truth/truth_mig.h"
 #include "test_support.h"
 
 namespace gpumeter::sim {

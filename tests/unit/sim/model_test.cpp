@@ -1,7 +1,7 @@
 // The per-GPU model at exact scenario times: readings, cumulative counters against the
 // ground truth, driver reloads, order independence, and the sample buffers.
 
-#include "sim/model/gpu_sim.h"
+#include "sim/physics/gpu_sim.h"
 
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 #include <numeric>
 #include <random>
 
-#include "sim/model/truth.h"
+#include "sim/truth/truth.h"
 #include "test_support.h"
 
 namespace gpumeter::sim {
@@ -38,7 +38,7 @@ faults:
 TEST(Model, ReadingsFollowUtilization) {
   Scenario s = testing::parse_ok(kScenario);
   SimGpu gpu(s, 0);
-  Reading idle = gpu.reading(5 * S);
+  InstantValues idle = gpu.values_at(5 * S);
   EXPECT_EQ(idle.util_percent, 0u);
   EXPECT_EQ(idle.power_mw, 50000u);
   EXPECT_EQ(idle.performance_state, 8u);
@@ -48,7 +48,7 @@ TEST(Model, ReadingsFollowUtilization) {
   EXPECT_EQ(idle.clocks_event_reasons, 0x1ULL);
   EXPECT_EQ(idle.memory_used_bytes, 0u);
 
-  Reading half = gpu.reading(20 * S);
+  InstantValues half = gpu.values_at(20 * S);
   EXPECT_EQ(half.util_percent, 50u);
   EXPECT_EQ(half.memory_util_percent, 30u);
   EXPECT_EQ(half.power_mw, 150000u);
@@ -59,11 +59,11 @@ TEST(Model, ReadingsFollowUtilization) {
   EXPECT_EQ(half.clocks_event_reasons, 0u);
   EXPECT_EQ(half.memory_used_bytes, 1ULL << 30);
 
-  Reading capped = gpu.reading(62 * S);  // 50% + 80% is capped at 100%
+  InstantValues capped = gpu.values_at(62 * S);  // 50% + 80% is capped at 100%
   EXPECT_EQ(capped.util_percent, 100u);
   EXPECT_EQ(capped.power_mw, 250000u);
   EXPECT_EQ(capped.memory_used_bytes, 3ULL << 30);
-  EXPECT_EQ(gpu.reading(70 * S).util_percent, 70u);
+  EXPECT_EQ(gpu.values_at(70 * S).util_percent, 70u);
 
   const auto& procs = gpu.processes(62 * S);
   ASSERT_EQ(procs.size(), 2u);

@@ -14,7 +14,7 @@
 #include <thread>
 
 #include "nvml/nvml_api.h"
-#include "sim/model/time.h"
+#include "sim/scenario/time.h"
 #include "test_support.h"
 
 namespace gpumeter::sim {

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "nvml_sim_fixture.h"
-#include "sim/model/process_utilization.h"
-#include "sim/model/truth.h"
+#include "sim/physics/process_utilization.h"
+#include "sim/truth/truth.h"
 #include "test_support.h"
 
 namespace gpumeter::sim {

@@ -19,7 +19,7 @@
 
 #include "nvml/nvml_api.h"
 #include "nvml_sim_fixture.h"
-#include "sim/model/truth.h"
+#include "sim/truth/truth.h"
 #include "test_support.h"
 
 namespace gpumeter::sim {

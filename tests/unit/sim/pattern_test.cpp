@@ -1,10 +1,10 @@
 // Each pattern's values and edges, and the exact integral the timeline builds from them.
 
-#include "sim/model/pattern.h"
+#include "sim/scenario/pattern.h"
 
 #include <gtest/gtest.h>
 
-#include "sim/model/timeline.h"
+#include "sim/physics/timeline.h"
 #include "test_support.h"
 
 namespace gpumeter::sim {

@@ -1,13 +1,13 @@
 // Per-process records of the model at exact scenario times: the per-process grid, the window
 // each record averages over, and which processes get one.
 
-#include "sim/model/process_utilization.h"
+#include "sim/physics/process_utilization.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 
-#include "sim/model/gpu_sim.h"
+#include "sim/physics/gpu_sim.h"
 #include "test_support.h"
 
 namespace gpumeter::sim {

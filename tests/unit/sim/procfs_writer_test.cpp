@@ -2,7 +2,7 @@
 // an agent parses it, atomic updates of the tree, and the follow loop on an injected clock.
 
 #include "sim/host/procfs_writer.h"
-#include "sim/model/clock.h"
+#include "sim/scenario/scenario_clock.h"
 
 #include <pthread.h>
 #include <signal.h>

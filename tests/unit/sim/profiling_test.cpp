@@ -7,10 +7,10 @@
 
 #include "mig_scenario.h"
 #include "sim/cli/truth_format.h"
-#include "sim/model/profiling.h"
-#include "sim/model/scenario_parse.h"
-#include "sim/model/timeline.h"
-#include "sim/model/truth.h"
+#include "sim/physics/profiling.h"
+#include "sim/scenario/scenario_parse.h"
+#include "sim/physics/timeline.h"
+#include "sim/truth/truth.h"
 #include "test_support.h"
 
 namespace gpumeter::sim {

@@ -4,8 +4,8 @@
 
 #include <gtest/gtest.h>
 
-#include "sim/model/driver.h"
-#include "sim/model/scenario_parse.h"
+#include "sim/scenario/driver.h"
+#include "sim/scenario/scenario_parse.h"
 #include "test_support.h"
 
 namespace gpumeter::sim {

@@ -1,13 +1,13 @@
 // Scenario files: a complete good file, the deploy/ scenarios, and one test per kind of
 // error, each checking that the message names file:line:col and the field.
 
-#include "sim/model/scenario_parse.h"
+#include "sim/scenario/scenario_parse.h"
 
 #include <gtest/gtest.h>
 
 #include <set>
 
-#include "sim/model/timeline.h"
+#include "sim/physics/timeline.h"
 #include "test_support.h"
 
 namespace gpumeter::sim {

@@ -12,7 +12,7 @@
 
 #include <gtest/gtest.h>
 
-#include "sim/model/scenario_parse.h"
+#include "sim/scenario/scenario_parse.h"
 
 namespace gpumeter::sim::testing {
 

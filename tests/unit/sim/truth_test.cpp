@@ -1,6 +1,6 @@
 // Ground truth: hand-computed values, the three invariants, window tiling and determinism.
 
-#include "sim/model/truth.h"
+#include "sim/truth/truth.h"
 
 #include <gtest/gtest.h>
 

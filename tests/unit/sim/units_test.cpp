@@ -1,4 +1,4 @@
-#include "sim/model/units.h"
+#include "sim/scenario/units.h"
 
 #include <gtest/gtest.h>
 
