@@ -1,7 +1,7 @@
 """A small NVML client over ctypes: the calls the self-check makes, and those sim-nvidia-smi
 makes to print what nvidia-smi prints. It reads, it never sets anything on a GPU.
 
-Layouts follow nvml.h (the same subset as src/nvml/nvml_api.h, which checks their sizes).
+Layouts follow nvml.h (the same subset as src/abi/nvml_api.h, which checks their sizes).
 Every call raises NvmlError with NVML's return code when it fails; NOT_SUPPORTED is code 3.
 """
 import ctypes

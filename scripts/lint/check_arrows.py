@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Checks every #include "..." under src/ against the module map in docs/architecture.md.
 
-A module is a folder of src/ (the simulator's rooms, src/sim/*, are modules of their own). A file
+A module is a folder of src/ (the simulator's rooms, src/sim/*, and the backends, src/backend/*, are
+modules of their own). A file
 may include headers of its own module and of the modules its module's row in the map names;
 anything else is an arrow the architecture does not allow. Prints one line per such include and
 exits 1 if there is any, 2 if the map cannot be read.
@@ -42,10 +43,14 @@ def read_map(path):
     return allowed
 
 
+# Folders whose subfolders are modules of their own: the simulator's rooms and the backends.
+NESTED = ("sim", "backend")
+
+
 def module_of(parts):
     """The module a path under src/ (as parts, without src/) belongs to."""
-    if parts[0] == "sim" and len(parts) > 2:
-        return "sim/" + parts[1]
+    if parts[0] in NESTED and len(parts) > 2:
+        return parts[0] + "/" + parts[1]
     return parts[0]
 
 

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "backend/dynamic_library.h"
-#include "cuda/cuda_api.h"
+#include "abi/cuda_api.h"
 #include "util/result.h"
 
 namespace gpumeter::burn {

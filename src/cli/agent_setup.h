@@ -8,8 +8,8 @@
 #include <optional>
 #include <string>
 
-#include "backend/nvml_backend.h"
-#include "backend/rocm_backend.h"
+#include "backend/nvml/nvml_backend.h"
+#include "backend/rocm/rocm_backend.h"
 #include "config/config.h"
 #include "ledger/host_owner_resolver.h"
 #include "ledger/usage_tracker.h"

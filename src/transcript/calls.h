@@ -3,7 +3,7 @@
 // calls it through: what a transcript records and a replay serves. nvmlErrorString returns a
 // string, not a status, and passes through unrecorded.
 
-#include "nvml/nvml_api.h"
+#include "abi/nvml_api.h"
 
 #define GPUMETER_TRANSCRIPT_CALLS(X)                                                 \
   X(nvmlInit_v2, nvmlInit_fn)                                                        \

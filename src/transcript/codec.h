@@ -18,7 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "nvml/nvml_api.h"
+#include "abi/nvml_api.h"
 #include "transcript/calls.h"
 
 namespace gpumeter::transcript {

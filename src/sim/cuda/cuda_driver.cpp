@@ -29,7 +29,7 @@
 
 #include <fmt/format.h>
 
-#include "cuda/cuda_api.h"
+#include "abi/cuda_api.h"
 #include "sim/scenario/env_config.h"
 #include "util/split.h"
 

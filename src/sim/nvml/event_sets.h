@@ -11,7 +11,7 @@
 #include <optional>
 #include <vector>
 
-#include "nvml/nvml_api.h"
+#include "abi/nvml_api.h"
 #include "sim/nvml/session.h"
 
 // The opaque handle type of nvml_api.h, defined here: a handle is a pointer to one of these.

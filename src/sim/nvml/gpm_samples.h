@@ -9,7 +9,7 @@
 #include <mutex>
 #include <optional>
 
-#include "nvml/nvml_api.h"
+#include "abi/nvml_api.h"
 #include "sim/physics/profiling.h"
 #include "sim/scenario/time.h"
 

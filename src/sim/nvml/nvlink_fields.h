@@ -1,7 +1,7 @@
 #pragma once
 // The NVLink field values of nvmlDeviceGetFieldValues (nvml_exports_nvlink.cpp).
 
-#include "nvml/nvml_api.h"
+#include "abi/nvml_api.h"
 #include "sim/scenario/time.h"
 #include "sim/nvml/session.h"
 

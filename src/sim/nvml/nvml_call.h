@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-#include "nvml/nvml_api.h"
+#include "abi/nvml_api.h"
 #include "sim/nvml/runtime.h"
 #include "sim/nvml/session.h"
 

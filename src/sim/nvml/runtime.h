@@ -10,7 +10,7 @@
 #include <mutex>
 #include <optional>
 
-#include "nvml/nvml_api.h"
+#include "abi/nvml_api.h"
 #include "sim/nvml/event_sets.h"
 #include "sim/nvml/gpm_samples.h"
 #include "sim/nvml/session.h"

@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "nvml/nvml_api.h"
+#include "abi/nvml_api.h"
 #include "sim/scenario/scenario_clock.h"
 #include "sim/scenario/env_config.h"
 #include "sim/physics/gpu_sim.h"

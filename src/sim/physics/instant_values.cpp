@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "nvml/nvml_api.h"
+#include "abi/nvml_api.h"
 
 namespace gpumeter::sim {
 

@@ -28,7 +28,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "nvml/nvml_api.h"
+#include "abi/nvml_api.h"
 #include "sim/scenario/scenario.h"
 #include "sim/physics/timeline.h"
 

@@ -11,7 +11,7 @@
 
 #include <fmt/format.h>
 
-#include "nvml/nvml_api.h"
+#include "abi/nvml_api.h"
 #include "sim/scenario/scenario_parse.h"
 #include "sim/scenario/units.h"
 #include "util/split.h"

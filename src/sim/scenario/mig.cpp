@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "nvml/nvml_api.h"
+#include "abi/nvml_api.h"
 #include "sim/scenario/scenario.h"
 
 namespace gpumeter::sim {

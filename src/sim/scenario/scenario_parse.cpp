@@ -12,7 +12,7 @@
 #include <set>
 #include <sstream>
 
-#include "nvml/nvml_api.h"
+#include "abi/nvml_api.h"
 #include "sim/scenario/driver.h"
 #include "sim/scenario/identifiers.h"
 #include "sim/scenario/scenario_parse_parts.h"

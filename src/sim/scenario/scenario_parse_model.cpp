@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
-#include "nvml/nvml_api.h"
+#include "abi/nvml_api.h"
 #include "sim/scenario/driver.h"
 #include "sim/scenario/scenario_parse_parts.h"
 #include "sim/scenario/yaml_reader.h"

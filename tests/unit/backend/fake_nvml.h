@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "backend/dynamic_library.h"
-#include "nvml/nvml_api.h"
+#include "abi/nvml_api.h"
 
 namespace gpumeter::fake {
 

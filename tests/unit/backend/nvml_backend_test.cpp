@@ -1,6 +1,6 @@
 // The NVML backend against the fleet simulator: a real dlopen of a real libnvidia-ml.so.1.
 
-#include "backend/nvml_backend.h"
+#include "backend/nvml/nvml_backend.h"
 
 #include <gtest/gtest.h>
 

@@ -4,7 +4,7 @@
 #include <chrono>
 
 #include "backend/clock_steps.h"
-#include "backend/nvml_backend.h"
+#include "backend/nvml/nvml_backend.h"
 #include "fake_nvml.h"
 
 namespace gpumeter {

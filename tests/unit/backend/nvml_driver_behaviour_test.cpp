@@ -8,8 +8,8 @@
 #include <chrono>
 #include <thread>
 
-#include "backend/nvml_backend.h"
-#include "backend/nvml_internal.h"
+#include "backend/nvml/nvml_backend.h"
+#include "backend/nvml/nvml_internal.h"
 #include "fake_nvml.h"
 
 namespace gpumeter {

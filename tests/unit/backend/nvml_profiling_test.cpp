@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <chrono>
 
-#include "backend/nvml_backend.h"
+#include "backend/nvml/nvml_backend.h"
 #include "fake_nvml.h"
 
 namespace gpumeter {

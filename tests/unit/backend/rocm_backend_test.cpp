@@ -10,8 +10,8 @@
 
 #include <gtest/gtest.h>
 
-#include "backend/rocm_api.h"
-#include "backend/rocm_backend.h"
+#include "abi/rocm_smi_api.h"
+#include "backend/rocm/rocm_backend.h"
 
 namespace gpumeter {
 namespace {

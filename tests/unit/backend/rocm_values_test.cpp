@@ -1,7 +1,7 @@
-// What the AMD backend makes of ROCm SMI's answers (backend/rocm_values.h).
+// What the AMD backend makes of ROCm SMI's answers (backend/rocm/rocm_values.h).
 #include <gtest/gtest.h>
 
-#include "backend/rocm_values.h"
+#include "backend/rocm/rocm_values.h"
 
 namespace gpumeter::rocm {
 namespace {

@@ -13,7 +13,7 @@
 #include <string>
 #include <thread>
 
-#include "nvml/nvml_api.h"
+#include "abi/nvml_api.h"
 #include "sim/scenario/time.h"
 #include "test_support.h"
 

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "nvml/nvml_api.h"
+#include "abi/nvml_api.h"
 #include "test_support.h"
 
 namespace gpumeter::sim {

@@ -17,7 +17,7 @@
 #include <thread>
 #include <vector>
 
-#include "nvml/nvml_api.h"
+#include "abi/nvml_api.h"
 #include "nvml_sim_fixture.h"
 #include "sim/truth/truth.h"
 #include "test_support.h"

@@ -1,4 +1,4 @@
-#include "backend/nvml_symbols.h"
+#include "backend/nvml/nvml_symbols.h"
 
 #include <initializer_list>
 

@@ -5,7 +5,7 @@
 
 #include <array>
 
-#include "backend/nvml_internal.h"
+#include "backend/nvml/nvml_internal.h"
 
 namespace gpumeter {
 

@@ -2,8 +2,8 @@
 // What the ROCm SMI backend's source files share: the library's entry points. Not part of the
 // backend's interface.
 
-#include "backend/rocm_api.h"
-#include "backend/rocm_backend.h"
+#include "abi/rocm_smi_api.h"
+#include "backend/rocm/rocm_backend.h"
 
 namespace gpumeter {
 

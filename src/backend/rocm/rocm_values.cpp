@@ -1,8 +1,8 @@
-#include "backend/rocm_values.h"
+#include "backend/rocm/rocm_values.h"
 
 #include <iterator>
 
-#include "backend/rocm_api.h"
+#include "abi/rocm_smi_api.h"
 
 namespace gpumeter::rocm {
 

@@ -15,7 +15,7 @@
 
 #include "backend/backend.h"
 #include "backend/dynamic_library.h"
-#include "backend/nvml_symbols.h"
+#include "backend/nvml/nvml_symbols.h"
 #include "util/log.h"
 
 namespace gpumeter {

@@ -8,8 +8,8 @@
 
 #include <fmt/format.h>
 
-#include "backend/rocm_internal.h"
-#include "backend/rocm_values.h"
+#include "backend/rocm/rocm_internal.h"
+#include "backend/rocm/rocm_values.h"
 
 namespace gpumeter {
 

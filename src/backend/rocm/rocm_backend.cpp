@@ -1,4 +1,4 @@
-#include "backend/rocm_backend.h"
+#include "backend/rocm/rocm_backend.h"
 
 #include <algorithm>
 #include <chrono>
@@ -9,8 +9,8 @@
 #include <fmt/format.h>
 
 #include "backend/clock_steps.h"
-#include "backend/rocm_internal.h"
-#include "backend/rocm_values.h"
+#include "backend/rocm/rocm_internal.h"
+#include "backend/rocm/rocm_values.h"
 #include "util/file_read.h"
 
 namespace gpumeter {

@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <cstring>
 
-#include "backend/nvml_internal.h"
+#include "backend/nvml/nvml_internal.h"
 
 namespace gpumeter {
 

@@ -1,11 +1,11 @@
-#include "backend/nvml_backend.h"
+#include "backend/nvml/nvml_backend.h"
 
 #include <algorithm>
 #include <array>
 #include <cstring>
 #include <thread>
 
-#include "backend/nvml_internal.h"
+#include "backend/nvml/nvml_internal.h"
 
 namespace gpumeter {
 

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <set>
 
-#include "backend/nvml_internal.h"
+#include "backend/nvml/nvml_internal.h"
 
 namespace gpumeter {
 

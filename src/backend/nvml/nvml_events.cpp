@@ -3,7 +3,7 @@
 // GPU is left out of a rebuilt set until its handle is acquired again; the others' events
 // keep arriving.
 
-#include "backend/nvml_internal.h"
+#include "backend/nvml/nvml_internal.h"
 
 namespace gpumeter {
 

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "backend/clock_steps.h"
-#include "backend/nvml_backend.h"
+#include "backend/nvml/nvml_backend.h"
 
 namespace gpumeter {
 

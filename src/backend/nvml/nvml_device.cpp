@@ -5,8 +5,8 @@
 #include <chrono>
 #include <vector>
 
-#include "backend/nvml_backend.h"
-#include "backend/nvml_internal.h"
+#include "backend/nvml/nvml_backend.h"
+#include "backend/nvml/nvml_internal.h"
 
 namespace gpumeter {
 
