@@ -78,12 +78,11 @@ std::vector<MetricFamily> reload_families(const ReloadStatus& status) {
   return out;
 }
 
-ConfigReloader::ConfigReloader(Files files, ReloadedSettings current, Prepare prepare, Logger& log,
-                               std::function<double()> clock)
+ConfigReloader::ConfigReloader(Files files, ReloadedSettings current, Prepare prepare, Logger& log, const Clock* clock)
     : files_(std::move(files)),
       prepare_(std::move(prepare)),
       log_(log),
-      clock_(std::move(clock)),
+      clock_(clock != nullptr ? *clock : system_clock()),
       current_(std::move(current)),
       config_seen_(read_file(files_.config_file, read_config_file)),
       web_seen_(read_file(files_.web_config_file, read_web_config_file)) {
@@ -92,10 +91,7 @@ ConfigReloader::ConfigReloader(Files files, ReloadedSettings current, Prepare pr
 
 ConfigReloader::~ConfigReloader() { stop_watch(); }
 
-double ConfigReloader::now() const {
-  if (clock_) return clock_();
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
+double ConfigReloader::now() const { return clock_.wall_seconds(); }
 
 bool ConfigReloader::files_changed() const {
   const auto config = read_file(files_.config_file, read_config_file);

@@ -21,6 +21,7 @@
 #include "config/config.h"
 #include "http/web_config.h"
 #include "model/metric_family.h"
+#include "util/clock.h"
 #include "util/log.h"
 #include "util/result.h"
 
@@ -59,10 +60,10 @@ class ConfigReloader {
   // runs only when every check passed, and is expected not to fail.
   using Prepare = std::function<Result<std::function<void()>>(const ReloadedSettings& settings)>;
 
-  // `current` is what is in force (read at start); `clock` gives Unix seconds (unset: the
-  // system clock). The files' content now is taken as the content in force.
-  ConfigReloader(Files files, ReloadedSettings current, Prepare prepare, Logger& log,
-                 std::function<double()> clock = {});
+  // `current` is what is in force (read at start); `clock` is the wall clock of the status's
+  // times (null: the system clock; it must outlive the reloader). The files' content now is taken as the content in
+  // force.
+  ConfigReloader(Files files, ReloadedSettings current, Prepare prepare, Logger& log, const Clock* clock = nullptr);
   ~ConfigReloader();  // stops the periodic check
   ConfigReloader(const ConfigReloader&) = delete;
   ConfigReloader& operator=(const ConfigReloader&) = delete;
@@ -92,7 +93,7 @@ class ConfigReloader {
   const Files files_;
   Prepare prepare_;
   Logger& log_;
-  std::function<double()> clock_;
+  const Clock& clock_;
   std::shared_ptr<ReloadStatus> status_ = std::make_shared<ReloadStatus>();
 
   mutable std::mutex mu_;  // one reload at a time; guards the members below

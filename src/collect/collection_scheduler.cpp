@@ -42,22 +42,10 @@ struct CollectionScheduler::Slot {
   std::array<std::optional<CollectorRun>, kCollectorCount> runs;
 };
 
-const CollectorClock& steady_collector_clock() {
-  struct Steady final : CollectorClock {
-    time_point now() const override { return std::chrono::steady_clock::now(); }
-    bool wait_until(std::condition_variable& cv, std::unique_lock<std::mutex>& lock, time_point deadline,
-                    const std::function<bool()>& done) const override {
-      return cv.wait_until(lock, deadline, done);
-    }
-  };
-  static const Steady clock;
-  return clock;
-}
-
 CollectionScheduler::CollectionScheduler(std::vector<Backend*> backends, CollectionSchedulerOptions options,
                                          SnapshotSink sink, Logger& log)
     : backends_(std::move(backends)), options_(std::move(options)), sink_(std::move(sink)), log_(log) {
-  if (options_.clock == nullptr) options_.clock = &steady_collector_clock();
+  if (options_.clock == nullptr) options_.clock = &system_clock();
   plan_ = std::make_shared<const CollectionPlan>(options_.plan);
   for (Backend* b : backends_) {
     for (unsigned i = 0; i < b->device_count(); ++i) {

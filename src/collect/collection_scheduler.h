@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "collect/clock.h"
+#include "util/clock.h"
 #include "collect/collection_plan.h"
 #include "model/reading_observer.h"
 #include "model/snapshot.h"
@@ -35,7 +35,7 @@ struct CollectionSchedulerOptions {
   // Usage-only collections come every min(interval, usage_interval); none at all when the
   // interval is no longer than this.
   std::chrono::milliseconds usage_interval = kUsageDrainInterval;
-  const CollectorClock* clock = nullptr;  // the steady clock when unset; must outlive the collector
+  const Clock* clock = nullptr;  // the system clock when unset; must outlive the collector
   // Which collectors run, and how often the device collectors read (every one by default);
   // set_plan() replaces it while the collector runs.
   CollectionPlan plan;
@@ -94,7 +94,7 @@ class CollectionScheduler {
   void observe(Slot& slot, size_t index, const Result<DeviceReading>& result);
   // Identifies the GPU again after a failure (a driver upgrade changes what gpu_info says).
   void reidentify(Slot& slot);
-  const CollectorClock& clock() const { return *options_.clock; }
+  const Clock& clock() const { return *options_.clock; }
   void run_events(Backend& backend, size_t first_slot);
   void run_publisher();
   bool wait_until(std::chrono::steady_clock::time_point t);

@@ -26,6 +26,7 @@
 
 #include "http/exposition_store.h"
 #include "http/web_config.h"
+#include "util/clock.h"
 #include "util/log.h"
 #include "util/result.h"
 
@@ -52,8 +53,8 @@ struct HttpServerOptions {
   size_t max_payload_bytes = 4096;                     // only GET/HEAD are served; any body is unexpected
   // Answers /-/ready. Unset: ready once the first snapshot is published.
   std::function<Readiness()> readiness;
-  // Wall clock in Unix seconds, for the snapshot age. Unset: the system clock.
-  std::function<double()> clock;
+  // The wall clock, for the snapshot age. Null: the system clock. Must outlive the server.
+  const Clock* clock = nullptr;
   // From --web.config.file (see web_config.h): TLS, basic auth on every endpoint, extra response
   // headers. Null: plain HTTP without authentication. Replaced at run time by set_web_config().
   std::shared_ptr<const WebConfig> web_config;

@@ -74,10 +74,7 @@ HttpResponse error_response(int status, std::string_view detail) {
   return text(status, body + "\n");
 }
 
-double HttpRouter::now() const {
-  if (opt_.clock) return opt_.clock();
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
+double HttpRouter::now() const { return (opt_.clock ? *opt_.clock : system_clock()).wall_seconds(); }
 
 Readiness HttpRouter::readiness() const {
   if (opt_.readiness) return opt_.readiness();

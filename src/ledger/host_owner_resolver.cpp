@@ -83,9 +83,7 @@ void HostOwnerResolver::update_rules(ProjectResolver rules, std::vector<std::str
 }
 
 std::int64_t HostOwnerResolver::wall_clock_us() const {
-  if (options_.wall_clock_us) return options_.wall_clock_us();
-  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
+  return (options_.clock ? *options_.clock : system_clock()).wall_us();
 }
 
 void HostOwnerResolver::refresh_hpc_locked() {

@@ -21,6 +21,7 @@
 #include "attribution/slurm_cgroups.h"
 #include "kubelet/device_map.h"
 #include "ledger/usage_tracker.h"
+#include "util/clock.h"
 #include "util/log.h"
 
 namespace gpumeter {
@@ -41,8 +42,8 @@ struct HostOwnerResolverOptions {
   // allocations.
   bool allocations = false;
   // The system clock, µs (the clock the driver stamps samples with); unset: the real one.
-  std::function<std::int64_t()> wall_clock_us;
-  std::string kubelet_socket;  // "" when off
+  const Clock* clock = nullptr;  // the wall clock; null: the system clock. Must outlive the resolver
+  std::string kubelet_socket;    // "" when off
   kubelet::KubeletWatcher::Options kubelet;
   ProjectResolver rules;
   // A pid whose /proc entry cannot be read is retried after this long.

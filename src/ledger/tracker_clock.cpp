@@ -25,15 +25,11 @@ const std::string& system_boot_id() {
 }  // namespace
 
 std::int64_t wall_now_us(const UsageTrackerOptions& options) {
-  if (options.wall_clock_us) return options.wall_clock_us();
-  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
+  return (options.clock ? *options.clock : system_clock()).wall_us();
 }
 
 std::int64_t monotonic_now_us(const UsageTrackerOptions& options) {
-  if (options.monotonic_us) return options.monotonic_us();
-  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return (options.clock ? *options.clock : system_clock()).monotonic_us();
 }
 
 std::string boot_id(const UsageTrackerOptions& options) {

@@ -1,6 +1,6 @@
 #pragma once
-// The usage tracker's clocks (UsageTrackerOptions::wall_clock_us, monotonic_us, boot_id): the
-// options' where set, else the system's.
+// The usage tracker's clocks (UsageTrackerOptions::clock, boot_id): the options' where set, else
+// the system's.
 
 #include <cstdint>
 #include <string>

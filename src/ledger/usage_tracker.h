@@ -26,6 +26,7 @@
 #include "ledger/process_series.h"
 #include "ledger/state_file.h"
 #include "model/reading_observer.h"
+#include "util/clock.h"
 #include "util/log.h"
 
 namespace gpumeter {
@@ -61,11 +62,10 @@ struct UsageTrackerOptions {
   std::chrono::milliseconds max_gap{10000};
   // The allocation policy: scheduler (bill what the scheduler allocated) or process.
   bool scheduler = false;
-  // The clocks, µs: the wall clock (what the driver stamps samples with) and a monotonic one.
-  // Unset: the system clocks. The boot's id tells whether a monotonic reading in the state
-  // file is comparable with now (unset: /proc/sys/kernel/random/boot_id).
-  std::function<std::int64_t()> wall_clock_us;
-  std::function<std::int64_t()> monotonic_us;
+  // The clocks: the wall clock (what the driver stamps samples with) and the monotonic one. Null:
+  // the system clock; must outlive the tracker. The boot's id tells whether a monotonic reading in
+  // the state file is comparable with now (unset: /proc/sys/kernel/random/boot_id).
+  const Clock* clock = nullptr;
   std::function<std::string()> boot_id;
   // A checkpoint that keeps failing is logged once, then at most this often, with a count.
   std::chrono::milliseconds checkpoint_failure_log_interval{10 * 60 * 1000};

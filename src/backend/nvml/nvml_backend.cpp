@@ -236,14 +236,10 @@ BackendStatus NvmlBackend::status() const {
   return status_;
 }
 
-std::int64_t NvmlBackend::wall_now_us() const {
-  if (options_.wall_clock_us) return options_.wall_clock_us();
-  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
+std::int64_t NvmlBackend::wall_now_us() const { return (options_.clock ? *options_.clock : system_clock()).wall_us(); }
 
 std::chrono::steady_clock::time_point NvmlBackend::steady_now() const {
-  return options_.steady_clock ? options_.steady_clock() : std::chrono::steady_clock::now();
+  return (options_.clock ? *options_.clock : system_clock()).now();
 }
 
 std::string NvmlBackend::error_text(nvmlReturn_t rc) const {

@@ -16,6 +16,7 @@
 #include "backend/backend.h"
 #include "backend/dynamic_library.h"
 #include "backend/nvml/nvml_symbols.h"
+#include "util/clock.h"
 #include "util/log.h"
 
 namespace gpumeter {
@@ -27,9 +28,9 @@ struct NvmlBackendOptions {
   std::vector<std::string> library_candidates = {"libnvidia-ml.so.1", "libnvidia-ml.so"};
   // Symbols to treat as absent: lets tests run the real library with parts of the API missing.
   std::vector<std::string> hidden_symbols;
-  // Clocks, replaceable so tests can script time. Unset means the system clocks.
-  std::function<std::int64_t()> wall_clock_us;                          // microseconds since the epoch
-  std::function<std::chrono::steady_clock::time_point()> steady_clock;  // backoff, slow-class refresh
+  // The clocks (the wall clock stamps samples; the monotonic one times backoff and the slow
+  // class's refresh). Null: the system clock. Must outlive the backend.
+  const Clock* clock = nullptr;
   // How long a re-initialization waits for the workers to leave the driver before it retries
   // later (a worker stuck in a hung call must not stall it for good).
   std::chrono::milliseconds reinit_lock_timeout{1000};

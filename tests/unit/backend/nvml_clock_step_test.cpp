@@ -5,6 +5,7 @@
 
 #include "backend/clock_steps.h"
 #include "backend/nvml/nvml_backend.h"
+#include "fake_clock.h"
 #include "fake_nvml.h"
 
 namespace gpumeter {
@@ -27,22 +28,21 @@ class ClockStepTest : public ::testing::Test {
   void SetUp() override { fake::reset(); }
   std::unique_ptr<NvmlBackend> make() {
     NvmlBackendOptions o;
-    o.wall_clock_us = [this] { return wall_; };
-    o.steady_clock = [this] { return steady_; };
+    o.clock = &clock_;
     auto b = NvmlBackend::create(std::make_unique<fake::FakeSymbols>(), o, log_);
     EXPECT_TRUE(b->status().up) << b->status().detail;
     return b;
   }
   // `n` samples of 200 ms ending at the wall clock, in the buffer after what it holds.
   void sample_until_now(int n, unsigned percent) {
-    for (int i = n - 1; i >= 0; --i) script().utilization_samples[0].push_back(sample(wall_ - i * 200'000, percent));
+    for (int i = n - 1; i >= 0; --i)
+      script().utilization_samples[0].push_back(sample(clock_.wall_us() - i * 200'000, percent));
   }
   void pass(std::chrono::microseconds d, std::int64_t step_us = 0) {
-    steady_ += d;
-    wall_ += d.count() + step_us;
+    clock_.advance(d);
+    clock_.advance_wall(d + std::chrono::microseconds(step_us));
   }
-  std::int64_t wall_ = 1'700'000'000'000'000;
-  std::chrono::steady_clock::time_point steady_{};
+  testing::FakeClock clock_;
   Logger log_{LogLevel::kError};
 };
 
@@ -62,7 +62,7 @@ TEST_F(ClockStepTest, AStepBackMovesTheCursorsAndSkipsSamplesFromBeforeIt) {
   EXPECT_EQ(r->usage.clock_step_us, -kHour);
   ASSERT_EQ(r->usage.utilization_samples.size(), 5u);  // not frozen until the clock catches up
   for (const auto& s : r->usage.utilization_samples) EXPECT_DOUBLE_EQ(s.value, 0.7);
-  EXPECT_EQ(r->usage.utilization_samples.back().timestamp_us, wall_);
+  EXPECT_EQ(r->usage.utilization_samples.back().timestamp_us, clock_.wall_us());
   // The next reading takes only what is newer again, and sees no step.
   pass(400ms);
   sample_until_now(2, 70);

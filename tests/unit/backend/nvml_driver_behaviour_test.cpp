@@ -10,6 +10,7 @@
 
 #include "backend/nvml/nvml_backend.h"
 #include "backend/nvml/nvml_internal.h"
+#include "fake_clock.h"
 #include "fake_nvml.h"
 
 namespace gpumeter {
@@ -25,8 +26,7 @@ class DriverBehaviourTest : public ::testing::Test {
   void SetUp() override { fake::reset(); }
   std::unique_ptr<NvmlBackend> make(std::set<std::string> hidden = {}) {
     NvmlBackendOptions o;
-    o.wall_clock_us = [] { return kNow; };
-    o.steady_clock = [this] { return steady_; };
+    o.clock = &clock_;
     o.reinit_lock_timeout = 50ms;
     auto b = NvmlBackend::create(std::make_unique<fake::FakeSymbols>(std::move(hidden)), o, log_);
     EXPECT_TRUE(b->status().up) << b->status().detail;
@@ -42,7 +42,7 @@ class DriverBehaviourTest : public ::testing::Test {
     auto it = counters.dropped_records.find({gpu, reason});
     return it == counters.dropped_records.end() ? 0 : it->second;
   }
-  std::chrono::steady_clock::time_point steady_{};
+  testing::FakeClock clock_;
   Logger log_{LogLevel::kError};
 };
 
@@ -325,7 +325,7 @@ TEST_F(DriverBehaviourTest, AVersionMismatchReinitializesNvmlWithoutARestart) {
   script().all_rc.reset();
   script().init_rc.reset();
   script().driver = "560.35.03";
-  steady_ += 1100ms;
+  clock_.advance(1100ms);
   auto r = b->collect(0);
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_EQ(script().inits, 3);
@@ -351,7 +351,7 @@ TEST_F(DriverBehaviourTest, ReinitializationBacksOffFromOneSecondToThirty) {
   std::vector<int> waits;
   int waited_ms = 0;
   while (waits.size() < 7) {
-    steady_ += 100ms;
+    clock_.advance(100ms);
     waited_ms += 100;
     int before = script().inits;
     ASSERT_FALSE(b->collect(0).ok());
@@ -376,7 +376,7 @@ TEST_F(DriverBehaviourTest, RepeatedVersionMismatchesOnReinitializationAskForARe
     EXPECT_FALSE(b->restart_reason()) << "before attempt " << attempts;
     const int before = script().inits;
     while (script().inits == before) {
-      steady_ += 100ms;
+      clock_.advance(100ms);
       ASSERT_FALSE(b->collect(0).ok());
     }
   }
@@ -428,7 +428,7 @@ TEST_F(DriverBehaviourTest, AHungCallDelaysReinitializationButDoesNotBlockIt) {
   script().block_cv.notify_all();
   hung.join();
   script().rc.clear();
-  steady_ += 1100ms;
+  clock_.advance(1100ms);
   EXPECT_TRUE(b->collect(0).ok());
   EXPECT_EQ(script().inits, 2);
   EXPECT_EQ(b->status().counters.reinitializations, 1u);
@@ -537,10 +537,10 @@ TEST_F(DriverBehaviourTest, AnUnknownRegistrationRebuildsTheEventSetWithoutTheGp
   EXPECT_EQ(script().sets_created, 2);
   EXPECT_EQ(script().registered[fake::current_set()], (std::set<unsigned>{0}));
   script().gpu_rc.clear();
-  steady_ += 59s;
+  clock_.advance(59s);
   ASSERT_TRUE(b->wait_event(10ms).ok());
   EXPECT_EQ(script().registered[fake::current_set()], (std::set<unsigned>{0}));
-  steady_ += 2s;
+  clock_.advance(2s);
   ASSERT_TRUE(b->wait_event(10ms).ok());
   EXPECT_EQ(script().registered[fake::current_set()], (std::set<unsigned>{0, 1}));
   EXPECT_EQ(script().sets_created, 2);
@@ -581,12 +581,12 @@ TEST_F(DriverBehaviourTest, SlowValuesAreReadEveryThirtySecondsAndServedFromTheL
     auto r = b->collect(0);
     ASSERT_TRUE(r.ok());
     EXPECT_EQ(r->device.power_limit_watts, 300.0) << "served between reads";
-    steady_ += 5s;
+    clock_.advance(5s);
   }
   // The scripted NVML answers the power limit of the slow class (the others are unset there).
   EXPECT_EQ(script().calls["nvmlDeviceGetEnforcedPowerLimit"], 1);
   EXPECT_EQ(script().calls["nvmlDeviceGetFanSpeed"], 5) << "the 1 s class is read every round";
-  steady_ += 10s;  // 35 s after the first read
+  clock_.advance(10s);  // 35 s after the first read
   ASSERT_TRUE(b->collect(0).ok());
   EXPECT_EQ(script().calls["nvmlDeviceGetEnforcedPowerLimit"], 2);
 }

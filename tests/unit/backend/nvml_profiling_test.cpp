@@ -8,6 +8,7 @@
 #include <chrono>
 
 #include "backend/nvml/nvml_backend.h"
+#include "fake_clock.h"
 #include "fake_nvml.h"
 
 namespace gpumeter {
@@ -22,8 +23,7 @@ class ProfilingTest : public ::testing::Test {
   void SetUp() override { fake::reset(); }
   std::unique_ptr<NvmlBackend> make(std::set<std::string> hidden = {}) {
     NvmlBackendOptions o;
-    o.wall_clock_us = [] { return std::int64_t{1'700'000'000'000'000}; };
-    o.steady_clock = [this] { return steady_; };
+    o.clock = &clock_;
     o.reinit_lock_timeout = 50ms;
     auto b = NvmlBackend::create(std::make_unique<fake::FakeSymbols>(std::move(hidden)), o, log_);
     EXPECT_TRUE(b->status().up) << b->status().detail;
@@ -32,7 +32,7 @@ class ProfilingTest : public ::testing::Test {
   DeviceReading collect(NvmlBackend& b, unsigned gpu = 0) {
     auto r = b.collect(gpu);
     EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().message);
-    steady_ += 5s;
+    clock_.advance(5s);
     return r.ok() ? *r : DeviceReading{};
   }
   std::uint64_t call_errors(const NvmlBackend& b, const std::string& call) {
@@ -47,7 +47,7 @@ class ProfilingTest : public ::testing::Test {
     for (const auto& [key, count] : b.status().counters.call_errors) n += count;
     return n;
   }
-  std::chrono::steady_clock::time_point steady_{};
+  testing::FakeClock clock_;
   Logger log_{LogLevel::kError};
 };
 
@@ -230,7 +230,7 @@ TEST_F(ProfilingTest, TheLinkCountIsOfTheSlowClassAndTheCountersAreReadEveryColl
   auto r = collect(*b);
   EXPECT_EQ(r.nvlinks.size(), 2u) << "the count is served from the last read until 30 s passed";
   EXPECT_DOUBLE_EQ(*r.nvlinks[0].transmit_bytes, 77.0 * 1024) << "counters are read at every collection";
-  steady_ += 30s;
+  clock_.advance(30s);
   EXPECT_EQ(collect(*b).nvlinks.size(), 3u);
 }
 

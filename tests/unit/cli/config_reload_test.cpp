@@ -3,6 +3,7 @@
 // (a ConfigMap's symlink swap included) without reloading an unchanged one.
 
 #include "cli/config_reload.h"
+#include "fake_clock.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -62,6 +63,7 @@ class ReloaderTest : public ::testing::Test {
                                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
+    clock_.set_wall_us(1000 * 1'000'000);
     config_ = (dir_ / "gpumeter.yaml").string();
     write(config_, kBase);
     log_file_ = ::open_memstream(&log_buf_, &log_len_);
@@ -98,7 +100,7 @@ class ReloaderTest : public ::testing::Test {
             applied_web_ = s.web;
           });
         },
-        *log_, [this] { return now_; });
+        *log_, &clock_);
     return *reloader_;
   }
 
@@ -109,7 +111,7 @@ class ReloaderTest : public ::testing::Test {
   std::FILE* log_file_ = nullptr;
   std::unique_ptr<Logger> log_;
   std::unique_ptr<ConfigReloader> reloader_;
-  double now_ = 1000;
+  testing::FakeClock clock_;
   int prepared_ = 0;
   std::string refuse_;
   Strings applied_;
@@ -127,7 +129,7 @@ TEST_F(ReloaderTest, AppliesANewConfigAndStampsTheSuccess) {
   text.replace(text.find("default: unknown"), 16, "default: renamed");
   write(config_, text + "ledger:\n  labels: [project]\n");
   EXPECT_TRUE(r.files_changed());
-  now_ = 2000;
+  clock_.set_wall_us(2000 * 1'000'000);
   ASSERT_TRUE(r.reload("SIGHUP").ok());
   EXPECT_EQ(applied_, Strings{"renamed"});
   EXPECT_EQ(successful(*r.status()), 1);
@@ -142,7 +144,7 @@ TEST_F(ReloaderTest, AppliesANewConfigAndStampsTheSuccess) {
 TEST_F(ReloaderTest, ABrokenFileIsRefusedWithItsReasonAndNothingApplied) {
   ConfigReloader& r = make();
   write(config_, std::string(kBase) + "ledger:\n  nonsense: 1\n");
-  now_ = 2000;
+  clock_.set_wall_us(2000 * 1'000'000);
   auto done = r.reload("SIGHUP");
   ASSERT_FALSE(done.ok());
   EXPECT_NE(done.error().message.find("gpumeter.yaml:10:"), std::string::npos) << done.error().message;
@@ -278,7 +280,7 @@ TEST_F(ReloaderTest, TheWatchFollowsAConfigMapSymlinkSwap) {
   config_ = (dir_ / "cm.yaml").string();
   ConfigReloader& r = make();
   EXPECT_FALSE(r.files_changed());
-  now_ = 2000;  // read by the watch's thread from here on
+  clock_.set_wall_us(2000 * 1'000'000);  // read by the watch's thread from here on
   r.start_watch(std::chrono::milliseconds(20));
   fs::create_directory_symlink("..v2", dir_ / "..data_tmp");
   fs::rename(dir_ / "..data_tmp", dir_ / "..data");

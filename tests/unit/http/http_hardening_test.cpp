@@ -2,10 +2,12 @@
 // its threads, or keep other clients waiting. Each test failed on the cpp-httplib server.
 
 #include <gtest/gtest.h>
+
 #include <poll.h>
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstring>
 #include <memory>
@@ -14,6 +16,7 @@
 #include <vector>
 
 #include "../render/fixture_snapshot.h"
+#include "fake_clock.h"
 #include "http/http_server.h"
 #include "raw_http.h"
 #include "test_certs.h"
@@ -31,7 +34,8 @@ class HttpHardeningTest : public ::testing::Test {
   HttpServerOptions options() {
     HttpServerOptions o;
     o.listen_address = "127.0.0.1:0";
-    o.clock = [] { return testing::kFixtureNowUnix; };
+    clock_.set_wall_us(std::llround(testing::kFixtureNowUnix * 1e6));
+    o.clock = &clock_;
     return o;
   }
   void start(HttpServerOptions o) {
@@ -58,6 +62,7 @@ class HttpHardeningTest : public ::testing::Test {
 
   ExpositionStore store_;
   std::unique_ptr<HttpServer> server_;
+  testing::FakeClock clock_;
 };
 
 // True when the server closed `fd`'s connection within `within`.

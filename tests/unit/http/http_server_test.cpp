@@ -3,18 +3,21 @@
 #include "http/http_server.h"
 
 #include <gtest/gtest.h>
+
 #include <httplib.h>
 
 #include <algorithm>
 #include <atomic>
 #include <charconv>
 #include <chrono>
+#include <cmath>
 #include <fstream>
 #include <sstream>
 #include <thread>
 
 #include "../render/fixture_snapshot.h"
 #include "../render/inflate.h"
+#include "fake_clock.h"
 #include "raw_http.h"
 #include "render/families.h"
 
@@ -42,7 +45,8 @@ class HttpServerTest : public ::testing::Test {
   HttpServerOptions options() {
     HttpServerOptions o;
     o.listen_address = "127.0.0.1:0";
-    o.clock = [] { return testing::kFixtureNowUnix; };
+    clock_.set_wall_us(std::llround(testing::kFixtureNowUnix * 1e6));
+    o.clock = &clock_;
     o.keep_alive_timeout = 1s;  // lets stop() finish quickly after keep-alive clients
     o.readiness = [this] {
       return ready_.load() ? Readiness{true, ""} : Readiness{false, "backend nvml is down: NVML library not found"};
@@ -91,6 +95,7 @@ class HttpServerTest : public ::testing::Test {
   ExpositionStore store_;
   std::atomic<bool> ready_{true};
   std::unique_ptr<HttpServer> server_;
+  testing::FakeClock clock_;
 };
 
 TEST_F(HttpServerTest, MetricsIs503BeforeTheFirstSnapshot) {
@@ -163,13 +168,10 @@ TEST_F(HttpServerTest, GzipRefusedByQZero) {
 }
 
 TEST_F(HttpServerTest, SnapshotAgeComesFromTheClockAtScrapeTime) {
-  std::atomic<double> now{testing::kFixtureNowUnix};
   server_->stop();
-  auto o = options();
-  o.clock = [&] { return now.load(); };
-  start(o);
+  start(options());
   publish_fixture();
-  now = testing::kFixtureTakenUnix + 7.5;
+  clock_.set_wall_us(std::llround((testing::kFixtureTakenUnix + 7.5) * 1e6));
   auto r = get("/metrics");
   ASSERT_TRUE(r);
   EXPECT_TRUE(r->body.ends_with("\ngpumeter_snapshot_age_seconds 7.5\n")) << r->body.substr(r->body.size() - 80);

@@ -2,15 +2,18 @@
 // and extra headers, exercised with cpp-httplib's TLS client against a throwaway CA.
 
 #include <gtest/gtest.h>
+
 #include <httplib.h>
 #include <openssl/ssl.h>
 
 #include <chrono>
+#include <cmath>
 #include <fstream>
 #include <sstream>
 #include <vector>
 
 #include "../render/fixture_snapshot.h"
+#include "fake_clock.h"
 #include "http/http_server.h"
 #include "raw_http.h"
 #include "test_certs.h"
@@ -49,7 +52,8 @@ class WebServerTest : public ::testing::Test {
     if (!config) return config.error();
     HttpServerOptions o;
     o.listen_address = "127.0.0.1:0";
-    o.clock = [] { return testing::kFixtureNowUnix; };
+    clock_.set_wall_us(std::llround(testing::kFixtureNowUnix * 1e6));
+    o.clock = &clock_;
     o.keep_alive_timeout = std::chrono::seconds(1);
     o.web_config = std::make_shared<const WebConfig>(std::move(config).value());
     server_ = std::make_unique<HttpServer>(store_, o);
@@ -77,6 +81,7 @@ class WebServerTest : public ::testing::Test {
   static std::string hash_;
   ExpositionStore store_;
   std::unique_ptr<HttpServer> server_;
+  testing::FakeClock clock_;
 };
 
 testing::TestCerts* WebServerTest::certs_ = nullptr;

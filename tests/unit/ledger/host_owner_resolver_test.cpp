@@ -12,6 +12,7 @@
 #include <string>
 
 #include "../attribution/test_support.h"
+#include "fake_clock.h"
 
 namespace gpumeter {
 namespace {
@@ -134,14 +135,15 @@ TEST(HostOwnerResolver, AllocationsFromTheMappingChangeWhenItsFilesDid) {
   TempDir tmp;
   const std::string dir = tmp / "jobs";
   std::filesystem::create_directories(dir);
-  std::int64_t now_us = 1'800'000'000'000'000;
+  testing::FakeClock clock;
+  clock.set_wall_us(1'800'000'000'000'000);
   HostOwnerResolverOptions o;
   o.procfs = tmp / "proc";
   o.hpc_job_mapping_dir = dir;
   o.hpc_refresh = std::chrono::hours(1);  // only a change of the directory makes it read again
   o.allocations = true;
   o.rules = ProjectResolver({}, "default");
-  o.wall_clock_us = [&] { return now_us; };
+  o.clock = &clock;
   Logger log(LogLevel::kError);
   HostOwnerResolver resolver(o, log);
   DeviceIdentity gpu0;
@@ -154,27 +156,27 @@ TEST(HostOwnerResolver, AllocationsFromTheMappingChangeWhenItsFilesDid) {
 
   // A prolog wrote the file 3 s before the next look: the job holds the GPU from then.
   write_file(dir + "/0", "51300\n");
-  set_mtime(dir + "/0", now_us + 7'000'000);
-  now_us += 10'000'000;
+  set_mtime(dir + "/0", clock.wall_us() + 7'000'000);
+  clock.advance_wall(std::chrono::microseconds(10'000'000));
   auto held = resolver.allocation(gpu0);
   ASSERT_TRUE(held);
   EXPECT_EQ(held->owners, std::vector<OwnerLabels>{job_owner("51300")});
-  EXPECT_EQ(held->since_us, now_us - 3'000'000);
+  EXPECT_EQ(held->since_us, clock.wall_us() - 3'000'000);
 
   // The epilog removed it 2 s before the next look: the directory's time says when.
   std::filesystem::remove(dir + "/0");
-  set_mtime(dir, now_us + 8'000'000);
-  now_us += 10'000'000;
+  set_mtime(dir, clock.wall_us() + 8'000'000);
+  clock.advance_wall(std::chrono::microseconds(10'000'000));
   auto released = resolver.allocation(gpu0);
   ASSERT_TRUE(released);
   EXPECT_TRUE(released->owners.empty());
-  EXPECT_EQ(released->since_us, now_us - 2'000'000);
+  EXPECT_EQ(released->since_us, clock.wall_us() - 2'000'000);
 
   // A time outside (previous read, now] is clamped into it.
   write_file(dir + "/0", "51301\n");
-  set_mtime(dir + "/0", now_us + 60'000'000);
-  now_us += 1'000'000;
-  EXPECT_EQ(resolver.allocation(gpu0)->since_us, now_us);
+  set_mtime(dir + "/0", clock.wall_us() + 60'000'000);
+  clock.advance_wall(std::chrono::microseconds(1'000'000));
+  EXPECT_EQ(resolver.allocation(gpu0)->since_us, clock.wall_us());
 
   o.allocations = false;
   HostOwnerResolver off(o, log);
@@ -185,7 +187,8 @@ TEST(HostOwnerResolver, SlurmJobsFromTheirCgroupsByDeviceMinor) {
   TempDir tmp;
   // cgroup v1: job 77 may open /dev/nvidia3, which is GPU index 0 on this node.
   write_file(tmp / "cgroup/devices/slurm/uid_2051/job_77/devices.list", "c 195:3 rw\nc 195:255 rw\n");
-  std::int64_t now_us = 1'800'000'000'000'000;
+  testing::FakeClock clock;
+  clock.set_wall_us(1'800'000'000'000'000);
   HostOwnerResolverOptions o;
   o.procfs = tmp / "proc";
   o.slurm_cgroups.cgroup_root = tmp / "cgroup";
@@ -193,7 +196,7 @@ TEST(HostOwnerResolver, SlurmJobsFromTheirCgroupsByDeviceMinor) {
   o.hpc_refresh = std::chrono::milliseconds(0);
   o.allocations = true;
   o.rules = ProjectResolver({}, "default");
-  o.wall_clock_us = [&] { return now_us; };
+  o.clock = &clock;
   Logger log(LogLevel::kError);
   HostOwnerResolver resolver(o, log);
   DeviceIdentity gpu0;
@@ -207,13 +210,13 @@ TEST(HostOwnerResolver, SlurmJobsFromTheirCgroupsByDeviceMinor) {
   auto held = resolver.allocation(gpu0);
   ASSERT_TRUE(held);
   EXPECT_EQ(held->owners, std::vector<OwnerLabels>{job_owner("77")});
-  EXPECT_EQ(held->since_us, now_us);
+  EXPECT_EQ(held->since_us, clock.wall_us());
   EXPECT_TRUE(resolver.allocation(gpu3)->owners.empty()) << "index 3 is /dev/nvidia0, which the job may not open";
   std::filesystem::remove_all(tmp / "cgroup/devices/slurm/uid_2051/job_77");
-  now_us += 5'000'000;
+  clock.advance_wall(std::chrono::microseconds(5'000'000));
   auto released = resolver.allocation(gpu0);
   EXPECT_TRUE(released->owners.empty());
-  EXPECT_EQ(released->since_us, now_us);
+  EXPECT_EQ(released->since_us, clock.wall_us());
 }
 
 // The kubelet's device ids matched to a GPU by the fields of its identity, whatever its vendor:

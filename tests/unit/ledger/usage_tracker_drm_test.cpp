@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include "fake_clock.h"
 #include "ledger/usage_tracker.h"
 
 namespace gpumeter {
@@ -40,8 +41,8 @@ constexpr const char* kPdev = "0000:c1:00.0";
 
 struct Fixture {
   Fixture() {
-    options.wall_clock_us = [this] { return wall; };
-    options.monotonic_us = [this] { return wall; };
+    clock.set_wall_us(1'800'000'000'000'000);
+    options.clock = &clock;
     options.boot_id = [] { return std::string("boot"); };
     options.drm_clients = &clients;
     id.uuid = "0x1234";
@@ -57,9 +58,10 @@ struct Fixture {
     r.usage.processes.emplace();
     r.usage.processes->push_back({10, 1e9, kProcessCompute});
     r.usage.process_samples_supported = true;
-    r.usage.process_samples.push_back({10, wall, util, 0, wall - 1'000'000});
+    r.usage.process_samples.push_back({10, clock.wall_us(), util, 0, clock.wall_us() - 1'000'000});
     t.on_reading(0, id, r);
-    wall += 1'000'000;
+    clock.advance(std::chrono::seconds(1));
+    clock.advance_wall(std::chrono::seconds(1));
   }
   const LedgerEntry* owner(const Snapshot& s, const std::string& project) {
     for (const auto& o : s.gpus[0].ledger->owners) {
@@ -76,7 +78,7 @@ struct Fixture {
     t.contribute(s);
     return s;
   }
-  std::int64_t wall = 1'800'000'000'000'000;
+  testing::FakeClock clock;
   FakeClients clients;
   Resolver res;
   Logger log{LogLevel::kError};

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <thread>
 
+#include "fake_clock.h"
 #include "ledger/state_file.h"
 
 namespace gpumeter {
@@ -316,14 +317,16 @@ struct CapturedLog {
   Logger log;
 };
 
-// Fake clocks: the wall clock (µs) and the monotonic one, which steps never move.
+// Fake clocks: the wall clock and the monotonic one, which steps never move.
 struct Clocks {
-  std::int64_t wall = 1'800'000'000'000'000;
-  std::int64_t mono = 5'000'000'000;
+  Clocks() {
+    clock.set_wall_us(1'800'000'000'000'000);
+    clock.set_now(Clock::time_point(std::chrono::seconds(5'000)));
+  }
+  testing::FakeClock clock;
   std::string boot = "boot-1";
   void install(UsageTrackerOptions& o) {
-    o.wall_clock_us = [this] { return wall; };
-    o.monotonic_us = [this] { return mono; };
+    o.clock = &clock;
     o.boot_id = [this] { return boot; };
   }
 };
@@ -371,16 +374,16 @@ TEST(UsageTracker, AClockStepIsLoggedOnceAndFollowed) {
   UsageTrackerOptions o;
   clocks.install(o);
   UsageTracker t(o, res, cap.log);
-  std::int64_t sample_a = clocks.wall, sample_b = clocks.wall;
+  std::int64_t sample_a = clocks.clock.wall_us(), sample_b = clocks.clock.wall_us();
   const DeviceIdentity a = gpu(0, "GPU-a"), b = gpu(1, "GPU-b");
   for (int i = 0; i < 2; ++i) {
     t.on_reading(0, a, reading(&sample_a, {2}));
     t.on_reading(1, b, reading(&sample_b, {3}));
-    clocks.wall += 1'000'000;
-    clocks.mono += 1'000'000;
+    clocks.clock.advance_wall(std::chrono::microseconds(1'000'000));
+    clocks.clock.advance(std::chrono::microseconds(1'000'000));
   }
   // One hour back: both GPUs see it at their next reading, on samples of the new clock.
-  clocks.wall -= 3'600'000'000;
+  clocks.clock.advance_wall(-std::chrono::microseconds(3'600'000'000));
   sample_a -= 3'600'000'000;
   sample_b -= 3'600'000'000;
   DeviceReading ra = reading(&sample_a, {2}), rb = reading(&sample_b, {3});
@@ -403,13 +406,13 @@ TEST(UsageTracker, AStepForwardLongerThanTheRetentionPrunesNoOwner) {
   UsageTrackerOptions o;
   clocks.install(o);
   UsageTracker t(o, res, log);
-  std::int64_t sample = clocks.wall;
+  std::int64_t sample = clocks.clock.wall_us();
   const DeviceIdentity id = gpu(0, "GPU-a");
   t.on_reading(0, id, reading(&sample, {2}));
   t.on_reading(0, id, reading(&sample, {2}));
   const std::int64_t step = 2 * 24 * 3'600'000'000LL;  // the retention is 24 h
-  clocks.wall += step + 1'000'000;
-  clocks.mono += 1'000'000;
+  clocks.clock.advance_wall(std::chrono::microseconds(step + 1'000'000));
+  clocks.clock.advance(std::chrono::microseconds(1'000'000));
   sample += step;
   DeviceReading r = reading(&sample, {});  // the process ended: only __idle__ is charged
   r.usage.clock_step_us = step;
@@ -436,7 +439,7 @@ TEST(UsageTracker, AStepWhileTheAgentWasDownIsFollowedWithinOneBoot) {
     Persisted p(same_boot ? "down-same-boot" : "down-other-boot");
     Clocks clocks;
     clocks.install(p.options);
-    std::int64_t sample = clocks.wall;
+    std::int64_t sample = clocks.clock.wall_us();
     {
       UsageTracker t(p.options, p.res, p.log);
       ASSERT_TRUE(t.load_state().ok());
@@ -444,8 +447,9 @@ TEST(UsageTracker, AStepWhileTheAgentWasDownIsFollowedWithinOneBoot) {
       t.on_reading(0, p.id, reading(&sample, {2}));
       ASSERT_TRUE(t.checkpoint().ok());
     }
-    clocks.wall += 2'000'000 - 3'600'000'000;  // down for 2 s, and the clock went back an hour
-    clocks.mono += 2'000'000;
+    clocks.clock.advance_wall(
+        std::chrono::microseconds(2'000'000 - 3'600'000'000));  // down for 2 s, and the clock went back an hour
+    clocks.clock.advance(std::chrono::microseconds(2'000'000));
     if (!same_boot) clocks.boot = "boot-2";
     sample -= 3'600'000'000 + 1'000'000;  // the buffer reaches back 1 s before the cursor
     UsageTracker t(p.options, p.res, p.log);
@@ -474,10 +478,10 @@ TEST(UsageTracker, AFailingCheckpointIsLoggedOnceThenRarelyAndItsRecoveryToo) {
   t.on_reading(0, p.id, reading(&p.clock, {2}));
   for (int i = 0; i < 5; ++i) {
     EXPECT_FALSE(t.checkpoint().ok());
-    clocks.mono += 60'000'000;  // a minute apart
+    clocks.clock.advance(std::chrono::microseconds(60'000'000));  // a minute apart
   }
   EXPECT_EQ(CapturedLog::count(cap.text(), "cannot save the ledger state"), 1u) << cap.text();
-  clocks.mono += 10 * 60'000'000LL;
+  clocks.clock.advance(std::chrono::microseconds(10 * 60'000'000LL));
   EXPECT_FALSE(t.checkpoint().ok());
   std::string text = cap.text();
   EXPECT_EQ(CapturedLog::count(text, "cannot save the ledger state"), 2u) << text;

@@ -1,6 +1,6 @@
 #pragma once
-// A collector clock that stands still until the test moves it, so a schedule can be checked
-// call by call at any interval without waiting for it.
+// The one fake Clock of the unit tests: both clocks stand still until the test moves them, so a
+// schedule, a backoff or a ledger's cursor can be checked call by call without waiting.
 
 #include <atomic>
 #include <chrono>
@@ -8,13 +8,14 @@
 #include <set>
 #include <thread>
 
-#include "collect/clock.h"
+#include "util/clock.h"
 
 namespace gpumeter::testing {
 
-class FakeClock : public CollectorClock {
+class FakeClock final : public Clock {
  public:
   time_point now() const override { return time_point(std::chrono::nanoseconds(now_ns_.load())); }
+  std::int64_t wall_us() const override { return wall_us_.load(); }
   bool wait_until(std::condition_variable& cv, std::unique_lock<std::mutex>& lock, time_point deadline,
                   const std::function<bool()>& done) const override {
     {
@@ -29,7 +30,12 @@ class FakeClock : public CollectorClock {
     }
     return done();
   }
+  // Moves the monotonic clock; the wall clock stays.
   void advance(std::chrono::nanoseconds d) { now_ns_ += d.count(); }
+  void set_now(time_point t) { now_ns_ = std::chrono::nanoseconds(t.time_since_epoch()).count(); }
+  // Sets or moves the wall clock (µs since the Unix epoch); the monotonic clock stays.
+  void set_wall_us(std::int64_t us) { wall_us_ = us; }
+  void advance_wall(std::chrono::microseconds d) { wall_us_ += d.count(); }
 
   // How many threads wait for a time still ahead: once it equals the number of threads that
   // use the clock, each has done what was due and the clock may move on.
@@ -54,6 +60,7 @@ class FakeClock : public CollectorClock {
   mutable std::mutex mu_;
   mutable std::multiset<time_point> deadlines_;
   std::atomic<std::int64_t> now_ns_{std::chrono::nanoseconds(std::chrono::hours(1)).count()};
+  std::atomic<std::int64_t> wall_us_{1'700'000'000'000'000};
 };
 
 }  // namespace gpumeter::testing
