@@ -304,6 +304,11 @@ std::optional<GpuLedger::TickPeriods> GpuLedger::sampled_periods(const LedgerTic
   return out;
 }
 
+GpuLedger::Period GpuLedger::buffered_period(std::int64_t from_us, std::int64_t to_us, double utilization) const {
+  return {from_us, to_us, utilization,
+          average_in(pending_power_, from_us, to_us, [](const TimedSample& x) { return x.value; })};
+}
+
 std::optional<GpuLedger::TickPeriods> GpuLedger::silent_idle_periods(const LedgerTick& tick) {
   // polarsignals/gpu-metrics-agent#37: utilization buffers can answer NOT_FOUND for minutes
   // while the GPU idles. Only a GPU that answered and read 0 is idle; the last
@@ -312,8 +317,7 @@ std::optional<GpuLedger::TickPeriods> GpuLedger::silent_idle_periods(const Ledge
   const std::int64_t until = tick.wall_us - silent_margin_us();
   if (until <= cursor_us_ || until - cursor_us_ > options_.max_gap_us) return std::nullopt;
   TickPeriods out;
-  Period p{cursor_us_, until, 0.0, std::nullopt};
-  p.power_w = average_in(pending_power_, cursor_us_, until, [](const TimedSample& x) { return x.value; });
+  Period p = buffered_period(cursor_us_, until, 0.0);
   if (!p.power_w) p.power_w = tick.power_watts;
   out.runs.back().push_back(p);
   out.new_cursor = until;
@@ -335,9 +339,7 @@ GpuLedger::TickPeriods GpuLedger::sample_runs(const std::vector<TimedSample>& fr
     // The buffer was silent because the GPU idled: up to the first new sample's own period, the
     // time was idle too.
     const std::int64_t idle_until = fresh.front().timestamp_us - period_or_default();
-    Period p{start, idle_until, 0.0, std::nullopt};
-    p.power_w = average_in(pending_power_, start, idle_until, [](const TimedSample& x) { return x.value; });
-    out.runs.back().push_back(p);
+    out.runs.back().push_back(buffered_period(start, idle_until, 0.0));
     start = idle_until;
   }
   silent_idle_ = false;
@@ -346,9 +348,7 @@ GpuLedger::TickPeriods GpuLedger::sample_runs(const std::vector<TimedSample>& fr
       note_gap(s.timestamp_us - start);
       out.runs.emplace_back();
     } else {
-      Period p{start, s.timestamp_us, std::clamp(s.value, 0.0, 1.0), std::nullopt};
-      p.power_w = average_in(pending_power_, start, s.timestamp_us, [](const TimedSample& x) { return x.value; });
-      out.runs.back().push_back(p);
+      out.runs.back().push_back(buffered_period(start, s.timestamp_us, std::clamp(s.value, 0.0, 1.0)));
     }
     start = s.timestamp_us;
   }

@@ -263,6 +263,9 @@ class GpuLedger {
   // The periods of a tick with sample buffers; nullopt when there is nothing to integrate (the
   // first tick, nothing new, a restart).
   std::optional<TickPeriods> sampled_periods(const LedgerTick& tick, AdvanceResult& result);
+  // The period (from_us, to_us] at `utilization`, its power the power buffer's average over it
+  // (unset where the buffer has no sample there).
+  Period buffered_period(std::int64_t from_us, std::int64_t to_us, double utilization) const;
   // The utilization samples after the cursor (sorted) as periods, split at each hole.
   TickPeriods sample_runs(const std::vector<TimedSample>& fresh);
   // A tick without new samples on a GPU that reads idle: the sample buffer may have stopped

@@ -178,8 +178,8 @@ Result<MigLedgers> MigLedgers::from_json(const nlohmann::json& j, const GpuLedge
     std::vector<std::string> unit_dropped;
     auto ledger = GpuLedger::from_json(*l, options, &unit_dropped);
     if (!ledger) return Error{1, "MIG device " + unit.labels.mig_uuid + ": " + ledger.error().message};
-    for (auto& d : unit_dropped) {
-      if (dropped != nullptr) dropped->push_back("MIG device " + unit.labels.mig_uuid + ": " + d);
+    if (dropped != nullptr) {
+      for (const auto& d : unit_dropped) dropped->push_back("MIG device " + unit.labels.mig_uuid + ": " + d);
     }
     unit.ledger = std::move(ledger).value();
     if (unit.labels.mig_uuid.empty() || !out.units_.emplace(unit.labels.mig_uuid, std::move(unit)).second) {

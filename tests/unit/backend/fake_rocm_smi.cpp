@@ -1,12 +1,15 @@
 #include "fake_rocm_smi.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
+#include <string_view>
 
 namespace gpumeter::fake_rocm {
 namespace {
 
 Script g_script;
+std::array<std::atomic<int>, 8> g_throughput_reads;
 
 // The scripted status of `call` on `gpu`, counting the call; SUCCESS unless scripted.
 rsmi_status_t answer(const char* call, std::uint32_t gpu) {
@@ -161,6 +164,17 @@ rsmi_status_t perf_level(std::uint32_t d, rsmi_dev_perf_level_t* level) {
   *level = g.perf_level;
   return RSMI_STATUS_SUCCESS;
 }
+// On the backend's reader thread: reads only what the test set before the backend started.
+rsmi_status_t pcie_throughput(std::uint32_t d, std::uint64_t* first, std::uint64_t* second, std::uint64_t* mps) {
+  if (d >= g_script.gpus.size()) return RSMI_STATUS_INVALID_ARGS;
+  ++g_throughput_reads[d];
+  const auto& t = g_script.gpus[d].pcie_throughput;
+  if (!t) return RSMI_STATUS_NOT_SUPPORTED;
+  *first = (*t)[0];
+  *second = (*t)[1];
+  *mps = (*t)[2];
+  return RSMI_STATUS_SUCCESS;
+}
 rsmi_status_t process_list(rsmi_process_info_t* list, std::uint32_t* n) {
   ++g_script.calls["rsmi_compute_process_info_get"];
   const auto count = static_cast<std::uint32_t>(g_script.processes.size());
@@ -202,7 +216,11 @@ rsmi_status_t status_string(rsmi_status_t rc, const char** text) {
 }  // namespace
 
 Script& script() { return g_script; }
-void reset() { g_script = Script{}; }
+void reset() {
+  g_script = Script{};
+  for (auto& n : g_throughput_reads) n = 0;
+}
+int throughput_reads(unsigned gpu) { return g_throughput_reads.at(gpu).load(); }
 
 void* FakeRocmSmi::symbol(const char* name_) const {
   static const std::map<std::string, void*> kSymbols = {
@@ -236,6 +254,9 @@ void* FakeRocmSmi::symbol(const char* name_) const {
       {"rsmi_compute_process_gpus_get", reinterpret_cast<void*>(&process_gpus)},
   };
   if (std::find(hidden_.begin(), hidden_.end(), name_) != hidden_.end()) return nullptr;
+  if (std::string_view(name_) == "rsmi_dev_pci_throughput_get") {
+    return g_script.pcie_throughput ? reinterpret_cast<void*>(&pcie_throughput) : nullptr;
+  }
   auto it = kSymbols.find(name_);
   return it == kSymbols.end() ? nullptr : it->second;
 }

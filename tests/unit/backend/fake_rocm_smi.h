@@ -4,6 +4,7 @@
 // (src/backend/rocm/); the real library's behaviour is tested against Debian's librocm-smi64 in
 // tests/integration/test_rocm*.py.
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -40,6 +41,9 @@ struct Gpu {
   std::uint64_t ecc_enabled = 0x1 | 0x4;  // umc, gfx
   std::map<std::uint64_t, rsmi_error_count_t> ecc = {{0x1, {5, 1}}, {0x4, {2, 0}}};
   rsmi_dev_perf_level_t perf_level = 0;  // auto
+  // pcie_bw: rsmi_dev_pci_throughput_get's three outputs in order (the two packet counts of the
+  // kernel's one-second window, and the maximum payload size); unset: NOT_SUPPORTED (an APU).
+  std::optional<std::array<std::uint64_t, 3>> pcie_throughput = std::array<std::uint64_t, 3>{1000, 250, 256};
 };
 
 // A process with a KFD context: the GPUs it uses, its VRAM (summed over them, as ROCm SMI reports
@@ -57,11 +61,17 @@ struct Script {
   std::map<std::string, rsmi_status_t> rc;                           // call -> status for every GPU
   std::map<std::pair<std::string, unsigned>, rsmi_status_t> gpu_rc;  // (call, gpu) -> status
   std::vector<Process> processes;
+  // Exports rsmi_dev_pci_throughput_get, which starts the backend's reader thread: off unless a
+  // test is about that thread. The thread's reads are counted apart (throughput_reads()), not in
+  // `calls`, which only the test's thread touches.
+  bool pcie_throughput = false;
   std::map<std::string, int> calls;  // call -> times made
 };
 
 Script& script();
 void reset();
+// Reads of pcie_bw on `gpu` so far, by the backend's reader thread.
+int throughput_reads(unsigned gpu);
 
 // The fake's entry points, minus `hidden`.
 class FakeRocmSmi final : public SymbolSource {
