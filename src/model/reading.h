@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -251,6 +252,9 @@ struct BackendCounters {
   std::map<std::pair<unsigned, std::string>, std::uint64_t> dropped_records;
   // (gpu, call) -> values dropped because they were a NaN or an infinity
   std::map<std::pair<unsigned, std::string>, std::uint64_t> non_finite_values;
+  // (gpu, call) -> calls the driver refused for want of privilege, no longer asked: what they read
+  // is missing (on a MIG GPU, the agent lacks CAP_SYS_ADMIN)
+  std::set<std::pair<unsigned, std::string>> not_permitted;
   std::uint64_t reinitializations = 0;  // successful re-initializations of the vendor library
   bool operator==(const BackendCounters&) const = default;
 };

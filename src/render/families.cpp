@@ -154,6 +154,9 @@ void add_agent_families(FamilyList& fams, const Snapshot& snap) {
                                    "reason.");
   auto& non_finite = fams.add("gpumeter_backend_non_finite_values_total", kCounter,
                               "Values a driver call answered as NaN or infinity, dropped (left out), by call.");
+  auto& not_permitted = fams.add("gpumeter_backend_not_permitted", kGauge,
+                                 "1 for each driver call refused for want of privilege and no longer asked: what it "
+                                 "reads is missing (on a MIG GPU the agent lacks CAP_SYS_ADMIN).");
   auto& reinits = fams.add("gpumeter_backend_reinitializations_total", kCounter,
                            "Times the vendor library was initialized again without a restart (e.g. after a "
                            "driver upgrade).");
@@ -170,6 +173,9 @@ void add_agent_families(FamilyList& fams, const Snapshot& snap) {
     for (const auto& [key, n] : b.counters.non_finite_values) {
       add_sample(non_finite, {{"backend", b.backend}, {"gpu", std::to_string(key.first)}, {"call", key.second}},
                  static_cast<double>(n));
+    }
+    for (const auto& [gpu, call] : b.counters.not_permitted) {
+      add_sample(not_permitted, {{"backend", b.backend}, {"gpu", std::to_string(gpu)}, {"call", call}}, 1);
     }
     if (b.up || b.counters.reinitializations > 0) {
       add_sample(reinits, {{"backend", b.backend}}, static_cast<double>(b.counters.reinitializations));

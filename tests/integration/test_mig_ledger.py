@@ -47,21 +47,23 @@ H100_HOUR = 7.0      # the test's price per GPU-hour of an H100: a slice of s co
 PROFILE_HOUR = 2.5   # and, in the second pricing, per instance-hour of a 1g.10gb
 
 
-def truth_for(policy):
-    out = subprocess.run([BIN, "sim", "truth", "--scenario", SCENARIO, "--from", "0", "--to", str(END),
+def truth_for(policy, scenario=SCENARIO):
+    out = subprocess.run([BIN, "sim", "truth", "--scenario", scenario, "--from", "0", "--to", str(END),
                           "--format", "json", "--policy", policy], check=True, capture_output=True, text=True)
     import json
     return json.loads(out.stdout)
 
 
-def load_scenario():
-    with open(SCENARIO) as f:
+def load_scenario(scenario=SCENARIO):
+    with open(scenario) as f:
         return yaml.safe_load(f)
 
 
 class MigLedger(AgentTestCase):
+    scenario = SCENARIO  # the scenario the agents read
+
     def start_agents(self, start):
-        node = self.track(SimNode(SCENARIO, start))
+        node = self.track(SimNode(self.scenario, start))
         agents = {}
         for policy in ("process", "scheduler"):
             path = node.config("ledger:\n  allocation: %s\n  checkpoint_interval: 1s\n"
@@ -69,7 +71,7 @@ class MigLedger(AgentTestCase):
             mine = os.path.join(tempfile.mkdtemp(prefix="gpumeter-mig-%s-" % policy), "gpumeter.yaml")
             os.replace(path, mine)
             state = os.path.join(os.path.dirname(mine), "ledger.json")
-            agents[policy] = self.track(Agent(scenario=SCENARIO, env=sim_env(start),
+            agents[policy] = self.track(Agent(scenario=self.scenario, env=sim_env(start),
                                               extra_args=node.agent_args(mine, state)))
         for agent in agents.values():
             agent.wait_ready()
@@ -85,12 +87,16 @@ class MigLedger(AgentTestCase):
         pids = {policy: a.process.proc.pid for policy, a in agents.items()}
         wait_until(lambda: time.time() > epoch + END + SETTLE, END + 30, interval=0.5, what="scenario end")
         at = time.time() - 1.5
-        scenario = load_scenario()
+        scenario = load_scenario(self.scenario)
         for policy, agent in agents.items():
             self.assertEqual((agent.process.proc.pid, agent.process.proc.poll()), (pids[policy], None))  # no restart
             self.assertEqual(agent.process.log().count("starting gpumeter"), 1)
-            self.check_policy(prom, targets[policy], policy, truth_for(policy), scenario, at)
+            self.check_policy(prom, targets[policy], policy, truth_for(policy, self.scenario), scenario, at)
+            self.check_agent(agent, prom, targets[policy], at)
         self.check_report(prom, targets["process"], at)
+
+    def check_agent(self, agent, prom, instance, at):
+        """What a variant of the node checks beside the billing: nothing here."""
 
     def check_policy(self, prom, instance, policy, truth, scenario, at):
         pod_to_owner = {}

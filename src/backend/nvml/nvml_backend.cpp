@@ -95,6 +95,10 @@ bool NvmlCollection::ok(Call c, nvmlReturn_t rc, const char* fn_name) {
   if (rc == NVML_ERROR_NOT_SUPPORTED || rc == NVML_ERROR_FUNCTION_NOT_FOUND) {
     unsupported_.set(c);
     answered_ = true;
+  } else if (rc == NVML_ERROR_NO_PERMISSION) {
+    unsupported_.set(c);
+    answered_ = true;
+    not_permitted_.emplace_back(fn_name);
   } else if (is_fatal(rc)) {
     if (!fatal_) fatal_ = Error{rc, std::string(fn_name) + ": " + text_(rc)};
   } else {
@@ -357,6 +361,7 @@ Result<DeviceReading> NvmlBackend::collect(unsigned index, CollectScope scope, C
   const auto failure = c.failure();
   // A failed collection's errors are not counted: gpu_up and its reason tell of them already.
   merge_counters(index, c, /*with_call_errors=*/!failure);
+  if (!c.not_permitted().empty()) report_not_permitted(d, c.not_permitted());
   if (failure) {
     if (invalidates_handle(failure->code)) drop_handle(index);
     if (failure->code == NVML_ERROR_LIB_RM_VERSION_MISMATCH) request_reinit(failure->message);
@@ -374,6 +379,29 @@ void NvmlBackend::merge_counters(unsigned index, const NvmlCollection& c, bool w
   }
   for (const auto& [reason, n] : c.dropped_records()) status_.counters.dropped_records[{index, reason}] += n;
   for (const auto& [call, n] : c.non_finite_values()) status_.counters.non_finite_values[{index, call}] += n;
+}
+
+void NvmlBackend::report_not_permitted(Device& d, const std::vector<std::string>& calls) {
+  {
+    std::lock_guard lock(status_mu_);
+    for (const auto& call : calls) status_.counters.not_permitted.emplace(d.index, call);
+  }
+  if (d.not_permitted_logged) return;
+  d.not_permitted_logged = true;
+  std::string names;
+  for (const auto& call : calls) names += (names.empty() ? "" : ",") + call;
+  if (d.mig_enabled == true) {
+    log_.warn(
+        "GPU in MIG mode: the driver refuses these calls without CAP_SYS_ADMIN; the whole GPU is still "
+        "billed per MIG device, profiles are read from the MIG devices' names, and what the calls read is "
+        "missing (gpumeter_backend_not_permitted; docs/kubernetes.md#mig)",
+        {{"gpu", std::to_string(d.index)}, {"calls", names}});
+  } else {
+    log_.warn(
+        "the driver refuses these calls (NO_PERMISSION); what they read is missing and they are not asked "
+        "again (gpumeter_backend_not_permitted)",
+        {{"gpu", std::to_string(d.index)}, {"calls", names}});
+  }
 }
 
 void NvmlBackend::request_reinit(const std::string& reason) {

@@ -64,6 +64,7 @@ enum Call : size_t {
   kMigDeviceIdentity,
   kMigAttributes,
   kMigGpuInstance,
+  kMigName,
   kMigMemory,
   kMigProcesses,
   kCallCount
@@ -149,6 +150,7 @@ struct NvmlBackend::Device {
   // the GPU instance profiles, read once while MIG is enabled.
   std::optional<bool> mig_enabled;
   std::optional<std::vector<MigProfile>> mig_profiles;
+  bool not_permitted_logged = false;  // the log line about refused calls, once per GPU
 };
 
 // How often the slow class of values is read again.
@@ -170,6 +172,8 @@ class NvmlCollection {
   bool unsupported(Call c) const { return unsupported_[c]; }
 
   // Classifies a return code; true when the value is usable.
+  // NO_PERMISSION is remembered as NOT_SUPPORTED is (the agent's privilege does not change while
+  // it runs) and reported on its own, not as a call error.
   bool ok(Call c, nvmlReturn_t rc, const char* fn_name);
   // The driver answered without a value that is an error (NOT_FOUND: supported, nothing new).
   void answered() { answered_ = true; }
@@ -198,6 +202,8 @@ class NvmlCollection {
   const std::vector<std::pair<std::string, nvmlReturn_t>>& call_errors() const { return call_errors_; }
   const std::map<std::string, std::uint64_t>& dropped_records() const { return dropped_; }
   const std::map<std::string, std::uint64_t>& non_finite_values() const { return non_finite_; }
+  // Calls the driver refused with NO_PERMISSION in this collection.
+  const std::vector<std::string>& not_permitted() const { return not_permitted_; }
 
  private:
   std::bitset<kCallCount>& unsupported_;
@@ -208,6 +214,7 @@ class NvmlCollection {
   std::vector<std::pair<std::string, nvmlReturn_t>> call_errors_;
   std::map<std::string, std::uint64_t> dropped_;
   std::map<std::string, std::uint64_t> non_finite_;
+  std::vector<std::string> not_permitted_;
 };
 
 // How many bytes apart the driver wrote `count` records into a buffer that was filled with

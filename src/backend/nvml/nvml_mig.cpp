@@ -22,6 +22,13 @@ std::string profile_name(const char* buf, size_t size) {
   return n;
 }
 
+// "NVIDIA H100 80GB HBM3 MIG 3g.40gb" -> "3g.40gb"; "" for a name without " MIG ".
+std::string profile_from_device_name(const char* name) {
+  const std::string n(name);
+  const auto at = n.rfind(" MIG ");
+  return at == std::string::npos ? std::string() : n.substr(at + 5);
+}
+
 // The MIG device's uuid and ids; false when it lacks one, and so cannot be told from another.
 bool read_mig_identity(const NvmlSymbols& s, nvmlDevice_t mh, NvmlCollection& c, MigInstanceReading& m) {
   if (c.wanted(s.uuid, kMigDeviceIdentity)) {
@@ -78,10 +85,19 @@ std::optional<unsigned> read_mig_profile(const NvmlSymbols& s, nvmlDevice_t h, n
       if (m.slices == 0) m.slices = p.slices;
     }
   }
-  // A compute instance smaller than its GPU instance: "1c.3g.40gb", as nvidia-smi names it.
+  // Without the GPU instance's profile (its query needs CAP_SYS_ADMIN), the MIG device's name
+  // ends with it: "NVIDIA H100 80GB HBM3 MIG 3g.40gb".
+  if (m.profile.empty() && c.wanted(s.name, kMigName)) {
+    char buf[NVML_DEVICE_NAME_V2_BUFFER_SIZE] = {};
+    if (c.ok(kMigName, s.name(mh, buf, sizeof buf), "nvmlDeviceGetName")) m.profile = profile_from_device_name(buf);
+  }
+  // A compute instance smaller than its GPU instance: "1c.3g.40gb", as nvidia-smi names it (and
+  // as a MIG device's name already does).
   if (ci_slices > 0 && ci_slices < m.slices) {
     m.compute_slices = ci_slices;
-    if (!m.profile.empty()) m.profile = std::to_string(ci_slices) + "c." + m.profile;
+    if (!m.profile.empty() && m.profile.find("c.") == std::string::npos) {
+      m.profile = std::to_string(ci_slices) + "c." + m.profile;
+    }
   }
   return profile_id;
 }
@@ -140,6 +156,11 @@ bool NvmlBackend::read_mig_mode(Device& d, nvmlDevice_t h, NvmlCollection& c, De
     d.unsupported.reset();
     d.slow.valid.reset();
     d.mig_profiles.reset();
+    d.not_permitted_logged = false;
+    {
+      std::lock_guard lock(status_mu_);
+      std::erase_if(status_.counters.not_permitted, [&](const auto& e) { return e.first == d.index; });
+    }
     free_gpm_pair(d.gpm);
     for (auto& [gi, m] : d.mig_gpm) free_gpm_pair(m.pair);
     d.mig_gpm.clear();

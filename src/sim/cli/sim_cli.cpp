@@ -162,6 +162,10 @@ std::string describe_quirk(const Quirk& q) {
     case QuirkKind::silent_while_idle:
       what = "silent_while_idle: no utilization samples while the GPU idles";
       break;
+    case QuirkKind::no_capability:
+      what =
+          "no_capability: without CAP_SYS_ADMIN, MIG GPU instances, parent memory and processes answer NO_PERMISSION";
+      break;
   }
   const std::string gpus = q.gpu ? fmt::format("GPU {}", *q.gpu) : std::string("every GPU");
   const std::string until =

@@ -108,8 +108,9 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t dev
 // v1 "used" includes memory the driver reserves; v2 separates it, as real drivers do.
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory) {
   if (gpumeter::sim::is_mig_handle(device)) return gpumeter::sim::mig::memory_info(device, memory);
-  return device_call(Fn::nvmlDeviceGetMemoryInfo, device, [&](Session&, DeviceState& d, Micros now) {
+  return device_call(Fn::nvmlDeviceGetMemoryInfo, device, [&](Session& s, DeviceState& d, Micros now) {
     if (memory == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    if (s.refuses_unprivileged(d.gpu.index(), now)) return NVML_ERROR_NO_PERMISSION;
     const auto& m = d.gpu.model();
     memory->total = m.memory_total_bytes;
     memory->used = m.memory_reserved_bytes + d.gpu.values_at(now).memory_used_bytes;
@@ -120,8 +121,9 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, n
 
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t* memory) {
   if (gpumeter::sim::is_mig_handle(device)) return gpumeter::sim::mig::memory_info_v2(device, memory);
-  return device_call(Fn::nvmlDeviceGetMemoryInfo_v2, device, [&](Session&, DeviceState& d, Micros now) {
+  return device_call(Fn::nvmlDeviceGetMemoryInfo_v2, device, [&](Session& s, DeviceState& d, Micros now) {
     if (memory == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    if (s.refuses_unprivileged(d.gpu.index(), now)) return NVML_ERROR_NO_PERMISSION;
     // Real drivers answer a wrong version (often the bare number 2) this way, not with
     // ARGUMENT_VERSION_MISMATCH.
     if (memory->version != nvmlMemory_v2) return NVML_ERROR_FUNCTION_NOT_FOUND;

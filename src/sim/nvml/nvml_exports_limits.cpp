@@ -135,8 +135,9 @@ nvmlReturn_t media_utilization(Fn fn, nvmlDevice_t device, unsigned int* utiliza
 
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetBAR1MemoryInfo(nvmlDevice_t device, nvmlBAR1Memory_t* bar1) {
   return device_call(Fn::nvmlDeviceGetBAR1MemoryInfo, device,
-                     [&](Session&, DeviceState& d, Micros now) -> nvmlReturn_t {
+                     [&](Session& s, DeviceState& d, Micros now) -> nvmlReturn_t {
                        if (bar1 == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+                       if (s.refuses_unprivileged(d.gpu.index(), now)) return NVML_ERROR_NO_PERMISSION;
                        // The driver maps a little for itself, and each CUDA context a little more.
                        const unsigned long long used = (1 + 2 * d.gpu.processes(now).size()) * kMiB;
                        bar1->bar1Total = bar1_total(d.gpu.model());

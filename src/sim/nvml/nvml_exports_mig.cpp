@@ -317,6 +317,7 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceById(nvmlDevice_t devi
   return device_call(Fn::nvmlDeviceGetGpuInstanceById, device, [&](Session& s, DeviceState& d, Micros now) {
     if (gpu_instance == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
     if (!mig_enabled(s, d)) return NVML_ERROR_NOT_SUPPORTED;
+    if (s.refuses_unprivileged(d.gpu.index(), now)) return NVML_ERROR_NO_PERMISSION;  // [H] privileged
     const auto& plan = s.scenario().mig;
     for (std::size_t i : plan.live(d.gpu.index(), now)) {
       if (plan.instances[i].gpu_instance_id == id) {
@@ -335,8 +336,9 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlGpuInstanceGetInfo(nvmlGpuInstance_t gpu_i
     return gpumeter::sim::system_call(Fn::nvmlGpuInstanceGetInfo, [](Session&) { return NVML_ERROR_INVALID_ARGUMENT; });
   }
   return mig_call(Fn::nvmlGpuInstanceGetInfo, Runtime::instance().mig_handle(*index),
-                  [&](Session&, DeviceState& d, const MigInstance& m, std::size_t, Micros) {
+                  [&](Session& s, DeviceState& d, const MigInstance& m, std::size_t, Micros now) {
                     if (info == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+                    if (s.refuses_unprivileged(m.gpu, now)) return NVML_ERROR_NO_PERMISSION;  // [H] privileged
                     const MigProfile& p = mig_profiles(d.gpu.model()).at(m.profile);
                     *info = nvmlGpuInstanceInfo_t{};
                     info->device = Runtime::instance().handle(m.gpu);

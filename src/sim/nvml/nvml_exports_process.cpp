@@ -50,7 +50,8 @@ void write_record(unsigned char* base, unsigned stride, unsigned i, const JobSha
 
 nvmlReturn_t compute_processes(Fn fn, nvmlDevice_t device, unsigned int* count, nvmlProcessInfo_t* infos) {
   if (gpumeter::sim::is_mig_handle(device)) return gpumeter::sim::mig::compute_processes(fn, device, count, infos);
-  return device_call(fn, device, [&](Session& s, DeviceState& d, Micros now) {
+  return device_call(fn, device, [&](Session& s, DeviceState& d, Micros now) -> nvmlReturn_t {
+    if (s.refuses_unprivileged(d.gpu.index(), now)) return NVML_ERROR_NO_PERMISSION;
     const auto& jobs = d.gpu.processes(now);
     const gpumeter::sim::Quirk* layout =
         fn == Fn::nvmlDeviceGetComputeRunningProcesses_v3
@@ -68,8 +69,9 @@ nvmlReturn_t compute_processes(Fn fn, nvmlDevice_t device, unsigned int* count, 
 
 nvmlReturn_t no_processes(Fn fn, nvmlDevice_t device, unsigned int* count) {
   if (gpumeter::sim::is_mig_handle(device)) return gpumeter::sim::mig::no_processes(fn, device, count);
-  return device_call(fn, device, [&](Session&, DeviceState&, Micros) {
+  return device_call(fn, device, [&](Session& s, DeviceState& d, Micros now) {
     if (count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    if (s.refuses_unprivileged(d.gpu.index(), now)) return NVML_ERROR_NO_PERMISSION;
     *count = 0;
     return NVML_SUCCESS;
   });

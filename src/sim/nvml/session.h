@@ -60,6 +60,12 @@ class Session {
 
   // The first quirk of `kind` in force on `gpu` at t, or null.
   const Quirk* quirk(QuirkKind kind, unsigned gpu, Micros t) const;
+  // Whether a call that needs CAP_SYS_ADMIN on a MIG GPU answers NO_PERMISSION: `gpu` is in MIG
+  // mode and a no_capability quirk is in force on it at t (docs/nvml-behaviour.md, "MIG without
+  // CAP_SYS_ADMIN").
+  bool refuses_unprivileged(unsigned gpu, Micros t) const {
+    return scenario_.mig.enabled(gpu) && quirk(QuirkKind::no_capability, gpu, t) != nullptr;
+  }
 
   // Whether `gpu` is in a lost window at t, and when its next lost window starts after t.
   bool lost(unsigned gpu, Micros t) const;

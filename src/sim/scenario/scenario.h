@@ -162,7 +162,14 @@ struct DriverUpgrade {
 
 // A documented or reported driver oddity a scenario switches on (`quirks:`), on one GPU or all
 // of them, during [at, at + duration).
-enum class QuirkKind { call_error, process_record_layout, garbage_process_records, gpm_non_finite, silent_while_idle };
+enum class QuirkKind {
+  call_error,
+  process_record_layout,
+  garbage_process_records,
+  gpm_non_finite,
+  silent_while_idle,
+  no_capability,
+};
 enum class CallErrorCode { unknown, not_supported, no_permission, timeout };
 
 struct Quirk {

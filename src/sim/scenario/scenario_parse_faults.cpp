@@ -1,6 +1,8 @@
 // Parsing `faults` (what happens to a GPU or the driver at a time) and `quirks` (driver
 // oddities a scenario switches on).
 
+#include <utility>
+
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
@@ -18,7 +20,8 @@ namespace {
 constexpr std::size_t kMaxDriverVersion = NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE - 4;
 
 constexpr const char* kQuirkKinds =
-    "call_error, process_record_layout, garbage_process_records, gpm_non_finite, silent_while_idle";
+    "call_error, process_record_layout, garbage_process_records, gpm_non_finite, silent_while_idle, "
+    "no_capability";
 
 unsigned read_gpu(const Scenario& s, const MapReader& m) {
   if (s.gpus.empty()) m.fail("the scenario has no GPUs");
@@ -59,16 +62,13 @@ Quirk parse_quirk(const Scenario& s, const YAML::Node& node, const std::string& 
       q.kind = QuirkKind::process_record_layout;
       return MapReader(node, path, {"kind", "gpu", "at", "duration", "record_bytes"});
     }
-    if (kind == "garbage_process_records") {
-      q.kind = QuirkKind::garbage_process_records;
-      return MapReader(node, path, {"kind", "gpu", "at", "duration"});
-    }
-    if (kind == "gpm_non_finite") {
-      q.kind = QuirkKind::gpm_non_finite;
-      return MapReader(node, path, {"kind", "gpu", "at", "duration"});
-    }
-    if (kind == "silent_while_idle") {
-      q.kind = QuirkKind::silent_while_idle;
+    // The kinds that take no key of their own.
+    for (auto [name, plain] : {std::pair{"garbage_process_records", QuirkKind::garbage_process_records},
+                               std::pair{"gpm_non_finite", QuirkKind::gpm_non_finite},
+                               std::pair{"silent_while_idle", QuirkKind::silent_while_idle},
+                               std::pair{"no_capability", QuirkKind::no_capability}}) {
+      if (kind != name) continue;
+      q.kind = plain;
       return MapReader(node, path, {"kind", "gpu", "at", "duration"});
     }
     fail_at(kind_node, path + ".kind", fmt::format("unknown quirk kind '{}' (expected one of: {})", kind, kQuirkKinds));

@@ -65,12 +65,32 @@ TEST_F(DriverBehaviourTest, AnErrorFromOneQueryLeavesOnlyThatValueOutAndIsCounte
     EXPECT_EQ(script().calls["nvmlDeviceGetFanSpeed"], round);
     EXPECT_EQ(call_errors(*b, 0, "nvmlDeviceGetFanSpeed", "unknown"), static_cast<unsigned>(round));
     EXPECT_EQ(call_errors(*b, 0, "nvmlDeviceGetTemperature", "timeout"), static_cast<unsigned>(round));
-    EXPECT_EQ(call_errors(*b, 0, "nvmlDeviceGetPowerUsage", "no_permission"), static_cast<unsigned>(round));
   }
   auto r1 = b->collect(1);
   ASSERT_TRUE(r1.ok());
   EXPECT_EQ(r1->device.power_watts, 120.0);  // the NO_PERMISSION was GPU 0's only
   EXPECT_EQ(call_errors(*b, 1, "nvmlDeviceGetFanSpeed", "unknown"), 1u);
+}
+
+TEST_F(DriverBehaviourTest, ARefusedCallIsRememberedAndNamedNotCountedAsAnError) {
+  auto b = make();
+  script().gpu_rc[{"nvmlDeviceGetPowerUsage", 0}] = NVML_ERROR_NO_PERMISSION;
+  for (int round = 1; round <= 3; ++round) {
+    auto r = b->collect(0);
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    EXPECT_FALSE(r->device.power_watts.has_value());
+    EXPECT_EQ(r->device.utilization_ratio, 0.4);
+    for (const CollectorRun& run : r->runs) EXPECT_TRUE(run.success) << collector_name(run.collector);
+  }
+  // The privilege does not change while the agent runs: asked once, never a call error.
+  EXPECT_EQ(script().calls["nvmlDeviceGetPowerUsage"], 1);
+  EXPECT_EQ(call_errors(*b, 0, "nvmlDeviceGetPowerUsage", "no_permission"), 0u);
+  using Refused = std::set<std::pair<unsigned, std::string>>;
+  EXPECT_EQ(b->status().counters.not_permitted, (Refused{{0, "nvmlDeviceGetPowerUsage"}}));
+  auto r1 = b->collect(1);
+  ASSERT_TRUE(r1.ok());
+  EXPECT_EQ(r1->device.power_watts, 120.0);
+  EXPECT_EQ(b->status().counters.not_permitted, (Refused{{0, "nvmlDeviceGetPowerUsage"}}));
 }
 
 TEST_F(DriverBehaviourTest, StatusIsACopySafeToTakeWhileCollectionsCount) {
