@@ -248,11 +248,21 @@ void BM_CheckpointNode(benchmark::State& state) {
   const bool resolvable = state.range(0) != 0;
   const fs::path dir = fs::temp_directory_path() / ("gpumeter-ledger-bench-" + std::to_string(::getpid()));
   fs::create_directories(dir);
+  // Removed after the tracker, whose destructor saves the ledger once more.
+  struct RemoveDir {
+    fs::path path;
+    ~RemoveDir() { fs::remove_all(path); }
+  } remove_dir{dir};
   FakeResolver resolver(resolvable);
   Logger log(LogLevel::kError);
   UsageTrackerOptions o;
   o.state_file = (dir / "ledger.json").string();
   UsageTracker tracker(o, resolver, log);
+  // A checkpoint writes only over a state file it has read (none here: a fresh ledger).
+  if (auto loaded = tracker.load_state(); !loaded) {
+    state.SkipWithError(loaded.error().message.c_str());
+    return;
+  }
   const Snapshot node = node_of_8();
   for (unsigned g = 0; g < kGpus; ++g) {
     DeviceReading r = make_reading(g, kProcessesPerGpu, kT0);
@@ -269,7 +279,6 @@ void BM_CheckpointNode(benchmark::State& state) {
     }
     bytes = *written;
   }
-  fs::remove_all(dir);
   state.counters["file_bytes"] = static_cast<double>(bytes);
   state.SetLabel("per checkpoint, 8 GPUs x 63 processes (504), " + owners_label(resolvable) +
                  ": JSON, write, fsync, rename");
