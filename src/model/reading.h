@@ -250,6 +250,8 @@ struct BackendCounters {
   std::map<std::tuple<unsigned, std::string, std::string>, std::uint64_t> call_errors;
   // (gpu, reason) -> per-process records dropped because they cannot be true
   std::map<std::pair<unsigned, std::string>, std::uint64_t> dropped_records;
+  // (gpu, reason) -> device samples and readings dropped because they cannot be true
+  std::map<std::pair<unsigned, std::string>, std::uint64_t> dropped_samples;
   // (gpu, call) -> values dropped because they were a NaN or an infinity
   std::map<std::pair<unsigned, std::string>, std::uint64_t> non_finite_values;
   // (gpu, call) -> calls the driver refused for want of privilege, no longer asked: what they read

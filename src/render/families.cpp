@@ -152,6 +152,9 @@ void add_agent_families(FamilyList& fams, const Snapshot& snap) {
   auto& dropped_records = fams.add("gpumeter_backend_dropped_records_total", kCounter,
                                    "Per-process utilization records dropped because they cannot be true, by "
                                    "reason.");
+  auto& dropped_samples = fams.add("gpumeter_backend_dropped_samples_total", kCounter,
+                                   "Device power samples and readings dropped because no board can draw them, "
+                                   "by reason.");
   auto& non_finite = fams.add("gpumeter_backend_non_finite_values_total", kCounter,
                               "Values a driver call answered as NaN or infinity, dropped (left out), by call.");
   auto& not_permitted = fams.add("gpumeter_backend_not_permitted", kGauge,
@@ -166,14 +169,16 @@ void add_agent_families(FamilyList& fams, const Snapshot& snap) {
       add_sample(call_errors, {{"backend", b.backend}, {"gpu", std::to_string(gpu)}, {"call", call}, {"error", error}},
                  static_cast<double>(n));
     }
-    for (const auto& [key, n] : b.counters.dropped_records) {
-      add_sample(dropped_records, {{"backend", b.backend}, {"gpu", std::to_string(key.first)}, {"reason", key.second}},
-                 static_cast<double>(n));
-    }
-    for (const auto& [key, n] : b.counters.non_finite_values) {
-      add_sample(non_finite, {{"backend", b.backend}, {"gpu", std::to_string(key.first)}, {"call", key.second}},
-                 static_cast<double>(n));
-    }
+    // A series per (gpu, `label`) of the backend's counts.
+    auto per_gpu = [&](MetricFamily& family, const auto& counts, const char* label) {
+      for (const auto& [key, n] : counts) {
+        add_sample(family, {{"backend", b.backend}, {"gpu", std::to_string(key.first)}, {label, key.second}},
+                   static_cast<double>(n));
+      }
+    };
+    per_gpu(dropped_records, b.counters.dropped_records, "reason");
+    per_gpu(dropped_samples, b.counters.dropped_samples, "reason");
+    per_gpu(non_finite, b.counters.non_finite_values, "call");
     for (const auto& [gpu, call] : b.counters.not_permitted) {
       add_sample(not_permitted, {{"backend", b.backend}, {"gpu", std::to_string(gpu)}, {"call", call}}, 1);
     }

@@ -20,6 +20,7 @@ CONDITIONAL = {
     "gpumeter_backend_call_errors_total": "no call fails on these GPUs",
     "gpumeter_backend_dropped_records_total": "no per-process record is insane",
     "gpumeter_backend_non_finite_values_total": "no call answers NaN here; test_non_finite.py checks it",
+    "gpumeter_backend_dropped_samples_total": "every power sample is sound here; test_quirks.py checks it",
     "gpumeter_backend_not_permitted": "the agent is privileged here; test_mig_capability.py checks it",
     "gpumeter_ledger_state_dropped_values": "the state file is sound; test_non_finite.py and test_clock.py check it",
     # The simulator serves no GPM, NVLink or MIG instances yet (its GPUs answer MIG disabled).

@@ -1,6 +1,7 @@
 """Profiling metrics (NVML GPM) and NVLink through a real Prometheus, against the simulator's
 truth. On profiling-h100.yaml (8x H100: varied profile mixes, a square wave, a ramp, NVLink traffic,
-a link down 30-50 s) each GPU's GPM gauges, averaged over scenario time 30-80 s, match `sim truth`'s
+a link down 30-50 s; GPU 2 with the gpm_batch_collapse quirk, so a batched request would read
+every metric as the first) each GPU's GPM gauges, averaged over scenario time 30-80 s, match `sim truth`'s
 exact averages within 1 % (0.002 absolute near zero); the NVLink byte counters grow as the truth's
 bytes per link. On profiling-a100.yaml (A100: no GPM) the profiling families are absent, not zero,
 while NVLink is served; `promtool check metrics` is clean on both.

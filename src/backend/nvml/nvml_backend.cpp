@@ -352,6 +352,7 @@ Result<DeviceReading> NvmlBackend::collect(unsigned index, CollectScope scope, C
     return handle.error();
   }
   NvmlCollection c(d.unsupported, [this](nvmlReturn_t rc) { return error_text(rc); });
+  c.set_power_limit(d.slow.power_limit_watts);
   DeviceReading r;
   collect_device(d, *handle, scope, groups, c, r);
   // The processes and their records, read for the per-process series and for the ledger alike.
@@ -371,7 +372,8 @@ Result<DeviceReading> NvmlBackend::collect(unsigned index, CollectScope scope, C
 }
 
 void NvmlBackend::merge_counters(unsigned index, const NvmlCollection& c, bool with_call_errors) {
-  if ((!with_call_errors || c.call_errors().empty()) && c.dropped_records().empty() && c.non_finite_values().empty())
+  if ((!with_call_errors || c.call_errors().empty()) && c.dropped_records().empty() && c.non_finite_values().empty() &&
+      c.dropped_samples().empty())
     return;
   std::lock_guard lock(status_mu_);
   if (with_call_errors) {
@@ -379,6 +381,7 @@ void NvmlBackend::merge_counters(unsigned index, const NvmlCollection& c, bool w
   }
   for (const auto& [reason, n] : c.dropped_records()) status_.counters.dropped_records[{index, reason}] += n;
   for (const auto& [call, n] : c.non_finite_values()) status_.counters.non_finite_values[{index, call}] += n;
+  for (const auto& [reason, n] : c.dropped_samples()) status_.counters.dropped_samples[{index, reason}] += n;
 }
 
 void NvmlBackend::report_not_permitted(Device& d, const std::vector<std::string>& calls) {

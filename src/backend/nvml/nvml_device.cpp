@@ -164,7 +164,9 @@ void NvmlBackend::collect_ledger_values(nvmlDevice_t h, NvmlCollection& c, Devic
   }
   if (c.wanted(s.power_usage, kPowerUsage)) {
     unsigned mw = 0;
-    if (c.ok(kPowerUsage, s.power_usage(h, &mw), "nvmlDeviceGetPowerUsage")) r.device.power_watts = mw / 1000.0;
+    if (c.ok(kPowerUsage, s.power_usage(h, &mw), "nvmlDeviceGetPowerUsage")) {
+      r.device.power_watts = c.plausible_power(mw / 1000.0);
+    }
   }
   if (c.wanted(s.total_energy, kEnergy)) {
     unsigned long long mj = 0;

@@ -202,6 +202,17 @@ class NvmlCollection {
   const std::vector<std::pair<std::string, nvmlReturn_t>>& call_errors() const { return call_errors_; }
   const std::map<std::string, std::uint64_t>& dropped_records() const { return dropped_; }
   const std::map<std::string, std::uint64_t>& non_finite_values() const { return non_finite_; }
+  // The most power the board can draw: twice its enforced limit where known, else 10 kW (the
+  // bound other clients use). A power sample or reading above it is dropped and counted.
+  void set_power_limit(std::optional<double> limit_watts) {
+    power_ceiling_watts_ = limit_watts && *limit_watts > 0 ? 2 * *limit_watts : kPowerCeilingWatts;
+  }
+  std::optional<double> plausible_power(double watts) {
+    if (std::isfinite(watts) && watts >= 0 && watts <= power_ceiling_watts_) return watts;
+    ++dropped_samples_["power_above_limit"];
+    return std::nullopt;
+  }
+  const std::map<std::string, std::uint64_t>& dropped_samples() const { return dropped_samples_; }
   // Calls the driver refused with NO_PERMISSION in this collection.
   const std::vector<std::string>& not_permitted() const { return not_permitted_; }
 
@@ -215,6 +226,9 @@ class NvmlCollection {
   std::map<std::string, std::uint64_t> dropped_;
   std::map<std::string, std::uint64_t> non_finite_;
   std::vector<std::string> not_permitted_;
+  static constexpr double kPowerCeilingWatts = 10'000;
+  double power_ceiling_watts_ = kPowerCeilingWatts;
+  std::map<std::string, std::uint64_t> dropped_samples_;
 };
 
 // How many bytes apart the driver wrote `count` records into a buffer that was filled with

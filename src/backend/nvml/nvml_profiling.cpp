@@ -62,22 +62,29 @@ std::optional<ProfilingReading> NvmlBackend::gpm_step(GpmPair& p,
   p.previous = next;
   if (previous < 0) return std::nullopt;  // the first sample: nothing to compare it with yet
   if (!c.wanted(s.gpm_metrics_get, kGpmMetrics)) return std::nullopt;
+  // One metric per call, as NVIDIA's DCGM asks (DcgmGpmManager sets numMetrics = 1): a batch has
+  // been reported to answer collapsed values (DataDog/datadog-agent#51935). The call computes
+  // from the two samples already taken (docs/nvml-behaviour.md).
   // 13 KiB: on the heap, not the worker's stack.
   auto get = std::make_unique<nvmlGpmMetricsGet_t>();
-  get->version = NVML_GPM_METRICS_GET_VERSION;
-  get->numMetrics = static_cast<unsigned>(kGpmMetricSpecs.size());
-  get->sample1 = p.sample[previous];
-  get->sample2 = p.sample[next];
-  for (size_t i = 0; i < kGpmMetricSpecs.size(); ++i) get->metrics[i].metricId = kGpmMetricSpecs[i].id;
-  if (!c.ok(kGpmMetrics, s.gpm_metrics_get(get.get()), "nvmlGpmMetricsGet")) return std::nullopt;
   ProfilingReading out;
-  for (size_t i = 0; i < kGpmMetricSpecs.size(); ++i) {
-    const nvmlGpmMetric_t& m = get->metrics[i];
+  bool answered = false;
+  for (const GpmMetricSpec& spec : kGpmMetricSpecs) {
+    *get = nvmlGpmMetricsGet_t{};
+    get->version = NVML_GPM_METRICS_GET_VERSION;
+    get->numMetrics = 1;
+    get->sample1 = p.sample[previous];
+    get->sample2 = p.sample[next];
+    get->metrics[0].metricId = spec.id;
+    if (!c.wanted(s.gpm_metrics_get, kGpmMetrics)) break;
+    if (!c.ok(kGpmMetrics, s.gpm_metrics_get(get.get()), "nvmlGpmMetricsGet")) continue;
+    answered = true;
+    const nvmlGpmMetric_t& m = get->metrics[0];
     // Each metric has its own status; a driver may answer some and not others.
-    if (m.metricId != kGpmMetricSpecs[i].id || m.nvmlReturn != NVML_SUCCESS) continue;
-    if (auto v = c.finite(m.value, "nvmlGpmMetricsGet"))
-      out.*(kGpmMetricSpecs[i].field) = *v * kGpmMetricSpecs[i].scale;
+    if (m.metricId != spec.id || m.nvmlReturn != NVML_SUCCESS) continue;
+    if (auto v = c.finite(m.value, "nvmlGpmMetricsGet")) out.*(spec.field) = *v * spec.scale;
   }
+  if (!answered) return std::nullopt;
   return out;
 }
 

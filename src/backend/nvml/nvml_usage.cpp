@@ -250,6 +250,7 @@ void NvmlBackend::collect_usage(Device& d, nvmlDevice_t h, NvmlCollection& c, Us
                      d.utilization_seen_us, u.utilization_samples_supported, u.utilization_samples);
   read_sample_buffer(s, h, kPowerSamples, NVML_TOTAL_POWER_SAMPLES, 0.001, after_step_back, c, d.power_seen_us,
                      u.power_samples_supported, u.power_samples);
+  std::erase_if(u.power_samples, [&](const TimedSample& p) { return !c.plausible_power(p.value); });
 
   // Processes: compute, graphics and MPS lists merged by pid. Read after the sample buffers, so
   // the list is at least as new as every sample the ledger integrates from this reading: a

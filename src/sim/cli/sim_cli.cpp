@@ -162,6 +162,12 @@ std::string describe_quirk(const Quirk& q) {
     case QuirkKind::silent_while_idle:
       what = "silent_while_idle: no utilization samples while the GPU idles";
       break;
+    case QuirkKind::impossible_power_samples:
+      what = "impossible_power_samples: every tenth power sample reads 4294967295 mW";
+      break;
+    case QuirkKind::gpm_batch_collapse:
+      what = "gpm_batch_collapse: nvmlGpmMetricsGet answers every metric of a batch with the first one's value";
+      break;
     case QuirkKind::no_capability:
       what =
           "no_capability: without CAP_SYS_ADMIN, MIG GPU instances, parent memory and processes answer NO_PERMISSION";

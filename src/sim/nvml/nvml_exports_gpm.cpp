@@ -248,6 +248,12 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlGpmMetricsGet(nvmlGpmMetricsGet_t* get) {
     if (s.quirk(gpumeter::sim::QuirkKind::gpm_non_finite, a->gpu, s.now()) != nullptr) {
       for (unsigned i = 0; i < get->numMetrics; ++i) get->metrics[i].value = std::numeric_limits<double>::quiet_NaN();
     }
+    // The gpm_batch_collapse quirk: a call asking for several metrics answers each with the
+    // first one's value (the "metric value collapse" DataDog/datadog-agent#51935 reported of
+    // batched requests; DCGM asks one metric per call).
+    if (get->numMetrics > 1 && s.quirk(gpumeter::sim::QuirkKind::gpm_batch_collapse, a->gpu, s.now()) != nullptr) {
+      for (unsigned i = 1; i < get->numMetrics; ++i) get->metrics[i].value = get->metrics[0].value;
+    }
     return NVML_SUCCESS;
   });
 }

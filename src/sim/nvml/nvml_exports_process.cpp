@@ -164,6 +164,12 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t device, unsi
       out.sampleValue.uiVal = type == NVML_TOTAL_POWER_SAMPLES       ? p.power_mw
                               : type == NVML_GPU_UTILIZATION_SAMPLES ? p.util_percent
                                                                      : p.memory_util_percent;
+      // The impossible_power_samples quirk: every tenth power sample (by its period's place on
+      // the buffer's grid) is all ones, a value no board can draw.
+      if (type == NVML_TOTAL_POWER_SAMPLES && buffer.end_of(p) / buffer.period() % 10 == 0 &&
+          s.quirk(gpumeter::sim::QuirkKind::impossible_power_samples, d.gpu.index(), buffer.end_of(p)) != nullptr) {
+        out.sampleValue.uiVal = 0xFFFFFFFFU;
+      }
     }
     *sample_count = written;
     return NVML_SUCCESS;

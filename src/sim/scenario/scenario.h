@@ -169,6 +169,8 @@ enum class QuirkKind {
   gpm_non_finite,
   silent_while_idle,
   no_capability,
+  impossible_power_samples,
+  gpm_batch_collapse,
 };
 enum class CallErrorCode { unknown, not_supported, no_permission, timeout };
 

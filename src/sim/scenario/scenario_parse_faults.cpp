@@ -21,7 +21,7 @@ constexpr std::size_t kMaxDriverVersion = NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE
 
 constexpr const char* kQuirkKinds =
     "call_error, process_record_layout, garbage_process_records, gpm_non_finite, silent_while_idle, "
-    "no_capability";
+    "no_capability, impossible_power_samples, gpm_batch_collapse";
 
 unsigned read_gpu(const Scenario& s, const MapReader& m) {
   if (s.gpus.empty()) m.fail("the scenario has no GPUs");
@@ -66,7 +66,9 @@ Quirk parse_quirk(const Scenario& s, const YAML::Node& node, const std::string& 
     for (auto [name, plain] : {std::pair{"garbage_process_records", QuirkKind::garbage_process_records},
                                std::pair{"gpm_non_finite", QuirkKind::gpm_non_finite},
                                std::pair{"silent_while_idle", QuirkKind::silent_while_idle},
-                               std::pair{"no_capability", QuirkKind::no_capability}}) {
+                               std::pair{"no_capability", QuirkKind::no_capability},
+                               std::pair{"impossible_power_samples", QuirkKind::impossible_power_samples},
+                               std::pair{"gpm_batch_collapse", QuirkKind::gpm_batch_collapse}}) {
       if (kind != name) continue;
       q.kind = plain;
       return MapReader(node, path, {"kind", "gpu", "at", "duration"});

@@ -363,7 +363,7 @@ nvmlReturn_t GpmMetricsGet(nvmlGpmMetricsGet_t* get) {
       a->gpu_instance != b->gpu_instance) {
     return NVML_ERROR_INVALID_ARGUMENT;
   }
-  g_script->metrics_calls.push_back({a->gpu, a->gpu_instance, a->number, b->number});
+  g_script->metrics_calls.push_back({a->gpu, a->gpu_instance, a->number, b->number, get->numMetrics});
   const auto& values = g_script->gpm_values[{a->gpu, a->gpu_instance}];
   for (unsigned i = 0; i < get->numMetrics && i < GPUMETER_NVML_GPM_METRIC_MAX; ++i) {
     nvmlGpmMetric_t& m = get->metrics[i];

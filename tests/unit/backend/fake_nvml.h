@@ -103,6 +103,7 @@ struct Script {
   struct MetricsCall {
     unsigned gpu, gpu_instance;
     int first, second;  // sample numbers
+    unsigned metrics;   // how many the call asked for
   };
   std::vector<MetricsCall> metrics_calls;
   int gpm_allocated = 0;

@@ -18,6 +18,8 @@ using namespace std::chrono_literals;
 using fake::kWholeGpu;
 using fake::script;
 
+constexpr size_t kMetrics = 12;  // the GPM metrics the agent reads, each asked alone
+
 class ProfilingTest : public ::testing::Test {
  protected:
   void SetUp() override { fake::reset(); }
@@ -93,11 +95,13 @@ TEST_F(ProfilingTest, GpmHasNoValueAtTheFirstCollectionThenOneBetweenEachPairOfC
   EXPECT_TRUE(collect(*b).profiling.has_value());
   EXPECT_TRUE(collect(*b).profiling.has_value());
   // Each collection took one sample and compared it with the previous collection's: the two
-  // samples alternate, no collection waited for a second sample.
-  ASSERT_EQ(script().metrics_calls.size(), 3u);
-  for (int i = 0; i < 3; ++i) {
-    EXPECT_EQ(script().metrics_calls[i].first, i);
-    EXPECT_EQ(script().metrics_calls[i].second, i + 1);
+  // samples alternate, no collection waited for a second sample. Each metric is asked alone,
+  // as DCGM asks.
+  ASSERT_EQ(script().metrics_calls.size(), 3 * kMetrics);
+  for (size_t i = 0; i < script().metrics_calls.size(); ++i) {
+    EXPECT_EQ(script().metrics_calls[i].first, static_cast<int>(i / kMetrics));
+    EXPECT_EQ(script().metrics_calls[i].second, static_cast<int>(i / kMetrics) + 1);
+    EXPECT_EQ(script().metrics_calls[i].metrics, 1u);
   }
   EXPECT_EQ(script().calls["nvmlGpmSampleGet"], 4);
   EXPECT_EQ(script().gpm_allocated, 2);
@@ -149,10 +153,10 @@ TEST_F(ProfilingTest, AFailedSampleStartsANewPair) {
   EXPECT_FALSE(collect(*b).profiling.has_value()) << "the first sample of the new pair";
   EXPECT_TRUE(collect(*b).profiling.has_value());
   // Never a pair around the failed sample: samples 0-1, then 2-3 (the failed call took none).
-  ASSERT_EQ(script().metrics_calls.size(), 2u);
-  EXPECT_EQ(script().metrics_calls[1].first, 2);
-  EXPECT_EQ(script().metrics_calls[1].second, 3);
-  EXPECT_EQ(script().calls["nvmlGpmMetricsGet"], 2);
+  ASSERT_EQ(script().metrics_calls.size(), 2 * kMetrics);
+  EXPECT_EQ(script().metrics_calls[kMetrics].first, 2);
+  EXPECT_EQ(script().metrics_calls[kMetrics].second, 3);
+  EXPECT_EQ(script().calls["nvmlGpmMetricsGet"], static_cast<int>(2 * kMetrics));
 }
 
 TEST_F(ProfilingTest, SamplesAreFreedAtShutdown) {
