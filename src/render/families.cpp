@@ -77,8 +77,8 @@ constexpr LedgerSpec kLedgerFamilies[] = {
      "none go to project=\"__idle__\".",
      &LedgerEntry::allocated_seconds},
     {"gpu_busy_seconds_total",
-     "Integral of GPU utilization in seconds, split by each owner's SM share; what cannot be "
-     "placed goes to project=\"__unattributed__\".",
+     "Integral of GPU utilization in seconds (on a MIG device: of its SM activity, in GPU-seconds), "
+     "split by each owner's SM share; what cannot be placed goes to project=\"__unattributed__\".",
      &LedgerEntry::busy_seconds},
     {"gpu_memory_byte_seconds_total", "Integral of the owner's device memory in byte-seconds.",
      &LedgerEntry::memory_byte_seconds},

@@ -60,7 +60,8 @@ nlohmann::json usage_json(const Usage& u) {
   nlohmann::json j{
       {"allocated_seconds", u.allocated_seconds},           {"busy_seconds", u.busy_seconds},
       {"memory_byte_seconds", u.memory_byte_seconds},       {"energy_joules", u.energy_joules},
-      {"idle_allocated_seconds", u.idle_allocated_seconds}, {"mig_allocated_seconds", u.mig_allocated_seconds}};
+      {"idle_allocated_seconds", u.idle_allocated_seconds}, {"mig_allocated_seconds", u.mig_allocated_seconds},
+      {"mig_sm_active_seconds", u.mig_sm_active_seconds}};
   auto e = u.efficiency();
   j["efficiency"] = e ? nlohmann::json(*e) : nlohmann::json(nullptr);
   return j;
@@ -183,7 +184,7 @@ std::string render_csv(const Report& r) {
   for (const auto& d : r.by) out += csv_field(d) + ",";
   out += "kind,allocated_gpu_hours,busy_gpu_hours,efficiency,memory_gib_hours,energy_kwh,idle_allocated_gpu_hours";
   const bool mig = has_mig_slices(r);
-  if (mig) out += ",mig_allocated_gpu_hours,mig_profiles";
+  if (mig) out += ",mig_allocated_gpu_hours,mig_profiles,mig_sm_active_gpu_hours";
   if (r.priced) out += ",cost_allocation,cost_utilization,cost_energy,cost_idle,cost_total,currency,budget_used_ratio";
   const bool forecast = r.forecast_seconds > 0;
   if (forecast) out += ",forecast_gpus_at_end,forecast_trend_gpus_per_day,forecast_gpu_hours";
@@ -201,7 +202,8 @@ std::string render_csv(const Report& r) {
     if (mig) {
       std::string profiles;
       for (const auto& p : row.mig_profiles) profiles += (profiles.empty() ? "" : " ") + p;
-      out += fmt::format(",{:.17g},{}", u.mig_allocated_seconds / 3600, csv_field(profiles));
+      out += fmt::format(",{:.17g},{},{:.17g}", u.mig_allocated_seconds / 3600, csv_field(profiles),
+                         u.mig_sm_active_seconds / 3600);
     }
     if (r.priced) {
       const auto& c = row.cost;
@@ -294,7 +296,10 @@ std::string render_table(const Report& r, bool color) {
   // Part of the allocation on MIG slices: shown when some row has any.
   const bool mig = has_mig_slices(r);
   if (mig) header.push_back("MIG SLICE GPU-H");
-  for (const char* h : {"BUSY GPU-H", "EFFICIENCY", "MEM GIB-H", "ENERGY KWH"}) header.push_back(h);
+  header.push_back("BUSY GPU-H");
+  // Of the busy time, the MIG instances' SM activity: a different quantity (docs/ledger.md).
+  if (mig) header.push_back("MIG SM-ACTIVE GPU-H");
+  for (const char* h : {"EFFICIENCY", "MEM GIB-H", "ENERGY KWH"}) header.push_back(h);
   if (r.priced) {
     for (const char* h : {"ALLOCATION", "UTILIZATION", "ENERGY", "IDLE SHARE", "TOTAL"}) {
       header.push_back(fmt::format("{} {}", h, r.currency));
@@ -309,6 +314,7 @@ std::string render_table(const Report& r, bool color) {
     if (idle_allocated) c.push_back(grouped(u.idle_allocated_seconds / 3600, 2));
     if (mig) c.push_back(grouped(u.mig_allocated_seconds / 3600, 2));
     c.push_back(grouped(u.busy_seconds / 3600, 2));
+    if (mig) c.push_back(grouped(u.mig_sm_active_seconds / 3600, 2));
     c.push_back(efficiency_text(u));
     c.push_back(grouped(u.memory_byte_seconds / kGiB / 3600, 1));
     c.push_back(grouped(u.energy_joules / 3.6e6, 2));

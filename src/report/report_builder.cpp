@@ -279,6 +279,7 @@ class Builder {
           acc.row.usage.mig_allocated_seconds += x;
           acc.row.mig_profiles.insert(mig_profile);
         }
+        if (f == kBusy && !mig_profile.empty()) acc.row.usage.mig_sm_active_seconds += x;
         if (f == kAllocated) acc.allocated_steps[i - 1] += x;
         if (f == kAllocated && acc.row.idle) idle_steps_[i - 1] += x;
         double cost = 0;

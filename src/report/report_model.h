@@ -22,10 +22,14 @@ struct Usage {
   // Part of allocated_seconds on MIG instances (series with a mig_profile): GPU-seconds, so an
   // instance of 3 slices of 7 adds 3/7 per second.
   double mig_allocated_seconds = 0;
+  // Part of busy_seconds on MIG instances: their SM activity (GPM), a different quantity from a
+  // whole GPU's time busy (docs/ledger.md, "MIG"), in GPU-seconds.
+  double mig_sm_active_seconds = 0;
 
   Usage& operator+=(const Usage& o) {
     allocated_seconds += o.allocated_seconds;
     mig_allocated_seconds += o.mig_allocated_seconds;
+    mig_sm_active_seconds += o.mig_sm_active_seconds;
     idle_allocated_seconds += o.idle_allocated_seconds;
     busy_seconds += o.busy_seconds;
     memory_byte_seconds += o.memory_byte_seconds;

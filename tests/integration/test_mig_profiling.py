@@ -82,12 +82,14 @@ class MigProfiling(AgentTestCase):
         print("largest relative deviation of an instance's GPM gauge from the truth: %.3g %% (%s)" %
               (100 * worst[0], worst[1]))
 
-        # Each instance's own activity, not its slice share of the GPU: infer's two jobs make 80 %.
+        # Each instance's own activity, not its slice share of the GPU: infer's two jobs keep it
+        # busy 80 % of the time, with 70 % of its SMs busy meanwhile: 56 % SM activity.
         infer = instances(sim_truth(SCENARIO, 25, 35))["infer"]
-        self.assertAlmostEqual(infer["profiling"]["sm_util_percent"], 80, places=6)
+        self.assertAlmostEqual(infer["profiling"]["graphics_util_percent"], 80, places=6)
+        self.assertAlmostEqual(infer["profiling"]["sm_util_percent"], 56, places=6)
         rows = prom.query('avg_over_time(gpu_sm_active_ratio{mig_uuid="%s"}[8s])' % infer["mig_uuid"],
                           at=epoch + 34)
-        self.assertAlmostEqual(float(rows[0]["value"][1]), 0.8, delta=0.008)
+        self.assertAlmostEqual(float(rows[0]["value"][1]), 0.56, delta=0.0056)
 
         # The re-partition at 45 s: small-a and small-b stop, merged starts, train and infer go on.
         def series(name, at):

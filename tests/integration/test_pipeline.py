@@ -108,12 +108,14 @@ def table_rows(text):
     header = re.search(r"^gpumeter report .*\((\S+ d)\)$", text[start:], re.M)
     rows = {}
     block = text[start:text.index("reconciliation:", start)]
-    # The table has a MIG SLICE GPU-H column after ALLOC GPU-H when some row held a MIG slice.
+    # The table has a MIG SLICE GPU-H column after ALLOC GPU-H, and MIG SM-ACTIVE GPU-H after
+    # BUSY GPU-H, when some row held a MIG slice.
     mig = "MIG SLICE GPU-H" in block
     for line in block.splitlines():
         cells = line.split()
-        if len(cells) == 12 + mig and re.match(r"[\d,]+\.\d\d$", cells[1]):
+        if len(cells) == 12 + 2 * mig and re.match(r"[\d,]+\.\d\d$", cells[1]):
             if mig:
+                del cells[4]  # the SM activity, then the slice hours
                 del cells[2]
             rows[cells[0]] = [float(c.replace(",", "")) if re.match(r"[\d,.]+$", c) else c for c in cells[1:]]
     return rows, header.group(1) if header else None

@@ -76,7 +76,7 @@ USERS = [("alice", "vision"), ("bob", "nlp"), ("carol", "speech"), ("dave", "rec
 PROJECTS = ["vision", "nlp", "speech", "recsys", "genai"]
 COUNTERS = [  # family, help
     ("gpu_allocated_seconds", "Seconds of the GPU allocated to the owner."),
-    ("gpu_busy_seconds", "Integral of GPU utilization in seconds, by owner."),
+    ("gpu_busy_seconds", "Integral of GPU utilization in seconds (on a MIG device: of its SM activity), by owner."),
     ("gpu_memory_byte_seconds", "Integral of the owner's device memory in byte-seconds."),
     ("gpu_attributed_energy_joules", "GPU energy in joules charged to the owner."),
 ]

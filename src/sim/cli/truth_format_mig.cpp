@@ -35,6 +35,7 @@ nlohmann::ordered_json mig_truth_to_json(const MigTruth& truth) {
     j["allocated_seconds"] = m.allocated_seconds;
     j["idle_seconds"] = m.idle_seconds;
     j["busy_seconds"] = m.busy_seconds;
+    j["sm_active_seconds"] = m.sm_active_seconds;
     j["memory_byte_seconds"] = m.memory_byte_seconds;
     j["energy_joules"] = m.energy_joules;
     j["idle_energy_joules"] = m.idle_energy_joules;
@@ -45,6 +46,7 @@ nlohmann::ordered_json mig_truth_to_json(const MigTruth& truth) {
       oj["kind"] = o.is_allocation ? "allocation" : "job";
       oj["allocated_seconds"] = o.allocated_seconds;
       oj["busy_seconds"] = o.busy_seconds;
+      oj["sm_active_seconds"] = o.sm_active_seconds;
       oj["memory_byte_seconds"] = o.memory_byte_seconds;
       oj["energy_joules"] = o.energy_joules;
       owners.push_back(std::move(oj));

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "sim/physics/instant_values.h"
+#include "sim/physics/live.h"
 #include "sim/physics/timeline.h"
 
 namespace gpumeter::sim {
@@ -82,8 +83,15 @@ void add_instance_segment(MigAccount& acc, std::size_t i, const Segment& s, cons
   it.slice_seconds += m.slices * d;
   it.busy_seconds += p.util * d;
   it.energy_joules += p.idle_energy + p.dynamic_energy;
+  // SM activity: each job's part of the instance's time (its percent of at least 100) times the
+  // fraction of SMs it keeps busy, as the instance's GPM integrator counts it (profiling.cpp).
+  auto sm_active = [&](const JobShare& j) {
+    const double sm = j.job == kLiveJob ? JobProfile{}.sm : acc.scenario.jobs[j.job].profile.sm;
+    return j.percent / static_cast<double>(std::max(100, p.sum)) * sm * d;
+  };
   for (const JobShare& j : s.jobs) {
     if (j.mig != i) continue;
+    it.sm_active_seconds += sm_active(j);
     it.memory_byte_seconds += static_cast<double>(j.memory_bytes) * d;
     const OwnerKey k = owner_of_job(acc.scenario, j.job, acc.scheduler);
     if (std::find(present.begin(), present.end(), k) == present.end()) present.push_back(k);
@@ -105,6 +113,7 @@ void add_instance_segment(MigAccount& acc, std::size_t i, const Segment& s, cons
     MigOwnerTruth& o = acc.owners[i][owner_of_job(acc.scenario, j.job, acc.scheduler)];
     const double share = p.sum > 0 ? static_cast<double>(j.percent) / p.sum : 0.0;
     o.busy_seconds += p.util * share * d;
+    o.sm_active_seconds += sm_active(j);
     o.memory_byte_seconds += static_cast<double>(j.memory_bytes) * d;
     o.energy_joules += p.dynamic_energy * share;
   }

@@ -39,7 +39,8 @@ struct MigOwnerTruth {
   std::size_t index = 0;       // into Scenario::allocations or Scenario::jobs
   std::string name;
   double allocated_seconds = 0;
-  double busy_seconds = 0;
+  double busy_seconds = 0;       // time busy: its jobs' utilization
+  double sm_active_seconds = 0;  // SM activity (GPM SM_UTIL), what NVML measures on MIG
   double memory_byte_seconds = 0;
   double energy_joules = 0;
 };
@@ -60,7 +61,8 @@ struct MigInstanceTruth {
   double slice_seconds = 0;
   double allocated_seconds = 0;
   double idle_seconds = 0;
-  double busy_seconds = 0;
+  double busy_seconds = 0;       // time busy: min(1, the sum of its jobs' utilization)
+  double sm_active_seconds = 0;  // SM activity (GPM SM_UTIL), what NVML measures on MIG
   double memory_byte_seconds = 0;
   double energy_joules = 0;
   double idle_energy_joules = 0;      // while no owner held it

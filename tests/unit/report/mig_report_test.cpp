@@ -117,6 +117,9 @@ TEST(MigReport, SlicesCostTheirShareOfTheGpuPrice) {
   EXPECT_TRUE(r->reconciliation.ok);
   EXPECT_EQ(row(*r, {"team-b"}).mig_profiles, (std::set<std::string>{"1g.10gb", "2g.20gb"}));
   EXPECT_NEAR(row(*r, {"team-b"}).usage.mig_allocated_seconds, 3600.0 * 3 / 7, 1e-9);
+  // Busy time on MIG instances is SM activity, kept apart so it is not read as time busy.
+  EXPECT_NEAR(row(*r, {"team-b"}).usage.mig_sm_active_seconds, 3600.0 * 3 / 14, 1e-9);
+  EXPECT_NEAR(row(*r, {"team-b"}).usage.mig_sm_active_seconds, row(*r, {"team-b"}).usage.busy_seconds, 1e-9);
 }
 
 TEST(MigReport, ProfilePriceIsPerInstanceHour) {
@@ -177,7 +180,10 @@ TEST(MigReport, GroupsByProfile) {
   EXPECT_EQ(j["rows"][0]["mig_profiles"], nlohmann::json::array({"3g.40gb"}));
   EXPECT_NEAR(j["total"]["mig_allocated_seconds"].get<double>(), 3600, 1e-9);
   EXPECT_NE(render_table(*r, false).find("MIG SLICE GPU-H"), std::string::npos);
-  EXPECT_NE(render_csv(*r).find(",mig_allocated_gpu_hours,mig_profiles"), std::string::npos);
+  EXPECT_NE(render_csv(*r).find(",mig_allocated_gpu_hours,mig_profiles,mig_sm_active_gpu_hours"), std::string::npos);
+  // Every busy second of this GPU is on an instance.
+  EXPECT_NEAR(j["total"]["mig_sm_active_seconds"].get<double>(), j["total"]["busy_seconds"].get<double>(), 1e-9);
+  EXPECT_NE(render_table(*r, false).find("MIG SM-ACTIVE GPU-H"), std::string::npos);
 }
 
 TEST(MigReport, ProfileDimensionIsKnown) {

@@ -200,13 +200,14 @@ TEST(ProfilingTruth, AveragesAndLinkBytesOverTheWindow) {
 
 // On a GPU in MIG mode the instances' jobs do not share the GPU's time: each instance counts its
 // compute slices' share of the GPU. mig-h100.yaml from 20 to 40 s: train 0.9 on 3g, serve-b 0.5 and
-// asr-c 0.3 on 2g, nb-d 0.7 and batch-e 1.0 on the two 1g instances.
+// asr-c 0.3 on 2g, nb-d 0.7 and batch-e 1.0 on the two 1g instances, each keeping 70 % of its SMs
+// busy.
 TEST(ProfilingTruth, MigInstancesRunSideBySide) {
   auto s = load_scenario(std::string(GPUMETER_SOURCE_DIR) + "/tests/integration/scenarios/mig-h100.yaml");
   ASSERT_TRUE(s) << s.error().message;
   Truth t = compute_truth(*s, 20 * kS, 40 * kS);
   EXPECT_NEAR(t.gpus[0].profiling.graphics, 100 * (3 * 0.9 + 2 * 0.8 + 0.7 + 1.0) / 7, 1e-9);
-  EXPECT_NEAR(t.gpus[0].profiling.sm, t.gpus[0].profiling.graphics, 1e-9);  // the default profile: sm 1
+  EXPECT_NEAR(t.gpus[0].profiling.sm, 0.7 * t.gpus[0].profiling.graphics, 1e-9);  // profile: {sm: 0.7}
 }
 
 // The integration scenarios load, and their truth says what their comments say.
