@@ -29,6 +29,15 @@ class Backend {
   virtual bool supports_events() const = 0;
   // Blocks up to `timeout`; returns nullopt when nothing happened.
   virtual Result<std::optional<DeviceEvent>> wait_event(std::chrono::milliseconds timeout) = 0;
+  // Lets go of the GPUs for `period` so that an operator can reset one, change its MIG mode or
+  // unload the driver (docs/alerts.md, "Resetting a GPU"): the vendor library is closed, every
+  // collection fails meanwhile (the ledger counts the time as gap), and the library is opened
+  // again once `period` has passed; 0 takes the GPUs back at the next collection. False where
+  // the backend has nothing to let go of.
+  virtual Result<bool> release(std::chrono::milliseconds period) {
+    (void)period;
+    return false;
+  }
 };
 
 }  // namespace gpumeter

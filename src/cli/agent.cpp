@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "cli/version.h"
+#include "cli/release.h"
 #include "render/families.h"
 #include "transcript/recorder.h"
 #include "util/duration.h"
@@ -146,6 +147,7 @@ Result<std::unique_ptr<Agent>> Agent::create(const ServeOptions& o, Logger& log)
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGHUP);
+  sigaddset(&signals, SIGUSR1);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   log.info("starting gpumeter", {{"version", kVersion}, {"revision", kRevision}});
@@ -271,6 +273,11 @@ HttpServerOptions Agent::http_options() {
   HttpServerOptions h = settings_.http;
   h.readiness = [this] { return readiness(backends_, store_); };
   h.reload = [this]() { return reloader_.reload("/-/reload"); };
+  h.release = [this](std::string_view query) -> Result<std::string> {
+    auto period = release_period(query);
+    if (!period) return period.error();
+    return release_backends(backends_, *period, "/-/release", log_);
+  };
   return h;
 }
 
@@ -314,6 +321,8 @@ std::optional<std::string> Agent::wait_for_stop() {
     const int sig = sigtimedwait(&signals_, nullptr, &second);
     if (sig == SIGHUP) {
       (void)reloader_.reload("SIGHUP");
+    } else if (sig == SIGUSR1) {
+      (void)release_backends(backends_, kDefaultRelease, "SIGUSR1", log_);
     } else if (sig == SIGINT || sig == SIGTERM) {
       log_.info("shutting down", {{"signal", sig == SIGINT ? "SIGINT" : "SIGTERM"}});
       return std::nullopt;

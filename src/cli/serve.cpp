@@ -70,7 +70,9 @@ void setup_serve_command(CLI::App& cmd, ServeOptions& o, int& exit_code) {
                  "fields of --compat dcgm-exporter (default: dcgm-exporter's default counters)")
       ->check(CLI::ExistingFile);
   cmd.add_flag("--web.enable-lifecycle", o.enable_lifecycle,
-               "Enable POST /-/reload, which reloads the configuration as SIGHUP does (without it, 403)");
+               "Enable POST /-/reload, which reloads the configuration as SIGHUP does, and "
+               "POST /-/release?for=10m, which closes NVML for that long so that a GPU can be reset, as SIGUSR1 "
+               "does (docs/alerts.md#resetting-a-gpu; without this flag, 403)");
   cmd.add_option("--config.reload-interval", o.config_reload_interval,
                  "How often --config.file and --web.config.file are checked for a change of content, which "
                  "reloads them (a Kubernetes ConfigMap volume swaps its files); 0 turns the check off")

@@ -72,7 +72,7 @@ Result<void> validate_options(const HttpServerOptions& o) {
       return Error{0, "--web.telemetry-path has a character not allowed in a URL path: \"" + p + "\""};
     }
   }
-  if (p == "/" || p == "/-/healthy" || p == "/-/ready" || p == "/-/reload") {
+  if (p == "/" || p == "/-/healthy" || p == "/-/ready" || HttpRouter::is_lifecycle(p)) {
     return Error{0, "--web.telemetry-path \"" + p + "\" collides with a built-in endpoint"};
   }
   if (o.max_threads == 0) return Error{0, "HTTP worker thread count must be at least 1"};

@@ -1,7 +1,8 @@
 #pragma once
 // The agent's HTTP endpoint: the telemetry path (default /metrics), the landing page "/",
-// "/-/healthy", "/-/ready" and "/-/reload". The telemetry handler only reads the latest PreparedExposition from
-// the ExpositionStore and appends the per-scrape trailer; it never renders or compresses the body.
+// "/-/healthy", "/-/ready", "/-/reload" and "/-/release". The telemetry handler only reads the latest
+// PreparedExposition from the ExpositionStore and appends the per-scrape trailer; it never renders or compresses the
+// body.
 //
 // One event-loop thread (Boost.Beast on Asio) owns every connection, so an idle keep-alive
 // connection or a client sending slowly costs a pending read, not a thread. Each limit a client
@@ -12,17 +13,19 @@
 // in order.
 //
 // Status codes: unknown paths 404; POST/PUT/PATCH/DELETE/OPTIONS on a known path 405 with
-// "Allow: GET, HEAD" (on /-/reload, GET and the others get 405 with "Allow: POST, PUT"); other methods, malformed
-// request lines, HTTP versions other than 1.0 and 1.1, invalid percent-encoding and chunked request bodies 400; request
-// targets over 8192 bytes 414; declared bodies over max_payload_bytes 413; header blocks over max_header_bytes 431.
-// With basic_auth_users configured, every request without valid credentials gets 401 with "WWW-Authenticate: Basic". A
-// plain-HTTP request to a TLS listener fails the handshake and is closed without a response (Go answers it with a 400).
+// "Allow: GET, HEAD" (on /-/reload and /-/release, GET and the others get 405 with "Allow: POST, PUT"); other methods,
+// malformed request lines, HTTP versions other than 1.0 and 1.1, invalid percent-encoding and chunked request bodies
+// 400; request targets over 8192 bytes 414; declared bodies over max_payload_bytes 413; header blocks over
+// max_header_bytes 431. With basic_auth_users configured, every request without valid credentials gets 401 with
+// "WWW-Authenticate: Basic". A plain-HTTP request to a TLS listener fails the handshake and is closed without a
+// response (Go answers it with a 400).
 
 #include <chrono>
 #include <cstddef>
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "http/exposition_store.h"
 #include "http/web_config.h"
@@ -62,6 +65,10 @@ struct HttpServerOptions {
   bool enable_lifecycle = false;
   // Reloads the configuration (run off the event loop): 200 on success, 500 with the error.
   std::function<Result<void>()> reload;
+  // --web.enable-lifecycle: POST (or PUT) /-/release calls `release` with the query string (run
+  // off the event loop): 200 with the text it returns; its error's message with status 400 when
+  // the error's code is 400 (a bad query), else 500.
+  std::function<Result<std::string>(std::string_view query)> release;
 };
 
 // Whether `config` can be served: its TLS certificate, key and CA load and its settings are

@@ -87,7 +87,7 @@ bool HttpRouter::is_api(std::string_view path) { return path == kApiGpus || path
 
 bool HttpRouter::known_path(std::string_view path) const {
   return path == opt_.telemetry_path || path == "/" || path == kHealthyPath || path == kReadyPath ||
-         path == kReloadPath || is_api(path);
+         is_lifecycle(path) || is_api(path);
 }
 
 HttpResponse HttpRouter::handle(const HttpRequest& req, AuthVerdict verdict) const {
@@ -102,7 +102,7 @@ HttpResponse HttpRouter::handle(const HttpRequest& req, AuthVerdict verdict) con
     return r;
   }
   if (!valid_request_target(req.target)) return error_response(400, "invalid request target");
-  if (req.path() == kReloadPath) return serve_reload(req);
+  if (is_lifecycle(req.path())) return serve_lifecycle(req);
   if (req.method == "GET" || req.method == "HEAD") return serve_get(req);
   if (!known_path(req.path())) return error_response(404);
   HttpResponse r = error_response(405, "only GET and HEAD are served");
@@ -110,16 +110,24 @@ HttpResponse HttpRouter::handle(const HttpRequest& req, AuthVerdict verdict) con
   return r;
 }
 
-// As Prometheus answers it: POST or PUT, and only with --web.enable-lifecycle.
-HttpResponse HttpRouter::serve_reload(const HttpRequest& req) const {
+// As Prometheus answers its /-/reload: POST or PUT, and only with --web.enable-lifecycle.
+HttpResponse HttpRouter::serve_lifecycle(const HttpRequest& req) const {
+  const bool reload = req.path() == kReloadPath;
   if (req.method != "POST" && req.method != "PUT") {
-    HttpResponse r = error_response(405, "use POST to reload");
+    HttpResponse r = error_response(405, reload ? "use POST to reload" : "use POST to release");
     r.headers.emplace_back("Allow", "POST, PUT");
     return r;
   }
-  if (!opt_.enable_lifecycle || !opt_.reload) return text(403, "Lifecycle API is not enabled.\n");
-  if (auto done = opt_.reload(); !done) return text(500, "failed to reload config: " + done.error().message + "\n");
-  return text(200, "");
+  if (!opt_.enable_lifecycle || !(reload ? static_cast<bool>(opt_.reload) : static_cast<bool>(opt_.release))) {
+    return text(403, "Lifecycle API is not enabled.\n");
+  }
+  if (reload) {
+    if (auto done = opt_.reload(); !done) return text(500, "failed to reload config: " + done.error().message + "\n");
+    return text(200, "");
+  }
+  auto done = opt_.release(req.query());
+  if (!done) return text(done.error().code == 400 ? 400 : 500, done.error().message + "\n");
+  return text(200, *done);
 }
 
 HttpResponse HttpRouter::serve_get(const HttpRequest& req) const {

@@ -25,6 +25,11 @@ struct HttpRequest {
   std::string authorization;
 
   std::string_view path() const { return std::string_view(target).substr(0, target.find('?')); }
+  // What follows the '?', empty without one.
+  std::string_view query() const {
+    const std::size_t q = target.find('?');
+    return q == std::string::npos ? std::string_view() : std::string_view(target).substr(q + 1);
+  }
 };
 
 struct HttpResponse {
@@ -49,8 +54,11 @@ class HttpRouter {
   // The answer to `req` once authentication has given `verdict`.
   HttpResponse handle(const HttpRequest& req, AuthVerdict verdict) const;
   // Paths whose handler calls out to user code or renders: run off the event loop.
-  bool is_slow(std::string_view path) const { return path == "/" || path == "/-/ready" || path == kReloadPath; }
+  bool is_slow(std::string_view path) const { return path == "/" || path == "/-/ready" || is_lifecycle(path); }
   static constexpr std::string_view kReloadPath = "/-/reload";
+  static constexpr std::string_view kReleasePath = "/-/release";
+  // The lifecycle endpoints, POST or PUT only, each served only with --web.enable-lifecycle.
+  static bool is_lifecycle(std::string_view path) { return path == kReloadPath || path == kReleasePath; }
   // /api/v1/gpus and /api/v1/gpus/<uuid> (docs/api.md).
   static bool is_api(std::string_view path);
 
@@ -59,7 +67,7 @@ class HttpRouter {
   HttpResponse serve_metrics(const HttpRequest& req) const;
   HttpResponse serve_landing() const;
   HttpResponse serve_api(std::string_view path) const;
-  HttpResponse serve_reload(const HttpRequest& req) const;
+  HttpResponse serve_lifecycle(const HttpRequest& req) const;
   bool known_path(std::string_view path) const;
   double now() const;
   Readiness readiness() const;

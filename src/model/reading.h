@@ -273,6 +273,9 @@ struct BackendStatus {
   // not found; ROCm SMI with no AMD GPU in /sys/class/drm). A node without AMD GPUs is not
   // missing ROCm SMI, and nothing about it should alert.
   bool absent = false;
+  // While an operator's release keeps the vendor library closed (Backend::release): when it
+  // ends, on the wall clock (µs since the epoch); 0 otherwise.
+  std::int64_t released_until_us = 0;
 };
 
 }  // namespace gpumeter

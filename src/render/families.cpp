@@ -139,11 +139,15 @@ void add_agent_families(FamilyList& fams, const Snapshot& snap) {
   auto& absent = fams.add("gpumeter_backend_absent", kGauge,
                           "1 for a GPU backend the node has no use for: none of its vendor's GPUs, or none of "
                           "its library (NVML not found; no AMD GPU for ROCm SMI).");
+  auto& released = fams.add("gpumeter_backend_released_until_timestamp_seconds", kGauge,
+                            "When an operator's release of the GPUs ends (POST /-/release, SIGUSR1): the vendor "
+                            "library is closed and no GPU is read until then. 0 while the backend holds them.");
   for (const auto& b : snap.backends) {
     if (b.absent) {
       add_sample(absent, {{"backend", b.backend}}, 1);
     } else {
       add_sample(backend, {{"backend", b.backend}}, b.up ? 1 : 0);
+      add_sample(released, {{"backend", b.backend}}, static_cast<double>(b.released_until_us) / 1e6);
     }
   }
   auto& call_errors = fams.add("gpumeter_backend_call_errors_total", kCounter,

@@ -45,7 +45,7 @@ class Cli(unittest.TestCase):
 
     def test_unknown_command_is_named(self):
         for args, known in ((["bogus"], "serve, snapshot, report, rules, burn, sim"),
-                            (["sim", "bogus"], "truth, check, procfs, sysfs, kubelet")):
+                            (["sim", "bogus"], "truth, check, procfs, sysfs, kubelet, reset")):
             r = run(*args)
             self.assertEqual(r.returncode, 2, args)
             prefix = " ".join(["gpumeter"] + args[:-1])
@@ -127,7 +127,7 @@ class Cli(unittest.TestCase):
         self.assertEqual(p.stderr, "")
         text = p.stdout
         commands = [["serve"], ["snapshot"], ["report"], ["rules"], ["burn"], ["sim", "truth"], ["sim", "check"],
-                    ["sim", "procfs"], ["sim", "sysfs"], ["sim", "kubelet"]]
+                    ["sim", "procfs"], ["sim", "sysfs"], ["sim", "kubelet"], ["sim", "reset"]]
         listed = re.findall(r"^  ([a-z]+) {2,}", run("--help").stdout.split("Subcommands:")[1], re.M)
         self.assertEqual(sorted(listed), sorted({c[0] for c in commands}))
         listed = re.findall(r"^  ([a-z]+) {2,}", run("sim", "--help").stdout.split("Subcommands:")[1], re.M)

@@ -302,7 +302,7 @@ Result<DeviceIdentity> NvmlBackend::identify(unsigned index) {
   if (index >= devices_.size()) return Error{NVML_ERROR_INVALID_ARGUMENT, "no such GPU"};
   maybe_reinitialize();
   std::shared_lock calls(calls_mu_);
-  if (reinit_needed_) return Error{NVML_ERROR_LIB_RM_VERSION_MISMATCH, status().detail};
+  if (reinit_needed_) return closed_error();
   Device& d = *devices_[index];
   auto h = acquire(index);
   if (!h) {
@@ -344,7 +344,7 @@ Result<DeviceReading> NvmlBackend::collect(unsigned index, CollectScope scope, C
   if (index >= devices_.size()) return Error{NVML_ERROR_INVALID_ARGUMENT, "no such GPU"};
   maybe_reinitialize();
   std::shared_lock calls(calls_mu_);
-  if (reinit_needed_) return Error{NVML_ERROR_LIB_RM_VERSION_MISMATCH, status().detail};
+  if (reinit_needed_) return closed_error();
   Device& d = *devices_[index];
   auto handle = acquire(index);
   if (!handle) {
@@ -436,25 +436,7 @@ void NvmlBackend::maybe_reinitialize() {
     retry_later("NVML must be initialised again, but a driver call is still in progress");
     return;
   }
-  {
-    std::lock_guard lock(events_mu_);
-    free_event_set_locked();
-    std::lock_guard handles(handles_mu_);
-    for (auto& d : devices_) {
-      d->handle = nullptr;
-      d->events_registered = false;
-      d->events_excluded = false;
-    }
-  }
-  for (auto& d : devices_) {
-    d->unsupported.reset();
-    // Samples belong to the library instance being shut down; support is probed again.
-    if (initialized_) free_gpm_samples(*d);
-    d->gpm_supported.reset();
-    d->mig_profiles.reset();
-  }
-  if (initialized_) symbols_.shutdown();
-  initialized_ = false;
+  close_library();
   nvmlReturn_t rc = symbols_.init();
   if (rc != NVML_SUCCESS) {
     log_.warn("NVML re-initialization failed", {{"err", error_text(rc)}});
@@ -490,14 +472,75 @@ void NvmlBackend::maybe_reinitialize() {
   reinit_backoff_ = 0ms;
   next_reinit_ = {};
   reinit_needed_ = false;
+  const bool was_released = released_.exchange(false);
   {
     std::lock_guard lock(status_mu_);
+    status_.released_until_us = 0;
     status_.up = true;
     if (!driver.empty()) status_.driver_version = driver;
     status_.detail = loaded_detail(status_, static_cast<unsigned>(devices_.size())) + ", re-initialized";
     ++status_.counters.reinitializations;
   }
-  log_.info("NVML re-initialized", {{"driver", driver}});
+  log_.info(was_released ? "NVML opened again after the release: reading the GPUs" : "NVML re-initialized",
+            {{"driver", driver}});
+}
+
+// Holds calls_mu_ exclusively: no driver call is in flight.
+void NvmlBackend::close_library() {
+  {
+    std::lock_guard lock(events_mu_);
+    free_event_set_locked();
+    std::lock_guard handles(handles_mu_);
+    for (auto& d : devices_) {
+      d->handle = nullptr;
+      d->events_registered = false;
+      d->events_excluded = false;
+    }
+  }
+  for (auto& d : devices_) {
+    d->unsupported.reset();
+    // Samples belong to the library instance being shut down; support is probed again.
+    if (initialized_) free_gpm_samples(*d);
+    d->gpm_supported.reset();
+    d->mig_profiles.reset();
+  }
+  if (initialized_) symbols_.shutdown();
+  initialized_ = false;
+}
+
+Result<bool> NvmlBackend::release(std::chrono::milliseconds period) {
+  if (!loaded_) return false;  // nothing was opened
+  std::lock_guard one(reinit_mu_);
+  const auto now = steady_now();
+  if (period <= 0ms) {
+    // Taken back at the next collection (maybe_reinitialize), on the worker as usual.
+    if (released_) next_reinit_ = now;
+    return true;
+  }
+  std::unique_lock calls(calls_mu_, std::defer_lock);
+  if (!calls.try_lock_for(options_.reinit_lock_timeout)) {
+    return Error{0, "a driver call is still in progress; NVML stays open (try again)"};
+  }
+  close_library();
+  released_ = true;
+  reinit_needed_ = true;
+  reinit_backoff_ = 0ms;
+  next_reinit_ = now + period;
+  const std::int64_t until_us = wall_now_us() + std::chrono::duration_cast<std::chrono::microseconds>(period).count();
+  {
+    std::lock_guard lock(status_mu_);
+    status_.up = false;
+    status_.released_until_us = until_us;
+    status_.detail = "released: NVML is closed for " + std::to_string(period.count() / 1000) +
+                     " s, so that a GPU can be reset; no GPU is read meanwhile";
+  }
+  log_.info("NVML released: the device files are closed and no GPU is read until the period ends",
+            {{"seconds", std::to_string(period.count() / 1000)}});
+  return true;
+}
+
+Error NvmlBackend::closed_error() const {
+  return Error{released_ ? NVML_ERROR_UNINITIALIZED : NVML_ERROR_LIB_RM_VERSION_MISMATCH, status().detail};
 }
 
 }  // namespace gpumeter

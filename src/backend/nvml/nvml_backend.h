@@ -60,6 +60,9 @@ class NvmlBackend final : public Backend {
                                 CollectorSet groups = CollectorSet::all()) override;
   bool supports_events() const override;
   Result<std::optional<DeviceEvent>> wait_event(std::chrono::milliseconds timeout) override;
+  // Shuts NVML down (its device files close) and opens it again once `period` has passed; 0 ends
+  // a release at the next collection. An error when a driver call stays in flight.
+  Result<bool> release(std::chrono::milliseconds period) override;
 
   // Set when NVML cannot be used again in this process (nvmlInit_v2 failed at start after its
   // retries, or the driver was upgraded under it): only a new process can load a library that
@@ -124,6 +127,10 @@ class NvmlBackend final : public Backend {
   // Re-initialization after LIB_RM_VERSION_MISMATCH (nvml_backend.cpp).
   void request_reinit(const std::string& reason);
   void maybe_reinitialize();
+  // Shuts the library down after freeing what belongs to it (calls_mu_ held exclusively).
+  void close_library();
+  // What a call answers while the library is closed: released, or waiting to re-initialize.
+  Error closed_error() const;
 
   // Events (nvml_events.cpp). Callers hold events_mu_, not handles_mu_.
   nvmlReturn_t register_events_locked(unsigned device, nvmlDevice_t handle);
@@ -153,7 +160,8 @@ class NvmlBackend final : public Backend {
   // nvmlShutdown never runs under a call in flight.
   std::shared_timed_mutex calls_mu_;
   std::atomic<bool> reinit_needed_{false};
-  std::mutex reinit_mu_;  // one re-initialization at a time; guards the fields below
+  std::atomic<bool> released_{false};  // closed by release() until the next re-initialization
+  std::mutex reinit_mu_;               // one re-initialization at a time; guards the fields below
   std::chrono::steady_clock::time_point next_reinit_{};
   std::chrono::milliseconds reinit_backoff_{0};
   int reinit_mismatches_ = 0;                  // consecutive, guarded by reinit_mu_

@@ -103,7 +103,7 @@ Result<std::optional<DeviceEvent>> NvmlBackend::wait_event(std::chrono::millisec
   if (!supports_events()) return Error{NVML_ERROR_NOT_SUPPORTED, "NVML events are not available"};
   maybe_reinitialize();
   std::shared_lock calls(calls_mu_);
-  if (reinit_needed_) return Error{NVML_ERROR_LIB_RM_VERSION_MISMATCH, status().detail};
+  if (reinit_needed_) return closed_error();
   nvmlEventSet_t set;
   {
     std::lock_guard lock(events_mu_);

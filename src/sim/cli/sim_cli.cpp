@@ -13,6 +13,7 @@
 
 #include "kubelet/pod_resources_server.h"
 #include "sim/amd/sysfs_writer.h"
+#include "sim/cli/reset_command.h"
 #include "sim/host/procfs_writer.h"
 #include "sim/scenario/scenario_parse.h"
 #include "sim/host/sim_kubelet.h"
@@ -580,6 +581,7 @@ void setup_sim_command(CLI::App& sim, int& exit_code) {
   add_procfs_command(sim, exit_code);
   add_sysfs_command(sim, exit_code);
   add_kubelet_command(sim, exit_code);
+  add_reset_command(sim, exit_code);
 }
 
 }  // namespace gpumeter::sim

@@ -1,5 +1,5 @@
 #pragma once
-// `gpumeter sim truth|check`: the simulator's command-line face, attached to the main
+// `gpumeter sim truth|check|procfs|sysfs|kubelet|reset`: the simulator's command-line face, attached to the main
 // program's "sim" subcommand. Callbacks run inside CLI11 and set exit_code: 0 ok,
 // 1 runtime error, 2 bad input.
 

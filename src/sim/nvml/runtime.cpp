@@ -41,6 +41,14 @@ nvmlReturn_t Runtime::init() {
   const std::string machine = session->scenario().source + "\n" + session->scenario().driver_version;
   if (!loaded_driver_ || loaded_driver_->first != machine) loaded_driver_ = {machine, session->driver_version()};
   if (session->driver_version() != loaded_driver_->second) return NVML_ERROR_LIB_RM_VERSION_MISMATCH;
+  // The device files, held open until the last nvmlShutdown (device_files.h); a driver that
+  // cannot open /dev/nvidiactl answers NO_PERMISSION.
+  auto hold = DeviceFileHold::open(setup->env.cuda_dir);
+  if (!hold) {
+    std::fprintf(stderr, "gpumeter-sim: %s\n", hold.error().message.c_str());
+    return NVML_ERROR_NO_PERMISSION;
+  }
+  device_files_ = std::move(hold).value();
   session_ = std::move(session);
   refcount_ = 1;
   return NVML_SUCCESS;
@@ -52,6 +60,7 @@ nvmlReturn_t Runtime::shutdown() {
   if (--refcount_ == 0) {
     session_.reset();
     event_sets_.clear();
+    device_files_.reset();
   }
   return NVML_SUCCESS;
 }

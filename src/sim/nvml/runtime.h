@@ -14,6 +14,7 @@
 #include "sim/nvml/event_sets.h"
 #include "sim/nvml/gpm_samples.h"
 #include "sim/nvml/session.h"
+#include "sim/scenario/device_files.h"
 
 // The opaque handle type of nvml_api.h, defined here: handles point into a table that lives
 // as long as the process, so a stale handle can never dangle, and a handle taken before a
@@ -72,6 +73,7 @@ class Runtime {
   std::array<nvmlGpuInstance_st, kMaxMigInstances> gi_handles_;
   std::map<std::uintptr_t, std::shared_ptr<nvmlEventSet_st>> event_sets_;
   GpmSampleTable gpm_samples_;
+  std::optional<DeviceFileHold> device_files_;  // while initialized
 };
 
 }  // namespace gpumeter::sim

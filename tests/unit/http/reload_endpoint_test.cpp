@@ -1,4 +1,5 @@
-// POST /-/reload (as Prometheus' --web.enable-lifecycle) and HttpServer::set_web_config: a web
+// POST /-/reload and /-/release (as Prometheus' --web.enable-lifecycle) and
+// HttpServer::set_web_config: a web
 // config swapped in while serving turns basic auth and headers on for the next requests, and a
 // certificate that does not load is refused with the configuration in force kept.
 
@@ -7,6 +8,8 @@
 
 #include <atomic>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "http/http_server.h"
 #include "raw_http.h"
@@ -27,6 +30,12 @@ class ReloadEndpointTest : public ::testing::Test {
       if (fail_) return Error{0, "gpumeter.yaml:3:5: project.rules[0].match: invalid regular expression"};
       return {};
     };
+    o.release = [this](std::string_view query) -> Result<std::string> {
+      released_.push_back(std::string(query));
+      if (query == "for=2h") return Error{400, "for: at most 1h"};
+      if (query == "for=1s") return Error{0, "nvml: a driver call is still in progress"};
+      return std::string("nvml: released\n");
+    };
     server_ = std::make_unique<HttpServer>(store_, std::move(o));
     ASSERT_TRUE(server_->start().ok());
   }
@@ -44,6 +53,7 @@ class ReloadEndpointTest : public ::testing::Test {
   std::unique_ptr<HttpServer> server_;
   std::atomic<int> reloads_{0};
   std::atomic<bool> fail_{false};
+  std::vector<std::string> released_;  // the queries, in order (one request at a time)
 };
 
 TEST_F(ReloadEndpointTest, ForbiddenWithoutTheLifecycleFlag) {
@@ -77,9 +87,31 @@ TEST_F(ReloadEndpointTest, AFailedReloadIs500WithTheReason) {
   EXPECT_NE(r.find("failed to reload config: gpumeter.yaml:3:5: project.rules[0].match"), std::string::npos) << r;
 }
 
+TEST_F(ReloadEndpointTest, ReleaseTakesItsQueryAndAnswersWithItsText) {
+  start(false);
+  EXPECT_EQ(testing::first_status(raw("POST", "/-/release", "Content-Length: 0\r\n")), 403);
+  EXPECT_TRUE(released_.empty());
+  server_->stop();
+  start(true);
+  std::string ok = raw("POST", "/-/release?for=30s", "Content-Length: 0\r\n");
+  EXPECT_EQ(testing::first_status(ok), 200) << ok;
+  EXPECT_TRUE(ok.ends_with("\r\n\r\nnvml: released\n")) << ok;
+  std::string bad = raw("PUT", "/-/release?for=2h", "Content-Length: 0\r\n");
+  EXPECT_EQ(testing::first_status(bad), 400) << bad;
+  EXPECT_TRUE(bad.ends_with("for: at most 1h\n")) << bad;
+  EXPECT_EQ(testing::first_status(raw("POST", "/-/release?for=1s", "Content-Length: 0\r\n")), 500);
+  std::string get = raw("GET", "/-/release");
+  EXPECT_EQ(testing::first_status(get), 405) << get;
+  EXPECT_NE(get.find("Allow: POST, PUT\r\n"), std::string::npos) << get;
+  EXPECT_EQ(released_, (std::vector<std::string>{"for=30s", "for=2h", "for=1s"}));
+  EXPECT_EQ(reloads_.load(), 0);
+}
+
 TEST_F(ReloadEndpointTest, ReloadPathCannotBeTheTelemetryPath) {
   HttpServerOptions o;
   o.telemetry_path = "/-/reload";
+  EXPECT_FALSE(validate_options(o).ok());
+  o.telemetry_path = "/-/release";
   EXPECT_FALSE(validate_options(o).ok());
 }
 

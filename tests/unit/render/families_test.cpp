@@ -53,9 +53,10 @@ TEST(BuildFamilies, FixedOrderOfAllFamilies) {
                   "gpu_performance_state", "gpu_fan_speed_ratio", "gpu_pcie_link_generation", "gpu_pcie_link_width",
                   "gpu_pcie_replay_errors_total", "gpu_pcie_transmit_bytes_total", "gpu_pcie_receive_bytes_total",
                   "gpu_clock_event_active", "gpu_ecc_errors_total", "gpu_remapped_rows", "gpu_xid_errors_total",
-                  "gpumeter_build_info", "gpumeter_backend_up", "gpumeter_backend_call_errors_total",
-                  "gpumeter_backend_dropped_records_total", "gpumeter_backend_reinitializations_total",
-                  "gpumeter_collector_success", "gpumeter_collector_duration_seconds"));
+                  "gpumeter_build_info", "gpumeter_backend_up", "gpumeter_backend_released_until_timestamp_seconds",
+                  "gpumeter_backend_call_errors_total", "gpumeter_backend_dropped_records_total",
+                  "gpumeter_backend_reinitializations_total", "gpumeter_collector_success",
+                  "gpumeter_collector_duration_seconds"));
 }
 
 TEST(BuildFamilies, EveryFieldOfAnUpGpu) {
