@@ -3,7 +3,7 @@ quirks.yaml and driver-upgrade.yaml): a fan query failing on every round, single
 with TIMEOUT, NO_PERMISSION and NOT_SUPPORTED, garbage per-process records, the 32-byte _v3
 record layout, GPU_IS_LOST from the event wait while Xids of other GPUs arrive, a GeForce card,
 a utilization buffer silent while the GPU idles (silent-idle.yaml), power samples no board can
-draw (power-spikes.yaml), and a driver upgraded under the running agent, which exits for a
+draw (power-spikes.yaml), an irregular power cadence (power-cadence.yaml), and a driver upgraded under the running agent, which exits for a
 restart."""
 import os
 import tempfile
@@ -16,6 +16,7 @@ QUIRKS = os.path.join(SCENARIOS, "quirks.yaml")
 UPGRADE = os.path.join(SCENARIOS, "driver-upgrade.yaml")
 SILENT = os.path.join(SCENARIOS, "silent-idle.yaml")
 SPIKES = os.path.join(SCENARIOS, "power-spikes.yaml")
+CADENCE = os.path.join(SCENARIOS, "power-cadence.yaml")
 END = 40.0  # the scenarios' duration (power-spikes.yaml: 30 s)
 # As tests/integration/test_ledger.py: 0.1 %, plus one driver sample period of the owner's
 # counters at each job edge (harness.allowed_deviation).
@@ -202,6 +203,16 @@ class Quirks(AgentTestCase):
         self.assertIsNone(dropped["1"], dropped)
         truth = sim_truth(SPIKES, 0, 30)
         self.assert_owners_match(ledger_owners(last), truth, {0, 1}, "impossible power samples",
+                                 compared=("allocated_seconds", "busy_seconds", "energy_joules"))
+
+    def test_an_irregular_power_cadence_bills_the_counted_energy(self):
+        """The power buffer holds 119 samples, 33 ms apart while the GPU is busy and about 1 s
+        apart while it idles; read every second, the buffer never fills. Every owner's energy
+        matches the truth across idle-to-busy edges and owners that follow one another."""
+        _, agent, epoch = self.run_node(CADENCE)
+        last = self.scrape_until(agent, epoch, 34 + 4)[-1][1]
+        truth = sim_truth(CADENCE, 0, 34)
+        self.assert_owners_match(ledger_owners(last), truth, {0, 1}, "an irregular power cadence",
                                  compared=("allocated_seconds", "busy_seconds", "energy_joules"))
 
     def test_driver_upgrade_under_a_running_agent(self):

@@ -137,11 +137,11 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t device, unsi
     // (polarsignals/gpu-metrics-agent#37), so a GPU idle since the last query answers NOT_FOUND.
     auto recorded = [&](const Period& p) {
       if (type == NVML_TOTAL_POWER_SAMPLES || p.util_percent > 0) return true;
-      return s.quirk(gpumeter::sim::QuirkKind::silent_while_idle, d.gpu.index(), buffer.end_of(p)) == nullptr;
+      return s.quirk(gpumeter::sim::QuirkKind::silent_while_idle, d.gpu.index(), p.end) == nullptr;
     };
     unsigned available = 0;
     for (const Period& p : periods) {
-      if (static_cast<unsigned long long>(s.unix_micros(buffer.end_of(p))) > last_seen_time_stamp && recorded(p)) {
+      if (static_cast<unsigned long long>(s.unix_micros(p.end)) > last_seen_time_stamp && recorded(p)) {
         ++available;
       }
     }
@@ -155,7 +155,7 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t device, unsi
     }
     unsigned written = 0;
     for (const Period& p : periods) {
-      const auto ts = static_cast<unsigned long long>(s.unix_micros(buffer.end_of(p)));
+      const auto ts = static_cast<unsigned long long>(s.unix_micros(p.end));
       if (ts <= last_seen_time_stamp || !recorded(p)) continue;
       if (written == *sample_count) break;
       nvmlSample_t& out = samples[written++];
@@ -166,8 +166,8 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t device, unsi
                                                                      : p.memory_util_percent;
       // The impossible_power_samples quirk: every tenth power sample (by its period's place on
       // the buffer's grid) is all ones, a value no board can draw.
-      if (type == NVML_TOTAL_POWER_SAMPLES && buffer.end_of(p) / buffer.period() % 10 == 0 &&
-          s.quirk(gpumeter::sim::QuirkKind::impossible_power_samples, d.gpu.index(), buffer.end_of(p)) != nullptr) {
+      if (type == NVML_TOTAL_POWER_SAMPLES && p.end / buffer.grid() % 10 == 0 &&
+          s.quirk(gpumeter::sim::QuirkKind::impossible_power_samples, d.gpu.index(), p.end) != nullptr) {
         out.sampleValue.uiVal = 0xFFFFFFFFU;
       }
     }

@@ -19,7 +19,8 @@ SimGpu::SimGpu(const Scenario& scenario, unsigned index, const LiveTable* live)
       counters_(timeline_, model_),
       profiling_(scenario, timeline_, index),
       utilization_samples_(timeline_, model_, model_.samples.utilization_period, model_.samples.utilization_depth),
-      power_samples_(timeline_, model_, model_.samples.power_period, model_.samples.power_depth) {
+      power_samples_(timeline_, model_, model_.samples.power_period, model_.samples.power_depth,
+                     model_.samples.power_period_busy) {
   for (std::size_t i = 0; i < scenario.mig.instances.size(); ++i) {
     if (scenario.mig.instances[i].gpu == index)
       instance_profiling_.emplace(i, std::make_unique<ProfileIntegrator>(scenario, timeline_, index, i));
@@ -54,7 +55,7 @@ const std::vector<JobShare>& SimGpu::processes(Micros t) { return counters_.segm
 
 std::vector<ProcessRecord> SimGpu::process_records(Micros now, Micros since) const {
   const PeriodHistory& u = utilization_samples_;
-  return gpumeter::sim::process_records(timeline_, now, since, u.oldest_instant(now), u.period());
+  return gpumeter::sim::process_records(timeline_, now, since, u.oldest_instant(now), u.grid());
 }
 
 namespace {

@@ -34,6 +34,10 @@ struct SampleSpec {
   std::size_t utilization_depth = 100;
   Micros power_period = 100'000;
   std::size_t power_depth = 120;
+  // An irregular power cadence (0: every power_period): a power sample every this long while the
+  // GPU is busy, and every power_period (rounded to a whole number of these) while it idles, as
+  // a real driver's spacing follows the GPU's state, from about 33 ms to about 1 s.
+  Micros power_period_busy = 0;
 };
 
 struct GpuModelSpec {

@@ -85,7 +85,8 @@ void parse_product(GpuModelSpec& g, const MapReader& m) {
 }
 
 SampleSpec parse_samples(const YAML::Node& node, const std::string& path) {
-  MapReader m(node, path, {"utilization_period", "utilization_depth", "power_period", "power_depth"});
+  MapReader m(node, path,
+              {"utilization_period", "utilization_depth", "power_period", "power_depth", "power_period_busy"});
   SampleSpec s;
   // nvml.h: the utilization sample period is "between 1 second and 1/6 second, depending on
   // the product".
@@ -105,6 +106,12 @@ SampleSpec parse_samples(const YAML::Node& node, const std::string& path) {
     s.utilization_depth = read_unsigned(m.get("utilization_depth"), m.path("utilization_depth"), 1, 10000);
   }
   if (m.has("power_depth")) s.power_depth = read_unsigned(m.get("power_depth"), m.path("power_depth"), 1, 10000);
+  if (m.has("power_period_busy")) {
+    s.power_period_busy = read_duration(m.get("power_period_busy"), m.path("power_period_busy"));
+    if (s.power_period_busy < 1'000 || s.power_period_busy > s.power_period) {
+      fail_at(m.get("power_period_busy"), m.path("power_period_busy"), "must be from 1ms to power_period");
+    }
+  }
   return s;
 }
 

@@ -139,14 +139,14 @@ jobs:
   EXPECT_TRUE(util.complete_until(199'999).empty());
   const auto& first = util.complete_until(S);
   ASSERT_EQ(first.size(), 5u);
-  EXPECT_EQ(first[0].index, 0);
+  EXPECT_EQ(first[0].start, 0);
   EXPECT_EQ(first[0].util_percent, 60u);
   EXPECT_EQ(first[0].memory_util_percent, 36u);
-  EXPECT_EQ(util.end_of(first[0]), 200'000);
+  EXPECT_EQ(first[0].end, 200'000);
   EXPECT_EQ(first[1].util_percent, 70u);
   const auto& first_power = power.complete_until(S);
   ASSERT_EQ(first_power.size(), 10u);
-  EXPECT_EQ(power.end_of(first_power[0]), 100'000);
+  EXPECT_EQ(first_power[0].end, 100'000);
   EXPECT_EQ(first_power[0].power_mw, 150000u);  // 50 W + 200 W * 0.5
   EXPECT_EQ(first_power[1].power_mw, 190000u);  // 50 W + 200 W * 0.7
 
@@ -154,7 +154,7 @@ jobs:
   // sum(sample * period) is the integral.
   const auto& later = util.complete_until(60 * S + 50'000);
   ASSERT_EQ(later.size(), 100u);
-  EXPECT_EQ(later.back().index, 299);
+  EXPECT_EQ(later.back().start, 299 * 200'000);
   EXPECT_EQ(util.oldest_instant(60 * S + 50'000), 40 * S);
   double sum = 0;
   for (const Period& p : later) sum += p.util_percent / 100.0 * 0.2;
@@ -162,7 +162,7 @@ jobs:
   EXPECT_NEAR(sum, truth, 1e-9);
   const auto& later_power = power.complete_until(60 * S + 50'000);
   ASSERT_EQ(later_power.size(), 120u);
-  EXPECT_EQ(power.end_of(later_power.back()), 60 * S);
+  EXPECT_EQ(later_power.back().end, 60 * S);
   double joules = 0;
   for (const Period& p : later_power) joules += p.power_mw / 1000.0 * 0.1;
   EXPECT_NEAR(joules, compute_truth(s, 48 * S, 60 * S).gpus[0].energy_joules, 1e-6);
@@ -171,6 +171,47 @@ jobs:
   const auto& again = util.complete_until(S);
   ASSERT_EQ(again.size(), 5u);
   EXPECT_EQ(again[0].util_percent, 60u);
+}
+
+TEST(Model, AnIrregularPowerCadenceFollowsTheGpusState) {
+  // Busy from 2 s to 4 s: samples every 40 ms while busy, every 1 s (25 busy periods) while
+  // idle; each covers the time since the one before, and their energy is the truth's.
+  Scenario s = testing::parse_ok(std::string(testing::kModel) + R"(
+    samples: {power_period: 1s, power_period_busy: 40ms, power_depth: 119}
+gpus: {count: 1, model: m}
+jobs:
+  - {name: w, gpus: [0], pid: 9, start: 2, end: 4, utilization: 0.6}
+)");
+  SimGpu gpu(s, 0);
+  const auto& buffer = gpu.power_samples().complete_until(6 * S);
+  std::vector<Micros> ends;
+  double joules = 0;
+  for (std::size_t i = 0; i < buffer.size(); ++i) {
+    const Period& p = buffer[i];
+    ends.push_back(p.end);
+    joules += p.power_mw / 1000.0 * static_cast<double>(p.end - p.start) / 1e6;
+    EXPECT_EQ(p.start, i == 0 ? 0 : buffer[i - 1].end) << i;
+  }
+  // 1 s and 2 s while idle, every 40 ms from 2.04 s to 4 s, then 5 s and 6 s.
+  ASSERT_EQ(ends.size(), 2u + 50u + 2u);
+  EXPECT_EQ(ends[0], 1 * S);
+  EXPECT_EQ(ends[1], 2 * S);
+  EXPECT_EQ(ends[2], 2 * S + 40'000);
+  EXPECT_EQ(ends[51], 4 * S);
+  EXPECT_EQ(ends[52], 5 * S);
+  EXPECT_EQ(ends[53], 6 * S);
+  EXPECT_NEAR(joules, compute_truth(s, 0, 6 * S).gpus[0].energy_joules, 1e-6);
+  // The buffer holds 119 samples: 4.76 s of a busy GPU.
+  Scenario busy = testing::parse_ok(std::string(testing::kModel) + R"(
+    samples: {power_period: 1s, power_period_busy: 40ms, power_depth: 119}
+gpus: {count: 1, model: m}
+jobs:
+  - {name: w, gpus: [0], pid: 9, utilization: 0.6}
+)");
+  SimGpu busy_gpu(busy, 0);
+  const auto& full = busy_gpu.power_samples().complete_until(60 * S);
+  ASSERT_EQ(full.size(), 119u);
+  EXPECT_EQ(full.front().start, 60 * S - 119 * 40'000);
 }
 
 TEST(Model, SampleBuffersFollowTheModel) {
@@ -183,10 +224,10 @@ jobs:
   SimGpu gpu(s, 0);
   const auto& u = gpu.utilization_samples().complete_until(60 * S);
   ASSERT_EQ(u.size(), 10u);
-  EXPECT_EQ(gpu.utilization_samples().end_of(u.front()), 55 * S + 500'000);
+  EXPECT_EQ(u.front().end, 55 * S + 500'000);
   const auto& p = gpu.power_samples().complete_until(60 * S);
   ASSERT_EQ(p.size(), 4u);
-  EXPECT_EQ(gpu.power_samples().end_of(p.front()), 59 * S + 250'000);
+  EXPECT_EQ(p.front().end, 59 * S + 250'000);
   EXPECT_EQ(p.front().power_mw, 130000u);
 }
 
