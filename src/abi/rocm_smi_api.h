@@ -32,6 +32,9 @@ typedef int rsmi_memory_type_t;
 typedef int rsmi_dev_perf_level_t;
 typedef int rsmi_sw_component_t;
 typedef std::uint64_t rsmi_gpu_block_t;
+// ROCm 6.0 and later (rocm_smi.h at tag rocm-6.0.0; not in 5.x): what rsmi_dev_power_get read.
+// A C enum holding 0xFFFFFFFF: 4 bytes, unsigned.
+typedef std::uint32_t RSMI_POWER_TYPE;
 
 inline constexpr rsmi_temperature_metric_t RSMI_TEMP_CURRENT = 0;
 inline constexpr std::uint32_t RSMI_TEMP_TYPE_EDGE = 0;
@@ -44,6 +47,9 @@ inline constexpr rsmi_clk_type_t RSMI_CLK_TYPE_MEM = 4;
 inline constexpr rsmi_memory_type_t RSMI_MEM_TYPE_VRAM = 0;
 inline constexpr rsmi_sw_component_t RSMI_SW_COMP_DRIVER = 0;
 inline constexpr rsmi_dev_perf_level_t RSMI_DEV_PERF_LEVEL_UNKNOWN = 0x100;
+inline constexpr RSMI_POWER_TYPE RSMI_AVERAGE_POWER = 0;
+inline constexpr RSMI_POWER_TYPE RSMI_CURRENT_POWER = 1;
+inline constexpr RSMI_POWER_TYPE RSMI_INVALID_POWER = 0xFFFFFFFF;
 // rsmi_dev_perf_level_t 0..8 (AUTO .. DETERMINISM), named as the enum in lower case, which is
 // also how rocm-smi prints levels 0..7 (--showperflevel).
 inline constexpr const char* kRsmiPerfLevels[] = {
@@ -107,7 +113,7 @@ typedef struct {
 
 // gpu_metrics as ROCm SMI 5.x returns it (rsmi_dev_gpu_metrics_info_get): the kernel's
 // gpu_metrics_v1_1 layout, which 5.2.3 also converts content revisions 2 and 3 into. Only
-// throttle_status is read.
+// throttle_status and average_socket_power are read.
 typedef struct {
   std::uint16_t structure_size;
   std::uint8_t format_revision;
@@ -139,6 +145,7 @@ static_assert(sizeof(rsmi_frequencies_v6_t) == 280);
 static_assert(sizeof(rsmi_pcie_bandwidth_v6_t) == 416);
 static_assert(sizeof(rsmi_error_count_t) == 16);
 static_assert(sizeof(rsmi_process_info_t) == 32);
+static_assert(offsetof(rsmi_gpu_metrics_v5_t, average_socket_power) == 22);
 static_assert(offsetof(rsmi_gpu_metrics_v5_t, energy_accumulator) == 24);
 static_assert(offsetof(rsmi_gpu_metrics_v5_t, throttle_status) == 68);
 static_assert(offsetof(rsmi_gpu_metrics_v5_t, gfx_activity_acc) == 80);
@@ -157,6 +164,8 @@ using U32Fn = rsmi_status_t (*)(std::uint32_t, std::uint32_t*);
 using StringFn = rsmi_status_t (*)(std::uint32_t, char*, std::size_t);
 using StringU32Fn = rsmi_status_t (*)(std::uint32_t, char*, std::uint32_t);
 using SensorU64Fn = rsmi_status_t (*)(std::uint32_t, std::uint32_t, std::uint64_t*);
+// rsmi_dev_power_get (6.0+): µW, and which power it read.
+using PowerFn = rsmi_status_t (*)(std::uint32_t, std::uint64_t*, RSMI_POWER_TYPE*);
 using MemoryFn = rsmi_status_t (*)(std::uint32_t, rsmi_memory_type_t, std::uint64_t*);
 using TempFn = rsmi_status_t (*)(std::uint32_t, std::uint32_t, rsmi_temperature_metric_t, std::int64_t*);
 using EnergyFn = rsmi_status_t (*)(std::uint32_t, std::uint64_t*, float*, std::uint64_t*);

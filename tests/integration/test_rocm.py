@@ -106,10 +106,36 @@ def mhz_of(text):
     return int(text.strip("()").lower().replace("mhz", ""))
 
 
-def compare_card(tc, samples, g, c, info):
+def device_file(tree, card, name):
+    """The bytes of `name` under card `card`'s device folder in the tree, or None."""
+    path = os.path.join(tree, "class", "drm", "card%d" % card, "device", name)
+    if not os.path.exists(path):
+        return None
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def hwmon_file(tree, card, name):
+    """The text of hwmon `name` of card `card` in the tree, or None (the tree writes one hwmon
+    per card, hwmon<card>)."""
+    data = device_file(tree, card, os.path.join("hwmon", "hwmon%d" % card, name))
+    return None if data is None else data.decode()
+
+
+def tree_power(tc, tree, card):
+    """The power of a card without power1_average (MI300X), in watts, from its power1_input;
+    checks that gpu_metrics' socket power (byte 22) says the same."""
+    tc.assertIsNone(hwmon_file(tree, card, "power1_average"), "card %d has power1_average" % card)
+    watts = int(hwmon_file(tree, card, "power1_input")) / 1e6
+    tc.assertEqual(int.from_bytes(device_file(tree, card, "gpu_metrics")[22:24], "little"), watts)
+    return watts
+
+
+def compare_card(tc, samples, g, c, info, tree=None):
     """Compares every value rocm-smi printed for card `g` (`c`, its JSON object) that the agent
-    exports with the agent's `samples` (parse_text); `info` is the card's gpu_info labels.
-    Returns the keys compared."""
+    exports with the agent's `samples` (parse_text); `info` is the card's gpu_info labels. Where
+    rocm-smi 5.2.3 prints no power (it reads only power1_average, which amdgpu hides on MI300X),
+    the agent's is compared with the `tree`'s power1_input. Returns the keys compared."""
     def value(name, **labels):
         return sample(samples, name, gpu=str(g), **labels)
 
@@ -135,8 +161,10 @@ def compare_card(tc, samples, g, c, info):
                         ("Temperature (Sensor junction) (C)", "junction"),
                         ("Temperature (Sensor memory) (C)", "memory")):
         check(key, value("gpu_temperature_celsius", sensor=sensor), float(c[key]))
+    power = c["Average Graphics Package Power (W)"]
+    tc.assertTrue(power != "N/A" or tree, "rocm-smi printed no power for card %d and there is no tree" % g)
     check("Average Graphics Package Power (W)", value("gpu_power_watts"),
-          float(c["Average Graphics Package Power (W)"]))
+          tree_power(tc, tree, g) if power == "N/A" else float(power))
     check("Max Graphics Package Power (W)", value("gpu_power_limit_watts"),
           float(c["Max Graphics Package Power (W)"]))
     # rocm-smi prints µJ with two decimals; the agent's joules carry the same count.
@@ -216,7 +244,7 @@ class RocmSmiAgreement(AgentTestCase):
             c = self.smi[card]
             info = self.info(g)
             with self.subTest(card=card):
-                checked = compare_card(self, self.samples, g, c, info)
+                checked = compare_card(self, self.samples, g, c, info, self.tree)
                 unexplained = set(c) - checked - NOT_EXPORTED
                 self.assertFalse(unexplained, "rocm-smi prints values the test does not compare")
 
@@ -236,12 +264,34 @@ class RocmSmiAgreement(AgentTestCase):
             busy += received > 0
         self.assertGreater(busy, 0, "no GPU moved data over PCIe at %s: the check would be vacuous" % AT)
 
+    def test_mi300x_power_without_power1_average(self):
+        # MI300X has no average power sensor: amdgpu shows power1_input, not power1_average, and
+        # Debian's 5.2.3 library, which reads power only from power1_average
+        # (rsmi_dev_power_ave_get), answers NOT_SUPPORTED, so rocm-smi prints N/A. The agent
+        # falls back to gpu_metrics' socket power, which the MI300X kernel fills with its current
+        # socket power in whole watts, as power1_input has it (docs/rocm-behaviour.md, "Power").
+        powers = set()
+        for g in range(8):
+            with self.subTest(gpu=g):
+                self.assertEqual(self.smi["card%d" % g]["Average Graphics Package Power (W)"], "N/A")
+                self.assertEqual(hwmon_file(self.tree, g, "power1_label"), "PPT\n")
+                # gpu_metrics 1.3 (120 bytes), as smu_v13_0_6 wrote it before 1.4, which 5.2.3 cannot read.
+                self.assertEqual(device_file(self.tree, g, "gpu_metrics")[:4], bytes([120, 0, 1, 3]))
+                watts = tree_power(self, self.tree, g)
+                self.assertEqual(self.value("gpu_power_watts", g), watts)
+                self.assertIn('msg="GPU power read from gpu_metrics, in whole watts: no ROCm SMI power entry point '
+                              'answered" backend=rocm_smi device=%d' % g, self.log)
+                powers.add(watts)
+        self.assertGreater(len(powers), 1, "every GPU draws the same power at %s: the check would be vacuous" % AT)
+        # NOT_SUPPORTED is no call error.
+        for call in ("rsmi_dev_power_ave_get", "rsmi_dev_gpu_metrics_info_get"):
+            self.assertEqual(matches(self.samples, "gpumeter_backend_call_errors_total", call=call), 0, call)
+
     def test_throttle_status_from_gpu_metrics(self):
         # rocm-smi 5.2.3 prints no throttle status: the agent's is checked against gpu_metrics'
-        # throttle_status (a u32 at byte 68 of content revision 1) in the tree.
+        # throttle_status (a u32 at byte 68 of content revision 3, as of 1) in the tree.
         for g in range(8):
-            with open(os.path.join(self.tree, "class", "drm", "card%d" % g, "device", "gpu_metrics"), "rb") as f:
-                status = int.from_bytes(f.read()[68:72], "little")
+            status = int.from_bytes(device_file(self.tree, g, "gpu_metrics")[68:72], "little")
             with self.subTest(gpu=g):
                 self.assertEqual(self.value("gpu_clock_event_active", g, reason="throttled"), 1 if status else 0)
                 reasons = {dict(l)["reason"] for (n, l), _ in self.samples.items()

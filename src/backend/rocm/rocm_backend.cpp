@@ -8,17 +8,11 @@
 
 #include <fmt/format.h>
 
-#include "backend/clock_steps.h"
 #include "backend/rocm/rocm_internal.h"
 #include "backend/rocm/rocm_values.h"
 #include "util/file_read.h"
 
 namespace gpumeter {
-
-struct RocmBackend::DeviceState {
-  std::int64_t last_usage_us = 0;  // when the previous process query ran (wall clock)
-  WallClockSteps clock_steps;
-};
 
 namespace {
 
@@ -124,6 +118,8 @@ void RocmBackend::start(std::unique_ptr<SymbolSource> library) {
   resolve(lib, "rsmi_dev_memory_total_get", s.memory_total, missing_);
   resolve(lib, "rsmi_dev_memory_usage_get", s.memory_usage, missing_);
   resolve(lib, "rsmi_dev_temp_metric_get", s.temperature, missing_);
+  resolve(lib, "rsmi_dev_power_get", s.power, missing_);
+  resolve(lib, "rsmi_dev_current_socket_power_get", s.socket_power, missing_);
   resolve(lib, "rsmi_dev_power_ave_get", s.power_ave, missing_);
   resolve(lib, "rsmi_dev_power_cap_get", s.power_cap, missing_);
   resolve(lib, "rsmi_dev_energy_count_get", s.energy, missing_);

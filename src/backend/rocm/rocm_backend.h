@@ -64,6 +64,10 @@ class RocmBackend final : public Backend {
   // Utilization, memory, power and the energy counter: what the usage ledger integrates, read by
   // every collection.
   void collect_ledger_values(unsigned device, Collection& c, DeviceReading& r);
+  enum class PowerSource : std::uint8_t;
+  PowerSource read_power(unsigned device, Collection& c, DeviceReading& r);
+  // Logs a GPU's power source when it falls back to gpu_metrics or to none, and when it leaves them.
+  void note_power_source(unsigned device, const Collection& c, PowerSource source);
   void collect_basics(unsigned device, Collection& c, DeviceReading& r);  // memory busy, temperatures, power cap
   void collect_clocks(unsigned device, Collection& c, DeviceReading& r);
   void collect_pcie(unsigned device, Collection& c, DeviceReading& r);

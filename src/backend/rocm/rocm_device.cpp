@@ -35,6 +35,13 @@ std::optional<std::uint64_t> current_of(const Freq& f) {
   return f.frequency[f.current];
 }
 
+bool unsupported(rsmi_status_t rc) { return rc == RSMI_STATUS_NOT_SUPPORTED || rc == RSMI_STATUS_NOT_YET_IMPLEMENTED; }
+
+// A socket power in gpu_metrics that is no reading: 0xFFFF where the kernel filled nothing in
+// (smu_cmn_init_soft_gpu_metrics fills the table with 0xFF first), 0 on an MI250X's secondary die
+// (aldebaran_get_gpu_metrics: "Valid power data is available only from primary die").
+bool socket_power_unset(std::uint16_t watts) { return watts == 0xFFFF || watts == 0; }
+
 }  // namespace
 
 // One collection of one AMD GPU: whether any call answered, and the first error. A GPU none of
@@ -45,6 +52,9 @@ struct RocmBackend::Collection {
   unsigned device;
   bool answered = false;
   std::optional<Error> first_error;
+  // gpu_metrics, read at most once (the power fallback and the throttle status).
+  std::optional<rsmi_status_t> metrics_rc;
+  rsmi_gpu_metrics_v5_t metrics{};
 
   // Records a call's outcome: true when it answered.
   bool ok(const char* call, rsmi_status_t rc) {
@@ -52,11 +62,23 @@ struct RocmBackend::Collection {
       answered = true;
       return true;
     }
-    if (rc != RSMI_STATUS_NOT_SUPPORTED && rc != RSMI_STATUS_NOT_YET_IMPLEMENTED) {
+    if (!unsupported(rc)) {
       backend.note_call_error(device, call, rc);
       if (!first_error) first_error = Error{rc, backend.error_text(call, rc)};
     }
     return false;
+  }
+
+  // gpu_metrics as the 5.x library returns it, or null. Only the 5.x struct is declared here
+  // (6.x rewrote rsmi_gpu_metrics_t): with a 6.x library the call is not made.
+  const rsmi_gpu_metrics_v5_t* gpu_metrics() {
+    const Symbols& s = *backend.sym_;
+    if (s.gpu_metrics == nullptr || backend.abi_ != "5") return nullptr;
+    if (!metrics_rc) {
+      metrics_rc = s.gpu_metrics(device, &metrics);
+      ok("rsmi_dev_gpu_metrics_info_get", *metrics_rc);
+    }
+    return *metrics_rc == RSMI_STATUS_SUCCESS ? &metrics : nullptr;
   }
 };
 
@@ -102,14 +124,75 @@ void RocmBackend::collect_ledger_values(unsigned device, Collection& c, DeviceRe
     r.device.memory_used_bytes = static_cast<double>(u64);
     if (r.device.memory_total_bytes && total >= u64) r.device.memory_free_bytes = static_cast<double>(total - u64);
   }
-  if (s.power_ave != nullptr && c.ok("rsmi_dev_power_ave_get", s.power_ave(device, 0, &u64)))
-    r.device.power_watts = u64 / 1e6;
+  note_power_source(device, c, read_power(device, c, r));
   if (s.energy != nullptr) {
     std::uint64_t counter = 0, timestamp = 0;
     float resolution = 0;
     if (c.ok("rsmi_dev_energy_count_get", s.energy(device, &counter, &resolution, &timestamp)) && resolution > 0) {
       r.device.energy_joules = static_cast<double>(counter) * static_cast<double>(resolution) * 1e-6;
     }
+  }
+}
+
+// The GPU's power, from the first source that answers. ROCm SMI 6.0 added two entry points
+// beside rsmi_dev_power_ave_get, which reads hwmon power1_average only, because "current socket
+// power is typically supported by newer devices, whereas average power is generally reported on
+// older devices" (rocm_smi.h, rocm-6.2.2, which deprecates rsmi_dev_power_ave_get); amdgpu hides
+// power1_average where the GPU has no average sensor (MI300X: smu_v13_0_6 answers only the
+// current socket power). So, in ROCm SMI's own order of preference:
+// 1. rsmi_dev_power_get: the library's choice, current socket power where the GPU has it, else
+//    the average;
+// 2. rsmi_dev_current_socket_power_get (power1_input), for a library exporting it alone;
+// 3. rsmi_dev_power_ave_get (power1_average), all that a 5.x library has;
+// 4. with a 5.x library, gpu_metrics' average_socket_power, whole watts: on MI300X the kernel
+//    fills it with its current socket power, so Debian's 5.2.3, which has neither new entry
+//    point, still reads the power of a GPU without power1_average (docs/rocm-behaviour.md).
+// A source that answers NOT_SUPPORTED (or is missing) gives way to the next; any other status is
+// counted and leaves the power out, as for every other value.
+RocmBackend::PowerSource RocmBackend::read_power(unsigned device, Collection& c, DeviceReading& r) {
+  const Symbols& s = *sym_;
+  std::uint64_t uw = 0;
+  std::optional<PowerSource> found;
+  const auto settle = [&](PowerSource source, const char* call, rsmi_status_t rc) {
+    if (c.ok(call, rc)) {
+      r.device.power_watts = static_cast<double>(uw) / 1e6;
+      found = source;
+    } else if (!unsupported(rc)) {
+      found = PowerSource::kFailed;
+    }
+    return found.has_value();
+  };
+  RSMI_POWER_TYPE type = RSMI_INVALID_POWER;
+  if (s.power != nullptr && settle(PowerSource::kPowerGet, "rsmi_dev_power_get", s.power(device, &uw, &type)))
+    return *found;
+  if (s.socket_power != nullptr &&
+      settle(PowerSource::kSocket, "rsmi_dev_current_socket_power_get", s.socket_power(device, &uw))) {
+    return *found;
+  }
+  if (s.power_ave != nullptr && settle(PowerSource::kAverage, "rsmi_dev_power_ave_get", s.power_ave(device, 0, &uw)))
+    return *found;
+  const rsmi_gpu_metrics_v5_t* m = c.gpu_metrics();
+  if (m != nullptr && !socket_power_unset(m->average_socket_power)) {
+    r.device.power_watts = m->average_socket_power;
+    return PowerSource::kGpuMetrics;
+  }
+  return m == nullptr && c.metrics_rc && !unsupported(*c.metrics_rc) ? PowerSource::kFailed : PowerSource::kNone;
+}
+
+void RocmBackend::note_power_source(unsigned device, const Collection& c, PowerSource source) {
+  // A GPU none of whose calls answer is lost, and logged as such by the collector: no line here.
+  if (source == PowerSource::kFailed || (source == PowerSource::kNone && !c.answered)) return;
+  PowerSource& last = devices_[device].power_source;
+  const auto degraded = [](PowerSource p) { return p == PowerSource::kGpuMetrics || p == PowerSource::kNone; };
+  const PowerSource before = std::exchange(last, source);
+  if (source == before || (!degraded(source) && !degraded(before))) return;
+  const LogFields fields = {{"backend", "rocm_smi"}, {"device", std::to_string(device)}};
+  if (source == PowerSource::kGpuMetrics) {
+    log_.info("GPU power read from gpu_metrics, in whole watts: no ROCm SMI power entry point answered", fields);
+  } else if (source == PowerSource::kNone) {
+    log_.info("GPU power left out: no ROCm SMI power entry point nor gpu_metrics has it", fields);
+  } else {
+    log_.info("GPU power read through a ROCm SMI power entry point", fields);
   }
 }
 
@@ -154,13 +237,8 @@ void RocmBackend::collect_clocks(unsigned device, Collection& c, DeviceReading& 
       if (hz) r.clocks.hertz.push_back({label, static_cast<double>(*hz)});
     }
   }
-  // Throttle status: only the 5.x struct is declared here (6.x rewrote rsmi_gpu_metrics_t).
-  if (s.gpu_metrics != nullptr && abi_ == "5") {
-    rsmi_gpu_metrics_v5_t m{};
-    if (c.ok("rsmi_dev_gpu_metrics_info_get", s.gpu_metrics(device, &m))) {
-      r.clocks.event_active = rocm::throttle_events(m.throttle_status);
-    }
-  }
+  if (const rsmi_gpu_metrics_v5_t* m = c.gpu_metrics())
+    r.clocks.event_active = rocm::throttle_events(m->throttle_status);
   rsmi_dev_perf_level_t level = RSMI_DEV_PERF_LEVEL_UNKNOWN;
   if (s.perf_level != nullptr && c.ok("rsmi_dev_perf_level_get", s.perf_level(device, &level))) {
     r.clocks.performance_level = rocm::performance_levels(level);

@@ -3,6 +3,7 @@
 // backend's interface.
 
 #include "abi/rocm_smi_api.h"
+#include "backend/clock_steps.h"
 #include "backend/rocm/rocm_backend.h"
 
 namespace gpumeter {
@@ -26,6 +27,8 @@ struct RocmBackend::Symbols {
   rsmi::MemoryFn memory_total = nullptr;
   rsmi::MemoryFn memory_usage = nullptr;
   rsmi::TempFn temperature = nullptr;
+  rsmi::PowerFn power = nullptr;       // rsmi_dev_power_get (6.0+)
+  rsmi::U64Fn socket_power = nullptr;  // rsmi_dev_current_socket_power_get (6.0+)
   rsmi::SensorU64Fn power_ave = nullptr;
   rsmi::SensorU64Fn power_cap = nullptr;
   rsmi::EnergyFn energy = nullptr;
@@ -42,6 +45,23 @@ struct RocmBackend::Symbols {
   rsmi::ProcessListFn process_list = nullptr;
   rsmi::ProcessByPidFn process_by_pid = nullptr;
   rsmi::ProcessGpusFn process_gpus = nullptr;
+};
+
+// Where a GPU's power came from at a collection (rocm_device.cpp, read_power).
+enum class RocmBackend::PowerSource : std::uint8_t {
+  kUnknown,     // not read yet
+  kPowerGet,    // rsmi_dev_power_get
+  kSocket,      // rsmi_dev_current_socket_power_get
+  kAverage,     // rsmi_dev_power_ave_get
+  kGpuMetrics,  // gpu_metrics' average_socket_power (5.x layout)
+  kNone,        // every source answered NOT_SUPPORTED or is missing
+  kFailed,      // a source failed with another status (counted as a call error)
+};
+
+struct RocmBackend::DeviceState {
+  std::int64_t last_usage_us = 0;  // when the previous process query ran (wall clock)
+  WallClockSteps clock_steps;
+  PowerSource power_source = PowerSource::kUnknown;  // the last one logged about (note_power_source)
 };
 
 }  // namespace gpumeter

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -174,13 +175,35 @@ std::string gpu_metrics_v1_3(const MetricsInput& in, bool hbm) {
   return b;
 }
 
-unsigned gpu_metrics_content_revision(const GpuModelSpec& model) {
-  return model.architecture == "cdna2" || model.architecture == "rdna3" ? 3 : 1;
+std::string gpu_metrics_v1_3_smu_v13_0_6(const MetricsInput& in) {
+  std::string b = gpu_metrics_v1_3(in, true);
+  // [offset, end) of what smu_v13_0_6_get_gpu_metrics() sets nothing in.
+  static constexpr std::pair<std::size_t, std::size_t> kUnset[] = {
+      {4, 6},      // temperature_edge
+      {10, 12},    // temperature_vrgfx
+      {14, 16},    // temperature_vrmem
+      {20, 22},    // average_mm_activity
+      {50, 54},    // average_vclk1_frequency, average_dclk1_frequency
+      {64, 68},    // current_vclk1, current_dclk1
+      {72, 74},    // current_fan_speed
+      {88, 96},    // temperature_hbm[4]
+      {104, 110},  // voltage_soc, voltage_gfx, voltage_mem
+      {112, 120},  // indep_throttle_status
+  };
+  for (auto [from, to] : kUnset)
+    std::fill(b.begin() + static_cast<std::ptrdiff_t>(from), b.begin() + static_cast<std::ptrdiff_t>(to), '\xff');
+  return b;
 }
 
 std::string gpu_metrics(const GpuModelSpec& model, const MetricsInput& in) {
-  if (gpu_metrics_content_revision(model) != 3) return gpu_metrics_v1_1(in);
+  if (model.architecture == "cdna3") return gpu_metrics_v1_3_smu_v13_0_6(in);
   return gpu_metrics_v1_3(in, model.architecture != "rdna3");
+}
+
+bool has_average_power(const GpuModelSpec& model) { return model.architecture != "cdna3"; }
+
+const char* power_file(const GpuModelSpec& model) {
+  return has_average_power(model) ? "power1_average" : "power1_input";
 }
 
 }  // namespace gpumeter::sim::amd

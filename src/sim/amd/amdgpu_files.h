@@ -47,7 +47,8 @@ std::string dpm_levels(const ClockRange& range, unsigned current_mhz);
 // pp_dpm_pcie: the link's one level.
 std::string dpm_pcie(const GpuModelSpec& model);
 
-// gpu_metrics, format revision 1, content revision 1 (96 bytes, little-endian).
+// gpu_metrics, format revision 1, content revision 1 (96 bytes, little-endian): the part every
+// later content revision starts with.
 struct MetricsInput {
   unsigned edge_c = 0, junction_c = 0, mem_c = 0;
   unsigned gfx_activity = 0, umc_activity = 0;
@@ -65,12 +66,24 @@ std::string gpu_metrics_v1_1(const MetricsInput& in);
 // Padding is 0xFF, as the kernel initialises the table; without `hbm` (a GDDR board) the
 // activity accumulators, HBM temperatures and firmware timestamp (80..103) are 0xFF too.
 std::string gpu_metrics_v1_3(const MetricsInput& in, bool hbm);
-// The content revision amdgpu's SMU code writes for the model's architecture: 3 for CDNA 2
-// (aldebaran_ppt.c) and RDNA 3 (smu_v13_0_0_ppt.c both return sizeof(struct gpu_metrics_v1_3)),
-// 1 for CDNA 3 (an assumption kept from the MI300X model: its kernel writes revision 4 or 5,
-// which Debian's 5.2.3 library cannot read; docs/rocm-behaviour.md).
-unsigned gpu_metrics_content_revision(const GpuModelSpec& model);
+// Content revision 3 as smu_v13_0_6_get_gpu_metrics() (MI300X) filled it before it moved to
+// gpu_metrics_v1_4: revision 3's layout, 0xFF in every field that code leaves alone (the edge,
+// VR GFX, VR memory and HBM temperatures, media activity, the second video clocks, the fan, the
+// voltages and the independent throttle status). socket_power_w is its current socket power.
+std::string gpu_metrics_v1_3_smu_v13_0_6(const MetricsInput& in);
+// The gpu_metrics amdgpu's SMU code writes for the model's architecture, content revision 3 for
+// all: CDNA 2 (aldebaran_ppt.c) and RDNA 3 (smu_v13_0_0_ppt.c) return sizeof(struct
+// gpu_metrics_v1_3), and so did CDNA 3 (smu_v13_0_6_ppt.c) until it moved to v1_4, which Debian's
+// 5.2.3 library cannot read (docs/rocm-behaviour.md, "Models").
 std::string gpu_metrics(const GpuModelSpec& model, const MetricsInput& in);
+
+// Whether amdgpu shows hwmon power1_average for the model: not on CDNA 3, whose SMU code has no
+// average power sensor (smu_v13_0_6_read_sensor answers -EOPNOTSUPP), so amdgpu hides the file
+// and shows power1_input, the current socket power, instead ("drm/amd: Hide unsupported power
+// attributes"). The other models keep power1_average (the simulator's earlier tree).
+bool has_average_power(const GpuModelSpec& model);
+// The hwmon file holding the model's socket power: power1_average or power1_input.
+const char* power_file(const GpuModelSpec& model);
 
 // PCIe transfer rate per lane of a generation, in tenths of GT/s (gen 4: 160).
 unsigned pcie_tenths_gts(unsigned generation);

@@ -49,8 +49,9 @@ std::vector<fs::path> SysfsTree::hang_files(const Gpu& g, bool processes) const 
   // The files of every collection that ROCm SMI 5.2.3 opens without checking first that they
   // are regular files: gpu_metrics (fopen, rsmi_dev_energy_count_get) and hwmon files (an
   // ifstream, rsmi_dev_power_ave_get). A FIFO in place of gpu_busy_percent would not block:
-  // the library stat()s it, finds no regular file and answers NOT_SUPPORTED.
-  return {g.device / "gpu_metrics", g.hwmon / "power1_average"};
+  // the library stat()s it, finds no regular file and answers NOT_SUPPORTED. The power file is
+  // the model's (power1_input on MI300X, which 5.2.3 does not read; 6.x reads it).
+  return {g.device / "gpu_metrics", g.hwmon / power_file(g.sim->model())};
 }
 
 Result<void> SysfsTree::sync_faults(Gpu& g, Micros t) {

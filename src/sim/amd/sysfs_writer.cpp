@@ -51,6 +51,15 @@ unsigned cu_occupancy(const GpuModelSpec& m, int sum_percent, const JobShare& j)
   return static_cast<unsigned>(std::lround(share * m.compute_units));
 }
 
+// The socket power the model's hwmon file and gpu_metrics hold, in mW. power1_average: the SMU's
+// average over its last second (an assumption on the window). MI300X's power1_input: its current
+// socket power, which smu_v13_0_6 rounds to whole watts for hwmon and gpu_metrics alike
+// (SMUQ10_ROUND(SocketPower), docs/rocm-behaviour.md).
+unsigned socket_power_mw(SimGpu& sim, Micros t, const InstantValues& now) {
+  if (has_average_power(sim.model())) return sim.average_power_mw(t, kMicrosPerSecond);
+  return (now.power_mw + 500) / 1000 * 1000;
+}
+
 }  // namespace
 
 SysfsTree::SysfsTree(fs::path dir, const Scenario& scenario, bool hangs)
@@ -162,6 +171,9 @@ Result<void> SysfsTree::write_static(Gpu& g) {
   TRY(write_file(h / "power1_cap_default", fmt::format("{}\n", cap_uw)));
   TRY(write_file(h / "power1_cap_max", fmt::format("{}\n", cap_uw)));
   TRY(write_file(h / "power1_cap_min", "0\n"));
+  // Every ASIC but Vangogh labels its one power sensor PPT ("drm/amd/pm: correct hwmon power
+  // lable name"); ROCm SMI 6.x reads power1_input only under that label.
+  TRY(write_file(h / "power1_label", "PPT\n"));
   if (m.fan) {
     TRY(write_file(h / "pwm1_max", fmt::format("{}\n", kPwmMax)));
     TRY(write_file(h / "pwm1_min", "0\n"));
@@ -199,9 +211,8 @@ Result<void> SysfsTree::write_dynamic(Gpu& g, Micros t) {
   TRY(replace_file(h / "temp1_input", fmt::format("{}\n", r.temperature_c * 1000)));
   TRY(replace_file(h / "temp2_input", fmt::format("{}\n", junction * 1000)));
   TRY(replace_file(h / "temp3_input", fmt::format("{}\n", r.memory_temperature_c * 1000)));
-  // power1_average: the SMU's average over its last second (an assumption on the window).
-  const unsigned avg_mw = g.sim->average_power_mw(t, kMicrosPerSecond);
-  TRY(replace_file(h / "power1_average", fmt::format("{}\n", static_cast<std::uint64_t>(avg_mw) * 1000)));
+  const unsigned socket_mw = socket_power_mw(*g.sim, t, r);
+  TRY(replace_file(h / power_file(m), fmt::format("{}\n", static_cast<std::uint64_t>(socket_mw) * 1000)));
   // in0 (vddgfx): 0.75 V idle to 1.1 V at full load, an assumption.
   TRY(replace_file(h / "in0_input", fmt::format("{}\n", 750 + 350 * r.util_percent / 100)));
   unsigned fan_rpm = 0;
@@ -217,7 +228,7 @@ Result<void> SysfsTree::write_dynamic(Gpu& g, Micros t) {
   in.mem_c = r.memory_temperature_c;
   in.gfx_activity = r.util_percent;
   in.umc_activity = r.memory_util_percent;
-  in.socket_power_w = (avg_mw + 500) / 1000;
+  in.socket_power_w = (socket_mw + 500) / 1000;
   in.energy_accumulator = static_cast<std::uint64_t>(std::llround(g.sim->energy_joules(t) / kEnergyUnitJoules));
   in.system_clock_ns = static_cast<std::uint64_t>(std::max<Micros>(t, 0)) * 1000;
   in.gfxclk_mhz = r.graphics_clock_mhz;

@@ -19,8 +19,8 @@
 // Faults (docs/rocm-behaviour.md, "Faults"): during a `lost` window the GPU's PCI device folder
 // and its class/drm/card link are gone, as after a surprise removal, and come back at its end;
 // during a `hang` (modelled only when the tree follows the clock) gpu_metrics and
-// hwmon power1_average are FIFOs, so a reader's open() blocks until the hang ends, when the
-// writer lets the waiting readers through with the current value and puts the files back. A hang
+// the hwmon power file (power1_average, or power1_input on MI300X) are FIFOs, so a reader's open() blocks until the
+// hang ends, when the writer lets the waiting readers through with the current value and puts the files back. A hang
 // with `call: rsmi_compute_process_info_by_pid_get` makes FIFOs of the GPU's KFD cu_occupancy
 // files (of the processes that use it) instead.
 

@@ -92,6 +92,30 @@ rsmi_status_t power_ave(std::uint32_t d, std::uint32_t, std::uint64_t* uw) {
   *uw = g.power_uw;
   return RSMI_STATUS_SUCCESS;
 }
+rsmi_status_t power_get(std::uint32_t d, std::uint64_t* uw, RSMI_POWER_TYPE* type) {
+  if (uw == nullptr || type == nullptr) return RSMI_STATUS_INVALID_ARGS;  // as ROCm 6.x checks
+  *type = RSMI_INVALID_POWER;
+  if (rsmi_status_t rc = answer("rsmi_dev_power_get", d); rc != RSMI_STATUS_SUCCESS) return rc;
+  const Gpu& g = g_script.gpus[d];
+  *uw = g.power_get_uw;
+  *type = g.power_get_type;
+  return RSMI_STATUS_SUCCESS;
+}
+rsmi_status_t socket_power(std::uint32_t d, std::uint64_t* uw) {
+  if (rsmi_status_t rc = answer("rsmi_dev_current_socket_power_get", d); rc != RSMI_STATUS_SUCCESS) return rc;
+  const Gpu& g = g_script.gpus[d];
+  *uw = g.socket_power_uw;
+  return RSMI_STATUS_SUCCESS;
+}
+rsmi_status_t gpu_metrics(std::uint32_t d, void* out) {
+  if (rsmi_status_t rc = answer("rsmi_dev_gpu_metrics_info_get", d); rc != RSMI_STATUS_SUCCESS) return rc;
+  const Gpu& g = g_script.gpus[d];
+  auto* m = static_cast<rsmi_gpu_metrics_v5_t*>(out);  // the 5.2.3 layout the script's version names
+  *m = rsmi_gpu_metrics_v5_t{};
+  m->average_socket_power = g.metrics_socket_power_w;
+  m->throttle_status = g.throttle_status;
+  return RSMI_STATUS_SUCCESS;
+}
 rsmi_status_t power_cap(std::uint32_t d, std::uint32_t, std::uint64_t* uw) {
   if (rsmi_status_t rc = answer("rsmi_dev_power_cap_get", d); rc != RSMI_STATUS_SUCCESS) return rc;
   const Gpu& g = g_script.gpus[d];
@@ -240,6 +264,7 @@ void* FakeRocmSmi::symbol(const char* name_) const {
       {"rsmi_dev_temp_metric_get", reinterpret_cast<void*>(&temperature)},
       {"rsmi_dev_power_ave_get", reinterpret_cast<void*>(&power_ave)},
       {"rsmi_dev_power_cap_get", reinterpret_cast<void*>(&power_cap)},
+      {"rsmi_dev_gpu_metrics_info_get", reinterpret_cast<void*>(&gpu_metrics)},
       {"rsmi_dev_energy_count_get", reinterpret_cast<void*>(&energy)},
       {"rsmi_dev_gpu_clk_freq_get", reinterpret_cast<void*>(&clock)},
       {"rsmi_dev_pci_bandwidth_get", reinterpret_cast<void*>(&pcie_bandwidth)},
@@ -256,6 +281,12 @@ void* FakeRocmSmi::symbol(const char* name_) const {
   if (std::find(hidden_.begin(), hidden_.end(), name_) != hidden_.end()) return nullptr;
   if (std::string_view(name_) == "rsmi_dev_pci_throughput_get") {
     return g_script.pcie_throughput ? reinterpret_cast<void*>(&pcie_throughput) : nullptr;
+  }
+  if (std::string_view(name_) == "rsmi_dev_power_get") {
+    return g_script.power_get ? reinterpret_cast<void*>(&power_get) : nullptr;
+  }
+  if (std::string_view(name_) == "rsmi_dev_current_socket_power_get") {
+    return g_script.socket_power ? reinterpret_cast<void*>(&socket_power) : nullptr;
   }
   auto it = kSymbols.find(name_);
   return it == kSymbols.end() ? nullptr : it->second;

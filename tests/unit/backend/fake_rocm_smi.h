@@ -27,7 +27,16 @@ struct Gpu {
   std::uint64_t vram_total = 64ULL << 30;
   std::uint64_t vram_used = 16ULL << 30;
   std::map<std::uint32_t, std::int64_t> temperature_mc = {{0, 45'000}, {1, 52'000}, {2, 60'000}};
-  std::uint64_t power_uw = 250'000'000;
+  std::uint64_t power_uw = 250'000'000;  // rsmi_dev_power_ave_get
+  // What ROCm 6.0's power calls answer (exported only when Script::power_get, ::socket_power):
+  // distinct values, so that a test sees which one the backend read.
+  std::uint64_t power_get_uw = 401'000'000;
+  RSMI_POWER_TYPE power_get_type = RSMI_CURRENT_POWER;
+  std::uint64_t socket_power_uw = 402'000'000;
+  // gpu_metrics (5.x layout): average_socket_power in W (0xFFFF: the kernel filled nothing in),
+  // throttle_status.
+  std::uint16_t metrics_socket_power_w = 0xFFFF;
+  std::uint32_t throttle_status = 0;
   std::uint64_t power_cap_uw = 300'000'000;
   std::uint64_t energy_counter = 1'000'000;
   float energy_resolution_uj = 15.3f;
@@ -65,6 +74,10 @@ struct Script {
   // test is about that thread. The thread's reads are counted apart (throughput_reads()), not in
   // `calls`, which only the test's thread touches.
   bool pcie_throughput = false;
+  // Exports ROCm 6.0's rsmi_dev_power_get and rsmi_dev_current_socket_power_get, which Debian's
+  // 5.2.3 lacks.
+  bool power_get = false;
+  bool socket_power = false;
   std::map<std::string, int> calls;  // call -> times made
 };
 

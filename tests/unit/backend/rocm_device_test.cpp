@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <string>
+#include <tuple>
 
 #include "backend/rocm/rocm_backend.h"
 #include "fake_rocm_smi.h"
@@ -120,6 +121,91 @@ TEST_F(RocmDeviceTest, NotSupportedLeavesAValueOutAndIsNotAnError) {
   EXPECT_TRUE(b->status().counters.call_errors.empty());
 }
 
+// Power comes from the first source that answers, in ROCm SMI's order of preference: ROCm 6.0's
+// rsmi_dev_power_get, then rsmi_dev_current_socket_power_get, then rsmi_dev_power_ave_get, then
+// (5.x layout) gpu_metrics' socket power. Each fake source answers a value of its own.
+TEST_F(RocmDeviceTest, PowerPrefersRsmiDevPowerGetWhereTheLibraryHasIt) {
+  script().power_get = true;
+  script().socket_power = true;
+  auto r = make()->collect(0);
+  ASSERT_TRUE(r.ok());
+  EXPECT_DOUBLE_EQ(*r->device.power_watts, 401);
+  EXPECT_EQ(script().calls["rsmi_dev_power_get"], 1);
+  EXPECT_EQ(script().calls["rsmi_dev_current_socket_power_get"], 0);
+  EXPECT_EQ(script().calls["rsmi_dev_power_ave_get"], 0);
+}
+
+TEST_F(RocmDeviceTest, PowerFallsBackWhereAnEntryPointIsMissing) {
+  script().socket_power = true;  // a library without rsmi_dev_power_get
+  EXPECT_DOUBLE_EQ(*make()->collect(0)->device.power_watts, 402);
+  script().power_get = true;  // hidden through the backend's options
+  EXPECT_DOUBLE_EQ(*make({"rsmi_dev_power_get"})->collect(0)->device.power_watts, 402);
+  script().power_get = false;  // Debian's 5.2.3: neither
+  script().socket_power = false;
+  EXPECT_DOUBLE_EQ(*make()->collect(0)->device.power_watts, 250);
+}
+
+TEST_F(RocmDeviceTest, PowerFallsBackWhereAnEntryPointAnswersNotSupported) {
+  script().power_get = true;
+  script().socket_power = true;
+  script().rc["rsmi_dev_power_get"] = RSMI_STATUS_NOT_SUPPORTED;
+  auto b = make();
+  EXPECT_DOUBLE_EQ(*b->collect(0)->device.power_watts, 402);
+  script().rc["rsmi_dev_current_socket_power_get"] = RSMI_STATUS_NOT_YET_IMPLEMENTED;
+  EXPECT_DOUBLE_EQ(*b->collect(0)->device.power_watts, 250);
+  // An MI300X through 5.2.3: no power1_average, so gpu_metrics' socket power, in watts, read once
+  // for the power and the throttle status.
+  script().rc["rsmi_dev_power_ave_get"] = RSMI_STATUS_NOT_SUPPORTED;
+  script().gpus[0].metrics_socket_power_w = 613;
+  script().calls.clear();
+  EXPECT_DOUBLE_EQ(*b->collect(0)->device.power_watts, 613);
+  EXPECT_EQ(script().calls["rsmi_dev_gpu_metrics_info_get"], 1);
+  script().gpus[0].metrics_socket_power_w = 0xFFFF;  // the kernel filled nothing in
+  EXPECT_FALSE(b->collect(0)->device.power_watts);
+  script().gpus[0].metrics_socket_power_w = 0;  // an MI250X's secondary die
+  EXPECT_FALSE(b->collect(0)->device.power_watts);
+  script().rc["rsmi_dev_gpu_metrics_info_get"] = RSMI_STATUS_NOT_SUPPORTED;
+  EXPECT_FALSE(b->collect(0)->device.power_watts);
+  EXPECT_TRUE(b->status().counters.call_errors.empty());
+}
+
+TEST_F(RocmDeviceTest, PowerIsInMicrowattsFromEachEntryPoint) {
+  script().power_get = true;
+  script().socket_power = true;
+  script().gpus[0].power_get_uw = 612'345'678;
+  script().gpus[0].socket_power_uw = 1'500'000;
+  script().gpus[0].power_uw = 999;
+  auto b = make();
+  EXPECT_DOUBLE_EQ(*b->collect(0)->device.power_watts, 612.345678);
+  script().rc["rsmi_dev_power_get"] = RSMI_STATUS_NOT_SUPPORTED;
+  EXPECT_DOUBLE_EQ(*b->collect(0)->device.power_watts, 1.5);
+  script().rc["rsmi_dev_current_socket_power_get"] = RSMI_STATUS_NOT_SUPPORTED;
+  EXPECT_DOUBLE_EQ(*b->collect(0)->device.power_watts, 0.000999);
+}
+
+TEST_F(RocmDeviceTest, AnotherPowerErrorIsCountedAndNotPassedOver) {
+  script().power_get = true;
+  script().rc["rsmi_dev_power_get"] = RSMI_STATUS_PERMISSION;
+  auto b = make();
+  auto r = b->collect(0);
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->device.power_watts);
+  EXPECT_EQ(script().calls["rsmi_dev_power_ave_get"], 0);
+  const auto errors = b->status().counters.call_errors;
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(std::get<1>(errors.begin()->first), "rsmi_dev_power_get");
+}
+
+TEST_F(RocmDeviceTest, GpuMetricsPowerNeedsTheFiveLayout) {
+  script().version = {6, 2, 0, nullptr};  // 6.x rewrote rsmi_gpu_metrics_t: not declared here
+  script().rc["rsmi_dev_power_ave_get"] = RSMI_STATUS_NOT_SUPPORTED;
+  script().gpus[0].metrics_socket_power_w = 613;
+  auto r = make()->collect(0, CollectScope::kUsage, CollectorSet::all());  // the fake answers 5.x layouts only
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->device.power_watts);
+  EXPECT_EQ(script().calls["rsmi_dev_gpu_metrics_info_get"], 0);
+}
+
 TEST_F(RocmDeviceTest, AnotherStatusIsCountedByGpuCallAndStatus) {
   script().gpus.resize(2);
   script().gpu_rc[{"rsmi_dev_power_cap_get", 1}] = RSMI_STATUS_PERMISSION;
@@ -138,11 +224,11 @@ TEST_F(RocmDeviceTest, AnotherStatusIsCountedByGpuCallAndStatus) {
 
 TEST_F(RocmDeviceTest, AGpuNoCallAnswersIsDownWithTheFirstError) {
   auto b = make();
-  for (const char* call :
-       {"rsmi_dev_busy_percent_get", "rsmi_dev_memory_total_get", "rsmi_dev_memory_usage_get", "rsmi_dev_power_ave_get",
-        "rsmi_dev_energy_count_get", "rsmi_dev_memory_busy_percent_get", "rsmi_dev_temp_metric_get",
-        "rsmi_dev_power_cap_get", "rsmi_dev_gpu_clk_freq_get", "rsmi_dev_perf_level_get", "rsmi_dev_pci_bandwidth_get",
-        "rsmi_dev_pci_replay_counter_get", "rsmi_dev_fan_speed_get", "rsmi_dev_ecc_enabled_get"}) {
+  for (const char* call : {"rsmi_dev_busy_percent_get", "rsmi_dev_memory_total_get", "rsmi_dev_memory_usage_get",
+                           "rsmi_dev_power_ave_get", "rsmi_dev_energy_count_get", "rsmi_dev_memory_busy_percent_get",
+                           "rsmi_dev_temp_metric_get", "rsmi_dev_power_cap_get", "rsmi_dev_gpu_clk_freq_get",
+                           "rsmi_dev_perf_level_get", "rsmi_dev_pci_bandwidth_get", "rsmi_dev_pci_replay_counter_get",
+                           "rsmi_dev_fan_speed_get", "rsmi_dev_ecc_enabled_get", "rsmi_dev_gpu_metrics_info_get"}) {
     script().rc[call] = RSMI_STATUS_NOT_SUPPORTED;
   }
   // All NOT_SUPPORTED: what 5.2.3 answers when the GPU's sysfs files are gone.

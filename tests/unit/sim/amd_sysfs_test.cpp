@@ -95,16 +95,57 @@ TEST(AmdGpuMetrics, ContentRevisionThreeKeepsRevisionOnesOffsets) {
   EXPECT_EQ(static_cast<unsigned char>(g[72]) | static_cast<unsigned char>(g[73]) << 8, 1234);
 }
 
-TEST(AmdGpuMetrics, RevisionFollowsTheArchitecture) {
+TEST(AmdGpuMetrics, EveryArchitectureWritesContentRevisionThree) {
   GpuModelSpec m;
-  m.architecture = "cdna2";  // aldebaran_ppt.c
-  EXPECT_EQ(gpu_metrics_content_revision(m), 3u);
-  m.architecture = "rdna3";  // smu_v13_0_0_ppt.c
-  EXPECT_EQ(gpu_metrics_content_revision(m), 3u);
-  EXPECT_EQ(gpu_metrics(m, MetricsInput{}).size(), 120u);
+  for (const char* arch : {"cdna2", "rdna3", "cdna3"}) {  // aldebaran, smu_v13_0_0, smu_v13_0_6
+    m.architecture = arch;
+    const std::string b = gpu_metrics(m, MetricsInput{});
+    ASSERT_EQ(b.size(), 120u) << arch;
+    EXPECT_EQ(b[3], 3) << arch;  // Debian's 5.2.3 aborts on 4 and later
+  }
+}
+
+TEST(AmdGpuMetrics, Mi300xLeavesWhatSmuV13_0_6SetsNothingInAt0xFF) {
+  MetricsInput in;
+  in.edge_c = 61;
+  in.junction_c = 69;
+  in.mem_c = 65;
+  in.socket_power_w = 613;
+  in.fan_rpm = 1234;
+  in.gfxclk_mhz = 2100;
+  in.energy_accumulator = 0x0102030405060708ULL;
+  GpuModelSpec m;
   m.architecture = "cdna3";
-  EXPECT_EQ(gpu_metrics_content_revision(m), 1u);
-  EXPECT_EQ(gpu_metrics(m, MetricsInput{}).size(), 96u);
+  const std::string b = gpu_metrics(m, in);
+  const std::string all = gpu_metrics_v1_3(in, true);
+  ASSERT_EQ(b.size(), 120u);
+  auto u16 = [&](std::size_t at) {
+    return static_cast<unsigned char>(b[at]) | static_cast<unsigned char>(b[at + 1]) << 8;
+  };
+  EXPECT_EQ(u16(4), 0xFFFF);                            // no edge temperature
+  EXPECT_EQ(u16(6), 69u);                               // hotspot
+  EXPECT_EQ(u16(8), 65u);                               // memory
+  EXPECT_EQ(u16(22), 613u);                             // average_socket_power: its current socket power
+  EXPECT_EQ(b.substr(24, 8), all.substr(24, 8));        // energy accumulator
+  EXPECT_EQ(u16(54), 2100u);                            // current_gfxclk
+  EXPECT_EQ(u16(72), 0xFFFF);                           // no fan
+  EXPECT_EQ(b.substr(88, 8), std::string(8, '\xff'));   // no HBM stack temperatures
+  EXPECT_EQ(b.substr(104, 6), std::string(6, '\xff'));  // no voltages
+  EXPECT_EQ(b.substr(112, 8), std::string(8, '\xff'));  // no independent throttle status
+  EXPECT_EQ(b.substr(68, 4), std::string(4, '\0'));     // throttle_status 0, as it set it
+  EXPECT_EQ(b.substr(74, 4), all.substr(74, 4));        // PCIe width and speed
+}
+
+TEST(AmdGpuFiles, OnlyMi300xHasNoAveragePowerFile) {
+  GpuModelSpec m;
+  m.architecture = "cdna3";
+  EXPECT_FALSE(has_average_power(m));
+  EXPECT_STREQ(power_file(m), "power1_input");
+  for (const char* arch : {"cdna2", "rdna3"}) {
+    m.architecture = arch;
+    EXPECT_TRUE(has_average_power(m));
+    EXPECT_STREQ(power_file(m), "power1_average");
+  }
 }
 
 TEST(AmdGpuFiles, PcieBwIsReceivedThenSentMessagesThenPayloadSize) {
@@ -162,6 +203,41 @@ jobs:
   // The hwmon sensors the library insists on.
   EXPECT_EQ(read(card1 / "device/hwmon/hwmon1/name"), "amdgpu\n");
   EXPECT_EQ(read(card1 / "device/hwmon/hwmon1/in0_label"), "vddgfx\n");
+}
+
+// MI300X's one power file is power1_input, its current socket power in whole watts, which
+// gpu_metrics repeats; an MI250X keeps power1_average.
+TEST(AmdSysfsTree, Mi300xPowerIsPower1InputInWholeWatts) {
+  std::string both = std::string(kAmdModel) + sim::testing::kAmdModelEntry;
+  both.replace(both.rfind("  mi:"), 5, "  mi250x:");
+  both.replace(both.rfind("AMD Instinct MI300X"), 19, "AMD Instinct MI250X");
+  Scenario s = parse_ok(both + R"(
+gpus:
+  - {model: mi}
+  - {model: mi250x}
+jobs:
+  - {name: a, start: 0, end: 20s, gpus: [0, 1], pids: [700, 701], utilization: 0.37}
+)");
+  s.source = "test.yaml";
+  const fs::path dir = temp_dir() / "amd-power";
+  auto tree = SysfsTree::open(dir, s);
+  ASSERT_TRUE(tree.ok()) << tree.error().message;
+  ASSERT_TRUE((*tree)->sync(12 * kMicrosPerSecond).ok());
+  const fs::path mi300x = dir / "class/drm/card0/device/hwmon/hwmon0";
+  const fs::path mi250x = dir / "class/drm/card1/device/hwmon/hwmon1";
+  EXPECT_FALSE(fs::exists(mi300x / "power1_average"));
+  const std::string input = read(mi300x / "power1_input");
+  ASSERT_FALSE(input.empty());
+  const unsigned long long uw = std::stoull(input);
+  EXPECT_EQ(uw % 1'000'000, 0u) << input;                          // whole watts
+  EXPECT_GT(uw, 150'000'000u) << "above idle at 37 %: " << input;  // not a constant
+  const std::string metrics = read(dir / "class/drm/card0/device/gpu_metrics");
+  ASSERT_EQ(metrics.size(), 120u);
+  EXPECT_EQ(static_cast<unsigned char>(metrics[22]) | static_cast<unsigned char>(metrics[23]) << 8, uw / 1'000'000);
+  EXPECT_EQ(read(mi300x / "power1_label"), "PPT\n");
+  EXPECT_TRUE(fs::exists(mi250x / "power1_average"));
+  EXPECT_FALSE(fs::exists(mi250x / "power1_input"));
+  EXPECT_EQ(read(mi250x / "power1_label"), "PPT\n");
 }
 
 TEST(AmdSysfsTree, NeedsAnAmdGpu) {
