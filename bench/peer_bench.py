@@ -18,6 +18,7 @@ every 5 s, and the Xid event thread. The peer keeps no ledger, attributes nothin
 events.
 """
 import argparse
+import gzip
 import os
 import shutil
 import signal
@@ -38,9 +39,20 @@ PROMETHEUS_ACCEPT = ("application/openmetrics-text;version=1.0.0;q=0.5,text/plai
 
 
 def scrape(url):
+    """A scrape as Prometheus makes it; the bytes it sent (gzip where it answered gzip)."""
+    return len(scrape_raw(url)[0])
+
+
+def scrape_body(url):
+    """A scrape as Prometheus makes it; the body, decompressed."""
+    data, encoding = scrape_raw(url)
+    return gzip.decompress(data) if encoding == "gzip" else data
+
+
+def scrape_raw(url):
     req = urllib.request.Request(url, headers={"Accept": PROMETHEUS_ACCEPT, "Accept-Encoding": "gzip"})
     with urllib.request.urlopen(req, timeout=10) as r:
-        return len(r.read())
+        return r.read(), r.headers.get("Content-Encoding", "")
 
 
 def cpu_window(pid, seconds, url=None, every=None):

@@ -26,7 +26,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from bench import ROOT, print_table  # noqa: E402
-from rocm_bench import measure, seconds_of  # noqa: E402
+from rocm_bench import add_measure_arguments, measure, parse_measure_args, seconds_of  # noqa: E402
 
 GPM_CALLS = "nvmlGpmQueryDeviceSupport"  # unsupported here, the agent never takes a sample
 
@@ -49,13 +49,8 @@ def configurations():
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
-    ap.add_argument("--duration", type=float, default=40, help="seconds measured per configuration (default 40)")
-    ap.add_argument("--warmup", type=float, default=10, help="seconds each runs, scraped, before the window")
-    ap.add_argument("--at", default="20s", help="scenario time at which each run starts (default 20s)")
-    ap.add_argument("--scrape-every", type=float, default=1, help="seconds between scrapes (default 1)")
-    args = ap.parse_args()
-    args.exe = os.path.join(os.path.abspath(args.build), "bin", "gpumeter")
+    add_measure_arguments(ap, "configuration", "20s")
+    args = parse_measure_args(ap)
     work = tempfile.mkdtemp(prefix="gpumeter-profiling-bench-")
     results = []
     try:

@@ -31,7 +31,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests", "integration"))
 from bench import ROOT, CpuMeter, print_table, start_core_agent, status_kib, stop, wait_http  # noqa: E402
-from peer_bench import scrape  # noqa: E402
+from peer_bench import scrape, scrape_body  # noqa: E402
 import rocm_namespace  # noqa: E402
 
 GPUS = 8
@@ -61,10 +61,11 @@ def wait_for_gpus(url, process, timeout=30):
 
 
 class Scraper:
-    """Scrapes `url` every `every` seconds on a thread until stopped; counts them."""
+    """Scrapes `url` every `every` seconds on a thread until stopped; counts them, and hands each
+    body (decompressed) to `on_body` while it is set."""
 
     def __init__(self, url, every):
-        self.url, self.every = url, every
+        self.url, self.every, self.on_body = url, every, None
         self.done = threading.Event()
         self.count, self.failures = 0, []
         self.thread = threading.Thread(target=self.run)
@@ -74,7 +75,11 @@ class Scraper:
         next_at = time.monotonic()
         while not self.done.wait(max(0.0, next_at - time.monotonic())):
             try:
-                scrape(self.url)
+                on_body = self.on_body
+                if on_body:
+                    on_body(scrape_body(self.url))
+                else:
+                    scrape(self.url)
                 self.count += 1
             except OSError as e:
                 self.failures.append(str(e))
@@ -87,8 +92,26 @@ class Scraper:
             raise SystemExit("rocm_bench: scrapes failed: %s" % self.failures[0])
 
 
-def measure(args, work, name, source_args, wrap=None, writer=None, env=None):
-    """One agent, scraped throughout; its figures over the window after the warm-up."""
+def add_measure_arguments(ap, per, at):
+    """The options measure() reads (--build, --duration, --warmup, --at, --scrape-every), each
+    `per` run ("agent", "configuration"), from scenario time `at`; parse with parse_measure_args."""
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--duration", type=float, default=40, help="seconds measured per %s (default 40)" % per)
+    ap.add_argument("--warmup", type=float, default=10,
+                    help="seconds each %s runs, scraped, before the window (default 10)" % per)
+    ap.add_argument("--at", default=at, help="scenario time at which each %s starts (default %s)" % (per, at))
+    ap.add_argument("--scrape-every", type=float, default=1, help="seconds between scrapes (default 1)")
+
+
+def parse_measure_args(ap):
+    args = ap.parse_args()
+    args.exe = os.path.join(os.path.abspath(args.build), "bin", "gpumeter")
+    return args
+
+
+def measure(args, work, name, source_args, wrap=None, writer=None, env=None, on_body=None):
+    """One agent, scraped throughout; its figures over the window after the warm-up. `on_body`
+    gets each body scraped in the window."""
     agent, port = start_core_agent(args.exe, os.path.join(work, name), source_args, wrap=wrap, env=env)
     url = "http://127.0.0.1:%d/metrics" % port
     scraper = None
@@ -99,6 +122,7 @@ def measure(args, work, name, source_args, wrap=None, writer=None, env=None):
         print("rocm_bench: %s: warm-up %g s, then %g s measured ..." % (name, args.warmup, args.duration),
               file=sys.stderr)
         time.sleep(args.warmup)
+        scraper.on_body = on_body
         meters = {"agent": CpuMeter(agent.pid, threads_persist=True)}
         if writer:
             meters["writer"] = CpuMeter(writer.pid, threads_persist=True)
@@ -108,6 +132,7 @@ def measure(args, work, name, source_args, wrap=None, writer=None, env=None):
             r[who + "_cpu"], r[who + "_exact"] = meter.seconds()
         r["window"] = time.monotonic() - t0
         r["scrapes"] = scraper.count - scrapes0
+        scraper.on_body = None
         scraper.stop()
         scraper = None
         body = wait_http(url)
@@ -155,16 +180,10 @@ def run_nvidia(args, work):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
-    ap.add_argument("--duration", type=float, default=40, help="seconds measured per agent (default 40)")
-    ap.add_argument("--warmup", type=float, default=10,
-                    help="seconds each agent runs, scraped, before the window (default 10)")
-    ap.add_argument("--at", default="50m", help="scenario time at which both runs start (default 50m)")
-    ap.add_argument("--scrape-every", type=float, default=1, help="seconds between scrapes (default 1)")
+    add_measure_arguments(ap, "agent", "50m")
     ap.add_argument("--amd-scenario", default=os.path.join(ROOT, "deploy", "scenarios", "mi300x-8x-three-teams.yaml"))
     ap.add_argument("--nvidia-scenario", default=os.path.join(ROOT, "deploy", "scenarios", "h100-8x-three-teams.yaml"))
-    args = ap.parse_args()
-    args.exe = os.path.join(os.path.abspath(args.build), "bin", "gpumeter")
+    args = parse_measure_args(ap)
     if os.geteuid() != 0:
         raise SystemExit("rocm_bench: needs root for the private mount namespace (unshare -m)")
     if not shutil.which("unshare"):

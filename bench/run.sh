@@ -13,7 +13,9 @@
 # the ratios (about ten more minutes). Then measures what --compat adds: the body in each compat
 # set and the per-snapshot render (bench/compat_bench.py, about half a minute). Then measures what
 # profiling (GPM), NVLink and MIG cost the agent on 8 simulated H100 (bench/profiling_bench.py,
-# about four minutes). Then measures the
+# about four minutes). Then measures what the PCIe throughput fallback of drivers before R555
+# costs: the agent's CPU and collection latency with and without it (bench/pcie_bench.py, about
+# two minutes). Then measures the
 # agent on 8 simulated MI300X through the real ROCm SMI beside the same agent on 8 simulated H100
 # (bench/rocm_bench.py, as root, about a minute and a half). Then builds the amd64 release bundle
 # (scripts/release.sh) and measures its agent's memory beside this build's (bench/release_bench.py,
@@ -34,6 +36,7 @@ cmake --build --preset default
 /usr/bin/python3 bench/peer_bench.py --build build
 /usr/bin/python3 bench/compat_bench.py --build build
 /usr/bin/python3 bench/profiling_bench.py --build build
+/usr/bin/python3 bench/pcie_bench.py --build build
 /usr/bin/python3 bench/rocm_bench.py --build build
 scripts/release.sh --arch amd64 --skip deb,rpm,image >/dev/null
 exec /usr/bin/python3 bench/release_bench.py --build build

@@ -198,8 +198,9 @@ struct PcieValues {
   std::optional<double> replay_errors;   // counter
   std::optional<double> transmit_bytes;  // counter (may wrap: a reset to Prometheus)
   std::optional<double> receive_bytes;   // counter
-  // Throughput in bytes per second measured by the backend outside GPM (ROCm SMI's pcie_bw
-  // estimate over one second).
+  // Throughput in bytes per second measured by the backend outside GPM: ROCm SMI's pcie_bw
+  // estimate over one second, NVML's nvmlDeviceGetPcieThroughput sample over 20 ms on drivers
+  // without the byte counters (before R555). A rate, never added up into the counters above.
   std::optional<double> transmit_bytes_per_second;
   std::optional<double> receive_bytes_per_second;
   bool operator==(const PcieValues&) const = default;

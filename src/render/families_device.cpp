@@ -167,7 +167,8 @@ constexpr ReadingSpec<C> kClockEventFamilies[] = {
             "reason", &C::event_active),
 };
 
-// The pcie collector's (its throughput on AMD GPUs is with the profiling families).
+// The pcie collector's (its throughput, where the backend measures it outside GPM, is with the
+// profiling families).
 constexpr ReadingSpec<X> kPcieFamilies[] = {
     scalar("gpu_pcie_link_generation", kGauge, "Current PCIe link generation.", &X::link_generation),
     scalar("gpu_pcie_link_width", kGauge, "Current PCIe link width in lanes.", &X::link_width),
@@ -210,7 +211,8 @@ void add_profiling_family(FamilyList& fams, const Snapshot& snap, const Profilin
     if (!g.up || !g.reading) continue;
     if (g.reading->profiling) add(device_labels(g.identity), *g.reading->profiling);
     if (spec.fields[0].second == &P::pcie_transmit_bytes_per_second && !g.reading->profiling) {
-      // Measured outside GPM (ROCm SMI's pcie_bw), read by the pcie collector.
+      // Measured outside GPM (ROCm SMI's pcie_bw; NVML's 20 ms sample before R555), read by the
+      // pcie collector.
       ProfilingReading pcie;
       pcie.pcie_transmit_bytes_per_second = g.reading->pcie.transmit_bytes_per_second;
       pcie.pcie_receive_bytes_per_second = g.reading->pcie.receive_bytes_per_second;
@@ -259,7 +261,7 @@ void add_ecc_families(FamilyList& fams, const Snapshot& snap) {
   add_reading_family(fams, snap, &DeviceReading::ecc, kRemappedRowsFamily);
 }
 
-// The profiling collector's (and the pcie collector's throughput on AMD GPUs).
+// The profiling collector's (and the pcie collector's throughput where GPM does not measure it).
 void add_profiling_families(FamilyList& fams, const Snapshot& snap) {
   const ProfilingSpec specs[] = {
       {"gpu_graphics_engine_active_ratio",
@@ -287,7 +289,8 @@ void add_profiling_families(FamilyList& fams, const Snapshot& snap) {
        "pipe",
        {{"fp64", &P::fp64_active_ratio}, {"fp32", &P::fp32_active_ratio}, {"fp16", &P::fp16_active_ratio}}},
       {"gpu_pcie_throughput_bytes_per_second",
-       "PCIe throughput in bytes per second, by direction (GPM; on AMD GPUs the driver's estimate over one second).",
+       "PCIe throughput in bytes per second, by direction (GPM; without GPM the driver's sample: over 20 ms on "
+       "NVIDIA drivers before R555, over one second on AMD GPUs).",
        "direction",
        {{"transmit", &P::pcie_transmit_bytes_per_second}, {"receive", &P::pcie_receive_bytes_per_second}}},
       {"gpu_nvlink_throughput_bytes_per_second",

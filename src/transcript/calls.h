@@ -37,6 +37,7 @@
   X(nvmlDeviceGetCurrPcieLinkGeneration, nvmlDeviceGetUInt_fn)                       \
   X(nvmlDeviceGetCurrPcieLinkWidth, nvmlDeviceGetUInt_fn)                            \
   X(nvmlDeviceGetPcieReplayCounter, nvmlDeviceGetUInt_fn)                            \
+  X(nvmlDeviceGetPcieThroughput, nvmlDeviceGetPcieThroughput_fn)                     \
   X(nvmlDeviceGetFieldValues, nvmlDeviceGetFieldValues_fn)                           \
   X(nvmlDeviceGetCurrentClocksEventReasons, nvmlDeviceGetULongLong_fn)               \
   X(nvmlDeviceGetCurrentClocksThrottleReasons, nvmlDeviceGetULongLong_fn)            \

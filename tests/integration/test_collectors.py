@@ -78,7 +78,8 @@ class Collectors(AgentTestCase):
         self.assertNotIn("gpu_nvlink_up", names)
         self.assertNotIn("gpu_nvlink_transmit_bytes_total", names)
         self.assertNotIn("gpu_sm_active_ratio", names)
-        # On NVIDIA GPUs PCIe throughput is a GPM family: the pcie collector alone does not give it.
+        # Where the driver counts PCIe bytes (R555+, as here) PCIe throughput is GPM's: the pcie
+        # collector alone does not give it.
         self.assertNotIn("gpu_pcie_throughput_bytes_per_second", names)
         self.assertIn("gpu_allocated_seconds_total", names)
         s = self.wait_for(agent, lambda s: {"ledger", "events"} <= set(collector_rows(s)), "the ledger's and events' runs")

@@ -214,12 +214,20 @@ void NvmlBackend::start(std::unique_ptr<SymbolSource> library) {
     d->index = i;
     devices_.push_back(std::move(d));
   }
+  if (symbols_.pcie_throughput != nullptr && count > 0) {
+    // A round a second at most: a GPU's read blocks 40 ms (20 ms each way), and a rate sampled
+    // more often than the agent collects would only be thrown away.
+    pcie_reader_ = std::make_unique<ThroughputReader>(
+        ThroughputReaderOptions{.devices = count, .min_round = std::chrono::seconds(1), .clock = options_.clock},
+        [this](unsigned i) { return read_pcie_throughput(i); });
+  }
   loaded_ = true;
   status_.up = true;
   status_.detail = loaded_detail(status_, count);
 }
 
 NvmlBackend::~NvmlBackend() {
+  pcie_reader_.reset();  // its thread calls the driver
   {
     std::lock_guard lock(events_mu_);
     free_event_set_locked();
@@ -276,6 +284,7 @@ Result<nvmlDevice_t> NvmlBackend::acquire(unsigned index) {
   // A reset or a MIG change can change what the GPU supports: ask again.
   d.unsupported.reset();
   d.slow.valid.reset();
+  d.pcie_byte_fields.reset();
   d.mig_profiles.reset();
   // A sample taken before a reset is no start for one taken after it.
   d.gpm.previous = -1;

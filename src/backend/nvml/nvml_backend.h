@@ -16,6 +16,7 @@
 #include "backend/backend.h"
 #include "backend/dynamic_library.h"
 #include "backend/nvml/nvml_symbols.h"
+#include "backend/throughput_reader.h"
 #include "util/clock.h"
 #include "util/log.h"
 
@@ -92,6 +93,12 @@ class NvmlBackend final : public Backend {
   void collect_clocks(Device& d, nvmlDevice_t h, class NvmlCollection& c, DeviceReading& r);
   void collect_ecc(Device& d, nvmlDevice_t h, class NvmlCollection& c, DeviceReading& r);
   void collect_pcie(Device& d, nvmlDevice_t h, bool memory_temperature, class NvmlCollection& c, DeviceReading& r);
+  // PCIe throughput where the driver counts no PCIe bytes (fields 197/198 came with R555) and GPM
+  // does not measure it (`gpm_pcie`: the profiling collector samples GPM on this GPU): the rates
+  // nvmlDeviceGetPcieThroughput samples over 20 ms, read on pcie_reader_'s thread
+  // (read_pcie_throughput) so that no collection waits for them.
+  void serve_pcie_throughput(Device& d, bool gpm_pcie, DeviceReading& r);
+  ThroughputRead read_pcie_throughput(unsigned device);
   // The slow class of `group` (read again every kSlowValuesInterval, or after a call failed).
   void collect_slow_values(Device& d, nvmlDevice_t h, CollectorId group, class NvmlCollection& c);
   void collect_usage(Device& d, nvmlDevice_t h, class NvmlCollection& c, UsageReading& out);
@@ -175,6 +182,10 @@ class NvmlBackend final : public Backend {
   // Registrations are driver calls made under it, so only the event thread can wait on them.
   std::mutex events_mu_;
   nvmlEventSet_t event_set_ = nullptr;
+
+  // Null without nvmlDeviceGetPcieThroughput. Its thread calls the driver: destroyed before
+  // nvmlShutdown.
+  std::unique_ptr<ThroughputReader> pcie_reader_;
 };
 
 }  // namespace gpumeter

@@ -3,6 +3,9 @@
 
 #include <array>
 #include <chrono>
+#include <mutex>
+#include <shared_mutex>
+#include <utility>
 #include <vector>
 
 #include "backend/nvml/nvml_backend.h"
@@ -133,7 +136,14 @@ void NvmlBackend::collect_device(Device& d, nvmlDevice_t h, CollectScope scope, 
   run(CollectorId::kDevice, [&] { collect_basics(d, h, /*memory_temperature=*/!pcie, c, r); });
   run(CollectorId::kClocks, [&] { collect_clocks(d, h, c, r); });
   run(CollectorId::kEcc, [&] { collect_ecc(d, h, c, r); });
-  run(CollectorId::kPcie, [&] { collect_pcie(d, h, groups.has(CollectorId::kDevice), c, r); });
+  // Where the profiling collector samples GPM, GPM measures PCIe: probed first, so that the pcie
+  // collector's fallback never reads a GPU whose GPM is about to.
+  if (groups.has(CollectorId::kProfiling)) probe_gpm(d, h, c);
+  const bool gpm_pcie = groups.has(CollectorId::kProfiling) && d.gpm_supported == true;
+  run(CollectorId::kPcie, [&] {
+    collect_pcie(d, h, groups.has(CollectorId::kDevice), c, r);
+    serve_pcie_throughput(d, gpm_pcie, r);
+  });
   run(CollectorId::kNvlink, [&] {
     collect_slow_values(d, h, CollectorId::kNvlink, c);
     collect_nvlinks(d, h, c, r);
@@ -296,8 +306,61 @@ void NvmlBackend::collect_pcie(Device& d, nvmlDevice_t h, bool memory_temperatur
       if (memory_temperature) {
         if (auto v = field_as_double(f[2], c)) r.device.temperature_celsius.push_back({"memory", *v});
       }
+      // Drivers before R555 answer both NOT_SUPPORTED; anything else (an error) teaches nothing.
+      const nvmlReturn_t tx = f[0].nvmlReturn;
+      if (tx == f[1].nvmlReturn && (tx == NVML_SUCCESS || tx == NVML_ERROR_NOT_SUPPORTED)) {
+        d.pcie_byte_fields = tx == NVML_SUCCESS;
+      }
     }
   }
+  if (s.field_values == nullptr || c.unsupported(kFieldValues)) d.pcie_byte_fields = false;
+}
+
+void NvmlBackend::serve_pcie_throughput(Device& d, bool gpm_pcie, DeviceReading& r) {
+  if (!pcie_reader_ || !d.pcie_byte_fields) return;
+  // Exported as a gauge, never added up into the byte counters: a 20 ms sample a second would
+  // count bytes no counter saw (docs/metrics.md, "PCIe throughput before R555").
+  if (*d.pcie_byte_fields || gpm_pcie) {
+    pcie_reader_->pause(d.index);
+    return;
+  }
+  const ThroughputRates rates = pcie_reader_->serve(d.index);
+  r.pcie.transmit_bytes_per_second = rates.transmit;
+  r.pcie.receive_bytes_per_second = rates.receive;
+}
+
+// On the throughput reader's thread, not a worker's: each call measures for 20 ms before it
+// returns. It takes the driver-call lock shared as a worker does, so a re-initialization waits
+// for it, and reads the handle the GPU's worker acquired (none: the worker is acquiring it again).
+ThroughputRead NvmlBackend::read_pcie_throughput(unsigned index) {
+  std::shared_lock calls(calls_mu_);
+  if (reinit_needed_ || !initialized_) return {};
+  nvmlDevice_t h = nullptr;
+  {
+    std::lock_guard lock(handles_mu_);
+    h = devices_.at(index)->handle;
+  }
+  if (h == nullptr) return {};
+  ThroughputRead read;
+  for (auto [counter, rate] : {std::pair{NVML_PCIE_UTIL_TX_BYTES, &ThroughputRates::transmit},
+                               std::pair{NVML_PCIE_UTIL_RX_BYTES, &ThroughputRates::receive}}) {
+    unsigned kb_per_second = 0;
+    const nvmlReturn_t rc = symbols_.pcie_throughput(h, counter, &kb_per_second);
+    if (rc == NVML_SUCCESS) {
+      read.rates.*rate = kb_per_second * 1024.0;  // nvml.h's "KB" taken as 1024 bytes (an assumption)
+    } else if (rc == NVML_ERROR_NOT_SUPPORTED || rc == NVML_ERROR_NO_PERMISSION ||
+               rc == NVML_ERROR_FUNCTION_NOT_FOUND) {
+      return {.unsupported = true};  // a vGPU guest, a GPU before Maxwell
+    } else {
+      // A lost or reset GPU fails its worker's collection too, which reports it.
+      if (!is_fatal(rc)) {
+        std::lock_guard lock(status_mu_);
+        ++status_.counters.call_errors[{index, "nvmlDeviceGetPcieThroughput", error_name(rc)}];
+      }
+      return {};
+    }
+  }
+  return read;
 }
 
 }  // namespace gpumeter

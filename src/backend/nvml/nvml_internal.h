@@ -141,6 +141,9 @@ struct NvmlBackend::Device {
     std::vector<LabeledValue> remapped_rows;
     unsigned nvlink_count = 0;  // field 91; 0 without NVLink
   } slow;
+  // Whether the driver counts PCIe bytes (fields 197/198, R555+): learnt from the fields' own
+  // answers, again after the handle is acquired (a driver upgrade re-initializes NVML).
+  std::optional<bool> pcie_byte_fields;
   // GPM: support probed once (per handle generation), the device's sample pair, and one pair per
   // GPU instance of a MIG-enabled GPU.
   std::optional<bool> gpm_supported;

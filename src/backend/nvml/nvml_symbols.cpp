@@ -67,6 +67,7 @@ Result<NvmlSymbols> NvmlSymbols::resolve(const SymbolSource& lib) {
   s.pcie_link_generation = first_of<nvmlDeviceGetUInt_fn>(lib, {"nvmlDeviceGetCurrPcieLinkGeneration"}, miss);
   s.pcie_link_width = first_of<nvmlDeviceGetUInt_fn>(lib, {"nvmlDeviceGetCurrPcieLinkWidth"}, miss);
   s.pcie_replay_counter = first_of<nvmlDeviceGetUInt_fn>(lib, {"nvmlDeviceGetPcieReplayCounter"}, miss);
+  s.pcie_throughput = first_of<nvmlDeviceGetPcieThroughput_fn>(lib, {"nvmlDeviceGetPcieThroughput"}, miss);
   s.field_values = first_of<nvmlDeviceGetFieldValues_fn>(lib, {"nvmlDeviceGetFieldValues"}, miss);
   s.clock_event_reasons = first_of<nvmlDeviceGetULongLong_fn>(
       lib, {"nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"}, miss);

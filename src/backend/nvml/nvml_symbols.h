@@ -39,6 +39,7 @@ struct NvmlSymbols {
   nvmlDeviceGetUInt_fn pcie_link_generation = nullptr;
   nvmlDeviceGetUInt_fn pcie_link_width = nullptr;
   nvmlDeviceGetUInt_fn pcie_replay_counter = nullptr;
+  nvmlDeviceGetPcieThroughput_fn pcie_throughput = nullptr;  // blocks 20 ms; the throughput reader's thread only
   nvmlDeviceGetFieldValues_fn field_values = nullptr;
   nvmlDeviceGetULongLong_fn clock_event_reasons = nullptr;
   nvmlDeviceGetULongLong_fn supported_clock_event_reasons = nullptr;

@@ -54,12 +54,7 @@ RocmBackend::RocmBackend(Logger& log) : log_(log), sym_(std::make_unique<Symbols
 }
 
 RocmBackend::~RocmBackend() {
-  {
-    std::lock_guard lock(pcie_mu_);
-    pcie_stop_ = true;
-  }
-  pcie_cv_.notify_all();
-  if (pcie_thread_.joinable()) pcie_thread_.join();
+  pcie_.reset();  // its thread calls into the library
   if (initialized_ && sym_->shut_down != nullptr) sym_->shut_down();
 }
 
@@ -172,7 +167,15 @@ void RocmBackend::start(std::unique_ptr<SymbolSource> library) {
   }
   device_count_ = count;
   devices_.resize(count);
-  pcie_.resize(count);
+  if (s.pcie_throughput != nullptr) {
+    // The kernel counts for one second inside each read (msleep(1000) in amdgpu's
+    // *_get_pcie_usage), so a round over N GPUs takes N seconds on real hardware; a round that
+    // took less (a simulated tree) is followed by a pause, so that no GPU is asked more than once
+    // a second.
+    pcie_ = std::make_unique<ThroughputReader>(
+        ThroughputReaderOptions{.devices = count, .min_round = std::chrono::seconds(1)},
+        [this](unsigned d) { return read_pcie_throughput(d); });
+  }
   status_.up = true;
   status_.library = lib.path();
   status_.detail =
@@ -231,46 +234,20 @@ Result<DeviceIdentity> RocmBackend::identify(unsigned device) {
   return id;
 }
 
-void RocmBackend::start_pcie_reader() {
-  std::lock_guard lock(pcie_mu_);
-  if (pcie_started_ || pcie_stop_) return;
-  pcie_started_ = true;
-  pcie_thread_ = std::thread([this] { read_pcie_loop(); });
-}
-
-void RocmBackend::read_pcie_loop() {
-  // The kernel counts for one second inside each read (msleep(1000) in amdgpu's
-  // *_get_pcie_usage), so a round over N GPUs takes N seconds on real hardware; a round that
-  // took less (a simulated tree) is followed by a pause, so that no GPU is asked more than once a
-  // second.
-  constexpr auto kMinRound = std::chrono::seconds(1);
-  std::unique_lock lock(pcie_mu_);
-  while (!pcie_stop_) {
-    const auto begin = std::chrono::steady_clock::now();
-    for (unsigned d = 0; d < device_count_ && !pcie_stop_; ++d) {
-      if (pcie_[d].unsupported) continue;
-      lock.unlock();
-      std::uint64_t first = 0, second = 0, mps = 0;
-      const rsmi_status_t rc = sym_->pcie_throughput(d, &first, &second, &mps);
-      lock.lock();
-      PcieState& st = pcie_[d];
-      st.transmit.reset();
-      st.receive.reset();
-      if (rc == RSMI_STATUS_SUCCESS) {
-        if (auto rates = rocm::pcie_rates(first, second, mps)) {
-          st.transmit = rates->transmit_bytes_per_second;
-          st.receive = rates->receive_bytes_per_second;
-        }
-      } else if (rc == RSMI_STATUS_NOT_SUPPORTED || rc == RSMI_STATUS_NOT_YET_IMPLEMENTED) {
-        st.unsupported = true;
-      } else {
-        lock.unlock();
-        note_call_error(d, "rsmi_dev_pci_throughput_get", rc);
-        lock.lock();
-      }
+ThroughputRead RocmBackend::read_pcie_throughput(unsigned device) {
+  std::uint64_t first = 0, second = 0, mps = 0;
+  const rsmi_status_t rc = sym_->pcie_throughput(device, &first, &second, &mps);
+  ThroughputRead read;
+  if (rc == RSMI_STATUS_SUCCESS) {
+    if (auto rates = rocm::pcie_rates(first, second, mps)) {
+      read.rates = {rates->transmit_bytes_per_second, rates->receive_bytes_per_second};
     }
-    pcie_cv_.wait_until(lock, begin + kMinRound, [this] { return pcie_stop_; });
+  } else if (rc == RSMI_STATUS_NOT_SUPPORTED || rc == RSMI_STATUS_NOT_YET_IMPLEMENTED) {
+    read.unsupported = true;
+  } else {
+    note_call_error(device, "rsmi_dev_pci_throughput_get", rc);
   }
+  return read;
 }
 
 void RocmBackend::collect_usage(unsigned device, DeviceReading& r) {

@@ -4,18 +4,17 @@
 // is found. It fills the same DeviceReading as NVML; what ROCm SMI cannot say is left out.
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "backend/backend.h"
 #include "backend/dynamic_library.h"
+#include "backend/throughput_reader.h"
 #include "util/log.h"
 
 namespace gpumeter {
@@ -79,10 +78,9 @@ class RocmBackend final : public Backend {
   // False when the process list could not be read, or was skipped behind a stuck read.
   bool read_processes(unsigned device, DeviceReading& r);
   void note_call_error(unsigned device, const char* call, int rc);
-  // PCIe throughput: the kernel measures it for one second inside each read of pcie_bw, so a
-  // thread of its own reads the GPUs in turn and collect() serves the last value.
-  void start_pcie_reader();
-  void read_pcie_loop();
+  // PCIe throughput: the kernel measures it for one second inside each read of pcie_bw, so the
+  // throughput reader's thread reads the GPUs in turn and collect() serves the last value.
+  ThroughputRead read_pcie_throughput(unsigned device);
 
   Logger& log_;
   std::unique_ptr<SymbolSource> library_;
@@ -100,16 +98,7 @@ class RocmBackend final : public Backend {
   std::atomic<std::int64_t> processes_entered_us_{0};
   std::map<unsigned, std::vector<std::uint32_t>> process_gpus_;  // pid -> its GPUs, asked once
 
-  std::mutex pcie_mu_;  // guards the members below
-  std::condition_variable pcie_cv_;
-  bool pcie_stop_ = false;
-  bool pcie_started_ = false;
-  struct PcieState {
-    std::optional<double> transmit, receive;  // bytes per second
-    bool unsupported = false;                 // NOT_SUPPORTED: not asked again
-  };
-  std::vector<PcieState> pcie_;
-  std::thread pcie_thread_;
+  std::unique_ptr<ThroughputReader> pcie_;  // null without rsmi_dev_pci_throughput_get
 
   mutable std::mutex status_mu_;  // guards status_
   BackendStatus status_;

@@ -262,11 +262,10 @@ void RocmBackend::collect_pcie(unsigned device, Collection& c, DeviceReading& r)
     if (rate) r.pcie.link_generation = pcie_generation(*rate);
     if (lanes && *lanes > 0) r.pcie.link_width = *lanes;
   }
-  if (s.pcie_throughput != nullptr) {
-    start_pcie_reader();
-    std::lock_guard lock(pcie_mu_);
-    r.pcie.transmit_bytes_per_second = pcie_[device].transmit;
-    r.pcie.receive_bytes_per_second = pcie_[device].receive;
+  if (pcie_) {
+    const ThroughputRates rates = pcie_->serve(device);
+    r.pcie.transmit_bytes_per_second = rates.transmit;
+    r.pcie.receive_bytes_per_second = rates.receive;
   }
   std::uint64_t replays = 0;
   if (s.replay != nullptr && c.ok("rsmi_dev_pci_replay_counter_get", s.replay(device, &replays))) {

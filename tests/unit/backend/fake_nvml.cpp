@@ -1,5 +1,7 @@
 #include "fake_nvml.h"
 
+#include <gtest/gtest.h>
+
 #include <cstdio>
 #include <cstring>
 #include <vector>
@@ -51,7 +53,10 @@ std::map<std::pair<unsigned, unsigned>, int> g_gpm_taken;  // samples taken per 
 // The scripted answer of a device call; counts the call and blocks where the script says so.
 nvmlReturn_t answer(const char* name, nvmlDevice_t h) {
   Script& s = *g_script;
-  s.calls[name]++;
+  {
+    std::lock_guard lock(s.calls_mu);
+    s.calls[name]++;
+  }
   if (s.block_call == name) {
     std::unique_lock lock(s.block_mu);
     s.blocked = true;
@@ -249,6 +254,12 @@ nvmlReturn_t ProcessesUtilizationInfo(nvmlDevice_t h, nvmlProcessesUtilizationIn
     o.memUtil = recs[i].memUtil;
   }
   info->processSamplesCount = static_cast<unsigned>(recs.size());
+  return NVML_SUCCESS;
+}
+nvmlReturn_t PcieThroughput(nvmlDevice_t h, unsigned counter, unsigned* value) {
+  if (nvmlReturn_t rc = answer("nvmlDeviceGetPcieThroughput", h)) return rc;
+  if (counter > NVML_PCIE_UTIL_RX_BYTES || value == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  *value = g_script->pcie_kb_per_second[index_of(h)][counter];
   return NVML_SUCCESS;
 }
 nvmlReturn_t FieldValues(nvmlDevice_t h, int count, nvmlFieldValue_t* values) {
@@ -529,11 +540,26 @@ std::vector<FakeProfile> h100_profiles() {
   };
 }
 int current_set() { return g_set_count - 1; }
+std::unique_ptr<NvmlBackend> backend_on(const gpumeter::Clock& clock, Logger& log) {
+  NvmlBackendOptions o;
+  o.clock = &clock;
+  auto b = NvmlBackend::create(std::make_unique<FakeSymbols>(), o, log);
+  EXPECT_TRUE(b->status().up) << b->status().detail;
+  return b;
+}
+int calls_of(const std::string& name) {
+  std::lock_guard lock(g_script->calls_mu);
+  auto it = g_script->calls.find(name);
+  return it == g_script->calls.end() ? 0 : it->second;
+}
 
 void* FakeSymbols::symbol(const char* name) const {
   if (hidden_.count(name) != 0) return nullptr;
   if (std::strcmp(name, "nvmlDeviceGetProcessesUtilizationInfo") == 0 && !g_script->has_processes_utilization_info) {
     return nullptr;
+  }
+  if (std::strcmp(name, "nvmlDeviceGetPcieThroughput") == 0) {
+    return g_script->has_pcie_throughput ? reinterpret_cast<void*>(&PcieThroughput) : nullptr;
   }
   static const std::map<std::string, void*> table = {
       {"nvmlInit_v2", reinterpret_cast<void*>(&Init)},

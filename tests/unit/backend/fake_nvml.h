@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "backend/dynamic_library.h"
+#include "backend/nvml/nvml_backend.h"
 #include "abi/nvml_api.h"
 
 namespace gpumeter::fake {
@@ -69,7 +70,8 @@ struct Script {
   std::optional<nvmlReturn_t> all_rc;  // every device call, and nvmlInit_v2 while set
   std::optional<nvmlReturn_t> init_rc;
   std::deque<nvmlReturn_t> init_answers;  // answered first, one per nvmlInit_v2
-  std::map<std::string, int> calls;       // by name, every GPU
+  std::map<std::string, int> calls;       // by name, every GPU; guarded by calls_mu
+  std::mutex calls_mu;
 
   unsigned device_count = 2;
   std::string driver = "550.54.15";
@@ -109,6 +111,11 @@ struct Script {
   int gpm_allocated = 0;
   int gpm_freed = 0;
 
+  // nvmlDeviceGetPcieThroughput, absent unless has_pcie_throughput: KB/s by GPU and counter
+  // (NVML_PCIE_UTIL_TX_BYTES, _RX_BYTES). Called on the backend's throughput reader's thread.
+  bool has_pcie_throughput = false;
+  unsigned pcie_kb_per_second[kMaxGpus][2] = {};
+
   // NVLink and field values. A field not scripted answers its own NOT_SUPPORTED.
   std::vector<FakeLink> links[kMaxGpus];
   std::map<std::pair<unsigned, unsigned>, nvmlReturn_t> field_rc;  // (field id, scope) -> status
@@ -134,6 +141,10 @@ nvmlDevice_t mig_handle(unsigned gpu, unsigned slot);
 // The A100/H100 profiles as NVIDIA's MIG user guide lists them for an H100 80GB.
 std::vector<FakeProfile> h100_profiles();
 int current_set();  // id of the newest event set
+// How many times `name` was called, for a call made on a thread of the backend's own.
+int calls_of(const std::string& name);
+// A backend on the fake whose time is `clock`'s; a test's failure unless it is up.
+std::unique_ptr<NvmlBackend> backend_on(const Clock& clock, Logger& log);
 
 // The fake's symbol table, minus `hidden`.
 class FakeSymbols final : public SymbolSource {

@@ -26,13 +26,7 @@ nvmlSample_t sample(std::int64_t ts, unsigned percent) {
 class ClockStepTest : public ::testing::Test {
  protected:
   void SetUp() override { fake::reset(); }
-  std::unique_ptr<NvmlBackend> make() {
-    NvmlBackendOptions o;
-    o.clock = &clock_;
-    auto b = NvmlBackend::create(std::make_unique<fake::FakeSymbols>(), o, log_);
-    EXPECT_TRUE(b->status().up) << b->status().detail;
-    return b;
-  }
+  std::unique_ptr<NvmlBackend> make() { return fake::backend_on(clock_, log_); }
   // `n` samples of 200 ms ending at the wall clock, in the buffer after what it holds.
   void sample_until_now(int n, unsigned percent) {
     for (int i = n - 1; i >= 0; --i)
