@@ -6,11 +6,11 @@ second is billed as the truth says, and no counter goes back. Scenario release.y
 import os
 import subprocess
 import time
-import urllib.request
 
 from harness import (AgentTestCase, Agent, BIN, SCENARIOS, ScenarioStart, SimNode, allowed_deviation,
                      expected_owners, http_get, owner_edges, parse_text, sim_env, sim_truth, wait_until)
 from test_quirks import ledger_owners, one
+from test_reload import post
 
 SCENARIO = os.path.join(SCENARIOS, "release.yaml")
 END = 40.0
@@ -20,15 +20,6 @@ BUFFERED = 5.0  # what the scenario's sample buffers hold
 TOLERANCE = 1e-3
 RELEASED = "gpumeter_backend_released_until_timestamp_seconds"
 GAP = "gpumeter_ledger_gap_seconds_total"
-
-
-def post(url):
-    req = urllib.request.Request(url, data=b"", method="POST")
-    try:
-        with urllib.request.urlopen(req, timeout=10) as r:
-            return r.status, r.read().decode()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode()
 
 
 def reset(env):

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "sim/cli/sim_cli.h"
 #include "sim/scenario/device_files.h"
 #include "sim/scenario/env_config.h"
 #include "sim/scenario/identifiers.h"
@@ -15,10 +16,6 @@
 namespace gpumeter::sim {
 
 namespace {
-
-constexpr int kOk = 0;
-constexpr int kRuntimeError = 1;
-constexpr int kBadInput = 2;
 
 struct ResetArgs {
   std::string scenario;

@@ -27,10 +27,6 @@ namespace gpumeter::sim {
 
 namespace {
 
-constexpr int kOk = 0;
-constexpr int kRuntimeError = 1;
-constexpr int kBadInput = 2;
-
 struct TruthArgs {
   std::string scenario;
   std::string from = "0";

@@ -6,5 +6,11 @@
 #include <CLI/CLI.hpp>
 
 namespace gpumeter::sim {
+
+// Exit codes of every `gpumeter sim` command.
+inline constexpr int kOk = 0;
+inline constexpr int kRuntimeError = 1;
+inline constexpr int kBadInput = 2;
+
 void setup_sim_command(CLI::App& sim, int& exit_code);
-}
+}  // namespace gpumeter::sim
