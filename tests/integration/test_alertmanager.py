@@ -270,7 +270,7 @@ class EndToEnd(AgentTestCase):
             doc = yaml.safe_load(f)
         lost = [r for g in doc["groups"] for r in g["rules"] if r.get("alert") == "GpuLost"]
         self.assertEqual(len(lost), 1)
-        self.assertEqual(lost[0]["expr"].strip(), "gpu_up == 0")
+        self.assertTrue(lost[0]["expr"].strip().startswith("gpu_up == 0 unless"), lost[0]["expr"])
         self.assertEqual(lost[0]["labels"]["severity"], "critical")
         lost[0]["for"] = FOR
         folder = tempfile.mkdtemp(prefix="gpumeter-rules-")

@@ -1,6 +1,5 @@
 #include "sim/cli/reset_command.h"
 
-#include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -9,7 +8,6 @@
 
 #include "sim/cli/sim_cli.h"
 #include "sim/scenario/device_files.h"
-#include "sim/scenario/env_config.h"
 #include "sim/scenario/identifiers.h"
 #include "sim/scenario/scenario_parse.h"
 
@@ -37,7 +35,7 @@ int run_reset(const ResetArgs& args, std::ostream& out, std::ostream& err) {
     return kBadInput;
   }
   const std::string bus_id = format_pci_bus_id(scenario->gpus[args.gpu].pci);
-  auto in_use = device_files_in_use(clients_dir([](const char* name) { return std::getenv(name); }, args.scenario));
+  auto in_use = device_files_in_use(args.scenario);
   if (!in_use) {
     err << "gpumeter sim reset: " << in_use.error().message << "\n";
     return kRuntimeError;
@@ -65,9 +63,8 @@ void add_reset_command(CLI::App& sim, int& exit_code) {
       "A process that initializes the simulated NVML holds the driver's device files open until its last\n"
       "nvmlShutdown, as a real NVML holds /dev/nvidiactl and /dev/nvidia<N>. While any process does, the\n"
       "reset is refused with nvidia-smi's message \"In use by another client\" and exit code 1; otherwise it\n"
-      "succeeds (exit 0). The reset changes nothing else in the scenario. The device files live where the\n"
-      "simulator's clients meet: GPUMETER_SIM_CUDA_DIR, else a directory under $TMPDIR named after the\n"
-      "scenario file (docs/simulator.md).\n"
+      "succeeds (exit 0). The reset changes nothing else in the scenario. The scenario file stands for the\n"
+      "device files: a holder keeps a shared lock on it (docs/simulator.md).\n"
       "Exit codes: 0 reset, 1 in use (or the files cannot be read), 2 bad input.");
   reset->add_option("--scenario", args->scenario, "Scenario YAML file");
   reset->add_option("--gpu", args->gpu, "Index of the GPU to reset (default 0)");

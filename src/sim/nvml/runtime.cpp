@@ -43,7 +43,7 @@ nvmlReturn_t Runtime::init() {
   if (session->driver_version() != loaded_driver_->second) return NVML_ERROR_LIB_RM_VERSION_MISMATCH;
   // The device files, held open until the last nvmlShutdown (device_files.h); a driver that
   // cannot open /dev/nvidiactl answers NO_PERMISSION.
-  auto hold = DeviceFileHold::open(setup->env.cuda_dir);
+  auto hold = DeviceFileHold::open(setup->env.scenario_path);
   if (!hold) {
     std::fprintf(stderr, "gpumeter-sim: %s\n", hold.error().message.c_str());
     return NVML_ERROR_NO_PERMISSION;

@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -12,18 +11,14 @@ namespace gpumeter::sim {
 
 namespace {
 
-std::string device_file(const std::string& dir) { return dir + "/nvidiactl"; }
-
 Error system_error(const std::string& what, const std::string& path) {
   return Error{errno, what + " " + path + ": " + std::strerror(errno)};
 }
 
 }  // namespace
 
-Result<DeviceFileHold> DeviceFileHold::open(const std::string& dir) {
-  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return system_error("cannot create", dir);
-  const std::string path = device_file(dir);
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC, 0644);
+Result<DeviceFileHold> DeviceFileHold::open(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return system_error("cannot open", path);
   if (::flock(fd, LOCK_SH) != 0) {
     Error e = system_error("cannot lock", path);
@@ -46,13 +41,9 @@ DeviceFileHold::~DeviceFileHold() {
   if (fd_ >= 0) ::close(fd_);  // closing the last descriptor lets the lock go
 }
 
-Result<bool> device_files_in_use(const std::string& dir) {
-  const std::string path = device_file(dir);
+Result<bool> device_files_in_use(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENOENT) return false;
-    return system_error("cannot open", path);
-  }
+  if (fd < 0) return system_error("cannot open", path);
   const bool held = ::flock(fd, LOCK_EX | LOCK_NB) != 0;
   const int err = errno;
   ::close(fd);

@@ -72,7 +72,7 @@ std::uint64_t fnv1a(std::string_view s) {
   return h;
 }
 
-std::string default_clients_dir(const EnvLookup& getenv, const std::string& scenario_path) {
+std::string default_cuda_dir(const EnvLookup& getenv, const std::string& scenario_path) {
   std::unique_ptr<char, decltype(&std::free)> real(realpath(scenario_path.c_str(), nullptr), &std::free);
   const char* tmp = getenv("TMPDIR");
   return fmt::format("{}/gpumeter-sim-cuda-{:016x}", tmp != nullptr && *tmp != '\0' ? tmp : "/tmp",
@@ -93,11 +93,6 @@ Result<SimLie> parse_lie(std::string_view text) {
 }
 
 }  // namespace
-
-std::string clients_dir(const EnvLookup& getenv, const std::string& scenario_path) {
-  const char* dir = getenv("GPUMETER_SIM_CUDA_DIR");
-  return dir != nullptr && *dir != '\0' ? dir : default_clients_dir(getenv, scenario_path);
-}
 
 Result<SimEnv> read_sim_env(const EnvLookup& getenv) {
   SimEnv env;
@@ -125,7 +120,8 @@ Result<SimEnv> read_sim_env(const EnvLookup& getenv) {
   if (const char* unsupported = getenv("GPUMETER_SIM_UNSUPPORTED"); unsupported != nullptr) {
     if (auto r = parse_unsupported(unsupported, env); !r) return r.error();
   }
-  env.cuda_dir = clients_dir(getenv, env.scenario_path);
+  const char* dir = getenv("GPUMETER_SIM_CUDA_DIR");
+  env.cuda_dir = dir != nullptr && *dir != '\0' ? dir : default_cuda_dir(getenv, env.scenario_path);
   if (const char* lie = getenv("GPUMETER_SIM_LIE"); lie != nullptr && *lie != '\0') {
     auto parsed = parse_lie(lie);
     if (!parsed) return parsed.error();

@@ -42,10 +42,6 @@ using EnvLookup = std::function<const char*(const char*)>;
 
 Result<SimEnv> read_sim_env(const EnvLookup& getenv);
 
-// SimEnv::cuda_dir for the scenario file at `scenario_path`: where the simulated driver's
-// clients meet (its CUDA processes' logs, its device files).
-std::string clients_dir(const EnvLookup& getenv, const std::string& scenario_path);
-
 // What a simulated library (NVML, CUDA) loads when a program initializes it: the settings in
 // the environment and the scenario they name. The error is the line the library prints:
 // "<bad variable>" or "invalid scenario: file:line:col: ...".
