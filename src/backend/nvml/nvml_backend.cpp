@@ -526,13 +526,17 @@ Result<bool> NvmlBackend::release(std::chrono::milliseconds period) {
     if (released_) next_reinit_ = now;
     return true;
   }
+  // Calls that start from now on see the flag and leave at once, so the event thread's wait
+  // (up to a second under the shared lock) is the longest the exclusive lock waits for.
+  reinit_needed_ = true;
+  released_ = true;
   std::unique_lock calls(calls_mu_, std::defer_lock);
-  if (!calls.try_lock_for(options_.reinit_lock_timeout)) {
+  if (!calls.try_lock_for(options_.reinit_lock_timeout + kLongestEventWait)) {
+    released_ = false;
+    reinit_needed_ = false;
     return Error{0, "a driver call is still in progress; NVML stays open (try again)"};
   }
   close_library();
-  released_ = true;
-  reinit_needed_ = true;
   reinit_backoff_ = 0ms;
   next_reinit_ = now + period;
   const std::int64_t until_us = wall_now_us() + std::chrono::duration_cast<std::chrono::microseconds>(period).count();

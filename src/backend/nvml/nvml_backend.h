@@ -168,7 +168,10 @@ class NvmlBackend final : public Backend {
   std::shared_timed_mutex calls_mu_;
   std::atomic<bool> reinit_needed_{false};
   std::atomic<bool> released_{false};  // closed by release() until the next re-initialization
-  std::mutex reinit_mu_;               // one re-initialization at a time; guards the fields below
+  // The longest an event wait holds calls_mu_ (the scheduler's 1 s timeout), which a release
+  // may wait out.
+  static constexpr std::chrono::milliseconds kLongestEventWait{1000};
+  std::mutex reinit_mu_;  // one re-initialization at a time; guards the fields below
   std::chrono::steady_clock::time_point next_reinit_{};
   std::chrono::milliseconds reinit_backoff_{0};
   int reinit_mismatches_ = 0;                  // consecutive, guarded by reinit_mu_
