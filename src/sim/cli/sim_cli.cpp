@@ -165,6 +165,9 @@ std::string describe_quirk(const Quirk& q) {
     case QuirkKind::gpm_batch_collapse:
       what = "gpm_batch_collapse: nvmlGpmMetricsGet answers every metric of a batch with the first one's value";
       break;
+    case QuirkKind::active_only_process_samples:
+      what = "active_only_process_samples: per-process samples only of periods the process was active in";
+      break;
     case QuirkKind::no_capability:
       what =
           "no_capability: without CAP_SYS_ADMIN, MIG GPU instances, parent memory and processes answer NO_PERMISSION";

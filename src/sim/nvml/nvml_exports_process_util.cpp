@@ -51,7 +51,9 @@ std::vector<Record> records_at(const Session& s, DeviceState& d, Micros now, uns
                 : static_cast<Micros>(last_seen) - epoch_us;
   }
   std::vector<Record> out;
-  for (const ProcessRecord& r : d.gpu.process_records(now, since)) {
+  const bool active_only =
+      s.quirk(gpumeter::sim::QuirkKind::active_only_process_samples, d.gpu.index(), now) != nullptr;
+  for (const ProcessRecord& r : d.gpu.process_records(now, since, active_only)) {
     out.push_back(
         Record{r.pid, static_cast<unsigned long long>(s.unix_micros(r.time)), r.sm_percent, r.memory_percent});
   }

@@ -53,8 +53,9 @@ unsigned long long SimGpu::pcie_rx_bytes(Micros t) { return whole(busy_seconds(t
 
 const std::vector<JobShare>& SimGpu::processes(Micros t) { return counters_.segment(std::max<Micros>(t, 0)).jobs; }
 
-std::vector<ProcessRecord> SimGpu::process_records(Micros now, Micros since) const {
+std::vector<ProcessRecord> SimGpu::process_records(Micros now, Micros since, bool active_only) const {
   const PeriodHistory& u = utilization_samples_;
+  if (active_only) return active_process_records(timeline_, now, since, u.oldest_instant(now), u.grid());
   return gpumeter::sim::process_records(timeline_, now, since, u.oldest_instant(now), u.grid());
 }
 

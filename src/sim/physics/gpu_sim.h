@@ -50,8 +50,10 @@ class SimGpu {
   PeriodHistory& utilization_samples() { return utilization_samples_; }
   PeriodHistory& power_samples() { return power_samples_; }
 
-  // Per-process records at `now` since scenario time `since`, within the utilization buffer.
-  std::vector<ProcessRecord> process_records(Micros now, Micros since) const;
+  // Per-process records at `now` since scenario time `since`, within the utilization buffer;
+  // `active_only`: of the samples of periods each process was active in only
+  // (active_process_records).
+  std::vector<ProcessRecord> process_records(Micros now, Micros since, bool active_only) const;
 
   // Average power over (t - window, t] (clipped at time 0), in mW, rounded; the
   // instantaneous power when the window is empty.

@@ -92,4 +92,51 @@ std::vector<ProcessRecord> process_records(const GpuTimeline& timeline, Micros n
   return records;
 }
 
+std::vector<ProcessRecord> active_process_records(const GpuTimeline& timeline, Micros now, Micros since, Micros oldest,
+                                                  Micros period) {
+  const Micros from = std::max({since, oldest, Micros{0}});
+  if (now <= from) return {};
+  // The processes present since the first sample period that can end after `from`, in order
+  // of first presence.
+  std::vector<std::uint32_t> pids;
+  timeline.for_each_segment(std::max(Micros{0}, from - period), now, [&](const Segment& s) {
+    for (const JobShare& j : s.jobs) {
+      if (std::find(pids.begin(), pids.end(), j.pid) == pids.end()) pids.push_back(j.pid);
+    }
+  });
+  std::vector<ProcessRecord> records;
+  for (const std::uint32_t pid : pids) {
+    const Micros phase = process_phase(pid, period);
+    double sm = 0;
+    double mem = 0;
+    int active = 0;
+    ProcessRecord r{pid, 0, 0, 0, 0};
+    // Each sample on the process's grid in (from, now] measured the period before it.
+    for (Micros t = last_sample_at_or_before(from, phase, period) + period; t <= now; t += period) {
+      double sample_sm = 0;
+      double sample_mem = 0;
+      const Micros begin = std::max(Micros{0}, t - period);  // nothing was sampled before time 0
+      timeline.for_each_segment(begin, t, [&](const Segment& s) {
+        if (s.util_percent == 0 || s.sum_percent == 0) return;
+        for (const JobShare& j : s.jobs) {
+          if (j.pid != pid || j.percent == 0) continue;
+          const double part = static_cast<double>(j.percent) / s.sum_percent * static_cast<double>(s.end - s.start);
+          sample_sm += s.util_percent * part;
+          sample_mem += memory_util_percent(s.util_percent) * part;
+        }
+      });
+      if (sample_sm <= 0) continue;
+      if (active++ == 0) r.window_start = begin;
+      sm += sample_sm / static_cast<double>(t - begin);
+      mem += sample_mem / static_cast<double>(t - begin);
+      r.time = t;
+    }
+    if (active == 0) continue;
+    r.sm_percent = static_cast<unsigned>(std::lround(sm / active));
+    r.memory_percent = static_cast<unsigned>(std::lround(mem / active));
+    records.push_back(r);
+  }
+  return records;
+}
+
 }  // namespace gpumeter::sim

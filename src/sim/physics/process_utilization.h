@@ -33,4 +33,13 @@ Micros process_phase(std::uint32_t pid, Micros period);
 std::vector<ProcessRecord> process_records(const GpuTimeline& timeline, Micros now, Micros since, Micros oldest,
                                            Micros period);
 
+// The same query where the driver takes a process's sample only in a period it had a non-zero
+// share of the GPU in (the active_only_process_samples quirk; nvml.h: a record for each process
+// "that had some non-zero utilization during the last sample period"): a record is the average
+// of the process's active samples stamped after `from`, stamped with the newest of them, so an
+// idle process gives none and its timestamp goes stale (NVIDIA/go-nvml#51). window_start is
+// where the period of its first such sample begins.
+std::vector<ProcessRecord> active_process_records(const GpuTimeline& timeline, Micros now, Micros since, Micros oldest,
+                                                  Micros period);
+
 }  // namespace gpumeter::sim

@@ -175,6 +175,7 @@ enum class QuirkKind {
   no_capability,
   impossible_power_samples,
   gpm_batch_collapse,
+  active_only_process_samples,
 };
 enum class CallErrorCode { unknown, not_supported, no_permission, timeout };
 

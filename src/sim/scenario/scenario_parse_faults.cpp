@@ -21,7 +21,7 @@ constexpr std::size_t kMaxDriverVersion = NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE
 
 constexpr const char* kQuirkKinds =
     "call_error, process_record_layout, garbage_process_records, gpm_non_finite, silent_while_idle, "
-    "no_capability, impossible_power_samples, gpm_batch_collapse";
+    "no_capability, impossible_power_samples, gpm_batch_collapse, active_only_process_samples";
 
 unsigned read_gpu(const Scenario& s, const MapReader& m) {
   if (s.gpus.empty()) m.fail("the scenario has no GPUs");
@@ -68,7 +68,8 @@ Quirk parse_quirk(const Scenario& s, const YAML::Node& node, const std::string& 
                                std::pair{"silent_while_idle", QuirkKind::silent_while_idle},
                                std::pair{"no_capability", QuirkKind::no_capability},
                                std::pair{"impossible_power_samples", QuirkKind::impossible_power_samples},
-                               std::pair{"gpm_batch_collapse", QuirkKind::gpm_batch_collapse}}) {
+                               std::pair{"gpm_batch_collapse", QuirkKind::gpm_batch_collapse},
+                               std::pair{"active_only_process_samples", QuirkKind::active_only_process_samples}}) {
       if (kind != name) continue;
       q.kind = plain;
       return MapReader(node, path, {"kind", "gpu", "at", "duration"});

@@ -235,7 +235,7 @@ TEST(Model, ProcessSharesSplitTheGpuByUtilization) {
   Scenario s = testing::parse_ok(kScenario);
   SimGpu gpu(s, 0);
   // In [60, 65) job a asks 50% and job b 80%: the GPU is 100% busy, split 50:80.
-  const auto records = gpu.process_records(64 * S, 61 * S);
+  const auto records = gpu.process_records(64 * S, 61 * S, false);
   ASSERT_EQ(records.size(), 2u);
   EXPECT_EQ(records[0].pid, 100u);
   EXPECT_EQ(records[0].sm_percent, 38u);  // 100 * 50 / 130

@@ -46,7 +46,7 @@ TEST(ProcessUtilization, RecordsAverageOverTheSamplesOfTheProcesssLife) {
   Scenario s = testing::parse_ok(kScenario);
   SimGpu gpu(s, 0);
   const Micros now = 5 * S + 123'457;
-  const auto records = gpu.process_records(now, 0);
+  const auto records = gpu.process_records(now, 0, false);
   ASSERT_EQ(records.size(), 2u);  // z never had a share
   for (const ProcessRecord& r : records) {
     EXPECT_EQ((r.time - process_phase(r.pid, P)) % P, 0);
@@ -74,7 +74,7 @@ TEST(ProcessUtilization, RecordsAverageOverTheSamplesOfTheProcesssLife) {
 
   // Since 4 s: x did not run, y did at 40% all along. y's first sample after 4 s measured the
   // period that began at its grid point at or before 4 s.
-  const auto later = gpu.process_records(now, 4 * S);
+  const auto later = gpu.process_records(now, 4 * S, false);
   ASSERT_EQ(later.size(), 1u);
   EXPECT_EQ(later[0].pid, 12u);
   EXPECT_EQ(later[0].window_start, grid_at_or_before(12, 4 * S));
@@ -82,7 +82,7 @@ TEST(ProcessUtilization, RecordsAverageOverTheSamplesOfTheProcesssLife) {
   EXPECT_EQ(later[0].sm_percent, 40u);
   EXPECT_EQ(later[0].memory_percent, 24u);
   // Since its own sample time: nothing new.
-  EXPECT_TRUE(gpu.process_records(now, y.time).empty());
+  EXPECT_TRUE(gpu.process_records(now, y.time, false).empty());
 }
 
 TEST(ProcessUtilization, AProcessThatStartsAfterItsSampleHasNothingYet) {
@@ -93,12 +93,12 @@ TEST(ProcessUtilization, AProcessThatStartsAfterItsSampleHasNothingYet) {
   const Micros start = 2 * S + 500'000;
   Micros next_sample = process_phase(12, P);
   while (next_sample <= start + 1) next_sample += P;
-  const auto records = gpu.process_records(next_sample - 1, 2 * S);
+  const auto records = gpu.process_records(next_sample - 1, 2 * S, false);
   ASSERT_EQ(records.size(), 1u);
   EXPECT_EQ(records[0].pid, 11u);
   EXPECT_EQ(records[0].sm_percent, 60u);
   // At its next sample the record holds its share over the period in which it started.
-  const auto after = gpu.process_records(next_sample, 2 * S);
+  const auto after = gpu.process_records(next_sample, 2 * S, false);
   ASSERT_EQ(after.size(), 2u);
   EXPECT_EQ(after[1].pid, 12u);
   EXPECT_EQ(after[1].time, next_sample);
@@ -113,11 +113,54 @@ TEST(ProcessUtilization, HistoryEndsWithTheUtilizationBuffer) {
   Scenario s = testing::parse_ok(kScenario);
   SimGpu gpu(s, 0);
   // At 23.3 s the buffer covers [3.2 s, ...): x ended at 3 s.
-  const auto records = gpu.process_records(23 * S + 300'000, 0);
+  const auto records = gpu.process_records(23 * S + 300'000, 0, false);
   ASSERT_EQ(records.size(), 1u);
   EXPECT_EQ(records[0].pid, 12u);
   EXPECT_EQ(records[0].window_start, grid_at_or_before(12, 3 * S + 200'000));
   EXPECT_EQ(records[0].sm_percent, 40u);
+}
+
+// GPU 0: "b" bursts to 50% on [1, 2) and [4, 5), idle between; "s" at 30% throughout.
+const std::string kBursty = std::string(testing::kModel) + R"(
+gpus: {count: 1, model: m}
+jobs:
+  - {name: b, gpus: [0], pid: 21, start: 0, utilization: {pattern: trace, points: [[0, 0], [1, 0.5], [2, 0], [4, 0.5], [5, 0]]}}
+  - {name: s, gpus: [0], pid: 22, start: 0, utilization: 0.3}
+)";
+
+TEST(ProcessUtilization, ActiveOnlySamplesAverageTheActivePeriodsAndStampTheLastOne) {
+  Scenario s = testing::parse_ok(kBursty);
+  SimGpu gpu(s, 0);
+  const Micros now = 3 * S + 500'000;
+  // Over the whole window: the window variant averages b's idle time in, the active-only
+  // variant does not, and stamps b's last active sample, over a second before now.
+  const auto window = gpu.process_records(now, 0, false);
+  const auto active = gpu.process_records(now, 0, true);
+  ASSERT_EQ(window.size(), 2u);
+  ASSERT_EQ(active.size(), 2u);
+  const ProcessRecord& b = active[0];
+  EXPECT_EQ(b.pid, 21u);
+  EXPECT_LT(window[0].sm_percent, 30u);
+  EXPECT_GT(window[0].time, now - P);
+  // Its first and last active samples reach into [1, 2) by a part of a period: the average
+  // of whole samples at 50% and two partial ones lies between.
+  EXPECT_LE(b.sm_percent, 50u);
+  EXPECT_GE(b.sm_percent, 40u);
+  EXPECT_GE(b.time, 2 * S);
+  EXPECT_LT(b.time, 2 * S + P);
+  EXPECT_GT(b.window_start, 1 * S - P);
+  EXPECT_LE(b.window_start, 1 * S);
+  // The steady process is active in every sample: both variants agree.
+  EXPECT_EQ(active[1].pid, 22u);
+  EXPECT_EQ(active[1].sm_percent, window[1].sm_percent);
+  EXPECT_EQ(active[1].time, window[1].time);
+  // Since b's last active sample: no record for it until it runs again.
+  const auto idle = gpu.process_records(now, b.time, true);
+  ASSERT_EQ(idle.size(), 1u);
+  EXPECT_EQ(idle[0].pid, 22u);
+  const auto again = gpu.process_records(4 * S + 500'000, b.time, true);
+  ASSERT_EQ(again.size(), 2u);
+  EXPECT_GE(again[0].time, 4 * S);
 }
 
 }  // namespace

@@ -172,7 +172,7 @@ TEST(ScenarioQuirks, ErrorsNameFileLineColumnAndField) {
       {"unknown quirk kind", q + "  - {kind: bogus}\n",
        "test.yaml:15:12: quirks[0].kind: unknown quirk kind 'bogus' (expected one of: call_error, "
        "process_record_layout, garbage_process_records, gpm_non_finite, silent_while_idle, no_capability, "
-       "impossible_power_samples, gpm_batch_collapse)"},
+       "impossible_power_samples, gpm_batch_collapse, active_only_process_samples)"},
       {"unknown quirk key", q + "  - {kind: garbage_process_records, call: x}\n",
        "test.yaml:15:37: quirks[0]: unknown key 'call'"},
       {"quirk gpu out of range", q + "  - {kind: garbage_process_records, gpu: 3}\n",
