@@ -140,6 +140,20 @@ void GpuLedger::add_process_records(const std::vector<ProcessSample>& records,
   }
 }
 
+void GpuLedger::learn_record_semantics(const LedgerTick& tick) {
+  if (active_only_records_ || tick.utilization_samples.empty()) return;
+  std::int64_t device_now = 0;
+  for (const auto& s : tick.utilization_samples) device_now = std::max(device_now, s.timestamp_us);
+  const auto stale_us = static_cast<std::int64_t>(kStaleRecordPeriods * static_cast<double>(period_or_default()));
+  for (const auto& r : tick.process_samples) {
+    // Still listed, so it did not stop: its newest sample is old because it was idle.
+    if (find_pid(tick.processes, r.pid) != nullptr && device_now - r.timestamp_us > stale_us) {
+      active_only_records_ = true;
+      return;
+    }
+  }
+}
+
 std::vector<std::int64_t> GpuLedger::carry_ends() const {
   // Each window is carried up to the next query's window start: the earliest query window
   // starting at or after its end (one query's records share their start, whichever process
@@ -240,6 +254,7 @@ void GpuLedger::take_pending(const LedgerTick& tick) {
   // Pending samples: a buffer read can run ahead of another by one period; keep what is not
   // used yet for the next tick instead of losing it.
   for (const auto& s : tick.power_samples) pending_power_.push_back(s);
+  learn_record_semantics(tick);
   add_process_records(tick.process_samples, tick.processes);
   for (const auto& p : tick.processes) {
     if (p.busy_seconds && *p.busy_seconds > 0) pending_exact_[p.pid] += *p.busy_seconds;

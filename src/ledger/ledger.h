@@ -320,6 +320,17 @@ class GpuLedger {
   // record, at most this long (NVML sends nothing for an idle process).
   static constexpr std::int64_t kMaxProcessSampleSpanUs = 1'000'000;
   static constexpr std::int64_t kDefaultPeriodUs = 200'000;
+  // Whether this GPU's driver averages a process's record over its active samples only: seen
+  // once a listed process's newest record is stale (share_fit.h, active_levels; the window
+  // variant stamps every live process's record within a period of now).
+  void learn_record_semantics(const LedgerTick& tick);
+  // Active-only records: each member's SM share in each period as the device's busy time says
+  // it ran (share_fit.h, active_levels).
+  static void active_member_shares(std::vector<std::vector<Member>>& period_members, const std::vector<Period>& periods,
+                                   const std::vector<double>& shared, double weight);
+  bool active_only_records_ = false;
+  // A listed process's record older than this many device periods shows active-only records.
+  static constexpr double kStaleRecordPeriods = 1.5;
   std::vector<ProcessWindow> pending_process_;  // not yet fully used (carry included)
   std::map<unsigned, std::int64_t> last_process_sample_us_;
   std::int64_t device_period_us_ = 0;  // spacing of the device's utilization samples; 0: not seen yet

@@ -108,6 +108,7 @@ void GpuLedger::integrate(const std::vector<Period>& input, const LedgerTick& ti
   double tick_energy = 0;
   std::vector<std::vector<Member>> period_members = this->period_members(periods, tick);
   const PeriodBusy busy = period_busy(periods, period_members, tick);
+  if (active_only_records_) active_member_shares(period_members, periods, busy.shared, tick.weight);
   fit_member_shares(period_members, busy.shared, tick.weight);
   for (size_t i = 0; i < periods.size(); ++i) {
     tick_energy += charge_period(periods[i], period_members[i], *allocations[i], busy.exact[i], busy.busy[i],
@@ -154,6 +155,37 @@ GpuLedger::PeriodBusy GpuLedger::period_busy(const std::vector<Period>& periods,
   }
   pending_exact_.clear();
   return out;
+}
+
+void GpuLedger::active_member_shares(std::vector<std::vector<Member>>& period_members,
+                                     const std::vector<Period>& periods, const std::vector<double>& shared,
+                                     double weight) {
+  if (weight <= 0) return;
+  std::vector<unsigned> pids;
+  for (const auto& members : period_members) {
+    for (const auto& m : members) {
+      if (m.sm_seconds > 0 && std::find(pids.begin(), pids.end(), m.pid) == pids.end()) pids.push_back(m.pid);
+    }
+  }
+  auto row = [&](unsigned pid) { return static_cast<size_t>(std::find(pids.begin(), pids.end(), pid) - pids.begin()); };
+  std::vector<std::vector<double>> levels(pids.size(), std::vector<double>(periods.size(), 0.0));
+  std::vector<double> busy(periods.size(), 0.0);
+  std::vector<double> seconds(periods.size(), 0.0);
+  for (size_t i = 0; i < periods.size(); ++i) {
+    seconds[i] = static_cast<double>(periods[i].end_us - periods[i].start_us) / 1e6;
+    if (seconds[i] <= 0) continue;
+    busy[i] = shared[i] / (weight * seconds[i]);
+    for (const auto& m : period_members[i]) {
+      if (m.sm_seconds > 0) levels[row(m.pid)][i] = m.sm_seconds / seconds[i];
+    }
+  }
+  const auto fitted = active_levels(levels, busy);
+
+  for (size_t i = 0; i < periods.size(); ++i) {
+    for (auto& m : period_members[i]) {
+      if (m.sm_seconds > 0) m.sm_seconds = fitted[row(m.pid)][i] * seconds[i];
+    }
+  }
 }
 
 void GpuLedger::fit_member_shares(std::vector<std::vector<Member>>& period_members, const std::vector<double>& shared,

@@ -2,7 +2,9 @@
 5 s and 30 s (dcgm-exporter's default), one Prometheus scrapes all three, and each agent's busy
 and allocated seconds per owner must match the ground truth within 0.5 %, with under 0.5 % of
 the busy time left unattributed. Scenario: scenarios/ledger-intervals.yaml (every owner
-resolvable, edges off the whole second and off the sample grid)."""
+resolvable, edges off the whole second and off the sample grid). Both per-process record variants
+are on the node: GPU 3's driver averages a record over the whole window, GPU 8's (the same two
+pods, one of them bursty) over the process's active samples only."""
 import os
 import tempfile
 import time
@@ -90,7 +92,8 @@ class CollectionInterval(AgentTestCase):
             unattributed = sum(v.get("busy_seconds", 0.0) for k, v in got.items() if k[1] == "__unattributed__")
             # Shown in the test log: the figures the docs quote.
             print("--collect.interval %s: largest deviation per counter: %s; unattributed busy %.4f %% of %.1f s"
-                  % (interval, ", ".join("%s %.3g %%" % (f, 100 * d) for f, (d, _) in sorted(worst.items())),
+                  % (interval, ", ".join("%s %.3g %% (GPU %s %s)" % (f, 100 * d, k[0], k[1])
+                                         for f, (d, k) in sorted(worst.items())),
                      100 * unattributed / total_busy, total_busy))
             if unattributed > TOLERANCE * total_busy:
                 failures.append("%s: %.4f s of %.1f s busy unattributed" % (interval, unattributed, total_busy))

@@ -81,5 +81,81 @@ TEST(ShareFit, PeriodTotalsAlwaysHoldAndNothingIsNegative) {
   }
 }
 
+// Active-only records: who ran in a period is what the device's busy fraction says.
+TEST(ActiveSubset, TheDevicesBusyFractionTellsWhoRan) {
+  // A bursty process at 40 % while active beside a steady one at 50 %.
+  EXPECT_EQ(active_subset({0.4, 0.5}, 0.5), (std::vector<bool>{false, true}));
+  EXPECT_EQ(active_subset({0.4, 0.5}, 0.9), (std::vector<bool>{true, true}));
+  EXPECT_EQ(active_subset({0.4, 0.5}, 0.4), (std::vector<bool>{true, false}));
+  // Both running fill the GPU: levels past a full GPU still fit it.
+  EXPECT_EQ(active_subset({0.6, 0.5}, 1.0), (std::vector<bool>{true, true}));
+}
+
+TEST(ActiveSubset, AProcessIsTakenToHaveRunUnlessTheDeviceSaysOtherwise) {
+  // Within the rounding of records and samples, the larger set.
+  EXPECT_EQ(active_subset({0.01, 0.5}, 0.5), (std::vector<bool>{true, true}));
+  EXPECT_EQ(active_subset({0.3}, 0.0), (std::vector<bool>{true}));
+  EXPECT_EQ(active_subset({}, 0.5), (std::vector<bool>{}));
+  // More processes than the search allows: every one.
+  const std::vector<double> many(kMaxActiveChoice + 1, 0.05);
+  EXPECT_EQ(active_subset(many, 0.1), std::vector<bool>(many.size(), true));
+}
+
+TEST(ActiveSubset, PicksTheClosestOfManySubsets) {
+  const std::vector<double> levels{0.1, 0.2, 0.35, 0.05, 0.12};
+  const std::vector<bool> ran = active_subset(levels, 0.47);
+  double sum = 0;
+  for (size_t j = 0; j < levels.size(); ++j) sum += ran[j] ? levels[j] : 0.0;
+  EXPECT_NEAR(sum, 0.47, kActiveSlack + 1e-9);
+}
+
+TEST(LevelScales, ABurstysDilutedRecordIsScaledToWhatTheDeviceSays) {
+  // "bursty" ran at 45 % in periods 5-14, but its record, with partial samples at the burst's
+  // edges, reads 43 %; "steady" at 50 % ran throughout.
+  std::vector<std::vector<double>> levels(2, std::vector<double>(15, 0.0));
+  std::vector<double> busy(15, 0.5);
+  for (size_t p = 0; p < 15; ++p) {
+    levels[1][p] = 0.5;
+    if (p >= 5) {
+      levels[0][p] = 0.43;
+      busy[p] = 0.95;
+    }
+  }
+  const auto scale = level_scales(levels, busy, {false, true});
+  EXPECT_NEAR(scale[0] * 0.43, 0.45, 2e-3);
+  EXPECT_NEAR(scale[1] * 0.5, 0.5, 2e-3);
+}
+
+TEST(LevelScales, ProcessesThatAlwaysRanTogetherKeepTheirRecordsRatio) {
+  // Only their sum is known: both factors stay equal, near what meets the sum.
+  const std::vector<std::vector<double>> levels{std::vector<double>(10, 0.3), std::vector<double>(10, 0.5)};
+  const auto scale = level_scales(levels, std::vector<double>(10, 0.84), {false, false});
+  EXPECT_NEAR(scale[0], scale[1], 1e-9);
+  EXPECT_NEAR(0.3 * scale[0] + 0.5 * scale[1], 0.84, 2e-3);
+  EXPECT_EQ(level_scales({}, {0.5}, {}), std::vector<double>{});
+}
+
+TEST(ActiveLevels, ABurstThatStartsInsideAPeriodRunsThePartTheDeviceSays) {
+  // "bursty" at 45 % from a quarter into period 3 on; its record, thinned by that first partial
+  // sample, reads 43 %. "steady" at 50 % throughout.
+  const std::vector<std::vector<double>> levels{std::vector<double>(8, 0.43), std::vector<double>(8, 0.5)};
+  const std::vector<double> busy{0.5, 0.5, 0.5, 0.5 + 0.75 * 0.45, 0.95, 0.95, 0.95, 0.95};
+  const auto fitted = active_levels(levels, busy);
+  for (size_t p = 0; p < 3; ++p) EXPECT_EQ(fitted[0][p], 0.0);
+  EXPECT_NEAR(fitted[0][3], 0.75 * 0.45, 1e-3);
+  for (size_t p = 4; p < 8; ++p) EXPECT_NEAR(fitted[0][p], 0.45, 1e-3);
+  for (size_t p = 0; p < 8; ++p) EXPECT_NEAR(fitted[1][p], 0.5, 1e-3);
+}
+
+TEST(ActiveLevels, BothChangingInOnePeriodKeepTheirRecords) {
+  // Both start in period 1: which one ran less of it is unknown.
+  const std::vector<std::vector<double>> levels{std::vector<double>(3, 0.3), std::vector<double>(3, 0.4)};
+  const auto fitted = active_levels(levels, {0.0, 0.5, 0.7});
+  EXPECT_EQ(fitted[0][0] + fitted[1][0], 0.0);
+  EXPECT_GT(fitted[0][1], 0.0);
+  EXPECT_GT(fitted[1][1], 0.0);
+  EXPECT_NEAR(fitted[0][2] / fitted[1][2], 0.75, 1e-3);
+}
+
 }  // namespace
 }  // namespace gpumeter
