@@ -278,6 +278,7 @@ std::optional<GpuLedger::TickPeriods> GpuLedger::sampled_periods(const LedgerTic
   }
   if (fresh.empty()) return silent_idle_periods(tick);  // else nothing new yet: the next tick picks it up
   TickPeriods out = sample_runs(fresh);
+  estimate_missing_power(out);
   if (tick.energy_joules && out.runs.size() == 1) {
     // The energy counter is the reference: the periods' energy (from power samples, which the
     // sensor takes only part of the time on A100 and H100, or from polled power) is scaled to
@@ -323,6 +324,22 @@ std::optional<double> GpuLedger::power_over(std::int64_t from_us, std::int64_t t
   }
   if (us <= 0) return std::nullopt;
   return joules / us;
+}
+
+void GpuLedger::estimate_missing_power(TickPeriods& periods) {
+  // The whole tick teaches the fit first, so a period lost from the power buffer gets the
+  // relation its own neighbours show; without any power sample yet, charge_period falls back to
+  // the last power known.
+  for (const auto& run : periods.runs) {
+    for (const Period& p : run) {
+      if (p.power_w) power_fit_.add(p.utilization, *p.power_w, static_cast<double>(p.end_us - p.start_us) / 1e6);
+    }
+  }
+  for (auto& run : periods.runs) {
+    for (Period& p : run) {
+      if (!p.power_w) p.power_w = power_fit_.estimate(p.utilization);
+    }
+  }
 }
 
 std::optional<GpuLedger::TickPeriods> GpuLedger::silent_idle_periods(const LedgerTick& tick) {

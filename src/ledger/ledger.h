@@ -5,8 +5,9 @@
 // Time comes from the driver's sample buffers where the GPU has them (NVML keeps ~20 s of
 // utilization samples and 119 power samples, 4 s to 2 min of them, each the average over its
 // period), so every period is integrated once, with its own average, whatever the polling
-// jitter; a GPU without sample buffers is integrated from polled values over the wall time
-// between collections.
+// jitter; a period no power sample covers gets the power the GPU's sampled periods say it
+// draws at that utilization. A GPU without sample buffers is integrated from polled values over
+// the wall time between collections.
 //
 // For each period of length d with the set M of members present (processes, each owned by
 // one OwnerLabels), device utilization U, power P and idle power I:
@@ -45,6 +46,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "ledger/power_fit.h"
 #include "model/owner.h"
 #include "model/reading.h"
 #include "util/result.h"
@@ -197,7 +199,8 @@ class GpuLedger {
   struct Period {
     std::int64_t start_us, end_us;
     double utilization;  // 0..1
-    // Average over the period: the power samples' over the part they cover; unset when none does.
+    // Average over the period: the power samples' over the part they cover, else the estimate
+    // (estimate_missing_power); unset when neither is known.
     std::optional<double> power_w;
   };
   using OwnerSet = std::shared_ptr<const std::vector<OwnerLabels>>;
@@ -270,6 +273,9 @@ class GpuLedger {
   Period buffered_period(std::int64_t from_us, std::int64_t to_us, double utilization) const;
   // The utilization samples after the cursor (sorted) as periods, split at each hole.
   TickPeriods sample_runs(const std::vector<TimedSample>& fresh);
+  // Learns the GPU's power against its utilization from the periods with power samples, and
+  // gives each period without one the estimate (ledger/power_fit.h).
+  void estimate_missing_power(TickPeriods& periods);
   // A tick without new samples on a GPU that reads idle: the sample buffer may have stopped
   // filling (some drivers do while the GPU idles), so the time since the cursor, but the last
   // kHoleDevicePeriods, is idle, not gap. nullopt when there is nothing to integrate.
@@ -307,6 +313,7 @@ class GpuLedger {
   std::optional<double> power_over(std::int64_t from_us, std::int64_t to_us) const;
   std::vector<PowerSpan> pending_power_;  // not yet used up by utilization periods
   std::int64_t last_power_us_ = 0;        // the newest power sample's stamp; 0: none yet
+  PowerFit power_fit_;                    // power against utilization, from the sampled periods
   // Exact busy seconds by pid (LedgerProcess::busy_seconds) not yet integrated; spread over the
   // next integrated periods, dropped with a gap (nobody knows when in the gap they were spent).
   std::map<unsigned, double> pending_exact_;

@@ -53,6 +53,23 @@ GpuLedger started_ledger() {
   return l;
 }
 
+TEST(LedgerPower, TimeLostFromThePowerBufferGetsThePowerOfItsUtilization) {
+  // The process runs at 90 % from the middle of one reading into the next, whose oldest power
+  // samples have left the buffer: that second of its time is charged 628 W, what the sampled
+  // periods say the GPU draws at 90 %, not the idle power polled at the reading's end.
+  GpuLedger l = started_ledger();
+  const double busy = watts(0.9) * 1.0, idle = watts(0) * 1.0;
+  std::vector<P> first(5, P{0.0});
+  first.insert(first.end(), 5, P{0.9, true, true});
+  l.advance(tick_of(kT0, first, true, 1000 + idle + busy));
+  std::vector<P> second(5, P{0.9, false, true});  // lost from the power buffer
+  second.insert(second.end(), 5, P{0.0});
+  l.advance(tick_of(kT0 + 10 * kPeriod, second, false, 1000 + 2 * (idle + busy)));
+  EXPECT_NEAR(l.owners().at(owner_a()).energy_joules, 2 * busy, 1e-6);
+  EXPECT_NEAR(l.owners().at(idle_owner()).energy_joules, 2 * idle, 1e-6);
+  EXPECT_NEAR(l.energy_joules(), 2 * (idle + busy), 1e-6) << "the counter stays the reference";
+}
+
 TEST(LedgerPower, ASampleStandsForTheTimeSinceTheOneBeforeIt) {
   // An idle GPU's driver samples power about once a second: the sample at the end of the
   // second stands for the whole of it, not for its last utilization period alone.
