@@ -7,25 +7,6 @@
 
 namespace gpumeter {
 
-namespace {
-
-// Averages the samples stamped inside (start, end].
-template <typename T, typename F>
-std::optional<double> average_in(const std::vector<T>& samples, std::int64_t start, std::int64_t end, F value) {
-  double sum = 0;
-  int n = 0;
-  for (const auto& s : samples) {
-    if (s.timestamp_us > start && s.timestamp_us <= end) {
-      sum += value(s);
-      ++n;
-    }
-  }
-  if (n == 0) return std::nullopt;
-  return sum / n;
-}
-
-}  // namespace
-
 const LedgerProcess* GpuLedger::find_pid(const std::vector<LedgerProcess>& v, unsigned pid) {
   for (const auto& p : v) {
     if (p.pid == pid) return &p;
@@ -213,7 +194,11 @@ void GpuLedger::rebase(std::int64_t step_us) {
   for (auto& [o, t] : owners_) {
     if (t.last_active_us != 0) t.last_active_us += step_us;
   }
-  for (auto& s : pending_power_) s.timestamp_us += step_us;
+  for (auto& s : pending_power_) {
+    s.from_us += step_us;
+    s.to_us += step_us;
+  }
+  if (last_power_us_ != 0) last_power_us_ += step_us;
   for (auto& w : pending_process_) {
     w.from_us += step_us;
     w.to_us += step_us;
@@ -233,8 +218,9 @@ void GpuLedger::restart_at(std::int64_t cursor_us, const LedgerTick& tick) {
   start_at(cursor_us, tick);
   pending_process_.clear();
   last_process_sample_us_.clear();
-  std::erase_if(pending_power_, [&](const TimedSample& s) { return s.timestamp_us <= cursor_us_; });
-  ++gaps_;  // of unknown length: nobody knows how long the agent was down
+  std::erase_if(pending_power_, [&](const PowerSpan& s) { return s.to_us <= cursor_us_; });
+  last_power_us_ = 0;  // samples after the restart are stamped on a clock that went back
+  ++gaps_;             // of unknown length: nobody knows how long the agent was down
 }
 
 AdvanceResult GpuLedger::advance(const LedgerTick& tick) {
@@ -253,7 +239,7 @@ void GpuLedger::take_pending(const LedgerTick& tick) {
   if (options_.scheduler && tick.allocation) note_allocation(*tick.allocation);
   // Pending samples: a buffer read can run ahead of another by one period; keep what is not
   // used yet for the next tick instead of losing it.
-  for (const auto& s : tick.power_samples) pending_power_.push_back(s);
+  add_power_samples(tick.power_samples);
   learn_record_semantics(tick);
   add_process_records(tick.process_samples, tick.processes);
   for (const auto& p : tick.processes) {
@@ -307,6 +293,7 @@ std::optional<GpuLedger::TickPeriods> GpuLedger::sampled_periods(const LedgerTic
   }
   if (fresh.empty()) return silent_idle_periods(tick);  // else nothing new yet: the next tick picks it up
   TickPeriods out = sample_runs(fresh);
+  estimate_missing_power(out);
   if (tick.energy_joules && out.runs.size() == 1) {
     // The energy counter is the reference: the periods' energy (from power samples, which the
     // sensor takes only part of the time on A100 and H100, or from polled power) is scaled to
@@ -320,8 +307,54 @@ std::optional<GpuLedger::TickPeriods> GpuLedger::sampled_periods(const LedgerTic
 }
 
 GpuLedger::Period GpuLedger::buffered_period(std::int64_t from_us, std::int64_t to_us, double utilization) const {
-  return {from_us, to_us, utilization,
-          average_in(pending_power_, from_us, to_us, [](const TimedSample& x) { return x.value; })};
+  return {from_us, to_us, utilization, power_over(from_us, to_us)};
+}
+
+void GpuLedger::add_power_samples(const std::vector<TimedSample>& samples) {
+  // Each sample is the average since the one before it (a real driver's spacing follows the
+  // GPU's state, docs/nvml-behaviour.md, "Power cadence"), so it stands for that time. The
+  // first of a read stands for at most one device period back: samples before it may have left
+  // a full buffer unread, and nothing in the read says so. A sample seen before is skipped.
+  std::vector<TimedSample> sorted = samples;
+  std::stable_sort(sorted.begin(), sorted.end(),
+                   [](const TimedSample& x, const TimedSample& y) { return x.timestamp_us < y.timestamp_us; });
+  std::optional<std::int64_t> previous;  // the sample before, in this read
+  for (const auto& s : sorted) {
+    if (s.timestamp_us > last_power_us_) {
+      const std::int64_t from = previous.value_or(std::max(last_power_us_, s.timestamp_us - period_or_default()));
+      pending_power_.push_back({from, s.timestamp_us, s.value});
+      last_power_us_ = s.timestamp_us;
+    }
+    previous = s.timestamp_us;
+  }
+}
+
+std::optional<double> GpuLedger::power_over(std::int64_t from_us, std::int64_t to_us) const {
+  double joules = 0, us = 0;
+  for (const auto& s : pending_power_) {
+    const auto overlap = static_cast<double>(std::min(s.to_us, to_us) - std::max(s.from_us, from_us));
+    if (overlap <= 0) continue;
+    joules += s.watts * overlap;
+    us += overlap;
+  }
+  if (us <= 0) return std::nullopt;
+  return joules / us;
+}
+
+void GpuLedger::estimate_missing_power(TickPeriods& periods) {
+  // The whole tick teaches the fit first, so a period lost from the power buffer gets the
+  // relation its own neighbours show; without any power sample yet, charge_period falls back to
+  // the last power known.
+  for (const auto& run : periods.runs) {
+    for (const Period& p : run) {
+      if (p.power_w) power_fit_.add(p.utilization, *p.power_w, static_cast<double>(p.end_us - p.start_us) / 1e6);
+    }
+  }
+  for (auto& run : periods.runs) {
+    for (Period& p : run) {
+      if (!p.power_w) p.power_w = power_fit_.estimate(p.utilization);
+    }
+  }
 }
 
 std::optional<GpuLedger::TickPeriods> GpuLedger::silent_idle_periods(const LedgerTick& tick) {
@@ -417,7 +450,7 @@ void GpuLedger::integrate_runs(const TickPeriods& periods, const LedgerTick& tic
   cursor_us_ = periods.new_cursor;
   previous_ = tick.processes;
   energy_counter_ = tick.energy_joules;
-  std::erase_if(pending_power_, [&](const TimedSample& s) { return s.timestamp_us <= cursor_us_; });
+  std::erase_if(pending_power_, [&](const PowerSpan& s) { return s.to_us <= cursor_us_; });
   // A window is kept while its carry may still reach past the cursor.
   const auto carry_us = static_cast<std::int64_t>(kCarryDevicePeriods * static_cast<double>(period_or_default()));
   std::erase_if(pending_process_, [&](const ProcessWindow& w) { return w.to_us + carry_us <= cursor_us_; });

@@ -3,9 +3,11 @@
 // owner at the agent's sampling rate, independent of any scrape.
 //
 // Time comes from the driver's sample buffers where the GPU has them (NVML keeps ~20 s of
-// utilization and power samples, each the average over its period), so every period is
-// integrated once, with its own average, whatever the polling jitter; a GPU without sample
-// buffers is integrated from polled values over the wall time between collections.
+// utilization samples and 119 power samples, 4 s to 2 min of them, each the average over its
+// period), so every period is integrated once, with its own average, whatever the polling
+// jitter; a period no power sample covers gets the power the GPU's sampled periods say it
+// draws at that utilization. A GPU without sample buffers is integrated from polled values over
+// the wall time between collections.
 //
 // For each period of length d with the set M of members present (processes, each owned by
 // one OwnerLabels), device utilization U, power P and idle power I:
@@ -44,6 +46,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "ledger/power_fit.h"
 #include "model/owner.h"
 #include "model/reading.h"
 #include "util/result.h"
@@ -195,8 +198,10 @@ class GpuLedger {
   enum class Mode { kNone, kSamples, kPolled };
   struct Period {
     std::int64_t start_us, end_us;
-    double utilization;             // 0..1
-    std::optional<double> power_w;  // average over the period when known
+    double utilization;  // 0..1
+    // Average over the period: the power samples' over the part they cover, else the estimate
+    // (estimate_missing_power); unset when neither is known.
+    std::optional<double> power_w;
   };
   using OwnerSet = std::shared_ptr<const std::vector<OwnerLabels>>;
   // Divides the periods' time, busy time and energy among the owners present (ledger_integrate.cpp).
@@ -268,6 +273,9 @@ class GpuLedger {
   Period buffered_period(std::int64_t from_us, std::int64_t to_us, double utilization) const;
   // The utilization samples after the cursor (sorted) as periods, split at each hole.
   TickPeriods sample_runs(const std::vector<TimedSample>& fresh);
+  // Learns the GPU's power against its utilization from the periods with power samples, and
+  // gives each period without one the estimate (ledger/power_fit.h).
+  void estimate_missing_power(TickPeriods& periods);
   // A tick without new samples on a GPU that reads idle: the sample buffer may have stopped
   // filling (some drivers do while the GPU idles), so the time since the cursor, but the last
   // kHoleDevicePeriods, is idle, not gap. nullopt when there is nothing to integrate.
@@ -293,7 +301,19 @@ class GpuLedger {
   std::optional<double> energy_counter_;  // last counter reading (polled mode)
   std::vector<LedgerProcess> previous_;   // the process list of the previous tick
   std::optional<double> last_power_w_;
-  std::vector<TimedSample> pending_power_;  // not yet matched to a utilization period
+  // A power sample: the average over (from_us, to_us], the time since the sample before it.
+  struct PowerSpan {
+    std::int64_t from_us = 0, to_us = 0;
+    double watts = 0;
+  };
+  // Queues the power samples of a read, each for the time it stands for.
+  void add_power_samples(const std::vector<TimedSample>& samples);
+  // The time-weighted average of the pending power samples over (from_us, to_us], unset where
+  // none covers any of it.
+  std::optional<double> power_over(std::int64_t from_us, std::int64_t to_us) const;
+  std::vector<PowerSpan> pending_power_;  // not yet used up by utilization periods
+  std::int64_t last_power_us_ = 0;        // the newest power sample's stamp; 0: none yet
+  PowerFit power_fit_;                    // power against utilization, from the sampled periods
   // Exact busy seconds by pid (LedgerProcess::busy_seconds) not yet integrated; spread over the
   // next integrated periods, dropped with a gap (nobody knows when in the gap they were spent).
   std::map<unsigned, double> pending_exact_;
