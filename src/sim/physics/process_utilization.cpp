@@ -97,22 +97,25 @@ std::vector<ProcessRecord> active_process_records(const GpuTimeline& timeline, M
   const Micros from = std::max({since, oldest, Micros{0}});
   if (now <= from) return {};
   // The processes present since the first sample period that can end after `from`, in order
-  // of first presence.
-  std::vector<std::uint32_t> pids;
+  // of first presence, each with the last instant it existed (up to now): as in
+  // process_records(), a process is sampled only while it exists.
+  std::vector<std::pair<std::uint32_t, Micros>> alive;
   timeline.for_each_segment(std::max(Micros{0}, from - period), now, [&](const Segment& s) {
     for (const JobShare& j : s.jobs) {
-      if (std::find(pids.begin(), pids.end(), j.pid) == pids.end()) pids.push_back(j.pid);
+      auto it = std::find_if(alive.begin(), alive.end(), [&](const auto& a) { return a.first == j.pid; });
+      if (it == alive.end()) it = alive.insert(alive.end(), {j.pid, 0});
+      it->second = std::max(it->second, s.end >= now ? now : s.end - 1);
     }
   });
   std::vector<ProcessRecord> records;
-  for (const std::uint32_t pid : pids) {
+  for (const auto& [pid, alive_until] : alive) {
     const Micros phase = process_phase(pid, period);
     double sm = 0;
     double mem = 0;
     int active = 0;
     ProcessRecord r{pid, 0, 0, 0, 0};
-    // Each sample on the process's grid in (from, now] measured the period before it.
-    for (Micros t = last_sample_at_or_before(from, phase, period) + period; t <= now; t += period) {
+    // Each sample on the process's grid in (from, alive_until] measured the period before it.
+    for (Micros t = last_sample_at_or_before(from, phase, period) + period; t <= alive_until; t += period) {
       double sample_sm = 0;
       double sample_mem = 0;
       const Micros begin = std::max(Micros{0}, t - period);  // nothing was sampled before time 0
