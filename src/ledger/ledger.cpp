@@ -121,8 +121,8 @@ void GpuLedger::add_process_records(const std::vector<ProcessSample>& records,
   }
 }
 
-void GpuLedger::learn_record_semantics(const LedgerTick& tick) {
-  if (active_only_records_ || tick.utilization_samples.empty()) return;
+std::int64_t GpuLedger::learn_record_semantics(const LedgerTick& tick) {
+  if (active_only_records_ || tick.utilization_samples.empty()) return 0;
   std::int64_t device_now = 0;
   for (const auto& s : tick.utilization_samples) device_now = std::max(device_now, s.timestamp_us);
   const auto stale_us = static_cast<std::int64_t>(kStaleRecordPeriods * static_cast<double>(period_or_default()));
@@ -130,9 +130,10 @@ void GpuLedger::learn_record_semantics(const LedgerTick& tick) {
     // Still listed, so it did not stop: its newest sample is old because it was idle.
     if (find_pid(tick.processes, r.pid) != nullptr && device_now - r.timestamp_us > stale_us) {
       active_only_records_ = true;
-      return;
+      return device_now - r.timestamp_us;
     }
   }
+  return 0;
 }
 
 std::vector<std::int64_t> GpuLedger::carry_ends() const {
@@ -227,7 +228,7 @@ AdvanceResult GpuLedger::advance(const LedgerTick& tick) {
   AdvanceResult result;
   weight_ = tick.weight;
   rebase(tick.clock_step_us);
-  take_pending(tick);
+  take_pending(tick, result);
   const bool interrupted = std::exchange(interrupted_, false);
   std::optional<TickPeriods> periods =
       tick.utilization_samples_supported ? sampled_periods(tick, result) : polled_periods(tick, interrupted, result);
@@ -235,12 +236,12 @@ AdvanceResult GpuLedger::advance(const LedgerTick& tick) {
   return result;
 }
 
-void GpuLedger::take_pending(const LedgerTick& tick) {
+void GpuLedger::take_pending(const LedgerTick& tick, AdvanceResult& result) {
   if (options_.scheduler && tick.allocation) note_allocation(*tick.allocation);
   // Pending samples: a buffer read can run ahead of another by one period; keep what is not
   // used yet for the next tick instead of losing it.
   add_power_samples(tick.power_samples);
-  learn_record_semantics(tick);
+  result.active_only_record_age_us = learn_record_semantics(tick);
   add_process_records(tick.process_samples, tick.processes);
   for (const auto& p : tick.processes) {
     if (p.busy_seconds && *p.busy_seconds > 0) pending_exact_[p.pid] += *p.busy_seconds;

@@ -124,6 +124,9 @@ struct AdvanceResult {
   // agent was down, by an unknown amount): integration restarted from the GPU's now, and the
   // time in between counts as one gap of unknown length.
   std::int64_t cursor_ahead_us = 0;
+  // > 0: this tick showed that the GPU's per-process records average active samples only (a
+  // listed process's newest record was this old, docs/ledger.md): said once per ledger.
+  std::int64_t active_only_record_age_us = 0;
 };
 
 // A hole between consecutive utilization samples longer than this many device periods means
@@ -261,7 +264,7 @@ class GpuLedger {
   };
   // Queues what the tick brings for the periods it covers: the allocation, power samples,
   // per-process records and exact busy time.
-  void take_pending(const LedgerTick& tick);
+  void take_pending(const LedgerTick& tick, AdvanceResult& result);
   // Sample mode: restarts from the newest sample when the cursor is ahead of it by more than
   // the driver's jitter, and says so in `result`. Returns whether it restarted.
   bool restart_if_ahead(const LedgerTick& tick, AdvanceResult& result);
@@ -343,7 +346,8 @@ class GpuLedger {
   // Whether this GPU's driver averages a process's record over its active samples only: seen
   // once a listed process's newest record is stale (share_fit.h, active_levels; the window
   // variant stamps every live process's record within a period of now).
-  void learn_record_semantics(const LedgerTick& tick);
+  // Returns the stale record's age when this tick showed it, else 0.
+  std::int64_t learn_record_semantics(const LedgerTick& tick);
   // Active-only records: each member's SM share in each period as the device's busy time says
   // it ran (share_fit.h, active_levels).
   static void active_member_shares(std::vector<std::vector<Member>>& period_members, const std::vector<Period>& periods,

@@ -157,35 +157,65 @@ GpuLedger::PeriodBusy GpuLedger::period_busy(const std::vector<Period>& periods,
   return out;
 }
 
+namespace {
+
+// The members' SM seconds as a grid: the pids with some in any period, and grid[j][period].
+struct SmGrid {
+  std::vector<unsigned> pids;
+  std::vector<std::vector<double>> seconds;
+
+  size_t row(unsigned pid) const {
+    return static_cast<size_t>(std::find(pids.begin(), pids.end(), pid) - pids.begin());
+  }
+};
+
+template <typename Member>
+SmGrid sm_grid(const std::vector<std::vector<Member>>& period_members) {
+  SmGrid g;
+  for (const auto& members : period_members) {
+    for (const auto& m : members) {
+      if (m.sm_seconds > 0 && std::find(g.pids.begin(), g.pids.end(), m.pid) == g.pids.end()) g.pids.push_back(m.pid);
+    }
+  }
+  g.seconds.assign(g.pids.size(), std::vector<double>(period_members.size(), 0.0));
+  for (size_t i = 0; i < period_members.size(); ++i) {
+    for (const auto& m : period_members[i]) {
+      if (m.sm_seconds > 0) g.seconds[g.row(m.pid)][i] = m.sm_seconds;
+    }
+  }
+  return g;
+}
+
+// Writes `fitted` (a grid over g's pids) back to the members that had SM seconds.
+template <typename Member>
+void set_sm_seconds(std::vector<std::vector<Member>>& period_members, const SmGrid& g,
+                    const std::vector<std::vector<double>>& fitted) {
+  for (size_t i = 0; i < period_members.size(); ++i) {
+    for (auto& m : period_members[i]) {
+      if (m.sm_seconds > 0) m.sm_seconds = fitted[g.row(m.pid)][i];
+    }
+  }
+}
+
+}  // namespace
+
 void GpuLedger::active_member_shares(std::vector<std::vector<Member>>& period_members,
                                      const std::vector<Period>& periods, const std::vector<double>& shared,
                                      double weight) {
   if (weight <= 0) return;
-  std::vector<unsigned> pids;
-  for (const auto& members : period_members) {
-    for (const auto& m : members) {
-      if (m.sm_seconds > 0 && std::find(pids.begin(), pids.end(), m.pid) == pids.end()) pids.push_back(m.pid);
-    }
-  }
-  auto row = [&](unsigned pid) { return static_cast<size_t>(std::find(pids.begin(), pids.end(), pid) - pids.begin()); };
-  std::vector<std::vector<double>> levels(pids.size(), std::vector<double>(periods.size(), 0.0));
+  SmGrid g = sm_grid(period_members);
   std::vector<double> busy(periods.size(), 0.0);
   std::vector<double> seconds(periods.size(), 0.0);
   for (size_t i = 0; i < periods.size(); ++i) {
     seconds[i] = static_cast<double>(periods[i].end_us - periods[i].start_us) / 1e6;
-    if (seconds[i] <= 0) continue;
-    busy[i] = shared[i] / (weight * seconds[i]);
-    for (const auto& m : period_members[i]) {
-      if (m.sm_seconds > 0) levels[row(m.pid)][i] = m.sm_seconds / seconds[i];
-    }
+    if (seconds[i] > 0) busy[i] = shared[i] / (weight * seconds[i]);
+    for (auto& row : g.seconds) row[i] = seconds[i] > 0 ? row[i] / seconds[i] : 0.0;  // levels
   }
-  const auto fitted = active_levels(levels, busy);
-
-  for (size_t i = 0; i < periods.size(); ++i) {
-    for (auto& m : period_members[i]) {
-      if (m.sm_seconds > 0) m.sm_seconds = fitted[row(m.pid)][i] * seconds[i];
-    }
+  std::vector<std::vector<double>> fitted = active_levels(g.seconds, busy);
+  for (auto& row : fitted) {
+    for (size_t i = 0; i < periods.size(); ++i) row[i] *= seconds[i];
   }
+  set_sm_seconds(period_members, g, fitted);
 }
 
 void GpuLedger::fit_member_shares(std::vector<std::vector<Member>>& period_members, const std::vector<double>& shared,
@@ -193,27 +223,12 @@ void GpuLedger::fit_member_shares(std::vector<std::vector<Member>>& period_membe
   // Each period's busy time split so that both the device's samples and each process's records
   // hold (ledger/share_fit.h): the window-average shares alone would move busy time between
   // processes whenever the mix changes inside a window.
-  std::vector<unsigned> pids;
-  for (const auto& members : period_members) {
-    for (const auto& m : members) {
-      if (m.sm_seconds > 0 && std::find(pids.begin(), pids.end(), m.pid) == pids.end()) pids.push_back(m.pid);
-    }
-  }
-  auto row = [&](unsigned pid) { return static_cast<size_t>(std::find(pids.begin(), pids.end(), pid) - pids.begin()); };
-  std::vector<std::vector<double>> prior(pids.size(), std::vector<double>(period_members.size(), 0.0));
+  const SmGrid g = sm_grid(period_members);
   std::vector<double> target(period_members.size(), 0.0);
   for (size_t i = 0; i < period_members.size(); ++i) {
     target[i] = weight > 0 ? shared[i] / weight : 0.0;  // SM seconds are not weighted
-    for (const auto& m : period_members[i]) {
-      if (m.sm_seconds > 0) prior[row(m.pid)][i] = m.sm_seconds;
-    }
   }
-  const auto fitted = fit_shares(prior, target);
-  for (size_t i = 0; i < period_members.size(); ++i) {
-    for (auto& m : period_members[i]) {
-      if (m.sm_seconds > 0) m.sm_seconds = fitted[row(m.pid)][i];
-    }
-  }
+  set_sm_seconds(period_members, g, fit_shares(g.seconds, target));
 }
 
 std::vector<GpuLedger::Holder> GpuLedger::period_holders(const std::vector<Member>& members,

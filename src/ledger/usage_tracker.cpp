@@ -85,6 +85,12 @@ void UsageTracker::on_reading(size_t slot, const DeviceIdentity& id, const Devic
         "integration restarts from now, the time in between is a gap",
         {{"gpu_uuid", id.uuid}, {"ahead_seconds", seconds_text(advanced.cursor_ahead_us)}});
   }
+  if (advanced.active_only_record_age_us > 0) {
+    log_.info(
+        "this GPU's per-process utilization records average only the samples in which a process was "
+        "active; busy time is split by who the GPU's busy fraction says ran (docs/ledger.md)",
+        {{"gpu_uuid", id.uuid}, {"record_age_seconds", seconds_text(advanced.active_only_record_age_us)}});
+  }
   if (std::size_t pruned = g.ledgers.prune(now - to_us(options_.owner_retention))) {
     std::lock_guard slock(stats_mu_);
     dropped_["owner"] += pruned;

@@ -66,14 +66,16 @@ TEST(GpuLedgerActiveRecords, ABurstyProcessDoesNotTakeItsNeighboursBusyTime) {
     // has. From the second cycle on (14 s), every burst's start and end lie inside windows.
     std::map<OwnerLabels, LedgerTotals> before;
     std::int64_t from = 0;
+    int told = 0;  // ticks that said the records are active-only: one
     for (std::int64_t t = 0; t <= 70'000'000; t += spacing) {
-      ledger.advance(driver.query(kT0 + t + 37'000));
+      if (ledger.advance(driver.query(kT0 + t + 37'000)).active_only_record_age_us > 0) ++told;
       if (from == 0 && ledger.cursor_us() >= kT0 + 14'000'000) {
         before = ledger.owners();
         from = ledger.cursor_us();
       }
     }
     ASSERT_GT(from, 0);
+    EXPECT_EQ(told, 1);
     double want_bursty = 0;
     double want_steady = 0;
     for (std::int64_t ts = from + kPeriod; ts <= ledger.cursor_us(); ts += kPeriod) {
