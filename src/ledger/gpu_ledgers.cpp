@@ -68,6 +68,7 @@ LedgerTick ledger_tick(const DeviceReading& reading, std::int64_t wall_us, std::
   tick.power_samples = reading.usage.power_samples;
   tick.process_samples_supported = reading.usage.process_samples_supported;
   tick.process_samples = reading.usage.process_samples;
+  tick.process_samples_asked_us = reading.usage.process_samples_asked_us;
   tick.utilization_ratio = reading.device.utilization_ratio;
   tick.power_watts = reading.device.power_watts;
   tick.energy_joules = reading.device.energy_joules;

@@ -123,7 +123,9 @@ void GpuLedger::add_process_records(const std::vector<ProcessSample>& records,
 
 std::int64_t GpuLedger::learn_record_semantics(const LedgerTick& tick) {
   if (active_only_records_ || tick.utilization_samples.empty()) return 0;
-  std::int64_t device_now = 0;
+  // The driver's now when the records were asked for; else the device's newest sample. Not the
+  // reading's end: on a loaded host that can be long after the query.
+  std::int64_t device_now = tick.process_samples_asked_us;
   for (const auto& s : tick.utilization_samples) device_now = std::max(device_now, s.timestamp_us);
   const auto stale_us = static_cast<std::int64_t>(kStaleRecordPeriods * static_cast<double>(period_or_default()));
   for (const auto& r : tick.process_samples) {

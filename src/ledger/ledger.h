@@ -103,9 +103,10 @@ struct LedgerTick {
   std::vector<TimedSample> power_samples;
   bool process_samples_supported = false;
   std::vector<ProcessSample> process_samples;
-  std::optional<double> utilization_ratio;  // polled
-  std::optional<double> power_watts;        // polled
-  std::optional<double> energy_joules;      // the device's energy counter
+  std::int64_t process_samples_asked_us = 0;  // UsageReading::process_samples_asked_us
+  std::optional<double> utilization_ratio;    // polled
+  std::optional<double> power_watts;          // polled
+  std::optional<double> energy_joules;        // the device's energy counter
   // The wall clock, and with it the driver's sample clock, stepped by this much since the
   // previous tick (UsageReading::clock_step_us): the ledger's times move with it first.
   std::int64_t clock_step_us = 0;

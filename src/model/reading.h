@@ -88,6 +88,10 @@ struct UsageReading {
   std::vector<TimedSample> power_samples;
   bool process_samples_supported = false;
   std::vector<ProcessSample> process_samples;  // only sane ones: pid known, value <= 100 %
+  // The wall clock (µs) just before the per-process query; 0: unknown. A driver that averages
+  // every sample of a window stamps each running process's record within one sample period of
+  // this, however late the reading finishes (docs/ledger.md, "Per-process records").
+  std::int64_t process_samples_asked_us = 0;
   // The wall clock stepped by this much (µs, + forward) since this GPU's previous reading: the
   // driver stamps its samples with the wall clock, so they stepped too. 0: no step.
   std::int64_t clock_step_us = 0;

@@ -308,6 +308,7 @@ void NvmlBackend::read_process_samples(Device& d, nvmlDevice_t h, std::int64_t w
   const unsigned long long device_now =
       u.utilization_samples.empty() ? 0 : static_cast<unsigned long long>(u.utilization_samples.back().timestamp_us);
   std::vector<RawProcessSample> raw;
+  u.process_samples_asked_us = wall_now_us();
   const std::optional<ProcessUtilizationAnswer> answer = query_process_utilization(symbols_, h, cursor, c, raw);
   if (answer && answer->rc == NVML_ERROR_NOT_FOUND) {
     c.answered();
