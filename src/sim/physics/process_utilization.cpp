@@ -108,7 +108,9 @@ std::vector<ProcessRecord> active_process_records(const GpuTimeline& timeline, M
     }
   });
   std::vector<ProcessRecord> records;
-  for (const auto& [pid, alive_until] : alive) {
+  for (const auto& entry : alive) {
+    const std::uint32_t pid = entry.first;  // a plain variable: lambdas below capture it
+    const Micros alive_until = entry.second;
     const Micros phase = process_phase(pid, period);
     double sm = 0;
     double mem = 0;
