@@ -342,6 +342,9 @@ typedef struct nvmlEventData_st {
   unsigned int gpuInstanceId;
   unsigned int computeInstanceId;
 } nvmlEventData_t;
+// gpuInstanceId and computeInstanceId of an event that affects the whole GPU (nvml.h: "If MIG is
+// enabled, stores a valid ... ID", 0xFFFFFFFF otherwise).
+#define GPUMETER_NVML_WHOLE_GPU_EVENT 0xFFFFFFFFU
 
 // ---- structs of MIG, GPM and NVLink ----
 typedef struct nvmlDeviceAttributes_st {  // of a MIG device handle (nvmlDeviceGetAttributes_v2)

@@ -403,7 +403,13 @@ void CollectionScheduler::run_events(Backend& backend, size_t first_slot) {
       std::lock_guard lock(slot.mu);
       ++slot.xids[e.code];
     }
-    log_.warn("Xid error", {{"gpu", std::to_string(slot.gpu)}, {"xid", std::to_string(e.code)}});
+    if (e.gpu_instance) {
+      log_.warn("Xid error in a MIG instance", {{"gpu", std::to_string(slot.gpu)},
+                                                {"gpu_instance", std::to_string(*e.gpu_instance)},
+                                                {"xid", std::to_string(e.code)}});
+    } else {
+      log_.warn("Xid error", {{"gpu", std::to_string(slot.gpu)}, {"xid", std::to_string(e.code)}});
+    }
   }
 }
 

@@ -241,6 +241,9 @@ struct DeviceEvent {
   unsigned device = 0;
   DeviceEventKind kind = DeviceEventKind::kXid;
   uint64_t code = 0;  // the Xid number for kXid
+  // The GPU instance the event happened in, on a GPU in MIG mode; none when it affects the
+  // whole GPU. A caller without CAP_SYS_ADMIN is told only of the latter.
+  std::optional<unsigned> gpu_instance;
 };
 
 // What a collection reads. kUsage is the part the usage ledger needs (process lists, sample

@@ -163,7 +163,8 @@ void add_agent_families(FamilyList& fams, const Snapshot& snap) {
                               "Values a driver call answered as NaN or infinity, dropped (left out), by call.");
   auto& not_permitted = fams.add("gpumeter_backend_not_permitted", kGauge,
                                  "1 for each driver call refused for want of privilege and no longer asked: what it "
-                                 "reads is missing (on a MIG GPU the agent lacks CAP_SYS_ADMIN).");
+                                 "reads is missing (on a MIG GPU the agent lacks CAP_SYS_ADMIN; nvmlEventSetWait_v2 "
+                                 "then leaves out Xids inside an instance).");
   auto& reinits = fams.add("gpumeter_backend_reinitializations_total", kCounter,
                            "Times the vendor library was initialized again without a restart (e.g. after a "
                            "driver upgrade).");

@@ -9,7 +9,10 @@ owner within 0.1 % plus edges, the profile labels, the owners adding up to the c
 report's prices by profile): the agent reads each MIG device's profile from its name when the GPU
 instance's profile is refused. Beside it, per agent: `gpumeter_backend_not_permitted` names each
 refused call on the MIG GPU and none on the other, none of them is counted as a call error, and the
-log says so once."""
+log says so once. Of three Xids, one inside the train instance, one on the whole MIG GPU and one on
+the other GPU, the event wait reports the last two only (nvml.h: without privileges, "only the
+events which affect all the instances"), and the agent names `nvmlEventSetWait_v2` as not
+permitted."""
 import os
 import tempfile
 
@@ -18,7 +21,11 @@ import yaml
 import test_mig_ledger as mig
 
 REFUSED = {"nvmlDeviceGetGpuInstanceById", "nvmlDeviceGetMemoryInfo_v2", "nvmlDeviceGetMemoryInfo",
-           "nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetGraphicsRunningProcesses_v3"}
+           "nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetGraphicsRunningProcesses_v3",
+           "nvmlEventSetWait_v2"}
+XIDS = [{"kind": "xid", "gpu": 0, "at": 20, "code": 31, "mig": "train"},
+        {"kind": "xid", "gpu": 0, "at": 25, "code": 48},
+        {"kind": "xid", "gpu": 1, "at": 30, "code": 31}]
 
 
 class MigWithoutCapability(mig.MigLedger):
@@ -27,6 +34,7 @@ class MigWithoutCapability(mig.MigLedger):
         super().setUpClass()
         scenario = mig.load_scenario()
         scenario["quirks"] = [{"kind": "no_capability"}]
+        scenario["faults"] = XIDS
         cls.scenario = os.path.join(tempfile.mkdtemp(prefix="gpumeter-mig-nocap-"), "mig-h100-no-capability.yaml")
         with open(cls.scenario, "w") as f:
             yaml.safe_dump(scenario, f)
@@ -43,3 +51,6 @@ class MigWithoutCapability(mig.MigLedger):
         self.assertEqual(len(lines), 1, lines)
         self.assertIn("gpu=0", lines[0])
         self.assertIn("nvmlDeviceGetGpuInstanceById", lines[0])
+        xids = prom.query('gpu_xid_errors_total{instance="%s"}' % instance, at=at)
+        self.assertEqual({(r["metric"]["gpu"], r["metric"]["xid"], r["value"][1]) for r in xids},
+                         {("0", "48", "1"), ("1", "31", "1")}, "the Xid inside the instance is withheld")

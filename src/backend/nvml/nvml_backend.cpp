@@ -393,7 +393,12 @@ void NvmlBackend::merge_counters(unsigned index, const NvmlCollection& c, bool w
   for (const auto& [reason, n] : c.dropped_samples()) status_.counters.dropped_samples[{index, reason}] += n;
 }
 
-void NvmlBackend::report_not_permitted(Device& d, const std::vector<std::string>& calls) {
+void NvmlBackend::report_not_permitted(Device& d, std::vector<std::string> calls) {
+  // A refused GPU instance query shows the agent is unprivileged, and nvml.h says event waits then
+  // report "only the events which affect all the instances": Xids inside a MIG instance are missing.
+  if (d.mig_enabled == true && std::find(calls.begin(), calls.end(), "nvmlDeviceGetGpuInstanceById") != calls.end()) {
+    calls.emplace_back("nvmlEventSetWait_v2");
+  }
   {
     std::lock_guard lock(status_mu_);
     for (const auto& call : calls) status_.counters.not_permitted.emplace(d.index, call);
@@ -406,7 +411,8 @@ void NvmlBackend::report_not_permitted(Device& d, const std::vector<std::string>
     log_.warn(
         "GPU in MIG mode: the driver refuses these calls without CAP_SYS_ADMIN; the whole GPU is still "
         "billed per MIG device, profiles are read from the MIG devices' names, and what the calls read is "
-        "missing (gpumeter_backend_not_permitted; docs/kubernetes.md#mig)",
+        "missing, Xid events inside an instance among it (gpumeter_backend_not_permitted; "
+        "docs/kubernetes.md#mig)",
         {{"gpu", std::to_string(d.index)}, {"calls", names}});
   } else {
     log_.warn(

@@ -128,8 +128,9 @@ class NvmlBackend final : public Backend {
   void free_gpm_pair(struct GpmPair& pair);
   void free_gpm_samples(Device& d);  // every pair of the device
   void merge_counters(unsigned device, const class NvmlCollection& c, bool with_call_errors);
-  // Counts the calls refused for want of privilege, and logs them once per GPU.
-  void report_not_permitted(Device& d, const std::vector<std::string>& calls);
+  // Counts the calls refused for want of privilege, with the event wait that then leaves out the
+  // Xids inside MIG instances, and logs them once per GPU.
+  void report_not_permitted(Device& d, std::vector<std::string> calls);
 
   // Re-initialization after LIB_RM_VERSION_MISMATCH (nvml_backend.cpp).
   void request_reinit(const std::string& reason);

@@ -135,7 +135,9 @@ Result<std::optional<DeviceEvent>> NvmlBackend::wait_event(std::chrono::millisec
   if ((data.eventType & nvmlEventTypeXidCriticalError) == 0) return std::optional<DeviceEvent>{};
   for (const EventDevice& d : event_devices()) {
     if (d.handle == data.device) {
-      return std::optional<DeviceEvent>{DeviceEvent{d.index, DeviceEventKind::kXid, data.eventData}};
+      DeviceEvent e{d.index, DeviceEventKind::kXid, data.eventData, std::nullopt};
+      if (data.gpuInstanceId != GPUMETER_NVML_WHOLE_GPU_EVENT) e.gpu_instance = data.gpuInstanceId;
+      return std::optional<DeviceEvent>{e};
     }
   }
   log_.warn("Xid event for an unknown device", {{"xid", std::to_string(data.eventData)}});

@@ -170,7 +170,8 @@ std::string describe_quirk(const Quirk& q) {
       break;
     case QuirkKind::no_capability:
       what =
-          "no_capability: without CAP_SYS_ADMIN, MIG GPU instances, parent memory and processes answer NO_PERMISSION";
+          "no_capability: without CAP_SYS_ADMIN, MIG GPU instances, parent memory and processes answer "
+          "NO_PERMISSION, and Xids inside an instance are withheld";
       break;
   }
   const std::string gpus = q.gpu ? fmt::format("GPU {}", *q.gpu) : std::string("every GPU");

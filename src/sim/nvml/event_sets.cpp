@@ -39,16 +39,23 @@ void wait_for_change(nvmlEventSet_st& set, unsigned long long seen, std::chrono:
 
 std::optional<DueEvent> take_due_event(nvmlEventSet_st& set, const Session& session, Micros t) {
   std::lock_guard lock(set.mu);
-  nvmlEventSet_st::Registration* best = nullptr;
-  for (auto& r : set.registrations) {
-    if ((r.mask & nvmlEventTypeXidCriticalError) == 0) continue;
-    const auto& xids = session.xids(r.gpu);
-    if (r.next >= xids.size() || xids[r.next].at > t) continue;
-    if (best == nullptr || xids[r.next].at < session.xids(best->gpu)[best->next].at) best = &r;
+  while (true) {
+    nvmlEventSet_st::Registration* best = nullptr;
+    for (auto& r : set.registrations) {
+      if ((r.mask & nvmlEventTypeXidCriticalError) == 0) continue;
+      const auto& xids = session.xids(r.gpu);
+      if (r.next >= xids.size() || xids[r.next].at > t) continue;
+      if (best == nullptr || xids[r.next].at < session.xids(best->gpu)[best->next].at) best = &r;
+    }
+    if (best == nullptr) return std::nullopt;
+    const XidFault& x = session.xids(best->gpu)[best->next++];
+    if (x.mig == kNoMigInstance) return DueEvent{x.gpu, x.code};
+    // nvml.h, nvmlEventSetWait_v2: without privileges, "only the events which affect all the
+    // instances" are reported.
+    if (session.refuses_unprivileged(x.gpu, x.at)) continue;
+    const MigInstance& m = session.scenario().mig.instances[x.mig];
+    return DueEvent{x.gpu, x.code, m.gpu_instance_id, m.compute_instance_id};
   }
-  if (best == nullptr) return std::nullopt;
-  const XidFault& x = session.xids(best->gpu)[best->next++];
-  return DueEvent{x.gpu, x.code};
 }
 
 bool any_registered_gpu_lost(nvmlEventSet_st& set, const Session& session, Micros t) {

@@ -1,7 +1,8 @@
 #pragma once
 // NVML event sets. Each set remembers, per registered GPU, which of that GPU's scheduled Xid
 // events it has delivered, so every set sees every event once, and only events scheduled at
-// or after its registration.
+// or after its registration. An event inside a MIG instance is withheld from a caller without
+// CAP_SYS_ADMIN (docs/nvml-behaviour.md, "MIG without CAP_SYS_ADMIN").
 
 #include <chrono>
 #include <condition_variable>
@@ -39,9 +40,14 @@ void register_events(nvmlEventSet_st& set, const Session& session, unsigned gpu,
 struct DueEvent {
   unsigned gpu = 0;
   unsigned code = 0;
+  // nvmlEventData_t's ids of the MIG instance the event happened in; 0xFFFFFFFF for both when
+  // it affects the whole GPU.
+  unsigned gpu_instance_id = GPUMETER_NVML_WHOLE_GPU_EVENT;
+  unsigned compute_instance_id = GPUMETER_NVML_WHOLE_GPU_EVENT;
 };
 
-// Takes the earliest event due by time t that the set has not delivered yet.
+// Takes the earliest event due by time t that the set has not delivered yet, passing over
+// the events inside a MIG instance that happened while the GPU refused unprivileged callers.
 std::optional<DueEvent> take_due_event(nvmlEventSet_st& set, const Session& session, Micros t);
 
 unsigned long long registration_generation(nvmlEventSet_st& set);

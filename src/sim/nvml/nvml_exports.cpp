@@ -298,8 +298,8 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEv
         data->device = Runtime::instance().handle(e->gpu);
         data->eventType = nvmlEventTypeXidCriticalError;
         data->eventData = e->code;
-        data->gpuInstanceId = 0xFFFFFFFFU;
-        data->computeInstanceId = 0xFFFFFFFFU;
+        data->gpuInstanceId = e->gpu_instance_id;
+        data->computeInstanceId = e->compute_instance_id;
         return NVML_SUCCESS;
       }
       const auto now = Clock::now();

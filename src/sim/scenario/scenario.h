@@ -156,6 +156,9 @@ struct XidFault {
   unsigned gpu = 0;
   Micros at = 0;
   unsigned code = 0;
+  // The MIG instance the Xid happened in (an index into MigPlan::instances), or kNoMigInstance
+  // for an event that affects the whole GPU.
+  std::size_t mig = kNoMigInstance;
 };
 
 // A driver upgraded under running processes (`faults: [{kind: driver_upgrade}]`).

@@ -139,14 +139,19 @@ void parse_hang_fault(Scenario& s, const YAML::Node& node, const std::string& pa
   s.hangs.push_back(f);
 }
 
-// `xid` {gpu, at, code}: an NVIDIA GPU's Xid event.
+// `xid` {gpu, at, code, mig}: an NVIDIA GPU's Xid event; with `mig`, inside that MIG instance,
+// which must exist on the GPU at `at`.
 void parse_xid_fault(Scenario& s, const YAML::Node& node, const std::string& path) {
-  MapReader m(node, path, {"kind", "gpu", "at", "code"});
+  MapReader m(node, path, {"kind", "gpu", "at", "code", "mig"});
   XidFault f;
   f.gpu = read_gpu(s, m);
   f.at = read_duration(m.require("at"), m.path("at"));
   f.code = static_cast<unsigned>(read_unsigned(m.require("code"), m.path("code"), 1, 65535));
   nvidia_only(s, m, f.gpu, "an Xid is an NVIDIA driver event; amdgpu has none");
+  if (m.has("mig")) {
+    f.mig = resolve_mig(s, m.get("mig"), m.path("mig"));
+    check_mig_event(s, m.get("mig"), m.path("mig"), f.gpu, f.mig, f.at);
+  }
   s.xids.push_back(f);
 }
 

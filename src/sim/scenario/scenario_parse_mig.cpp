@@ -295,6 +295,17 @@ void check_holder(const Scenario& s, const YAML::Node& node, const std::string& 
 
 }  // namespace
 
+void check_mig_event(const Scenario& s, const YAML::Node& node, const std::string& path, unsigned gpu, std::size_t mig,
+                     Micros at) {
+  const MigInstance& m = s.mig.instances[mig];
+  if (m.gpu != gpu) fail_at(node, path, fmt::format("MIG instance '{}' is on GPU {}, not GPU {}", m.name, m.gpu, gpu));
+  if (at < m.start || at >= m.end) {
+    fail_at(node, path,
+            fmt::format("at {} s, outside the life of MIG instance '{}' [{} s, {})", to_seconds(at), m.name,
+                        to_seconds(m.start), describe_end(m.end)));
+  }
+}
+
 void check_mig_holders(const Scenario& s, const std::vector<YAML::Node>& job_nodes,
                        const std::vector<YAML::Node>& allocation_nodes) {
   for (std::size_t a = 0; a < s.allocations.size(); ++a) {

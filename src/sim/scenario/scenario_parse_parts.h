@@ -51,8 +51,12 @@ void check_allocation_jobs(Scenario& s, const std::vector<YAML::Node>& job_nodes
 // `mig:` (scenario_parse_mig.cpp), after the GPUs and before allocations and jobs.
 void parse_mig(Scenario& s, const YAML::Node& node, const std::string& uuid_seed);
 
-// A job's or allocation's `mig:` instance name, as an index into s.mig.instances.
+// A job's, allocation's or Xid's `mig:` instance name, as an index into s.mig.instances.
 std::size_t resolve_mig(const Scenario& s, const YAML::Node& node, const std::string& path);
+
+// An event at `at` on `gpu` inside instance `mig`: the instance is on that GPU and alive then.
+void check_mig_event(const Scenario& s, const YAML::Node& node, const std::string& path, unsigned gpu, std::size_t mig,
+                     Micros at);
 
 // After the jobs: a job or allocation on a MIG-mode GPU names an instance of that GPU and lies
 // within the instance's life; the jobs of an instance fit in its memory.

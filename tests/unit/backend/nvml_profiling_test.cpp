@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <set>
+#include <string>
 
 #include "backend/nvml/nvml_backend.h"
 #include "fake_clock.h"
@@ -300,6 +302,41 @@ TEST_F(ProfilingTest, MigInstancesAreEnumeratedWithTheirProfilesAndSkipEmptySlot
   const int profile_calls = script().calls["nvmlDeviceGetGpuInstanceProfileInfoV"];
   collect(*b);
   EXPECT_EQ(script().calls["nvmlDeviceGetGpuInstanceProfileInfoV"], profile_calls);
+}
+
+// Without CAP_SYS_ADMIN the GPU instance query is refused, and nvml.h says event waits then report
+// "only the events which affect all the instances": the wait is named as not permitted too. An Xid
+// that does arrive from inside an instance carries its GPU instance.
+TEST_F(ProfilingTest, ARefusedGpuInstanceQueryNamesTheEventWaitAndXidsKeepTheirInstance) {
+  script_mig(0);
+  script().gpu_rc[{"nvmlDeviceGetGpuInstanceById", 0}] = NVML_ERROR_NO_PERMISSION;
+  auto b = make();
+  collect(*b);
+  collect(*b, 1);
+  using Refused = std::set<std::pair<unsigned, std::string>>;
+  const Refused& refused = b->status().counters.not_permitted;
+  EXPECT_TRUE(refused.count({0, "nvmlDeviceGetGpuInstanceById"}));
+  EXPECT_TRUE(refused.count({0, "nvmlEventSetWait_v2"}));
+  EXPECT_FALSE(refused.count({1, "nvmlEventSetWait_v2"})) << "GPU 1 is not in MIG mode";
+
+  nvmlEventData_t xid{};
+  xid.device = fake::handle(0);
+  xid.eventType = nvmlEventTypeXidCriticalError;
+  xid.eventData = 31;
+  xid.gpuInstanceId = 5;
+  xid.computeInstanceId = 0;
+  script().wait_answers.push_back({NVML_SUCCESS, xid});
+  xid.eventData = 48;
+  xid.gpuInstanceId = xid.computeInstanceId = GPUMETER_NVML_WHOLE_GPU_EVENT;
+  script().wait_answers.push_back({NVML_SUCCESS, xid});
+  auto in_instance = b->wait_event(10ms);
+  ASSERT_TRUE(in_instance.ok() && in_instance->has_value());
+  EXPECT_EQ((*in_instance)->code, 31u);
+  EXPECT_EQ((*in_instance)->gpu_instance, 5u);
+  auto whole = b->wait_event(10ms);
+  ASSERT_TRUE(whole.ok() && whole->has_value());
+  EXPECT_EQ((*whole)->code, 48u);
+  EXPECT_FALSE((*whole)->gpu_instance.has_value());
 }
 
 TEST_F(ProfilingTest, TheParentsNotSupportedUtilizationIsAbsentAndNeverCountedAsAnError) {

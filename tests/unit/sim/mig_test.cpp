@@ -146,6 +146,15 @@ TEST(MigScenario, RejectsLayoutsThatCannotExist) {
        with_layout("  - {gpu: 0, layouts: [{at: 0, instances: [{name: a, profile: 1g.10gb}]}]}\n",
                    "  - {name: j, gpus: [0], mig: b, pid: 10, utilization: 0.5}\n"),
        "unknown MIG instance 'b' (instances: a)"},
+      {"Xid on another GPU than its instance",
+       with_layout("  - {gpu: 0, layouts: [{at: 0, instances: [{name: a, profile: 1g.10gb}]}]}\n") +
+           "faults:\n  - {kind: xid, gpu: 1, at: 5, code: 31, mig: a}\n",
+       "MIG instance 'a' is on GPU 0, not GPU 1"},
+      {"Xid outside its instance's life",
+       with_layout(
+           "  - {gpu: 0, layouts: [{at: 0, instances: [{name: a, profile: 1g.10gb}]}, {at: 30, instances: []}]}\n") +
+           "faults:\n  - {kind: xid, gpu: 0, at: 40, code: 31, mig: a}\n",
+       "at 40 s, outside the life of MIG instance 'a' [0 s, 30 s)"},
       {"A30 names", with_layout("  - {gpu: 3, layouts: [{at: 0, instances: [{name: a, profile: 1g.5gb}]}]}\n"),
        "unknown profile '1g.5gb' for a NVIDIA A30 (profiles: 1g.6gb, 2g.12gb, 4g.24gb)"},
       {"A30: 4g and 2g",

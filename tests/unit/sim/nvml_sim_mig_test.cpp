@@ -5,9 +5,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "mig_scenario.h"
@@ -66,6 +68,35 @@ class NvmlMig : public NvmlSim {
     char buf[NVML_DEVICE_NAME_V2_BUFFER_SIZE] = {};
     EXPECT_EQ(api().name(h, buf, sizeof buf), NVML_SUCCESS);
     return buf;
+  }
+
+  using Xid = std::tuple<unsigned long long, unsigned, unsigned>;  // code, GPU and compute instance
+
+  // The Xids an event set on GPU 0 reports by scenario time 36 s, for Xids inside train (GPU
+  // instance 1), on the whole GPU, and inside small-b (7). Time runs 4 times real time from 30 s,
+  // so the first comes due a second after the set is registered.
+  std::vector<Xid> xids_seen(const std::string& quirks) {
+    const std::string faults = R"(faults:
+  - {kind: xid, gpu: 0, at: 34, code: 31, mig: train}
+  - {kind: xid, gpu: 0, at: 34.4, code: 48}
+  - {kind: xid, gpu: 0, at: 34.8, code: 43, mig: small-b}
+)";
+    std::vector<Xid> seen;
+    EXPECT_EQ(start(testing::mig_yaml(faults + quirks), 30, 4), NVML_SUCCESS);
+    nvmlEventSet_t set = nullptr;
+    EXPECT_EQ(api().set_create(&set), NVML_SUCCESS);
+    EXPECT_EQ(api().register_events(handle(0), nvmlEventTypeXidCriticalError, set), NVML_SUCCESS);
+    nvmlEventData_t e{};
+    // A wait returns what is due before it looks at its timeout, so a late wait still sees them all.
+    const auto until_36 = [&] {
+      const Micros left = 36 * kMicrosPerSecond - scenario_now();
+      return static_cast<unsigned>(std::max<Micros>(0, left / 4 / 1000));
+    };
+    while (api().set_wait(set, &e, until_36()) == NVML_SUCCESS) {
+      seen.emplace_back(e.eventData, e.gpuInstanceId, e.computeInstanceId);
+    }
+    EXPECT_EQ(api().set_free(set), NVML_SUCCESS);
+    return seen;
   }
 };
 
@@ -233,6 +264,17 @@ TEST_F(NvmlMig, PerInstanceMemoryAndProcesses) {
   unsigned mw = 0;
   EXPECT_EQ(api().power(devices[0], &mw), NVML_ERROR_NOT_SUPPORTED);
   EXPECT_EQ(api().power(handle(0), &mw), NVML_SUCCESS);
+}
+
+TEST_F(NvmlMig, XidsInsideAnInstanceCarryItsIds) {
+  const auto seen = xids_seen("");
+  EXPECT_EQ(seen, (std::vector<Xid>{{31, 1, 0}, {48, 0xFFFFFFFFU, 0xFFFFFFFFU}, {43, 7, 0}}));
+}
+
+// nvml.h, nvmlEventSetWait_v2: without privileges, "only the events which affect all the instances".
+TEST_F(NvmlMig, WithoutTheCapabilityOnlyWholeGpuXidsArrive) {
+  const auto seen = xids_seen("quirks:\n  - {kind: no_capability}\n");
+  EXPECT_EQ(seen, (std::vector<Xid>{{48, 0xFFFFFFFFU, 0xFFFFFFFFU}}));
 }
 
 TEST_F(NvmlMig, ParentAnswersNotSupportedForUtilization) {
