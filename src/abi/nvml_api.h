@@ -543,6 +543,7 @@ typedef nvmlReturn_t (*nvmlDeviceGetNvLinkState_fn)(nvmlDevice_t, unsigned int,
 // retired-pages pending status, power state: one 4-byte enum or unsigned out-parameter.
 typedef nvmlReturn_t (*nvmlDeviceGetEnum_fn)(nvmlDevice_t, unsigned int*);
 // ECC mode, driver model, GPU operation mode, auto boost: current and pending (or default).
+// Encoder and decoder utilization: percent and the sampling period in µs.
 typedef nvmlReturn_t (*nvmlDeviceGetEnumPair_fn)(nvmlDevice_t, unsigned int*, unsigned int*);
 typedef nvmlReturn_t (*nvmlDeviceGetBAR1MemoryInfo_fn)(nvmlDevice_t, nvmlBAR1Memory_t*);
 typedef nvmlReturn_t (*nvmlDeviceGetBridgeChipInfo_fn)(nvmlDevice_t, nvmlBridgeChipHierarchy_t*);

@@ -62,12 +62,13 @@ Result<AgentSettings> read_settings(const ServeOptions& o, Logger& log) {
       return logged(log, "bad flag --sim.scenario", ok.error());
   }
   s.config = std::move(config).value();
-  auto plan = make_collection_plan(o.collectors, s.config.collectors);
-  if (!plan) return logged(log, "bad collector settings", plan.error());
-  s.plan = std::move(plan).value();
-  auto compat = compat_options(s.config, o.compat, o.compat_collectors, log);
+  auto compat = compat_options(s.config, o.compat, o.compat_collectors);
   if (!compat) return logged(log, "bad compat settings", compat.error());
   s.compat = std::move(compat).value();
+  auto plan = make_collection_plan(o.collectors, s.config.collectors, compat_collectors(s.compat));
+  if (!plan) return logged(log, "bad collector settings", plan.error());
+  s.plan = std::move(plan).value();
+  log_compat(s.compat, s.plan.enabled, log);
   s.http.listen_address = o.listen_address;
   s.http.telemetry_path = o.telemetry_path;
   s.http.max_threads = o.max_requests;
@@ -223,10 +224,13 @@ UsageTrackerOptions Agent::tracker_options() {
 ConfigReloader::Prepare Agent::prepare_reload() {
   return [this](const ReloadedSettings& next) -> Result<std::function<void()>> {
     const ServeOptions& o = options_;
-    auto next_compat = compat_options(next.config, o.compat, o.compat_collectors, log_, live_compat_.get().get());
+    auto next_compat = compat_options(next.config, o.compat, o.compat_collectors);
     if (!next_compat) return Error{0, "compat settings: " + next_compat.error().message};
-    auto next_plan = make_collection_plan(o.collectors, next.config.collectors);
+    auto next_plan = make_collection_plan(o.collectors, next.config.collectors, compat_collectors(*next_compat));
     if (!next_plan) return Error{0, "collector settings: " + next_plan.error().message};
+    const auto live = live_compat_.get();
+    const std::pair<const CompatOptions*, CollectorSet> in_force{live.get(), scheduler_.plan()->enabled};
+    log_compat(*next_compat, next_plan->enabled, log_, &in_force);
     if (next.web) {
       if (auto ok = check_web_config(*next.web); !ok) return ok.error();
     }

@@ -161,7 +161,7 @@ UsageTrackerOptions usage_tracker_options(const Config& config, std::chrono::mil
 }
 
 Result<CompatOptions> compat_options(const Config& config, const std::vector<std::string>& flag_sets,
-                                     const std::string& flag_collectors, Logger& log, const CompatOptions* in_force) {
+                                     const std::string& flag_collectors) {
   CompatOptions o;
   auto add = [&](const std::string& name, const std::string& where) -> Result<void> {
     auto set = parse_compat_set(name);
@@ -189,24 +189,48 @@ Result<CompatOptions> compat_options(const Config& config, const std::vector<std
     if (!counters) return counters.error();
     o.counters = std::move(counters).value();
   }
+  return o;
+}
+
+CollectorSet compat_collectors(const CompatOptions& compat) {
+  return compat.has(CompatSet::kDcgmExporter) ? dcgm_field_collectors(compat.counters) : CollectorSet{};
+}
+
+void log_compat(const CompatOptions& compat, const CollectorSet& enabled, Logger& log,
+                const std::pair<const CompatOptions*, CollectorSet>* in_force) {
   // Said when it changes, not at every reload that keeps it.
-  auto unserved_of = [](const CompatOptions& c) {
-    return c.has(CompatSet::kDcgmExporter) ? unserved_dcgm_fields(c.counters) : std::vector<std::string>{};
+  auto unserved_of = [](const CompatOptions& c, const CollectorSet& on) {
+    return c.has(CompatSet::kDcgmExporter) ? unserved_dcgm_fields(c.counters, on) : std::vector<std::string>{};
   };
-  if (auto unserved = unserved_of(o); in_force == nullptr || unserved != unserved_of(*in_force)) {
+  auto switched_on = [](const CompatOptions& c, const CollectorSet& on) {
+    std::string names;
+    const CollectorSet wanted = compat_collectors(c);
+    for (const auto& info : kCollectors) {
+      if (!info.default_enabled && wanted.has(info.id) && on.has(info.id)) {
+        names += (names.empty() ? "" : ",") + std::string(info.name);
+      }
+    }
+    return names;
+  };
+  if (auto on = switched_on(compat, enabled);
+      !on.empty() && (in_force == nullptr || on != switched_on(*in_force->first, in_force->second))) {
+    log.info("collectors switched on for the dcgm-exporter counters file's fields",
+             {{"counters", compat.counters.source}, {"collectors", on}});
+  }
+  if (auto unserved = unserved_of(compat, enabled);
+      in_force == nullptr || unserved != unserved_of(*in_force->first, in_force->second)) {
     if (!unserved.empty()) {
       std::string list;
       for (const auto& f : unserved) list += (list.empty() ? "" : "; ") + f;
       log.warn("dcgm-exporter fields not served; they are left out of the exposition",
-               {{"counters", o.counters.source}, {"fields", list}});
+               {{"counters", compat.counters.source}, {"fields", list}});
     }
   }
-  if (!o.sets.empty() && (in_force == nullptr || in_force->sets != o.sets)) {
+  if (!compat.sets.empty() && (in_force == nullptr || in_force->first->sets != compat.sets)) {
     std::string names;
-    for (CompatSet set : o.sets) names += (names.empty() ? "" : ",") + std::string(compat_set_name(set));
+    for (CompatSet set : compat.sets) names += (names.empty() ? "" : ",") + std::string(compat_set_name(set));
     log.info("serving other exporters' names beside gpumeter's", {{"compat", names}});
   }
-  return o;
 }
 
 }  // namespace gpumeter::cli

@@ -67,11 +67,17 @@ UsageTrackerOptions usage_tracker_options(const Config& config, std::chrono::mil
 // The compat sets to serve: those of --compat and of the config's compat.sets, in that order;
 // the counters file of --compat.collectors, else compat.collectors, else dcgm-exporter's default
 // list; the Hostname label from compat.hostname, else $NODE_NAME, else the host's name, as
-// dcgm-exporter chooses it. Logs the fields of that list gpumeter cannot serve, and the sets: at
-// start (`in_force` null), and at a reload only where they differ from `in_force`'s. Errors name
-// the flag or file at fault.
+// dcgm-exporter chooses it. Errors name the flag or file at fault.
 Result<CompatOptions> compat_options(const Config& config, const std::vector<std::string>& flag_sets,
-                                     const std::string& flag_collectors, Logger& log,
-                                     const CompatOptions* in_force = nullptr);
+                                     const std::string& flag_collectors);
+
+// The collectors the compat sets need: those that read the counters file's fields.
+CollectorSet compat_collectors(const CompatOptions& compat);
+
+// Logs the sets, the collectors switched on for the counters file's fields, and the fields that
+// cannot be served with the `enabled` collectors: at start (`in_force` null), and at a reload
+// only what differs from `in_force` (the compat options and collectors in force).
+void log_compat(const CompatOptions& compat, const CollectorSet& enabled, Logger& log,
+                const std::pair<const CompatOptions*, CollectorSet>* in_force = nullptr);
 
 }  // namespace gpumeter::cli

@@ -14,7 +14,7 @@ void add_collector_flags(CLI::App& cmd, CollectorSwitches& switches) {
       "ECC error counters and remapped rows",
       "PCIe link generation and width, replay counter and traffic counters",
       "per-link NVLink state, speed, traffic and errors (one field-values call per link: measured costly)",
-      "GPM profiling activity of each GPU and MIG instance (Hopper and newer: measured costly)",
+      "GPM profiling activity of each GPU and MIG instance (Hopper and newer; nothing elsewhere)",
       "MIG mode, instances, their memory and processes",
       "per-process series (gpu_process_*)",
       "owner attribution and the usage ledger (gpu_allocated_seconds_total and the other ledger counters)",

@@ -14,11 +14,12 @@ std::string CollectionPlan::enabled_names() const {
   return names;
 }
 
-Result<CollectionPlan> make_collection_plan(const CollectorSwitches& flags, const CollectorsConfig& config) {
+Result<CollectionPlan> make_collection_plan(const CollectorSwitches& flags, const CollectorsConfig& config,
+                                            const CollectorSet& wanted) {
   CollectionPlan plan;
   for (const auto& c : kCollectors) {
     const auto i = static_cast<size_t>(c.id);
-    bool on = c.default_enabled;
+    bool on = c.default_enabled || wanted.has(c.id);
     if (config[i].enabled) on = *config[i].enabled;
     if (flags.on[i]) on = *flags.on[i];
     plan.enabled.set(c.id, on);
@@ -73,6 +74,7 @@ void carry_forward(CollectorId id, const DeviceReading& p, DeviceReading& n) {
       break;
     case CollectorId::kProfiling:
       n.profiling = p.profiling;
+      n.profiling_supported = p.profiling_supported;
       // The MIG devices' GPM is read for the ledger anyway: keep what was read.
       for (auto& m : n.mig.instances) {
         if (const MigInstanceReading* old = find_instance(p, m.uuid); old != nullptr && !m.profiling) {
@@ -107,6 +109,7 @@ void clear_collector(CollectorId id, DeviceReading& r) {
       break;
     case CollectorId::kProfiling:
       r.profiling.reset();
+      r.profiling_supported.reset();
       for (auto& m : r.mig.instances) m.profiling.reset();  // read for the ledger, not exported
       break;
     case CollectorId::kMig:

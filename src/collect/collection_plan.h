@@ -39,9 +39,12 @@ struct CollectionPlan {
   bool operator==(const CollectionPlan&) const = default;
 };
 
-// A flag wins over the config, the config over the default. Refused: the ledger on without the
-// device collector, whose utilization, power and energy it bills from.
-Result<CollectionPlan> make_collection_plan(const CollectorSwitches& flags, const CollectorsConfig& config);
+// A flag wins over the config, the config over the default. `wanted` are collectors something
+// else needs (the fields of dcgm-exporter's counters file): on unless a flag or the config
+// switches them off. Refused: the ledger on without the device collector, whose utilization,
+// power and energy it bills from.
+Result<CollectionPlan> make_collection_plan(const CollectorSwitches& flags, const CollectorsConfig& config,
+                                            const CollectorSet& wanted = {});
 
 // Copies what collector `id` reads from `previous` into `next`, for a collection that did not
 // read it (its interval had not passed).

@@ -37,6 +37,7 @@ struct CollectionScheduler::Slot {
   uint64_t busy_round = 0;
   bool reidentify = false;  // a collection failed since the GPU was last identified
   std::map<uint64_t, uint64_t> xids;
+  uint64_t last_xid = 0;  // the newest Xid's code; 0 before the first
   // Each device collector's last successful read (the collector's clock), and its last run.
   std::array<std::optional<std::chrono::steady_clock::time_point>, kCollectorCount> last_read;
   std::array<std::optional<CollectorRun>, kCollectorCount> runs;
@@ -402,6 +403,7 @@ void CollectionScheduler::run_events(Backend& backend, size_t first_slot) {
     {
       std::lock_guard lock(slot.mu);
       ++slot.xids[e.code];
+      slot.last_xid = e.code;
     }
     if (e.gpu_instance) {
       log_.warn("Xid error in a MIG instance", {{"gpu", std::to_string(slot.gpu)},
@@ -421,6 +423,7 @@ std::shared_ptr<const Snapshot> CollectionScheduler::assemble() const {
   const auto now = clock().now();
   const auto overdue_after = 2 * options_.interval;
   const auto current_plan = plan();
+  snap->enabled = current_plan->enabled;
   for (const auto& sp : slots_) {
     const Slot& s = *sp;
     GpuSnapshot g;
@@ -430,7 +433,10 @@ std::shared_ptr<const Snapshot> CollectionScheduler::assemble() const {
     g.collect_success = s.reading != nullptr;
     g.collect_duration_seconds = s.duration;
     g.last_success_unix = s.last_success_unix;
-    if (current_plan->has(CollectorId::kEvents)) g.xid_counts = s.xids;
+    if (current_plan->has(CollectorId::kEvents)) {
+      g.xid_counts = s.xids;
+      g.last_xid = s.last_xid;
+    }
     for (const auto& run : s.runs) {
       if (run) g.runs.push_back(*run);
     }

@@ -40,9 +40,11 @@ inline constexpr std::array<CollectorInfo, kCollectorCount> kCollectors = {{
     {CollectorId::kClocks, "clocks", true, true},
     {CollectorId::kEcc, "ecc", true, true},
     {CollectorId::kPcie, "pcie", true, true},
-    // The measured costly ones (docs/benchmarks.md): off unless asked for.
+    // NVLink's per-link calls were measured costly (docs/benchmarks.md): off unless asked for.
     {CollectorId::kNvlink, "nvlink", false, true},
-    {CollectorId::kProfiling, "profiling", false, true},
+    // GPM's SM and tensor activity are what users mean by utilization, and dcgm-exporter's
+    // defaults export them; a GPU without GPM costs one call and exports nothing.
+    {CollectorId::kProfiling, "profiling", true, true},
     {CollectorId::kMig, "mig", true, true},
     {CollectorId::kProcesses, "processes", true, false},
     {CollectorId::kLedger, "ledger", true, false},

@@ -166,11 +166,14 @@ struct DeviceValues {
   std::optional<double> memory_total_bytes;
   std::optional<double> memory_used_bytes;
   std::optional<double> memory_free_bytes;
+  std::optional<double> memory_reserved_bytes;    // set aside by the driver and firmware, outside used
   std::vector<LabeledValue> temperature_celsius;  // label: sensor ("gpu", "memory")
   std::optional<double> power_watts;
   std::optional<double> power_limit_watts;
-  std::optional<double> energy_joules;    // counter since driver load
-  std::optional<double> fan_speed_ratio;  // may exceed 1 on some boards
+  std::optional<double> energy_joules;              // counter since driver load
+  std::optional<double> fan_speed_ratio;            // may exceed 1 on some boards
+  std::optional<double> encoder_utilization_ratio;  // 0..1, the video encoder (NVENC)
+  std::optional<double> decoder_utilization_ratio;  // 0..1, the video decoder (NVDEC)
   bool operator==(const DeviceValues&) const = default;
 };
 
@@ -227,6 +230,9 @@ struct DeviceReading {
   PcieValues pcie;
   std::vector<NvlinkReading> nvlinks;         // the nvlink collector's: the GPU's links, empty without NVLink
   std::optional<ProfilingReading> profiling;  // the profiling collector's: unset where GPM is unsupported
+  // Whether the GPU measures profiling activity at all, once the profiling collector has asked:
+  // unset profiling with true is a pair of samples not taken yet.
+  std::optional<bool> profiling_supported;
   MigValues mig;
   UsageReading usage;  // the ledger's: process lists and sample buffers
   // The collectors this collection ran, each with its outcome: NVML's device collectors and

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "model/collectors.h"
 #include "model/owner.h"
 #include "model/reading.h"
 
@@ -65,6 +66,7 @@ struct GpuSnapshot {
   double last_success_unix = 0;                     // when the reading was taken; 0 if never
   std::vector<CollectorRun> runs;                   // each enabled device collector's last run, in kCollectors order
   std::map<uint64_t, uint64_t> xid_counts;          // Xid code -> events since the agent started
+  std::optional<uint64_t> last_xid;                 // the newest Xid's code, 0 before the first; unset: events off
   std::vector<ProcessSnapshot> processes;           // all of them; `series` marks the per-process limit
   std::shared_ptr<const GpuLedgerSnapshot> ledger;  // null when attribution is off
 };
@@ -103,7 +105,8 @@ struct Snapshot {
   BuildInfo build;
   std::vector<BackendStatus> backends;
   std::vector<GpuSnapshot> gpus;
-  std::vector<CollectorStatus> collectors;  // non-device collectors
+  std::vector<CollectorStatus> collectors;          // non-device collectors
+  CollectorSet enabled = CollectorSet::defaults();  // the collectors switched on
   AttributionStatus attribution;
 };
 

@@ -45,7 +45,16 @@ json profiling_json(const ProfilingReading& p) {
           {"fp16_active_ratio", optional_number(p.fp16_active_ratio)}};
 }
 
-json gpu_json(const GpuSnapshot& g) {
+// Why `profiling` is what it is: "measured"; "pending", supported but its first pair of
+// samples not taken yet; "unsupported", the GPU has no profiling (GPM: Hopper and newer
+// NVIDIA); "off", the profiling collector is switched off.
+std::string_view profiling_status(const DeviceReading& r, const CollectorSet& enabled) {
+  if (!enabled.has(CollectorId::kProfiling)) return "off";
+  if (r.profiling) return "measured";
+  return r.profiling_supported == true ? "pending" : "unsupported";
+}
+
+json gpu_json(const GpuSnapshot& g, const CollectorSet& enabled) {
   const DeviceIdentity& id = g.identity;
   json out{{"index", id.index},
            {"uuid", id.uuid},
@@ -68,6 +77,7 @@ json gpu_json(const GpuSnapshot& g) {
     out["power_limit_watts"] = optional_number(r->device.power_limit_watts);
     out["clock_hertz"] = labeled(r->clocks.hertz);
     out["profiling"] = r->profiling ? profiling_json(*r->profiling) : json(nullptr);
+    out["profiling_status"] = profiling_status(*r, enabled);
     if (r->mig.enabled) {
       json instances = json::array();
       for (const auto& m : r->mig.instances) {
@@ -122,7 +132,7 @@ void PreparedApi::render() const {
     const Snapshot& s = *snapshot_;
     json all{{"api_version", "v1"}, {"snapshot_unix", s.taken_unix}, {"gpus", json::array()}};
     for (const auto& g : s.gpus) {
-      json one{{"api_version", "v1"}, {"snapshot_unix", s.taken_unix}, {"gpu", gpu_json(g)}};
+      json one{{"api_version", "v1"}, {"snapshot_unix", s.taken_unix}, {"gpu", gpu_json(g, s.enabled)}};
       by_uuid_.emplace_back(g.identity.uuid, without_end(one));
       all["gpus"].push_back(std::move(one["gpu"]));
     }

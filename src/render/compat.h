@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "model/collectors.h"
 #include "model/metric_family.h"
 #include "model/snapshot.h"
 #include "render/dcgm_counters.h"
@@ -34,9 +35,14 @@ struct CompatOptions {
   bool has(CompatSet set) const;
 };
 
-// The fields of `counters` gpumeter cannot serve, in file order, each "FIELD (why)". The agent
-// logs them once at start; they are left out of the exposition, never faked.
-std::vector<std::string> unserved_dcgm_fields(const DcgmCounters& counters);
+// The fields of `counters` gpumeter cannot serve with the `enabled` collectors, in file order,
+// each "FIELD (why)". The agent logs them once at start; they are left out of the exposition,
+// never faked.
+std::vector<std::string> unserved_dcgm_fields(const DcgmCounters& counters, const CollectorSet& enabled);
+
+// The collectors that read the fields of `counters` gpumeter serves: the agent switches them on
+// unless a flag or the configuration switches them off.
+CollectorSet dcgm_field_collectors(const DcgmCounters& counters);
 
 // The families of every chosen set, in the order of options.sets. Pure and deterministic.
 std::vector<MetricFamily> build_compat_families(const Snapshot& snapshot, const CompatOptions& options);

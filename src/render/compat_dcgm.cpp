@@ -28,10 +28,14 @@ std::optional<double> scaled(const std::optional<double>& v, double factor) {
 enum class Split { kRepeat, kBusy, kMemory };
 
 using Reader = std::optional<double> (*)(const DeviceReading&);
+using GpuReader = std::optional<double> (*)(const GpuSnapshot&);
+using C = CollectorId;
 struct MetricField {
   std::string_view field;
+  CollectorId collector;  // the collector that reads it
   Split split;
-  Reader read;
+  Reader read;                   // from a GPU's or a MIG instance's reading
+  GpuReader read_gpu = nullptr;  // in place of `read`: from what the agent keeps per GPU
 };
 
 using R = const DeviceReading&;
@@ -52,58 +56,84 @@ DeviceReading instance_reading(const MigInstanceReading& m) {
   return r;
 }
 const MetricField kMetricFields[] = {
-    {"DCGM_FI_DEV_SM_CLOCK", Split::kRepeat, [](R r) { return scaled(compat_labeled(r.clocks.hertz, "sm"), 1e-6); }},
-    {"DCGM_FI_DEV_MEM_CLOCK", Split::kRepeat,
+    {"DCGM_FI_DEV_SM_CLOCK", C::kClocks, Split::kRepeat,
+     [](R r) { return scaled(compat_labeled(r.clocks.hertz, "sm"), 1e-6); }},
+    {"DCGM_FI_DEV_MEM_CLOCK", C::kClocks, Split::kRepeat,
      [](R r) { return scaled(compat_labeled(r.clocks.hertz, "memory"), 1e-6); }},
-    {"DCGM_FI_DEV_VIDEO_CLOCK", Split::kRepeat,
+    {"DCGM_FI_DEV_VIDEO_CLOCK", C::kClocks, Split::kRepeat,
      [](R r) { return scaled(compat_labeled(r.clocks.hertz, "video"), 1e-6); }},
-    {"DCGM_FI_DEV_GPU_TEMP", Split::kRepeat, [](R r) { return compat_labeled(r.device.temperature_celsius, "gpu"); }},
-    {"DCGM_FI_DEV_MEMORY_TEMP", Split::kRepeat,
+    {"DCGM_FI_DEV_GPU_TEMP", C::kDevice, Split::kRepeat,
+     [](R r) { return compat_labeled(r.device.temperature_celsius, "gpu"); }},
+    {"DCGM_FI_DEV_MEMORY_TEMP", C::kDevice, Split::kRepeat,
      [](R r) { return compat_labeled(r.device.temperature_celsius, "memory"); }},
-    {"DCGM_FI_DEV_POWER_USAGE", Split::kRepeat, [](R r) { return r.device.power_watts; }},
-    {"DCGM_FI_DEV_POWER_MGMT_LIMIT", Split::kRepeat, [](R r) { return r.device.power_limit_watts; }},
-    {"DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", Split::kRepeat, [](R r) { return scaled(r.device.energy_joules, 1e3); }},
-    {"DCGM_FI_DEV_PCIE_REPLAY_COUNTER", Split::kRepeat, [](R r) { return r.pcie.replay_errors; }},
-    {"DCGM_FI_DEV_PCIE_LINK_GEN", Split::kRepeat, [](R r) { return r.pcie.link_generation; }},
-    {"DCGM_FI_DEV_PCIE_LINK_WIDTH", Split::kRepeat, [](R r) { return r.pcie.link_width; }},
-    {"DCGM_FI_DEV_GPU_UTIL", Split::kBusy, [](R r) { return scaled(r.device.utilization_ratio, 100); }},
-    {"DCGM_FI_DEV_MEM_COPY_UTIL", Split::kRepeat, [](R r) { return scaled(r.device.memory_utilization_ratio, 100); }},
-    {"DCGM_FI_DEV_FB_TOTAL", Split::kRepeat, [](R r) { return scaled(r.device.memory_total_bytes, 1 / kMiB); }},
-    {"DCGM_FI_DEV_FB_FREE", Split::kRepeat, [](R r) { return scaled(r.device.memory_free_bytes, 1 / kMiB); }},
-    {"DCGM_FI_DEV_FB_USED", Split::kMemory, [](R r) { return scaled(r.device.memory_used_bytes, 1 / kMiB); }},
-    {"DCGM_FI_DEV_FAN_SPEED", Split::kRepeat, [](R r) { return scaled(r.device.fan_speed_ratio, 100); }},
-    {"DCGM_FI_DEV_PSTATE", Split::kRepeat, [](R r) { return r.clocks.performance_state; }},
-    {"DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", Split::kRepeat, [](R r) { return compat_labeled(r.ecc.errors, "corrected"); }},
-    {"DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", Split::kRepeat, [](R r) { return compat_labeled(r.ecc.errors, "uncorrected"); }},
-    {"DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", Split::kRepeat,
+    {"DCGM_FI_DEV_POWER_USAGE", C::kDevice, Split::kRepeat, [](R r) { return r.device.power_watts; }},
+    {"DCGM_FI_DEV_POWER_MGMT_LIMIT", C::kDevice, Split::kRepeat, [](R r) { return r.device.power_limit_watts; }},
+    {"DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", C::kDevice, Split::kRepeat,
+     [](R r) { return scaled(r.device.energy_joules, 1e3); }},
+    {"DCGM_FI_DEV_PCIE_REPLAY_COUNTER", C::kPcie, Split::kRepeat, [](R r) { return r.pcie.replay_errors; }},
+    {"DCGM_FI_DEV_PCIE_LINK_GEN", C::kPcie, Split::kRepeat, [](R r) { return r.pcie.link_generation; }},
+    {"DCGM_FI_DEV_PCIE_LINK_WIDTH", C::kPcie, Split::kRepeat, [](R r) { return r.pcie.link_width; }},
+    {"DCGM_FI_DEV_GPU_UTIL", C::kDevice, Split::kBusy, [](R r) { return scaled(r.device.utilization_ratio, 100); }},
+    {"DCGM_FI_DEV_MEM_COPY_UTIL", C::kDevice, Split::kRepeat,
+     [](R r) { return scaled(r.device.memory_utilization_ratio, 100); }},
+    {"DCGM_FI_DEV_ENC_UTIL", C::kDevice, Split::kRepeat,
+     [](R r) { return scaled(r.device.encoder_utilization_ratio, 100); }},
+    {"DCGM_FI_DEV_DEC_UTIL", C::kDevice, Split::kRepeat,
+     [](R r) { return scaled(r.device.decoder_utilization_ratio, 100); }},
+    {"DCGM_FI_DEV_FB_TOTAL", C::kDevice, Split::kRepeat,
+     [](R r) { return scaled(r.device.memory_total_bytes, 1 / kMiB); }},
+    {"DCGM_FI_DEV_FB_FREE", C::kDevice, Split::kRepeat,
+     [](R r) { return scaled(r.device.memory_free_bytes, 1 / kMiB); }},
+    {"DCGM_FI_DEV_FB_USED", C::kDevice, Split::kMemory,
+     [](R r) { return scaled(r.device.memory_used_bytes, 1 / kMiB); }},
+    {"DCGM_FI_DEV_FB_RESERVED", C::kDevice, Split::kRepeat,
+     [](R r) { return scaled(r.device.memory_reserved_bytes, 1 / kMiB); }},
+    {"DCGM_FI_DEV_FAN_SPEED", C::kDevice, Split::kRepeat, [](R r) { return scaled(r.device.fan_speed_ratio, 100); }},
+    {"DCGM_FI_DEV_PSTATE", C::kClocks, Split::kRepeat, [](R r) { return r.clocks.performance_state; }},
+    {"DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", C::kEcc, Split::kRepeat,
+     [](R r) { return compat_labeled(r.ecc.errors, "corrected"); }},
+    {"DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", C::kEcc, Split::kRepeat,
+     [](R r) { return compat_labeled(r.ecc.errors, "uncorrected"); }},
+    {"DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", C::kEcc, Split::kRepeat,
      [](R r) { return compat_labeled(r.ecc.remapped_rows, "correctable"); }},
-    {"DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", Split::kRepeat,
+    {"DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", C::kEcc, Split::kRepeat,
      [](R r) { return compat_labeled(r.ecc.remapped_rows, "uncorrectable"); }},
-    {"DCGM_FI_DEV_ROW_REMAP_PENDING", Split::kRepeat,
+    {"DCGM_FI_DEV_ROW_REMAP_PENDING", C::kEcc, Split::kRepeat,
      [](R r) { return compat_labeled(r.ecc.remapped_rows, "pending"); }},
-    {"DCGM_FI_DEV_ROW_REMAP_FAILURE", Split::kRepeat,
+    {"DCGM_FI_DEV_ROW_REMAP_FAILURE", C::kEcc, Split::kRepeat,
      [](R r) { return compat_labeled(r.ecc.remapped_rows, "failure"); }},
-    // Profiling (GPM in gpumeter): DCGM's ratios 0..1 and bytes per second, as gpumeter's.
-    {"DCGM_FI_PROF_GR_ENGINE_ACTIVE", Split::kRepeat,
+    // DCGM's value is the newest Xid's code; 0 before the first since the agent started.
+    {"DCGM_FI_DEV_XID_ERRORS", C::kEvents, Split::kRepeat, nullptr,
+     [](const GpuSnapshot& g) -> std::optional<double> {
+       if (!g.last_xid) return std::nullopt;
+       return static_cast<double>(*g.last_xid);
+     }},
+    // Profiling (GPM in gpumeter): DCGM's ratios 0..1 and bytes per second, as gpumeter's. The
+    // activity ratios are shared out as utilization is: OpenCost reads a container's GPU usage
+    // from DCGM_FI_PROF_GR_ENGINE_ACTIVE.
+    {"DCGM_FI_PROF_GR_ENGINE_ACTIVE", C::kProfiling, Split::kBusy,
      [](R r) { return prof(r, &ProfilingReading::graphics_active_ratio); }},
-    {"DCGM_FI_PROF_SM_ACTIVE", Split::kRepeat, [](R r) { return prof(r, &ProfilingReading::sm_active_ratio); }},
-    {"DCGM_FI_PROF_SM_OCCUPANCY", Split::kRepeat, [](R r) { return prof(r, &ProfilingReading::sm_occupancy_ratio); }},
-    {"DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", Split::kRepeat,
+    {"DCGM_FI_PROF_SM_ACTIVE", C::kProfiling, Split::kBusy,
+     [](R r) { return prof(r, &ProfilingReading::sm_active_ratio); }},
+    {"DCGM_FI_PROF_SM_OCCUPANCY", C::kProfiling, Split::kBusy,
+     [](R r) { return prof(r, &ProfilingReading::sm_occupancy_ratio); }},
+    {"DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", C::kProfiling, Split::kBusy,
      [](R r) { return prof(r, &ProfilingReading::tensor_active_ratio); }},
-    {"DCGM_FI_PROF_DRAM_ACTIVE", Split::kRepeat, [](R r) { return prof(r, &ProfilingReading::dram_active_ratio); }},
-    {"DCGM_FI_PROF_PIPE_FP64_ACTIVE", Split::kRepeat,
+    {"DCGM_FI_PROF_DRAM_ACTIVE", C::kProfiling, Split::kBusy,
+     [](R r) { return prof(r, &ProfilingReading::dram_active_ratio); }},
+    {"DCGM_FI_PROF_PIPE_FP64_ACTIVE", C::kProfiling, Split::kBusy,
      [](R r) { return prof(r, &ProfilingReading::fp64_active_ratio); }},
-    {"DCGM_FI_PROF_PIPE_FP32_ACTIVE", Split::kRepeat,
+    {"DCGM_FI_PROF_PIPE_FP32_ACTIVE", C::kProfiling, Split::kBusy,
      [](R r) { return prof(r, &ProfilingReading::fp32_active_ratio); }},
-    {"DCGM_FI_PROF_PIPE_FP16_ACTIVE", Split::kRepeat,
+    {"DCGM_FI_PROF_PIPE_FP16_ACTIVE", C::kProfiling, Split::kBusy,
      [](R r) { return prof(r, &ProfilingReading::fp16_active_ratio); }},
-    {"DCGM_FI_PROF_PCIE_TX_BYTES", Split::kRepeat,
+    {"DCGM_FI_PROF_PCIE_TX_BYTES", C::kProfiling, Split::kRepeat,
      [](R r) { return prof(r, &ProfilingReading::pcie_transmit_bytes_per_second); }},
-    {"DCGM_FI_PROF_PCIE_RX_BYTES", Split::kRepeat,
+    {"DCGM_FI_PROF_PCIE_RX_BYTES", C::kProfiling, Split::kRepeat,
      [](R r) { return prof(r, &ProfilingReading::pcie_receive_bytes_per_second); }},
-    {"DCGM_FI_PROF_NVLINK_TX_BYTES", Split::kRepeat,
+    {"DCGM_FI_PROF_NVLINK_TX_BYTES", C::kProfiling, Split::kRepeat,
      [](R r) { return prof(r, &ProfilingReading::nvlink_transmit_bytes_per_second); }},
-    {"DCGM_FI_PROF_NVLINK_RX_BYTES", Split::kRepeat,
+    {"DCGM_FI_PROF_NVLINK_RX_BYTES", C::kProfiling, Split::kRepeat,
      [](R r) { return prof(r, &ProfilingReading::nvlink_receive_bytes_per_second); }},
 };
 
@@ -139,8 +169,6 @@ std::string why_unserved(const DcgmCounter& c) {
   if (label && find_metric(c.field)) return "a measured value, not a label";
   if (!label && find_label(c.field)) return "an identity string; list it with type label";
   if (c.field.starts_with("DCGM_FI_PROF_")) return "a profiling metric gpumeter does not read";
-  if (c.field == "DCGM_FI_DEV_XID_ERRORS")
-    return "no last-Xid value; Xid events are counted by code in gpu_xid_errors_total";
   if (c.field.starts_with("DCGM_EXP_")) return "a dcgm-exporter collector, not a DCGM field";
   return "not among the readings gpumeter takes";
 }
@@ -271,7 +299,7 @@ void render_dcgm(const Snapshot& snap, const CompatOptions& o, const std::vector
       const Labels labels = series_labels(g, s, o, label_fields);
       for (std::size_t i = 0; i < exports.size(); ++i) {
         const MetricField& field = *exports[i].field;
-        std::optional<double> v = field.read(*g.reading);
+        std::optional<double> v = field.read_gpu != nullptr ? field.read_gpu(g) : field.read(*g.reading);
         if (!v) continue;
         if (field.split == Split::kBusy) *v *= s.busy_share;
         if (field.split == Split::kMemory) *v *= s.memory_share;
@@ -288,6 +316,7 @@ void render_dcgm(const Snapshot& snap, const CompatOptions& o, const std::vector
       const DeviceReading ir = instance_reading(m);
       const Labels labels = series_labels(g, Slice{}, o, label_fields, &m);
       for (std::size_t i = 0; i < exports.size(); ++i) {
+        if (exports[i].field->read == nullptr) continue;  // a GPU's own, as its Xids
         if (auto v = exports[i].field->read(ir)) compat_add_sample(fams[i], labels, *v);
       }
     }
@@ -299,11 +328,24 @@ void render_dcgm(const Snapshot& snap, const CompatOptions& o, const std::vector
 
 }  // namespace
 
-std::vector<std::string> unserved_dcgm_fields(const DcgmCounters& counters) {
+std::vector<std::string> unserved_dcgm_fields(const DcgmCounters& counters, const CollectorSet& enabled) {
   std::vector<std::string> out;
   for (const auto& c : counters.counters) {
     std::string why = why_unserved(c);
+    if (const MetricField* f = c.type == "label" ? nullptr : find_metric(c.field);
+        why.empty() && f != nullptr && !enabled.has(f->collector)) {
+      why = fmt::format("needs the {} collector, which the configuration switches off", collector_name(f->collector));
+    }
     if (!why.empty()) out.push_back(fmt::format("{} ({})", c.field, why));
+  }
+  return out;
+}
+
+CollectorSet dcgm_field_collectors(const DcgmCounters& counters) {
+  CollectorSet out;
+  for (const auto& c : counters.counters) {
+    if (c.type == "label" || !why_unserved(c).empty()) continue;
+    out.set(find_metric(c.field)->collector);
   }
   return out;
 }

@@ -38,6 +38,8 @@
   X(nvmlDeviceGetCurrPcieLinkWidth, nvmlDeviceGetUInt_fn)                            \
   X(nvmlDeviceGetPcieReplayCounter, nvmlDeviceGetUInt_fn)                            \
   X(nvmlDeviceGetPcieThroughput, nvmlDeviceGetPcieThroughput_fn)                     \
+  X(nvmlDeviceGetEncoderUtilization, nvmlDeviceGetEnumPair_fn)                       \
+  X(nvmlDeviceGetDecoderUtilization, nvmlDeviceGetEnumPair_fn)                       \
   X(nvmlDeviceGetFieldValues, nvmlDeviceGetFieldValues_fn)                           \
   X(nvmlDeviceGetCurrentClocksEventReasons, nvmlDeviceGetULongLong_fn)               \
   X(nvmlDeviceGetCurrentClocksThrottleReasons, nvmlDeviceGetULongLong_fn)            \

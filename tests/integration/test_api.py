@@ -58,6 +58,10 @@ class Api(AgentTestCase):
             for key, family in (("utilization_ratio", "gpu_utilization_ratio"), ("power_watts", "gpu_power_watts")):
                 self.assertEqual(g[key], sample(metrics, family, gpu=gpu, uuid=g["uuid"]), (gpu, key))
             self.assertEqual(g["memory"]["used_bytes"], sample(metrics, "gpu_memory_used_bytes", gpu=gpu, uuid=g["uuid"]))
+            # Profiling is on by default and these H100s have GPM (docs/api.md, profiling_status).
+            self.assertEqual(g["profiling_status"], "measured")
+            self.assertEqual(g["profiling"]["sm_active_ratio"],
+                             sample(metrics, "gpu_sm_active_ratio", gpu=gpu, uuid=g["uuid"]))
             self.assertEqual(g["temperature_celsius"]["gpu"],
                              sample(metrics, "gpu_temperature_celsius", gpu=gpu, uuid=g["uuid"], sensor="gpu"))
             for p in g["processes"]:

@@ -1,8 +1,8 @@
 """Collector switches (docs/configuration.md#collectors): `--collector.<name>` and
 `--no-collector.<name>` as node_exporter spells them, the config file's `collectors:` section,
 which a reload applies without a restart, each collector's success and duration as
-`gpumeter_collector_success` / `gpumeter_collector_duration_seconds`, NVLink and profiling off by
-default, and the ledger's rule: it cannot run without the device collector it bills from.
+`gpumeter_collector_success` / `gpumeter_collector_duration_seconds`, NVLink off by default and
+profiling on, and the ledger's rule: it cannot run without the device collector it bills from.
 
 The agent runs on the simulated 8x H100 node of profiling-h100.yaml (NVLink, GPM, jobs from 3 s)."""
 import os
@@ -68,19 +68,20 @@ class Collectors(AgentTestCase):
             f.write(text)
         os.replace(path + ".tmp", path)
 
-    def test_defaults_leave_nvlink_and_profiling_off_and_report_every_other_collector(self):
+    def test_defaults_leave_nvlink_off_and_report_every_other_collector(self):
         agent = self.start()
-        # Processes run from 3 s: the per-process series and the ledger are on by default.
-        s = self.wait_for(agent, lambda s: "gpu_process_memory_used_bytes" in families(s), "per-process series")
+        # Processes run from 3 s: the per-process series and the ledger are on by default; GPM
+        # needs two samples.
+        s = self.wait_for(agent, lambda s: {"gpu_process_memory_used_bytes", "gpu_sm_active_ratio"} <= families(s),
+                          "per-process series and GPM gauges")
         names = families(s)
-        for collector in ("device", "clocks", "pcie", "mig"):
+        for collector in ("device", "clocks", "pcie", "profiling", "mig"):
             self.assertIn(FAMILY_OF[collector], names, collector)
+        self.assertIn("gpu_tensor_active_ratio", names)
         self.assertNotIn("gpu_nvlink_up", names)
         self.assertNotIn("gpu_nvlink_transmit_bytes_total", names)
-        self.assertNotIn("gpu_sm_active_ratio", names)
-        # Where the driver counts PCIe bytes (R555+, as here) PCIe throughput is GPM's: the pcie
-        # collector alone does not give it.
-        self.assertNotIn("gpu_pcie_throughput_bytes_per_second", names)
+        # Where the driver counts PCIe bytes (R555+, as here) PCIe throughput is GPM's.
+        self.assertIn("gpu_pcie_throughput_bytes_per_second", names)
         self.assertIn("gpu_allocated_seconds_total", names)
         s = self.wait_for(agent, lambda s: {"ledger", "events"} <= set(collector_rows(s)), "the ledger's and events' runs")
         success = collector_rows(s)
@@ -88,7 +89,8 @@ class Collectors(AgentTestCase):
         # The event wait: one series for the node, success only (a wait has no duration).
         self.assertEqual(success.pop("events"), {"": 1})
         self.assertNotIn("events", duration)
-        self.assertEqual(sorted(success), sorted(["device", "clocks", "ecc", "pcie", "mig", "processes", "ledger"]))
+        self.assertEqual(sorted(success),
+                         sorted(["device", "clocks", "ecc", "pcie", "profiling", "mig", "processes", "ledger"]))
         for collector, gpus in success.items():
             self.assertEqual(sorted(gpus), [str(g) for g in range(8)], collector)
             self.assertTrue(all(v == 1 for v in gpus.values()), (collector, gpus))

@@ -4,10 +4,11 @@ One simulated node (scenarios/compat.yaml, with its kubelet and procfs) runs thr
 per compat set, all scraped by one real Prometheus over OpenMetrics, as Prometheus scrapes by
 default. Every PromQL query of the seed articles (../shared/seeds/, copied below as written) is
 evaluated against the agent in the matching set and must return data; the cost formulas must
-give the value their article means, from the simulator's truth. A dashboard rebuilt from the
-public description of Grafana dashboard 12239 must show data in every panel but the one that
-needs profiling metrics. Each set's exposition goes through promtool and the strict OpenMetrics
-parser, and dcgm-exporter's own default counters file is accepted."""
+give the value their article means, from the simulator's truth. The agents run with the default
+collectors. A dashboard rebuilt from the public description of Grafana dashboard 12239 must show
+data in every panel, and OpenCost's GPU usage query one series per pod's container with its
+share. Each set's exposition goes through promtool and the strict OpenMetrics parser, and
+dcgm-exporter's own default counters file is accepted."""
 import json
 import os
 import re
@@ -87,9 +88,9 @@ class Compat(unittest.TestCase):
         for compat, extra in (("dcgm-exporter", ["--compat.collectors", DEFAULT_COUNTERS]),
                               ("dcgm-exporter-1.x", []), ("nvidia-smi", [])):
             # NODE_NAME names the Hostname label, as dcgm-exporter's DaemonSet sets it.
+            # The default collectors: the counters file's fields need no collector flag.
             agent = Agent(scenario=SCENARIO, env={"GPUMETER_SIM_EPOCH": repr(cls.epoch), "NODE_NAME": "gpu-node-07"},
-                          extra_args=cls.node.agent_args(config, "") + ["--compat", compat] + extra
-                          + ["--collector.profiling", "--collector.nvlink"])  # the DCGM profiling fields
+                          extra_args=cls.node.agent_args(config, "") + ["--compat", compat] + extra)
             cls.procs.append(agent)
             cls.agents[compat] = agent
         for agent in cls.agents.values():
@@ -212,8 +213,27 @@ class Compat(unittest.TestCase):
         log = self.agents["dcgm-exporter"].process.log()
         unserved = [line for line in log.splitlines() if "dcgm-exporter fields not served" in line]
         self.assertEqual(len(unserved), 1, log[-2000:])  # once, at start
-        self.assertIn("DCGM_FI_DEV_ENC_UTIL (", unserved[0])
+        self.assertIn("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL (", unserved[0])
         self.assertNotIn("DCGM_FI_PROF_", unserved[0])  # the default file's profiling fields are served
+        for served in ("DCGM_FI_DEV_XID_ERRORS", "DCGM_FI_DEV_FB_RESERVED", "DCGM_FI_DEV_ENC_UTIL",
+                       "DCGM_FI_DEV_DEC_UTIL"):
+            self.assertNotIn(served, unserved[0])
+            self.assertTrue(self.query(served), served)
+
+    def test_opencost_gpu_usage_query_gives_each_container_its_share(self):
+        # OpenCost's GPU usage query, as it writes it: one series per pod's container.
+        got = self.query('avg_over_time(DCGM_FI_PROF_GR_ENGINE_ACTIVE{container!=""}[1m])')
+        self.assertEqual(sorted((r["metric"]["gpu"], r["metric"]["pod"], r["metric"]["container"]) for r in got),
+                         [("0", "llm-train-0", "trainer"), ("2", "eval-harness-0", "eval"),
+                          ("2", "jupyter-bob", "notebook")])
+        # The shared GPU's activity split by the pods' SM shares (3:1), as DCGM_FI_DEV_GPU_UTIL is.
+        share = {r["metric"]["pod"]: float(r["value"][1]) for r in self.query('DCGM_FI_PROF_GR_ENGINE_ACTIVE{gpu="2"}')}
+        self.assertAlmostEqual(share["jupyter-bob"] / share["eval-harness-0"], 3, delta=0.1)
+
+    def test_no_nvlink_rates_on_gpus_without_nvlink(self):
+        # compat.yaml's H100s have GPM but no NVLink: GPM's NVLink rates (0 there) are left out.
+        self.assertTrue(self.query('gpu_sm_active_ratio{instance="%s"}' % self.instance["dcgm-exporter"]))
+        self.assertEqual(self.query("gpu_nvlink_throughput_bytes_per_second"), [])
 
     # ---- labels, shared GPUs and the exposition -----------------------------------------------
 
@@ -234,7 +254,8 @@ class Compat(unittest.TestCase):
         util = self.values('DCGM_FI_DEV_GPU_UTIL{gpu="2"}')
         self.assertEqual(sorted(round(v) for v in util.values()), [10, 30])
         for expr, device in (("sum by (UUID) (DCGM_FI_DEV_GPU_UTIL)", "gpu_utilization_ratio * 100"),
-                             ("sum by (UUID) (DCGM_FI_DEV_FB_USED)", "gpu_memory_used_bytes / 1048576")):
+                             ("sum by (UUID) (DCGM_FI_DEV_FB_USED)", "gpu_memory_used_bytes / 1048576"),
+                             ("sum by (UUID) (DCGM_FI_PROF_GR_ENGINE_ACTIVE)", "gpu_graphics_engine_active_ratio")):
             at = time.time()
             got = {json.loads(k)["UUID"]: v for k, v in self.values(expr, at).items()}
             want = {r["metric"]["uuid"]: float(r["value"][1]) for r in self.query(

@@ -46,7 +46,7 @@ class MigProfiling(AgentTestCase):
     def test_gpm_per_instance_matches_the_truth_across_a_repartition(self):
         start = ScenarioStart()
         agent = self.track(Agent(scenario=SCENARIO, env=sim_env(start),
-                                 extra_args=["--collector.profiling"]))  # off by default
+                                 extra_args=[]))  # profiling is on by default
         prom = self.track(Prometheus(["127.0.0.1:%d" % agent.port]))
         agent.wait_ready()
         epoch = start.begin()

@@ -20,7 +20,7 @@ from harness import AgentTestCase, Agent, Prometheus, SCENARIOS, ScenarioStart, 
 
 H100 = os.path.join(SCENARIOS, "profiling-h100.yaml")
 A100 = os.path.join(SCENARIOS, "profiling-a100.yaml")
-# Both collectors are off by default (docs/configuration.md#collectors).
+# NVLink is off by default and profiling on (docs/configuration.md#collectors); both named here.
 ON = ["--collector.profiling", "--collector.nvlink"]
 FROM, TO = 30.0, 80.0
 GAUGES = {  # family{labels} -> field of the truth's profiling object, scale to the family's unit
@@ -100,7 +100,8 @@ class Profiling(AgentTestCase):
         self.assertEqual(prom.query('count(gpu_nvlink_up{gpu="0"})', at=at)[0]["value"][1], "18")
 
     def test_a100_has_no_profiling_metrics_and_keeps_nvlink(self):
-        agent = self.track(Agent(scenario=A100, extra_args=ON))
+        # Profiling as by default: on, and silent on a GPU without GPM.
+        agent = self.track(Agent(scenario=A100, extra_args=["--collector.nvlink"]))
         agent.wait_ready()
         wait_until(lambda: "gpu_nvlink_up{" in agent.metrics()[1], 30, what="NVLink series")
         time.sleep(2.5)  # two more collections: GPM would have a pair by now

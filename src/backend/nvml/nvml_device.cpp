@@ -200,7 +200,10 @@ void NvmlBackend::collect_basics(Device& d, nvmlDevice_t h, bool memory_temperat
   if (c.wanted(s.memory_v2, kMemoryV2)) {
     nvmlMemory_v2_t m{};
     m.version = nvmlMemory_v2;
-    if (c.ok(kMemoryV2, s.memory_v2(h, &m), "nvmlDeviceGetMemoryInfo_v2")) set_memory(m.total, m.used, m.free);
+    if (c.ok(kMemoryV2, s.memory_v2(h, &m), "nvmlDeviceGetMemoryInfo_v2")) {
+      set_memory(m.total, m.used, m.free);
+      r.device.memory_reserved_bytes = static_cast<double>(m.reserved);
+    }
   }
   if (!r.device.memory_total_bytes && c.wanted(s.memory_v1, kMemoryV1)) {
     nvmlMemory_t m{};
@@ -224,6 +227,21 @@ void NvmlBackend::collect_basics(Device& d, nvmlDevice_t h, bool memory_temperat
   if (c.wanted(s.fan_speed, kFanSpeed)) {
     unsigned pct = 0;
     if (c.ok(kFanSpeed, s.fan_speed(h, &pct), "nvmlDeviceGetFanSpeed")) r.device.fan_speed_ratio = pct / 100.0;
+  }
+  // The video engines, in percent of their sampling period (which is not kept).
+  struct VideoQuery {
+    nvmlDeviceGetEnumPair_fn fn;
+    Call call;
+    const char* name;
+    std::optional<double> DeviceValues::*out;
+  };
+  for (const VideoQuery& q : {VideoQuery{s.encoder_utilization, kEncoderUtilization, "nvmlDeviceGetEncoderUtilization",
+                                         &DeviceValues::encoder_utilization_ratio},
+                              VideoQuery{s.decoder_utilization, kDecoderUtilization, "nvmlDeviceGetDecoderUtilization",
+                                         &DeviceValues::decoder_utilization_ratio}}) {
+    if (!c.wanted(q.fn, q.call)) continue;
+    unsigned pct = 0, period_us = 0;
+    if (c.ok(q.call, q.fn(h, &pct, &period_us), q.name)) r.device.*(q.out) = pct / 100.0;
   }
 }
 

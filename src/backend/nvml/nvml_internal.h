@@ -35,6 +35,8 @@ enum Call : size_t {
   kClockVideo,
   kPerformanceState,
   kFanSpeed,
+  kEncoderUtilization,
+  kDecoderUtilization,
   kPcieGeneration,
   kPcieWidth,
   kPcieReplay,

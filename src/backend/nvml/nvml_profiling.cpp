@@ -106,9 +106,18 @@ void NvmlBackend::collect_gpm(Device& d, nvmlDevice_t h, NvmlCollection& c, Devi
   const NvmlSymbols& s = symbols_;
   if (!s.has_gpm()) return;
   probe_gpm(d, h, c);
+  r.profiling_supported = d.gpm_supported;
   if (d.gpm_supported != true) return;
   r.profiling = gpm_step(
       d.gpm, [&](nvmlGpmSample_t smp) { return s.gpm_sample_get(h, smp); }, kGpmSample, "nvmlGpmSampleGet", c);
+  // GPM answers its NVLink rates on a GPU without NVLink too, as 0: absent there, as the links are.
+  if (r.profiling) {
+    collect_slow_values(d, h, CollectorId::kNvlink, c);
+    if (d.slow.nvlink_count == 0) {
+      r.profiling->nvlink_transmit_bytes_per_second.reset();
+      r.profiling->nvlink_receive_bytes_per_second.reset();
+    }
+  }
 }
 
 void NvmlBackend::probe_gpm(Device& d, nvmlDevice_t h, NvmlCollection& c) {

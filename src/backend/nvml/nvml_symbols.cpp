@@ -64,6 +64,8 @@ Result<NvmlSymbols> NvmlSymbols::resolve(const SymbolSource& lib) {
   s.clock_info = first_of<nvmlDeviceGetClockInfo_fn>(lib, {"nvmlDeviceGetClockInfo"}, miss);
   s.performance_state = first_of<nvmlDeviceGetUInt_fn>(lib, {"nvmlDeviceGetPerformanceState"}, miss);
   s.fan_speed = first_of<nvmlDeviceGetUInt_fn>(lib, {"nvmlDeviceGetFanSpeed"}, miss);
+  s.encoder_utilization = first_of<nvmlDeviceGetEnumPair_fn>(lib, {"nvmlDeviceGetEncoderUtilization"}, miss);
+  s.decoder_utilization = first_of<nvmlDeviceGetEnumPair_fn>(lib, {"nvmlDeviceGetDecoderUtilization"}, miss);
   s.pcie_link_generation = first_of<nvmlDeviceGetUInt_fn>(lib, {"nvmlDeviceGetCurrPcieLinkGeneration"}, miss);
   s.pcie_link_width = first_of<nvmlDeviceGetUInt_fn>(lib, {"nvmlDeviceGetCurrPcieLinkWidth"}, miss);
   s.pcie_replay_counter = first_of<nvmlDeviceGetUInt_fn>(lib, {"nvmlDeviceGetPcieReplayCounter"}, miss);

@@ -36,6 +36,8 @@ struct NvmlSymbols {
   nvmlDeviceGetClockInfo_fn clock_info = nullptr;
   nvmlDeviceGetUInt_fn performance_state = nullptr;
   nvmlDeviceGetUInt_fn fan_speed = nullptr;
+  nvmlDeviceGetEnumPair_fn encoder_utilization = nullptr;
+  nvmlDeviceGetEnumPair_fn decoder_utilization = nullptr;
   nvmlDeviceGetUInt_fn pcie_link_generation = nullptr;
   nvmlDeviceGetUInt_fn pcie_link_width = nullptr;
   nvmlDeviceGetUInt_fn pcie_replay_counter = nullptr;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "sim/nvml/nvml_exports_info.h"
+#include "sim/physics/profiling.h"
 
 using gpumeter::sim::device_call;
 using gpumeter::sim::DeviceState;
@@ -119,11 +120,15 @@ nvmlReturn_t application_clock(Fn fn, nvmlDevice_t device, unsigned int type, un
   });
 }
 
-nvmlReturn_t media_utilization(Fn fn, nvmlDevice_t device, unsigned int* utilization, unsigned int* period_us) {
-  return device_call(fn, device, [&](Session&, DeviceState&, Micros) -> nvmlReturn_t {
+// The video engine's load at the call, from the jobs' `encoder` or `decoder` profile fractions
+// (0 by default: jobs are compute work). On a GPU in MIG mode the engines belong to the instances:
+// NOT_SUPPORTED on the parent (an assumption, as for its utilization).
+nvmlReturn_t media_utilization(Fn fn, nvmlDevice_t device, double gpumeter::sim::JobProfile::*engine,
+                               unsigned int* utilization, unsigned int* period_us) {
+  return device_call(fn, device, [&](Session& s, DeviceState& d, Micros now) -> nvmlReturn_t {
     if (utilization == nullptr || period_us == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-    // Simulated jobs are compute work; no video engine is ever busy.
-    *utilization = 0;
+    if (s.scenario().mig.enabled(d.gpu.index())) return NVML_ERROR_NOT_SUPPORTED;
+    *utilization = gpumeter::sim::video_engine_percent(s.scenario(), d.gpu.processes(now), engine);
     *period_us = 167'000;
     return NVML_SUCCESS;
   });
@@ -149,12 +154,14 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetBAR1MemoryInfo(nvmlDevice_t devic
 
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetEncoderUtilization(nvmlDevice_t device, unsigned int* utilization,
                                                                   unsigned int* sampling_period_us) {
-  return media_utilization(Fn::nvmlDeviceGetEncoderUtilization, device, utilization, sampling_period_us);
+  return media_utilization(Fn::nvmlDeviceGetEncoderUtilization, device, &gpumeter::sim::JobProfile::encoder,
+                           utilization, sampling_period_us);
 }
 
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetDecoderUtilization(nvmlDevice_t device, unsigned int* utilization,
                                                                   unsigned int* sampling_period_us) {
-  return media_utilization(Fn::nvmlDeviceGetDecoderUtilization, device, utilization, sampling_period_us);
+  return media_utilization(Fn::nvmlDeviceGetDecoderUtilization, device, &gpumeter::sim::JobProfile::decoder,
+                           utilization, sampling_period_us);
 }
 
 // ---- ECC ----

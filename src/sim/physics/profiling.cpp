@@ -51,6 +51,18 @@ bool gpm_supported(const GpuModelSpec& model) {
   return model.vendor == "nvidia" && (model.architecture == "hopper" || model.architecture == "blackwell");
 }
 
+unsigned video_engine_percent(const Scenario& scenario, const std::vector<JobShare>& jobs, double JobProfile::*engine) {
+  int sum = 0;
+  for (const JobShare& j : jobs) sum += j.percent;
+  const double denominator = std::max(100, sum);
+  double busy = 0;
+  for (const JobShare& j : jobs) {
+    if (j.job >= scenario.jobs.size()) continue;  // a live process
+    busy += j.percent / denominator * (scenario.jobs[j.job].profile.*engine);
+  }
+  return static_cast<unsigned>(std::lround(std::min(busy, 1.0) * 100));
+}
+
 ProfileIntegrator::ProfileIntegrator(const Scenario& scenario, const GpuTimeline& timeline, unsigned gpu,
                                      std::size_t instance)
     : timeline_(timeline),

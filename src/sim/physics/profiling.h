@@ -48,6 +48,11 @@ struct ProfileTotals {
 // GPM is "for Hopper or newer fully supported devices" ([H] nvmlGpmQueryDeviceSupport).
 bool gpm_supported(const GpuModelSpec& model);
 
+// The percent of time a video engine (`&JobProfile::encoder` or `decoder`) is busy while `jobs`
+// run: sum b_j * engine_j, rounded, as the GPM activities weigh the jobs' busy time. A live
+// process, which has no profile, keeps neither engine busy.
+unsigned video_engine_percent(const Scenario& scenario, const std::vector<JobShare>& jobs, double JobProfile::*engine);
+
 class ProfileIntegrator {
  public:
   // The timeline must outlive the integrator; the scenario is copied from. `instance`: the MIG

@@ -30,6 +30,9 @@ struct JobProfile {
   double fp64 = 0.0;
   double fp32 = 0.5;
   double fp16 = 0.0;
+  // The video engines (NVENC, NVDEC), not GPM: busy this fraction of the job's busy time.
+  double encoder = 0.0;
+  double decoder = 0.0;
 };
 
 // A job's NVLink traffic at 100% utilization (`jobs[].nvlink`), over all links of the GPU,

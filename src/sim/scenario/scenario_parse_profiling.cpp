@@ -57,7 +57,7 @@ NvlinkSpec parse_nvlink_spec(const YAML::Node& node, const std::string& path) {
 }
 
 JobProfile parse_job_profile(const YAML::Node& node, const std::string& path) {
-  MapReader m(node, path, {"sm", "occupancy", "tensor", "dram", "fp64", "fp32", "fp16"});
+  MapReader m(node, path, {"sm", "occupancy", "tensor", "dram", "fp64", "fp32", "fp16", "encoder", "decoder"});
   JobProfile p;
   auto read = [&](std::string_view key, double& out) {
     if (m.has(key)) out = read_double(m.get(key), m.path(key), 0, 1);
@@ -69,6 +69,8 @@ JobProfile parse_job_profile(const YAML::Node& node, const std::string& path) {
   read("fp64", p.fp64);
   read("fp32", p.fp32);
   read("fp16", p.fp16);
+  read("encoder", p.encoder);
+  read("decoder", p.decoder);
   // Tensor and FP pipes work only while an SM does: their activity cannot exceed the SMs'.
   for (auto [key, value] : {std::pair<std::string_view, double>{"tensor", p.tensor},
                             {"fp64", p.fp64},

@@ -179,6 +179,18 @@ nvmlReturn_t FanSpeed(nvmlDevice_t h, unsigned* pct) {
   *pct = 30;
   return NVML_SUCCESS;
 }
+nvmlReturn_t EncoderUtilization(nvmlDevice_t h, unsigned* pct, unsigned* period_us) {
+  if (nvmlReturn_t rc = answer("nvmlDeviceGetEncoderUtilization", h)) return rc;
+  *pct = 25;
+  *period_us = 167'000;
+  return NVML_SUCCESS;
+}
+nvmlReturn_t DecoderUtilization(nvmlDevice_t h, unsigned* pct, unsigned* period_us) {
+  if (nvmlReturn_t rc = answer("nvmlDeviceGetDecoderUtilization", h)) return rc;
+  *pct = 5;
+  *period_us = 167'000;
+  return NVML_SUCCESS;
+}
 nvmlReturn_t ComputeProcesses(nvmlDevice_t h, unsigned* count, void* buf) {
   if (nvmlReturn_t rc = answer("nvmlDeviceGetComputeRunningProcesses_v3", h)) return rc;
   if (is_mig(h) && mig_of(h) == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
@@ -577,6 +589,8 @@ void* FakeSymbols::symbol(const char* name) const {
       {"nvmlDeviceGetTotalEnergyConsumption", reinterpret_cast<void*>(&Energy)},
       {"nvmlDeviceGetClockInfo", reinterpret_cast<void*>(&Clock)},
       {"nvmlDeviceGetFanSpeed", reinterpret_cast<void*>(&FanSpeed)},
+      {"nvmlDeviceGetEncoderUtilization", reinterpret_cast<void*>(&EncoderUtilization)},
+      {"nvmlDeviceGetDecoderUtilization", reinterpret_cast<void*>(&DecoderUtilization)},
       {"nvmlDeviceGetComputeRunningProcesses_v3", reinterpret_cast<void*>(&ComputeProcesses)},
       {"nvmlDeviceGetSamples", reinterpret_cast<void*>(&Samples)},
       {"nvmlDeviceGetProcessUtilization", reinterpret_cast<void*>(&ProcessUtilization)},

@@ -72,6 +72,23 @@ TEST_F(DriverBehaviourTest, AnErrorFromOneQueryLeavesOnlyThatValueOutAndIsCounte
   EXPECT_EQ(call_errors(*b, 1, "nvmlDeviceGetFanSpeed", "unknown"), 1u);
 }
 
+TEST_F(DriverBehaviourTest, TheVideoEnginesAreReadAndAnUnsupportedOneIsNotAskedAgain) {
+  auto b = make();
+  script().gpu_rc[{"nvmlDeviceGetDecoderUtilization", 1}] = NVML_ERROR_NOT_SUPPORTED;
+  for (int round = 0; round < 2; ++round) {
+    auto r0 = b->collect(0);
+    ASSERT_TRUE(r0.ok()) << r0.error().message;
+    EXPECT_EQ(r0->device.encoder_utilization_ratio, 0.25);
+    EXPECT_EQ(r0->device.decoder_utilization_ratio, 0.05);
+    auto r1 = b->collect(1);
+    ASSERT_TRUE(r1.ok()) << r1.error().message;
+    EXPECT_EQ(r1->device.encoder_utilization_ratio, 0.25);
+    EXPECT_FALSE(r1->device.decoder_utilization_ratio.has_value());
+  }
+  EXPECT_EQ(script().calls["nvmlDeviceGetDecoderUtilization"], 3);  // GPU 0 twice, GPU 1 once
+  EXPECT_EQ(call_errors(*b, 1, "nvmlDeviceGetDecoderUtilization", "not_supported"), 0u);
+}
+
 TEST_F(DriverBehaviourTest, ARefusedCallIsRememberedAndNamedNotCountedAsAnError) {
   auto b = make();
   script().gpu_rc[{"nvmlDeviceGetPowerUsage", 0}] = NVML_ERROR_NO_PERMISSION;

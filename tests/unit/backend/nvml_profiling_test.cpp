@@ -92,8 +92,9 @@ TEST_F(ProfilingTest, GpmHasNoValueAtTheFirstCollectionThenOneBetweenEachPairOfC
   EXPECT_DOUBLE_EQ(*p.fp16_active_ratio, 0.45);
   EXPECT_DOUBLE_EQ(*p.pcie_transmit_bytes_per_second, 100.0 * 1024 * 1024);
   EXPECT_DOUBLE_EQ(*p.pcie_receive_bytes_per_second, 200.0 * 1024 * 1024);
-  EXPECT_DOUBLE_EQ(*p.nvlink_transmit_bytes_per_second, 1000.0 * 1024 * 1024);
-  EXPECT_DOUBLE_EQ(*p.nvlink_receive_bytes_per_second, 2000.0 * 1024 * 1024);
+  // GPU 0 has no NVLink: GPM's NVLink rates (0 on a real one) are left out.
+  EXPECT_FALSE(p.nvlink_transmit_bytes_per_second.has_value());
+  EXPECT_FALSE(p.nvlink_receive_bytes_per_second.has_value());
   EXPECT_TRUE(collect(*b).profiling.has_value());
   EXPECT_TRUE(collect(*b).profiling.has_value());
   // Each collection took one sample and compared it with the previous collection's: the two
@@ -108,6 +109,20 @@ TEST_F(ProfilingTest, GpmHasNoValueAtTheFirstCollectionThenOneBetweenEachPairOfC
   EXPECT_EQ(script().calls["nvmlGpmSampleGet"], 4);
   EXPECT_EQ(script().gpm_allocated, 2);
   EXPECT_EQ(script().calls["nvmlGpmQueryDeviceSupport"], 1) << "support is probed once";
+}
+
+TEST_F(ProfilingTest, GpmNvlinkRatesOnAGpuWithNvlinkWhateverTheNvlinkCollector) {
+  script_gpm(0);
+  script().links[0] = {fake::FakeLink{1, 25781, 1000, 2000, 0, 0, 0}};
+  auto b = make();
+  const CollectorSet groups = CollectorSet::all().set(CollectorId::kNvlink, false);
+  ASSERT_TRUE(b->collect(0, CollectScope::kFull, groups).ok());
+  clock_.advance(5s);
+  auto r = b->collect(0, CollectScope::kFull, groups);  // the link count is read for GPM
+  ASSERT_TRUE(r.ok() && r->profiling.has_value());
+  EXPECT_DOUBLE_EQ(*r->profiling->nvlink_transmit_bytes_per_second, 1000.0 * 1024 * 1024);
+  EXPECT_DOUBLE_EQ(*r->profiling->nvlink_receive_bytes_per_second, 2000.0 * 1024 * 1024);
+  EXPECT_TRUE(r->nvlinks.empty()) << "the nvlink collector's own series are not read";
 }
 
 TEST_F(ProfilingTest, GpmUnsupportedLeavesTheMetricsAbsentNotZero) {

@@ -10,13 +10,29 @@ namespace {
 
 using namespace std::chrono_literals;
 
-TEST(CollectionPlan, DefaultsLeaveTheMeasuredCostlyCollectorsOff) {
+TEST(CollectionPlan, DefaultsLeaveOnlyNvlinkOff) {
   auto plan = make_collection_plan({}, {});
   ASSERT_TRUE(plan.ok()) << plan.error().message;
-  EXPECT_EQ(plan->enabled_names(), "device,clocks,ecc,pcie,mig,processes,ledger,events");
+  EXPECT_EQ(plan->enabled_names(), "device,clocks,ecc,pcie,profiling,mig,processes,ledger,events");
   EXPECT_FALSE(plan->has(CollectorId::kNvlink));
-  EXPECT_FALSE(plan->has(CollectorId::kProfiling));
+  EXPECT_TRUE(plan->has(CollectorId::kProfiling));
   for (const auto& c : kCollectors) EXPECT_EQ(plan->interval_of(c.id), 0ms) << c.name;
+}
+
+TEST(CollectionPlan, AWantedCollectorIsOnUnlessAFlagOrTheConfigSwitchesItOff) {
+  const CollectorSet wanted = CollectorSet().set(CollectorId::kNvlink).set(CollectorId::kProfiling);
+  auto plan = make_collection_plan({}, {}, wanted);
+  ASSERT_TRUE(plan.ok()) << plan.error().message;
+  EXPECT_TRUE(plan->has(CollectorId::kNvlink));
+  EXPECT_TRUE(plan->has(CollectorId::kProfiling));
+  CollectorsConfig config{};
+  config[static_cast<size_t>(CollectorId::kNvlink)].enabled = false;
+  CollectorSwitches flags;
+  flags[CollectorId::kProfiling] = false;
+  auto off = make_collection_plan(flags, config, wanted);
+  ASSERT_TRUE(off.ok()) << off.error().message;
+  EXPECT_FALSE(off->has(CollectorId::kNvlink));
+  EXPECT_FALSE(off->has(CollectorId::kProfiling));
 }
 
 TEST(CollectionPlan, AFlagWinsOverTheConfigAndTheConfigOverTheDefault) {

@@ -114,21 +114,34 @@ TEST(dcgm_counters, MalformedLinesNameTheLine) {
 }
 
 TEST(dcgm_counters, TheDefaultListsUnservedFieldsWithoutFailing) {
-  std::vector<std::string> unserved = unserved_dcgm_fields(default_dcgm_counters());
+  const CollectorSet on = CollectorSet::defaults();
+  std::vector<std::string> unserved = unserved_dcgm_fields(default_dcgm_counters(), on);
   std::vector<std::string> fields;
   for (const auto& u : unserved) fields.push_back(u.substr(0, u.find(' ')));
-  EXPECT_EQ(fields, (std::vector<std::string>{"DCGM_FI_DEV_ENC_UTIL", "DCGM_FI_DEV_DEC_UTIL", "DCGM_FI_DEV_XID_ERRORS",
-                                              "DCGM_FI_DEV_FB_RESERVED", "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
-                                              "DCGM_FI_DEV_VGPU_LICENSE_STATUS"}));
+  EXPECT_EQ(fields,
+            (std::vector<std::string>{"DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "DCGM_FI_DEV_VGPU_LICENSE_STATUS"}));
+  // What the default file's served fields need: every collector that reads one.
+  EXPECT_EQ(dcgm_field_collectors(default_dcgm_counters()), CollectorSet()
+                                                                .set(CollectorId::kDevice)
+                                                                .set(CollectorId::kClocks)
+                                                                .set(CollectorId::kEcc)
+                                                                .set(CollectorId::kPcie)
+                                                                .set(CollectorId::kProfiling)
+                                                                .set(CollectorId::kEvents));
+  // A collector switched off leaves its fields unserved, and says which.
+  const auto without = unserved_dcgm_fields(default_dcgm_counters(), CollectorSet(on).set(CollectorId::kEvents, false));
+  EXPECT_NE(std::find(without.begin(), without.end(),
+                      "DCGM_FI_DEV_XID_ERRORS (needs the events collector, which the configuration switches off)"),
+            without.end());
   // The profiling fields of the default file are served; one gpumeter does not read is not.
   auto prof =
       parse_dcgm_counters("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE, gauge, t\nDCGM_FI_PROF_PIPE_INT_ACTIVE, gauge, i\n", "f");
   ASSERT_TRUE(prof.ok());
-  EXPECT_EQ(unserved_dcgm_fields(*prof),
+  EXPECT_EQ(unserved_dcgm_fields(*prof, on),
             (std::vector<std::string>{"DCGM_FI_PROF_PIPE_INT_ACTIVE (a profiling metric gpumeter does not read)"}));
   auto wrong_kind = parse_dcgm_counters("DCGM_FI_DEV_GPU_UTIL, label, x\nDCGM_FI_DRIVER_VERSION, gauge, y\n", "f");
   ASSERT_TRUE(wrong_kind.ok());
-  EXPECT_EQ(unserved_dcgm_fields(*wrong_kind),
+  EXPECT_EQ(unserved_dcgm_fields(*wrong_kind, on),
             (std::vector<std::string>{"DCGM_FI_DEV_GPU_UTIL (a measured value, not a label)",
                                       "DCGM_FI_DRIVER_VERSION (an identity string; list it with type label)"}));
 }
@@ -221,6 +234,47 @@ TEST(compat_dcgm_exporter, SharedGpuGivesEachPodItsSeriesSplitAsTheLedgerSplits)
   const MetricFamily* temp = find(fams, "DCGM_FI_DEV_GPU_TEMP");
   EXPECT_DOUBLE_EQ(temp->samples[0].value, 64);  // a device value, repeated on each pod's series
   EXPECT_DOUBLE_EQ(temp->samples[1].value, 64);
+}
+
+TEST(compat_dcgm_exporter, LastXidReservedFramebufferVideoEnginesAndActivityByPod) {
+  Snapshot snap = shared_gpu();
+  auto r0 = std::make_shared<DeviceReading>(*snap.gpus[0].reading);
+  r0->device.memory_reserved_bytes = 512.0 * 1024 * 1024;
+  r0->device.encoder_utilization_ratio = 0.25;
+  r0->device.decoder_utilization_ratio = 0.5;
+  r0->profiling = ProfilingReading{};
+  r0->profiling->graphics_active_ratio = 0.8;
+  snap.gpus[0].reading = r0;
+  snap.gpus[0].last_xid = 13;
+  snap.gpus[1].last_xid = 0;  // the events collector on, no Xid yet
+  CompatOptions o = options({CompatSet::kDcgmExporter});
+  o.counters = *parse_dcgm_counters(
+      "DCGM_FI_DEV_XID_ERRORS, gauge, x\nDCGM_FI_DEV_FB_RESERVED, gauge, r\nDCGM_FI_PROF_GR_ENGINE_ACTIVE, gauge, g\n"
+      "DCGM_FI_DEV_ENC_UTIL, gauge, e\nDCGM_FI_DEV_DEC_UTIL, gauge, d\n",
+      "f");
+  auto fams = build_compat_families(snap, o);
+  const MetricFamily* xid = find(fams, "DCGM_FI_DEV_XID_ERRORS");
+  ASSERT_NE(xid, nullptr);
+  ASSERT_EQ(xid->samples.size(), 3u);  // each pod of GPU 0, and GPU 1
+  EXPECT_DOUBLE_EQ(xid->samples[0].value, 13);
+  EXPECT_DOUBLE_EQ(xid->samples[1].value, 13);
+  EXPECT_DOUBLE_EQ(xid->samples[2].value, 0);
+  const MetricFamily* reserved = find(fams, "DCGM_FI_DEV_FB_RESERVED");
+  ASSERT_NE(reserved, nullptr);
+  ASSERT_EQ(reserved->samples.size(), 2u);                                     // GPU 1 read no v2 memory
+  EXPECT_DOUBLE_EQ(reserved->samples[0].value, 512);                           // MiB, repeated on each pod's series
+  EXPECT_DOUBLE_EQ(find(fams, "DCGM_FI_DEV_ENC_UTIL")->samples[0].value, 25);  // percent
+  EXPECT_DOUBLE_EQ(find(fams, "DCGM_FI_DEV_DEC_UTIL")->samples[1].value, 50);
+  // OpenCost reads a container's GPU usage from the graphics engine's activity: each pod its share.
+  const MetricFamily* active = find(fams, "DCGM_FI_PROF_GR_ENGINE_ACTIVE");
+  ASSERT_NE(active, nullptr);
+  ASSERT_EQ(active->samples.size(), 2u);
+  EXPECT_DOUBLE_EQ(active->samples[0].value, 0.8 * 0.75);
+  EXPECT_DOUBLE_EQ(active->samples[1].value, 0.8 * 0.25);
+  // With the events collector off there is no last Xid to tell.
+  snap.gpus[0].last_xid.reset();
+  snap.gpus[1].last_xid.reset();
+  EXPECT_EQ(find(build_compat_families(snap, o), "DCGM_FI_DEV_XID_ERRORS"), nullptr);
 }
 
 TEST(compat_dcgm_exporter, OneOwnerGetsTheWholeGpuAndJobsTheirHpcJobLabel) {
@@ -340,7 +394,7 @@ TEST(compat_dcgm_exporter, ProfilingFieldsAreAbsentWithoutProfiling) {
                         "DCGM_FI_PROF_PCIE_RX_BYTES", "DCGM_FI_PROF_NVLINK_TX_BYTES", "DCGM_FI_PROF_NVLINK_RX_BYTES"}) {
     all.counters.push_back({f, "gauge", "h", 0});
   }
-  EXPECT_TRUE(unserved_dcgm_fields(all).empty());
+  EXPECT_TRUE(unserved_dcgm_fields(all, CollectorSet::all()).empty());
   auto o = options({CompatSet::kDcgmExporter});
   o.counters = all;
   // The first fixture's GPUs have no GPM (an A100, and an H100 whose reading has none): nothing.

@@ -295,6 +295,11 @@ TEST_F(NvmlMig, ParentAnswersNotSupportedForUtilization) {
   info.version = nvmlProcessesUtilizationInfo_v1;
   EXPECT_EQ(api().processes_util_info(handle(0), &info), NVML_ERROR_NOT_SUPPORTED);
   EXPECT_EQ(api().process_util(handle(1), nullptr, &n, 0), NVML_ERROR_INSUFFICIENT_SIZE);
+  // The video engines belong to the instances (an assumption, docs/nvml-behaviour.md).
+  auto encoder = api().get<nvmlDeviceGetEnumPair_fn>("nvmlDeviceGetEncoderUtilization");
+  unsigned pct = 0, period = 0;
+  EXPECT_EQ(encoder(handle(0), &pct, &period), NVML_ERROR_NOT_SUPPORTED);
+  EXPECT_EQ(encoder(handle(1), &pct, &period), NVML_SUCCESS);
 }
 
 TEST_F(NvmlMig, RepartitionInvalidatesHandlesOfDestroyedInstances) {

@@ -509,6 +509,35 @@ TEST_F(NvmlSim, XidEventIsDeliveredWhenDue) {
   EXPECT_EQ(api().set_wait(set, &e, 10), NVML_ERROR_INVALID_ARGUMENT);
 }
 
+// The video engines: sum b_j * engine_j of the jobs present (profiling.h), in percent.
+TEST_F(NvmlSim, EncoderAndDecoderUtilizationFollowTheJobsProfiles) {
+  const std::string yaml = std::string(testing::kModel) + R"(gpus:
+  count: 2
+  model: m
+jobs:
+  - {name: transcode, gpus: [0], pid: 10, utilization: 0.8, profile: {encoder: 0.5, decoder: 0.25}}
+  - {name: train, gpus: [0], pid: 11, start: 20, utilization: 0.6}
+  - {name: decode, gpus: [1], pid: 12, utilization: 0.3, profile: {decoder: 1}}
+)";
+  ASSERT_EQ(start(yaml, 10), NVML_SUCCESS);
+  auto encoder = api().get<nvmlDeviceGetEnumPair_fn>("nvmlDeviceGetEncoderUtilization");
+  auto decoder = api().get<nvmlDeviceGetEnumPair_fn>("nvmlDeviceGetDecoderUtilization");
+  ASSERT_NE(encoder, nullptr);
+  ASSERT_NE(decoder, nullptr);
+  unsigned pct = 99, period = 0;
+  ASSERT_EQ(encoder(handle(0), &pct, &period), NVML_SUCCESS);
+  EXPECT_EQ(pct, 40u);  // 0.8 busy * 0.5
+  EXPECT_EQ(period, 167'000u);
+  ASSERT_EQ(decoder(handle(0), &pct, &period), NVML_SUCCESS);
+  EXPECT_EQ(pct, 20u);
+  ASSERT_EQ(encoder(handle(1), &pct, &period), NVML_SUCCESS);
+  EXPECT_EQ(pct, 0u);
+  ASSERT_EQ(decoder(handle(1), &pct, &period), NVML_SUCCESS);
+  EXPECT_EQ(pct, 30u);
+  EXPECT_EQ(encoder(handle(0), nullptr, &period), NVML_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(decoder(handle(0), &pct, nullptr), NVML_ERROR_INVALID_ARGUMENT);
+}
+
 TEST_F(NvmlSim, UnsupportedFunctionsAndFields) {
   setenv("GPUMETER_SIM_UNSUPPORTED", "nvmlDeviceGetPowerUsage, nvmlSystemGetCudaDriverVersion,NVML_FI_DEV_MEMORY_TEMP",
          1);
