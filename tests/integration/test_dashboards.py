@@ -320,10 +320,8 @@ class DashboardQueries(AgentTestCase):
         return os.path.join(PROMETHEUS_DIR, "gpumeter-alerts.yml")
 
     def start_agent(self, node, config, state, env):
-        """The agent on the simulated node; returns its port."""
-        # The profiling and NVLink panels need their collectors (off by default).
-        agent = self.track(Agent(scenario=self.SCENARIO, env=env,
-                                 extra_args=node.agent_args(config, state) + ["--collector.profiling", "--collector.nvlink"]))
+        """The agent on the simulated node, with the default collectors; returns its port."""
+        agent = self.track(Agent(scenario=self.SCENARIO, env=env, extra_args=node.agent_args(config, state)))
         agent.wait_ready()
         return agent.port
 
@@ -402,6 +400,12 @@ class DashboardQueries(AgentTestCase):
         "gpu_remapped_rows": "not supported on a GPU with MIG instances",
     }
 
+    # The nvlink collector's families. The agents run with the default collectors, in which NVLink
+    # is off for its cost: these panels are empty, and each one's description says how to fill it.
+    NVLINK_OFF = re.compile(r"\bgpu_nvlink_(up|speed_bytes_per_second|transmit_bytes_total|receive_bytes_total|"
+                            r"errors_total)\b")
+    NVLINK_OFF_REASON = "the nvlink collector is off by default"
+
     def expected_empty(self, shown, expr):
         """Why `expr` may show no data with the variables `shown`; None when it must show data."""
         gpu = shown.get("gpu", "All")
@@ -412,10 +416,10 @@ class DashboardQueries(AgentTestCase):
             if index is not None and index not in self.MIG_GPUS:
                 return "GPU %d is not in MIG mode" % index
             return None
+        reasons = [self.NVLINK_OFF_REASON] if self.NVLINK_OFF.search(expr) else []
         if index in self.MIG_GPUS:
-            reasons = [why for family, why in self.ABSENT_ON_MIG.items() if re.search(r"\b%s\b" % family, expr)]
-            return "; ".join(reasons) or None
-        return None
+            reasons += [why for family, why in self.ABSENT_ON_MIG.items() if re.search(r"\b%s\b" % family, expr)]
+        return "; ".join(reasons) or None
 
     def run_every_panel_query(self):
         """Runs every panel's queries with each variable at its first value, its last and All;
@@ -439,6 +443,10 @@ class DashboardQueries(AgentTestCase):
                             failures.append("%s, panel %r query %s: %s" % (name, p["title"], t["refId"], e))
                             continue
                         empty_because = self.expected_empty(shown, expr)
+                        if self.NVLINK_OFF_REASON in (empty_because or "") and \
+                                "--collector.nvlink" not in p.get("description", ""):
+                            failures.append("%s, panel %r: empty on a default agent, and its description does "
+                                            "not say to run the agent with --collector.nvlink" % (name, p["title"]))
                         for kind in ("instant", "range"):
                             n += 1
                             where = "%s, variables %s, panel %r query %s (%s)" % (name, shown, p["title"],
@@ -532,7 +540,7 @@ class MixedNodeDashboardQueries(DashboardQueries):
         port = free_port()
         self.track(Process(rocm_namespace.argv(tree, [
             BIN, "serve", "--web.listen-address", "127.0.0.1:%d" % port, "--collect.interval", "1s",
-            "--sim.scenario", self.SCENARIO, "--collector.profiling", "--collector.nvlink"]
+            "--sim.scenario", self.SCENARIO]
             + node.agent_args(config, state)), env=env, name="gpumeter"))
         wait_until(lambda: http_get("http://127.0.0.1:%d/-/ready" % port, timeout=2)[0] == 200, 30,
                    what="agent ready")
