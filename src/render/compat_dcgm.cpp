@@ -135,6 +135,16 @@ const MetricField kMetricFields[] = {
      [](R r) { return prof(r, &ProfilingReading::nvlink_transmit_bytes_per_second); }},
     {"DCGM_FI_PROF_NVLINK_RX_BYTES", C::kProfiling, Split::kRepeat,
      [](R r) { return prof(r, &ProfilingReading::nvlink_receive_bytes_per_second); }},
+    // DCGM's NVLink throughput of all links, both directions: the data counters' increase per
+    // second over 1024 * 1000 (DCGM 4.6, DcgmCacheManager::ReadAndCacheNvLinkBandwidth, "MB/s"),
+    // here from GPM's rates of the same data. A GPU's field, not a MIG instance's.
+    {"DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", C::kProfiling, Split::kRepeat, nullptr,
+     [](const GpuSnapshot& g) -> std::optional<double> {
+       const auto tx = prof(*g.reading, &ProfilingReading::nvlink_transmit_bytes_per_second);
+       const auto rx = prof(*g.reading, &ProfilingReading::nvlink_receive_bytes_per_second);
+       if (!tx || !rx) return std::nullopt;
+       return (*tx + *rx) / 1024 / 1000;
+     }},
 };
 
 struct LabelField {
@@ -316,7 +326,7 @@ void render_dcgm(const Snapshot& snap, const CompatOptions& o, const std::vector
       const DeviceReading ir = instance_reading(m);
       const Labels labels = series_labels(g, Slice{}, o, label_fields, &m);
       for (std::size_t i = 0; i < exports.size(); ++i) {
-        if (exports[i].field->read == nullptr) continue;  // a GPU's own, as its Xids
+        if (exports[i].field->read == nullptr) continue;  // a GPU's own, as its Xids and NVLink
         if (auto v = exports[i].field->read(ir)) compat_add_sample(fams[i], labels, *v);
       }
     }

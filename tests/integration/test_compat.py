@@ -231,7 +231,7 @@ class Compat(unittest.TestCase):
         log = self.agents["dcgm-exporter"].process.log()
         unserved = [line for line in log.splitlines() if "dcgm-exporter fields not served" in line]
         self.assertEqual(len(unserved), 1, log[-2000:])  # once, at start
-        self.assertIn("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL (", unserved[0])
+        self.assertIn("DCGM_FI_DEV_VGPU_LICENSE_STATUS (", unserved[0])
         self.assertNotIn("DCGM_FI_PROF_", unserved[0])  # the default file's profiling fields are served
         for served in ("DCGM_FI_DEV_XID_ERRORS", "DCGM_FI_DEV_FB_RESERVED", "DCGM_FI_DEV_ENC_UTIL",
                        "DCGM_FI_DEV_DEC_UTIL"):

@@ -118,8 +118,7 @@ TEST(dcgm_counters, TheDefaultListsUnservedFieldsWithoutFailing) {
   std::vector<std::string> unserved = unserved_dcgm_fields(default_dcgm_counters(), on);
   std::vector<std::string> fields;
   for (const auto& u : unserved) fields.push_back(u.substr(0, u.find(' ')));
-  EXPECT_EQ(fields,
-            (std::vector<std::string>{"DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "DCGM_FI_DEV_VGPU_LICENSE_STATUS"}));
+  EXPECT_EQ(fields, (std::vector<std::string>{"DCGM_FI_DEV_VGPU_LICENSE_STATUS"}));
   // What the default file's served fields need: every collector that reads one.
   EXPECT_EQ(dcgm_field_collectors(default_dcgm_counters()), CollectorSet()
                                                                 .set(CollectorId::kDevice)
@@ -244,13 +243,16 @@ TEST(compat_dcgm_exporter, LastXidReservedFramebufferVideoEnginesAndActivityByPo
   r0->device.decoder_utilization_ratio = 0.5;
   r0->profiling = ProfilingReading{};
   r0->profiling->graphics_active_ratio = 0.8;
+  r0->profiling->nvlink_transmit_bytes_per_second = 3e9;
+  r0->profiling->nvlink_receive_bytes_per_second = 1e9;
   snap.gpus[0].reading = r0;
   snap.gpus[0].last_xid = 13;
   snap.gpus[1].last_xid = 0;  // the events collector on, no Xid yet
   CompatOptions o = options({CompatSet::kDcgmExporter});
   o.counters = *parse_dcgm_counters(
       "DCGM_FI_DEV_XID_ERRORS, gauge, x\nDCGM_FI_DEV_FB_RESERVED, gauge, r\nDCGM_FI_PROF_GR_ENGINE_ACTIVE, gauge, g\n"
-      "DCGM_FI_DEV_ENC_UTIL, gauge, e\nDCGM_FI_DEV_DEC_UTIL, gauge, d\n",
+      "DCGM_FI_DEV_ENC_UTIL, gauge, e\nDCGM_FI_DEV_DEC_UTIL, gauge, d\n"
+      "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL, counter, n\n",
       "f");
   auto fams = build_compat_families(snap, o);
   const MetricFamily* xid = find(fams, "DCGM_FI_DEV_XID_ERRORS");
@@ -265,6 +267,11 @@ TEST(compat_dcgm_exporter, LastXidReservedFramebufferVideoEnginesAndActivityByPo
   EXPECT_DOUBLE_EQ(reserved->samples[0].value, 512);                           // MiB, repeated on each pod's series
   EXPECT_DOUBLE_EQ(find(fams, "DCGM_FI_DEV_ENC_UTIL")->samples[0].value, 25);  // percent
   EXPECT_DOUBLE_EQ(find(fams, "DCGM_FI_DEV_DEC_UTIL")->samples[1].value, 50);
+  // DCGM's NVLink bandwidth: both directions, bytes/s over 1024 * 1000, on GPU 0's series only.
+  const MetricFamily* nvlink = find(fams, "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL");
+  ASSERT_NE(nvlink, nullptr);
+  ASSERT_EQ(nvlink->samples.size(), 2u);
+  EXPECT_DOUBLE_EQ(nvlink->samples[0].value, 4e9 / 1024 / 1000);
   // OpenCost reads a container's GPU usage from the graphics engine's activity: each pod its share.
   const MetricFamily* active = find(fams, "DCGM_FI_PROF_GR_ENGINE_ACTIVE");
   ASSERT_NE(active, nullptr);
