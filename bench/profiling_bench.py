@@ -11,9 +11,11 @@ configuration's CPU and peak RSS and its ratio to the first.
                each collection (one field-values call per link)
   MIG          bench/scenarios/mig-8x-h100.yaml, when present: every GPU in MIG mode with four
                instances, each enumerated, read and sampled by GPM every collection
-  defaults     profiling-h100.yaml again with the default collectors: NVLink and profiling off
+  defaults     profiling-h100.yaml again with the default collectors: profiling on, NVLink off
+  defaults+compat  the same with --compat dcgm-exporter and dcgm-exporter's default counters:
+               what the drop-in adds to a default agent
 
-All but the last run with --collector.profiling --collector.nvlink (both off by default).
+All but the last two run with --collector.profiling --collector.nvlink (NVLink is off by default).
 
 Usage: bench/profiling_bench.py --build build   (about 4 minutes with the defaults)"""
 import argparse
@@ -44,6 +46,7 @@ def configurations():
     if os.path.exists(mig):
         out.append(("MIG", mig, {}, ON))
     out.append(("defaults", h100, {}, []))
+    out.append(("defaults+compat", h100, {}, ["--compat", "dcgm-exporter"]))
     return out
 
 
@@ -59,7 +62,7 @@ def main():
             r = measure(args, work, name.replace(" ", "-").replace("+", "-"), ["--sim.scenario", scenario] + flags,
                         env=env)
             has_gpm = b"gpu_sm_active_ratio{" in r["body"]
-            if has_gpm != (name != "no GPM" and bool(flags)):
+            if has_gpm != (name != "no GPM"):
                 raise SystemExit("profiling_bench: %s: GPM series %s" % (name, "present" if has_gpm else "absent"))
             results.append((name, os.path.basename(scenario), r))
     finally:
@@ -71,12 +74,12 @@ def main():
         rows.append((name, scenario, "%.3f %% of a core%s" % (cpu * 100, "" if r["agent_exact"] else " (10 ms ticks)"),
                      "%.2fx" % (cpu / (base["agent_cpu"] / base["window"])),
                      "%.1f MiB" % (r["peak_rss_kib"] / 1024), "%.2fx" % (r["peak_rss_kib"] / base["peak_rss_kib"]),
-                     "%d" % r["gpu_series"], "%d" % r["scrapes"]))
+                     "%d" % r["gpu_series"], "%d bytes" % len(r["body"]), "%d" % r["scrapes"]))
     print("Profiling, NVLink and MIG: the agent on 8 simulated H100, 1 s collection, a scrape every %g s, "
           "%g s measured after %g s" % (args.scrape_every, args.duration, args.warmup))
     print()
     print_table(("configuration", "scenario", "agent CPU", "/ no GPM", "peak RSS", "/ no GPM", "`gpu_*` series",
-                 "scrapes"), rows)
+                 "body", "scrapes"), rows)
 
 
 if __name__ == "__main__":
