@@ -405,13 +405,10 @@ void CollectionScheduler::run_events(Backend& backend, size_t first_slot) {
       ++slot.xids[e.code];
       slot.last_xid = e.code;
     }
-    if (e.gpu_instance) {
-      log_.warn("Xid error in a MIG instance", {{"gpu", std::to_string(slot.gpu)},
-                                                {"gpu_instance", std::to_string(*e.gpu_instance)},
-                                                {"xid", std::to_string(e.code)}});
-    } else {
-      log_.warn("Xid error", {{"gpu", std::to_string(slot.gpu)}, {"xid", std::to_string(e.code)}});
-    }
+    LogFields fields{{"gpu", std::to_string(slot.gpu)}};
+    if (e.gpu_instance) fields.emplace_back("gpu_instance", std::to_string(*e.gpu_instance));
+    fields.emplace_back("xid", std::to_string(e.code));
+    log_.warn("Xid error", fields);
   }
 }
 
