@@ -5,6 +5,7 @@
 // first half. docs/nvml-behaviour.md gives the source of every choice.
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <type_traits>
@@ -120,15 +121,17 @@ nvmlReturn_t application_clock(Fn fn, nvmlDevice_t device, unsigned int type, un
   });
 }
 
-// The video engine's load at the call, from the jobs' `encoder` or `decoder` profile fractions
-// (0 by default: jobs are compute work). On a GPU in MIG mode the engines belong to the instances:
-// NOT_SUPPORTED on the parent (an assumption, as for its utilization).
-nvmlReturn_t media_utilization(Fn fn, nvmlDevice_t device, double gpumeter::sim::JobProfile::*engine,
+// The video engine's load at the call: its rate in the GPU's profile integrator, from the jobs'
+// `encoder` or `decoder` profile fractions (0 by default: jobs are compute work). On a GPU in MIG
+// mode the engines belong to the instances: NOT_SUPPORTED on the parent (an assumption, as for
+// its utilization).
+nvmlReturn_t media_utilization(Fn fn, nvmlDevice_t device, double gpumeter::sim::ProfileTotals::*engine,
                                unsigned int* utilization, unsigned int* period_us) {
   return device_call(fn, device, [&](Session& s, DeviceState& d, Micros now) -> nvmlReturn_t {
     if (utilization == nullptr || period_us == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
     if (s.scenario().mig.enabled(d.gpu.index())) return NVML_ERROR_NOT_SUPPORTED;
-    *utilization = gpumeter::sim::video_engine_percent(s.scenario(), d.gpu.processes(now), engine);
+    const double busy = d.gpu.profiling().rate_at(now).*engine;
+    *utilization = static_cast<unsigned>(std::lround(std::min(busy, 1.0) * 100));
     *period_us = 167'000;
     return NVML_SUCCESS;
   });
@@ -154,13 +157,13 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetBAR1MemoryInfo(nvmlDevice_t devic
 
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetEncoderUtilization(nvmlDevice_t device, unsigned int* utilization,
                                                                   unsigned int* sampling_period_us) {
-  return media_utilization(Fn::nvmlDeviceGetEncoderUtilization, device, &gpumeter::sim::JobProfile::encoder,
+  return media_utilization(Fn::nvmlDeviceGetEncoderUtilization, device, &gpumeter::sim::ProfileTotals::encoder,
                            utilization, sampling_period_us);
 }
 
 GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetDecoderUtilization(nvmlDevice_t device, unsigned int* utilization,
                                                                   unsigned int* sampling_period_us) {
-  return media_utilization(Fn::nvmlDeviceGetDecoderUtilization, device, &gpumeter::sim::JobProfile::decoder,
+  return media_utilization(Fn::nvmlDeviceGetDecoderUtilization, device, &gpumeter::sim::ProfileTotals::decoder,
                            utilization, sampling_period_us);
 }
 

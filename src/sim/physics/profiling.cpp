@@ -25,6 +25,8 @@ void add_scaled(ProfileTotals& a, const ProfileTotals& r, double dt) {
   a.fp64 += r.fp64 * dt;
   a.fp32 += r.fp32 * dt;
   a.fp16 += r.fp16 * dt;
+  a.encoder += r.encoder * dt;
+  a.decoder += r.decoder * dt;
   a.pcie_tx += r.pcie_tx * dt;
   a.pcie_rx += r.pcie_rx * dt;
   for (std::size_t l = 0; l < a.nvlink_tx.size(); ++l) {
@@ -49,18 +51,6 @@ double ProfileTotals::nvlink_rx_total(unsigned links) const {
 
 bool gpm_supported(const GpuModelSpec& model) {
   return model.vendor == "nvidia" && (model.architecture == "hopper" || model.architecture == "blackwell");
-}
-
-unsigned video_engine_percent(const Scenario& scenario, const std::vector<JobShare>& jobs, double JobProfile::*engine) {
-  int sum = 0;
-  for (const JobShare& j : jobs) sum += j.percent;
-  const double denominator = std::max(100, sum);
-  double busy = 0;
-  for (const JobShare& j : jobs) {
-    if (j.job >= scenario.jobs.size()) continue;  // a live process
-    busy += j.percent / denominator * (scenario.jobs[j.job].profile.*engine);
-  }
-  return static_cast<unsigned>(std::lround(std::min(busy, 1.0) * 100));
 }
 
 ProfileIntegrator::ProfileIntegrator(const Scenario& scenario, const GpuTimeline& timeline, unsigned gpu,
@@ -133,6 +123,8 @@ ProfileIntegrator::Piece ProfileIntegrator::piece_at(Micros t) const {
     p.rate.fp64 += b * r.profile.fp64;
     p.rate.fp32 += b * r.profile.fp32;
     p.rate.fp16 += b * r.profile.fp16;
+    p.rate.encoder += b * r.profile.encoder;
+    p.rate.decoder += b * r.profile.decoder;
     tx += b * r.nvlink_tx;
     rx += b * r.nvlink_rx;
   }

@@ -35,8 +35,9 @@
 namespace gpumeter::sim {
 
 struct ProfileTotals {
-  // Seconds of activity since time 0.
+  // Seconds of activity since time 0 (the video engines', encoder and decoder, are not GPM's).
   double graphics = 0, sm = 0, occupancy = 0, tensor = 0, dram = 0, fp64 = 0, fp32 = 0, fp16 = 0;
+  double encoder = 0, decoder = 0;
   // Bytes since time 0.
   double pcie_tx = 0, pcie_rx = 0;
   std::array<double, NVML_NVLINK_MAX_LINKS> nvlink_tx{}, nvlink_rx{};
@@ -48,11 +49,6 @@ struct ProfileTotals {
 // GPM is "for Hopper or newer fully supported devices" ([H] nvmlGpmQueryDeviceSupport).
 bool gpm_supported(const GpuModelSpec& model);
 
-// The percent of time a video engine (`&JobProfile::encoder` or `decoder`) is busy while `jobs`
-// run: sum b_j * engine_j, rounded, as the GPM activities weigh the jobs' busy time. A live
-// process, which has no profile, keeps neither engine busy.
-unsigned video_engine_percent(const Scenario& scenario, const std::vector<JobShare>& jobs, double JobProfile::*engine);
-
 class ProfileIntegrator {
  public:
   // The timeline must outlive the integrator; the scenario is copied from. `instance`: the MIG
@@ -61,6 +57,8 @@ class ProfileIntegrator {
                     std::size_t instance = kNoMigInstance);
 
   ProfileTotals at(Micros t);  // t >= 0
+  // The rates at t: seconds of each activity per second (bytes per second for PCIe and NVLink).
+  ProfileTotals rate_at(Micros t) const { return piece_at(t).rate; }
 
   // NVLink state and counters as NVML serves them (fields 138/139, 161-163, 165).
   bool link_up(unsigned link, Micros t) const;
