@@ -471,12 +471,53 @@ typedef struct nvmlAccountingStats_st {
   unsigned int reserved[5];
 } nvmlAccountingStats_t;
 
+// nvmlDeviceGetGridLicensableFeatures_v4: whether the system licenses vGPU software, and each
+// licensable feature's state. The earlier versions take other layouts and are not used.
+#define NVML_GRID_LICENSE_BUFFER_SIZE 128
+#define NVML_GRID_LICENSE_FEATURE_MAX_COUNT 3
+#define NVML_GRID_LICENSE_FEATURE_CODE_UNKNOWN 0
+#define NVML_GRID_LICENSE_FEATURE_CODE_VGPU 1
+#define NVML_GRID_LICENSE_FEATURE_CODE_NVIDIA_RTX 2
+#define NVML_GRID_LICENSE_FEATURE_CODE_GAMING 3
+#define NVML_GRID_LICENSE_FEATURE_CODE_COMPUTE 4
+#define NVML_GRID_LICENSE_EXPIRY_NOT_AVAILABLE 0
+#define NVML_GRID_LICENSE_EXPIRY_VALID 2
+
+typedef struct nvmlGridLicenseExpiry_st {
+  unsigned int year;
+  unsigned short month;
+  unsigned short day;
+  unsigned short hour;
+  unsigned short min;
+  unsigned short sec;
+  unsigned char status;
+} nvmlGridLicenseExpiry_t;
+
+typedef struct nvmlGridLicensableFeature_st {
+  unsigned int featureCode;   // nvmlGridLicenseFeatureCode_t
+  unsigned int featureState;  // non-zero if the feature is licensed now
+  char licenseInfo[NVML_GRID_LICENSE_BUFFER_SIZE];
+  char productName[NVML_GRID_LICENSE_BUFFER_SIZE];
+  unsigned int featureEnabled;
+  nvmlGridLicenseExpiry_t licenseExpiry;
+} nvmlGridLicensableFeature_t;
+
+typedef struct nvmlGridLicensableFeatures_st {
+  int isGridLicenseSupported;  // non-zero if the system supports vGPU software licensing
+  unsigned int licensableFeaturesCount;
+  nvmlGridLicensableFeature_t gridLicensableFeatures[NVML_GRID_LICENSE_FEATURE_MAX_COUNT];
+} nvmlGridLicensableFeatures_t;
+
 static_assert(sizeof(nvmlBAR1Memory_t) == 24);
 static_assert(sizeof(nvmlBridgeChipInfo_t) == 8);
 static_assert(sizeof(nvmlBridgeChipHierarchy_t) == 1028);
 static_assert(offsetof(nvmlBridgeChipHierarchy_t, bridgeChipInfo) == 4);
 static_assert(sizeof(nvmlAccountingStats_t) == 56);
 static_assert(offsetof(nvmlAccountingStats_t, isRunning) == 32);
+static_assert(sizeof(nvmlGridLicenseExpiry_t) == 16);
+static_assert(sizeof(nvmlGridLicensableFeature_t) == 284);
+static_assert(offsetof(nvmlGridLicensableFeature_t, featureEnabled) == 264);
+static_assert(sizeof(nvmlGridLicensableFeatures_t) == 860);
 
 // ---- function signatures, as pointer types for dlsym() ----
 // The symbol name passed to dlsym is the versioned one where NVML has versions
@@ -558,5 +599,6 @@ typedef nvmlReturn_t (*nvmlDeviceGetAccountingPids_fn)(nvmlDevice_t, unsigned in
 typedef nvmlReturn_t (*nvmlDeviceGetAccountingStats_fn)(nvmlDevice_t, unsigned int, nvmlAccountingStats_t*);
 typedef nvmlReturn_t (*nvmlSystemGetProcessName_fn)(unsigned int, char*, unsigned int);
 typedef nvmlReturn_t (*nvmlDeviceGetCudaComputeCapability_fn)(nvmlDevice_t, int*, int*);
+typedef nvmlReturn_t (*nvmlDeviceGetGridLicensableFeatures_fn)(nvmlDevice_t, nvmlGridLicensableFeatures_t*);  // _v4
 
 }  // extern "C"

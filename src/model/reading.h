@@ -170,6 +170,9 @@ struct DeviceValues {
   std::vector<LabeledValue> temperature_celsius;  // label: sensor ("gpu", "memory")
   std::optional<double> power_watts;
   std::optional<double> power_limit_watts;
+  // 1 if the vGPU software is licensed, 0 if not or where the system licenses none (bare metal),
+  // as DCGM reports it; served in the dcgm-exporter set only.
+  std::optional<double> vgpu_licensed;
   std::optional<double> energy_joules;              // counter since driver load
   std::optional<double> fan_speed_ratio;            // may exceed 1 on some boards
   std::optional<double> encoder_utilization_ratio;  // 0..1, the video encoder (NVENC)

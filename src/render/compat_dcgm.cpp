@@ -68,6 +68,7 @@ const MetricField kMetricFields[] = {
      [](R r) { return compat_labeled(r.device.temperature_celsius, "memory"); }},
     {"DCGM_FI_DEV_POWER_USAGE", C::kDevice, Split::kRepeat, [](R r) { return r.device.power_watts; }},
     {"DCGM_FI_DEV_POWER_MGMT_LIMIT", C::kDevice, Split::kRepeat, [](R r) { return r.device.power_limit_watts; }},
+    {"DCGM_FI_DEV_VGPU_LICENSE_STATUS", C::kDevice, Split::kRepeat, [](R r) { return r.device.vgpu_licensed; }},
     {"DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", C::kDevice, Split::kRepeat,
      [](R r) { return scaled(r.device.energy_joules, 1e3); }},
     {"DCGM_FI_DEV_PCIE_REPLAY_COUNTER", C::kPcie, Split::kRepeat, [](R r) { return r.pcie.replay_errors; }},

@@ -71,6 +71,7 @@ SCHEMA_FINDINGS = {
                       "DCGM_FI_DEV_PCIE_REPLAY_COUNTER " + COUNTER_TOTAL,
                       "DCGM_FI_DEV_PCIE_REPLAY_COUNTER " + TYPE_IN_NAME,
                       "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS " + COUNTER_TOTAL,
+                      "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL " + COUNTER_TOTAL,
                       "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS " + COUNTER_TOTAL},
     "dcgm-exporter-1.x": {"dcgm_total_energy_consumption " + COUNTER_TOTAL,
                           "dcgm_pcie_replay_counter " + COUNTER_TOTAL,
@@ -228,15 +229,19 @@ class Compat(unittest.TestCase):
         # Tensor activity comes from GPM, which the simulated H100s serve (docs/nvml-behaviour.md).
         self.assertEqual(kinds, {"DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_SM_CLOCK",
                                  "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE"})
+        # Every field of the default counters file is served: none is named as not served, and each
+        # has a series of every GPU that has what it measures (NVLink: not the PCIe board, GPU 3).
+        # Bare metal licenses no vGPU software: its licence status is 0.
         log = self.agents["dcgm-exporter"].process.log()
-        unserved = [line for line in log.splitlines() if "dcgm-exporter fields not served" in line]
-        self.assertEqual(len(unserved), 1, log[-2000:])  # once, at start
-        self.assertIn("DCGM_FI_DEV_VGPU_LICENSE_STATUS (", unserved[0])
-        self.assertNotIn("DCGM_FI_PROF_", unserved[0])  # the default file's profiling fields are served
-        for served in ("DCGM_FI_DEV_XID_ERRORS", "DCGM_FI_DEV_FB_RESERVED", "DCGM_FI_DEV_ENC_UTIL",
-                       "DCGM_FI_DEV_DEC_UTIL"):
-            self.assertNotIn(served, unserved[0])
-            self.assertTrue(self.query(served), served)
+        self.assertNotIn("dcgm-exporter fields not served", log)
+        with open(DEFAULT_COUNTERS) as f:
+            fields = [line.split(",")[0].strip() for line in f if line.strip() and not line.startswith("#")]
+        fields = [x for x in fields if x != "DCGM_FI_DRIVER_VERSION"]  # the one label line
+        self.assertEqual(len(fields), 25)
+        for field in fields:
+            gpus = ["0", "1", "2"] if field == "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL" else ["0", "1", "2", "3"]
+            self.assertEqual(sorted({r["metric"]["gpu"] for r in self.query(field)}), gpus, field)
+        self.assertEqual({r["value"][1] for r in self.query("DCGM_FI_DEV_VGPU_LICENSE_STATUS")}, {"0"})
 
     def test_opencost_gpu_usage_query_gives_each_container_its_share(self):
         # OpenCost's GPU usage query, as it writes it: one series per pod's container.
@@ -249,9 +254,12 @@ class Compat(unittest.TestCase):
         self.assertAlmostEqual(share["jupyter-bob"] / share["eval-harness-0"], 3, delta=0.1)
 
     def test_no_nvlink_rates_on_gpus_without_nvlink(self):
-        # compat.yaml's H100s have GPM but no NVLink: GPM's NVLink rates (0 there) are left out.
-        self.assertTrue(self.query('gpu_sm_active_ratio{instance="%s"}' % self.instance["dcgm-exporter"]))
-        self.assertEqual(self.query("gpu_nvlink_throughput_bytes_per_second"), [])
+        # compat.yaml's PCIe H100 (GPU 3) has GPM but no NVLink: GPM's NVLink rates (0 there) are
+        # left out; the SXM boards have theirs.
+        instance = self.instance["dcgm-exporter"]
+        self.assertTrue(self.query('gpu_sm_active_ratio{instance="%s",gpu="3"}' % instance))
+        nvlink = self.query('gpu_nvlink_throughput_bytes_per_second{instance="%s"}' % instance)
+        self.assertEqual(sorted({r["metric"]["gpu"] for r in nvlink}), ["0", "1", "2"])
 
     # ---- labels, shared GPUs and the exposition -----------------------------------------------
 

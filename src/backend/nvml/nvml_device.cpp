@@ -1,9 +1,11 @@
 // The device collectors' NVML queries: one function per collector (docs/configuration.md#collectors),
 // each run only when its collector is asked for and timed into DeviceReading::runs.
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <mutex>
+#include <optional>
 #include <shared_mutex>
 #include <utility>
 #include <vector>
@@ -31,6 +33,19 @@ constexpr std::array<ClockEventReason, 9> kClockEventReasons = {{
     {nvmlClocksEventReasonDisplayClockSetting, "display_clock_setting"},
 }};
 
+// Whether the vGPU software is licensed, as DCGM reads it (DCGM_FI_DEV_VGPU_LICENSE_STATUS): 0
+// where the system licenses no vGPU software (bare metal), else the vGPU feature's state; unset
+// when no feature is the vGPU one.
+std::optional<double> vgpu_licensed(const nvmlGridLicensableFeatures_t& f) {
+  if (f.isGridLicenseSupported == 0) return 0.0;
+  const unsigned n = std::min<unsigned>(f.licensableFeaturesCount, NVML_GRID_LICENSE_FEATURE_MAX_COUNT);
+  for (unsigned i = 0; i < n; ++i) {
+    const nvmlGridLicensableFeature_t& feature = f.gridLicensableFeatures[i];
+    if (feature.featureCode == NVML_GRID_LICENSE_FEATURE_CODE_VGPU) return feature.featureState > 0 ? 1.0 : 0.0;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 void NvmlBackend::collect_slow_values(Device& d, nvmlDevice_t h, CollectorId group, NvmlCollection& c) {
@@ -51,6 +66,13 @@ void NvmlBackend::collect_slow_values(Device& d, nvmlDevice_t h, CollectorId gro
         unsigned mw = 0;
         if (ok(kPowerLimit, s.power_limit(h, &mw), "nvmlDeviceGetEnforcedPowerLimit")) {
           v.power_limit_watts = mw / 1000.0;
+        }
+      }
+      v.vgpu_licensed.reset();
+      if (c.wanted(s.vgpu_license, kVgpuLicense)) {
+        nvmlGridLicensableFeatures_t f{};
+        if (ok(kVgpuLicense, s.vgpu_license(h, &f), "nvmlDeviceGetGridLicensableFeatures_v4")) {
+          v.vgpu_licensed = vgpu_licensed(f);
         }
       }
       break;
@@ -224,6 +246,7 @@ void NvmlBackend::collect_basics(Device& d, nvmlDevice_t h, bool memory_temperat
   }
   collect_slow_values(d, h, CollectorId::kDevice, c);
   r.device.power_limit_watts = d.slow.power_limit_watts;
+  r.device.vgpu_licensed = d.slow.vgpu_licensed;
   if (c.wanted(s.fan_speed, kFanSpeed)) {
     unsigned pct = 0;
     if (c.ok(kFanSpeed, s.fan_speed(h, &pct), "nvmlDeviceGetFanSpeed")) r.device.fan_speed_ratio = pct / 100.0;

@@ -28,6 +28,7 @@ enum Call : size_t {
   kTemperature,
   kPowerUsage,
   kPowerLimit,
+  kVgpuLicense,
   kEnergy,
   kClockGraphics,
   kClockSm,
@@ -137,6 +138,7 @@ struct NvmlBackend::Device {
     std::bitset<kCollectorCount> valid;  // by collector: read since the handle was acquired
     std::array<std::chrono::steady_clock::time_point, kCollectorCount> read_at{};
     std::optional<double> power_limit_watts;
+    std::optional<double> vgpu_licensed;
     std::optional<unsigned> pcie_link_generation;
     std::optional<unsigned> pcie_link_width;
     unsigned long long supported_clock_events = ~0ULL;  // every reason, until the driver says

@@ -77,6 +77,8 @@ Result<NvmlSymbols> NvmlSymbols::resolve(const SymbolSource& lib) {
       lib, {"nvmlDeviceGetSupportedClocksEventReasons", "nvmlDeviceGetSupportedClocksThrottleReasons"}, miss);
   s.total_ecc_errors = first_of<nvmlDeviceGetTotalEccErrors_fn>(lib, {"nvmlDeviceGetTotalEccErrors"}, miss);
   s.remapped_rows = first_of<nvmlDeviceGetRemappedRows_fn>(lib, {"nvmlDeviceGetRemappedRows"}, miss);
+  s.vgpu_license =
+      first_of<nvmlDeviceGetGridLicensableFeatures_fn>(lib, {"nvmlDeviceGetGridLicensableFeatures_v4"}, miss);
   auto processes = [&](nvmlDeviceGetProcessesRaw_fn(&out)[3], const std::string& base) {
     const std::string names[3] = {base + "_v3", base + "_v2", base};
     for (int i = 0; i < 3; ++i) out[i] = reinterpret_cast<nvmlDeviceGetProcessesRaw_fn>(lib.symbol(names[i].c_str()));

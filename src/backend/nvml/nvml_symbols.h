@@ -32,6 +32,7 @@ struct NvmlSymbols {
   nvmlDeviceGetTemperature_fn temperature = nullptr;
   nvmlDeviceGetUInt_fn power_usage = nullptr;
   nvmlDeviceGetUInt_fn power_limit = nullptr;
+  nvmlDeviceGetGridLicensableFeatures_fn vgpu_license = nullptr;  // _v4 only: earlier layouts differ
   nvmlDeviceGetULongLong_fn total_energy = nullptr;
   nvmlDeviceGetClockInfo_fn clock_info = nullptr;
   nvmlDeviceGetUInt_fn performance_state = nullptr;

@@ -7,6 +7,7 @@
 // docs/nvml-behaviour.md gives the source of every choice.
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -210,6 +211,31 @@ GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsi
   });
 }
 
+// ---- vGPU software licensing ----
+
+// Bare metal licenses no vGPU software: the call succeeds with isGridLicenseSupported 0 and no
+// features, which DCGM reports as DCGM_FI_DEV_VGPU_LICENSE_STATUS 0 (dcgm-exporter on bare-metal
+// A30s). A scenario's `vgpu_license` makes the node a vGPU guest with one licensable feature,
+// vGPU, licensed or not.
+GPUMETER_NVML_EXPORT nvmlReturn_t nvmlDeviceGetGridLicensableFeatures_v4(nvmlDevice_t device,
+                                                                         nvmlGridLicensableFeatures_t* features) {
+  return device_call(Fn::nvmlDeviceGetGridLicensableFeatures_v4, device, [&](Session& s, DeviceState&, Micros) {
+    if (features == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    *features = {};
+    const std::optional<bool> licensed = s.scenario().vgpu_license;
+    if (!licensed) return NVML_SUCCESS;
+    features->isGridLicenseSupported = 1;
+    features->licensableFeaturesCount = 1;
+    nvmlGridLicensableFeature_t& f = features->gridLicensableFeatures[0];
+    f.featureCode = NVML_GRID_LICENSE_FEATURE_CODE_VGPU;
+    f.featureState = *licensed ? 1 : 0;
+    f.featureEnabled = 1;
+    (void)copy_string("NVIDIA Virtual Compute Server", f.productName, sizeof f.productName);
+    f.licenseExpiry.status = *licensed ? NVML_GRID_LICENSE_EXPIRY_VALID : NVML_GRID_LICENSE_EXPIRY_NOT_AVAILABLE;
+    return NVML_SUCCESS;
+  });
+}
+
 // ---- accounting ----
 
 // Accounting is off unless an administrator turns it on (nvidia-smi -am 1); no scenario does.
@@ -270,3 +296,5 @@ static_assert(std::is_same_v<decltype(&nvmlSystemGetProcessName), nvmlSystemGetP
 static_assert(std::is_same_v<decltype(&nvmlDeviceGetArchitecture), nvmlDeviceGetEnum_fn>);
 static_assert(std::is_same_v<decltype(&nvmlDeviceGetCudaComputeCapability), nvmlDeviceGetCudaComputeCapability_fn>);
 static_assert(std::is_same_v<decltype(&nvmlDeviceGetMigMode), nvmlDeviceGetEnumPair_fn>);
+static_assert(
+    std::is_same_v<decltype(&nvmlDeviceGetGridLicensableFeatures_v4), nvmlDeviceGetGridLicensableFeatures_fn>);

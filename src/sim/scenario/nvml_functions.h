@@ -117,6 +117,7 @@ namespace gpumeter::sim {
   X(nvmlSystemGetProcessName, system)                                 \
   X(nvmlDeviceGetArchitecture, device)                                \
   X(nvmlDeviceGetCudaComputeCapability, device)                       \
+  X(nvmlDeviceGetGridLicensableFeatures_v4, device)                   \
   X(nvmlDeviceGetMigMode, device)                                     \
   /* MIG: nvml_exports_mig.cpp */                                     \
   X(nvmlDeviceGetMaxMigDeviceCount, device)                           \

@@ -218,6 +218,9 @@ struct Scenario {
   // User names for uids (`users: {alice: 2050}`), written to the simulated /etc/passwd.
   std::vector<std::pair<std::string, unsigned>> users;
   MigPlan mig;  // `mig:`: the GPUs in MIG mode and their instances
+  // `vgpu_license:`: the node is a vGPU guest and its vGPU software is licensed (true) or not
+  // (false); unset on bare metal, which licenses no vGPU software.
+  std::optional<bool> vgpu_license;
 
   const GpuModelSpec& model_of(unsigned gpu) const { return models[gpus[gpu].model]; }
   bool is_amd(unsigned gpu) const { return model_of(gpu).vendor == "amd"; }

@@ -455,6 +455,14 @@ std::string parse_settings(Scenario& s, const MapReader& m) {
     s.duration = read_duration(m.get("duration"), "duration");
     if (s.duration <= 0) fail_at(m.get("duration"), "duration", "must be more than 0");
   }
+  if (m.has("vgpu_license")) {
+    const std::string v = read_string(m.get("vgpu_license"), "vgpu_license");
+    if (v != "licensed" && v != "unlicensed") {
+      fail_at(m.get("vgpu_license"), "vgpu_license",
+              fmt::format("unknown licence state '{}' (expected one of: licensed, unlicensed)", v));
+    }
+    s.vgpu_license = v == "licensed";
+  }
   std::string uuid_seed;
   if (m.has("uuid_seed")) uuid_seed = read_string(m.get("uuid_seed"), "uuid_seed");
   return uuid_seed;
@@ -513,9 +521,10 @@ Scenario parse_root(const YAML::Node& root, const std::string& source) {
   if (!root.IsDefined() || root.IsNull()) {
     throw ScenarioError(YAML::Mark(), "the scenario is empty; expected a mapping with models and gpus");
   }
-  MapReader m(root, "",
-              {"description", "driver_version", "amdgpu_version", "cuda_driver_version", "time_scale", "duration",
-               "uuid_seed", "models", "gpus", "mig", "users", "allocations", "jobs", "faults", "quirks"});
+  MapReader m(
+      root, "",
+      {"description", "driver_version", "amdgpu_version", "cuda_driver_version", "time_scale", "duration", "uuid_seed",
+       "vgpu_license", "models", "gpus", "mig", "users", "allocations", "jobs", "faults", "quirks"});
   Scenario s;
   s.source = source;
   const std::string uuid_seed = parse_settings(s, m);

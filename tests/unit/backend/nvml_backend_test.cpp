@@ -11,6 +11,7 @@
 #include <fstream>
 #include <set>
 #include <thread>
+#include <utility>
 
 #include "../sim/mig_scenario.h"
 
@@ -127,6 +128,7 @@ TEST_F(NvmlBackendTest, IdentifiesAndReadsEveryGpu) {
   EXPECT_EQ(r0->device.memory_used_bytes, 4.0 * (1ull << 30));  // v2 "used" leaves out the reserved part
   EXPECT_EQ(r0->device.power_watts, 150.0);                     // idle + (max - idle) * 0.5
   EXPECT_EQ(r0->device.power_limit_watts, 300.0);
+  EXPECT_EQ(r0->device.vgpu_licensed, 0.0);  // bare metal licenses no vGPU software: 0, as DCGM says
   ASSERT_TRUE(r0->device.energy_joules.has_value());
   EXPECT_GT(*r0->device.energy_joules, 0);
   EXPECT_EQ(value_of(r0->clocks.hertz, "sm"), 1800e6);
@@ -147,6 +149,18 @@ TEST_F(NvmlBackendTest, IdentifiesAndReadsEveryGpu) {
   EXPECT_EQ(value_of(r1->clocks.event_active, "gpu_idle"), 1.0);
   EXPECT_EQ(value_of(r1->clocks.hertz, "sm"), 300e6);
   EXPECT_FALSE(b->collect(2).ok());
+}
+
+// A vGPU guest: DCGM's licence status is the vGPU feature's state.
+TEST_F(NvmlBackendTest, AVgpuGuestReportsItsLicence) {
+  for (const auto& [state, licensed] : {std::pair{"licensed", 1.0}, std::pair{"unlicensed", 0.0}}) {
+    std::ofstream(dir_ / "scenario.yaml") << "vgpu_license: " << state << "\n" << kScenario;
+    auto b = make();
+    ASSERT_TRUE(b->status().up) << b->status().detail;
+    auto r = b->collect(0);
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    EXPECT_EQ(r->device.vgpu_licensed, licensed) << state;
+  }
 }
 
 // The whole GPU's slices are the largest profile's sliceCount: 4 on the simulated A30, whose

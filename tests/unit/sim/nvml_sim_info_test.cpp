@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "abi/nvml_api.h"
@@ -35,46 +36,21 @@ F sym(const char* name) {
 // Every call pynvml 11.5.3's nvidia_smi.DeviceQuery() makes that nvml_exports_info.cpp
 // and nvml_exports_limits.cpp provide, by the symbol pynvml looks up.
 const char* const kInfoSymbols[] = {
-    "nvmlDeviceGetBrand",
-    "nvmlDeviceGetDisplayMode",
-    "nvmlDeviceGetDisplayActive",
-    "nvmlDeviceGetPersistenceMode",
-    "nvmlDeviceGetAccountingMode",
-    "nvmlDeviceGetAccountingBufferSize",
-    "nvmlDeviceGetAccountingPids",
-    "nvmlDeviceGetAccountingStats",
-    "nvmlDeviceGetDriverModel",
-    "nvmlDeviceGetDriverModel_v2",
-    "nvmlDeviceGetMinorNumber",
-    "nvmlDeviceGetMultiGpuBoard",
-    "nvmlDeviceGetBoardId",
-    "nvmlDeviceGetInforomImageVersion",
-    "nvmlDeviceGetInforomVersion",
-    "nvmlDeviceGetGpuOperationMode",
-    "nvmlDeviceGetBridgeChipInfo",
-    "nvmlDeviceGetPowerState",
-    "nvmlDeviceGetBAR1MemoryInfo",
-    "nvmlDeviceGetComputeMode",
-    "nvmlDeviceGetEncoderUtilization",
-    "nvmlDeviceGetDecoderUtilization",
-    "nvmlDeviceGetEccMode",
-    "nvmlDeviceGetMemoryErrorCounter",
-    "nvmlDeviceGetRetiredPages",
-    "nvmlDeviceGetRetiredPagesPendingStatus",
-    "nvmlDeviceGetTemperatureThreshold",
-    "nvmlDeviceGetPowerManagementMode",
-    "nvmlDeviceGetPowerManagementDefaultLimit",
-    "nvmlDeviceGetPowerManagementLimitConstraints",
-    "nvmlDeviceGetApplicationsClock",
-    "nvmlDeviceGetDefaultApplicationsClock",
-    "nvmlDeviceGetAutoBoostedClocksEnabled",
-    "nvmlDeviceGetSupportedMemoryClocks",
-    "nvmlDeviceGetSupportedGraphicsClocks",
-    "nvmlSystemGetProcessName",
+    "nvmlDeviceGetBrand", "nvmlDeviceGetDisplayMode", "nvmlDeviceGetDisplayActive", "nvmlDeviceGetPersistenceMode",
+    "nvmlDeviceGetAccountingMode", "nvmlDeviceGetAccountingBufferSize", "nvmlDeviceGetAccountingPids",
+    "nvmlDeviceGetAccountingStats", "nvmlDeviceGetDriverModel", "nvmlDeviceGetDriverModel_v2",
+    "nvmlDeviceGetMinorNumber", "nvmlDeviceGetMultiGpuBoard", "nvmlDeviceGetBoardId",
+    "nvmlDeviceGetInforomImageVersion", "nvmlDeviceGetInforomVersion", "nvmlDeviceGetGpuOperationMode",
+    "nvmlDeviceGetBridgeChipInfo", "nvmlDeviceGetPowerState", "nvmlDeviceGetBAR1MemoryInfo", "nvmlDeviceGetComputeMode",
+    "nvmlDeviceGetEncoderUtilization", "nvmlDeviceGetDecoderUtilization", "nvmlDeviceGetEccMode",
+    "nvmlDeviceGetMemoryErrorCounter", "nvmlDeviceGetRetiredPages", "nvmlDeviceGetRetiredPagesPendingStatus",
+    "nvmlDeviceGetTemperatureThreshold", "nvmlDeviceGetPowerManagementMode", "nvmlDeviceGetPowerManagementDefaultLimit",
+    "nvmlDeviceGetPowerManagementLimitConstraints", "nvmlDeviceGetApplicationsClock",
+    "nvmlDeviceGetDefaultApplicationsClock", "nvmlDeviceGetAutoBoostedClocksEnabled",
+    "nvmlDeviceGetSupportedMemoryClocks", "nvmlDeviceGetSupportedGraphicsClocks", "nvmlSystemGetProcessName",
     // Not in DeviceQuery, but asked by most other clients (nvitop, dcgm-exporter).
-    "nvmlDeviceGetArchitecture",
-    "nvmlDeviceGetCudaComputeCapability",
-    "nvmlDeviceGetMigMode",
+    "nvmlDeviceGetArchitecture", "nvmlDeviceGetCudaComputeCapability", "nvmlDeviceGetMigMode",
+    "nvmlDeviceGetGridLicensableFeatures_v4",  // DCGM's DCGM_FI_DEV_VGPU_LICENSE_STATUS
 };
 
 // GPU 0 ("m", ECC on, 16 GiB) runs job "a"; GPU 1 is a datacenter model with ECC turned off and
@@ -439,6 +415,31 @@ TEST_F(NvmlSimInfo, ArchitectureComputeCapabilityAndMigMode) {
   EXPECT_EQ(current, NVML_DEVICE_MIG_DISABLE);
   EXPECT_EQ(pending, NVML_DEVICE_MIG_DISABLE);
   EXPECT_EQ(mig(gpu(0), nullptr, &pending), NVML_ERROR_INVALID_ARGUMENT);
+}
+
+TEST_F(NvmlSimInfo, BareMetalLicensesNoVgpuSoftwareAndAGuestItsVgpuFeature) {
+  auto features = sym<nvmlDeviceGetGridLicensableFeatures_fn>("nvmlDeviceGetGridLicensableFeatures_v4");
+  start();
+  nvmlGridLicensableFeatures_t f{};
+  f.isGridLicenseSupported = 7;
+  f.licensableFeaturesCount = 7;
+  ASSERT_EQ(features(gpu(0), &f), NVML_SUCCESS);
+  EXPECT_EQ(f.isGridLicenseSupported, 0);
+  EXPECT_EQ(f.licensableFeaturesCount, 0U);
+  EXPECT_EQ(features(gpu(0), nullptr), NVML_ERROR_INVALID_ARGUMENT);
+  ASSERT_EQ(sym<nvmlShutdown_fn>("nvmlShutdown")(), NVML_SUCCESS);
+
+  for (const auto& [state, licensed] : {std::pair{"licensed", 1U}, std::pair{"unlicensed", 0U}}) {
+    start("vgpu_license: " + std::string(state) + "\n" + kScenario);
+    f = {};
+    ASSERT_EQ(features(gpu(1), &f), NVML_SUCCESS) << state;
+    EXPECT_NE(f.isGridLicenseSupported, 0) << state;
+    ASSERT_EQ(f.licensableFeaturesCount, 1U) << state;
+    EXPECT_EQ(f.gridLicensableFeatures[0].featureCode, static_cast<unsigned>(NVML_GRID_LICENSE_FEATURE_CODE_VGPU));
+    EXPECT_EQ(f.gridLicensableFeatures[0].featureState, licensed) << state;
+    EXPECT_STREQ(f.gridLicensableFeatures[0].productName, "NVIDIA Virtual Compute Server");
+    ASSERT_EQ(sym<nvmlShutdown_fn>("nvmlShutdown")(), NVML_SUCCESS);
+  }
 }
 
 TEST_F(NvmlSimInfo, AccountingIsOffSoItsRecordsAreNotSupported) {

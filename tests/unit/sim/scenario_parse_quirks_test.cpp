@@ -200,6 +200,8 @@ TEST(ScenarioQuirks, ErrorsNameFileLineColumnAndField) {
        "test.yaml:16:32: faults[1].at: another driver_upgrade happens at the same time"},
       {"bad driver_version", "driver_version: latest\n" + kPlain + gpus,
        "test.yaml:1:17: driver_version: expected a driver version such as 550.90.07, got 'latest'"},
+      {"bad vgpu_license", "vgpu_license: yes\n" + kPlain + gpus,
+       "test.yaml:1:15: vgpu_license: unknown licence state 'yes' (expected one of: licensed, unlicensed)"},
       {"unknown architecture", model_named("Plain", "    architecture: kepler\n"),
        "test.yaml:4:19: models.x.architecture: unknown architecture 'kepler' (expected one of: volta, "
        "turing, "
