@@ -47,6 +47,7 @@
   X(nvmlDeviceGetSupportedClocksThrottleReasons, nvmlDeviceGetULongLong_fn)          \
   X(nvmlDeviceGetTotalEccErrors, nvmlDeviceGetTotalEccErrors_fn)                     \
   X(nvmlDeviceGetRemappedRows, nvmlDeviceGetRemappedRows_fn)                         \
+  X(nvmlDeviceGetGridLicensableFeatures_v4, nvmlDeviceGetGridLicensableFeatures_fn)  \
   X(nvmlDeviceGetComputeRunningProcesses_v3, nvmlDeviceGetProcessesRaw_fn)           \
   X(nvmlDeviceGetComputeRunningProcesses_v2, nvmlDeviceGetProcessesRaw_fn)           \
   X(nvmlDeviceGetComputeRunningProcesses, nvmlDeviceGetProcessesRaw_fn)              \

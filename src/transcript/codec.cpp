@@ -304,6 +304,16 @@ json decode(const nvmlGpuInstanceProfileInfo_v2_t& p) {
           {"name", cstr(p.name, sizeof p.name)}};
 }
 json decode(const nvmlGpmSupport_t& s) { return {{"isSupportedDevice", s.isSupportedDevice}}; }
+json decode(const nvmlGridLicensableFeatures_t& f) {
+  json features = json::array();
+  for (unsigned i = 0; i < f.licensableFeaturesCount && i < NVML_GRID_LICENSE_FEATURE_MAX_COUNT; ++i) {
+    const nvmlGridLicensableFeature_t& x = f.gridLicensableFeatures[i];
+    features.push_back({{"featureCode", x.featureCode},
+                        {"featureState", x.featureState},
+                        {"productName", cstr(x.productName, sizeof x.productName)}});
+  }
+  return {{"isGridLicenseSupported", f.isGridLicenseSupported}, {"gridLicensableFeatures", features}};
+}
 }  // namespace
 
 GPUMETER_STRUCT_CODEC(nvmlPciInfo_t)
@@ -313,6 +323,7 @@ GPUMETER_STRUCT_CODEC(nvmlMemory_v2_t)
 GPUMETER_STRUCT_CODEC(nvmlDeviceAttributes_t)
 GPUMETER_STRUCT_CODEC(nvmlGpuInstanceProfileInfo_v2_t)
 GPUMETER_STRUCT_CODEC(nvmlGpmSupport_t)
+GPUMETER_STRUCT_CODEC(nvmlGridLicensableFeatures_t)
 #undef GPUMETER_STRUCT_CODEC
 
 // Structs holding handles: the handles as tokens, the rest as fields.

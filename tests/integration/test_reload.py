@@ -153,8 +153,14 @@ class Reload(AgentTestCase):
         with open(web, "w") as f:
             f.write("http_server_config:\n  http2: false\n")  # /-/ready without credentials
         path = os.path.join(d, "gpumeter.yaml")
+        # A counters file with a field gpumeter does not read, named as not served.
+        counters = os.path.join(d, "counters.csv")
+        with open(counters, "w") as f:
+            f.write("DCGM_FI_DEV_GPU_UTIL, gauge, GPU utilization (in %).\n"
+                    "DCGM_FI_PROF_PIPE_INT_ACTIVE, gauge, Ratio of cycles the integer pipe is active.\n")
         _, agent = self.start(path, ["--web.enable-lifecycle", "--web.config.file", web,
-                                     "--config.reload-interval", "1s", "--compat", "dcgm-exporter"])
+                                     "--config.reload-interval", "1s", "--compat", "dcgm-exporter",
+                                     "--compat.collectors", counters])
         auth = {"Authorization": "Basic " + base64.b64encode(b"ops:s3cret").decode()}
         with open(web, "w") as f:
             f.write(good_web)
