@@ -11,6 +11,7 @@
 #include "cli/version.h"
 #include "cli/release.h"
 #include "render/families.h"
+#include "render/series_cap.h"
 #include "transcript/recorder.h"
 #include "util/duration.h"
 #include "util/yaml_reader.h"
@@ -249,18 +250,53 @@ ConfigReloader::Prepare Agent::prepare_reload() {
   };
 }
 
-// The families of a snapshot: gpumeter's own, the reloads', then the compat sets in force.
+namespace {
+
+void append(std::vector<MetricFamily>& to, std::vector<MetricFamily> more) {
+  to.insert(to.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
+}
+
+}  // namespace
+
+// The families of a snapshot: gpumeter's own, the reloads', then the compat sets in force, cut
+// to the series cap.
 FamilyBuilder Agent::family_builder() {
   return [this](const Snapshot& s) {
     std::vector<MetricFamily> families = build_families(s);
-    std::vector<MetricFamily> reloads = reload_families(*reload_status_);
-    families.insert(families.end(), std::make_move_iterator(reloads.begin()), std::make_move_iterator(reloads.end()));
+    append(families, reload_families(*reload_status_));
     std::shared_ptr<const CompatOptions> compat = live_compat_.get();
-    if (compat->sets.empty()) return families;
-    std::vector<MetricFamily> more = build_compat_families(s, *compat);
-    families.insert(families.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
+    if (!compat->sets.empty()) append(families, build_compat_families(s, *compat));
+    const std::size_t max = settings_.config.exposition.max_series;
+    if (max == 0) return families;
+    const SeriesCut cut = cap_series(families, s, max);
+    log_series_cut(max, cut);
+    append(families, series_cap_families(max, cut));
     return families;
   };
+}
+
+void Agent::log_series_cut(std::size_t max, const SeriesCut& cut) {
+  const int state = cut.over ? 2 : cut.dropped() > 0 ? 1 : 0;
+  if (series_cap_state_.exchange(state) == state) return;
+  const auto dropped = [&](const char* kind) {
+    const auto n = cut.dropped_by_kind.find(kind);
+    return std::to_string(n == cut.dropped_by_kind.end() ? 0 : n->second);
+  };
+  const std::string wanted = std::to_string(cut.wanted + kSeriesCapReserved);
+  if (state == 0) {
+    log_.info("series within exposition.max_series again", {{"max_series", std::to_string(max)}, {"series", wanted}});
+  } else if (state == 1) {
+    log_.warn("series over exposition.max_series; detail left out (gpumeter_series_limit_dropped)",
+              {{"max_series", std::to_string(max)},
+               {"series", wanted},
+               {"dropped_process", dropped("process")},
+               {"dropped_nvlink", dropped("nvlink")}});
+  } else {
+    log_.warn(
+        "exposition.max_series is below the series never cut (the ledger, device values, compat sets, the "
+        "agent's health); serving more than the cap",
+        {{"max_series", std::to_string(max)}, {"series", std::to_string(cut.served + kSeriesCapReserved)}});
+  }
 }
 
 CollectionSchedulerOptions Agent::scheduler_options() {

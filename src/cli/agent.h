@@ -4,7 +4,9 @@
 
 #include <signal.h>
 
+#include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -16,6 +18,7 @@
 #include "collect/collection_scheduler.h"
 #include "http/exposition_store.h"
 #include "http/http_server.h"
+#include "render/series_cap.h"
 #include "util/log.h"
 #include "util/result.h"
 
@@ -83,6 +86,7 @@ class Agent {
   UsageTrackerOptions tracker_options();
   ConfigReloader::Prepare prepare_reload();
   FamilyBuilder family_builder();
+  void log_series_cut(std::size_t max, const SeriesCut& cut);
   CollectionSchedulerOptions scheduler_options();
   HttpServerOptions http_options();
   // Stops the parts in reverse; returns the number of GPU workers stuck in the driver.
@@ -104,6 +108,9 @@ class Agent {
   LiveCompat live_compat_;
   ConfigReloader reloader_;
   std::shared_ptr<ReloadStatus> reload_status_;
+  // What the series cap did at the last render: 0 nothing, 1 left detail out, 2 could not meet
+  // the cap; each change is logged once.
+  std::atomic<int> series_cap_state_{0};
   ExpositionStore store_;
   CollectionScheduler scheduler_;
   HttpServer server_;

@@ -62,6 +62,7 @@ std::vector<std::string> restart_only_changes(const Config& before, const Config
   note(l.idle_power_watts == m.idle_power_watts, "ledger.idle_power_watts");
   note(before.processes.max_series == after.processes.max_series, "processes.max_series");
   note(before.processes.retention == after.processes.retention, "processes.retention");
+  note(before.exposition.max_series == after.exposition.max_series, "exposition.max_series");
   return changed;
 }
 

@@ -326,6 +326,17 @@ void parse_processes(const YAML::Node& node, ProcessesConfig& p) {
   }
 }
 
+void parse_exposition(const YAML::Node& node, ExpositionConfig& e) {
+  MapReader m(node, "exposition", {"max_series"});
+  if (m.has("max_series")) {
+    e.max_series = read_unsigned(m.get("max_series"), m.path("max_series"), 0, 10'000'000);
+    if (e.max_series > 0 && e.max_series < 100) {
+      fail_at(m.get("max_series"), m.path("max_series"),
+              fmt::format("must be 0 (no cap) or at least 100, got {}", e.max_series));
+    }
+  }
+}
+
 bool read_bool(const YAML::Node& node, std::string_view path) {
   if (node.IsScalar()) {
     if (node.Scalar() == "true") return true;
@@ -390,14 +401,15 @@ Result<Config> parse_config(std::string_view yaml, std::string source_name) {
     const YAML::Node& root = docs[0];
     if (!root.IsMap()) {
       fail_at(root, "",
-              "expected a mapping with some of the keys attribution, project, ledger, processes, compat, "
-              "collectors");
+              "expected a mapping with some of the keys attribution, project, ledger, processes, exposition, "
+              "compat, collectors");
     }
-    MapReader top(root, "", {"attribution", "project", "ledger", "processes", "compat", "collectors"});
+    MapReader top(root, "", {"attribution", "project", "ledger", "processes", "exposition", "compat", "collectors"});
     if (present(top.get("attribution"))) parse_attribution(top.get("attribution"), c.attribution);
     if (present(top.get("project"))) parse_project(top.get("project"), c.attribution, c.project);
     if (present(top.get("ledger"))) parse_ledger(top.get("ledger"), c.ledger);
     if (present(top.get("processes"))) parse_processes(top.get("processes"), c.processes);
+    if (present(top.get("exposition"))) parse_exposition(top.get("exposition"), c.exposition);
     if (present(top.get("compat"))) parse_compat(top.get("compat"), c.compat);
     if (present(top.get("collectors"))) parse_collectors(top.get("collectors"), c.collectors);
     return c;

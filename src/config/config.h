@@ -4,6 +4,7 @@
 // documents each one and deploy/config/gpumeter.yaml is a commented example.
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -75,6 +76,11 @@ struct ProcessesConfig {
   std::chrono::milliseconds retention{5 * 60'000};
 };
 
+// The exposition's own bounds (render/series_cap.h).
+struct ExpositionConfig {
+  std::size_t max_series = 0;  // 0: no cap
+};
+
 // Other exporters' schemas served beside gpumeter's own (render/compat.h, docs/migrating.md).
 struct CompatConfig {
   std::vector<std::string> sets;  // compat set names, each valid and listed once
@@ -88,6 +94,7 @@ struct Config {
   ProjectConfig project;
   LedgerConfig ledger;
   ProcessesConfig processes;
+  ExpositionConfig exposition;
   CompatConfig compat;
   // `collectors.<name>.enabled` and `.interval` (docs/configuration.md#collectors).
   CollectorsConfig collectors{};

@@ -214,14 +214,9 @@ void UsageTracker::contribute(Snapshot& snap) const {
       g.processes.for_each_latest([&](const ProcessSnapshot& p) { candidates.push_back({i, p}); });
     }
   }
-  // The per-process limit: running before exited, then by memory, then by utilization.
+  // The per-process limit keeps the first processes in this order.
   std::stable_sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
-    if (a.p.running != b.p.running) return a.p.running;
-    double am = a.p.memory_bytes.value_or(0), bm = b.p.memory_bytes.value_or(0);
-    if (am != bm) return am > bm;
-    double au = a.p.utilization_ratio.value_or(0), bu = b.p.utilization_ratio.value_or(0);
-    if (au != bu) return au > bu;
-    return std::pair(a.slot, a.p.pid) < std::pair(b.slot, b.p.pid);
+    return process_series_before(a.slot, a.p, b.slot, b.p);
   });
   std::lock_guard slock(stats_mu_);
   std::set<std::pair<size_t, unsigned>> excluded;

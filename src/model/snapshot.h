@@ -2,6 +2,7 @@
 // An immutable picture of the node at one moment. Collection workers produce it, the
 // renderer and the landing page read it; scrapes never see anything else.
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -24,6 +25,19 @@ struct ProcessSnapshot {
   bool running = true;                      // false while kept after exit
   bool series = true;                       // within processes.max_series: served as series
 };
+
+// The order in which processes keep their per-process series where a limit bounds them
+// (processes.max_series, exposition.max_series): running before exited, then by memory, then by
+// utilization, then by GPU (its slot) and pid.
+inline bool process_series_before(std::size_t gpu_a, const ProcessSnapshot& a, std::size_t gpu_b,
+                                  const ProcessSnapshot& b) {
+  if (a.running != b.running) return a.running;
+  const double am = a.memory_bytes.value_or(0), bm = b.memory_bytes.value_or(0);
+  if (am != bm) return am > bm;
+  const double au = a.utilization_ratio.value_or(0), bu = b.utilization_ratio.value_or(0);
+  if (au != bu) return au > bu;
+  return gpu_a != gpu_b ? gpu_a < gpu_b : a.pid < b.pid;
+}
 
 // The MIG device a ledger entry bills, as its series' labels; all empty for a whole GPU (and for
 // the slices of a GPU in MIG mode that no instance holds).

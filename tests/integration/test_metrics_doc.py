@@ -76,7 +76,8 @@ class MetricsDoc(AgentTestCase):
         node = self.track(SimNode(SCENARIO, epoch))
         state = os.path.join(tempfile.mkdtemp(prefix="gpumeter-doc-"), "ledger.json")
         agent = self.track(Agent(scenario=SCENARIO, env={"GPUMETER_SIM_EPOCH": repr(epoch)},
-                                 extra_args=node.agent_args(node.config("ledger:\n  checkpoint_interval: 1s\n"),
+                                 extra_args=node.agent_args(node.config("ledger:\n  checkpoint_interval: 1s\n"
+                                                                        "exposition:\n  max_series: 1000000\n"),
                                                             state)
                                  + ["--compat", "dcgm-exporter", "--compat", "dcgm-exporter-1.x",
                                     "--compat", "nvidia-smi", "--compat.collectors", ALL_SERVED,

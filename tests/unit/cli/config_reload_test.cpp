@@ -48,10 +48,10 @@ TEST(RestartOnlyChanges, NamesEachSettingReadAtStart) {
       "  kubelet:\n    socket: off\n    refresh_interval: 5s\n"
       "project:\n  default: unknown\n  rules:\n    - {source: env.GPUMETER_PROJECT}\n"
       "ledger:\n  labels: [project, user]\n  checkpoint_interval: 10s\n"
-      "processes:\n  max_series: 10\n");
+      "processes:\n  max_series: 10\nexposition:\n  max_series: 5000\n");
   EXPECT_EQ(restart_only_changes(before, after),
             (Strings{"attribution.slurm_refresh_interval", "attribution.kubelet", "ledger.checkpoint_interval",
-                     "ledger.labels", "processes.max_series"}));
+                     "ledger.labels", "processes.max_series", "exposition.max_series"}));
 }
 
 // A directory of its own with the files, a log captured in memory, and a reloader whose

@@ -41,6 +41,7 @@ void expect_defaults(const Config& c) {
   EXPECT_TRUE(c.ledger.idle_power_watts.empty());
   EXPECT_EQ(c.processes.max_series, 256u);
   EXPECT_EQ(c.processes.retention, milliseconds(300'000));
+  EXPECT_EQ(c.exposition.max_series, 0u);  // no cap
 }
 
 TEST(config_parse, EmptyFilesAndSectionsGiveDefaults) {
@@ -79,6 +80,8 @@ ledger:
 processes:
   max_series: 0
   retention: 0s
+exposition:
+  max_series: 20000
 )");
   EXPECT_EQ(c.attribution.environment, (Strings{"GPUMETER_PROJECT", "SLURM_JOB_ACCOUNT", "_X1"}));
   EXPECT_EQ(c.attribution.hpc_job_mapping_dir, "/run/dcgm-job-mapping");
@@ -100,6 +103,7 @@ processes:
   EXPECT_EQ(c.ledger.idle_power_watts.at("NVIDIA A100-SXM4-40GB"), 52.5);
   EXPECT_EQ(c.processes.max_series, 0u);
   EXPECT_EQ(c.processes.retention, milliseconds(0));
+  EXPECT_EQ(c.exposition.max_series, 20000u);
 
   // The resolver is ready and follows the rules in order.
   Attributes a;
@@ -200,12 +204,12 @@ TEST(config_parse, StrayCommaIsAnErrorNotAHang) {
 TEST(config_parse, ErrorsNameFileLineColumnAndField) {
   std::vector<BadConfig> cases = {
       {"unknown top-level key", "ledger: {}\nledgr: {}\n",
-       "test.yaml:2:1: unknown key 'ledgr' (expected one of: attribution, project, ledger, processes, compat, "
-       "collectors)"},
+       "test.yaml:2:1: unknown key 'ledgr' (expected one of: attribution, project, ledger, processes, exposition, "
+       "compat, collectors)"},
       {"duplicate top-level key", "ledger: {}\nledger: {}\n", "test.yaml:2:1: duplicate key 'ledger'"},
       {"not a mapping", "- a\n- b\n",
-       "test.yaml:1:1: expected a mapping with some of the keys attribution, project, ledger, processes, compat, "
-       "collectors"},
+       "test.yaml:1:1: expected a mapping with some of the keys attribution, project, ledger, processes, exposition, "
+       "compat, collectors"},
       {"two documents", "ledger: {}\n---\nledger: {}\n", "test.yaml:3:1: expected one YAML document, found 2"},
       {"syntax error", "ledger: {checkpoint_interval: 5s\n", "test.yaml:2:1: ..."},
       {"section not a mapping", "attribution: [a]\n", "test.yaml:1:14: attribution: expected a mapping"},
@@ -330,6 +334,10 @@ TEST(config_parse, ErrorsNameFileLineColumnAndField) {
        "test.yaml:2:15: processes.max_series: expected a non-negative integer, got '-1'"},
       {"max_series too large", "processes:\n  max_series: 1000000\n",
        "test.yaml:2:15: processes.max_series: must be between 0 and 100000, got 1000000"},
+      {"series cap too small", "exposition:\n  max_series: 50\n",
+       "test.yaml:2:15: exposition.max_series: must be 0 (no cap) or at least 100, got 50"},
+      {"series cap too large", "exposition:\n  max_series: 20000000\n",
+       "test.yaml:2:15: exposition.max_series: must be between 0 and 10000000, got 20000000"},
       {"process retention too long", "processes:\n  retention: 2d\n",
        "test.yaml:2:14: processes.retention: must be between 0s and 1d, got '2d'"},
   };
