@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -52,6 +54,18 @@ std::vector<std::string> split_by(const std::vector<std::string>& values) {
   return out;
 }
 
+// --replica-label's names, each a Prometheus label name; "none" alone is none.
+Result<std::vector<std::string>> replica_labels(const std::vector<std::string>& names) {
+  if (names == std::vector<std::string>{"none"}) return std::vector<std::string>{};
+  for (const auto& name : names) {
+    const bool valid = !name.empty() && (std::isalpha(static_cast<unsigned char>(name[0])) || name[0] == '_') &&
+                       std::all_of(name.begin(), name.end(),
+                                   [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+    if (!valid) return Error{kExitInput, fmt::format("--replica-label \"{}\": not a label name", name)};
+  }
+  return names;
+}
+
 }  // namespace
 
 void setup_report_command(CLI::App& cmd, ReportOptions& o, int& exit_code) {
@@ -77,6 +91,10 @@ void setup_report_command(CLI::App& cmd, ReportOptions& o, int& exit_code) {
   cmd.add_option("--output", o.output, "File to write; - is stdout")->capture_default_str();
   cmd.add_option("--step", o.step, "Timeline step (default: 1m to 1d, at most 400 steps)");
   cmd.add_option("--node-label", o.node_label, "Label that names the node")->capture_default_str();
+  cmd.add_option("--replica-label", o.replica_labels,
+                 "Label that tells the replicas of an HA pair of Prometheus servers apart, in a store that keeps "
+                 "both copies: each counter is billed from one replica. Repeat for several; none for no replicas")
+      ->capture_default_str();
   cmd.add_option("--lookback", o.lookback,
                  "How far before --from a series' previous sample is searched (agent down across the start)")
       ->capture_default_str();
@@ -94,12 +112,45 @@ void setup_report_command(CLI::App& cmd, ReportOptions& o, int& exit_code) {
   cmd.callback([&o, &exit_code] { exit_code = run_report(o); });
 }
 
+// --from, --to and --step into the request.
+Result<void> read_period(const ReportOptions& o, double now, report::ReportRequest& req) {
+  auto from = report::parse_time(o.from, now);
+  if (!from) return Error{kExitInput, "--from " + from.error().message};
+  auto to = report::parse_time(o.to, now);
+  if (!to) return Error{kExitInput, "--to " + to.error().message};
+  if (*from >= *to) {
+    return Error{kExitInput,
+                 fmt::format("--from {} is not before --to {}", report::format_utc(*from), report::format_utc(*to))};
+  }
+  if (*to > now + 1) {
+    return Error{kExitInput,
+                 fmt::format("--to {} is in the future; a report can only cover the past", report::format_utc(*to))};
+  }
+  req.from = *from;
+  req.to = *to;
+  if (o.step.empty()) {
+    req.step = report::default_step(req.to - req.from);
+  } else {
+    auto step = seconds_flag("--step", o.step);
+    if (!step) return Error{kExitInput, step.error().message};
+    if ((req.to - req.from) / *step > 10000) {
+      return Error{kExitInput,
+                   fmt::format("--step {}: more than 10,000 steps in the period; choose a longer step", o.step)};
+    }
+    req.step = *step;
+  }
+  return {};
+}
+
 int run_report(const ReportOptions& o) {
   const double now = wall_now();
   report::ReportRequest req;
   req.now = now;
   req.url = report::url_for_display(o.url);  // never the password, in messages or the report
   req.node_label = o.node_label;
+  auto replicas = replica_labels(o.replica_labels);
+  if (!replicas) return input_error(replicas.error().message);
+  req.replica_labels = std::move(replicas).value();
   if (o.format != "table" && o.format != "csv" && o.format != "json" && o.format != "html") {
     return input_error(fmt::format("--format \"{}\": expected table, csv, json or html", o.format));
   }
@@ -114,30 +165,7 @@ int run_report(const ReportOptions& o) {
           "--by \"{}\": expected project, user, namespace, pod, hpc_job, model, gpu, node or mig_profile", d));
     }
   }
-  auto from = report::parse_time(o.from, now);
-  if (!from) return input_error("--from " + from.error().message);
-  auto to = report::parse_time(o.to, now);
-  if (!to) return input_error("--to " + to.error().message);
-  if (*from >= *to) {
-    return input_error(
-        fmt::format("--from {} is not before --to {}", report::format_utc(*from), report::format_utc(*to)));
-  }
-  if (*to > now + 1) {
-    return input_error(
-        fmt::format("--to {} is in the future; a report can only cover the past", report::format_utc(*to)));
-  }
-  req.from = *from;
-  req.to = *to;
-  if (o.step.empty()) {
-    req.step = report::default_step(req.to - req.from);
-  } else {
-    auto step = seconds_flag("--step", o.step);
-    if (!step) return input_error(step.error().message);
-    if ((req.to - req.from) / *step > 10000) {
-      return input_error(fmt::format("--step {}: more than 10,000 steps in the period; choose a longer step", o.step));
-    }
-    req.step = *step;
-  }
+  if (auto period = read_period(o, now, req); !period) return input_error(period.error().message);
   if (!o.forecast.empty()) {
     auto horizon = seconds_flag("--forecast", o.forecast);
     if (!horizon) return input_error(horizon.error().message);

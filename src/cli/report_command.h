@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "report/replicas.h"
+
 namespace gpumeter::cli {
 
 struct ReportOptions {
@@ -18,6 +20,7 @@ struct ReportOptions {
   std::string output = "-";
   std::string step;  // "" chooses one from the period's length
   std::string node_label = "instance";
+  std::vector<std::string> replica_labels = report::kDefaultReplicaLabels;  // {"none"}: no replicas
   std::string lookback = "31d";  // how far before --from a series' previous sample is searched
   std::string timeout = "2m";    // for the whole of each HTTP request
   std::string max_answer_size = "256MiB";

@@ -112,6 +112,7 @@ class Builder {
     if (!flags) return flags.error();
     auto covered = reader.read(kCovered, *flags);
     if (!covered) return covered.error();
+    merge_replicas(*covered);
     if (covered->series.empty()) {
       return Error{1, fmt::format("{} has no gpumeter ledger data between {} and {}: no series of {} (is this "
                                   "the server that scrapes the gpumeter agents, and is the period right?)",
@@ -136,7 +137,9 @@ class Builder {
     std::vector<Result<CounterData>> results = read_all(reader, reads);
     for (auto& r : results) {
       if (!r) return r.error();
+      merge_replicas(*r);
     }
+    warn_about_replicas();
     for (std::size_t i = 0; i < kLedgerMetrics.size(); ++i) {
       if (auto ok = add_metric(*results[i], kLedgerMetrics[i].field); !ok) return ok.error();
     }
@@ -193,6 +196,24 @@ class Builder {
       out.push_back(slots[i] ? std::move(*slots[i]) : read(reader, reads[i]));
     }
     return out;
+  }
+
+  // One replica's series of each counter, where the store holds an HA pair's copies.
+  void merge_replicas(CounterData& data) {
+    const ReplicaMerge m = keep_one_replica(data, req_.replica_labels);
+    replicas_.replicas = std::max(replicas_.replicas, m.replicas);
+    replicas_.dropped += m.dropped;
+  }
+
+  void warn_about_replicas() {
+    if (replicas_.replicas < 2) return;
+    std::string names;
+    for (const auto& n : req_.replica_labels) names += (names.empty() ? "" : ", ") + n;
+    add_warning(report_, "replica",
+                fmt::format("the store holds {} copies of the ledger's series, one per Prometheus replica (label {}): "
+                            "each counter is billed from one replica, the one with the most data in the period, and "
+                            "{} series of the others are left out; a store that de-duplicates keeps one copy",
+                            replicas_.replicas, names, replicas_.dropped));
   }
 
   void flag_span(StepFlags& flags, const std::string& uuid, double after, double at) {
@@ -472,6 +493,7 @@ class Builder {
   const ReportRequest& req_;
   std::function<void(std::string_view)> progress_;
   Report report_;
+  ReplicaMerge replicas_;
   std::vector<double> timeline_;
   std::size_t steps_ = 0;
   std::map<std::string, GpuIdentity> gpus_;

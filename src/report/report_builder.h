@@ -10,6 +10,7 @@
 
 #include "pricing/pricing.h"
 #include "report/prom_api.h"
+#include "report/replicas.h"
 #include "report/report_model.h"
 #include "util/result.h"
 
@@ -28,6 +29,8 @@ struct ReportRequest {
   double now = 0;       // for warnings about a period that ends too recently
   std::vector<std::string> by;
   std::string node_label = "instance";
+  // Labels that tell HA replicas apart (report/replicas.h); empty: none.
+  std::vector<std::string> replica_labels = kDefaultReplicaLabels;
   const pricing::Pricing* pricing = nullptr;  // null: usage only
   std::string url;
   double forecast = 0;  // the horizon of a demand forecast, seconds; 0: none

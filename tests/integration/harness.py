@@ -316,9 +316,10 @@ def check_ledger_against_truth(test, prom, scenario, truth_to, tolerance):
 class Prometheus:
     """A real Prometheus from Debian on a free port with its own data directory."""
 
-    def __init__(self, targets=(), scrape_interval="1s", extra_config="", job_config="", flags=(), config=None):
-        """Scrapes `targets` as job gpumeter, or, given `config` (a dict), runs that whole
-        configuration instead."""
+    def __init__(self, targets=(), scrape_interval="1s", extra_config="", job_config="", flags=(), config=None,
+                 external_labels=None):
+        """Scrapes `targets` as job gpumeter, with `external_labels` (a dict) on what it sends, or,
+        given `config` (a dict), runs that whole configuration instead."""
         self.port = free_port()
         self.base = "http://127.0.0.1:%d" % self.port
         self.dir = tempfile.mkdtemp(prefix="gpumeter-prom-")
@@ -329,6 +330,8 @@ class Prometheus:
             else:
                 f.write("global:\n  scrape_interval: %s\n  evaluation_interval: %s\n"
                         % (scrape_interval, scrape_interval))
+                if external_labels:
+                    f.write("  external_labels: %s\n" % json.dumps(external_labels))
                 f.write("scrape_configs:\n  - job_name: gpumeter\n%s    static_configs:\n      - targets: [%s]\n"
                         % (job_config, ", ".join("'%s'" % t for t in targets)))
                 f.write(extra_config)

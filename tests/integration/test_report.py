@@ -71,9 +71,14 @@ class ReportAgainstTruth(AgentTestCase):
         start = ScenarioStart()
         vm = self.track(VictoriaMetrics())
         node, config, state, agent = self.run_pipeline(MIXED, start, tempfile.mkdtemp(prefix="gpumeter-report-"))
-        prom = self.track(Prometheus(["127.0.0.1:%d" % agent.port],
-                                     extra_config="remote_write:\n  - url: %s\n" % vm.write_url(),
-                                     flags=["--storage.remote.flush-deadline=1s"]))
+        # An HA pair: two Prometheus servers scrape the agent, each sending its copy to
+        # VictoriaMetrics under its own replica label, which the store keeps apart (no
+        # -dedup.minScrapeInterval). The report bills one copy.
+        prom, _ = (self.track(Prometheus(["127.0.0.1:%d" % agent.port],
+                                         extra_config="remote_write:\n  - url: %s\n" % vm.write_url(),
+                                         flags=["--storage.remote.flush-deadline=1s"],
+                                         external_labels={"replica": replica}))
+                   for replica in ("a", "b"))
         agent.wait_ready()
         epoch = start.begin()
         # The scenario's last usage is at END; the checkpoint that publishes it and the scrape
@@ -90,6 +95,8 @@ class ReportAgainstTruth(AgentTestCase):
             self.assertEqual(doc["by"], OWNER_DIMS)
             self.assertTrue(doc["reconciliation"]["ok"], doc["reconciliation"])
             self.assertIn("Prometheus" if name == "prometheus" else "VictoriaMetrics", doc["source"]["backend"])
+            replica_warnings = [w for w in doc["warnings"] if w["kind"] == "replica"]
+            self.assertEqual(len(replica_warnings), 0 if name == "prometheus" else 1, doc["warnings"])
             got = rows_by_key(doc)
             worst[name] = 0.0
             for key, want in truth.items():
@@ -115,6 +122,13 @@ class ReportAgainstTruth(AgentTestCase):
                     self.assertLessEqual(abs(summed[key][f] - r[f]), TILE * max(1.0, abs(r[f])),
                                          "%s: %s of %r: parts %r, whole %r" % (name, f, key, summed[key][f], r[f]))
         print("largest relative deviation from the truth: %r" % worst)
+        # Told the store holds no replicas, the report adds both copies up: about twice the truth
+        # (each copy is off by its own scrapes at the job's edges, as above).
+        doc = report_json("--url", vm.base, "--from", period_from, "--to", period_to, "--by", ",".join(OWNER_DIMS),
+                          "--replica-label", "none")
+        both = rows_by_key(doc)
+        for key, want in truth.items():
+            self.assertAlmostEqual(both[key]["allocated_seconds"] / want["allocated_seconds"], 2, delta=0.1)
         self.check_prices(prom, epoch, period_from, period_to)
         self.check_formats(prom, period_from, period_to)
 

@@ -599,6 +599,7 @@ class ReportErrors(unittest.TestCase):
         self.fails(2, "--step 1s: more than 10,000 steps", "--step", "1s")
         self.fails(2, "--lookback: invalid duration", "--lookback", "forever")
         self.fails(2, "--max-answer-size: expected a byte size of at least 1MiB", "--max-answer-size", "10kB")
+        self.fails(2, '--replica-label "prom-replica": not a label name', "--replica-label", "prom-replica")
 
     def test_bad_pricing_file(self):
         path = os.path.join(self.dir, "pricing.yaml")

@@ -115,6 +115,42 @@ TEST(BuildReport, GroupsAndReconciles) {
   EXPECT_DOUBLE_EQ(by_model->rows[1].usage.allocated_seconds, 1800);
 }
 
+// An HA pair's two copies of every series in one store, told apart by `replica`: the report is
+// the one-copy report, and says what it left out.
+TEST(BuildReport, AnHaPairsCopiesAreBilledOnce) {
+  const auto one = fleet();
+  auto two = fleet();
+  two.data.clear();
+  for (const char* replica : {"a", "b"}) {
+    for (auto s : one.data) {
+      s.labels["replica"] = replica;
+      two.data.push_back(s);
+    }
+  }
+  auto api = one;
+  auto want = build_report(api, request({"project", "node"}));
+  auto got = build_report(two, request({"project", "node"}));
+  ASSERT_TRUE(want.ok() && got.ok());
+  ASSERT_EQ(got->rows.size(), want->rows.size());
+  for (std::size_t i = 0; i < want->rows.size(); ++i) {
+    EXPECT_EQ(got->rows[i].key, want->rows[i].key);
+    EXPECT_EQ(got->rows[i].usage.allocated_seconds, want->rows[i].usage.allocated_seconds);
+    EXPECT_EQ(got->rows[i].usage.energy_joules, want->rows[i].usage.energy_joules);
+  }
+  EXPECT_TRUE(got->reconciliation.ok);
+  EXPECT_EQ(got->reconciliation.covered_seconds, want->reconciliation.covered_seconds);
+  ASSERT_EQ(got->warnings.size(), 1u);
+  EXPECT_EQ(got->warnings[0].kind, "replica");
+  EXPECT_NE(got->warnings[0].message.find("2 copies"), std::string::npos) << got->warnings[0].message;
+
+  // Told there are no replicas, the report adds both copies up.
+  auto request_none = request({"project"});
+  request_none.replica_labels.clear();
+  auto doubled = build_report(two, request_none);
+  ASSERT_TRUE(doubled.ok());
+  EXPECT_DOUBLE_EQ(row(*doubled, {"team-b"}).usage.allocated_seconds, 2 * 3600 * 0.5);
+}
+
 TEST(BuildReport, PricesEveryComponent) {
   auto api = fleet();
   auto p = prices();

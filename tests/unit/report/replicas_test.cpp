@@ -1,0 +1,62 @@
+// One replica's series of each counter where a store holds an HA pair's copies
+// (report/replicas.h), directly and through build_report against an in-memory API.
+#include "report/replicas.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace gpumeter::report {
+namespace {
+
+CounterSeries series(Labels labels, std::vector<double> increase, std::vector<bool> present) {
+  return CounterSeries{std::move(labels), std::move(increase), std::move(present)};
+}
+
+TEST(KeepOneReplica, TheReplicaWithTheMostDataIsBilledWithoutItsLabel) {
+  CounterData d;
+  // GPU-a: replica b missed a point, so a is kept. GPU-b: both whole, the first in label order
+  // (a) is kept. GPU-c: only replica b has it. GPU-d: no replica label at all.
+  d.series.push_back(series({{"uuid", "GPU-a"}, {"replica", "b"}}, {5, 7}, {true, false, true}));
+  d.series.push_back(series({{"uuid", "GPU-a"}, {"replica", "a"}}, {6, 6}, {true, true, true}));
+  d.series.push_back(series({{"uuid", "GPU-b"}, {"replica", "b"}}, {2, 2}, {true, true, true}));
+  d.series.push_back(series({{"uuid", "GPU-b"}, {"replica", "a"}}, {1, 3}, {true, true, true}));
+  d.series.push_back(series({{"uuid", "GPU-c"}, {"replica", "b"}}, {4, 4}, {true, true, true}));
+  d.series.push_back(series({{"uuid", "GPU-d"}}, {9, 9}, {true, true, true}));
+  d.resets.push_back({{{"uuid", "GPU-a"}, {"replica", "a"}}, 10, 20});
+  d.resets.push_back({{{"uuid", "GPU-a"}, {"replica", "b"}}, 10, 21});
+
+  const ReplicaMerge m = keep_one_replica(d, kDefaultReplicaLabels);
+  EXPECT_EQ(m.replicas, 2u);
+  EXPECT_EQ(m.dropped, 2u);
+  ASSERT_EQ(d.series.size(), 4u);
+  EXPECT_EQ(d.series[0].labels, (Labels{{"uuid", "GPU-a"}}));
+  EXPECT_EQ(d.series[0].increase, (std::vector<double>{6, 6}));
+  EXPECT_EQ(d.series[1].labels, (Labels{{"uuid", "GPU-b"}}));
+  EXPECT_EQ(d.series[1].increase, (std::vector<double>{1, 3}));
+  EXPECT_EQ(d.series[2].labels, (Labels{{"uuid", "GPU-c"}}));
+  EXPECT_EQ(d.series[3].labels, (Labels{{"uuid", "GPU-d"}}));
+  ASSERT_EQ(d.resets.size(), 1u);  // the kept replica's
+  EXPECT_EQ(d.resets[0].labels, (Labels{{"uuid", "GPU-a"}}));
+  EXPECT_EQ(d.resets[0].at, 20);
+}
+
+TEST(KeepOneReplica, NothingChangesWithoutReplicaLabelsOrWhenNoneIsNamed) {
+  CounterData d;
+  d.series.push_back(series({{"uuid", "GPU-b"}, {"zone", "x"}}, {1}, {true, true}));
+  d.series.push_back(series({{"uuid", "GPU-a"}, {"zone", "x"}}, {2}, {true, true}));
+  const CounterData before = d;
+  EXPECT_EQ(keep_one_replica(d, kDefaultReplicaLabels).replicas, 0u);
+  ASSERT_EQ(d.series.size(), 2u);
+  EXPECT_EQ(d.series[0].labels, before.series[0].labels);  // in read order
+  d.series.push_back(series({{"uuid", "GPU-a"}, {"zone", "y"}}, {2}, {true, true}));
+  EXPECT_EQ(keep_one_replica(d, {}).replicas, 0u);
+  EXPECT_EQ(d.series.size(), 3u);
+  // A label named as the replica one merges what it tells apart.
+  EXPECT_EQ(keep_one_replica(d, {"zone"}).dropped, 1u);
+  EXPECT_EQ(d.series.size(), 2u);
+}
+
+}  // namespace
+}  // namespace gpumeter::report
