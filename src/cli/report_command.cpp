@@ -83,8 +83,9 @@ void setup_report_command(CLI::App& cmd, ReportOptions& o, int& exit_code) {
   cmd.add_option("--from", o.from, "Start of the period")->capture_default_str();
   cmd.add_option("--to", o.to, "End of the period")->capture_default_str();
   cmd.add_option("--by", o.by,
-                 "Group by: project, user, namespace, pod, hpc_job, model, gpu (uuid), node, mig_profile "
-                 "(a MIG instance's profile; empty on whole GPUs); repeat or separate with commas")
+                 "Group by: project, user, namespace, pod, hpc_job, model, gpu (uuid), node, cluster (the "
+                 "cluster label, as each cluster's Prometheus sets it), mig_profile (a MIG instance's profile; "
+                 "empty on whole GPUs); repeat or separate with commas")
       ->capture_default_str();
   cmd.add_option("--pricing", o.pricing_file, "Pricing file (YAML); without one the report shows usage only");
   cmd.add_option("--format", o.format, "table, csv, json or html")->capture_default_str();
@@ -162,7 +163,7 @@ int run_report(const ReportOptions& o) {
   for (const auto& d : req.by) {
     if (!report::is_dimension(d)) {
       return input_error(fmt::format(
-          "--by \"{}\": expected project, user, namespace, pod, hpc_job, model, gpu, node or mig_profile", d));
+          "--by \"{}\": expected project, user, namespace, pod, hpc_job, model, gpu, node, cluster or mig_profile", d));
     }
   }
   if (auto period = read_period(o, now, req); !period) return input_error(period.error().message);

@@ -264,6 +264,8 @@ class Builder {
         key.push_back(uuid);
       } else if (dim == "node") {
         key.push_back(node);
+      } else if (dim == "cluster") {  // not an owner: idle time keeps its cluster
+        key.push_back(label(labels, "cluster"));
       } else {
         key.push_back(reserved ? project : label(labels, dim));
       }

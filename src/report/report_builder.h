@@ -17,8 +17,8 @@
 namespace gpumeter::report {
 
 // The --by dimensions.
-inline constexpr std::string_view kDimensions[] = {"project", "user", "namespace", "pod",        "hpc_job",
-                                                   "model",   "gpu",  "node",      "mig_profile"};
+inline constexpr std::string_view kDimensions[] = {"project", "user", "namespace", "pod",     "hpc_job",
+                                                   "model",   "gpu",  "node",      "cluster", "mig_profile"};
 bool is_dimension(std::string_view name);
 
 struct ReportRequest {

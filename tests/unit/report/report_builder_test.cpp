@@ -151,6 +151,18 @@ TEST(BuildReport, AnHaPairsCopiesAreBilledOnce) {
   EXPECT_DOUBLE_EQ(row(*doubled, {"team-b"}).usage.allocated_seconds, 2 * 3600 * 0.5);
 }
 
+// Each cluster's Prometheus sets its `cluster` label; idle time keeps its cluster too.
+TEST(BuildReport, GroupsByCluster) {
+  auto api = fleet();
+  for (auto& s : api.data) s.labels["cluster"] = s.labels.at("uuid") == "GPU-a" ? "east" : "west";
+  auto r = build_report(api, request({"cluster", "project"}));
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_DOUBLE_EQ(row(*r, {"east", "team-a"}).usage.allocated_seconds, 3600 * 0.75);
+  EXPECT_DOUBLE_EQ(row(*r, {"west", "team-a"}).usage.allocated_seconds, 3600 * 0.25);
+  EXPECT_DOUBLE_EQ(row(*r, {"west", "__idle__"}).usage.allocated_seconds, 3600 * 0.25);
+  EXPECT_EQ(r->rows.size(), 5u);
+}
+
 TEST(BuildReport, PricesEveryComponent) {
   auto api = fleet();
   auto p = prices();
