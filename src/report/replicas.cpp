@@ -18,9 +18,32 @@ std::size_t points_present(const CounterSeries& s) {
   return static_cast<std::size_t>(std::count(s.present.begin(), s.present.end(), true));
 }
 
+Labels replica_of(const Labels& labels, const std::vector<std::string>& replica_labels) {
+  Labels out;
+  for (const auto& n : replica_labels) {
+    if (auto it = labels.find(n); it != labels.end()) out.insert(*it);
+  }
+  return out;
+}
+
 }  // namespace
 
-ReplicaMerge keep_one_replica(CounterData& data, const std::vector<std::string>& replica_labels) {
+Labels preferred_replica(const CounterData& data, const std::vector<std::string>& replica_labels) {
+  std::map<Labels, std::size_t> points;
+  for (const auto& s : data.series) points[replica_of(s.labels, replica_labels)] += points_present(s);
+  Labels best;
+  std::size_t most = 0;
+  for (const auto& [replica, n] : points) {  // in label order: the first wins a tie
+    if (!replica.empty() && n > most) {
+      best = replica;
+      most = n;
+    }
+  }
+  return best;
+}
+
+ReplicaMerge keep_one_replica(CounterData& data, const std::vector<std::string>& replica_labels,
+                              const Labels& preferred) {
   ReplicaMerge merge;
   const bool any = std::any_of(data.series.begin(), data.series.end(), [&](const CounterSeries& s) {
     return std::any_of(replica_labels.begin(), replica_labels.end(),
@@ -36,12 +59,16 @@ ReplicaMerge keep_one_replica(CounterData& data, const std::vector<std::string>&
   for (auto& [labels, indices] : copies) {
     merge.replicas = std::max(merge.replicas, indices.size());
     merge.dropped += indices.size() - 1;
-    // `copies` keeps each set's series in read order; the best is the most present, the first
-    // in label order on a tie.
     std::size_t best = indices.front();
     for (std::size_t i : indices) {
+      const bool a_preferred = !preferred.empty() && replica_of(data.series[i].labels, replica_labels) == preferred;
+      const bool b_preferred = !preferred.empty() && replica_of(data.series[best].labels, replica_labels) == preferred;
       const std::size_t a = points_present(data.series[i]), b = points_present(data.series[best]);
-      if (a > b || (a == b && data.series[i].labels < data.series[best].labels)) best = i;
+      if (a_preferred != b_preferred) {
+        if (a_preferred) best = i;
+      } else if (a > b || (a == b && data.series[i].labels < data.series[best].labels)) {
+        best = i;
+      }
     }
     kept_labels.insert(data.series[best].labels);
     CounterSeries s = std::move(data.series[best]);

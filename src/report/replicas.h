@@ -23,9 +23,17 @@ struct ReplicaMerge {
   std::size_t dropped = 0;   // series of the other replicas left out
 };
 
-// Keeps, of each set of series equal but for the replica labels, the one present at the most
-// points of the timeline (on a tie, the first in label order), and drops the others with their
-// resets. Every series loses its replica labels, so that what follows sees one server's data.
-ReplicaMerge keep_one_replica(CounterData& data, const std::vector<std::string>& replica_labels);
+// The replica to bill from: the one whose series of `data` are present at the most timeline
+// points in all (on a tie, the first in label order), as its replica labels; empty where no
+// series has one. One replica for every counter keeps a GPU's counters from one server's scrapes,
+// which the report's checks compare with each other.
+Labels preferred_replica(const CounterData& data, const std::vector<std::string>& replica_labels);
+
+// Keeps, of each set of series equal but for the replica labels, the `preferred` replica's
+// series where it has one, else the one present at the most points (on a tie, the first in
+// label order), and drops the others with their resets. Every series loses its replica labels,
+// so that what follows sees one server's data.
+ReplicaMerge keep_one_replica(CounterData& data, const std::vector<std::string>& replica_labels,
+                              const Labels& preferred = {});
 
 }  // namespace gpumeter::report

@@ -112,6 +112,7 @@ class Builder {
     if (!flags) return flags.error();
     auto covered = reader.read(kCovered, *flags);
     if (!covered) return covered.error();
+    replica_ = preferred_replica(*covered, req_.replica_labels);
     merge_replicas(*covered);
     if (covered->series.empty()) {
       return Error{1, fmt::format("{} has no gpumeter ledger data between {} and {}: no series of {} (is this "
@@ -200,7 +201,7 @@ class Builder {
 
   // One replica's series of each counter, where the store holds an HA pair's copies.
   void merge_replicas(CounterData& data) {
-    const ReplicaMerge m = keep_one_replica(data, req_.replica_labels);
+    const ReplicaMerge m = keep_one_replica(data, req_.replica_labels, replica_);
     replicas_.replicas = std::max(replicas_.replicas, m.replicas);
     replicas_.dropped += m.dropped;
   }
@@ -211,8 +212,8 @@ class Builder {
     for (const auto& n : req_.replica_labels) names += (names.empty() ? "" : ", ") + n;
     add_warning(report_, "replica",
                 fmt::format("the store holds {} copies of the ledger's series, one per Prometheus replica (label {}): "
-                            "each counter is billed from one replica, the one with the most data in the period, and "
-                            "{} series of the others are left out; a store that de-duplicates keeps one copy",
+                            "they are billed from one replica, the one with the most data in the period, and {} "
+                            "series of the others are left out; a store that de-duplicates keeps one copy",
                             replicas_.replicas, names, replicas_.dropped));
   }
 
@@ -496,6 +497,7 @@ class Builder {
   std::function<void(std::string_view)> progress_;
   Report report_;
   ReplicaMerge replicas_;
+  Labels replica_;  // the replica billed, where the store holds several
   std::vector<double> timeline_;
   std::size_t steps_ = 0;
   std::map<std::string, GpuIdentity> gpus_;

@@ -42,6 +42,30 @@ TEST(KeepOneReplica, TheReplicaWithTheMostDataIsBilledWithoutItsLabel) {
   EXPECT_EQ(d.resets[0].at, 20);
 }
 
+TEST(KeepOneReplica, OneReplicaForEveryCounterWhereItHasTheSeries) {
+  CounterData covered;
+  covered.series.push_back(series({{"uuid", "GPU-a"}, {"replica", "a"}}, {1, 1}, {true, false, true}));
+  covered.series.push_back(series({{"uuid", "GPU-a"}, {"replica", "b"}}, {1, 1}, {true, true, true}));
+  covered.series.push_back(series({{"uuid", "GPU-b"}, {"replica", "a"}}, {1, 1}, {true, true, true}));
+  covered.series.push_back(series({{"uuid", "GPU-b"}, {"replica", "b"}}, {1, 1}, {true, true, true}));
+  const Labels preferred = preferred_replica(covered, kDefaultReplicaLabels);
+  EXPECT_EQ(preferred, (Labels{{"replica", "b"}}));  // 6 points against 5
+  EXPECT_TRUE(preferred_replica(covered, {"zone"}).empty());
+
+  // An owner's counter: replica a has a point more, but b is billed, as for the GPU's other
+  // counters; where b has no series, a's is.
+  CounterData owner;
+  owner.series.push_back(series({{"uuid", "GPU-a"}, {"project", "x"}, {"replica", "a"}}, {3}, {true, true, true}));
+  owner.series.push_back(series({{"uuid", "GPU-a"}, {"project", "x"}, {"replica", "b"}}, {4}, {false, true, true}));
+  owner.series.push_back(series({{"uuid", "GPU-b"}, {"project", "y"}, {"replica", "a"}}, {5}, {true, true, true}));
+  const ReplicaMerge m = keep_one_replica(owner, kDefaultReplicaLabels, preferred);
+  EXPECT_EQ(m.dropped, 1u);
+  ASSERT_EQ(owner.series.size(), 2u);
+  EXPECT_EQ(owner.series[0].increase, (std::vector<double>{4}));
+  EXPECT_EQ(owner.series[1].increase, (std::vector<double>{5}));
+  EXPECT_EQ(owner.series[1].labels, (Labels{{"project", "y"}, {"uuid", "GPU-b"}}));
+}
+
 TEST(KeepOneReplica, NothingChangesWithoutReplicaLabelsOrWhenNoneIsNamed) {
   CounterData d;
   d.series.push_back(series({{"uuid", "GPU-b"}, {"zone", "x"}}, {1}, {true, true}));
