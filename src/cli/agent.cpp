@@ -278,19 +278,15 @@ FamilyBuilder Agent::family_builder() {
 void Agent::log_series_cut(std::size_t max, const SeriesCut& cut) {
   const int state = cut.over ? 2 : cut.dropped() > 0 ? 1 : 0;
   if (series_cap_state_.exchange(state) == state) return;
-  const auto dropped = [&](const char* kind) {
-    const auto n = cut.dropped_by_kind.find(kind);
-    return std::to_string(n == cut.dropped_by_kind.end() ? 0 : n->second);
-  };
   const std::string wanted = std::to_string(cut.wanted + kSeriesCapReserved);
   if (state == 0) {
     log_.info("series within exposition.max_series again", {{"max_series", std::to_string(max)}, {"series", wanted}});
   } else if (state == 1) {
-    log_.warn("series over exposition.max_series; detail left out (gpumeter_series_limit_dropped)",
-              {{"max_series", std::to_string(max)},
-               {"series", wanted},
-               {"dropped_process", dropped("process")},
-               {"dropped_nvlink", dropped("nvlink")}});
+    LogFields fields{{"max_series", std::to_string(max)}, {"series", wanted}};
+    for (const char* kind : kSeriesCutKinds) {
+      fields.emplace_back(std::string("dropped_") + kind, std::to_string(cut.dropped(kind)));
+    }
+    log_.warn("series over exposition.max_series; detail left out (gpumeter_series_limit_dropped)", fields);
   } else {
     log_.warn(
         "exposition.max_series is below the series never cut (the ledger, device values, compat sets, the "

@@ -2,8 +2,6 @@
 
 #include <unistd.h>
 
-#include <algorithm>
-#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -16,6 +14,7 @@
 #include "report/prom_api.h"
 #include "report/report_builder.h"
 #include "report/time_spec.h"
+#include "util/ascii.h"
 #include "util/atomic_file.h"
 #include "util/duration.h"
 #include "util/terminal_text.h"
@@ -58,10 +57,7 @@ std::vector<std::string> split_by(const std::vector<std::string>& values) {
 Result<std::vector<std::string>> replica_labels(const std::vector<std::string>& names) {
   if (names == std::vector<std::string>{"none"}) return std::vector<std::string>{};
   for (const auto& name : names) {
-    const bool valid = !name.empty() && (std::isalpha(static_cast<unsigned char>(name[0])) || name[0] == '_') &&
-                       std::all_of(name.begin(), name.end(),
-                                   [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
-    if (!valid) return Error{kExitInput, fmt::format("--replica-label \"{}\": not a label name", name)};
+    if (!is_label_name(name)) return Error{kExitInput, fmt::format("--replica-label \"{}\": not a label name", name)};
   }
   return names;
 }

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <set>
 
+#include "util/ascii.h"
 #include "util/file_read.h"
 
 namespace gpumeter {
@@ -22,17 +23,6 @@ std::string_view trim(std::string_view s) {
   if (b == std::string_view::npos) return {};
   auto e = s.find_last_not_of(ws);
   return s.substr(b, e - b + 1);
-}
-
-// A field becomes a metric or label name, so it must be one.
-bool valid_name(std::string_view s) {
-  if (s.empty()) return false;
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    char c = s[i];
-    bool ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_' || (i > 0 && c >= '0' && c <= '9');
-    if (!ok) return false;
-  }
-  return true;
 }
 
 // Text of the file quoted in an error, which goes to the log and the answer of /-/reload: at most
@@ -85,7 +75,7 @@ Result<DcgmCounters> parse_dcgm_counters(std::string_view text, std::string sour
     std::string_view field = trim(line.substr(0, c1));
     std::string type(trim(line.substr(c1 + 1, c2 - c1 - 1)));
     std::string_view help = trim(line.substr(c2 + 1));
-    if (!valid_name(field)) {
+    if (!is_label_name(field)) {  // a field becomes a metric or label name, so it must be one
       return fail(fmt::format("{} is not a field name such as DCGM_FI_DEV_GPU_UTIL", quoted(field)));
     }
     for (char& c : type) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));

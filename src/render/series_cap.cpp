@@ -104,10 +104,8 @@ std::vector<MetricFamily> series_cap_families(std::size_t max_series, const Seri
                        "last in the per-process limit's order first) or nvlink (per-link NVLink traffic).",
                        MetricType::kGauge,
                        {}};
-  for (const char* kind : {"process", "nvlink"}) {
-    const auto n = cut.dropped_by_kind.find(kind);
-    dropped.samples.push_back(
-        {{{"kind", kind}}, n == cut.dropped_by_kind.end() ? 0.0 : static_cast<double>(n->second)});
+  for (const char* kind : kSeriesCutKinds) {
+    dropped.samples.push_back({{{"kind", kind}}, static_cast<double>(cut.dropped(kind))});
   }
   std::vector<MetricFamily> out;
   out.push_back(std::move(limit));

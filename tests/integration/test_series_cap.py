@@ -1,5 +1,5 @@
 """The exposition's series cap (exposition.max_series, docs/configuration.md): three agents read
-one simulated node of 8 GPUs and 64 processes, one without a cap, one whose cap leaves some
+one simulated node of 2 GPUs and 12 processes of 1 to 12 GiB, one without a cap, one whose cap leaves some
 processes out, one whose cap is below what is never cut. A capped body holds at most the cap's
 series (or, below what is never cut, only that); per-process series go first, the smallest
 processes first; the ledger is whole; the cap's own series say what was left out; the log says
@@ -7,9 +7,9 @@ it once."""
 import os
 import tempfile
 
-from harness import AgentTestCase, Agent, DEPLOY_SCENARIOS, parse_text, wait_until
+from harness import AgentTestCase, Agent, SCENARIOS, parse_text, wait_until
 
-SCENARIO = os.path.join(DEPLOY_SCENARIOS, "bench-8x-64proc.yaml")
+SCENARIO = os.path.join(SCENARIOS, "series-cap.yaml")
 LEDGER = ("gpu_allocated_seconds_total", "gpu_busy_seconds_total", "gpu_memory_byte_seconds_total",
           "gpu_attributed_energy_joules_total")
 
@@ -36,14 +36,14 @@ class SeriesCap(AgentTestCase):
         free = self.agent()
         free.wait_ready()
         wait_until(lambda: len([s for s in series(free.metrics()[1])
-                                if s.startswith("gpu_process_memory_used_bytes{")]) == 64,
-                   30, what="64 processes' series")
+                                if s.startswith("gpu_process_memory_used_bytes{")]) == 12,
+                   30, what="12 processes' series")
         body = free.metrics()[1]
         uncapped = len(series(body))
         full = parse_text(body)
-        # Room for all but 20 of the uncapped series, the cap's own three included: ten processes
-        # of two series each go (a few more if the agent's own counters gained series meanwhile).
-        cap = uncapped + 3 - 20
+        # Room for all but 8 of the uncapped series, the cap's own three included: four processes
+        # of two series each go (one more if the agent's own counters gained series meanwhile).
+        cap = uncapped + 3 - 8
         capped, tight = self.agent(cap), self.agent(100)
         for a in (capped, tight):
             a.wait_ready()
@@ -61,11 +61,12 @@ class SeriesCap(AgentTestCase):
         kept = {dict(ls)["pid"]: v for (n, ls), v in got.items() if n == "gpu_process_memory_used_bytes"}
         every = {dict(ls)["pid"]: v for (n, ls), v in full.items() if n == "gpu_process_memory_used_bytes"}
         gone = set(every) - set(kept)
-        self.assertTrue(10 <= len(gone) <= 12, sorted(gone))
+        self.assertTrue(4 <= len(gone) <= 5, sorted(gone))
         self.assertFalse([n for (n, ls) in got if n == "gpu_process_utilization_ratio" and dict(ls)["pid"] in gone])
         self.assertEqual(got[("gpumeter_series_limit_dropped", frozenset({("kind", "process")}))], 2 * len(gone))
-        # The smallest processes went: every one kept uses at least as much memory as any left out.
-        self.assertLessEqual(max(every[p] for p in gone), min(kept.values()))
+        # The smallest processes went (each process has a size of its own, 1 to 12 GiB).
+        self.assertEqual(sorted(gone), sorted(sorted(every, key=every.get)[:len(gone)]))
+        self.assertLess(max(every[p] for p in gone), min(kept.values()))
         for name in LEDGER:
             self.assertEqual(label_sets(got, name), label_sets(full, name), name)
         log = capped.process.log()
