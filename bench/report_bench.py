@@ -18,6 +18,9 @@ query, the hand-built stack's way. Target: under 30 s for the 30-day report.
 
 The scrape interval defaults to 300 s: at 60 s the history is 5x the samples (about 620
 million), which takes promtool over half an hour on two cores; see docs/report-accuracy.md.
+
+--store victoriametrics loads the same history into a single-node VictoriaMetrics instead
+(/api/v1/import/prometheus, one window at a time) and times the report against it.
 """
 import argparse
 import json
@@ -101,6 +104,70 @@ def load_prometheus(fleet, workdir, blocks, gauges):
     return samples, files, gen_seconds, time.monotonic() - t0
 
 
+def load_victoriametrics(fleet, workdir, url, gauges):
+    """Generates the history window by window and imports each into VictoriaMetrics; returns
+    (samples, files, generation seconds, wall seconds)."""
+    gen_seconds = 0.0
+    files = samples = 0
+    t0 = time.monotonic()
+    it = backfill.iter_files(fleet, os.path.join(workdir, "prom"), "prometheus", gauges, backfill.ALIGN)
+    while True:
+        g0 = time.monotonic()
+        try:
+            path, count = next(it)
+        except StopIteration:
+            break
+        gen_seconds += time.monotonic() - g0
+        with open(path, "rb") as f:
+            req = urllib.request.Request(url + "/api/v1/import/prometheus", data=f, method="POST",
+                                         headers={"Content-Length": str(os.path.getsize(path))})
+            with urllib.request.urlopen(req, timeout=600) as r:
+                if r.status not in (200, 204):
+                    raise SystemExit("report_bench: VictoriaMetrics import answered HTTP %d" % r.status)
+        os.unlink(path)
+        files += 1
+        samples += count
+        sys.stderr.write("\rreport_bench: %d windows, %d samples, %.0f s" % (files, samples, time.monotonic() - t0))
+        sys.stderr.flush()
+    with urllib.request.urlopen(url + "/internal/force_flush", timeout=600) as r:
+        r.read()
+    sys.stderr.write("\n")
+    return samples, files, gen_seconds, time.monotonic() - t0
+
+
+def start_store(store, workdir, data, interval, query_log):
+    """Prometheus on the blocks in `data`, or VictoriaMetrics on its data directory; returns
+    (process, url) once it is ready."""
+    port = free_port()
+    url = "http://127.0.0.1:%d" % port
+    log = open(os.path.join(workdir, store + ".log"), "wb")
+    if store == "prometheus":
+        cfg = os.path.join(workdir, "prometheus.yml")
+        with open(cfg, "w") as f:
+            f.write("global:\n  scrape_interval: %ds\n" % interval)
+            if query_log:
+                f.write("  query_log_file: %s\n" % os.path.abspath(query_log))
+        args = ["prometheus", "--config.file=" + cfg, "--storage.tsdb.path=" + data,
+                "--storage.tsdb.retention.time=60d", "--storage.tsdb.max-block-duration=18h",
+                "--web.listen-address=127.0.0.1:%d" % port, "--log.level=warn"]
+        ready = "/-/ready"
+    else:
+        args = ["victoria-metrics", "-storageDataPath=" + data, "-retentionPeriod=100y",
+                "-httpListenAddr=127.0.0.1:%d" % port, "-loggerLevel=WARN"]
+        ready = "/health"
+    proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.time() + 120
+    while True:
+        try:
+            with urllib.request.urlopen(url + ready, timeout=2) as r:
+                if r.status == 200:
+                    return proc, url
+        except OSError:
+            if time.time() > deadline or proc.poll() is not None:
+                raise SystemExit("report_bench: %s did not become ready; see %s" % (store, log.name))
+            time.sleep(0.2)
+
+
 def run_report(binary, url, fleet, pricing, out):
     args = [binary, "report", "--url", url, "--from", str(fleet.start), "--to", str(fleet.end), "--by", "project",
             "--pricing", pricing, "--format", "json", "--output", out, "--progress", "never"]
@@ -162,10 +229,12 @@ def main():
     ap.add_argument("--workdir", help="keep the history and the TSDB here (default: a temporary directory, removed)")
     ap.add_argument("--json", help="also write the results to this file")
     ap.add_argument("--query-log", help="Prometheus' query log file (query_log_file), to see what the report asks")
+    ap.add_argument("--store", choices=("prometheus", "victoriametrics"), default="prometheus",
+                    help="where the history is loaded and the report reads it (default: prometheus)")
     args = ap.parse_args()
 
     binary = os.path.join(args.build, "bin", "gpumeter")
-    for tool in ("promtool", "prometheus"):
+    for tool in ("promtool", "prometheus") if args.store == "prometheus" else ("victoria-metrics",):
         if shutil.which(tool) is None:
             raise SystemExit("report_bench: %s not found (scripts/install-deps.sh test installs it)" % tool)
     if subprocess.run([binary, "report", "--help"], capture_output=True).returncode != 0:
@@ -173,7 +242,7 @@ def main():
 
     workdir = args.workdir or tempfile.mkdtemp(prefix="gpumeter-report-bench-")
     os.makedirs(workdir, exist_ok=True)
-    blocks = os.path.join(workdir, "prometheus")
+    blocks = os.path.join(workdir, "prometheus" if args.store == "prometheus" else "victoria-metrics")
     pricing = args.pricing
     pricing_note = os.path.relpath(pricing, ROOT) if pricing.startswith(ROOT) else pricing
     if not os.path.exists(pricing):
@@ -186,7 +255,7 @@ def main():
     try:
         params = {"nodes": args.nodes, "gpus_per_node": args.gpus_per_node, "days": args.days,
                   "interval": args.interval, "seed": args.seed, "gauges": args.gauges}
-        stamp = os.path.join(workdir, "history.json")
+        stamp = os.path.join(workdir, "history.json" if args.store == "prometheus" else "history-vm.json")
         reuse = None
         if os.path.exists(stamp) and os.path.isdir(blocks) and os.listdir(blocks):
             with open(stamp) as f:
@@ -204,35 +273,18 @@ def main():
         else:
             shutil.rmtree(blocks, ignore_errors=True)
             os.makedirs(blocks)
-            samples, files, gen, wall = load_prometheus(fleet, workdir, blocks, args.gauges)
+            if args.store == "prometheus":
+                samples, files, gen, wall = load_prometheus(fleet, workdir, blocks, args.gauges)
+            else:
+                prom, url = start_store(args.store, workdir, blocks, args.interval, None)
+                samples, files, gen, wall = load_victoriametrics(fleet, workdir, url, args.gauges)
             results.update(samples=samples, files=files, generate_seconds=gen, load_seconds=wall)
             with open(stamp, "w") as f:
                 json.dump(dict(params=params, end=fleet.end, samples=samples, files=files, generate_seconds=gen,
                                load_seconds=wall), f)
         results["series_lives"] = sum(len(g.lives) for g in fleet.gpus)
-
-        cfg = os.path.join(workdir, "prometheus.yml")
-        with open(cfg, "w") as f:
-            f.write("global:\n  scrape_interval: %ds\n" % args.interval)
-            if args.query_log:
-                f.write("  query_log_file: %s\n" % os.path.abspath(args.query_log))
-        port = free_port()
-        url = "http://127.0.0.1:%d" % port
-        log = open(os.path.join(workdir, "prometheus.log"), "wb")
-        prom = subprocess.Popen(["prometheus", "--config.file=" + cfg, "--storage.tsdb.path=" + blocks,
-                                 "--storage.tsdb.retention.time=60d", "--storage.tsdb.max-block-duration=18h",
-                                 "--web.listen-address=127.0.0.1:%d" % port, "--log.level=warn"],
-                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.time() + 120
-        while True:
-            try:
-                with urllib.request.urlopen(url + "/-/ready", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                if time.time() > deadline or prom.poll() is not None:
-                    raise SystemExit("report_bench: Prometheus did not become ready; see %s" % log.name)
-                time.sleep(0.2)
+        if prom is None:
+            prom, url = start_store(args.store, workdir, blocks, args.interval, args.query_log)
         results["tsdb_bytes"] = du_bytes(blocks)
         results["blocks"] = len([d for d in os.listdir(blocks) if len(d) == 26])
         results["series"] = int(float(json.load(urllib.request.urlopen(
@@ -267,6 +319,7 @@ def main():
     best, median = walls[0], walls[len(walls) // 2]
     first = runs[0]
     gpus = args.nodes * args.gpus_per_node
+    store = "Prometheus" if args.store == "prometheus" else "VictoriaMetrics"
     rows = [
         ("fleet", "%d nodes x %d GPUs = %d GPUs, %d days" % (args.nodes, args.gpus_per_node, gpus, args.days), ""),
         ("scrape interval of the history", "%d s" % args.interval,
@@ -274,9 +327,11 @@ def main():
         ("samples backfilled", "{:,}".format(results["samples"]),
          "%s series lives (owner x GPU)" % "{:,}".format(results["series_lives"])),
         ("series at the end", "{:,}".format(results["series"]), ""),
-        ("generate + promtool, wall", "%.0f s" % results["load_seconds"],
-         "generator %.0f s of it, %s files (one 18 h block each)" % (results["generate_seconds"], results["files"])),
-        ("Prometheus data size", "%.1f MiB in %d blocks" % (results["tsdb_bytes"] / 2 ** 20, results["blocks"]), ""),
+        ("generate + " + ("promtool" if args.store == "prometheus" else "import") + ", wall",
+         "%.0f s" % results["load_seconds"],
+         "generator %.0f s of it, %s files of 18 h" % (results["generate_seconds"], results["files"])),
+        ("%s data size" % store, "%.1f MiB" % (results["tsdb_bytes"] / 2 ** 20)
+         + (" in %d blocks" % results["blocks"] if args.store == "prometheus" else ""), ""),
         ("report wall time, best / median of %d" % len(runs), "%.2f s / %.2f s" % (best, median),
          "target < %d s: %s" % (TARGET_SECONDS, "met" if median < TARGET_SECONDS else "MISSED")),
         ("report elapsed (its JSON), first run", "%.2f s" % first["elapsed_seconds"], ""),
@@ -291,12 +346,12 @@ def main():
         ("resets no reader can see", str(results["accuracy"]["invisible_resets"]),
          "series back from 0 above their old total at once (truth's ambiguous_resets)"),
         ("pricing", pricing_note, ""),
-        ("Prometheus peak RSS after the reports", "%.0f MiB" % (results["prometheus_peak_rss_kib"] / 1024), ""),
+        ("%s peak RSS after the reports" % store, "%.0f MiB" % (results["prometheus_peak_rss_kib"] / 1024), ""),
         ("one sum by (project)(increase(...[%dd])) query" % args.days, "%.2f s" % results["increase_query_seconds"],
          "the hand-built stack's way, for scale (inexact)"),
     ]
     print()
-    print("Report: 30-day chargeback of %d GPUs from Prometheus (%s)" % (gpus, first["backend"]))
+    print("Report: %d-day chargeback of %d GPUs from %s (%s)" % (args.days, gpus, store, first["backend"]))
     print()
     print_table(("measure", "value", "note"), rows)
     if args.json:

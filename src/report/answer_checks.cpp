@@ -80,27 +80,40 @@ double sum(const std::vector<double>& v) {
 // Thanos or Mimir answering from part of their stores, a series missing from some answers.
 // Busy time above an owner's own allocated time is no such sign: allocation is split evenly
 // between the processes present, busy time by their SM shares (docs/ledger.md).
-Result<void> check_busy(const AnswerContext& ctx, const CounterData& covered, const CounterData& allocated,
-                        const CounterData& busy) {
-  std::map<std::string, double> covered_by_gpu, busy_by_gpu;
-  for (const auto& s : covered.series) covered_by_gpu[label(s.labels, "uuid")] += sum(s.increase);
-  std::set<std::string> allocated_owners;
-  for (const auto& s : allocated.series) {
-    if (sum(s.increase) > 0) allocated_owners.insert(labels_key(s.labels));
+BusyCheck::BusyCheck(const CounterData& covered) {
+  for (const auto& s : covered.series) covered_by_gpu_[label(s.labels, "uuid")] += sum(s.increase);
+}
+
+void BusyCheck::add(const Labels& labels, bool busy, double seconds) {
+  if (seconds == 0) return;
+  Owner& owner = owners_[series_id(labels)];
+  (busy ? owner.busy : owner.allocated) += seconds;
+  if (busy) busy_by_gpu_[label(labels, "uuid")] += seconds;
+  if (owner.allocated > 0) {
+    owner.labels.reset();
+  } else if (busy && !owner.labels) {
+    owner.labels = labels;
   }
-  for (const auto& s : busy.series) {
-    const double seconds = sum(s.increase);
-    busy_by_gpu[label(s.labels, "uuid")] += seconds;
-    if (seconds > kBusyToleranceSeconds && label(s.labels, "project") != kUnattributedProject &&
-        !allocated_owners.count(labels_key(s.labels))) {
-      return Error{1, fmt::format("{}: {} has {:.3f} busy seconds in the period and no allocated second; the "
-                                  "answers of {} are incomplete or inconsistent, so no report is written",
-                                  gpu_text(label(s.labels, "uuid"), ctx.node_of(s.labels)), owner_text(s.labels),
-                                  seconds, ctx.url)};
+}
+
+Result<void> BusyCheck::verify(const AnswerContext& ctx) const {
+  std::map<Labels, double> unallocated;  // in label order, so the first named is always the same
+  for (const auto& [id, owner] : owners_) {
+    if (owner.labels && owner.allocated <= 0 && owner.busy > kBusyToleranceSeconds &&
+        label(*owner.labels, "project") != kUnattributedProject) {
+      unallocated.emplace(*owner.labels, owner.busy);
     }
   }
-  for (const auto& [uuid, seconds] : busy_by_gpu) {
-    const double cover = covered_by_gpu[uuid];
+  if (!unallocated.empty()) {
+    const auto& [labels, seconds] = *unallocated.begin();
+    return Error{
+        1, fmt::format("{}: {} has {:.3f} busy seconds in the period and no allocated second; the "
+                       "answers of {} are incomplete or inconsistent, so no report is written",
+                       gpu_text(label(labels, "uuid"), ctx.node_of(labels)), owner_text(labels), seconds, ctx.url)};
+  }
+  for (const auto& [uuid, seconds] : busy_by_gpu_) {
+    const auto it = covered_by_gpu_.find(uuid);
+    const double cover = it == covered_by_gpu_.end() ? 0.0 : it->second;
     if (seconds > cover * (1 + kBusyTolerance) + kBusyToleranceSeconds) {
       return Error{1, fmt::format("{}: its owners have {:.3f} busy seconds in the period, more than the {:.3f} s "
                                   "its ledger covered; the answers of {} are incomplete or inconsistent, so no "

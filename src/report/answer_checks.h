@@ -6,10 +6,13 @@
 // missing from some answers): the report then fails rather than bill from them.
 
 #include <array>
+#include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "report/counter_reader.h"
@@ -44,9 +47,25 @@ struct OwnerCounter {
   const CounterData* data;
 };
 
-// A GPU busy longer than it was covered, or an owner busy with no allocated second.
-Result<void> check_busy(const AnswerContext& ctx, const CounterData& covered, const CounterData& allocated,
-                        const CounterData& busy);
+// A GPU busy longer than it was covered, or an owner busy with no allocated second, over the
+// period's increases as they are read: a batch of GPUs at a time, then the settled steps. It
+// keeps two numbers per owner series (and its labels only while it is busy with nothing
+// allocated), and one per GPU.
+class BusyCheck {
+ public:
+  explicit BusyCheck(const CounterData& covered);
+  // An increase of an owner's allocated (busy = false) or busy seconds; labels without replica labels.
+  void add(const Labels& labels, bool busy, double seconds);
+  Result<void> verify(const AnswerContext& ctx) const;
+
+ private:
+  struct Owner {
+    double allocated = 0, busy = 0;
+    std::optional<Labels> labels;  // kept while busy with no allocated second, for the message
+  };
+  std::map<std::string, double> covered_by_gpu_, busy_by_gpu_;
+  std::unordered_map<std::uint64_t, Owner> owners_;
+};
 // An owner counter missing where the owner's others are present (allocated, busy, memory, energy).
 Result<void> check_siblings(const AnswerContext& ctx, const std::array<OwnerCounter, 4>& counters);
 // A total, a row or the reconciliation that is not a finite number.

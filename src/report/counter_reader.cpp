@@ -73,6 +73,8 @@ class IncreaseWalk {
   }
 
   double last() const { return prev_; }
+  double last_at() const { return prev_at_; }
+  double last_earliest() const { return prev_earliest_; }
   std::vector<double> increases() && { return std::move(increase_); }
 
  private:
@@ -82,16 +84,6 @@ class IncreaseWalk {
   std::vector<double> increase_;
   double prev_ = 0, prev_at_ = 0, prev_earliest_ = 0;
 };
-
-// `selector` with one more matcher.
-std::string with_matcher(std::string_view selector, std::string_view matcher) {
-  if (!selector.empty() && selector.back() == '}') {
-    std::string out(selector.substr(0, selector.size() - 1));
-    if (out.back() != '{') out += ',';
-    return out + std::string(matcher) + "}";
-  }
-  return fmt::format("{}{{{}}}", selector, matcher);
-}
 
 std::string uuid_of(const Labels& labels) {
   auto it = labels.find("uuid");
@@ -109,6 +101,28 @@ std::vector<std::vector<T>> chunks(const std::vector<T>& all, std::size_t size) 
 }
 
 }  // namespace
+
+std::string with_matcher(std::string_view selector, std::string_view matcher) {
+  if (!selector.empty() && selector.back() == '}') {
+    std::string out(selector.substr(0, selector.size() - 1));
+    if (out.back() != '{') out += ',';
+    return out + std::string(matcher) + "}";
+  }
+  return fmt::format("{}{{{}}}", selector, matcher);
+}
+
+std::vector<Sample> turning_points(const std::vector<Sample>& samples) {
+  std::vector<Sample> kept;
+  for (std::size_t i = 0; i < samples.size(); ++i) {
+    const bool edge = i == 0 || i + 1 == samples.size();
+    const bool drop = i > 0 && samples[i].v < samples[i - 1].v;
+    const bool before_drop = i + 1 < samples.size() && samples[i + 1].v < samples[i].v;
+    if (edge || drop || before_drop) kept.push_back(samples[i]);
+  }
+  return kept;
+}
+
+std::uint64_t series_id(const Labels& labels) { return std::hash<std::string>{}(labels_key(labels)); }
 
 std::string labels_key(const Labels& labels) {
   std::string key;
@@ -142,7 +156,7 @@ CounterReader::CounterReader(PromApi& api, std::vector<double> timeline, double 
                              std::function<void(std::string_view)> progress)
     : api_(api), timeline_(std::move(timeline)), step_(step), lookback_(lookback), progress_(std::move(progress)) {}
 
-Result<void> CounterReader::read_points(std::string_view selector, std::vector<std::vector<double>>& values,
+Result<void> CounterReader::read_points(const Selector& selector, std::vector<std::vector<double>>& values,
                                         std::vector<Labels>& labels, std::map<std::string, std::size_t>& index) {
   const std::size_t points = timeline_.size();
   auto store = [&](std::vector<Series>& result, auto point_of) -> Result<void> {
@@ -154,11 +168,11 @@ Result<void> CounterReader::read_points(std::string_view selector, std::vector<s
         values.emplace_back(points, kMissing);
       }
       for (const auto& sample : s.samples) {
-        if (auto e = bad_sample(selector, labels[it->second], sample)) return *e;
+        if (auto e = bad_sample(selector.shown, labels[it->second], sample)) return *e;
         auto p = point_of(sample.t);
         if (!p) {
           return Error{0, fmt::format("{}: the API answered for time {:.3f}, which is not a point that was asked for",
-                                      selector, sample.t)};
+                                      selector.shown, sample.t)};
         }
         values[it->second][*p] = sample.v;
       }
@@ -177,7 +191,7 @@ Result<void> CounterReader::read_points(std::string_view selector, std::vector<s
     double k = (timeline_[i] - timeline_[0]) / step_;
     (std::abs(k - std::round(k)) * step_ < kSameTime ? grid : others).push_back(i);
   }
-  const std::string last = fmt::format("last_over_time({}[{}])", selector, promql_range(step_));
+  const std::string last = fmt::format("last_over_time({}[{}])", selector.query, promql_range(step_));
   auto first = api_.query(last, timeline_[0]);
   if (!first) return first.error();
   if (auto ok = store(*first, [](double) { return std::optional<std::size_t>(0); }); !ok) return ok;
@@ -187,7 +201,7 @@ Result<void> CounterReader::read_points(std::string_view selector, std::vector<s
     if (auto ok = store(*range, exact_point); !ok) return ok;
   }
   for (std::size_t i : others) {
-    auto expr = fmt::format("last_over_time({}[{}])", selector, promql_range(timeline_[i] - timeline_[i - 1]));
+    auto expr = fmt::format("last_over_time({}[{}])", selector.query, promql_range(timeline_[i] - timeline_[i - 1]));
     auto one = api_.query(expr, timeline_[i]);
     if (!one) return one.error();
     if (auto ok = store(*one, [i](double) { return std::optional<std::size_t>(i); }); !ok) return ok;
@@ -195,7 +209,7 @@ Result<void> CounterReader::read_points(std::string_view selector, std::vector<s
   return {};
 }
 
-Result<void> CounterReader::find_predecessors(std::string_view selector, const std::vector<std::size_t>& born,
+Result<void> CounterReader::find_predecessors(const Selector& selector, const std::vector<std::size_t>& born,
                                               const std::vector<Labels>& labels,
                                               std::map<std::size_t, double>& previous) {
   if (born.empty() || lookback_ <= step_) return {};
@@ -208,7 +222,7 @@ Result<void> CounterReader::find_predecessors(std::string_view selector, const s
 
   const double from = timeline_[0];
   for (const auto& group : chunks(uuids, kUuidsPerRequest)) {
-    const std::string sel = with_matcher(selector, "uuid=~" + promql_string(exact_alternation(group)));
+    const std::string sel = with_matcher(selector.query, "uuid=~" + promql_string(exact_alternation(group)));
     // The series index first: cheap, and it rules out most series born in the period.
     auto existed = api_.series(sel, from - lookback_, from);
     if (!existed) return existed.error();
@@ -223,7 +237,7 @@ Result<void> CounterReader::find_predecessors(std::string_view selector, const s
     for (const auto& s : *last) {
       auto it = wanted.find(labels_key(s.labels));
       if (it != wanted.end() && !s.samples.empty()) {
-        if (auto e = bad_sample(selector, s.labels, s.samples.back())) return *e;
+        if (auto e = bad_sample(selector.shown, s.labels, s.samples.back())) return *e;
         previous[it->second] = s.samples.back().v;
       }
     }
@@ -231,13 +245,13 @@ Result<void> CounterReader::find_predecessors(std::string_view selector, const s
   return {};
 }
 
-Result<StepFlags> CounterReader::reset_steps(std::string_view selector) {
+Result<StepFlags> CounterReader::reset_steps(std::string_view selector, bool by_series) {
   StepFlags flags;
   const double window = 2 * step_;
   const std::string expr = fmt::format("resets({}[{}]) > 0", selector, promql_range(window));
   // Every step overlapping (t - window, t] may hold the reset.
   auto flag = [&](const Labels& labels, double t) {
-    auto& steps = flags[uuid_of(labels)];
+    auto& steps = flags[by_series ? labels_key(labels) : uuid_of(labels)];
     for (std::size_t i = 1; i < timeline_.size(); ++i) {
       if (timeline_[i] > t - window - kSameTime && timeline_[i - 1] < t + kSameTime) steps.insert(i);
     }
@@ -257,7 +271,7 @@ Result<StepFlags> CounterReader::reset_steps(std::string_view selector) {
 }
 
 Result<CounterSeries> CounterReader::walk(std::string_view selector, double max_rate, const SeriesPoints& series,
-                                          const RawSamples& raw, std::vector<ResetFound>& resets) const {
+                                          const RawSamples* raw, CounterData& out) const {
   const std::size_t points = timeline_.size();
   const std::string key = labels_key(series.labels);
   const auto& v = series.values;
@@ -271,107 +285,198 @@ Result<CounterSeries> CounterReader::walk(std::string_view selector, double max_
   } else if (series.previous) {
     walk.start(*series.previous, timeline_[0], timeline_[0] - lookback_);
   }
+  const std::uint64_t id = raw ? 0 : series_id(series.labels);
   for (std::size_t i = 1; i < points; ++i) {
+    if (series.flagged[i] && !raw) {
+      // Left to settle(), which walks the step's raw samples from here; the walk goes on from
+      // the step's boundary value, as it would after them.
+      out.pending.push_back(
+          PendingStep{id, uuid_of(series.labels), i, walk.last(), walk.last_at(), walk.last_earliest(), v[i]});
+      if (!std::isnan(v[i])) walk.start(v[i], timeline_[i], timeline_[i] - step_);
+      continue;
+    }
     if (series.flagged[i]) {
-      if (auto it = raw.find({key, i}); it != raw.end()) {
+      if (auto it = raw->find({key, i}); it != raw->end()) {
         for (const auto& sample : it->second) {
-          if (auto e = walk.advance(sample.v, sample.t, sample.t, i, resets)) return *e;
+          if (auto e = walk.advance(sample.v, sample.t, sample.t, i, out.resets)) return *e;
         }
       }
     }
     // The boundary value is authoritative (and all there is for an unflagged step).
     if (!std::isnan(v[i]) && (v[i] != walk.last() || !series.flagged[i])) {
-      if (auto e = walk.advance(v[i], timeline_[i], timeline_[i] - step_, i, resets)) return *e;
+      if (auto e = walk.advance(v[i], timeline_[i], timeline_[i] - step_, i, out.resets)) return *e;
     }
   }
   cs.increase = std::move(walk).increases();
   return cs;
 }
 
-Result<CounterData> CounterReader::read(std::string_view selector, const StepFlags& flags, double max_rate) {
-  const std::size_t points = timeline_.size();
-  const std::size_t n = points - 1;
-  std::vector<std::vector<double>> values;
-  std::vector<Labels> labels;
+// The raw samples of every flagged step: one request per step and group of GPUs, so the
+// number of requests grows with the steps that need them, not with the series.
+Result<CounterReader::RawSamples> CounterReader::read_raw(const Selector& selector,
+                                                          const std::vector<std::vector<bool>>& flagged,
+                                                          const std::vector<Labels>& labels) {
+  std::map<std::size_t, std::set<std::string>> uuids_by_step;
+  std::set<std::pair<std::string, std::size_t>> wanted;  // (series key, step)
+  for (std::size_t s = 0; s < labels.size(); ++s) {
+    for (std::size_t i = 1; i < flagged[s].size(); ++i) {
+      if (!flagged[s][i]) continue;
+      uuids_by_step[i].insert(uuid_of(labels[s]));
+      wanted.emplace(labels_key(labels[s]), i);
+    }
+  }
+  RawSamples raw;
+  std::size_t requests = 0;
+  for (const auto& [i, uuids] : uuids_by_step) {
+    for (const auto& group : chunks(std::vector<std::string>(uuids.begin(), uuids.end()), kUuidsPerRequest)) {
+      const std::string sel = with_matcher(selector.query, "uuid=~" + promql_string(exact_alternation(group)));
+      auto answer = api_.raw_samples(sel, timeline_[i - 1], timeline_[i]);
+      if (!answer) return answer.error();
+      ++requests;
+      for (auto& series : *answer) {
+        auto key = labels_key(series.labels);
+        if (!wanted.count({key, i})) continue;
+        for (const auto& sample : series.samples) {
+          if (auto e = bad_sample(selector.shown, series.labels, sample)) return *e;
+        }
+        raw.emplace(std::pair(std::move(key), i), turning_points(series.samples));
+      }
+    }
+  }
+  if (progress_ && requests) {
+    progress_(fmt::format("{}: {} requests for raw samples where a reset could hide", selector.shown, requests));
+  }
+  return raw;
+}
+
+Result<CounterReader::Points> CounterReader::read_series(const Selector& selector, const StepFlags& flags,
+                                                         const StepFlags& series_flags) {
+  const std::size_t n = timeline_.size() - 1;
+  Points out;
   std::map<std::string, std::size_t> index;
-  if (progress_) progress_(fmt::format("reading {} at {} points", selector, points));
-  if (auto ok = read_points(selector, values, labels, index); !ok) return ok.error();
+  if (auto ok = read_points(selector, out.values, out.labels, index); !ok) return ok.error();
 
   // Series that first appear inside the period: did they exist before it?
   std::vector<std::size_t> born;
-  for (std::size_t s = 0; s < values.size(); ++s) {
-    if (std::isnan(values[s][0])) born.push_back(s);
+  for (std::size_t s = 0; s < out.values.size(); ++s) {
+    if (std::isnan(out.values[s][0])) born.push_back(s);
   }
-  std::map<std::size_t, double> previous;
-  if (auto ok = find_predecessors(selector, born, labels, previous); !ok) return ok.error();
+  if (auto ok = find_predecessors(selector, born, out.labels, out.previous); !ok) return ok.error();
 
-  // Pass 1: which steps of which series need their raw samples.
-  std::vector<std::vector<bool>> flagged(values.size(), std::vector<bool>(points, false));
-  for (std::size_t s = 0; s < values.size(); ++s) {
-    const auto& v = values[s];
-    if (auto it = flags.find(uuid_of(labels[s])); it != flags.end()) {
+  // Which steps of which series need their raw samples.
+  out.flagged.assign(out.values.size(), std::vector<bool>(n + 1, false));
+  for (std::size_t s = 0; s < out.values.size(); ++s) {
+    const auto& v = out.values[s];
+    auto& flagged = out.flagged[s];
+    for (const auto* found : {&flags, &series_flags}) {
+      const auto it =
+          found == &flags ? flags.find(uuid_of(out.labels[s])) : series_flags.find(labels_key(out.labels[s]));
+      if (it == found->end()) continue;
       for (std::size_t i : it->second) {
-        if (i >= 1 && i <= n) flagged[s][i] = true;
+        if (i >= 1 && i <= n) flagged[i] = true;
       }
     }
+    const auto previous = out.previous.find(s);
     std::size_t last_i = 0;
-    bool known = !std::isnan(v[0]) || previous.count(s);
-    double last = !std::isnan(v[0]) ? v[0] : (previous.count(s) ? previous[s] : 0.0);
+    bool known = !std::isnan(v[0]) || previous != out.previous.end();
+    double last = !std::isnan(v[0]) ? v[0] : (previous != out.previous.end() ? previous->second : 0.0);
     bool seen = !std::isnan(v[0]);
     for (std::size_t i = 1; i <= n; ++i) {
       if (std::isnan(v[i])) continue;
       // Only step i can hold the reset: an empty point means no sample in its whole step.
-      if (v[i] < last || (seen && i - last_i > 1) || (!seen && known)) flagged[s][i] = true;
+      if (v[i] < last || (seen && i - last_i > 1) || (!seen && known)) flagged[i] = true;
       last = v[i];
       last_i = i;
       seen = known = true;
     }
   }
+  return out;
+}
 
-  // The raw samples of every flagged step: one request per step and group of GPUs, so the
-  // number of requests grows with the steps that need them, not with the series.
-  RawSamples raw;
-  std::size_t raw_requests = 0;
-  {
-    std::map<std::size_t, std::set<std::string>> uuids_by_step;
-    for (std::size_t s = 0; s < values.size(); ++s) {
-      for (std::size_t i = 1; i <= n; ++i) {
-        if (flagged[s][i]) uuids_by_step[i].insert(uuid_of(labels[s]));
-      }
-    }
-    std::set<std::string> wanted;
-    for (std::size_t s = 0; s < values.size(); ++s) wanted.insert(labels_key(labels[s]));
-    for (const auto& [i, uuids] : uuids_by_step) {
-      for (const auto& group : chunks(std::vector<std::string>(uuids.begin(), uuids.end()), kUuidsPerRequest)) {
-        const std::string sel = with_matcher(selector, "uuid=~" + promql_string(exact_alternation(group)));
-        auto answer = api_.raw_samples(sel, timeline_[i - 1], timeline_[i]);
-        if (!answer) return answer.error();
-        ++raw_requests;
-        for (auto& series : *answer) {
-          auto key = labels_key(series.labels);
-          if (!wanted.count(key)) continue;
-          auto& samples = raw[{key, i}];
-          for (const auto& sample : series.samples) {
-            if (auto e = bad_sample(selector, series.labels, sample)) return *e;
-            samples.push_back(sample);
-          }
-        }
-      }
-    }
-  }
+Result<CounterData> CounterReader::read(std::string_view selector, const StepFlags& flags, double max_rate) {
+  const Selector sel{selector, std::string(selector)};
+  if (progress_) progress_(fmt::format("reading {} at {} points", selector, timeline_.size()));
+  auto points = read_series(sel, flags, {});
+  if (!points) return points.error();
+  auto raw = read_raw(sel, points->flagged, points->labels);
+  if (!raw) return raw.error();
+  return walk_all(selector, max_rate, *points, &*raw);
+}
 
-  // Pass 2: increases, from boundary values where nothing can hide, else from raw samples.
+Result<CounterData> CounterReader::read_deferred(std::string_view selector, const StepFlags& flags,
+                                                 const StepFlags& series_flags, double max_rate,
+                                                 std::string_view only) {
+  const Selector sel{selector, only.empty() ? std::string(selector) : with_matcher(selector, only)};
+  auto points = read_series(sel, flags, series_flags);
+  if (!points) return points.error();
+  return walk_all(selector, max_rate, *points, nullptr);
+}
+
+Result<CounterData> CounterReader::walk_all(std::string_view selector, double max_rate, const Points& points,
+                                            const RawSamples* raw) const {
   CounterData out;
-  for (std::size_t s = 0; s < values.size(); ++s) {
-    auto p = previous.find(s);
-    const SeriesPoints points_of_s{labels[s], values[s],
-                                   p == previous.end() ? std::nullopt : std::optional<double>(p->second), flagged[s]};
-    auto series = walk(selector, max_rate, points_of_s, raw, out.resets);
+  for (std::size_t s = 0; s < points.values.size(); ++s) {
+    auto p = points.previous.find(s);
+    const SeriesPoints points_of_s{points.labels[s], points.values[s],
+                                   p == points.previous.end() ? std::nullopt : std::optional<double>(p->second),
+                                   points.flagged[s]};
+    auto series = walk(selector, max_rate, points_of_s, raw, out);
     if (!series) return series.error();
     out.series.push_back(std::move(*series));
   }
-  if (progress_ && raw_requests) {
-    progress_(fmt::format("{}: {} requests for raw samples where a reset could hide", selector, raw_requests));
+  return out;
+}
+
+Result<std::vector<SettledStep>> CounterReader::settle(std::string_view selector,
+                                                       const std::vector<PendingStep>& pending, double max_rate) {
+  std::map<std::size_t, std::vector<const PendingStep*>> by_step;
+  for (const auto& p : pending) by_step[p.step].push_back(&p);
+  std::vector<SettledStep> out;
+  std::vector<ResetFound> resets;  // an owner's restart is no news: the warnings are the ledger's
+  std::size_t requests = 0;
+  for (const auto& [i, steps] : by_step) {
+    std::map<std::uint64_t, const PendingStep*> wanted;
+    std::set<std::string> uuids;
+    for (const PendingStep* p : steps) {
+      wanted.emplace(p->series, p);
+      uuids.insert(p->uuid);
+    }
+    for (const auto& group : chunks(std::vector<std::string>(uuids.begin(), uuids.end()), kUuidsPerRequest)) {
+      const std::string sel = with_matcher(selector, "uuid=~" + promql_string(exact_alternation(group)));
+      auto answer = api_.raw_samples(sel, timeline_[i - 1], timeline_[i]);
+      if (!answer) return answer.error();
+      ++requests;
+      for (auto& series : *answer) {
+        auto it = wanted.find(series_id(series.labels));
+        if (it == wanted.end()) continue;
+        const PendingStep& p = *it->second;
+        wanted.erase(it);
+        IncreaseWalk walk(selector, series.labels, max_rate, 1);
+        walk.start(p.prev, p.prev_at, p.prev_earliest);
+        for (const auto& sample : series.samples) {
+          if (auto e = bad_sample(selector, series.labels, sample)) return *e;
+        }
+        for (const auto& sample : turning_points(series.samples)) {
+          if (auto e = walk.advance(sample.v, sample.t, sample.t, 1, resets)) return *e;
+        }
+        if (!std::isnan(p.boundary) && p.boundary != walk.last()) {
+          if (auto e = walk.advance(p.boundary, timeline_[i], timeline_[i] - step_, 1, resets)) return *e;
+        }
+        out.push_back(SettledStep{std::move(series.labels), i, std::move(walk).increases()[0]});
+      }
+    }
+    // A step with no raw sample: its boundary value, if any, is the one it was entered with (a
+    // sample at the step's start), else the answers disagree.
+    for (const auto& [id, p] : wanted) {
+      if (!std::isnan(p->boundary) && p->boundary != p->prev) {
+        return Error{0, fmt::format("{}: a series of GPU {} has the value {} at {:.3f} but no raw sample between "
+                                    "{:.3f} and then; the answers are inconsistent, so the data cannot be billed",
+                                    selector, p->uuid, p->boundary, timeline_[i], timeline_[i - 1])};
+      }
+    }
+  }
+  if (progress_ && requests) {
+    progress_(fmt::format("{}: {} requests for raw samples where a reset could hide", selector, requests));
   }
   return out;
 }

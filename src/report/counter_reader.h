@@ -24,7 +24,9 @@
 //      reset, so those spans alone are re-read as raw samples (`m{uuid="..."}[span]`).
 
 #include <cmath>
+#include <cstdint>
 #include <functional>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -53,12 +55,34 @@ struct ResetFound {
   double at = 0;
 };
 
+// A step of one series whose raw samples must be read before its increase is known, with what
+// the walk knew entering it: a few numbers, so that a fleet's are kept while its GPUs are read
+// batch by batch, and settled step by step for the whole fleet (CounterReader::settle), one
+// request reading a step's raw samples of up to 64 GPUs whatever batch they were in.
+struct PendingStep {
+  std::uint64_t series = 0;  // series_id() of its labels as read
+  std::string uuid;
+  std::size_t step = 0;                                        // 1..N
+  double prev = 0, prev_at = 0, prev_earliest = 0;             // the walk entering the step
+  double boundary = std::numeric_limits<double>::quiet_NaN();  // the value at the step's end point
+};
+
+// A pending step's increase, with the series' labels as read.
+struct SettledStep {
+  Labels labels;
+  std::size_t step = 0;
+  double increase = 0;
+};
+
 struct CounterData {
   std::vector<CounterSeries> series;
   std::vector<ResetFound> resets;
+  // Read with read_deferred(): the steps left out of the series' increases, to be settled.
+  std::vector<PendingStep> pending;
 };
 
-// uuid -> step indices (1..N) whose raw samples must be read for every series of that GPU.
+// uuid -> step indices (1..N) whose raw samples must be read for every series of that GPU; or,
+// as series flags, labels_key() -> the steps of that series alone.
 using StepFlags = std::map<std::string, std::set<std::size_t>, std::less<>>;
 
 class CounterReader {
@@ -68,23 +92,55 @@ class CounterReader {
 
   // `selector` is a metric name with optional matchers, e.g. gpu_busy_seconds_total{job="x"}.
   // `max_rate`: the most one series can count per second (1 for seconds of one GPU).
+  // `only`: one more matcher every query carries but messages do not show (a batch of GPUs,
+  // uuid=~"..."); empty for none.
   Result<CounterData> read(std::string_view selector, const StepFlags& flags = {}, double max_rate = 1.0);
+
+  // As read(), without reading raw samples: the steps that need them are left out of the
+  // series' increases and returned as `pending`. `only`: one more matcher every query carries
+  // but messages do not show (a batch of GPUs, uuid=~"..."). `series_flags`: steps of single
+  // series (reset_steps(..., true)).
+  Result<CounterData> read_deferred(std::string_view selector, const StepFlags& flags, const StepFlags& series_flags,
+                                    double max_rate, std::string_view only);
+  // The increases of pending steps of `selector` (any batches'), from their raw samples: one
+  // request per step and 64 GPUs.
+  Result<std::vector<SettledStep>> settle(std::string_view selector, const std::vector<PendingStep>& pending,
+                                          double max_rate);
 
   // Steps in which a counter of the metric decreased at least once, by `resets()` over two
   // steps so a reset between the last sample of one step and the first of the next is caught:
-  // uuid -> step indices.
-  Result<StepFlags> reset_steps(std::string_view selector);
+  // uuid -> step indices, or with `by_series`, labels_key() -> step indices.
+  Result<StepFlags> reset_steps(std::string_view selector, bool by_series = false);
 
   std::size_t steps() const { return timeline_.size() - 1; }
   const std::vector<double>& timeline() const { return timeline_; }
 
  private:
-  Result<void> read_points(std::string_view selector, std::vector<std::vector<double>>& values,
+  // A counter's name as messages show it, and the selector its queries use.
+  struct Selector {
+    std::string_view shown;
+    std::string query;
+  };
+  // A counter's boundary values, each series' value before the period where it was born in
+  // it, and the steps of each series whose raw samples are needed.
+  struct Points {
+    std::vector<std::vector<double>> values;  // per series, per point; NaN where none
+    std::vector<Labels> labels;
+    std::map<std::size_t, double> previous;
+    std::vector<std::vector<bool>> flagged;  // per series, per point
+  };
+  Result<Points> read_series(const Selector& selector, const StepFlags& flags, const StepFlags& series_flags);
+  Result<void> read_points(const Selector& selector, std::vector<std::vector<double>>& values,
                            std::vector<Labels>& labels, std::map<std::string, std::size_t>& index);
-  Result<void> find_predecessors(std::string_view selector, const std::vector<std::size_t>& born,
+  Result<void> find_predecessors(const Selector& selector, const std::vector<std::size_t>& born,
                                  const std::vector<Labels>& labels, std::map<std::size_t, double>& previous);
-  // (series key, step) -> the raw samples read for that step.
+  // (series key, step) -> the raw samples read for that step, as far as a walk needs them
+  // (turning_points()).
   using RawSamples = std::map<std::pair<std::string, std::size_t>, std::vector<Sample>>;
+  Result<RawSamples> read_raw(const Selector& selector, const std::vector<std::vector<bool>>& flagged,
+                              const std::vector<Labels>& labels);
+  Result<CounterData> walk_all(std::string_view selector, double max_rate, const Points& points,
+                               const RawSamples* raw) const;
   // What the points and the raw reads know of one series.
   struct SeriesPoints {
     const Labels& labels;
@@ -93,9 +149,10 @@ class CounterReader {
     const std::vector<bool>& flagged;   // per point: its step's raw samples were read
   };
   // A series' increases per step, from its boundary values and the raw samples of its flagged
-  // steps; the resets found are appended to `resets`.
+  // steps; the resets found are appended to `resets`. Without `raw`, flagged steps are left
+  // out and appended to `pending` instead.
   Result<CounterSeries> walk(std::string_view selector, double max_rate, const SeriesPoints& series,
-                             const RawSamples& raw, std::vector<ResetFound>& resets) const;
+                             const RawSamples* raw, CounterData& out) const;
 
   PromApi& api_;
   std::vector<double> timeline_;
@@ -106,5 +163,16 @@ class CounterReader {
 
 // The identity of a label set as one string (for maps).
 std::string labels_key(const Labels& labels);
+// ... and as a 64-bit hash of it, for what is kept per series of a whole fleet.
+std::uint64_t series_id(const Labels& labels);
+
+// `selector` with one more matcher: m{a="b"} and c=~"d" give m{a="b",c=~"d"}.
+std::string with_matcher(std::string_view selector, std::string_view matcher);
+
+// Of one series' raw samples in time order, those an increase walk needs: the first, the last,
+// and both samples of every decrease. Between them the values never go down, so the walk adds
+// the same increase from the kept samples alone (up to rounding), and memory grows with the
+// resets, not with the samples a short scrape interval writes.
+std::vector<Sample> turning_points(const std::vector<Sample>& samples);
 
 }  // namespace gpumeter::report

@@ -51,7 +51,7 @@ std::optional<std::string> check_series(std::vector<Series>& series) {
 
 using nlohmann::json;
 
-// Reads a query, query_range or series answer in one pass over the body with nlohmann's SAX
+// Reads a query, query_range, series or label values answer in one pass over the body with nlohmann's SAX
 // interface, straight into Series and Labels. A range answer of one counter over 30 days of a
 // 1000-GPU fleet holds hundreds of thousands of samples. Built as the library's DOM first, every
 // sample cost allocations for its pair, its value string and its number; reading through SAX took
@@ -62,7 +62,7 @@ using nlohmann::json;
 // first malformed result.
 class AnswerReader {
  public:
-  enum class Mode { kQuery, kSeries };
+  enum class Mode { kQuery, kSeries, kValues };
   AnswerReader(Mode mode, std::string_view what) : mode_(mode), what_(what) {}
 
   // nlohmann::json SAX events.
@@ -123,9 +123,29 @@ class AnswerReader {
     return std::move(label_sets_);
   }
 
+  Result<std::vector<std::string>> values_result(std::string_view body) {
+    if (auto e = envelope_error(body)) return *e;
+    if (!data_ok_) return fail("unexpected JSON: data is not a list");
+    if (problem_) return fail(*problem_);
+    return std::move(values_);
+  }
+
  private:
   // What a container or a value is, from where it sits.
-  enum class Role { kSkip, kTop, kData, kResults, kResult, kMetric, kInstant, kValues, kPair, kSeriesList, kWarnings };
+  enum class Role {
+    kSkip,
+    kTop,
+    kData,
+    kResults,
+    kResult,
+    kMetric,
+    kInstant,
+    kValues,
+    kPair,
+    kSeriesList,
+    kValueList,
+    kWarnings
+  };
   enum class Scalar { kString, kNumber, kBoolean, kOther };
   struct Frame {
     Role role;
@@ -185,7 +205,8 @@ class AnswerReader {
           data_ = true;
           if (mode_ == Mode::kQuery ? object : array) {
             data_ok_ = true;
-            return mode_ == Mode::kQuery ? Role::kData : Role::kSeriesList;
+            if (mode_ == Mode::kQuery) return Role::kData;
+            return mode_ == Mode::kSeries ? Role::kSeriesList : Role::kValueList;
           }
         }
         return Role::kSkip;
@@ -239,6 +260,9 @@ class AnswerReader {
         }
         note("unexpected JSON: \"metric\" is not an object");
         return Role::kSkip;
+      case Role::kValueList:
+        note("unexpected JSON: a label value is not a string");
+        return Role::kSkip;
     }
     return Role::kSkip;
   }
@@ -287,6 +311,8 @@ class AnswerReader {
       if (string) (f.key == "error" ? error_ : error_type_) = *text_;
     } else if (f.role == Role::kData && f.key == "resultType") {
       result_type_ = string ? *text_ : std::string();
+    } else if (f.role == Role::kValueList && string) {
+      values_.push_back(std::move(*text_));
     } else if (f.role == Role::kMetric && string) {
       if (f.key != "__name__" || mode_ == Mode::kSeries) {
         Labels& labels = mode_ == Mode::kSeries ? label_sets_.back() : series_.back().labels;
@@ -334,6 +360,7 @@ class AnswerReader {
   std::vector<Series> series_;
   std::vector<Shape> shapes_;
   std::vector<Labels> label_sets_;
+  std::vector<std::string> values_;
 };
 
 }  // namespace
@@ -355,6 +382,12 @@ Result<std::vector<Labels>> parse_series_response(std::string_view body, std::st
   AnswerReader reader(AnswerReader::Mode::kSeries, what);
   json::sax_parse(body.begin(), body.end(), &reader);
   return reader.labels_result(body);
+}
+
+Result<std::vector<std::string>> parse_label_values_response(std::string_view body, std::string_view what) {
+  AnswerReader reader(AnswerReader::Mode::kValues, what);
+  json::sax_parse(body.begin(), body.end(), &reader);
+  return reader.values_result(body);
 }
 
 std::string promql_range(double seconds) {

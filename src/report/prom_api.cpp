@@ -173,6 +173,19 @@ class HttpPromApi final : public PromApi {
     return parse_series_response(*body, describe("/api/v1/series", match));
   }
 
+  // Prometheus serves this endpoint to GET only.
+  Result<std::vector<std::string>> label_values(std::string_view name, const std::vector<std::string>& matches,
+                                                double start, double end) override {
+    FormParams p{{"start", number(start)}, {"end", number(end + kPastTheEnd)}};
+    for (const auto& m : matches) p.emplace_back("match[]", m);
+    const std::string path = fmt::format("/api/v1/label/{}/values", name);
+    HttpRequest req{"GET", url_.prefix + path + "?" + form_encode(p), {}, {}};
+    const std::string what = fmt::format("label values {}", name);
+    auto body = answer_body(exchange(std::move(req), what), path);
+    if (!body) return body.error();
+    return parse_label_values_response(*body, describe(path, name));
+  }
+
   std::unique_ptr<PromApi> another() override {
     auto other = std::make_unique<HttpPromApi>(url_, timeout_, max_answer_bytes_);
     other->requests_ = requests_;
@@ -249,7 +262,11 @@ class HttpPromApi final : public PromApi {
   Result<std::string> post(const std::string& path, const FormParams& params, std::string what) {
     HttpRequest req{
         "POST", url_.prefix + path, {{"Content-Type", "application/x-www-form-urlencoded"}}, form_encode(params)};
-    auto answer = exchange(std::move(req), std::move(what));
+    return answer_body(exchange(std::move(req), std::move(what)), path);
+  }
+
+  // The body of an answer with status 200; else the reason the server gave.
+  Result<std::string> answer_body(Result<HttpAnswer> answer, const std::string& path) {
     if (!answer) return answer.error();
     if (answer->status != 200) {
       const std::string where = display_ + path;

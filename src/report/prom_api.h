@@ -62,6 +62,11 @@ class PromApi {
   virtual Result<std::vector<Series>> raw_samples(std::string_view selector, double after, double upto) = 0;
   // /api/v1/series: the label sets (with __name__) of the series matching `match` in [start, end].
   virtual Result<std::vector<Labels>> series(std::string_view match, double start, double end) = 0;
+  // /api/v1/label/<name>/values: the values of label `name` among the series matching any of
+  // `matches` in [start, end] (as the store's index knows them: its blocks or days overlapping
+  // the range, so possibly a few more).
+  virtual Result<std::vector<std::string>> label_values(std::string_view name, const std::vector<std::string>& matches,
+                                                        double start, double end) = 0;
   // "Prometheus 2.42.0", "VictoriaMetrics", or "unknown"; never fails.
   virtual std::string backend() = 0;
 
@@ -82,6 +87,7 @@ class PromApi {
 // Parses an API answer's body: the envelope, then data per resultType. Exposed for tests.
 Result<std::vector<Series>> parse_query_response(std::string_view body, std::string_view what);
 Result<std::vector<Labels>> parse_series_response(std::string_view body, std::string_view what);
+Result<std::vector<std::string>> parse_label_values_response(std::string_view body, std::string_view what);
 
 // A printable excerpt of an answer for an error message: no control characters, at most `max`
 // bytes and "..." after them.

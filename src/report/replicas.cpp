@@ -9,11 +9,6 @@ namespace gpumeter::report {
 
 namespace {
 
-Labels without(Labels labels, const std::vector<std::string>& names) {
-  for (const auto& n : names) labels.erase(n);
-  return labels;
-}
-
 std::size_t points_present(const CounterSeries& s) {
   return static_cast<std::size_t>(std::count(s.present.begin(), s.present.end(), true));
 }
@@ -27,6 +22,11 @@ Labels replica_of(const Labels& labels, const std::vector<std::string>& replica_
 }
 
 }  // namespace
+
+Labels without(Labels labels, const std::vector<std::string>& names) {
+  for (const auto& n : names) labels.erase(n);
+  return labels;
+}
 
 Labels preferred_replica(const CounterData& data, const std::vector<std::string>& replica_labels) {
   std::map<Labels, std::size_t> points;
@@ -81,6 +81,9 @@ ReplicaMerge keep_one_replica(CounterData& data, const std::vector<std::string>&
     r.labels = without(std::move(r.labels), replica_labels);
     resets.push_back(std::move(r));
   }
+  std::set<std::uint64_t> kept_ids;
+  for (const auto& l : kept_labels) kept_ids.insert(series_id(l));
+  std::erase_if(data.pending, [&](const PendingStep& p) { return !kept_ids.count(p.series); });
   data.series = std::move(kept);
   data.resets = std::move(resets);
   return merge;

@@ -24,6 +24,9 @@ constexpr std::string_view kCovered = "gpumeter_ledger_covered_seconds_total";
 constexpr std::string_view kGap = "gpumeter_ledger_gap_seconds_total";
 constexpr double kSecondsPerMonth = 30.4375 * 86400;  // a mean Gregorian month
 constexpr std::size_t kParallelReads = 2;
+// GPUs whose owner counters are read together: few enough that a batch's series over a month
+// stay a few MiB, enough that the requests stay few.
+constexpr std::size_t kGpusPerBatch = 64;
 
 enum Field { kAllocated, kBusy, kMemory, kEnergy, kIdleAllocated };
 
@@ -121,34 +124,16 @@ class Builder {
     }
     // A GPU whose ledger restarted from zero: every one of its series is re-read around it.
     for (const auto& r : covered->resets) flag_span(*flags, label(r.labels, "uuid"), r.after, r.at);
-    const StepFlags ledger_restarts = *flags;  // all the per-GPU gap counter needs
+    auto gaps = reader.read(kGap, *flags, kSecondsPerSecond);  // the ledger's restarts are all it needs
+    if (!gaps) return gaps.error();
+    merge_replicas(*gaps);
     // An owner pruned after its retention and back from zero restarts its four counters at
     // once, and can pass its old total before the next step: the boundary values cannot show
-    // it, resets() over the allocated seconds can.
-    auto owner_flags = reader.reset_steps(kLedgerMetrics[0].name);
+    // it, resets() over the allocated seconds can, series by series.
+    auto owner_flags = reader.reset_steps(kLedgerMetrics[0].name, true);
     if (!owner_flags) return owner_flags.error();
-    for (const auto& [uuid, steps] : *owner_flags) (*flags)[uuid].insert(steps.begin(), steps.end());
 
     if (auto ok = read_identities(); !ok) return ok.error();
-    // The owner counters and the gap counter are independent reads: on connections of
-    // their own they run in parallel, so the server evaluates one while this parses another.
-    std::vector<Read> reads;
-    for (const auto& m : kLedgerMetrics) reads.push_back(Read{m.name, &*flags, m.max_rate});
-    reads.push_back(Read{kGap, &ledger_restarts, kSecondsPerSecond});
-    std::vector<Result<CounterData>> results = read_all(reader, reads);
-    for (auto& r : results) {
-      if (!r) return r.error();
-      merge_replicas(*r);
-    }
-    warn_about_replicas();
-    for (std::size_t i = 0; i < kLedgerMetrics.size(); ++i) {
-      if (auto ok = add_metric(*results[i], kLedgerMetrics[i].field); !ok) return ok.error();
-    }
-    const CounterData* gaps = &*results.back();
-
-    if (pricer_ && pricer_->missing()) return pricer_->missing_price_error();
-    if (req_.pricing && req_.pricing->idle_policy != pricing::IdlePolicy::kSeparate) spread_idle();
-    finish_rows();
     const AnswerContext ctx{req_.url,
                             req_.now,
                             timeline_,
@@ -156,47 +141,147 @@ class Builder {
                             [this](const Labels& l) { return node_of(l); },
                             [this](const std::string& uuid) { return node_of_gpu(uuid); },
                             gpus_};
+    BusyCheck busy(*covered);
+    if (auto ok = read_owners(ctx, *flags, *owner_flags, busy); !ok) return ok.error();
+    // Answers that disagree show in the raw samples too; the siblings' finding names them better.
+    if (auto ok = settle_owners(busy); !ok) return siblings_error_ ? *siblings_error_ : ok.error();
+    warn_about_replicas();
+
+    if (pricer_ && pricer_->missing()) return pricer_->missing_price_error();
+    if (req_.pricing && req_.pricing->idle_policy != pricing::IdlePolicy::kSeparate) spread_idle();
+    finish_rows();
     reconcile(ctx, *covered, *gaps, report_);
     if (auto ok = check_finite(report_); !ok) return ok.error();
-    if (auto ok = check_busy(ctx, *covered, *results[kAllocated], *results[kBusy]); !ok) return ok.error();
-    std::array<OwnerCounter, 4> owner_counters;
-    for (Field f : {kAllocated, kBusy, kMemory, kEnergy}) owner_counters[f] = {kLedgerMetrics[f].name, &*results[f]};
-    if (auto ok = check_siblings(ctx, owner_counters); !ok) return ok.error();
+    if (auto ok = busy.verify(ctx); !ok) return ok.error();
+    if (siblings_error_) return *siblings_error_;
     warn_about_data(ctx, *covered, *gaps, report_);
     report_.queries = api_.requests();
     return std::move(report_);
   }
 
  private:
-  // One counter to read: its steps to read raw, and how fast one series of it can count.
-  struct Read {
-    std::string_view metric;
-    const StepFlags* flags;
-    double max_rate;
-  };
+  using OwnerData = std::array<CounterData, kLedgerMetrics.size()>;
 
-  // Reads on kParallelReads connections of their own, each taking the next metric when done;
-  // more would hold more parsed answers in memory at once for little gain. One after the
-  // other when the API cannot open more connections.
-  std::vector<Result<CounterData>> read_all(CounterReader& reader, const std::vector<Read>& reads) {
-    auto read = [&](CounterReader& r, const Read& what) { return r.read(what.metric, *what.flags, what.max_rate); };
-    std::vector<std::optional<Result<CounterData>>> slots(reads.size());
+  // The owners' counters, a batch of GPUs at a time: each batch's boundary values are read,
+  // checked and added to the report's rows, then dropped, so the report's memory grows with its
+  // rows and one batch's series, not with the fleet's (docs/report-accuracy.md#performance).
+  // The steps that need raw samples are kept as pending, a few numbers each, and read for the
+  // whole fleet at the end (settle_owners). Batches are read kParallelReads at a time, each on a
+  // connection of its own, so the server evaluates one while this parses another; they are
+  // added up in order, so the sums do not depend on which finished first. One at a time when
+  // the API cannot open more connections.
+  Result<void> read_owners(const AnswerContext& ctx, const StepFlags& flags, const StepFlags& series_flags,
+                           BusyCheck& busy) {
+    std::vector<std::string> names;
+    for (const auto& m : kLedgerMetrics) names.emplace_back(m.name);
+    auto uuids = api_.label_values("uuid", names, req_.from - req_.step, req_.to);
+    if (!uuids) return uuids.error();
+    const auto lanes = connections();
+    const std::size_t batches = (uuids->size() + kGpusPerBatch - 1) / kGpusPerBatch;
+    for (std::size_t first = 0; first < batches; first += lanes.size()) {
+      std::vector<std::future<Result<OwnerData>>> running;
+      for (std::size_t b = first; b < std::min(batches, first + lanes.size()); ++b) {
+        const std::size_t begin = b * kGpusPerBatch, end = std::min(uuids->size(), begin + kGpusPerBatch);
+        std::vector<std::string> gpus(uuids->begin() + static_cast<std::ptrdiff_t>(begin),
+                                      uuids->begin() + static_cast<std::ptrdiff_t>(end));
+        PromApi* api = lanes[b - first];
+        running.push_back(std::async(std::launch::async, [this, &flags, &series_flags, api, gpus = std::move(gpus)] {
+          return read_batch(*api, gpus, flags, series_flags);
+        }));
+      }
+      for (std::size_t k = 0; k < running.size(); ++k) {
+        auto batch = running[k].get();
+        if (!batch) return batch.error();
+        if (auto ok = add_batch(ctx, *batch, busy); !ok) return ok.error();
+        if (progress_) {
+          const std::size_t done = std::min(uuids->size(), (first + k + 1) * kGpusPerBatch);
+          progress_(fmt::format("owners' counters of {} of {} GPUs read", done, uuids->size()));
+        }
+      }
+    }
+    return {};
+  }
+
+  // Connections of their own for parallel reads; the API itself where it cannot open more.
+  std::vector<PromApi*> connections() {
+    while (own_.size() < kParallelReads) {
+      auto c = api_.another();
+      if (!c) break;
+      own_.push_back(std::move(c));
+    }
+    std::vector<PromApi*> lanes;
+    for (auto& c : own_) lanes.push_back(c.get());
+    if (lanes.empty()) lanes.push_back(&api_);
+    return lanes;
+  }
+
+  // The five owner counters of the GPUs `uuids`.
+  Result<OwnerData> read_batch(PromApi& api, const std::vector<std::string>& uuids, const StepFlags& flags,
+                               const StepFlags& series_flags) const {
+    CounterReader reader(api, timeline_, req_.step, req_.lookback);
+    const std::string only = "uuid=~" + promql_string(exact_alternation(uuids));
+    OwnerData out;
+    for (const auto& m : kLedgerMetrics) {
+      auto r = reader.read_deferred(m.name, flags, series_flags, m.max_rate, only);
+      if (!r) return r.error();
+      out[m.field] = std::move(*r);
+    }
+    return out;
+  }
+
+  Result<void> add_batch(const AnswerContext& ctx, OwnerData& data, BusyCheck& busy) {
+    for (auto& d : data) merge_replicas(d);
+    std::array<OwnerCounter, 4> owner_counters;
+    for (Field f : {kAllocated, kBusy, kMemory, kEnergy}) owner_counters[f] = {kLedgerMetrics[f].name, &data[f]};
+    // Named after the busy check's finding, which says more about what is wrong.
+    if (auto ok = check_siblings(ctx, owner_counters); !ok && !siblings_error_) siblings_error_ = ok.error();
+    for (std::size_t m = 0; m < kLedgerMetrics.size(); ++m) {
+      const Field f = kLedgerMetrics[m].field;
+      for (const auto& s : data[m].series) {
+        SeriesRow row = row_of(s.labels);
+        double total = 0;
+        for (std::size_t i = 1; i <= steps_; ++i) {
+          add_increase(row, f, i, s.increase[i - 1]);
+          total += s.increase[i - 1];
+        }
+        if (f == kAllocated || f == kBusy) busy.add(s.labels, f == kBusy, total);
+      }
+      auto& pending = pending_[m];
+      pending.insert(pending.end(), std::make_move_iterator(data[m].pending.begin()),
+                     std::make_move_iterator(data[m].pending.end()));
+    }
+    return {};
+  }
+
+  // The pending steps of each owner counter, for the whole fleet: the counters on connections
+  // of their own, added up in the counters' order.
+  Result<void> settle_owners(BusyCheck& busy) {
+    const auto lanes = connections();
+    std::vector<std::optional<Result<std::vector<SettledStep>>>> settled(kLedgerMetrics.size());
     std::atomic<std::size_t> next{0};
     std::vector<std::future<void>> workers;
-    for (std::size_t w = 0; w < std::min(kParallelReads, reads.size()); ++w) {
-      std::unique_ptr<PromApi> connection = api_.another();
-      if (!connection) break;
-      workers.push_back(std::async(std::launch::async, [&, c = std::move(connection)] {
-        CounterReader own(*c, timeline_, req_.step, req_.lookback, progress_);
-        for (std::size_t i; (i = next++) < reads.size();) slots[i].emplace(read(own, reads[i]));
+    for (PromApi* api : lanes) {
+      workers.push_back(std::async(std::launch::async, [&, api] {
+        CounterReader reader(*api, timeline_, req_.step, req_.lookback, progress_);
+        for (std::size_t m; (m = next++) < kLedgerMetrics.size();) {
+          settled[m].emplace(reader.settle(kLedgerMetrics[m].name, pending_[m], kLedgerMetrics[m].max_rate));
+        }
       }));
     }
     for (auto& w : workers) w.get();
-    std::vector<Result<CounterData>> out;
-    for (std::size_t i = 0; i < reads.size(); ++i) {
-      out.push_back(slots[i] ? std::move(*slots[i]) : read(reader, reads[i]));
+    for (std::size_t m = 0; m < kLedgerMetrics.size(); ++m) {
+      auto& steps = *settled[m];
+      if (!steps) return steps.error();
+      const Field f = kLedgerMetrics[m].field;
+      for (auto& step : *steps) {
+        const Labels labels = without(std::move(step.labels), req_.replica_labels);
+        SeriesRow row = row_of(labels);
+        add_increase(row, f, step.step, step.increase);
+        if (f == kAllocated || f == kBusy) busy.add(labels, f == kBusy, step.increase);
+      }
+      pending_[m].clear();
     }
-    return out;
+    return {};
   }
 
   // One replica's series of each counter, where the store holds an HA pair's copies.
@@ -274,63 +359,71 @@ class Builder {
     return key;
   }
 
-  Result<void> add_metric(const CounterData& data, Field f) {
-    for (const auto& s : data.series) {
-      const std::string uuid = label(s.labels, "uuid");
-      const std::string node = node_of(s.labels);
-      auto gi = gpus_.find(uuid);
-      const std::string model = gi == gpus_.end() ? "" : gi->second.model;
-      const int mig_slices = gi == gpus_.end() ? 0 : gi->second.mig_slices;
-      const std::string project = label(s.labels, "project");
-      const std::string mig_profile = label(s.labels, "mig_profile");
-      auto key = row_key(s.labels, uuid, node);
-      // Idle and unattributed time stay rows of their own whatever the grouping.
-      auto [it, inserted] = rows_.try_emplace(std::pair(key, reserved_kind(project)));
-      RowAcc& acc = it->second;
-      if (inserted) {
-        acc.row.key = key;
-        acc.row.idle = project == kIdleProject;
-        acc.row.unattributed = project == kUnattributedProject;
-        acc.step_values.assign(steps_, 0.0);
-        acc.allocated_steps.assign(steps_, 0.0);
-      }
-      if (f == kAllocated && acc.row.idle) idle_steps_.resize(steps_, 0.0);
-      for (std::size_t i = 1; i <= steps_; ++i) {
-        const double x = s.increase[i - 1];
-        if (x == 0) continue;
-        field(acc.row.usage, f) += x;
-        if (f == kAllocated && !mig_profile.empty()) {
-          acc.row.usage.mig_allocated_seconds += x;
-          acc.row.mig_profiles.insert(mig_profile);
-        }
-        if (f == kBusy && !mig_profile.empty()) acc.row.usage.mig_sm_active_seconds += x;
-        if (f == kAllocated) acc.allocated_steps[i - 1] += x;
-        if (f == kAllocated && acc.row.idle) idle_steps_[i - 1] += x;
-        double cost = 0;
-        if (req_.pricing) {
-          if (f == kEnergy) {
-            cost = pricer_->energy(i, x);
-            acc.row.cost.energy += cost;
-          } else if (f == kAllocated || f == kBusy) {
-            auto priced = f == kAllocated ? pricer_->allocation(model, mig_profile, mig_slices, uuid, i, x)
-                                          : pricer_->utilization(model, uuid, i, x);
-            if (!priced) continue;
-            cost = *priced;
-            (f == kAllocated ? acc.row.cost.allocation : acc.row.cost.utilization) += cost;
-          }
-          acc.step_values[i - 1] += cost;
-          acc.cost_by_node[node] += cost;
-          if (acc.row.idle) {
-            auto& ns = acc.node_steps[node];
-            ns.resize(steps_, 0.0);
-            ns[i - 1] += cost;
-          }
-        } else if (f == kAllocated) {
-          acc.step_values[i - 1] += x;
-        }
-      }
+  // What a series' increases are added to: its row and what prices it.
+  struct SeriesRow {
+    RowAcc* acc;
+    std::string uuid, node, model, mig_profile;
+    int mig_slices = 0;
+  };
+
+  SeriesRow row_of(const Labels& labels) {
+    SeriesRow out{nullptr, label(labels, "uuid"), node_of(labels), "", label(labels, "mig_profile"), 0};
+    if (auto gi = gpus_.find(out.uuid); gi != gpus_.end()) {
+      out.model = gi->second.model;
+      out.mig_slices = gi->second.mig_slices;
     }
-    return {};
+    const std::string project = label(labels, "project");
+    auto key = row_key(labels, out.uuid, out.node);
+    // Idle and unattributed time stay rows of their own whatever the grouping.
+    auto [it, inserted] = rows_.try_emplace(std::pair(key, reserved_kind(project)));
+    RowAcc& acc = it->second;
+    if (inserted) {
+      acc.row.key = key;
+      acc.row.idle = project == kIdleProject;
+      acc.row.unattributed = project == kUnattributedProject;
+      acc.step_values.assign(steps_, 0.0);
+      acc.allocated_steps.assign(steps_, 0.0);
+    }
+    if (acc.row.idle) idle_steps_.resize(steps_, 0.0);
+    out.acc = &acc;
+    return out;
+  }
+
+  // The increase `x` of field `f` in step i (1..N) of a series of `row`.
+  void add_increase(const SeriesRow& series, Field f, std::size_t i, double x) {
+    if (x == 0) return;
+    RowAcc& acc = *series.acc;
+    field(acc.row.usage, f) += x;
+    if (f == kAllocated && !series.mig_profile.empty()) {
+      acc.row.usage.mig_allocated_seconds += x;
+      acc.row.mig_profiles.insert(series.mig_profile);
+    }
+    if (f == kBusy && !series.mig_profile.empty()) acc.row.usage.mig_sm_active_seconds += x;
+    if (f == kAllocated) acc.allocated_steps[i - 1] += x;
+    if (f == kAllocated && acc.row.idle) idle_steps_[i - 1] += x;
+    if (!req_.pricing) {
+      if (f == kAllocated) acc.step_values[i - 1] += x;
+      return;
+    }
+    double cost = 0;
+    if (f == kEnergy) {
+      cost = pricer_->energy(i, x);
+      acc.row.cost.energy += cost;
+    } else if (f == kAllocated || f == kBusy) {
+      auto priced = f == kAllocated
+                        ? pricer_->allocation(series.model, series.mig_profile, series.mig_slices, series.uuid, i, x)
+                        : pricer_->utilization(series.model, series.uuid, i, x);
+      if (!priced) return;
+      cost = *priced;
+      (f == kAllocated ? acc.row.cost.allocation : acc.row.cost.utilization) += cost;
+    }
+    acc.step_values[i - 1] += cost;
+    acc.cost_by_node[series.node] += cost;
+    if (acc.row.idle) {
+      auto& ns = acc.node_steps[series.node];
+      ns.resize(steps_, 0.0);
+      ns[i - 1] += cost;
+    }
   }
 
   // Moves idle cost onto the owners of the same node or pool, in proportion to their own cost
@@ -501,6 +594,9 @@ class Builder {
   std::vector<double> timeline_;
   std::size_t steps_ = 0;
   std::map<std::string, GpuIdentity> gpus_;
+  std::vector<std::unique_ptr<PromApi>> own_;                            // connections for parallel reads
+  std::optional<Error> siblings_error_;                                  // the first batch's that failed check_siblings
+  std::array<std::vector<PendingStep>, kLedgerMetrics.size()> pending_;  // per owner counter
   std::map<std::pair<std::vector<std::string>, int>, RowAcc> rows_;
   std::vector<double> idle_steps_;
   std::optional<Pricer> pricer_;

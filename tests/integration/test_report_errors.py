@@ -116,8 +116,9 @@ class TrickleApi:
 class LedgerApi(LocalServer):
     """A query API over a small ledger history, answering the requests `gpumeter report` makes as
     Prometheus 2.x evaluates them: last_over_time(), resets() > 0 and raw range selectors on
-    /api/v1/query_range and /api/v1/query, /api/v1/series, and buildinfo. One GPU: team-a holds
-    75% of it, idle the rest; the agent had run for a day before the period, samples every 15 s.
+    /api/v1/query_range and /api/v1/query, /api/v1/series, /api/v1/label/uuid/values, and
+    buildinfo. One GPU: team-a holds 75% of it, idle the rest; the agent had run for a day before
+    the period, samples every 15 s.
     `tamper(doc, query)` may change each query answer before it goes out; `series` may be edited."""
 
     SHARES = {"team-a": 0.75, "__idle__": 0.25}
@@ -144,6 +145,13 @@ class LedgerApi(LocalServer):
 
         class Handler(QuietHandler):
             def do_GET(self):
+                url = urllib.parse.urlsplit(self.path)
+                if url.path == "/api/v1/label/uuid/values":
+                    form = urllib.parse.parse_qs(url.query)
+                    values = {labels["uuid"] for match in form["match[]"]
+                              for labels in api.label_sets(match, float(form["start"][0]), float(form["end"][0]))}
+                    api.send(self, {"status": "success", "data": sorted(values)})
+                    return
                 api.send(self, {"status": "success", "data": {"version": "2.42.0"}})
 
             def do_POST(self):

@@ -191,6 +191,18 @@ TEST(ParseSeriesResponse, KeepsNames) {
   EXPECT_EQ((*two)[1], (Labels{{"x", "1"}, {"y", "2"}}));
 }
 
+TEST(ParseLabelValuesResponse, ReadsTheValuesAndRefusesOtherShapes) {
+  auto r = parse_label_values_response(R"({"status":"success","data":["GPU-a","GPU-b"]})", "V");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(*r, (std::vector<std::string>{"GPU-a", "GPU-b"}));
+  auto bad = parse_label_values_response(R"({"status":"success","data":["GPU-a",7]})", "V");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("V: unexpected JSON: a label value is not a string"), std::string::npos);
+  EXPECT_FALSE(parse_label_values_response(R"({"status":"success","data":{}})", "V").ok());
+  EXPECT_FALSE(parse_label_values_response(R"({"status":"error","error":"x"})", "V").ok());
+  EXPECT_FALSE(parse_label_values_response(R"({"status":"success","data":[],"warnings":["partial"]})", "V").ok());
+}
+
 TEST(PromqlText, StringsAndAlternationsAreEscaped) {
   EXPECT_EQ(promql_string(R"(a"b\c)"), R"("a\"b\\c")");
   EXPECT_EQ(exact_alternation({"GPU-1.2", "x|y", "(z)"}), R"(GPU-1\.2|x\|y|\(z\))");

@@ -38,12 +38,16 @@ RawSeries counter(std::string uuid, std::string project, std::vector<Sample> sam
   return RawSeries{"m_total", {{"uuid", std::move(uuid)}, {"project", std::move(project)}}, std::move(samples)};
 }
 
-std::map<std::string, double> totals(FakePromApi& api, double a, double b, double step,
-                                     std::vector<double> extra = {}) {
+// Per project. `deferred`: as the report reads owners, the raw reads left to settle() and the
+// reset steps flagged per series.
+std::map<std::string, double> totals(FakePromApi& api, double a, double b, double step, std::vector<double> extra = {},
+                                     bool deferred = false) {
   CounterReader reader(api, make_timeline(a, b, step, extra), step, kHuge);
-  auto flags = reader.reset_steps("m_total");
+  auto flags = reader.reset_steps("m_total", deferred);
   EXPECT_TRUE(flags.ok());
-  auto data = reader.read("m_total", flags.ok() ? *flags : StepFlags{});
+  const StepFlags none;
+  auto data = deferred ? reader.read_deferred("m_total", none, flags.ok() ? *flags : none, 1.0, "")
+                       : reader.read("m_total", flags.ok() ? *flags : StepFlags{});
   EXPECT_TRUE(data.ok()) << (data.ok() ? "" : data.error().message);
   std::map<std::string, double> out;
   if (!data.ok()) return out;
@@ -51,6 +55,12 @@ std::map<std::string, double> totals(FakePromApi& api, double a, double b, doubl
     double sum = 0;
     for (double x : s.increase) sum += x;
     out[s.labels.at("project")] += sum;
+  }
+  auto settled = reader.settle("m_total", data->pending, 1.0);
+  EXPECT_TRUE(settled.ok()) << (settled.ok() ? "" : settled.error().message);
+  EXPECT_TRUE(deferred || data->pending.empty());
+  if (settled.ok()) {
+    for (const auto& x : *settled) out[x.labels.at("project")] += x.increase;
   }
   return out;
 }
@@ -176,15 +186,42 @@ TEST(CounterReader, RandomHistoriesMatchTheDefinitionAndTile) {
     const double step = 30 + std::round(u(rng) * 600);
     const double mid = std::round((a + u(rng) * (b - a)) * 1000) / 1000;
     auto whole = totals(api, a, b, step, {mid});
+    auto deferred = totals(api, a, b, step, {mid}, true);
     auto left = totals(api, a, mid, step);
     auto right = totals(api, mid, b, step);
     for (const auto& s : api.data) {
       const std::string p = s.labels.at("project");
       const double want = brute_increase(s.samples, a, b);
       ASSERT_NEAR(whole[p], want, 1e-9 * std::max(1.0, want)) << "round " << round << " " << p;
+      ASSERT_NEAR(deferred[p], want, 1e-9 * std::max(1.0, want)) << "round " << round << " " << p;
       ASSERT_NEAR(left[p] + right[p], want, 1e-9 * std::max(1.0, want)) << "round " << round << " " << p;
     }
   }
+}
+
+// A walk over the kept samples adds what a walk over all of them does: a month of 30 s samples
+// with two resets keeps six.
+TEST(CounterReader, TurningPointsKeepWhatAWalkNeeds) {
+  std::vector<Sample> all;
+  double v = 5;
+  for (int i = 0; i < 86400; ++i) {
+    v = (i == 1000 || i == 50000) ? 0.5 : v + 0.25;
+    all.push_back({30.0 * i, v});
+  }
+  auto kept = turning_points(all);
+  ASSERT_EQ(kept.size(), 6u);
+  EXPECT_EQ(kept.front().t, 0);
+  EXPECT_EQ(kept[1].t, 30.0 * 999);
+  EXPECT_EQ(kept[2].v, 0.5);
+  EXPECT_EQ(kept.back().t, all.back().t);
+  auto increase = [](const std::vector<Sample>& s) {
+    double total = 0;
+    for (std::size_t i = 1; i < s.size(); ++i) total += s[i].v >= s[i - 1].v ? s[i].v - s[i - 1].v : s[i].v;
+    return total;
+  };
+  EXPECT_NEAR(increase(kept), increase(all), 1e-9 * increase(all));
+  EXPECT_EQ(turning_points({{1, 2}}).size(), 1u);
+  EXPECT_TRUE(turning_points({}).empty());
 }
 
 TEST(CounterReader, UnexpectedTimestampsFromTheApiAreAnError) {
@@ -200,6 +237,10 @@ TEST(CounterReader, UnexpectedTimestampsFromTheApiAreAnError) {
       return std::vector<Series>{{{{"uuid", "GPU-a"}}, {{upto, 1}}}};
     }
     Result<std::vector<Labels>> series(std::string_view, double, double) override { return std::vector<Labels>{}; }
+    Result<std::vector<std::string>> label_values(std::string_view, const std::vector<std::string>&, double,
+                                                  double) override {
+      return std::vector<std::string>{"GPU-a"};
+    }
     std::string backend() override { return "shifted"; }
   } api;
   CounterReader reader(api, make_timeline(0, 1000, 100, {}), 100, kHuge);

@@ -6,6 +6,7 @@
 
 #include <map>
 #include <regex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -70,6 +71,21 @@ class FakePromApi final : public PromApi {
       }
     }
     return out;
+  }
+
+  Result<std::vector<std::string>> label_values(std::string_view name, const std::vector<std::string>& matches,
+                                                double start, double end) override {
+    count_request();
+    std::set<std::string> values;
+    for (const auto& match : matches) {
+      auto found = series(match, start, end);
+      if (!found) return found.error();
+      --*requests_;  // one request in all
+      for (const auto& l : *found) {
+        if (auto it = l.find(name); it != l.end() && !it->second.empty()) values.insert(it->second);
+      }
+    }
+    return std::vector<std::string>(values.begin(), values.end());
   }
 
   std::string backend() override { return backend_name; }

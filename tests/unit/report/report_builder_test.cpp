@@ -2,6 +2,8 @@
 // reconciliation and the warnings about gaps, resets and missing data.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include "fake_prom_api.h"
 #include "pricing/pricing.h"
 #include "report/report_builder.h"
@@ -338,6 +340,53 @@ TEST(BuildReport, MoreBusyTimeThanTheGpuWasCoveredFailsTheReport) {
   EXPECT_NE(error_message(api, request({"project"}))
                 .find("GPU GPU-b on n2:9400: its owners have 4590.000 busy seconds in the period, more than the "
                       "3600.000 s its ledger covered"),
+            std::string::npos);
+}
+
+// A fleet of 150 GPUs is read 64 GPUs at a time: every batch is billed, each exactly once, and
+// a check fails the report whatever batch its GPU is in.
+TEST(BuildReport, AFleetLargerThanOneBatchIsBilledWholeAndChecked) {
+  auto many = [](bool overbusy) {
+    FakePromApi api;
+    for (int g = 0; g < 150; ++g) {
+      const std::string uuid = fmt::format("GPU-{:03}", g), node = fmt::format("n{}:9400", g / 8);
+      const Labels gpu{{"uuid", uuid}, {"gpu", std::to_string(g % 8)}, {"instance", node}};
+      Labels owner = gpu, idle = gpu;
+      owner.insert({{"project", fmt::format("p{}", g % 3)}, {"user", "u"}});
+      idle.insert({{"project", "__idle__"}, {"user", ""}});
+      const double busy = overbusy && g == 140 ? 1.5 : 0.25;
+      api.data.push_back({"gpu_allocated_seconds_total", owner, linear(0.5)});
+      api.data.push_back({"gpu_busy_seconds_total", owner, linear(busy)});
+      api.data.push_back({"gpu_memory_byte_seconds_total", owner, linear(1e9)});
+      api.data.push_back({"gpu_attributed_energy_joules_total", owner, linear(300)});
+      api.data.push_back({"gpu_allocated_seconds_total", idle, linear(0.5)});
+      api.data.push_back({"gpu_busy_seconds_total", idle, linear(0)});
+      api.data.push_back({"gpu_memory_byte_seconds_total", idle, linear(0)});
+      api.data.push_back({"gpu_attributed_energy_joules_total", idle, linear(50)});
+      api.data.push_back({"gpumeter_ledger_covered_seconds_total", gpu, linear(1)});
+      api.data.push_back({"gpumeter_ledger_gap_seconds_total", gpu, linear(0)});
+      Labels info = gpu;
+      info["model"] = "NVIDIA H100 80GB HBM3";
+      api.data.push_back({"gpu_info", info, linear(0)});
+    }
+    return api;
+  };
+  auto api = many(false);
+  auto r = build_report(api, request({"project"}));
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  for (int p = 0; p < 3; ++p) {
+    const Row& x = row(*r, {fmt::format("p{}", p)});
+    EXPECT_DOUBLE_EQ(x.usage.allocated_seconds, 50 * 0.5 * kEnd) << p;
+    EXPECT_DOUBLE_EQ(x.usage.busy_seconds, 50 * 0.25 * kEnd) << p;
+    EXPECT_DOUBLE_EQ(x.usage.energy_joules, 50 * 300 * kEnd) << p;
+  }
+  EXPECT_DOUBLE_EQ(row(*r, {"__idle__"}).usage.allocated_seconds, 150 * 0.5 * kEnd);
+  EXPECT_TRUE(r->reconciliation.ok);
+  EXPECT_DOUBLE_EQ(r->reconciliation.covered_seconds, 150 * kEnd);
+  EXPECT_TRUE(r->warnings.empty()) << r->warnings.front().message;
+
+  auto bad = many(true);
+  EXPECT_NE(error_message(bad, request({"project"})).find("GPU GPU-140 on n17:9400: its owners have"),
             std::string::npos);
 }
 
