@@ -8,6 +8,9 @@
 # wrong-password clients (bench/attack.py, about four minutes). Then times `gpumeter report` over
 # 30 days of a 1000-GPU fleet backfilled into
 # a local Prometheus (bench/report_bench.py, about eight more minutes) and prints its table.
+# Then serves a simulated fleet of 200 nodes (1600 GPUs) from one process to a real Prometheus
+# scraping it every 15 s with the cost, budget and alert rules, and prints the samples, series,
+# churn and rule evaluation times it measured (bench/fleet_bench.py, about six minutes).
 # Then measures the agent beside the exporter users write (bench/peer_bench.py: Python, ctypes
 # over NVML, prometheus_client) on the 64-process node, two alternating runs of each, and prints
 # the ratios (about ten more minutes). Then measures what --compat adds: the body in each compat
@@ -33,6 +36,7 @@ cmake --build --preset default
 /usr/bin/python3 bench/sizing.py --build build
 /usr/bin/python3 bench/attack.py --build build
 /usr/bin/python3 bench/report_bench.py --build build
+/usr/bin/python3 bench/fleet_bench.py --build build
 /usr/bin/python3 bench/peer_bench.py --build build
 /usr/bin/python3 bench/compat_bench.py --build build
 /usr/bin/python3 bench/profiling_bench.py --build build
