@@ -24,9 +24,11 @@ constexpr std::string_view kCovered = "gpumeter_ledger_covered_seconds_total";
 constexpr std::string_view kGap = "gpumeter_ledger_gap_seconds_total";
 constexpr double kSecondsPerMonth = 30.4375 * 86400;  // a mean Gregorian month
 constexpr std::size_t kParallelReads = 2;
-// GPUs whose owner counters are read together: few enough that a batch's series over a month
-// stay a few MiB, enough that the requests stay few.
-constexpr std::size_t kGpusPerBatch = 64;
+// GPUs whose owner counters are read together: 64 over a month's 241 points, so a batch's
+// series stay a few MiB; more over fewer points, up to 1024, so a short period takes few
+// requests.
+constexpr std::size_t kGpuPointsPerBatch = 64 * 256;
+constexpr std::size_t kMinGpusPerBatch = 64, kMaxGpusPerBatch = 1024;
 
 enum Field { kAllocated, kBusy, kMemory, kEnergy, kIdleAllocated };
 
@@ -177,11 +179,12 @@ class Builder {
     auto uuids = api_.label_values("uuid", names, req_.from - req_.step, req_.to);
     if (!uuids) return uuids.error();
     const auto lanes = connections();
-    const std::size_t batches = (uuids->size() + kGpusPerBatch - 1) / kGpusPerBatch;
+    const std::size_t per_batch = std::clamp(kGpuPointsPerBatch / timeline_.size(), kMinGpusPerBatch, kMaxGpusPerBatch);
+    const std::size_t batches = (uuids->size() + per_batch - 1) / per_batch;
     for (std::size_t first = 0; first < batches; first += lanes.size()) {
       std::vector<std::future<Result<OwnerData>>> running;
       for (std::size_t b = first; b < std::min(batches, first + lanes.size()); ++b) {
-        const std::size_t begin = b * kGpusPerBatch, end = std::min(uuids->size(), begin + kGpusPerBatch);
+        const std::size_t begin = b * per_batch, end = std::min(uuids->size(), begin + per_batch);
         std::vector<std::string> gpus(uuids->begin() + static_cast<std::ptrdiff_t>(begin),
                                       uuids->begin() + static_cast<std::ptrdiff_t>(end));
         PromApi* api = lanes[b - first];
@@ -194,7 +197,7 @@ class Builder {
         if (!batch) return batch.error();
         if (auto ok = add_batch(ctx, *batch, busy); !ok) return ok.error();
         if (progress_) {
-          const std::size_t done = std::min(uuids->size(), (first + k + 1) * kGpusPerBatch);
+          const std::size_t done = std::min(uuids->size(), (first + k + 1) * per_batch);
           progress_(fmt::format("owners' counters of {} of {} GPUs read", done, uuids->size()));
         }
       }

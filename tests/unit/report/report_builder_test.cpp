@@ -343,18 +343,18 @@ TEST(BuildReport, MoreBusyTimeThanTheGpuWasCoveredFailsTheReport) {
             std::string::npos);
 }
 
-// A fleet of 150 GPUs is read 64 GPUs at a time: every batch is billed, each exactly once, and
-// a check fails the report whatever batch its GPU is in.
+// A fleet of 135 GPUs over 241 points is read in batches of 67 GPUs: every batch is billed,
+// each exactly once, and a check fails the report whatever batch its GPU is in.
 TEST(BuildReport, AFleetLargerThanOneBatchIsBilledWholeAndChecked) {
   auto many = [](bool overbusy) {
     FakePromApi api;
-    for (int g = 0; g < 150; ++g) {
+    for (int g = 0; g < 135; ++g) {
       const std::string uuid = fmt::format("GPU-{:03}", g), node = fmt::format("n{}:9400", g / 8);
       const Labels gpu{{"uuid", uuid}, {"gpu", std::to_string(g % 8)}, {"instance", node}};
       Labels owner = gpu, idle = gpu;
       owner.insert({{"project", fmt::format("p{}", g % 3)}, {"user", "u"}});
       idle.insert({{"project", "__idle__"}, {"user", ""}});
-      const double busy = overbusy && g == 140 ? 1.5 : 0.25;
+      const double busy = overbusy && g == 130 ? 1.5 : 0.25;
       api.data.push_back({"gpu_allocated_seconds_total", owner, linear(0.5)});
       api.data.push_back({"gpu_busy_seconds_total", owner, linear(busy)});
       api.data.push_back({"gpu_memory_byte_seconds_total", owner, linear(1e9)});
@@ -372,22 +372,29 @@ TEST(BuildReport, AFleetLargerThanOneBatchIsBilledWholeAndChecked) {
     return api;
   };
   auto api = many(false);
-  auto r = build_report(api, request({"project"}));
+  auto every_sample = request({"project"});
+  every_sample.step = 15;
+  std::vector<std::string> batches;
+  auto r = build_report(api, every_sample, [&](std::string_view line) {
+    if (line.starts_with("owners' counters")) batches.emplace_back(line);
+  });
   ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(batches, (std::vector<std::string>{"owners' counters of 67 of 135 GPUs read",
+                                               "owners' counters of 134 of 135 GPUs read",
+                                               "owners' counters of 135 of 135 GPUs read"}));
   for (int p = 0; p < 3; ++p) {
     const Row& x = row(*r, {fmt::format("p{}", p)});
-    EXPECT_DOUBLE_EQ(x.usage.allocated_seconds, 50 * 0.5 * kEnd) << p;
-    EXPECT_DOUBLE_EQ(x.usage.busy_seconds, 50 * 0.25 * kEnd) << p;
-    EXPECT_DOUBLE_EQ(x.usage.energy_joules, 50 * 300 * kEnd) << p;
+    EXPECT_DOUBLE_EQ(x.usage.allocated_seconds, 45 * 0.5 * kEnd) << p;
+    EXPECT_DOUBLE_EQ(x.usage.busy_seconds, 45 * 0.25 * kEnd) << p;
+    EXPECT_DOUBLE_EQ(x.usage.energy_joules, 45 * 300 * kEnd) << p;
   }
-  EXPECT_DOUBLE_EQ(row(*r, {"__idle__"}).usage.allocated_seconds, 150 * 0.5 * kEnd);
+  EXPECT_DOUBLE_EQ(row(*r, {"__idle__"}).usage.allocated_seconds, 135 * 0.5 * kEnd);
   EXPECT_TRUE(r->reconciliation.ok);
-  EXPECT_DOUBLE_EQ(r->reconciliation.covered_seconds, 150 * kEnd);
+  EXPECT_DOUBLE_EQ(r->reconciliation.covered_seconds, 135 * kEnd);
   EXPECT_TRUE(r->warnings.empty()) << r->warnings.front().message;
 
   auto bad = many(true);
-  EXPECT_NE(error_message(bad, request({"project"})).find("GPU GPU-140 on n17:9400: its owners have"),
-            std::string::npos);
+  EXPECT_NE(error_message(bad, every_sample).find("GPU GPU-130 on n16:9400: its owners have"), std::string::npos);
 }
 
 // Busy time above an owner's own allocated time is no error: allocation is split evenly between
