@@ -85,20 +85,24 @@ BusyCheck::BusyCheck(const CounterData& covered) {
 }
 
 void BusyCheck::add(const Labels& labels, bool busy, double seconds) {
-  if (seconds == 0) return;
-  Owner& owner = owners_[series_id(labels)];
+  const std::uint64_t id = series_id(labels);
+  add(id, label(labels, "uuid"), busy, seconds);
+  Owner& owner = owners_[id];
+  if (owner.allocated <= 0 && !owner.labels) owner.labels = labels;
+}
+
+void BusyCheck::add(std::uint64_t id, const std::string& uuid, bool busy, double seconds) {
+  Owner& owner = owners_[id];
   (busy ? owner.busy : owner.allocated) += seconds;
-  if (busy) busy_by_gpu_[label(labels, "uuid")] += seconds;
-  if (owner.allocated > 0) {
-    owner.labels.reset();
-  } else if (busy && !owner.labels) {
-    owner.labels = labels;
-  }
+  if (busy && seconds != 0) busy_by_gpu_[uuid] += seconds;
+  if (owner.allocated > 0) owner.labels.reset();
 }
 
 Result<void> BusyCheck::verify(const AnswerContext& ctx) const {
   std::map<Labels, double> unallocated;  // in label order, so the first named is always the same
   for (const auto& [id, owner] : owners_) {
+    // Every owner is added with its labels first (its boundary values), then by id (its
+    // settled steps), and keeps them while nothing is allocated to it.
     if (owner.labels && owner.allocated <= 0 && owner.busy > kBusyToleranceSeconds &&
         label(*owner.labels, "project") != kUnattributedProject) {
       unallocated.emplace(*owner.labels, owner.busy);

@@ -49,19 +49,21 @@ struct OwnerCounter {
 
 // A GPU busy longer than it was covered, or an owner busy with no allocated second, over the
 // period's increases as they are read: a batch of GPUs at a time, then the settled steps. It
-// keeps two numbers per owner series (and its labels only while it is busy with nothing
-// allocated), and one per GPU.
+// keeps two numbers per owner series (and its labels only while nothing is allocated to
+// it), and one per GPU.
 class BusyCheck {
  public:
   explicit BusyCheck(const CounterData& covered);
   // An increase of an owner's allocated (busy = false) or busy seconds; labels without replica labels.
   void add(const Labels& labels, bool busy, double seconds);
+  // ... of the owner series_id(labels) on GPU `uuid`, whose labels were given before.
+  void add(std::uint64_t owner, const std::string& uuid, bool busy, double seconds);
   Result<void> verify(const AnswerContext& ctx) const;
 
  private:
   struct Owner {
     double allocated = 0, busy = 0;
-    std::optional<Labels> labels;  // kept while busy with no allocated second, for the message
+    std::optional<Labels> labels;  // kept while it has no allocated second, for the message
   };
   std::map<std::string, double> covered_by_gpu_, busy_by_gpu_;
   std::unordered_map<std::uint64_t, Owner> owners_;

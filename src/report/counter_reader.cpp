@@ -291,7 +291,7 @@ Result<CounterSeries> CounterReader::walk(std::string_view selector, double max_
       // Left to settle(), which walks the step's raw samples from here; the walk goes on from
       // the step's boundary value, as it would after them.
       out.pending.push_back(
-          PendingStep{id, uuid_of(series.labels), i, walk.last(), walk.last_at(), walk.last_earliest(), v[i]});
+          PendingStep{id, id, uuid_of(series.labels), i, walk.last(), walk.last_at(), walk.last_earliest(), v[i]});
       if (!std::isnan(v[i])) walk.start(v[i], timeline_[i], timeline_[i] - step_);
       continue;
     }
@@ -462,7 +462,7 @@ Result<std::vector<SettledStep>> CounterReader::settle(std::string_view selector
         if (!std::isnan(p.boundary) && p.boundary != walk.last()) {
           if (auto e = walk.advance(p.boundary, timeline_[i], timeline_[i] - step_, 1, resets)) return *e;
         }
-        out.push_back(SettledStep{std::move(series.labels), i, std::move(walk).increases()[0]});
+        out.push_back(SettledStep{p.owner, i, std::move(walk).increases()[0]});
       }
     }
     // A step with no raw sample: its boundary value, if any, is the one it was entered with (a

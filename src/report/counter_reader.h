@@ -61,15 +61,16 @@ struct ResetFound {
 // request reading a step's raw samples of up to 64 GPUs whatever batch they were in.
 struct PendingStep {
   std::uint64_t series = 0;  // series_id() of its labels as read
+  std::uint64_t owner = 0;   // ... and of what it is billed as (keep_one_replica() drops replica labels)
   std::string uuid;
   std::size_t step = 0;                                        // 1..N
   double prev = 0, prev_at = 0, prev_earliest = 0;             // the walk entering the step
   double boundary = std::numeric_limits<double>::quiet_NaN();  // the value at the step's end point
 };
 
-// A pending step's increase, with the series' labels as read.
+// A pending step's increase.
 struct SettledStep {
-  Labels labels;
+  std::uint64_t owner = 0;  // PendingStep::owner
   std::size_t step = 0;
   double increase = 0;
 };

@@ -81,9 +81,10 @@ ReplicaMerge keep_one_replica(CounterData& data, const std::vector<std::string>&
     r.labels = without(std::move(r.labels), replica_labels);
     resets.push_back(std::move(r));
   }
-  std::set<std::uint64_t> kept_ids;
-  for (const auto& l : kept_labels) kept_ids.insert(series_id(l));
-  std::erase_if(data.pending, [&](const PendingStep& p) { return !kept_ids.count(p.series); });
+  std::map<std::uint64_t, std::uint64_t> owner_of;  // series as read -> as billed
+  for (const auto& l : kept_labels) owner_of.emplace(series_id(l), series_id(without(l, replica_labels)));
+  std::erase_if(data.pending, [&](const PendingStep& p) { return !owner_of.count(p.series); });
+  for (auto& p : data.pending) p.owner = owner_of.at(p.series);
   data.series = std::move(kept);
   data.resets = std::move(resets);
   return merge;

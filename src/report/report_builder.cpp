@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -240,6 +241,8 @@ class Builder {
     if (auto ok = check_siblings(ctx, owner_counters); !ok && !siblings_error_) siblings_error_ = ok.error();
     for (std::size_t m = 0; m < kLedgerMetrics.size(); ++m) {
       const Field f = kLedgerMetrics[m].field;
+      std::set<std::uint64_t> owners_pending;
+      for (const auto& p : data[m].pending) owners_pending.insert(p.owner);
       for (const auto& s : data[m].series) {
         SeriesRow row = row_of(s.labels);
         double total = 0;
@@ -248,6 +251,8 @@ class Builder {
           total += s.increase[i - 1];
         }
         if (f == kAllocated || f == kBusy) busy.add(s.labels, f == kBusy, total);
+        // What its settled steps are added to, without its labels.
+        if (const auto id = series_id(s.labels); owners_pending.count(id)) pending_rows_.try_emplace(id, row);
       }
       auto& pending = pending_[m];
       pending.insert(pending.end(), std::make_move_iterator(data[m].pending.begin()),
@@ -276,14 +281,14 @@ class Builder {
       auto& steps = *settled[m];
       if (!steps) return steps.error();
       const Field f = kLedgerMetrics[m].field;
-      for (auto& step : *steps) {
-        const Labels labels = without(std::move(step.labels), req_.replica_labels);
-        SeriesRow row = row_of(labels);
+      for (const auto& step : *steps) {
+        const SeriesRow& row = pending_rows_.at(step.owner);
         add_increase(row, f, step.step, step.increase);
-        if (f == kAllocated || f == kBusy) busy.add(labels, f == kBusy, step.increase);
+        if (f == kAllocated || f == kBusy) busy.add(step.owner, row.uuid, f == kBusy, step.increase);
       }
       pending_[m].clear();
     }
+    pending_rows_.clear();
     return {};
   }
 
@@ -600,6 +605,7 @@ class Builder {
   std::vector<std::unique_ptr<PromApi>> own_;                            // connections for parallel reads
   std::optional<Error> siblings_error_;                                  // the first batch's that failed check_siblings
   std::array<std::vector<PendingStep>, kLedgerMetrics.size()> pending_;  // per owner counter
+  std::unordered_map<std::uint64_t, SeriesRow> pending_rows_;            // by PendingStep::owner
   std::map<std::pair<std::vector<std::string>, int>, RowAcc> rows_;
   std::vector<double> idle_steps_;
   std::optional<Pricer> pricer_;

@@ -59,8 +59,10 @@ std::map<std::string, double> totals(FakePromApi& api, double a, double b, doubl
   auto settled = reader.settle("m_total", data->pending, 1.0);
   EXPECT_TRUE(settled.ok()) << (settled.ok() ? "" : settled.error().message);
   EXPECT_TRUE(deferred || data->pending.empty());
+  std::map<std::uint64_t, std::string> project;
+  for (const auto& s : data->series) project[series_id(s.labels)] = s.labels.at("project");
   if (settled.ok()) {
-    for (const auto& x : *settled) out[x.labels.at("project")] += x.increase;
+    for (const auto& x : *settled) out[project.at(x.owner)] += x.increase;
   }
   return out;
 }

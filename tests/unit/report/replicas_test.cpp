@@ -26,8 +26,18 @@ TEST(KeepOneReplica, TheReplicaWithTheMostDataIsBilledWithoutItsLabel) {
   d.series.push_back(series({{"uuid", "GPU-d"}}, {9, 9}, {true, true, true}));
   d.resets.push_back({{{"uuid", "GPU-a"}, {"replica", "a"}}, 10, 20});
   d.resets.push_back({{{"uuid", "GPU-a"}, {"replica", "b"}}, 10, 21});
+  // Pending steps of both copies of GPU-a, and of GPU-d.
+  for (const Labels& l : {Labels{{"uuid", "GPU-a"}, {"replica", "a"}}, Labels{{"uuid", "GPU-a"}, {"replica", "b"}},
+                          Labels{{"uuid", "GPU-d"}}}) {
+    d.pending.push_back(PendingStep{series_id(l), series_id(l), l.at("uuid"), 2, 0, 0, 0, 1});
+  }
 
   const ReplicaMerge m = keep_one_replica(d, kDefaultReplicaLabels);
+  // The kept copy's, billed as the GPU's series without the replica label.
+  ASSERT_EQ(d.pending.size(), 2u);
+  EXPECT_EQ(d.pending[0].series, series_id({{"uuid", "GPU-a"}, {"replica", "a"}}));
+  EXPECT_EQ(d.pending[0].owner, series_id({{"uuid", "GPU-a"}}));
+  EXPECT_EQ(d.pending[1].owner, series_id({{"uuid", "GPU-d"}}));
   EXPECT_EQ(m.replicas, 2u);
   EXPECT_EQ(m.dropped, 2u);
   ASSERT_EQ(d.series.size(), 4u);
