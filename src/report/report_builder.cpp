@@ -306,7 +306,8 @@ class Builder {
     add_warning(report_, "replica",
                 fmt::format("the store holds {} copies of the ledger's series, one per Prometheus replica (label {}): "
                             "they are billed from one replica, the one with the most data in the period, and {} "
-                            "series of the others are left out; a store that de-duplicates keeps one copy",
+                            "series of the others are left out (a store that de-duplicates on the label, or drops it "
+                            "on ingestion, keeps one copy)",
                             replicas_.replicas, names, replicas_.dropped));
   }
 

@@ -388,16 +388,16 @@ def serve_backfilled(test_class, openmetrics_text, scrape_interval, retention="3
 
 
 class VictoriaMetrics:
-    """A real single-node VictoriaMetrics from Debian on a free port with its own data directory.
-    Queries see data up to 1 s old (the default hides the last 30 s)."""
+    """A real single-node VictoriaMetrics from Debian on a free port with its own data directory,
+    started with `flags` added. Queries see data up to 1 s old (the default hides the last 30 s)."""
 
-    def __init__(self):
+    def __init__(self, flags=()):
         self.port = free_port()
         self.base = "http://127.0.0.1:%d" % self.port
         self.dir = tempfile.mkdtemp(prefix="gpumeter-vm-")
         self.process = Process(["victoria-metrics", "-storageDataPath=" + self.dir + "/data", "-retentionPeriod=100y",
                                 "-httpListenAddr=127.0.0.1:%d" % self.port, "-search.latencyOffset=1s",
-                                "-loggerLevel=WARN"], workdir=self.dir, name="victoria-metrics")
+                                "-loggerLevel=WARN"] + list(flags), workdir=self.dir, name="victoria-metrics")
         wait_until(lambda: http_get(self.base + "/health", timeout=2)[0] == 200, 60, what="victoria-metrics ready")
 
     def write_url(self):
