@@ -159,10 +159,22 @@ class Fleet:
         self.seed = seed
         self.events = events
         self.rng = random.Random(seed)
+        self._make_nodes(nodes, gpus_per_node)
+        self._schedule()
+        self._apply_events()
+        for g in self.gpus:
+            self._segments(g)
+            self._lives(g)
+        self.ambiguous = self._check_resets()
+
+    # -- helpers --------------------------------------------------------------------------------
+
+    def _make_nodes(self, nodes, gpus_per_node):
+        """The nodes, their models in turn, and GPUs with UUIDs from the seed."""
         self.nodes = []
         for n in range(1, nodes + 1):
             node = Node(n)
-            model = MODELS[(n - 1) % len(MODELS)] if nodes > 1 else MODELS[0]
+            model = MODELS[(n - 1) % len(MODELS)]
             for g in range(gpus_per_node):
                 uuid = "GPU-%08x-%04x-%04x-%04x-%012x" % (
                     self.rng.getrandbits(32), self.rng.getrandbits(16), self.rng.getrandbits(16),
@@ -174,14 +186,6 @@ class Fleet:
         self.event_log = []
         self._pod_counter = 0
         self._slurm_counter = 400000
-        self._schedule()
-        self._apply_events()
-        for g in self.gpus:
-            self._segments(g)
-            self._lives(g)
-        self.ambiguous = self._check_resets()
-
-    # -- helpers --------------------------------------------------------------------------------
 
     def at(self, hours):
         return self.start + int(round(hours * 3600))

@@ -231,21 +231,7 @@ class LiveFleet(backfill.Fleet):
         self.pod_hours = pod_hours
         self.events = {"unattributed_gpus": [[n, 0] for n in range(1, nodes + 1)], "unattributed_ratio": 0.02}
         self.rng = random.Random(seed)
-        self.nodes = []
-        for n in range(1, nodes + 1):
-            node = backfill.Node(n)
-            model = backfill.MODELS[(n - 1) % len(backfill.MODELS)]
-            for g in range(gpus_per_node):
-                uuid = "GPU-%08x-%04x-%04x-%04x-%012x" % (
-                    self.rng.getrandbits(32), self.rng.getrandbits(16), self.rng.getrandbits(16),
-                    self.rng.getrandbits(16), self.rng.getrandbits(48))
-                node.gpus.append(backfill.Gpu(node, g, uuid, model))
-            self.nodes.append(node)
-        self.gpus = [g for node in self.nodes for g in node.gpus]
-        self.prom_gaps = []
-        self.event_log = []
-        self._pod_counter = 0
-        self._slurm_counter = 400000
+        self._make_nodes(nodes, gpus_per_node)
         self.arrivals = 0
         self._schedule()
         for g in self.gpus:
