@@ -428,9 +428,12 @@ Result<CounterData> CounterReader::walk_all(std::string_view selector, double ma
 }
 
 Result<std::vector<SettledStep>> CounterReader::settle(std::string_view selector,
-                                                       const std::vector<PendingStep>& pending, double max_rate) {
+                                                       const std::vector<PendingStep>& pending, double max_rate,
+                                                       std::size_t lane, std::size_t lanes) {
   std::map<std::size_t, std::vector<const PendingStep*>> by_step;
-  for (const auto& p : pending) by_step[p.step].push_back(&p);
+  for (const auto& p : pending) {
+    if (p.step % lanes == lane) by_step[p.step].push_back(&p);
+  }
   std::vector<SettledStep> out;
   std::vector<ResetFound> resets;  // an owner's restart is no news: the warnings are the ledger's
   std::size_t requests = 0;

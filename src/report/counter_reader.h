@@ -104,9 +104,10 @@ class CounterReader {
   Result<CounterData> read_deferred(std::string_view selector, const StepFlags& flags, const StepFlags& series_flags,
                                     double max_rate, std::string_view only);
   // The increases of pending steps of `selector` (any batches'), from their raw samples: one
-  // request per step and 64 GPUs.
+  // request per step and 64 GPUs; in step order. Only the steps i with i % lanes == lane, so
+  // that `lanes` readers can share the work.
   Result<std::vector<SettledStep>> settle(std::string_view selector, const std::vector<PendingStep>& pending,
-                                          double max_rate);
+                                          double max_rate, std::size_t lane = 0, std::size_t lanes = 1);
 
   // Steps in which a counter of the metric decreased at least once, by `resets()` over two
   // steps so a reset between the last sample of one step and the first of the next is caught:

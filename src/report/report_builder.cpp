@@ -4,7 +4,9 @@
 #include <array>
 #include <atomic>
 #include <cmath>
+#include <condition_variable>
 #include <future>
+#include <mutex>
 #include <map>
 #include <optional>
 #include <set>
@@ -113,6 +115,19 @@ class Builder {
     timeline_ = reader.timeline();
     steps_ = reader.steps();
     if (req_.pricing) pricer_.emplace(*req_.pricing, timeline_);
+    // An owner pruned after its retention and back from zero restarts its four counters at
+    // once, and can pass its old total before the next step: the boundary values cannot show
+    // it, resets() over the allocated seconds can, series by series. Over every owner series
+    // of the period it is the server's longest evaluation, so it runs on a connection of its
+    // own while the per-GPU counters are read.
+    const auto lanes = connections();
+    auto owner_flags_read = [this](PromApi& api) {
+      return CounterReader(api, timeline_, req_.step, req_.lookback).reset_steps(kLedgerMetrics[0].name, true);
+    };
+    std::future<Result<StepFlags>> owner_flags_ahead;
+    if (lanes.front() != &api_) {
+      owner_flags_ahead = std::async(std::launch::async, owner_flags_read, std::ref(*lanes.front()));
+    }
 
     auto flags = reader.reset_steps(kCovered);
     if (!flags) return flags.error();
@@ -130,10 +145,7 @@ class Builder {
     auto gaps = reader.read(kGap, *flags, kSecondsPerSecond);  // the ledger's restarts are all it needs
     if (!gaps) return gaps.error();
     merge_replicas(*gaps);
-    // An owner pruned after its retention and back from zero restarts its four counters at
-    // once, and can pass its old total before the next step: the boundary values cannot show
-    // it, resets() over the allocated seconds can, series by series.
-    auto owner_flags = reader.reset_steps(kLedgerMetrics[0].name, true);
+    auto owner_flags = owner_flags_ahead.valid() ? owner_flags_ahead.get() : owner_flags_read(api_);
     if (!owner_flags) return owner_flags.error();
 
     if (auto ok = read_identities(); !ok) return ok.error();
@@ -182,28 +194,65 @@ class Builder {
     const auto lanes = connections();
     const std::size_t per_batch = std::clamp(kGpuPointsPerBatch / timeline_.size(), kMinGpusPerBatch, kMaxGpusPerBatch);
     const std::size_t batches = (uuids->size() + per_batch - 1) / per_batch;
-    for (std::size_t first = 0; first < batches; first += lanes.size()) {
-      std::vector<std::future<Result<OwnerData>>> running;
-      for (std::size_t b = first; b < std::min(batches, first + lanes.size()); ++b) {
-        const std::size_t begin = b * per_batch, end = std::min(uuids->size(), begin + per_batch);
-        std::vector<std::string> gpus(uuids->begin() + static_cast<std::ptrdiff_t>(begin),
+    auto gpus_of = [&](std::size_t b) {
+      const std::size_t begin = b * per_batch, end = std::min(uuids->size(), begin + per_batch);
+      return std::vector<std::string>(uuids->begin() + static_cast<std::ptrdiff_t>(begin),
                                       uuids->begin() + static_cast<std::ptrdiff_t>(end));
-        PromApi* api = lanes[b - first];
-        running.push_back(std::async(std::launch::async, [this, &flags, &series_flags, api, gpus = std::move(gpus)] {
-          return read_batch(*api, gpus, flags, series_flags);
-        }));
-      }
-      for (std::size_t k = 0; k < running.size(); ++k) {
-        auto batch = running[k].get();
-        if (!batch) return batch.error();
-        if (auto ok = add_batch(ctx, *batch, busy); !ok) return ok.error();
-        if (progress_) {
-          const std::size_t done = std::min(uuids->size(), (first + k + 1) * per_batch);
-          progress_(fmt::format("owners' counters of {} of {} GPUs read", done, uuids->size()));
+    };
+    // Each lane takes the next batch; at most two per lane wait to be added, in order.
+    std::vector<std::optional<Result<OwnerData>>> slots(batches);
+    std::mutex mutex;
+    std::condition_variable changed;
+    std::size_t next = 0, added = 0;
+    bool stop = false;
+    std::vector<std::future<void>> workers;
+    for (PromApi* api : lanes) {
+      workers.push_back(std::async(std::launch::async, [&, api] {
+        for (;;) {
+          std::size_t b = 0;
+          {
+            std::unique_lock lock(mutex);
+            changed.wait(lock, [&] { return stop || next >= batches || next < added + 2 * lanes.size(); });
+            if (stop || next >= batches) return;
+            b = next++;
+          }
+          auto batch = read_batch(*api, gpus_of(b), flags, series_flags);
+          std::lock_guard lock(mutex);
+          slots[b].emplace(std::move(batch));
+          changed.notify_all();
         }
+      }));
+    }
+    auto finish = [&](Result<void> outcome) {
+      {
+        std::lock_guard lock(mutex);
+        stop = true;
+      }
+      changed.notify_all();
+      for (auto& w : workers) w.get();
+      return outcome;
+    };
+    for (std::size_t b = 0; b < batches; ++b) {
+      Result<OwnerData> batch = Error{};
+      {
+        std::unique_lock lock(mutex);
+        changed.wait(lock, [&] { return slots[b].has_value(); });
+        batch = std::move(*slots[b]);
+        slots[b].reset();
+      }
+      if (!batch) return finish(batch.error());
+      if (auto ok = add_batch(ctx, *batch, busy); !ok) return finish(ok.error());
+      {
+        std::lock_guard lock(mutex);
+        added = b + 1;
+      }
+      changed.notify_all();
+      if (progress_) {
+        progress_(fmt::format("owners' counters of {} of {} GPUs read", std::min(uuids->size(), (b + 1) * per_batch),
+                              uuids->size()));
       }
     }
-    return {};
+    return finish({});
   }
 
   // Connections of their own for parallel reads; the API itself where it cannot open more.
@@ -261,27 +310,32 @@ class Builder {
     return {};
   }
 
-  // The pending steps of each owner counter, for the whole fleet: the counters on connections
-  // of their own, added up in the counters' order.
+  // The pending steps of each owner counter, for the whole fleet: each counter's steps shared
+  // between the connections, and added up in the counters' order and each counter's step
+  // order, so the sums do not depend on how the work was shared.
   Result<void> settle_owners(BusyCheck& busy) {
     const auto lanes = connections();
-    std::vector<std::optional<Result<std::vector<SettledStep>>>> settled(kLedgerMetrics.size());
-    std::atomic<std::size_t> next{0};
-    std::vector<std::future<void>> workers;
-    for (PromApi* api : lanes) {
-      workers.push_back(std::async(std::launch::async, [&, api] {
-        CounterReader reader(*api, timeline_, req_.step, req_.lookback, progress_);
-        for (std::size_t m; (m = next++) < kLedgerMetrics.size();) {
-          settled[m].emplace(reader.settle(kLedgerMetrics[m].name, pending_[m], kLedgerMetrics[m].max_rate));
-        }
-      }));
-    }
-    for (auto& w : workers) w.get();
     for (std::size_t m = 0; m < kLedgerMetrics.size(); ++m) {
-      auto& steps = *settled[m];
-      if (!steps) return steps.error();
+      std::vector<std::future<Result<std::vector<SettledStep>>>> parts;
+      for (std::size_t lane = 0; lane < lanes.size(); ++lane) {
+        parts.push_back(std::async(std::launch::async, [this, m, lane, n = lanes.size(), api = lanes[lane]] {
+          return CounterReader(*api, timeline_, req_.step, req_.lookback)
+              .settle(kLedgerMetrics[m].name, pending_[m], kLedgerMetrics[m].max_rate, lane, n);
+        }));
+      }
+      std::vector<SettledStep> steps;
+      std::optional<Error> failed;
+      for (auto& part : parts) {
+        auto r = part.get();
+        if (!r && !failed) failed = r.error();
+        if (r) steps.insert(steps.end(), r->begin(), r->end());
+      }
+      if (failed) return *failed;
+      std::stable_sort(steps.begin(), steps.end(),
+                       [](const SettledStep& a, const SettledStep& b) { return a.step < b.step; });
+      if (progress_) progress_(fmt::format("{}: {} steps read raw", kLedgerMetrics[m].name, steps.size()));
       const Field f = kLedgerMetrics[m].field;
-      for (const auto& step : *steps) {
+      for (const auto& step : steps) {
         const SeriesRow& row = pending_rows_.at(step.owner);
         add_increase(row, f, step.step, step.increase);
         if (f == kAllocated || f == kBusy) busy.add(step.owner, row.uuid, f == kBusy, step.increase);
