@@ -192,7 +192,9 @@ def run_report(binary, url, fleet, pricing, out):
     args = [binary, "report", "--url", url, "--from", str(fleet.start), "--to", str(fleet.end), "--by", "project",
             "--pricing", pricing, "--format", "json", "--output", out, "--progress", "never"]
     t0 = time.monotonic()
-    p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    # Its warnings can be more than a pipe holds (one per GPU for an outage of the store).
+    err_file = tempfile.TemporaryFile()
+    p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=err_file)
     done = threading.Event()
     poller, peak = peak_rss_kib(p.pid, done)
     # The last reading comes from a zombie-free process: wait with WNOWAIT first.
@@ -203,8 +205,9 @@ def run_report(binary, url, fleet, pricing, out):
     _, status, usage = os.wait4(p.pid, 0)
     wall = time.monotonic() - t0
     p.returncode = os.waitstatus_to_exitcode(status)
-    err = p.stderr.read().decode("utf-8", "replace")
-    p.stderr.close()
+    err_file.seek(0)
+    err = err_file.read().decode("utf-8", "replace")
+    err_file.close()
     if p.returncode != 0:
         raise SystemExit("report_bench: %s exited %d:\n%s" % (" ".join(args), p.returncode, err[-3000:]))
     with open(out) as f:
