@@ -87,8 +87,7 @@ BusyCheck::BusyCheck(const CounterData& covered) {
 void BusyCheck::add(const Labels& labels, bool busy, double seconds) {
   const std::uint64_t id = series_id(labels);
   add(id, label(labels, "uuid"), busy, seconds);
-  Owner& owner = owners_[id];
-  if (owner.allocated <= 0 && !owner.labels) owner.labels = labels;
+  if (Owner& owner = owners_.at(id); owner.allocated <= 0 && !owner.labels) owner.labels = labels;
 }
 
 void BusyCheck::add(std::uint64_t id, const std::string& uuid, bool busy, double seconds) {

@@ -9,6 +9,11 @@ namespace gpumeter::report {
 
 namespace {
 
+Labels without(Labels labels, const std::vector<std::string>& names) {
+  for (const auto& n : names) labels.erase(n);
+  return labels;
+}
+
 std::size_t points_present(const CounterSeries& s) {
   return static_cast<std::size_t>(std::count(s.present.begin(), s.present.end(), true));
 }
@@ -22,11 +27,6 @@ Labels replica_of(const Labels& labels, const std::vector<std::string>& replica_
 }
 
 }  // namespace
-
-Labels without(Labels labels, const std::vector<std::string>& names) {
-  for (const auto& n : names) labels.erase(n);
-  return labels;
-}
 
 Labels preferred_replica(const CounterData& data, const std::vector<std::string>& replica_labels) {
   std::map<Labels, std::size_t> points;

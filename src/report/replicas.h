@@ -29,9 +29,6 @@ struct ReplicaMerge {
 // which the report's checks compare with each other.
 Labels preferred_replica(const CounterData& data, const std::vector<std::string>& replica_labels);
 
-// `labels` without the replica labels `names`.
-Labels without(Labels labels, const std::vector<std::string>& names);
-
 // Keeps, of each set of series equal but for the replica labels, the `preferred` replica's
 // series where it has one, else the one present at the most points (on a tie, the first in
 // label order), and drops the others with their resets and pending steps. Every series loses its replica labels,
