@@ -13,8 +13,10 @@ Prometheus is started on the blocks and this is timed, --runs times:
 
 recording wall time, the number of API requests and the report's own elapsed time (both from its
 JSON), and the peak RSS of the report process (its VmHWM). Also measured: the size of
-Prometheus' data, its peak RSS, and, for scale, one `sum by (project)(increase(...[30d]))`
-query, the hand-built stack's way. Target: under 30 s for the 30-day report.
+Prometheus' data, its peak RSS, for scale one `sum by (project)(increase(...[30d]))` query,
+the hand-built stack's way, and the store reading every owner sample once (a day's
+count_over_time per step, the four counters on two connections): the floor for any reader that
+looks at every sample. Target: under 30 s for the 30-day report.
 
 The scrape interval defaults to 300 s: at 60 s the history is 5x the samples (about 620
 million), which takes promtool over half an hour on two cores; see docs/report-accuracy.md.
@@ -23,6 +25,7 @@ million), which takes promtool over half an hour on two cores; see docs/report-a
 (/api/v1/import/prometheus, one window at a time) and times the report against it.
 """
 import argparse
+import concurrent.futures
 import json
 import os
 import shutil
@@ -245,6 +248,27 @@ def timed_query(url, expr, at):
     return time.monotonic() - t0, len(doc["data"]["result"])
 
 
+OWNER_COUNTERS = ("gpu_allocated_seconds_total", "gpu_busy_seconds_total", "gpu_memory_byte_seconds_total",
+                  "gpu_attributed_energy_joules_total")
+
+
+def sample_pass(url, fleet):
+    """The store reading every owner sample of the period once, and nothing else: a day's
+    count_over_time per step for each of the four counters, two requests at a time (as the
+    report's two connections). A floor for any reader that looks at every sample. Returns
+    (wall seconds, samples counted)."""
+    def count(name):
+        params = urllib.parse.urlencode({"query": "sum(count_over_time(%s[1d]))" % name,
+                                         "start": repr(fleet.start + 86400), "end": repr(fleet.end), "step": "86400"})
+        with urllib.request.urlopen(url + "/api/v1/query_range?" + params, timeout=600) as r:
+            doc = json.load(r)
+        return sum(float(v) for s in doc["data"]["result"] for _, v in s["values"])
+    t0 = time.monotonic()
+    with concurrent.futures.ThreadPoolExecutor(2) as ex:
+        samples = sum(ex.map(count, OWNER_COUNTERS))
+    return time.monotonic() - t0, samples
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
@@ -333,6 +357,7 @@ def main():
         results["runs"] = runs
         results["increase_query_seconds"], results["increase_query_rows"] = timed_query(
             url, "sum by (project)(increase(gpu_allocated_seconds_total[%dd]))" % args.days, fleet.end)
+        results["sample_pass_seconds"], results["sample_pass_samples"] = sample_pass(url, fleet)
         results["prometheus_peak_rss_kib"] = status_kib(prom.pid, "VmHWM")
     finally:
         if prom is not None and prom.poll() is None:
@@ -379,6 +404,9 @@ def main():
         ("%s peak RSS after the reports" % store, "%.0f MiB" % (results["prometheus_peak_rss_kib"] / 1024), ""),
         ("one sum by (project)(increase(...[%dd])) query" % args.days, "%.2f s" % results["increase_query_seconds"],
          "the hand-built stack's way, for scale (inexact)"),
+        ("%s reading every owner sample once" % store, "%.2f s" % results["sample_pass_seconds"],
+         "%s samples counted, 4 counters on 2 connections: a floor for any reader of every sample"
+         % format(int(results["sample_pass_samples"]), ",")),
     ]
     print()
     print("Report: %d-day chargeback of %d GPUs from %s (%s)" % (args.days, gpus, store, first["backend"]))

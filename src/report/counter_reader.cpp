@@ -31,6 +31,10 @@ std::optional<Error> bad_sample(std::string_view selector, const Labels& labels,
 constexpr double kSameTime = 1e-3;
 // Uuids per regex in one request, so URLs and regexes stay small.
 constexpr std::size_t kUuidsPerRequest = 64;
+// Uuids per request for the raw samples of one step. Such a request reads one step's samples of
+// the flagged GPUs only, so fewer, larger requests save round trips; the regex travels in the
+// POST body, where 1024 uuids (about 40 KiB) are no burden.
+constexpr std::size_t kUuidsPerSettle = 1024;
 // What a restarted counter may hold beyond max_rate x the time since the sample before it: a
 // restarted agent's first reading can reach back into the driver's sample buffer (about 20 s),
 // and the agent's clock and the store's may differ by seconds.
@@ -246,27 +250,48 @@ Result<void> CounterReader::find_predecessors(const Selector& selector, const st
 }
 
 Result<StepFlags> CounterReader::reset_steps(std::string_view selector, bool by_series) {
+  // Resets over two steps ending at t, less those over the one step ending at t - step, are the
+  // drops whose later sample lies in (t - step, t]: the raw samples of the steps there are all a
+  // walk needs, as it enters them with the value before the drop.
+  const std::string over_two = fmt::format("resets({}[{}]) > 0", selector, promql_range(2 * step_));
+  const std::string over_one = fmt::format("resets({}[{}]) > 0", selector, promql_range(step_));
   StepFlags flags;
-  const double window = 2 * step_;
-  const std::string expr = fmt::format("resets({}[{}]) > 0", selector, promql_range(window));
-  // Every step overlapping (t - window, t] may hold the reset.
-  auto flag = [&](const Labels& labels, double t) {
-    auto& steps = flags[by_series ? labels_key(labels) : uuid_of(labels)];
-    for (std::size_t i = 1; i < timeline_.size(); ++i) {
-      if (timeline_[i] > t - window - kSameTime && timeline_[i - 1] < t + kSameTime) steps.insert(i);
+  auto flag = [&](const std::vector<Series>& two, const std::vector<Series>& one) {
+    std::map<std::pair<std::string, std::int64_t>, double> earlier;  // (series, ms) -> resets over one step
+    for (const auto& s : one) {
+      const std::string key = labels_key(s.labels);
+      for (const auto& x : s.samples) earlier[{key, std::llround((x.t + step_) * 1000)}] = x.v;
+    }
+    for (const auto& s : two) {
+      const std::string key = labels_key(s.labels);
+      for (const auto& x : s.samples) {
+        auto it = earlier.find({key, std::llround(x.t * 1000)});
+        if (x.v <= (it == earlier.end() ? 0.0 : it->second)) continue;
+        auto& steps = flags[by_series ? key : uuid_of(s.labels)];
+        for (std::size_t i = 1; i < timeline_.size(); ++i) {
+          if (timeline_[i] > x.t - step_ + kSameTime && timeline_[i - 1] < x.t - kSameTime) steps.insert(i);
+        }
+      }
     }
   };
-  // A range query covers the grid; the end point, when it is off the grid, is asked alone.
-  if (timeline_[0] + step_ <= timeline_.back()) {
-    auto range = api_.query_range(expr, timeline_[0] + step_, timeline_.back(), step_);
-    if (!range) return range.error();
-    for (const auto& s : *range) {
-      for (const auto& sample : s.samples) flag(s.labels, sample.t);
-    }
+  // The grid in two range queries; the end, when it is off the grid, in two instant ones.
+  double last = timeline_[0];
+  if (timeline_[0] + step_ <= timeline_.back() + kSameTime) {
+    const double first = timeline_[0] + step_;
+    last = first + std::floor((timeline_.back() - first + kSameTime) / step_) * step_;
+    auto two = api_.query_range(over_two, first, last, step_);
+    if (!two) return two.error();
+    auto one = api_.query_range(over_one, timeline_[0], last - step_, step_);
+    if (!one) return one.error();
+    flag(*two, *one);
   }
-  auto end = api_.query(expr, timeline_.back());
-  if (!end) return end.error();
-  for (const auto& s : *end) flag(s.labels, timeline_.back());
+  if (timeline_.back() - last > kSameTime) {
+    auto two = api_.query(over_two, timeline_.back());
+    if (!two) return two.error();
+    auto one = api_.query(over_one, timeline_.back() - step_);
+    if (!one) return one.error();
+    flag(*two, *one);
+  }
   return flags;
 }
 
@@ -444,7 +469,7 @@ Result<std::vector<SettledStep>> CounterReader::settle(std::string_view selector
       wanted.emplace(p->series, p);
       uuids.insert(p->uuid);
     }
-    for (const auto& group : chunks(std::vector<std::string>(uuids.begin(), uuids.end()), kUuidsPerRequest)) {
+    for (const auto& group : chunks(std::vector<std::string>(uuids.begin(), uuids.end()), kUuidsPerSettle)) {
       const std::string sel = with_matcher(selector, "uuid=~" + promql_string(exact_alternation(group)));
       auto answer = api_.raw_samples(sel, timeline_[i - 1], timeline_[i]);
       if (!answer) return answer.error();

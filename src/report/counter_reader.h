@@ -58,7 +58,7 @@ struct ResetFound {
 // A step of one series whose raw samples must be read before its increase is known, with what
 // the walk knew entering it: a few numbers, so that a fleet's are kept while its GPUs are read
 // batch by batch, and settled step by step for the whole fleet (CounterReader::settle), one
-// request reading a step's raw samples of up to 64 GPUs whatever batch they were in.
+// request reading a step's raw samples of up to 1024 GPUs whatever batch they were in.
 struct PendingStep {
   std::uint64_t series = 0;  // series_id() of its labels as read
   std::uint64_t owner = 0;   // ... and of what it is billed as (keep_one_replica() drops replica labels)
@@ -104,14 +104,15 @@ class CounterReader {
   Result<CounterData> read_deferred(std::string_view selector, const StepFlags& flags, const StepFlags& series_flags,
                                     double max_rate, std::string_view only);
   // The increases of pending steps of `selector` (any batches'), from their raw samples: one
-  // request per step and 64 GPUs; in step order. Only the steps i with i % lanes == lane, so
+  // request per step and 1024 GPUs; in step order. Only the steps i with i % lanes == lane, so
   // that `lanes` readers can share the work.
   Result<std::vector<SettledStep>> settle(std::string_view selector, const std::vector<PendingStep>& pending,
                                           double max_rate, std::size_t lane = 0, std::size_t lanes = 1);
 
-  // Steps in which a counter of the metric decreased at least once, by `resets()` over two
-  // steps so a reset between the last sample of one step and the first of the next is caught:
-  // uuid -> step indices, or with `by_series`, labels_key() -> step indices.
+  // Steps holding the sample after a decrease of a counter of the metric, by `resets()` over
+  // two steps (so a reset between the last sample of one step and the first of the next is
+  // caught) less those over the step before: uuid -> step indices, or with `by_series`,
+  // labels_key() -> step indices.
   Result<StepFlags> reset_steps(std::string_view selector, bool by_series = false);
 
   std::size_t steps() const { return timeline_.size() - 1; }

@@ -91,6 +91,38 @@ TEST(CounterReader, ResetHiddenInsideAStepIsFoundFromRawSamples) {
   EXPECT_DOUBLE_EQ(got["p"], brute_increase(api.data[0].samples, 0, 40));
 }
 
+// A reset needs the raw samples of one step: the one holding the sample after the drop, whether
+// the sample before it is in the same step or the step before (the walk enters with it).
+TEST(CounterReader, AResetFlagsOnlyTheStepOfTheSampleAfterIt) {
+  struct Case {
+    double before_t, after_t;
+    std::set<std::size_t> steps;
+  };
+  for (const Case& c : {Case{240, 250, {3}}, Case{290, 310, {4}}, Case{-10, 10, {1}}, Case{390, 400, {4}}}) {
+    FakePromApi api;
+    std::vector<Sample> samples;
+    for (double t = -50; t <= 500; t += 10) {
+      if (t <= c.before_t) samples.push_back({t, 100 + t});
+      if (t >= c.after_t) samples.push_back({t, t - c.after_t});
+    }
+    api.data.push_back(counter("GPU-a", "p", samples));
+    CounterReader reader(api, make_timeline(0, 500, 100, {}), 100, kHuge);
+    for (bool by_series : {false, true}) {
+      auto flags = reader.reset_steps("m_total", by_series);
+      ASSERT_TRUE(flags.ok());
+      ASSERT_EQ(flags->size(), 1u);
+      EXPECT_EQ(flags->begin()->second, c.steps) << c.before_t << " " << by_series;
+    }
+  }
+  // The end off the grid is asked alone and flags the steps it overlaps.
+  FakePromApi api;
+  api.data.push_back(counter("GPU-a", "p", {{400, 50}, {430, 60}, {440, 1}, {450, 2}}));
+  CounterReader reader(api, make_timeline(0, 450, 100, {}), 100, kHuge);
+  auto flags = reader.reset_steps("m_total");
+  ASSERT_TRUE(flags.ok());
+  EXPECT_EQ(flags->at("GPU-a"), (std::set<std::size_t>{4, 5}));
+}
+
 TEST(CounterReader, SeriesAbsentAcrossTheStartContinuesFromItsLastValue) {
   FakePromApi api;
   // Last sample long before the period (agent down with its state), back inside it.
