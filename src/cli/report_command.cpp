@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -84,7 +85,10 @@ void setup_report_command(CLI::App& cmd, ReportOptions& o, int& exit_code) {
                  "empty on whole GPUs); repeat or separate with commas")
       ->capture_default_str();
   cmd.add_option("--pricing", o.pricing_file, "Pricing file (YAML); without one the report shows usage only");
-  cmd.add_option("--format", o.format, "table, csv, json or html")->capture_default_str();
+  cmd.add_option("--format", o.format,
+                 "table, csv, json, html, or focus (FOCUS 1.2 cost and usage CSV: a row per GPU and owner; "
+                 "needs --pricing, takes no --by)")
+      ->capture_default_str();
   cmd.add_option("--output", o.output, "File to write; - is stdout")->capture_default_str();
   cmd.add_option("--step", o.step, "Timeline step (default: 1m to 1d, at most 400 steps)");
   cmd.add_option("--node-label", o.node_label, "Label that names the node")->capture_default_str();
@@ -148,13 +152,21 @@ int run_report(const ReportOptions& o) {
   auto replicas = replica_labels(o.replica_labels);
   if (!replicas) return input_error(replicas.error().message);
   req.replica_labels = std::move(replicas).value();
-  if (o.format != "table" && o.format != "csv" && o.format != "json" && o.format != "html") {
-    return input_error(fmt::format("--format \"{}\": expected table, csv, json or html", o.format));
+  if (o.format != "table" && o.format != "csv" && o.format != "json" && o.format != "html" && o.format != "focus") {
+    return input_error(fmt::format("--format \"{}\": expected table, csv, json, html or focus", o.format));
   }
   if (o.progress != "auto" && o.progress != "always" && o.progress != "never") {
     return input_error(fmt::format("--progress \"{}\": expected auto, always or never", o.progress));
   }
   req.by = split_by(o.by);
+  if (o.format == "focus") {
+    // A FOCUS row is one GPU's (or MIG profile's) charge to one owner.
+    if (req.by != std::vector<std::string>{"project"}) {
+      return input_error("--format focus groups by GPU and owner itself; leave --by out");
+    }
+    if (o.pricing_file.empty()) return input_error("--format focus needs --pricing: FOCUS rows are costs");
+    req.by = report::kFocusDimensions;
+  }
   if (req.by.empty()) return input_error("--by: at least one dimension is needed");
   for (const auto& d : req.by) {
     if (!report::is_dimension(d)) {
@@ -163,6 +175,9 @@ int run_report(const ReportOptions& o) {
     }
   }
   if (auto period = read_period(o, now, req); !period) return input_error(period.error().message);
+  if (o.format == "focus" && (req.from != std::floor(req.from) || req.to != std::floor(req.to))) {
+    return input_error("--format focus: --from and --to must be whole seconds (FOCUS dates have no fraction)");
+  }
   if (!o.forecast.empty()) {
     auto horizon = seconds_flag("--forecast", o.forecast);
     if (!horizon) return input_error(horizon.error().message);
@@ -218,6 +233,8 @@ int run_report(const ReportOptions& o) {
     text = report::render_csv(*built);
   else if (o.format == "html")
     text = report::render_html(*built);
+  else if (o.format == "focus")
+    text = report::render_focus(*built);
   else
     text = report::render_table(*built, !o.no_color && o.output == "-" && isatty(STDOUT_FILENO));
 

@@ -285,15 +285,30 @@ void parse_budgets(const YAML::Node& node, Pricing& p) {
   }
 }
 
+void parse_billing(const YAML::Node& node, Pricing& p) {
+  MapReader m(node, "billing", {"provider", "account_id", "account_name", "service_name"});
+  auto text = [&](std::string_view key, std::string& out) {
+    if (!m.has(key)) return;
+    const std::string path = m.path(key);
+    out = read_string(m.get(key), path);
+    if (out.find_first_not_of(" \t") == std::string::npos) fail_at(m.get(key), path, "must not be empty");
+  };
+  text("provider", p.billing.provider);
+  text("account_id", p.billing.account_id);
+  text("account_name", p.billing.account_name);
+  text("service_name", p.billing.service_name);
+}
+
 // A section written with no value ("energy:") is the same as no section.
 bool present(const YAML::Node& n) { return n.IsDefined() && !n.IsNull(); }
 
 Pricing parse_document(const YAML::Node& root, std::string_view source) {
   if (!root.IsMap()) {
     fail_at(root, "",
-            "expected a mapping with the key gpu_models and optionally currency, mig_profiles, energy, idle, budgets");
+            "expected a mapping with the key gpu_models and optionally currency, mig_profiles, energy, idle, budgets, "
+            "billing");
   }
-  MapReader top(root, "", {"currency", "gpu_models", "mig_profiles", "energy", "idle", "budgets"});
+  MapReader top(root, "", {"currency", "gpu_models", "mig_profiles", "energy", "idle", "budgets", "billing"});
   Pricing p;
   p.source = std::string(source);
   if (top.has("currency")) parse_currency(top.get("currency"), p);
@@ -305,6 +320,7 @@ Pricing parse_document(const YAML::Node& root, std::string_view source) {
   }
   if (present(top.get("idle"))) parse_idle(top.get("idle"), p);
   if (present(top.get("budgets"))) parse_budgets(top.get("budgets"), p);
+  if (present(top.get("billing"))) parse_billing(top.get("billing"), p);
   return p;
 }
 

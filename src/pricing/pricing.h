@@ -74,6 +74,15 @@ struct Pool {
   std::optional<FullMatchRegex> node_pattern;
 };
 
+// Who bills whom, for exports that name them (report --format focus): the platform that sells
+// GPU time, the account it bills, and the name of its GPU service. Empty: the export's default.
+struct BillingIdentity {
+  std::string provider;
+  std::string account_id;
+  std::string account_name;
+  std::string service_name;
+};
+
 struct Pricing {
   std::string source;  // the file's path, for messages and report metadata
   std::string currency = "USD";
@@ -86,6 +95,7 @@ struct Pricing {
   IdlePolicy idle_policy = IdlePolicy::kSeparate;
   std::vector<Pool> pools;                             // kSpreadByPool only, in file order
   std::map<std::string, double, std::less<>> budgets;  // project -> budget per calendar month
+  BillingIdentity billing;
 
   // The price in effect at unix time `t` for `model`, falling back to "*"; nullopt when
   // neither has an entry in effect at `t`.

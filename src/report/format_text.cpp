@@ -1,12 +1,12 @@
 // The table, CSV and JSON formats of `gpumeter report`.
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <string>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "report/csv_cell.h"
 #include "report/format.h"
 #include "report/time_spec.h"
 #include "util/terminal_text.h"
@@ -83,28 +83,6 @@ nlohmann::json cost_json(const Cost& c) {
           {"total", c.total()}};
 }
 
-// A text cell a spreadsheet would take for a formula (OWASP, "CSV Injection"): one starting with
-// =, +, -, @, a tab or a carriage return, unless the whole cell is a plain number.
-bool formula_like(std::string_view s) {
-  if (s.empty() || std::string_view("=+-@\t\r").find(s.front()) == std::string_view::npos) return false;
-  double v = 0;
-  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  return ec != std::errc() || end != s.data() + s.size();
-}
-
-// A text cell: a formula-like one gets a leading ' so that it stays text, then RFC 4180 quoting.
-// The report's own numbers are written as they are, never through here.
-std::string csv_field(const std::string& text) {
-  const std::string s = formula_like(text) ? "'" + text : text;
-  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"') out += '"';
-    out += c;
-  }
-  return out + "\"";
-}
-
 }  // namespace
 
 std::string render_json(const Report& r) {
@@ -147,7 +125,7 @@ std::string render_json(const Report& r) {
                           {"unit", r.priced ? r.currency : std::string("allocated_seconds")}};
   nlohmann::json doc{
       {"format", "gpumeter-report"},
-      {"version", 1},
+      {"version", kReportSchemaVersion},
       {"source", {{"url", r.url}, {"backend", r.backend}}},
       {"from", format_utc(r.from)},
       {"to", format_utc(r.to)},
@@ -189,7 +167,7 @@ std::string render_csv(const Report& r) {
   const bool forecast = r.forecast_seconds > 0;
   if (forecast) out += ",forecast_gpus_at_end,forecast_trend_gpus_per_day,forecast_gpu_hours";
   if (forecast && r.priced) out += ",forecast_cost";
-  out += "\n";
+  out += ",schema_version\n";
   for (const auto& row : r.rows) {
     for (std::size_t i = 0; i < r.by.size(); ++i) out += csv_field(row.key[i]) + ",";
     out += std::string(*row_kind(row) ? row_kind(row) : "owner") + ",";
@@ -216,7 +194,7 @@ std::string render_csv(const Report& r) {
       out += f ? fmt::format(",{:.17g},{:.17g},{:.17g}", f->gpus_at_end, f->trend_gpus_per_day, f->gpu_hours) : ",,,";
       if (r.priced) out += f && f->cost ? fmt::format(",{:.17g}", *f->cost) : ",";
     }
-    out += "\n";
+    out += fmt::format(",{}\n", kReportSchemaVersion);
   }
   return out;
 }

@@ -106,6 +106,7 @@ class Builder {
       report_.priced = true;
       report_.currency = req_.pricing->currency;
       report_.pricing_source = req_.pricing->source;
+      report_.billing = req_.pricing->billing;
       report_.idle_policy = std::string(pricing::to_string(req_.pricing->idle_policy));
     }
     std::vector<double> changes;

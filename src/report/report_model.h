@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "pricing/pricing.h"
+
 namespace gpumeter::report {
 
 // Exact period totals of the ledger counters, in base units.
@@ -128,10 +130,11 @@ struct Report {
   bool priced = false;
   std::string currency;  // when priced
   std::string pricing_source;
-  std::string idle_policy;      // when priced
-  std::vector<Row> rows;        // most expensive first (most allocated seconds when unpriced)
-  Row total;                    // key empty
-  double forecast_seconds = 0;  // the forecast's horizon; 0 without --forecast
+  std::string idle_policy;           // when priced
+  pricing::BillingIdentity billing;  // the pricing file's `billing` names, for the FOCUS export
+  std::vector<Row> rows;             // most expensive first (most allocated seconds when unpriced)
+  Row total;                         // key empty
+  double forecast_seconds = 0;       // the forecast's horizon; 0 without --forecast
   Timeline timeline;
   Reconciliation reconciliation;
   std::vector<Warning> warnings;

@@ -4,14 +4,21 @@ that tile, prices that change mid-period, budgets, every output format, and coun
 from an agent restarted without its state file."""
 import csv
 import io
+import json
+import math
 import os
 import signal
+import sys
 import tempfile
 import time
 
+import harness
 from harness import (AgentTestCase, Agent, COUNTERS, Prometheus, SCENARIOS, ScenarioStart, SimNode, VictoriaMetrics,
                      EDGE_SECONDS, allowed_deviation, expected_owners, owner_edges, report, report_json, sim_env,
                      sim_truth, wait_until)
+
+sys.path.insert(0, os.path.join(harness.SOURCE_DIR, "tests", "tools"))
+import focus_check  # noqa: E402
 
 MIXED = os.path.join(SCENARIOS, "ledger-mixed.yaml")
 CHURN = os.path.join(SCENARIOS, "ledger-churn.yaml")
@@ -144,6 +151,7 @@ class ReportAgainstTruth(AgentTestCase):
                     "    - {from: \"%s\", gpu_hour: 7.2, busy_gpu_hour: 0}\n"
                     "energy: {kwh: 0.36, pue: 1.25}\n"
                     "budgets:\n  vision: 1000\n"
+                    "billing: {provider: Research Computing, account_id: rc-gpu, service_name: GPU cluster}\n"
                     % (MODEL, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(change)) + ".000Z"))
         doc = report_json("--url", prom.base, "--from", period_from, "--to", period_to, "--by", "project",
                           "--pricing", pricing)
@@ -171,6 +179,71 @@ class ReportAgainstTruth(AgentTestCase):
         self.assertAlmostEqual(budget["used_ratio"], got[("vision",)]["cost"]["total"] / budget["for_period"], places=9)
         total = sum(r["cost"]["total"] for r in doc["rows"])
         self.assertAlmostEqual(doc["total"]["cost"]["total"], total, places=9)
+        self.check_focus(prom, pricing, period_from, period_to)
+
+    def check_focus(self, prom, pricing, period_from, period_to):
+        """The FOCUS 1.2 export: conforms, names what the pricing file says, and adds up to the
+        report's totals; the checker catches each kind of fault; bad flags exit 2."""
+        a, b = math.ceil(period_from), math.floor(period_to)  # FOCUS dates are whole seconds
+        base = ["--url", prom.base, "--from", a, "--to", b, "--pricing", pricing]
+        text = report(*(base + ["--format", "focus"])).stdout
+        self.assertEqual(focus_check.check(text), [])
+        rows = list(csv.DictReader(io.StringIO(text)))
+        doc = report_json(*(base + ["--by", "project"]))
+        self.assertAlmostEqual(math.fsum(float(r["BilledCost"]) for r in rows) / doc["total"]["cost"]["total"], 1,
+                               delta=1e-12)
+        self.assertAlmostEqual(math.fsum(float(r["PricingQuantity"]) for r in rows) * 3600
+                               / doc["total"]["allocated_seconds"], 1, delta=1e-12)
+        by_project = {}
+        for r in rows:
+            project = r["SubAccountId"] or "__%s__" % r["x_RowKind"]
+            by_project.setdefault(project, []).append(float(r["BilledCost"]))
+            for part in ("x_CostAllocation", "x_CostUtilization", "x_CostEnergy", "x_CostIdle"):
+                self.assertGreaterEqual(float(r[part]), 0)
+            self.assertEqual(float(r["BilledCost"]), float(r["EffectiveCost"]))
+            self.assertTrue(r["ResourceId"].startswith("GPU-"), r)
+            self.assertEqual((r["ProviderName"], r["BillingAccountId"], r["ServiceName"], r["BillingCurrency"]),
+                             ("Research Computing", "rc-gpu", "GPU cluster", "EUR"))
+            self.assertEqual(r["ChargePeriodStart"], time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(a)))
+            if r["x_RowKind"] == "owner":
+                self.assertEqual(json.loads(r["Tags"])["project"], r["SubAccountId"])
+        self.assertEqual(set(by_project), {row["key"]["project"] for row in doc["rows"]})
+        for row in doc["rows"]:
+            self.assertAlmostEqual(math.fsum(by_project[row["key"]["project"]]), row["cost"]["total"],
+                                   delta=1e-12 * max(1.0, row["cost"]["total"]))
+        # The checker is no rubber stamp: each fault below is one it must report.
+        header, first = text.split("\n")[:2]
+        cells = dict(zip(header.split(","), next(csv.reader([first]))))
+
+        def with_cells(**changes):
+            row = dict(cells, **changes)
+            out = io.StringIO()
+            csv.writer(out, lineterminator="\n").writerows([list(row), list(row.values())])
+            return out.getvalue()
+        faults = {
+            "Mandatory column BilledCost missing": "\n".join(
+                ",".join(line.split(",")[1:]) for line in [header, first]) + "\n",
+            "ChargeCategory 'usage'": with_cells(ChargeCategory="usage"),
+            "BilledCost '1.5E+3'": with_cells(BilledCost="1.5E+3"),
+            "ConsumedUnit and ConsumedQuantity": with_cells(ConsumedUnit=""),
+            "Tags: the value of 'project' is not a scalar": with_cells(Tags='{"project": {"a": 1}}'),
+            "ServiceSubcategory 'Other (Compute)' belongs to": with_cells(ServiceCategory="Storage"),
+            "ChargePeriodStart": with_cells(ChargePeriodStart="2026-11-01T00:00:00.5Z"),
+            "PricingUnit 'hours'": with_cells(PricingUnit="hours"),
+            "BillingAccountId is null": with_cells(BillingAccountId=""),
+        }
+        for want, bad in faults.items():
+            found = focus_check.check(bad)
+            self.assertTrue(any(want in p for p in found), "%r not reported; found %r" % (want, found))
+        for args, why in ((["--format", "focus", "--by", "user"], "leave --by out"),
+                          (["--url", prom.base, "--from", a + 0.5, "--to", b, "--pricing", pricing, "--format",
+                            "focus"], "whole seconds")):
+            out = report(*((base if args[0] != "--url" else []) + args), check=False)
+            self.assertEqual(out.returncode, 2, out.stderr)
+            self.assertIn(why, out.stderr)
+        out = report("--url", prom.base, "--from", a, "--to", b, "--format", "focus", check=False)
+        self.assertEqual(out.returncode, 2, out.stderr)
+        self.assertIn("needs --pricing", out.stderr)
 
     def check_formats(self, prom, period_from, period_to):
         base = ["--url", prom.base, "--from", period_from, "--to", period_to, "--by", "project,user"]

@@ -165,10 +165,10 @@ TEST(pricing_errors, Document) {
   expect_errors({
       {"",
        "p.yaml: expected a mapping with the key gpu_models and optionally currency, mig_profiles, energy, idle, "
-       "budgets"},
+       "budgets, billing"},
       {"- a\n",
        "p.yaml:1:1: expected a mapping with the key gpu_models and optionally currency, mig_profiles, "
-       "energy, idle, budgets"},
+       "energy, idle, budgets, billing"},
       {"gpu_models: {m: {gpu_hour: 1}}\n---\na: 1\n", "p.yaml:3:1: expected one YAML document, found 2"},
       {"gpu_models: {m: {gpu_hour: [1}\n", "p.yaml:1:30: illegal flow end"},
       // yaml-cpp alone loops for ever on a ',' outside [...] or {...} (found by fuzz_pricing).
@@ -177,7 +177,7 @@ TEST(pricing_errors, Document) {
       {"currency: USD\n", "p.yaml:1:1: missing required key 'gpu_models'"},
       {"gpu_models: {m: {gpu_hour: 1}}\nenrgy: {kwh: 1}\n",
        "p.yaml:2:1: unknown key 'enrgy' (expected one of: currency, gpu_models, mig_profiles, energy, idle, "
-       "budgets)"},
+       "budgets, billing)"},
       {"gpu_models: {m: {gpu_hour: 1}}\ncurrency: USD\ncurrency: EUR\n", "p.yaml:3:1: duplicate key 'currency'"},
   });
 }
@@ -189,6 +189,25 @@ TEST(pricing_errors, Currency) {
       {"currency: EURO\ngpu_models: {m: {gpu_hour: 1}}\n",
        "p.yaml:1:11: currency: expected a 3-letter ISO 4217 code such as USD or EUR, got 'EURO'"},
       {"currency: [USD]\ngpu_models: {m: {gpu_hour: 1}}\n", "p.yaml:1:11: currency: expected a string, got a list"},
+  });
+}
+
+// The names the FOCUS export gives the provider and the account (docs/focus.md).
+TEST(pricing_parse, BillingNames) {
+  const auto p = parse_ok(
+      "gpu_models: {m: {gpu_hour: 1}}\n"
+      "billing: {provider: Research Computing, account_id: rc-1, account_name: RC, service_name: GPU cluster}\n");
+  EXPECT_EQ(p.billing.provider, "Research Computing");
+  EXPECT_EQ(p.billing.account_id, "rc-1");
+  EXPECT_EQ(p.billing.account_name, "RC");
+  EXPECT_EQ(p.billing.service_name, "GPU cluster");
+  EXPECT_EQ(parse_ok("gpu_models: {m: {gpu_hour: 1}}\n").billing.provider, "");
+  expect_errors({
+      {"gpu_models: {m: {gpu_hour: 1}}\nbilling: {provider: \" \"}\n",
+       "p.yaml:2:21: billing.provider: must not be empty"},
+      {"gpu_models: {m: {gpu_hour: 1}}\nbilling: {invoice: x}\n",
+       "p.yaml:2:11: billing: unknown key 'invoice' (expected one of: provider, account_id, account_name, "
+       "service_name)"},
   });
 }
 
