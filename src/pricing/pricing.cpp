@@ -29,6 +29,9 @@ constexpr std::size_t kMaxPricingBytes = 1 << 20;
 constexpr double kMaxPrice = 1e9;
 // The largest monthly budget, for the same reason.
 constexpr double kMaxBudget = 1e15;
+// The largest carbon intensity, gCO2e per kWh: coal-fired generation is about 1,000 (IPCC AR5,
+// WG3, Annex III, lifecycle median 820), so 2,000 leaves room and still catches kg typed as g.
+constexpr double kMaxCarbonIntensity = 2000;
 constexpr double kSecondsPerDay = 86400;
 
 constexpr std::array<std::pair<IdlePolicy, std::string_view>, 3> kIdlePolicies = {{
@@ -285,6 +288,22 @@ void parse_budgets(const YAML::Node& node, Pricing& p) {
   }
 }
 
+SiteFactors read_site(const MapReader& m) {
+  SiteFactors f;
+  if (m.has("pue")) f.pue = read_double(m.get("pue"), m.path("pue"), 1, 3);
+  f.gco2e_per_kwh = read_double(m.require("gco2e_per_kwh"), m.path("gco2e_per_kwh"), 0, kMaxCarbonIntensity);
+  return f;
+}
+
+void parse_sites(const YAML::Node& node, Pricing& p) {
+  const std::string path = "sites";
+  for (const MapEntry& e : read_entries(node, path)) {
+    if (e.key.empty()) fail_at(e.key_node, path, "a site name (a cluster label's value, or \"*\") must not be empty");
+    p.sites.emplace(e.key, read_dated<SiteFactors>(e.value, e.path, {"from", "pue", "gco2e_per_kwh"}, read_site,
+                                                   "{pue: 1.3, gco2e_per_kwh: 380}"));
+  }
+}
+
 void parse_billing(const YAML::Node& node, Pricing& p) {
   MapReader m(node, "billing", {"provider", "account_id", "account_name", "service_name"});
   auto text = [&](std::string_view key, std::string& out) {
@@ -306,9 +325,9 @@ Pricing parse_document(const YAML::Node& root, std::string_view source) {
   if (!root.IsMap()) {
     fail_at(root, "",
             "expected a mapping with the key gpu_models and optionally currency, mig_profiles, energy, idle, budgets, "
-            "billing");
+            "billing, sites");
   }
-  MapReader top(root, "", {"currency", "gpu_models", "mig_profiles", "energy", "idle", "budgets", "billing"});
+  MapReader top(root, "", {"currency", "gpu_models", "mig_profiles", "energy", "idle", "budgets", "billing", "sites"});
   Pricing p;
   p.source = std::string(source);
   if (top.has("currency")) parse_currency(top.get("currency"), p);
@@ -321,6 +340,7 @@ Pricing parse_document(const YAML::Node& root, std::string_view source) {
   if (present(top.get("idle"))) parse_idle(top.get("idle"), p);
   if (present(top.get("budgets"))) parse_budgets(top.get("budgets"), p);
   if (present(top.get("billing"))) parse_billing(top.get("billing"), p);
+  if (present(top.get("sites"))) parse_sites(top.get("sites"), p);
   return p;
 }
 
@@ -444,6 +464,15 @@ std::optional<MigPrice> Pricing::mig_price(std::string_view model, std::string_v
   return std::nullopt;
 }
 
+std::optional<SiteFactors> Pricing::site(std::string_view cluster, double t) const {
+  for (std::string_view key : {cluster, kAnyModel}) {
+    auto it = sites.find(key);
+    if (it == sites.end()) continue;
+    if (const SiteFactors* f = in_effect(it->second, t)) return *f;
+  }
+  return std::nullopt;
+}
+
 std::optional<EnergyPrice> Pricing::energy_price(double t) const {
   if (const EnergyPrice* p = in_effect(energy, t)) return *p;
   return std::nullopt;
@@ -452,6 +481,7 @@ std::optional<EnergyPrice> Pricing::energy_price(double t) const {
 std::vector<double> Pricing::change_points(double from, double to) const {
   std::vector<double> out;
   for (const auto& [model, list] : gpu_models) add_change_points(list, from, to, out);
+  for (const auto& [site, list] : sites) add_change_points(list, from, to, out);
   for (const auto& [model, profiles] : mig_profiles) {
     for (const auto& [profile, list] : profiles) add_change_points(list, from, to, out);
   }

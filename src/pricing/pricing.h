@@ -74,6 +74,13 @@ struct Pool {
   std::optional<FullMatchRegex> node_pattern;
 };
 
+// Where a GPU runs, for its energy's footprint: the facility's power usage effectiveness (the
+// energy drawn per joule the GPU uses) and the carbon intensity of the grid, gCO2e per kWh.
+struct SiteFactors {
+  double pue = 1;
+  double gco2e_per_kwh = 0;
+};
+
 // Who bills whom, for exports that name them (report --format focus): the platform that sells
 // GPU time, the account it bills, and the name of its GPU service. Empty: the export's default.
 struct BillingIdentity {
@@ -96,6 +103,9 @@ struct Pricing {
   std::vector<Pool> pools;                             // kSpreadByPool only, in file order
   std::map<std::string, double, std::less<>> budgets;  // project -> budget per calendar month
   BillingIdentity billing;
+  // Site (a `cluster` label's value, or "*" for any other) -> its dated factors, sorted like
+  // gpu_models. Empty: no footprint is reported.
+  std::map<std::string, std::vector<Dated<SiteFactors>>, std::less<>> sites;
 
   // The price in effect at unix time `t` for `model`, falling back to "*"; nullopt when
   // neither has an entry in effect at `t`.
@@ -106,6 +116,8 @@ struct Pricing {
   std::optional<MigPrice> mig_price(std::string_view model, std::string_view profile, double t) const;
   // The energy price in effect at `t`; nullopt when energy is not charged at `t`.
   std::optional<EnergyPrice> energy_price(double t) const;
+  // The factors in effect at `t` for the site named `cluster`, falling back to "*".
+  std::optional<SiteFactors> site(std::string_view cluster, double t) const;
   // Every effective date strictly inside (from, to), sorted and unique: a report splits its
   // period there so no step straddles a price change.
   std::vector<double> change_points(double from, double to) const;

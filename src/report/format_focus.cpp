@@ -119,6 +119,8 @@ const std::vector<std::string_view>& focus_columns() {
                                                         "x_CostUtilization",
                                                         "x_CostEnergy",
                                                         "x_CostIdle",
+                                                        "x_FacilityEnergyKwh",
+                                                        "x_Co2eKg",
                                                         "x_SchemaVersion"};
   return columns;
 }
@@ -180,6 +182,8 @@ std::string render_focus(const Report& r) {
                                       number(row.cost.utilization),
                                       number(row.cost.energy),
                                       number(row.cost.idle),
+                                      r.footprint ? number(row.usage.facility_energy_joules / 3.6e6) : "",
+                                      r.footprint ? number(row.usage.co2e_kg) : "",
                                       std::to_string(kReportSchemaVersion)};
     for (std::size_t i = 0; i < cells.size(); ++i) out += (i ? "," : "") + cells[i];
     out += "\n";

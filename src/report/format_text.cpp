@@ -56,7 +56,8 @@ std::string period_length(double seconds) {
   return fmt::format("{:.4g} s", seconds);
 }
 
-nlohmann::json usage_json(const Usage& u) {
+// `footprint`: the pricing file has sites, so facility energy and CO2e are known (else null).
+nlohmann::json usage_json(const Usage& u, bool footprint) {
   nlohmann::json j{
       {"allocated_seconds", u.allocated_seconds},           {"busy_seconds", u.busy_seconds},
       {"memory_byte_seconds", u.memory_byte_seconds},       {"energy_joules", u.energy_joules},
@@ -64,6 +65,8 @@ nlohmann::json usage_json(const Usage& u) {
       {"mig_sm_active_seconds", u.mig_sm_active_seconds}};
   auto e = u.efficiency();
   j["efficiency"] = e ? nlohmann::json(*e) : nlohmann::json(nullptr);
+  j["facility_energy_joules"] = footprint ? nlohmann::json(u.facility_energy_joules) : nlohmann::json(nullptr);
+  j["co2e_kg"] = footprint ? nlohmann::json(u.co2e_kg) : nlohmann::json(nullptr);
   return j;
 }
 
@@ -90,7 +93,7 @@ std::string render_json(const Report& r) {
   for (const auto& row : r.rows) {
     nlohmann::json key = nlohmann::json::object();
     for (std::size_t i = 0; i < r.by.size() && i < row.key.size(); ++i) key[r.by[i]] = row.key[i];
-    nlohmann::json j = usage_json(row.usage);
+    nlohmann::json j = usage_json(row.usage, r.footprint);
     j["key"] = key;
     j["cost"] = r.priced ? cost_json(row.cost) : nlohmann::json(nullptr);
     j["idle"] = row.idle;
@@ -106,7 +109,7 @@ std::string render_json(const Report& r) {
     }
     rows.push_back(std::move(j));
   }
-  nlohmann::json total = usage_json(r.total.usage);
+  nlohmann::json total = usage_json(r.total.usage, r.footprint);
   total["cost"] = r.priced ? cost_json(r.total.cost) : nlohmann::json(nullptr);
   if (r.forecast_seconds > 0) total["forecast"] = forecast_json(r.total.forecast);
   const auto& rec = r.reconciliation;
@@ -137,6 +140,7 @@ std::string render_json(const Report& r) {
       {"currency", r.priced ? nlohmann::json(r.currency) : nlohmann::json(nullptr)},
       {"pricing", r.priced ? nlohmann::json(r.pricing_source) : nlohmann::json(nullptr)},
       {"idle_policy", r.priced ? nlohmann::json(r.idle_policy) : nlohmann::json(nullptr)},
+      {"footprint", r.footprint},
       {"forecast_seconds", r.forecast_seconds > 0 ? nlohmann::json(r.forecast_seconds) : nlohmann::json(nullptr)},
       {"rows", std::move(rows)},
       {"total", std::move(total)},
@@ -161,6 +165,7 @@ std::string render_csv(const Report& r) {
   std::string out;
   for (const auto& d : r.by) out += csv_field(d) + ",";
   out += "kind,allocated_gpu_hours,busy_gpu_hours,efficiency,memory_gib_hours,energy_kwh,idle_allocated_gpu_hours";
+  if (r.footprint) out += ",facility_energy_kwh,co2e_kg";
   const bool mig = has_mig_slices(r);
   if (mig) out += ",mig_allocated_gpu_hours,mig_profiles,mig_sm_active_gpu_hours";
   if (r.priced) out += ",cost_allocation,cost_utilization,cost_energy,cost_idle,cost_total,currency,budget_used_ratio";
@@ -177,6 +182,7 @@ std::string render_csv(const Report& r) {
         fmt::format("{:.17g},{:.17g},{},{:.17g},{:.17g}", u.allocated_seconds / 3600, u.busy_seconds / 3600,
                     e ? fmt::format("{:.17g}", *e) : "", u.memory_byte_seconds / kGiB / 3600, u.energy_joules / 3.6e6);
     out += fmt::format(",{:.17g}", u.idle_allocated_seconds / 3600);
+    if (r.footprint) out += fmt::format(",{:.17g},{:.17g}", u.facility_energy_joules / 3.6e6, u.co2e_kg);
     if (mig) {
       std::string profiles;
       for (const auto& p : row.mig_profiles) profiles += (profiles.empty() ? "" : " ") + p;
@@ -278,6 +284,7 @@ std::string render_table(const Report& r, bool color) {
   // Of the busy time, the MIG instances' SM activity: a different quantity (docs/ledger.md).
   if (mig) header.push_back("MIG SM-ACTIVE GPU-H");
   for (const char* h : {"EFFICIENCY", "MEM GIB-H", "ENERGY KWH"}) header.push_back(h);
+  if (r.footprint) header.push_back("KG CO2E");
   if (r.priced) {
     for (const char* h : {"ALLOCATION", "UTILIZATION", "ENERGY", "IDLE SHARE", "TOTAL"}) {
       header.push_back(fmt::format("{} {}", h, r.currency));
@@ -296,6 +303,7 @@ std::string render_table(const Report& r, bool color) {
     c.push_back(efficiency_text(u));
     c.push_back(grouped(u.memory_byte_seconds / kGiB / 3600, 1));
     c.push_back(grouped(u.energy_joules / 3.6e6, 2));
+    if (r.footprint) c.push_back(grouped(u.co2e_kg, 2));
     if (r.priced) {
       for (double v : {row.cost.allocation, row.cost.utilization, row.cost.energy, row.cost.idle, row.cost.total()}) {
         c.push_back(grouped(v, 2));

@@ -58,7 +58,25 @@ double Pricer::energy(std::size_t step, double joules) {
   return joules * energy_cache_[step - 1];
 }
 
+std::optional<pricing::SiteFactors> Pricer::site(const std::string& cluster, std::size_t step) {
+  auto [it, inserted] = site_cache_.try_emplace(cluster);
+  if (inserted) {
+    it->second.resize(steps_);
+    for (std::size_t i = 0; i < steps_; ++i) it->second[i] = pricing_.site(cluster, mid(i + 1));
+  }
+  const auto& f = it->second[step - 1];
+  if (!f) missing_sites_.insert(cluster);
+  return f;
+}
+
 Error Pricer::missing_price_error() const {
+  if (missing_prices_.empty()) {
+    std::string sites;
+    for (const auto& s : missing_sites_) sites += (sites.empty() ? "\"" : ", \"") + s + "\"";
+    return Error{2, fmt::format("{}: no sites entry in effect for the cluster label value {} during the period; add "
+                                "it or a \"*\" entry under sites (\"\" is a GPU without a cluster label)",
+                                pricing_.source, sites)};
+  }
   std::string what;
   for (const auto& [model, uuids] : missing_prices_) {
     if (!what.empty()) what += "; ";

@@ -32,9 +32,13 @@ class Pricer {
   std::optional<double> utilization(const std::string& model, const std::string& uuid, std::size_t step,
                                     double gpu_seconds);
   double energy(std::size_t step, double joules);
+  // The site factors of the `cluster` label's value in step `step` (pricing file `sites`);
+  // nullopt (and noted) when neither it nor "*" has factors in effect.
+  std::optional<pricing::SiteFactors> site(const std::string& cluster, std::size_t step);
 
-  // Models used without a price in effect, with the GPUs that used them.
-  bool missing() const { return !missing_prices_.empty(); }
+  // Models used without a price in effect, with the GPUs that used them, or sites without
+  // factors.
+  bool missing() const { return !missing_prices_.empty() || !missing_sites_.empty(); }
   Error missing_price_error() const;
 
  private:
@@ -48,7 +52,9 @@ class Pricer {
   // (model, profile) -> per step: the price per instance-hour, or nullopt where the share applies.
   std::map<std::pair<std::string, std::string>, std::vector<std::optional<double>>> mig_cache_;
   std::vector<double> energy_cache_;
+  std::map<std::string, std::vector<std::optional<pricing::SiteFactors>>> site_cache_;
   std::map<std::string, std::set<std::string>> missing_prices_;
+  std::set<std::string> missing_sites_;
 };
 
 }  // namespace gpumeter::report

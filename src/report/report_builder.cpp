@@ -107,6 +107,7 @@ class Builder {
       report_.currency = req_.pricing->currency;
       report_.pricing_source = req_.pricing->source;
       report_.billing = req_.pricing->billing;
+      report_.footprint = !req_.pricing->sites.empty();
       report_.idle_policy = std::string(pricing::to_string(req_.pricing->idle_policy));
     }
     std::vector<double> changes;
@@ -428,10 +429,12 @@ class Builder {
     RowAcc* acc;
     std::string uuid, node, model, mig_profile;
     int mig_slices = 0;
+    std::string site;  // its cluster label
   };
 
   SeriesRow row_of(const Labels& labels) {
-    SeriesRow out{nullptr, label(labels, "uuid"), node_of(labels), "", label(labels, "mig_profile"), 0};
+    SeriesRow out{nullptr, label(labels, "uuid"),   node_of(labels), "", label(labels, "mig_profile"),
+                  0,       label(labels, "cluster")};
     if (auto gi = gpus_.find(out.uuid); gi != gpus_.end()) {
       out.model = gi->second.model;
       out.mig_slices = gi->second.mig_slices;
@@ -473,6 +476,12 @@ class Builder {
     if (f == kEnergy) {
       cost = pricer_->energy(i, x);
       acc.row.cost.energy += cost;
+      if (report_.footprint) {
+        if (auto site = pricer_->site(series.site, i)) {
+          acc.row.usage.facility_energy_joules += x * site->pue;
+          acc.row.usage.co2e_kg += x / 3.6e6 * site->pue * site->gco2e_per_kwh / 1000;
+        }
+      }
     } else if (f == kAllocated || f == kBusy) {
       auto priced = f == kAllocated
                         ? pricer_->allocation(series.model, series.mig_profile, series.mig_slices, series.uuid, i, x)

@@ -27,6 +27,10 @@ struct Usage {
   // Part of busy_seconds on MIG instances: their SM activity (GPM), a different quantity from a
   // whole GPU's time busy (docs/ledger.md, "MIG"), in GPU-seconds.
   double mig_sm_active_seconds = 0;
+  // The footprint of energy_joules at its site (pricing file `sites`): the facility's energy,
+  // energy_joules x PUE, and its carbon, that x the grid's gCO2e/kWh, in kg. 0 without sites.
+  double facility_energy_joules = 0;
+  double co2e_kg = 0;
 
   Usage& operator+=(const Usage& o) {
     allocated_seconds += o.allocated_seconds;
@@ -36,6 +40,8 @@ struct Usage {
     busy_seconds += o.busy_seconds;
     memory_byte_seconds += o.memory_byte_seconds;
     energy_joules += o.energy_joules;
+    facility_energy_joules += o.facility_energy_joules;
+    co2e_kg += o.co2e_kg;
     return *this;
   }
   // busy / allocated; nullopt when nothing was allocated.
@@ -131,6 +137,7 @@ struct Report {
   std::string currency;  // when priced
   std::string pricing_source;
   std::string idle_policy;           // when priced
+  bool footprint = false;            // the pricing file has sites: facility energy and CO2e are set
   pricing::BillingIdentity billing;  // the pricing file's `billing` names, for the FOCUS export
   std::vector<Row> rows;             // most expensive first (most allocated seconds when unpriced)
   Row total;                         // key empty

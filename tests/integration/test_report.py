@@ -152,6 +152,7 @@ class ReportAgainstTruth(AgentTestCase):
                     "energy: {kwh: 0.36, pue: 1.25}\n"
                     "budgets:\n  vision: 1000\n"
                     "billing: {provider: Research Computing, account_id: rc-gpu, service_name: GPU cluster}\n"
+                    "sites: {\"*\": {pue: 1.4, gco2e_per_kwh: 380}}\n"
                     % (MODEL, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(change)) + ".000Z"))
         doc = report_json("--url", prom.base, "--from", period_from, "--to", period_to, "--by", "project",
                           "--pricing", pricing)
@@ -179,6 +180,15 @@ class ReportAgainstTruth(AgentTestCase):
         self.assertAlmostEqual(budget["used_ratio"], got[("vision",)]["cost"]["total"] / budget["for_period"], places=9)
         total = sum(r["cost"]["total"] for r in doc["rows"])
         self.assertAlmostEqual(doc["total"]["cost"]["total"], total, places=9)
+        # Energy at the facility and its carbon: each group's kWh x PUE x the intensity.
+        self.assertTrue(doc["footprint"])
+        for r in doc["rows"] + [doc["total"]]:
+            self.assertAlmostEqual(r["facility_energy_joules"], r["energy_joules"] * 1.4,
+                                   delta=1e-12 * max(1.0, r["energy_joules"]))
+            self.assertAlmostEqual(r["co2e_kg"], r["energy_joules"] / 3.6e6 * 1.4 * 380 / 1000,
+                                   delta=1e-12 * max(1.0, r["co2e_kg"]))
+        self.assertAlmostEqual(math.fsum(r["co2e_kg"] for r in doc["rows"]), doc["total"]["co2e_kg"],
+                               delta=1e-12 * doc["total"]["co2e_kg"])
         self.check_focus(prom, pricing, period_from, period_to)
 
     def check_focus(self, prom, pricing, period_from, period_to):
@@ -207,6 +217,8 @@ class ReportAgainstTruth(AgentTestCase):
             self.assertEqual(r["ChargePeriodStart"], time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(a)))
             if r["x_RowKind"] == "owner":
                 self.assertEqual(json.loads(r["Tags"])["project"], r["SubAccountId"])
+        self.assertAlmostEqual(math.fsum(float(r["x_Co2eKg"]) for r in rows) / doc["total"]["co2e_kg"], 1,
+                               delta=1e-12)
         self.assertEqual(set(by_project), {row["key"]["project"] for row in doc["rows"]})
         for row in doc["rows"]:
             self.assertAlmostEqual(math.fsum(by_project[row["key"]["project"]]), row["cost"]["total"],

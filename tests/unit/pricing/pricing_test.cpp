@@ -165,10 +165,10 @@ TEST(pricing_errors, Document) {
   expect_errors({
       {"",
        "p.yaml: expected a mapping with the key gpu_models and optionally currency, mig_profiles, energy, idle, "
-       "budgets, billing"},
+       "budgets, billing, sites"},
       {"- a\n",
        "p.yaml:1:1: expected a mapping with the key gpu_models and optionally currency, mig_profiles, "
-       "energy, idle, budgets, billing"},
+       "energy, idle, budgets, billing, sites"},
       {"gpu_models: {m: {gpu_hour: 1}}\n---\na: 1\n", "p.yaml:3:1: expected one YAML document, found 2"},
       {"gpu_models: {m: {gpu_hour: [1}\n", "p.yaml:1:30: illegal flow end"},
       // yaml-cpp alone loops for ever on a ',' outside [...] or {...} (found by fuzz_pricing).
@@ -177,7 +177,7 @@ TEST(pricing_errors, Document) {
       {"currency: USD\n", "p.yaml:1:1: missing required key 'gpu_models'"},
       {"gpu_models: {m: {gpu_hour: 1}}\nenrgy: {kwh: 1}\n",
        "p.yaml:2:1: unknown key 'enrgy' (expected one of: currency, gpu_models, mig_profiles, energy, idle, "
-       "budgets, billing)"},
+       "budgets, billing, sites)"},
       {"gpu_models: {m: {gpu_hour: 1}}\ncurrency: USD\ncurrency: EUR\n", "p.yaml:3:1: duplicate key 'currency'"},
   });
 }
@@ -208,6 +208,28 @@ TEST(pricing_parse, BillingNames) {
       {"gpu_models: {m: {gpu_hour: 1}}\nbilling: {invoice: x}\n",
        "p.yaml:2:11: billing: unknown key 'invoice' (expected one of: provider, account_id, account_name, "
        "service_name)"},
+  });
+}
+
+TEST(pricing_parse, SitesAreDatedAndFallBackToTheStar) {
+  const auto p = parse_ok(
+      "gpu_models: {m: {gpu_hour: 1}}\n"
+      "sites:\n"
+      "  eu: [{pue: 1.1, gco2e_per_kwh: 40}, {from: 2026-07-01, pue: 1.2, gco2e_per_kwh: 30}]\n"
+      "  \"*\": {gco2e_per_kwh: 380}\n");
+  EXPECT_EQ(p.site("eu", kJan2026)->gco2e_per_kwh, 40);
+  EXPECT_EQ(p.site("eu", kJul2026)->pue, 1.2);
+  EXPECT_EQ(p.site("us", kJul2026)->gco2e_per_kwh, 380);
+  EXPECT_EQ(p.site("us", kJul2026)->pue, 1);  // the default
+  EXPECT_EQ(p.change_points(kJan2026, kJul2026 + kDay), std::vector<double>{kJul2026});
+  EXPECT_FALSE(parse_ok("gpu_models: {m: {gpu_hour: 1}}\nsites: {eu: {gco2e_per_kwh: 1}}\n").site("us", 0));
+  expect_errors({
+      {"gpu_models: {m: {gpu_hour: 1}}\nsites: {eu: {gco2e_per_kwh: 2500}}\n",
+       "p.yaml:2:29: sites.eu.gco2e_per_kwh: must be between 0 and 2000, got 2500"},
+      {"gpu_models: {m: {gpu_hour: 1}}\nsites: {eu: {pue: 0.9, gco2e_per_kwh: 1}}\n",
+       "p.yaml:2:19: sites.eu.pue: must be between 1 and 3, got 0.9"},
+      {"gpu_models: {m: {gpu_hour: 1}}\nsites: {eu: {pue: 1.2}}\n",
+       "p.yaml:2:13: sites.eu: missing required key 'gco2e_per_kwh'"},
   });
 }
 

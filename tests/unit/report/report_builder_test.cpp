@@ -179,6 +179,44 @@ TEST(BuildReport, PricesEveryComponent) {
   EXPECT_NEAR(r->total.cost.total(), a.cost.total() + row(*r, {"team-b"}).cost.total() + idle.cost.total(), 1e-9);
 }
 
+// Each series' energy at its site's PUE and carbon intensity in force at the time: the
+// cluster label names the site, "*" covers the others (docs/chargeback.md, "Energy and carbon").
+TEST(BuildReport, EnergyAtTheFacilityAndItsCarbonPerSiteAndDate) {
+  auto api = fleet();
+  for (auto& s : api.data) s.labels["cluster"] = s.labels.at("uuid") == "GPU-a" ? "east" : "west";
+  auto p = prices(
+      "sites:\n"
+      "  east: [{pue: 1.1, gco2e_per_kwh: 100}, {from: \"1970-01-01T00:30:00Z\", pue: 1.1, gco2e_per_kwh: 300}]\n"
+      "  \"*\": {pue: 1.5, gco2e_per_kwh: 500}\n");
+  auto r = build_report(api, request({"project"}, &p));
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_TRUE(r->footprint);
+  const Row& a = row(*r, {"team-a"});
+  // 300 W on east for an hour (half at 100 g/kWh, half at 300), 100 W on west at "*".
+  EXPECT_NEAR(a.usage.facility_energy_joules, 300 * 3600 * 1.1 + 100 * 3600 * 1.5, 1e-6);
+  EXPECT_NEAR(a.usage.co2e_kg, (0.15 * 1.1 * 100 + 0.15 * 1.1 * 300 + 0.1 * 1.5 * 500) / 1000, 1e-12);
+  double co2e = 0, facility = 0, energy = 0;
+  for (const Row& x : r->rows) {
+    co2e += x.usage.co2e_kg;
+    facility += x.usage.facility_energy_joules;
+    energy += x.usage.energy_joules;
+  }
+  EXPECT_NEAR(r->total.usage.co2e_kg, co2e, 1e-12);
+  EXPECT_NEAR(r->total.usage.facility_energy_joules, facility, 1e-6);
+  EXPECT_NEAR(r->total.usage.energy_joules, energy, 1e-6);
+  // Without sites nothing is computed; a cluster no entry covers fails, naming it.
+  auto plain = prices();
+  auto none = build_report(api, request({"project"}, &plain));
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->footprint);
+  EXPECT_EQ(row(*none, {"team-a"}).usage.co2e_kg, 0);
+  auto east_only = prices("sites: {east: {gco2e_per_kwh: 100}}\n");
+  auto missing = build_report(api, request({"project"}, &east_only));
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.error().code, 2);
+  EXPECT_NE(missing.error().message.find("\"west\""), std::string::npos) << missing.error().message;
+}
+
 TEST(BuildReport, IdleSpreadByNodeMovesIdleCostToThatNodesOwners) {
   auto api = fleet();
   auto separate = prices();

@@ -46,13 +46,27 @@ Report with_mig_and_forecast() {
   return r;
 }
 
+// Sites in the pricing file: each row's energy at the facility and its carbon.
+Report with_footprint() {
+  Report r = small(true);
+  r.footprint = true;
+  for (auto* row : {&r.rows.front(), &r.total}) {
+    row->usage.facility_energy_joules = row->usage.energy_joules * 1.25;
+    row->usage.co2e_kg = row->usage.facility_energy_joules / 3.6e6 * 0.38;
+  }
+  return r;
+}
+
 // Grouped as the FOCUS export groups: GPU, MIG profile and owner; a MIG row, a project that
 // starts like a formula and an idle row.
 Report focus_report() {
   Report r = with_mig_and_forecast();
   r.by = kFocusDimensions;
+  r.footprint = true;
   for (std::size_t i = 0; i < r.rows.size(); ++i) {
     Row& row = r.rows[i];
+    row.usage.facility_energy_joules = row.usage.energy_joules * 1.25;
+    row.usage.co2e_kg = row.usage.facility_energy_joules / 3.6e6 * 0.38;
     const std::string project = i == 1 ? "=HYPERLINK(\"x\")" : row.key.front();
     const std::string n = std::to_string(i);
     row.key = {"east", "node-" + n, "NVIDIA H100 80GB HBM3", "GPU-0000000" + n, i == 0 ? "3g.40gb" : "", project};
@@ -80,8 +94,10 @@ std::string describe(int version) {
       "# The report's schema (tests/unit/report/schema_test.cpp): its version, each CSV variant's columns\n"
       "# and the JSON document's fields. Rewritten by GPUMETER_UPDATE_GOLDEN=1 only under a new version.\n";
   out += "version " + std::to_string(version) + "\n";
-  const std::pair<const char*, Report> variants[] = {
-      {"unpriced", small(false)}, {"priced", small(true)}, {"mig-forecast", with_mig_and_forecast()}};
+  const std::pair<const char*, Report> variants[] = {{"unpriced", small(false)},
+                                                     {"priced", small(true)},
+                                                     {"mig-forecast", with_mig_and_forecast()},
+                                                     {"footprint", with_footprint()}};
   for (const auto& [name, report] : variants) {
     const std::string csv = render_csv(report);
     out += std::string("csv ") + name + ": " + csv.substr(0, csv.find('\n')) + "\n";
@@ -149,6 +165,7 @@ TEST(ReportGolden, Json) { check_golden("report.json", render_json(small(true)))
 TEST(ReportGolden, Csv) { check_golden("report.csv", render_csv(small(true))); }
 TEST(ReportGolden, CsvUnpriced) { check_golden("report-unpriced.csv", render_csv(small(false))); }
 TEST(ReportGolden, CsvMigAndForecast) { check_golden("report-mig-forecast.csv", render_csv(with_mig_and_forecast())); }
+TEST(ReportGolden, CsvFootprint) { check_golden("report-footprint.csv", render_csv(with_footprint())); }
 TEST(ReportGolden, Focus) { check_golden("report-focus.csv", render_focus(focus_report())); }
 
 }  // namespace
