@@ -301,6 +301,52 @@ void add_cost_rates(RuleFile& file, const Pricing& p, Charges charges) {
   }
 }
 
+// The footprint of the energy the owners use (pricing file `sites`): the GPUs' attributed power,
+// the facility's (x its site's PUE) and the carbon it emits per hour (x the grid's intensity).
+// A series' site is its cluster label; "*" is the :default factor, for clusters with no entry.
+void add_footprint(RuleFile& file, const Pricing& p) {
+  if (p.sites.empty()) return;
+  constexpr std::string_view kEnergy = "gpumeter:energy_kw:by_project";
+  file.describe(kEnergy, "cluster, project",
+                fmt::format("GPU energy attributed to each project, kWh per hour (kW), over the last {}", kRateWindow));
+  file.add(Rule{
+      kEnergy,
+      fmt::format("sum by (cluster, project) (rate(gpu_attributed_energy_joules_total[{}])) / 1000\n", kRateWindow),
+      {}});
+  struct Factor {
+    std::string_view record, per_site, fallback, meaning;
+    double (*value)(const SiteFactors&);
+  };
+  static constexpr Factor kFactors[] = {
+      {"gpumeter:facility_energy_kw:by_project", "gpumeter:site_pue", "gpumeter:site_pue:default",
+       "the facility's energy for it, x its site's PUE, kWh per hour", [](const SiteFactors& f) { return f.pue; }},
+      {"gpumeter:co2e_kg_per_hour:by_project", "gpumeter:site_co2e_kg_per_kwh", "gpumeter:site_co2e_kg_per_kwh:default",
+       "the carbon it emits, x its site's PUE x the grid's gCO2e/kWh / 1000, kg per hour",
+       [](const SiteFactors& f) { return f.pue * f.gco2e_per_kwh / 1000; }},
+  };
+  for (const Factor& f : kFactors) {
+    const std::string_view fallback = f.fallback;  // Rule keeps a view: a constant, not a local
+    const bool any = p.sites.count(kAnyModel) > 0, named = p.sites.size() > (any ? 1 : 0);
+    if (named) file.describe(f.per_site, "cluster", "each site's factor for the rule below (pricing file: sites)");
+    if (any) file.describe(fallback, "", "the factor of every other cluster (pricing file: sites \"*\")");
+    std::vector<std::string> terms;
+    for (const auto& [site, list] : p.sites) {
+      std::string expr = dated_expr(list, [&](const SiteFactors& x) { return number(f.value(x)); });
+      if (site == kAnyModel) {
+        file.add(Rule{fallback, std::move(expr), {}});
+      } else {
+        file.add(Rule{f.per_site, std::move(expr), {{"cluster", site}}});
+      }
+    }
+    if (named) terms.push_back(fmt::format("{} * on (cluster) group_left () {}\n", kEnergy, f.per_site));
+    if (any) terms.push_back(fmt::format("{} * on () group_left () {}\n", kEnergy, fallback));
+    std::string expr;
+    for (std::size_t i = 0; i < terms.size(); ++i) expr += (i ? "or\n" : "") + terms[i];
+    file.describe(f.record, "cluster, project", f.meaning);
+    file.add(Rule{f.record, std::move(expr), {}});
+  }
+}
+
 // A label_replace() replacement is a template: "$" must be doubled to stay itself.
 std::string literal_replacement(std::string_view s) {
   std::string out;
@@ -413,6 +459,7 @@ std::string render_rules(const Pricing& pricing) {
   add_cost_rates(file, pricing, charges);
   add_idle_spread(file, pricing);
   add_budgets(file, pricing);
+  add_footprint(file, pricing);
   return file.render(pricing);
 }
 

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -192,6 +193,33 @@ TEST(pricing_rules, HeaderDocumentsEveryRecord) {
     EXPECT_NE(header.find("# " + record + "{"), std::string::npos) << record;
   }
   EXPECT_NE(header.find("\"p.yaml\""), std::string::npos);
+}
+
+// With sites, the energy's footprint by project: a factor per named site matched on the cluster
+// label, the "*" factor for the rest; only the terms that have factors.
+TEST(pricing_rules, FootprintRulesFollowTheSites) {
+  const std::set<std::string> footprint = {"gpumeter:energy_kw:by_project", "gpumeter:facility_energy_kw:by_project",
+                                           "gpumeter:co2e_kg_per_hour:by_project"};
+  auto has_all = [&](const std::vector<RuleView>& rules) {
+    auto got = records(rules);
+    return std::includes(got.begin(), got.end(), footprint.begin(), footprint.end());
+  };
+  EXPECT_FALSE(has_all(rules_for("gpu_models: {m: {gpu_hour: 2}}\n")));
+  EXPECT_EQ(records(rules_for("gpu_models: {m: {gpu_hour: 2}}\n")).count("gpumeter:energy_kw:by_project"), 0u);
+
+  auto star = rules_for("gpu_models: {m: {gpu_hour: 2}}\nsites: {\"*\": {pue: 1.5, gco2e_per_kwh: 400}}\n");
+  EXPECT_TRUE(has_all(star));
+  EXPECT_EQ(find(star, "gpumeter:site_co2e_kg_per_kwh:default")->expr, "vector(0.6)\n");
+  EXPECT_EQ(find(star, "gpumeter:site_pue"), nullptr);
+  EXPECT_EQ(find(star, "gpumeter:co2e_kg_per_hour:by_project")->expr,
+            "gpumeter:energy_kw:by_project * on () group_left () gpumeter:site_co2e_kg_per_kwh:default\n");
+
+  auto both = rules_for(
+      "gpu_models: {m: {gpu_hour: 2}}\nsites: {eu: {pue: 1.1, gco2e_per_kwh: 40}, \"*\": {gco2e_per_kwh: 400}}\n");
+  EXPECT_EQ(find(both, "gpumeter:site_pue")->expr, "vector(1.1)\n");
+  EXPECT_EQ(find(both, "gpumeter:facility_energy_kw:by_project")->expr,
+            "gpumeter:energy_kw:by_project * on (cluster) group_left () gpumeter:site_pue\nor\n"
+            "gpumeter:energy_kw:by_project * on () group_left () gpumeter:site_pue:default\n");
 }
 
 TEST(pricing_rules, MigProfilePricesOnlyWhenTheFileHasThem) {
