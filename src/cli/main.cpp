@@ -16,6 +16,7 @@
 #include "cli/report_command.h"
 #include "cli/rules_command.h"
 #include "cli/serve.h"
+#include "cli/slurm_epilog.h"
 #include "cli/snapshot.h"
 #include "cli/version.h"
 #include "util/command_line.h"
@@ -73,6 +74,12 @@ int main(int argc, char** argv) {
   auto* burn = app.add_subcommand(
       "burn", "Load GPUs for an exact time at a given duty cycle and memory, and report what was done (self-checks).");
   gpumeter::cli::setup_burn_command(*burn, burn_options, exit_code);
+
+  gpumeter::cli::SlurmEpilogOptions slurm_options;
+  auto* slurm = app.add_subcommand("slurm",
+                                   "Slurm integration: `gpumeter slurm epilog` writes a finished job's GPU "
+                                   "use into its accounting record.");
+  gpumeter::cli::setup_slurm_command(*slurm, slurm_options, exit_code);
 
   // Listed here for --help; main() hands `gpumeter sim ...` to gpumeter-sim before parsing.
   app.add_subcommand("sim",

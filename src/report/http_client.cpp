@@ -399,4 +399,24 @@ Result<HttpAnswer> HttpClient::send(const HttpRequest& request, Clock::time_poin
   }
 }
 
+// host[:port] or [v6]:port into the endpoint. A port that is no number fails at the first
+// request, as "cannot connect".
+HttpEndpoint split_authority(const std::string& authority, bool tls) {
+  HttpEndpoint out;
+  out.tls = tls;
+  out.authority = authority;
+  std::string port;
+  if (authority.front() == '[') {
+    const auto close = authority.find(']');
+    out.host = authority.substr(1, close == std::string::npos ? std::string::npos : close - 1);
+    if (close != std::string::npos && authority.compare(close + 1, 1, ":") == 0) port = authority.substr(close + 2);
+  } else {
+    const auto colon = authority.find(':');
+    out.host = authority.substr(0, colon);
+    if (colon != std::string::npos) port = authority.substr(colon + 1);
+  }
+  out.port = port.empty() ? (tls ? "443" : "80") : port;
+  return out;
+}
+
 }  // namespace gpumeter::report

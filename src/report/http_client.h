@@ -71,6 +71,10 @@ class HttpClient {
   std::unique_ptr<Impl> impl_;
 };
 
+// host[:port] or [v6]:port into an endpoint; the port defaults to the scheme's. A port that is
+// no number fails at the first request, as "cannot connect".
+HttpEndpoint split_authority(const std::string& authority, bool tls);
+
 // The value of an Authorization header for basic authentication.
 std::string basic_authorization(std::string_view user, std::string_view password);
 

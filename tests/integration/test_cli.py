@@ -38,14 +38,15 @@ class Cli(unittest.TestCase):
         self.assertRegex(r.stdout, r"gpumeter \d+\.\d+\.\d+")
 
     def test_no_command_is_an_error(self):
-        for args in ([], ["sim"]):
+        for args in ([], ["sim"], ["slurm"]):
             r = run(*args)
             self.assertEqual(r.returncode, 2, args)
             self.assertIn("required", r.stderr, args)
 
     def test_unknown_command_is_named(self):
-        for args, known in ((["bogus"], "serve, snapshot, report, rules, burn, sim"),
-                            (["sim", "bogus"], "truth, check, procfs, sysfs, kubelet, reset")):
+        for args, known in ((["bogus"], "serve, snapshot, report, rules, burn, slurm, sim"),
+                            (["sim", "bogus"], "truth, check, procfs, sysfs, kubelet, reset"),
+                            (["slurm", "bogus"], "epilog")):
             r = run(*args)
             self.assertEqual(r.returncode, 2, args)
             prefix = " ".join(["gpumeter"] + args[:-1])
@@ -127,7 +128,7 @@ class Cli(unittest.TestCase):
         self.assertEqual(p.stderr, "")
         text = p.stdout
         commands = [["serve"], ["snapshot"], ["report"], ["rules"], ["burn"], ["sim", "truth"], ["sim", "check"],
-                    ["sim", "procfs"], ["sim", "sysfs"], ["sim", "kubelet"], ["sim", "reset"]]
+                    ["sim", "procfs"], ["sim", "sysfs"], ["sim", "kubelet"], ["sim", "reset"], ["slurm", "epilog"]]
         listed = re.findall(r"^  ([a-z]+) {2,}", run("--help").stdout.split("Subcommands:")[1], re.M)
         self.assertEqual(sorted(listed), sorted({c[0] for c in commands}))
         listed = re.findall(r"^  ([a-z]+) {2,}", run("sim", "--help").stdout.split("Subcommands:")[1], re.M)
@@ -151,8 +152,9 @@ class Cli(unittest.TestCase):
         for command in commands:
             part = parts[command[0]]
             if len(command) == 2:
-                m = re.search(r"(?ms)^       gpumeter sim %s\b(.*?)(?=^       gpumeter sim |\Z)" % command[1], part)
-                self.assertIsNotNone(m, "no paragraph for gpumeter sim %s" % command[1])
+                m = re.search(r"(?ms)^       gpumeter %s %s\b(.*?)(?=^       gpumeter %s |\Z)"
+                              % (command[0], command[1], command[0]), part)
+                self.assertIsNotNone(m, "no paragraph for gpumeter %s" % " ".join(command))
                 part = m.group(1)
             help_text = run(*command, "--help").stdout
             options = re.findall(r"^  (?:-\w,)?(--[a-z][a-z0-9.-]*)(?: (\S+))?", help_text.split("Options:")[1], re.M)
