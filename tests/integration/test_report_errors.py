@@ -602,7 +602,7 @@ class ReportErrors(unittest.TestCase):
 
     def test_bad_flags(self):
         self.fails(2, '--by "team": expected project, user', "--by", "team")
-        self.fails(2, '--format "pdf": expected table, csv, json or html', "--format", "pdf")
+        self.fails(2, '--format "pdf": expected table, csv, json, html or focus', "--format", "pdf")
         self.fails(2, '--url "localhost:9090": no scheme', url="localhost:9090")
         self.fails(2, "--step 1s: more than 10,000 steps", "--step", "1s")
         self.fails(2, "--lookback: invalid duration", "--lookback", "forever")
