@@ -84,20 +84,29 @@ Result<std::string> scrape(report::HttpClient& client, Clock::time_point deadlin
   return std::move(answer->body);
 }
 
+// Calls `f` with each line of `text`; stops at the first error `f` returns.
+template <typename F>
+Result<void> for_each_line(std::string_view text, F f) {
+  std::size_t start = 0;
+  while (start < text.size()) {
+    std::size_t end = text.find('\n', start);
+    if (end == std::string_view::npos) end = text.size();
+    if (auto ok = f(text.substr(start, end - start)); !ok) return ok;
+    start = end + 1;
+  }
+  return {};
+}
+
 // Sum of the ledger's covered seconds of `gpus` (every GPU when empty): it grows each time the
 // ledger integrates them.
 double covered(std::string_view exposition, const std::set<std::string>& gpus) {
   double sum = 0;
-  std::size_t start = 0;
-  while (start < exposition.size()) {
-    std::size_t end = exposition.find('\n', start);
-    if (end == std::string_view::npos) end = exposition.size();
-    const std::string_view line = exposition.substr(start, end - start);
-    start = end + 1;
-    if (line.rfind("gpumeter_ledger_covered_seconds_total", 0) != 0) continue;
+  (void)for_each_line(exposition, [&](std::string_view line) -> Result<void> {
+    if (line.rfind("gpumeter_ledger_covered_seconds_total", 0) != 0) return {};
     auto l = parse_line(line);
     if (l && (gpus.empty() || gpus.count(l->labels["uuid"]))) sum += l->value;
-  }
+    return {};
+  });
   return sum;
 }
 
@@ -137,13 +146,8 @@ Result<JobSummary> summarize_job(std::string_view exposition, std::string_view j
   JobSummary s;
   std::map<std::string, std::string> model;  // uuid -> gpu_info's model
   std::map<std::string, std::array<double, 4>> per_gpu;
-  std::size_t start = 0;
-  while (start < exposition.size()) {
-    std::size_t end = exposition.find('\n', start);
-    if (end == std::string_view::npos) end = exposition.size();
-    const std::string_view text = exposition.substr(start, end - start);
-    start = end + 1;
-    if (text.empty() || text.front() == '#') continue;
+  auto read = for_each_line(exposition, [&](std::string_view text) -> Result<void> {
+    if (text.empty() || text.front() == '#') return {};
     int field = -1;
     for (int f = 0; f < 4; ++f) {
       if (text.rfind(kCounters[f], 0) == 0 && text.size() > kCounters[f].size() && text[kCounters[f].size()] == '{') {
@@ -151,16 +155,17 @@ Result<JobSummary> summarize_job(std::string_view exposition, std::string_view j
       }
     }
     const bool info = text.rfind("gpu_info{", 0) == 0;
-    if (field < 0 && !info) continue;
+    if (field < 0 && !info) return {};
     auto line = parse_line(text);
     if (!line) return Error{1, fmt::format("the agent's /metrics has a line that cannot be read: {}", text)};
     if (info) {
       model[line->labels["uuid"]] = line->labels["model"];
-      continue;
+    } else if (line->labels["hpc_job"] == job) {
+      per_gpu[line->labels["uuid"]][static_cast<std::size_t>(field)] += line->value;
     }
-    if (line->labels["hpc_job"] != job) continue;
-    per_gpu[line->labels["uuid"]][static_cast<std::size_t>(field)] += line->value;
-  }
+    return {};
+  });
+  if (!read) return read.error();
   double cost = 0;
   bool priced = pricing != nullptr;
   for (const auto& [uuid, v] : per_gpu) {

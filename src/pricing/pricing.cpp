@@ -444,13 +444,20 @@ std::string_view to_string(IdlePolicy policy) {
   return "unknown";
 }
 
-std::optional<GpuPrice> Pricing::gpu_price(std::string_view model, double t) const {
-  for (std::string_view key : {model, kAnyModel}) {
-    auto it = gpu_models.find(key);
-    if (it == gpu_models.end()) continue;
-    if (const GpuPrice* p = in_effect(it->second, t)) return *p;
+// The entry of `key` in effect at `t`, else that of "*".
+template <typename T>
+std::optional<T> own_or_any(const std::map<std::string, std::vector<Dated<T>>, std::less<>>& table,
+                            std::string_view key, double t) {
+  for (std::string_view k : {key, kAnyModel}) {
+    auto it = table.find(k);
+    if (it == table.end()) continue;
+    if (const T* v = in_effect(it->second, t)) return *v;
   }
   return std::nullopt;
+}
+
+std::optional<GpuPrice> Pricing::gpu_price(std::string_view model, double t) const {
+  return own_or_any(gpu_models, model, t);
 }
 
 std::optional<MigPrice> Pricing::mig_price(std::string_view model, std::string_view profile, double t) const {
@@ -465,12 +472,7 @@ std::optional<MigPrice> Pricing::mig_price(std::string_view model, std::string_v
 }
 
 std::optional<SiteFactors> Pricing::site(std::string_view cluster, double t) const {
-  for (std::string_view key : {cluster, kAnyModel}) {
-    auto it = sites.find(key);
-    if (it == sites.end()) continue;
-    if (const SiteFactors* f = in_effect(it->second, t)) return *f;
-  }
-  return std::nullopt;
+  return own_or_any(sites, cluster, t);
 }
 
 std::optional<EnergyPrice> Pricing::energy_price(double t) const {
