@@ -17,7 +17,8 @@ test_pkgs=(prometheus prometheus-alertmanager victoria-metrics python3-pil pytho
   clang-14 libclang-rt-14-dev  # the fuzz preset: libFuzzer and the sanitizers' runtimes
   clang-format-14 clang-tidy-14  # scripts/lint.sh: the format and the function-size limit
   faketime  # test_clock: libfaketime steps the agent's wall clock
-  librocm-smi64-1 rocm-smi util-linux)  # test_rocm: the real ROCm SMI library and CLI read the simulated amdgpu tree (unshare)
+  librocm-smi64-1 rocm-smi util-linux  # test_rocm: the real ROCm SMI library and CLI read the simulated amdgpu tree (unshare)
+  slurmctld slurmd slurm-client munge slurmdbd mariadb-server)  # test_slurm_real: a single-host Slurm 22.05 with accounting
 release_pkgs=(binutils  # scripts/release.sh: readelf and objdump check the portable binaries
   crossbuild-essential-arm64  # the arm64 cross compiler; the arm64 libraries are arm64_pkgs below
   rpm  # rpmbuild makes the RPM

@@ -45,7 +45,7 @@ bool ends_with(std::string_view s, std::string_view p) {
 }
 
 // The file or directory is gone (a job ended, a process exited) or is not what was expected.
-bool absent(int err) { return err == ENOENT || err == ENOTDIR || err == ESRCH || err == ELOOP; }
+bool absent(int err) { return slurm_cgroup_entry_gone(err); }
 
 Error io_error(int err, std::string_view what, const std::string& path) {
   return Error{err, fmt::format("Slurm cgroups: {} {}: {}", what, path, std::strerror(err))};
@@ -506,6 +506,10 @@ std::vector<std::string> parse_gpu_list(std::string_view value, bool indices) {
     add_unique(out, e);
   }
   return out;
+}
+
+bool slurm_cgroup_entry_gone(int err) {
+  return err == ENOENT || err == ENOTDIR || err == ESRCH || err == ELOOP || err == ENODEV;
 }
 
 Result<SlurmJobsRead> read_slurm_job_gpus(const SlurmCgroupOptions& options) { return Reader(options).run(); }

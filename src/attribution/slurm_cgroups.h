@@ -79,6 +79,13 @@ DevicesListGpus parse_devices_list(std::string_view text);
 // "s" followed by 13 digits of Crockford's base 32 (0-9, A-Z without I, L, O, U).
 bool is_sluid(std::string_view name);
 
+// Whether an errno from opening, listing or reading a cgroup or /proc entry means that it went
+// away while it was read (a job ended, a process exited): ENOENT, ENOTDIR, ESRCH, ELOOP, and
+// ENODEV, which cgroupfs answers when a cgroup is removed between the open of one of its files
+// and the read (Linux fs/kernfs/file.c, kernfs_seq_start; checked on the host of a real Slurm
+// by tests/integration/test_slurm_real.py). Such a job or process is left out, not an error.
+bool slurm_cgroup_entry_gone(int err);
+
 // A comma-separated GPU list: indices when `indices` is true, GPU-/MIG- UUIDs otherwise. A
 // value with any entry of the other kind, or malformed, gives nothing (a partly wrong list is
 // not trusted). Repeats are dropped; order is kept.

@@ -175,7 +175,7 @@ Agent::Agent(const ServeOptions& options, Logger& log, AgentSettings settings, s
       nvml_(std::move(nvml)),
       rocm_(create_rocm_backend(options_.rocm_library, options_.sysfs, log_)),
       backends_{nvml_.get(), rocm_.get()},
-      resolver_options_(owner_resolver_options(settings_.config, options_.procfs, options_.rootfs)),
+      resolver_options_(owner_resolver_options(settings_.config, options_.procfs, options_.rootfs, settings_.interval)),
       resolver_(resolver_options_, log_),
       drm_clients_(make_drm_scanner()),
       tracker_(tracker_options(), resolver_, log_),

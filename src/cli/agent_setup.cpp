@@ -128,13 +128,14 @@ Result<Config> load_agent_config(const std::string& path) {
 }
 
 HostOwnerResolverOptions owner_resolver_options(const Config& config, const std::string& procfs,
-                                                const std::string& rootfs) {
+                                                const std::string& rootfs, std::chrono::milliseconds interval) {
   HostOwnerResolverOptions ro;
   ro.procfs = procfs;
   ro.rootfs = rootfs;
   ro.environment = config.attribution.environment;
   ro.hpc_job_mapping_dir = config.attribution.hpc_job_mapping_dir;
   ro.hpc_refresh = config.attribution.slurm_refresh_interval;
+  ro.refresh_slack = interval / 2;
   ro.kubelet_socket = config.attribution.kubelet.effective_socket(rootfs);
   ro.kubelet.refresh_interval = config.attribution.kubelet.refresh_interval;
   ro.kubelet.timeout = config.attribution.kubelet.timeout;

@@ -55,9 +55,11 @@ Result<void> check_sim_scenario(const std::string& path, const std::string& libr
 // The config file, or the defaults when `path` is empty. Errors read "file:line:col: ...".
 Result<Config> load_agent_config(const std::string& path);
 
-// Owner attribution as configured, reading the host under `procfs` and `rootfs`.
+// Owner attribution as configured, reading the host under `procfs` and `rootfs`, for a
+// collection every `interval` (the sources read on the collection thread are due at the
+// collection nearest their refresh interval).
 HostOwnerResolverOptions owner_resolver_options(const Config& config, const std::string& procfs,
-                                                const std::string& rootfs);
+                                                const std::string& rootfs, std::chrono::milliseconds interval);
 
 // The ledger and per-process options for a collection `interval`, with the allocation policy
 // the resolver was set up for. state_file is left empty.

@@ -44,7 +44,7 @@ Result<JobSummary> summarize_job(std::string_view exposition, std::string_view j
                                  double now);
 
 // The AdminComment: key=value pairs joined by ';', no quotes or spaces (sacctmgr turns quotes
-// into backticks), numbers in plain decimal.
+// into backticks) and in lower case (it lowercases the value), numbers in plain decimal.
 std::string admin_comment(const JobSummary& s);
 
 void setup_slurm_command(CLI::App& cmd, SlurmEpilogOptions& options, int& exit_code);

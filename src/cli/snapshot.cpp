@@ -196,7 +196,7 @@ int run_snapshot(const SnapshotOptions& o) {
     return 1;
   }
 
-  const HostOwnerResolverOptions ro = owner_resolver_options(config, o.procfs, o.rootfs);
+  const HostOwnerResolverOptions ro = owner_resolver_options(config, o.procfs, o.rootfs, *interval);
   report.kubelet_socket = ro.kubelet_socket;
   HostOwnerResolver resolver(ro, log);
   // An operator wants every process here; the per-process limit is for Prometheus series.

@@ -21,6 +21,13 @@ bool allows_hostname(const std::vector<std::string>& allow) {
   return std::find(allow.begin(), allow.end(), "HOSTNAME") != allow.end();
 }
 
+// Whether a source last read at `last` (never, when it is the epoch) is to be read again `now`.
+bool read_due(std::chrono::steady_clock::time_point last, std::chrono::steady_clock::time_point now,
+              std::chrono::milliseconds refresh, std::chrono::milliseconds slack) {
+  if (last == std::chrono::steady_clock::time_point{}) return true;
+  return now - last >= std::max(refresh - slack, std::chrono::milliseconds(0));
+}
+
 }  // namespace
 
 HostOwnerResolver::HostOwnerResolver(HostOwnerResolverOptions options, Logger& log)
@@ -96,7 +103,9 @@ void HostOwnerResolver::refresh_hpc_locked() {
       dir_ok ? std::int64_t{dir.st_mtim.tv_sec} * 1'000'000'000 + dir.st_mtim.tv_nsec : -1;
   const auto now = std::chrono::steady_clock::now();
   const bool read_before = hpc_read_ != std::chrono::steady_clock::time_point{};
-  if (read_before && dir_mtime_ns == hpc_dir_mtime_ns_ && now - hpc_read_ < options_.hpc_refresh) return;
+  if (dir_mtime_ns == hpc_dir_mtime_ns_ && !read_due(hpc_read_, now, options_.hpc_refresh, options_.refresh_slack)) {
+    return;
+  }
   const std::int64_t wall_us = wall_clock_us();
   auto m = read_hpc_job_mapping(options_.hpc_job_mapping_dir);
   if (!m) {
@@ -192,7 +201,7 @@ void HostOwnerResolver::SourceOwners::update(std::vector<OwnerLabels> now, std::
 
 void HostOwnerResolver::refresh_slurm_locked() {
   const auto now = std::chrono::steady_clock::now();
-  if (slurm_read_ != std::chrono::steady_clock::time_point{} && now - slurm_read_ < options_.hpc_refresh) return;
+  if (!read_due(slurm_read_, now, options_.hpc_refresh, options_.refresh_slack)) return;
   slurm_read_ = now;
   slurm_read_wall_us_ = wall_clock_us();
   auto jobs = read_slurm_job_gpus(options_.slurm_cgroups);

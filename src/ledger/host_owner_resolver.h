@@ -35,8 +35,14 @@ struct HostOwnerResolverOptions {
   // added, renamed or removed), and at least this often (a file rewritten in place); the Slurm
   // cgroups are read again this often.
   std::chrono::milliseconds hpc_refresh{10'000};
+  // A read due within this much is made now. Reads happen on the collection thread, whose calls
+  // land a few milliseconds early or late against the previous read: without a margin, a
+  // refresh equal to the collection interval reads at every other collection, and a change is
+  // seen up to two intervals late (docs/ledger.md, "Edges"). The agent sets half a collection
+  // interval.
+  std::chrono::milliseconds refresh_slack{0};
   // Slurm jobs' cgroups as a scheduler source (docs/attribution.md), read at most every
-  // hpc_refresh; off when slurm_cgroups.cgroup_root is empty.
+  // hpc_refresh less refresh_slack; off when slurm_cgroups.cgroup_root is empty.
   SlurmCgroupOptions slurm_cgroups{.cgroup_root = "", .procfs = "/proc", .environment = {}};
   // Scheduler policy: allocation() reports the kubelet's, the mapping's and the Slurm cgroups'
   // allocations.

@@ -469,7 +469,7 @@ class SimNode:
         self.socket = os.path.join(self.dir, "kubelet.sock") if kubelet else ""
         env = sim_env(epoch)
         lead_args = ["--lead", lead] if lead else []  # scenario time, e.g. "240s"
-        # `slurm_cgroup`: the Slurm jobs' cgroup layout to write (v1, v2, v2-sluid), or none.
+        # `slurm_cgroup`: the Slurm jobs' cgroup layout to write (v1, v1-whitelist, v2, v2-sluid), or none.
         cgroup_args = ["--slurm-cgroup", slurm_cgroup] if slurm_cgroup else []
         self.procs = [Process([BIN, "sim", "procfs", "--scenario", scenario, "--out", self.root, "--follow"]
                               + lead_args + cgroup_args, env=env, workdir=self.dir, name="sim-procfs")]

@@ -119,7 +119,7 @@ class SimAllocations(unittest.TestCase):
 
     def test_procfs_writes_the_slurm_jobs_cgroups_over_the_allocation(self):
         scope = os.path.join("sys", "fs", "cgroup", "system.slice", "slurmstepd.scope")
-        for layout in ("v1", "v2", "v2-sluid"):
+        for layout in ("v1", "v1-whitelist", "v2", "v2-sluid"):
             with self.subTest(layout=layout), tempfile.TemporaryDirectory() as d:
                 def at(t):
                     r = run("sim", "procfs", "--scenario", SCENARIO, "--out", d, "--at", t, "--slurm-cgroup", layout)
@@ -152,12 +152,28 @@ class SimAllocations(unittest.TestCase):
                 pid, env, cgroup = batch_script()
                 self.assertEqual({k: env[k] for k in ("SLURM_JOB_ID", "SLURM_JOB_GPUS", "CUDA_VISIBLE_DEVICES")},
                                  {"SLURM_JOB_ID": "51300", "SLURM_JOB_GPUS": "1,2", "CUDA_VISIBLE_DEVICES": "0,1"})
-                if layout == "v1":
+                if layout == "v1-whitelist":
                     self.assertEqual(tree(), {
                         "devices/slurm/uid_2051/job_51300/devices.list":
                             "c 195:1 rwm\nc 195:2 rwm\nc 195:254 rwm\nc 195:255 rwm\n",
                         "devices/slurm/uid_2051/job_51300/cgroup.procs": ""})
                     self.assertIn("12:devices:/slurm/uid_2051/job_51300/step_batch/task_0\n", cgroup)
+                    continue
+                if layout == "v1":
+                    # Slurm 22.05 as run (docs/simulator.md): slurm_<node>, `a *:* rwm` at every
+                    # level, the batch script in step_batch/task_0.
+                    job = "devices/slurm_node0/uid_2051/job_51300"
+                    self.assertEqual(tree(), {job + "/devices.list": "a *:* rwm\n", job + "/cgroup.procs": "",
+                                              job + "/step_batch/devices.list": "a *:* rwm\n",
+                                              job + "/step_batch/cgroup.procs": "",
+                                              job + "/step_batch/task_0/devices.list": "a *:* rwm\n",
+                                              job + "/step_batch/task_0/cgroup.procs": pid + "\n"})
+                    self.assertIn("12:devices:/slurm_node0/uid_2051/job_51300/step_batch/task_0\n", cgroup)
+                    at("35")  # step 1 runs on GPU 1
+                    self.assertEqual(tree()[job + "/step_1/task_0/cgroup.procs"], "52101\n")
+                    self.assertEqual(tree()[job + "/step_1/devices.list"], "a *:* rwm\n")
+                    at("52")  # the allocation ended
+                    self.assertEqual(tree(), {})
                     continue
                 jobs = os.listdir(os.path.join(d, scope))
                 self.assertEqual(len(jobs), 1)
@@ -181,7 +197,7 @@ class SimAllocations(unittest.TestCase):
         with tempfile.TemporaryDirectory() as d:
             r = run("sim", "procfs", "--scenario", SCENARIO, "--out", d, "--at", "3", "--slurm-cgroup", "v3")
             self.assertEqual(r.returncode, 2)
-            self.assertIn("--slurm-cgroup must be none, v1, v2 or v2-sluid, got 'v3'", r.stderr)
+            self.assertIn("--slurm-cgroup must be none, v1, v1-whitelist, v2 or v2-sluid, got 'v3'", r.stderr)
             self.assertEqual(os.listdir(d), [])
 
 

@@ -355,7 +355,7 @@ int run_procfs(const HostArgs& args, const EnvLookup& getenv, std::ostream& out,
   if (!read_at("procfs", args, at, err)) return kBadInput;
   const auto layout = parse_slurm_cgroup_layout(args.slurm_cgroup);
   if (!layout) {
-    err << fmt::format("gpumeter sim procfs: --slurm-cgroup must be none, v1, v2 or v2-sluid, got '{}'\n",
+    err << fmt::format("gpumeter sim procfs: --slurm-cgroup must be none, v1, v1-whitelist, v2 or v2-sluid, got '{}'\n",
                        args.slurm_cgroup);
     return kBadInput;
   }
@@ -495,10 +495,12 @@ void add_procfs_command(CLI::App& sim, int& exit_code) {
       "A scenario with Slurm allocations also gets DIR/run/gpumeter-hpc-jobs/<GPU index>, dcgm-exporter's\n"
       "HPC job mapping: the ids of the Slurm jobs allocated that GPU, one per line, over each allocation's\n"
       "span (no lead), written and removed atomically.\n"
-      "With --slurm-cgroup v1, v2 or v2-sluid it also writes each Slurm job's cgroup under DIR/sys/fs/cgroup\n"
-      "over the allocation's span: v1, devices/slurm/uid_<uid>/job_<id>/devices.list; v2,\n"
-      "system.slice/slurmstepd.scope/job_<id>/ (v2-sluid: /<SLUID>/, Slurm 26.05's default) with the\n"
-      "cgroup.procs of its batch script and running steps, and the batch script as a process in DIR/proc.\n"
+      "With --slurm-cgroup v1, v1-whitelist, v2 or v2-sluid it also writes each Slurm job's cgroup under\n"
+      "DIR/sys/fs/cgroup over the allocation's span: v1, devices/slurm_node0/uid_<uid>/job_<id>/ as Slurm\n"
+      "22.05 writes it (devices.list 'a *:* rwm'); v1-whitelist, devices/slurm/uid_<uid>/job_<id>/devices.list\n"
+      "naming the GPUs; v2, system.slice/slurmstepd.scope/job_<id>/ (v2-sluid: /<SLUID>/, Slurm 26.05's\n"
+      "default); with the cgroup.procs of its batch script and running steps (v1-whitelist: none), and the\n"
+      "batch script as a process in DIR/proc.\n"
       "Processes of jobs on AMD GPUs also get DIR/proc/<pid>/fd/ and fdinfo/: fds 0-2 on /dev/null and,\n"
       "while the job runs, the GPU's render node with amdgpu's DRM fdinfo; a graphics client\n"
       "(client: graphics) on two fds sharing one drm-client-id, with drm-engine-gfx its busy time so far,\n"
@@ -514,7 +516,8 @@ void add_procfs_command(CLI::App& sim, int& exit_code) {
                      "With --follow, scenario time between two rewrites of graphics clients' DRM fdinfo "
                      "(default 100ms)");
   procfs->add_option("--slurm-cgroup", procfs_args->slurm_cgroup,
-                     "Slurm jobs' cgroup layout to write: none, v1, v2 or v2-sluid (default none)");
+                     "Slurm jobs' cgroup layout to write: none, v1, v1-whitelist, v2 or v2-sluid "
+                     "(default none)");
   procfs->callback(
       [procfs_args, &exit_code] { exit_code = run_procfs(*procfs_args, process_env, std::cout, std::cerr); });
 }

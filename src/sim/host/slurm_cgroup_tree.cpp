@@ -23,6 +23,16 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr const char* kScope = "system.slice/slurmstepd.scope";
+// What the kernel lists for a default-allow devices cgroup, whatever it denies: every level of a
+// Slurm 22.05 job under ConstrainDevices=yes (docs/simulator.md).
+constexpr const char* kAllowAll = "a *:* rwm\n";
+
+bool v1(SlurmCgroupLayout l) { return l == SlurmCgroupLayout::kV1 || l == SlurmCgroupLayout::kV1Whitelist; }
+
+// The v1 devices hierarchy's Slurm root, relative to the cgroup root.
+std::string v1_root(SlurmCgroupLayout layout) {
+  return layout == SlurmCgroupLayout::kV1 ? fmt::format("devices/slurm_{}", kSlurmNodeName) : "devices/slurm";
+}
 
 Micros end_in(const Scenario& s, Micros end) { return std::min(end, s.duration); }
 
@@ -32,7 +42,8 @@ bool slurm(const Allocation& a) { return !a.slurm_job.empty(); }
 std::string job_dir(const Allocation& a, SlurmCgroupLayout layout) {
   switch (layout) {
     case SlurmCgroupLayout::kV1:
-      return fmt::format("devices/slurm/uid_{}/job_{}", a.uid, a.slurm_job);
+    case SlurmCgroupLayout::kV1Whitelist:
+      return fmt::format("{}/uid_{}/job_{}", v1_root(layout), a.uid, a.slurm_job);
     case SlurmCgroupLayout::kV2:
       return fmt::format("{}/job_{}", kScope, a.slurm_job);
     case SlurmCgroupLayout::kV2Sluid:
@@ -66,6 +77,8 @@ std::string_view to_string(SlurmCgroupLayout l) {
       return "none";
     case SlurmCgroupLayout::kV1:
       return "v1";
+    case SlurmCgroupLayout::kV1Whitelist:
+      return "v1-whitelist";
     case SlurmCgroupLayout::kV2:
       return "v2";
     case SlurmCgroupLayout::kV2Sluid:
@@ -75,8 +88,8 @@ std::string_view to_string(SlurmCgroupLayout l) {
 }
 
 std::optional<SlurmCgroupLayout> parse_slurm_cgroup_layout(std::string_view s) {
-  for (auto l :
-       {SlurmCgroupLayout::kNone, SlurmCgroupLayout::kV1, SlurmCgroupLayout::kV2, SlurmCgroupLayout::kV2Sluid}) {
+  for (auto l : {SlurmCgroupLayout::kNone, SlurmCgroupLayout::kV1, SlurmCgroupLayout::kV1Whitelist,
+                 SlurmCgroupLayout::kV2, SlurmCgroupLayout::kV2Sluid}) {
     if (s == to_string(l)) return l;
   }
   return std::nullopt;
@@ -110,9 +123,10 @@ std::vector<Job> slurm_batch_jobs(const Scenario& scenario, SlurmCgroupLayout la
     j.end = alloc.end;
     j.pids = {pid++};
     j.uid = alloc.uid;
-    j.cgroup_version = layout == SlurmCgroupLayout::kV1 ? 1 : 2;
-    j.cgroup = layout == SlurmCgroupLayout::kV1
-                   ? fmt::format("/slurm/uid_{}/job_{}/step_batch/task_0", alloc.uid, alloc.slurm_job)
+    j.cgroup_version = v1(layout) ? 1 : 2;
+    // v1: the path below the hierarchy's mount, devices/ left out.
+    j.cgroup = v1(layout)
+                   ? "/" + job_dir(alloc, layout).substr(std::string_view("devices/").size()) + "/step_batch/task_0"
                    : "/" + job_dir(alloc, layout) + "/step_batch/user/task_0";
     j.env = {{"SLURM_JOB_ID", alloc.slurm_job},
              {"SLURM_JOB_UID", std::to_string(alloc.uid)},
@@ -148,8 +162,8 @@ Result<std::unique_ptr<SlurmCgroupTree>> SlurmCgroupTree::open(const fs::path& d
   // The directories that hold job directories: the scope on v2, each uid_<N> on v1.
   std::vector<fs::path> parents;
   std::error_code ec;
-  if (layout == SlurmCgroupLayout::kV1) {
-    const fs::path slurm_root = tree->root_ / "devices/slurm";
+  if (v1(layout)) {
+    const fs::path slurm_root = tree->root_ / v1_root(layout);
     fs::create_directories(slurm_root, ec);
     if (ec) return fs_error("cannot create", slurm_root, ec);
     for (auto it = fs::directory_iterator(slurm_root, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
@@ -185,21 +199,33 @@ std::map<std::string, CgroupFiles> SlurmCgroupTree::wanted_at(Micros t) const {
     const Allocation& alloc = scenario_.allocations[a];
     if (!slurm(alloc) || t < alloc.start || t >= end_in(scenario_, alloc.end)) continue;
     CgroupFiles files;
-    if (layout_ == SlurmCgroupLayout::kV1) {
+    if (layout_ == SlurmCgroupLayout::kV1Whitelist) {
       std::string list;
       for (unsigned g : alloc.gpus) list += fmt::format("c 195:{} rwm\n", g);
       list += "c 195:254 rwm\nc 195:255 rwm\n";
       files["devices.list"] = list;
       files["cgroup.procs"] = "";
     } else {
+      if (layout_ == SlurmCgroupLayout::kV1) {
+        // The job level holds no process; slurmstepd sits in the step, its tasks in task_0.
+        files["devices.list"] = kAllowAll;
+        files["cgroup.procs"] = "";
+      }
       unsigned step = 0;
       for (const Job& j : scenario_.jobs) {
         if (j.allocation != a) continue;
         const bool batch = j.gpus.empty();
         const std::string name = batch ? "step_batch" : fmt::format("step_{}", step++);
         if (t < j.start || t >= end_in(scenario_, j.end)) continue;
-        files[name + "/user/task_0/cgroup.procs"] = procs_file(j.pids);
-        files[name + "/slurm/cgroup.procs"] = "";
+        if (layout_ == SlurmCgroupLayout::kV1) {
+          files[name + "/devices.list"] = kAllowAll;
+          files[name + "/cgroup.procs"] = "";
+          files[name + "/task_0/devices.list"] = kAllowAll;
+          files[name + "/task_0/cgroup.procs"] = procs_file(j.pids);
+        } else {
+          files[name + "/user/task_0/cgroup.procs"] = procs_file(j.pids);
+          files[name + "/slurm/cgroup.procs"] = "";
+        }
       }
     }
     out[job_dir(alloc, layout_)] = std::move(files);

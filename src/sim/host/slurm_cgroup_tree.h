@@ -4,14 +4,19 @@
 // exact span [start, end) (no lead: slurmstepd creates the job's cgroup when the job starts on
 // the node and removes it when it ends).
 //
-//   v1        devices/slurm/uid_<uid>/job_<id>/devices.list: "c 195:<gpu> rwm" per GPU, then
-//             nvidia-modeset and nvidiactl, the explicit list of a default-deny cgroup
-//   v2        system.slice/slurmstepd.scope/job_<id>/ (Slurm before 26.05, or CgroupJobIdPaths=yes)
-//   v2-sluid  system.slice/slurmstepd.scope/<SLUID>/ (Slurm 26.05's default)
+//   v1            devices/slurm_<node>/uid_<uid>/job_<id>/, as Slurm 22.05 writes it with
+//                 ConstrainDevices=yes (verified on a real one): `a *:* rwm` in every devices.list,
+//                 the job's processes in step_<s>/task_0/cgroup.procs
+//   v1-whitelist  devices/slurm/uid_<uid>/job_<id>/devices.list: "c 195:<gpu> rwm" per GPU, then
+//                 nvidia-modeset and nvidiactl, the explicit list of a default-deny cgroup (an
+//                 older Slurm's form; no step directories)
+//   v2            system.slice/slurmstepd.scope/job_<id>/ (Slurm before 26.05, or CgroupJobIdPaths=yes)
+//   v2-sluid      system.slice/slurmstepd.scope/<SLUID>/ (Slurm 26.05's default)
 //
 // On v2 a job's directory holds step_batch/{slurm,user/task_0}/cgroup.procs, the batch script's
 // pid, and step_<n>/{slurm,user/task_0}/cgroup.procs for each of the scenario's jobs of the
-// allocation (its steps, numbered in scenario order) while it runs. The batch script is a
+// allocation (its steps, numbered in scenario order) while it runs; on v1 step_batch/task_0 and
+// step_<n>/task_0 in the same way, each level with its devices.list. The batch script is a
 // process of its own (see slurm_batch_jobs), whose environment has SLURM_JOB_ID,
 // SLURM_JOB_GPUS and CUDA_VISIBLE_DEVICES renumbered from 0, as with ConstrainDevices=yes.
 //
@@ -33,9 +38,13 @@
 
 namespace gpumeter::sim {
 
-enum class SlurmCgroupLayout { kNone, kV1, kV2, kV2Sluid };
-std::string_view to_string(SlurmCgroupLayout l);  // "none", "v1", "v2", "v2-sluid"
+enum class SlurmCgroupLayout { kNone, kV1, kV1Whitelist, kV2, kV2Sluid };
+std::string_view to_string(SlurmCgroupLayout l);  // "none", "v1", "v1-whitelist", "v2", "v2-sluid"
 std::optional<SlurmCgroupLayout> parse_slurm_cgroup_layout(std::string_view s);
+
+// The node's name in the v1 root slurm_<node>: a Slurm built with multiple-slurmd support, as
+// Debian's is, names it after the node (slurmd -N, else the host name).
+inline constexpr const char* kSlurmNodeName = "node0";
 
 // The cgroup root under a procfs output directory.
 inline constexpr const char* kCgroupRoot = "sys/fs/cgroup";

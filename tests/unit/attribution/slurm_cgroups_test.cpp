@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <filesystem>
 #include <thread>
 
@@ -307,6 +308,56 @@ TEST(slurm_cgroups, JobsEndingWhileReadNeverGiveAnError) {
   churn.join();
   EXPECT_EQ(errors, 0);
   EXPECT_EQ(other, 0);
+}
+
+// On a real kernel a job's cgroup removed between the open of one of its files and the read
+// answers ENODEV, not ENOENT (kernfs; tests/integration/test_slurm_real.py checks it on the
+// host): the job ended, which is no error. Before, such a read counted the job unreadable and
+// logged a warning at each job end that met a read.
+TEST(slurm_cgroups, ACgroupRemovedWhileReadIsGoneNotUnreadable) {
+  for (int err : {ENOENT, ENOTDIR, ESRCH, ELOOP, ENODEV}) EXPECT_TRUE(slurm_cgroup_entry_gone(err)) << err;
+  for (int err : {EACCES, EPERM, EIO, EISDIR, ENOMEM}) EXPECT_FALSE(slurm_cgroup_entry_gone(err)) << err;
+}
+
+// What a real Slurm 22.05 wrote on cgroup v1 with ConstrainDevices=yes and PrologFlags=Contain
+// (../shared/reference/slurm-real-cluster.md; tests/integration/test_slurm_real.py): `a *:* rwm`
+// at every level; slurmstepd in step_<s>, the tasks in step_<s>/task_0; the extern step's
+// `sleep` with none of the job's variables; an srun step inside the batch job inheriting
+// SLURM_JOB_GPUS; a job-allocating srun with SLURM_STEP_GPUS only.
+TEST(slurm_cgroups, V1AsSlurm2205WritesIt) {
+  TempDir tmp;
+  Host host(tmp);
+  auto level = [&](const std::string& dir, const std::string& procs) {
+    write_file(dir + "/devices.list", "a *:* rwm\n");
+    write_file(dir + "/cgroup.procs", procs);
+  };
+  // Job 2 (GPUs 2,3): a batch script running an srun step on GPU 2.
+  const std::string job2 = host.v1_job("slurm_vm", 0, "2", "a *:* rwm\n");
+  write_file(job2 + "/cgroup.procs", "");  // the job level holds no process
+  level(job2 + "/step_batch", "410\n");
+  level(job2 + "/step_batch/task_0", "420\n421\n");
+  level(job2 + "/step_extern", "400\n405\n");
+  level(job2 + "/step_0", "430\n");
+  level(job2 + "/step_0/task_0", "440\n");
+  host.process(400, {"PATH=/bin"});                  // slurmstepd: [2.extern]
+  host.process(405, {"CUDA_HOME=/usr/local/cuda"});  // its sleep placeholder
+  host.process(410, {"PATH=/bin"});                  // slurmstepd: [2.batch]
+  host.process(420, {"SLURM_JOB_ID=2", "SLURM_JOB_GPUS=2,3", "CUDA_VISIBLE_DEVICES=0,1"});
+  host.process(440, {"SLURM_JOB_ID=2", "SLURM_JOB_GPUS=2,3", "SLURM_STEP_GPUS=2", "CUDA_VISIBLE_DEVICES=0"});
+  // Job 3 (GPUs 0,1): a job-allocating srun.
+  const std::string job3 = host.v1_job("slurm_vm", 0, "3", "a *:* rwm\n");
+  level(job3 + "/step_extern", "500\n505\n");
+  level(job3 + "/step_0", "510\n");
+  level(job3 + "/step_0/task_0", "520\n");
+  host.process(520, {"SLURM_JOB_ID=3", "SLURM_STEP_GPUS=0,1", "CUDA_VISIBLE_DEVICES=0,1"});
+  // Job 4: its batch step has ended and only the extern step is left: no GPU is known.
+  const std::string job4 = host.v1_job("slurm_vm", 0, "4", "a *:* rwm\n");
+  level(job4 + "/step_extern", "600\n605\n");
+  host.process(605, {"CUDA_HOME=/usr/local/cuda"});
+  EXPECT_EQ(read_ok(host.options()), (std::vector<SlurmJobGpus>{
+                                         {"2", "0", {"2", "3"}, "cgroup-v1-environ"},
+                                         {"3", "0", {"0", "1"}, "cgroup-v1-environ"},
+                                     }));
 }
 
 TEST(slurm_cgroups, SymbolicLinksAreNotFollowed) {

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cctype>
+
 namespace gpumeter::cli {
 namespace {
 
@@ -56,9 +58,10 @@ TEST(SlurmEpilog, CostAtThePricesInForceByModel) {
   ASSERT_TRUE(s->cost);
   // H100: 1 h x 4 + 0.5 h x 2 + 0.4 kWh x 0.6; L4 at "*": 0.5 h x 1 + 0.1 kWh x 0.6.
   EXPECT_NEAR(*s->cost, 4 + 1 + 0.24 + 0.5 + 0.06, 1e-12);
-  EXPECT_EQ(admin_comment(*s).substr(admin_comment(*s).find(";cost=")), ";cost=5.800000;currency=EUR");
+  EXPECT_EQ(admin_comment(*s).substr(admin_comment(*s).find(";cost=")), ";cost=5.800000;currency=eur");
   const std::string comment = admin_comment(*s);
   EXPECT_EQ(comment.find_first_of("\"' `"), std::string::npos) << comment;
+  for (char c : comment) EXPECT_FALSE(std::isupper(static_cast<unsigned char>(c))) << comment;
 }
 
 TEST(SlurmEpilog, AMalformedLineOfTheLedgerIsAnError) {

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <filesystem>
 #include <string>
+#include <thread>
 
 #include "../attribution/test_support.h"
 #include "fake_clock.h"
@@ -217,6 +218,64 @@ TEST(HostOwnerResolver, SlurmJobsFromTheirCgroupsByDeviceMinor) {
   auto released = resolver.allocation(gpu0);
   EXPECT_TRUE(released->owners.empty());
   EXPECT_EQ(released->since_us, clock.wall_us());
+}
+
+// The Slurm cgroups are read on the collection thread: a read due within the slack is made at
+// once. Without it, a refresh equal to the collection interval skipped every other collection
+// whose call came a few milliseconds early, and an edge was seen up to two intervals late (found
+// against a real Slurm 22.05, tests/integration/test_slurm_real.py).
+TEST(HostOwnerResolver, SlurmCgroupsAreReadAgainWhenDueWithinTheSlack) {
+  for (const bool slack : {false, true}) {
+    SCOPED_TRACE(slack ? "with slack" : "without");
+    TempDir tmp;
+    write_file(tmp / "cgroup/devices/slurm_n1/uid_0/job_5/devices.list", "c 195:0 rw\n");
+    testing::FakeClock clock;
+    clock.set_wall_us(1'800'000'000'000'000);
+    HostOwnerResolverOptions o;
+    o.procfs = tmp / "proc";
+    o.slurm_cgroups.cgroup_root = tmp / "cgroup";
+    o.slurm_cgroups.procfs = tmp / "proc";
+    o.hpc_refresh = std::chrono::hours(1);
+    // Due 1 ms after the last read: any later call reads again.
+    o.refresh_slack = slack ? std::chrono::hours(1) - std::chrono::milliseconds(1) : std::chrono::milliseconds(0);
+    o.allocations = true;
+    o.rules = ProjectResolver({}, "default");
+    o.clock = &clock;
+    Logger log(LogLevel::kError);
+    HostOwnerResolver resolver(o, log);
+    DeviceIdentity gpu;
+    gpu.index = 0;
+    gpu.uuid = "GPU-0";
+    gpu.device_minor = 0;
+    ASSERT_EQ(resolver.allocation(gpu)->owners, std::vector<OwnerLabels>{job_owner("5")});
+    std::filesystem::remove_all(tmp / "cgroup/devices/slurm_n1/uid_0/job_5");
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    clock.advance_wall(std::chrono::microseconds(1'000'000));
+    EXPECT_EQ(resolver.allocation(gpu)->owners.empty(), slack) << "the job's end is seen at this call only with slack";
+  }
+}
+
+// A slack as large as the refresh interval, or larger, reads at every call.
+TEST(HostOwnerResolver, ASlackPastTheRefreshReadsAtEveryCall) {
+  TempDir tmp;
+  write_file(tmp / "cgroup/devices/slurm/uid_0/job_6/devices.list", "c 195:1 rw\n");
+  HostOwnerResolverOptions o;
+  o.procfs = tmp / "proc";
+  o.slurm_cgroups.cgroup_root = tmp / "cgroup";
+  o.slurm_cgroups.procfs = tmp / "proc";
+  o.hpc_refresh = std::chrono::milliseconds(1000);
+  o.refresh_slack = std::chrono::milliseconds(5000);
+  o.allocations = true;
+  o.rules = ProjectResolver({}, "default");
+  Logger log(LogLevel::kError);
+  HostOwnerResolver resolver(o, log);
+  DeviceIdentity gpu;
+  gpu.index = 1;
+  gpu.uuid = "GPU-1";
+  gpu.device_minor = 1;
+  EXPECT_EQ(resolver.allocation(gpu)->owners, std::vector<OwnerLabels>{job_owner("6")});
+  std::filesystem::remove_all(tmp / "cgroup/devices/slurm/uid_0/job_6");
+  EXPECT_TRUE(resolver.allocation(gpu)->owners.empty());
 }
 
 // The kubelet's device ids matched to a GPU by the fields of its identity, whatever its vendor:

@@ -51,8 +51,8 @@ std::vector<SlurmJobGpus> read_back(const fs::path& dir) {
 }
 
 TEST(SlurmCgroupTree, LayoutNamesAndSluids) {
-  for (auto l :
-       {SlurmCgroupLayout::kNone, SlurmCgroupLayout::kV1, SlurmCgroupLayout::kV2, SlurmCgroupLayout::kV2Sluid}) {
+  for (auto l : {SlurmCgroupLayout::kNone, SlurmCgroupLayout::kV1, SlurmCgroupLayout::kV1Whitelist,
+                 SlurmCgroupLayout::kV2, SlurmCgroupLayout::kV2Sluid}) {
     EXPECT_EQ(parse_slurm_cgroup_layout(to_string(l)), l);
   }
   EXPECT_FALSE(parse_slurm_cgroup_layout("v3").has_value());
@@ -82,7 +82,10 @@ TEST(SlurmCgroupTree, BatchScriptsAreProcessesOverTheAllocations) {
             "/system.slice/slurmstepd.scope/" + sluid_of("8") + "/step_batch/user/task_0");
   auto v1 = slurm_batch_jobs(s, SlurmCgroupLayout::kV1);
   EXPECT_EQ(v1[0].cgroup_version, 1);
-  EXPECT_EQ(v1[0].cgroup, "/slurm/uid_2000/job_7/step_batch/task_0");
+  EXPECT_EQ(v1[0].cgroup, "/slurm_node0/uid_2000/job_7/step_batch/task_0");  // Slurm 22.05, node node0
+  auto whitelist = slurm_batch_jobs(s, SlurmCgroupLayout::kV1Whitelist);
+  EXPECT_EQ(whitelist[0].cgroup_version, 1);
+  EXPECT_EQ(whitelist[0].cgroup, "/slurm/uid_2000/job_7/step_batch/task_0");
 }
 
 TEST(SlurmCgroupTree, V2TreeFollowsTheAllocationsAndSteps) {
@@ -141,10 +144,50 @@ TEST(SlurmCgroupTree, V2SluidTreeMapsToJobIdsThroughTheEnvironment) {
                                                        {"8", "", {"3"}, "cgroup-v2-environ"}}));
 }
 
-TEST(SlurmCgroupTree, V1TreeListsEachJobsGpus) {
+// What a real Slurm 22.05 writes with ConstrainDevices=yes (../shared/reference/
+// slurm-real-cluster.md, and tests/integration/test_slurm_real.py against one): slurm_<node>,
+// `a *:* rwm` at every level, the processes in step_<s>/task_0. The reader then takes the GPUs
+// from the batch script's environment.
+TEST(SlurmCgroupTree, V1TreeIsSlurm2205s) {
+  Scenario s = testing::parse_ok(kScenario);
+  fs::path dir = fresh_dir("cg-v1-2205");
+  auto tree = ProcfsTree::open(dir, s, 5 * S, {}, SlurmCgroupLayout::kV1);
+  ASSERT_TRUE(tree.ok()) << tree.error().message;
+  const fs::path job7 = dir / kCgroupRoot / "devices/slurm_node0/uid_2000/job_7";
+
+  ASSERT_TRUE((*tree)->sync(15 * S).ok());  // step 0 runs
+  EXPECT_EQ(entries(job7), (std::set<std::string>{"cgroup.procs", "devices.list", "step_batch", "step_0"}));
+  for (const char* level : {"", "/step_batch", "/step_batch/task_0", "/step_0", "/step_0/task_0"}) {
+    EXPECT_EQ(read(job7.string() + level + "/devices.list"), "a *:* rwm\n") << level;
+  }
+  EXPECT_EQ(read(job7 / "cgroup.procs"), "");
+  EXPECT_EQ(read(job7 / "step_batch/cgroup.procs"), "");
+  EXPECT_EQ(read(job7 / "step_batch/task_0/cgroup.procs"), "4000001\n");
+  EXPECT_EQ(read(job7 / "step_0/task_0/cgroup.procs"), "30\n");
+  const std::string cgroup = read(dir / "proc/4000001/cgroup");
+  EXPECT_EQ(cgroup.substr(0, cgroup.find('\n')), "12:devices:/slurm_node0/uid_2000/job_7/step_batch/task_0");
+  EXPECT_EQ(read_back(dir), (std::vector<SlurmJobGpus>{{"7", "2000", {"2", "3"}, "cgroup-v1-environ"}}));
+
+  ASSERT_TRUE((*tree)->sync(25 * S).ok());  // between steps
+  EXPECT_EQ(entries(job7), (std::set<std::string>{"cgroup.procs", "devices.list", "step_batch"}));
+  ASSERT_TRUE((*tree)->sync(60 * S).ok());
+  EXPECT_EQ(read_back(dir), (std::vector<SlurmJobGpus>{{"7", "2000", {"2", "3"}, "cgroup-v1-environ"},
+                                                       {"8", "2001", {"3"}, "cgroup-v1-environ"}}));
+  ASSERT_TRUE((*tree)->sync(70 * S).ok());
+  EXPECT_FALSE(fs::exists(dir / kCgroupRoot / "devices/slurm_node0/uid_2001/job_8"));
+  EXPECT_EQ(entries(dir / kCgroupRoot / "devices/slurm_node0/uid_2001"), (std::set<std::string>{}));
+  // Without the variables allow-listed, the jobs' GPUs are not known: `a *:* rwm` does not say.
+  auto r = read_slurm_job_gpus(
+      SlurmCgroupOptions{(dir / kCgroupRoot).string(), (dir / "proc").string(), {"GPUMETER_PROJECT"}});
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->jobs.empty());
+}
+
+// An older Slurm's form, kept as an explicit variant: the job's devices.list names its GPUs.
+TEST(SlurmCgroupTree, V1WhitelistTreeListsEachJobsGpus) {
   Scenario s = testing::parse_ok(kScenario);
   fs::path dir = fresh_dir("cg-v1");
-  auto tree = ProcfsTree::open(dir, s, 5 * S, {}, SlurmCgroupLayout::kV1);
+  auto tree = ProcfsTree::open(dir, s, 5 * S, {}, SlurmCgroupLayout::kV1Whitelist);
   ASSERT_TRUE(tree.ok()) << tree.error().message;
   ASSERT_TRUE((*tree)->sync(60 * S).ok());
   const fs::path slurm = dir / kCgroupRoot / "devices/slurm";
@@ -176,27 +219,32 @@ TEST(SlurmCgroupTree, AnEarlierWritersJobsAreTakenOver) {
 TEST(SlurmCgroupTree, AReaderNeverSeesAJobDirectoryHalfWritten) {
   // Steps start and end (each a whole job directory exchanged in one rename) while the agent's
   // reader runs: it always finds job 7 with its batch script, so always with GPUs 2 and 3.
-  Scenario s = testing::parse_ok(kScenario);
-  fs::path dir = fresh_dir("cg-atomic");
-  auto tree = ProcfsTree::open(dir, s, 5 * S, {}, SlurmCgroupLayout::kV2);
-  ASSERT_TRUE(tree.ok()) << tree.error().message;
-  ASSERT_TRUE((*tree)->sync(15 * S).ok());
-  std::atomic<bool> stop{false};
-  std::atomic<int> write_errors{0};
-  std::thread writer([&] {
-    for (int i = 0; !stop.load(); ++i) {
-      if (!(*tree)->sync((i % 3 == 0 ? 15 : i % 3 == 1 ? 25 : 35) * S).ok()) ++write_errors;
+  for (const auto& [layout, want] :
+       {std::pair{SlurmCgroupLayout::kV2, SlurmJobGpus{"7", "", {"2", "3"}, "cgroup-v2-environ"}},
+        std::pair{SlurmCgroupLayout::kV1, SlurmJobGpus{"7", "2000", {"2", "3"}, "cgroup-v1-environ"}}}) {
+    SCOPED_TRACE(std::string(to_string(layout)));
+    Scenario s = testing::parse_ok(kScenario);
+    fs::path dir = fresh_dir("cg-atomic");
+    auto tree = ProcfsTree::open(dir, s, 5 * S, {}, layout);
+    ASSERT_TRUE(tree.ok()) << tree.error().message;
+    ASSERT_TRUE((*tree)->sync(15 * S).ok());
+    std::atomic<bool> stop{false};
+    std::atomic<int> write_errors{0};
+    std::thread writer([&] {
+      for (int i = 0; !stop.load(); ++i) {
+        if (!(*tree)->sync((i % 3 == 0 ? 15 : i % 3 == 1 ? 25 : 35) * S).ok()) ++write_errors;
+      }
+    });
+    int reads = 0, wrong = 0;
+    for (; reads < 300; ++reads) {
+      auto r = read_slurm_job_gpus(SlurmCgroupOptions{(dir / kCgroupRoot).string(), (dir / "proc").string(), kAllow});
+      if (!r.ok() || r->jobs != std::vector<SlurmJobGpus>{want}) ++wrong;
     }
-  });
-  int reads = 0, wrong = 0;
-  for (; reads < 300; ++reads) {
-    auto r = read_slurm_job_gpus(SlurmCgroupOptions{(dir / kCgroupRoot).string(), (dir / "proc").string(), kAllow});
-    if (!r.ok() || r->jobs != std::vector<SlurmJobGpus>{{"7", "", {"2", "3"}, "cgroup-v2-environ"}}) ++wrong;
+    stop = true;
+    writer.join();
+    EXPECT_EQ(write_errors.load(), 0);
+    EXPECT_EQ(wrong, 0) << "of " << reads << " reads";
   }
-  stop = true;
-  writer.join();
-  EXPECT_EQ(write_errors.load(), 0);
-  EXPECT_EQ(wrong, 0) << "of " << reads << " reads";
 }
 
 TEST(SlurmCgroupTree, NotWrittenByDefault) {
