@@ -184,30 +184,38 @@ TEST(HostOwnerResolver, AllocationsFromTheMappingChangeWhenItsFilesDid) {
   EXPECT_FALSE(off.allocation(gpu0)) << "the process policy asks for no allocation";
 }
 
+// Options for the Slurm cgroup tests: the cgroup tree and procfs under `tmp`, allocations on.
+HostOwnerResolverOptions slurm_options(const std::filesystem::path& tmp, testing::FakeClock* clock) {
+  HostOwnerResolverOptions o;
+  o.procfs = tmp / "proc";
+  o.slurm_cgroups.cgroup_root = tmp / "cgroup";
+  o.slurm_cgroups.procfs = tmp / "proc";
+  o.allocations = true;
+  o.rules = ProjectResolver({}, "default");
+  o.clock = clock;
+  return o;
+}
+
+DeviceIdentity gpu_at(int index, std::string uuid, int device_minor) {
+  DeviceIdentity gpu;
+  gpu.index = index;
+  gpu.uuid = std::move(uuid);
+  gpu.device_minor = device_minor;
+  return gpu;
+}
+
 TEST(HostOwnerResolver, SlurmJobsFromTheirCgroupsByDeviceMinor) {
   TempDir tmp;
   // cgroup v1: job 77 may open /dev/nvidia3, which is GPU index 0 on this node.
   write_file(tmp / "cgroup/devices/slurm/uid_2051/job_77/devices.list", "c 195:3 rw\nc 195:255 rw\n");
   testing::FakeClock clock;
   clock.set_wall_us(1'800'000'000'000'000);
-  HostOwnerResolverOptions o;
-  o.procfs = tmp / "proc";
-  o.slurm_cgroups.cgroup_root = tmp / "cgroup";
-  o.slurm_cgroups.procfs = tmp / "proc";
+  HostOwnerResolverOptions o = slurm_options(tmp.path(), &clock);
   o.hpc_refresh = std::chrono::milliseconds(0);
-  o.allocations = true;
-  o.rules = ProjectResolver({}, "default");
-  o.clock = &clock;
   Logger log(LogLevel::kError);
   HostOwnerResolver resolver(o, log);
-  DeviceIdentity gpu0;
-  gpu0.index = 0;
-  gpu0.uuid = "GPU-0";
-  gpu0.device_minor = 3;
-  DeviceIdentity gpu3;
-  gpu3.index = 3;
-  gpu3.uuid = "GPU-3";
-  gpu3.device_minor = 0;
+  const DeviceIdentity gpu0 = gpu_at(0, "GPU-0", 3);
+  const DeviceIdentity gpu3 = gpu_at(3, "GPU-3", 0);
   auto held = resolver.allocation(gpu0);
   ASSERT_TRUE(held);
   EXPECT_EQ(held->owners, std::vector<OwnerLabels>{job_owner("77")});
@@ -231,22 +239,13 @@ TEST(HostOwnerResolver, SlurmCgroupsAreReadAgainWhenDueWithinTheSlack) {
     write_file(tmp / "cgroup/devices/slurm_n1/uid_0/job_5/devices.list", "c 195:0 rw\n");
     testing::FakeClock clock;
     clock.set_wall_us(1'800'000'000'000'000);
-    HostOwnerResolverOptions o;
-    o.procfs = tmp / "proc";
-    o.slurm_cgroups.cgroup_root = tmp / "cgroup";
-    o.slurm_cgroups.procfs = tmp / "proc";
+    HostOwnerResolverOptions o = slurm_options(tmp.path(), &clock);
     o.hpc_refresh = std::chrono::hours(1);
     // Due 1 ms after the last read: any later call reads again.
     o.refresh_slack = slack ? std::chrono::hours(1) - std::chrono::milliseconds(1) : std::chrono::milliseconds(0);
-    o.allocations = true;
-    o.rules = ProjectResolver({}, "default");
-    o.clock = &clock;
     Logger log(LogLevel::kError);
     HostOwnerResolver resolver(o, log);
-    DeviceIdentity gpu;
-    gpu.index = 0;
-    gpu.uuid = "GPU-0";
-    gpu.device_minor = 0;
+    const DeviceIdentity gpu = gpu_at(0, "GPU-0", 0);
     ASSERT_EQ(resolver.allocation(gpu)->owners, std::vector<OwnerLabels>{job_owner("5")});
     std::filesystem::remove_all(tmp / "cgroup/devices/slurm_n1/uid_0/job_5");
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
@@ -259,20 +258,12 @@ TEST(HostOwnerResolver, SlurmCgroupsAreReadAgainWhenDueWithinTheSlack) {
 TEST(HostOwnerResolver, ASlackPastTheRefreshReadsAtEveryCall) {
   TempDir tmp;
   write_file(tmp / "cgroup/devices/slurm/uid_0/job_6/devices.list", "c 195:1 rw\n");
-  HostOwnerResolverOptions o;
-  o.procfs = tmp / "proc";
-  o.slurm_cgroups.cgroup_root = tmp / "cgroup";
-  o.slurm_cgroups.procfs = tmp / "proc";
+  HostOwnerResolverOptions o = slurm_options(tmp.path(), nullptr);
   o.hpc_refresh = std::chrono::milliseconds(1000);
   o.refresh_slack = std::chrono::milliseconds(5000);
-  o.allocations = true;
-  o.rules = ProjectResolver({}, "default");
   Logger log(LogLevel::kError);
   HostOwnerResolver resolver(o, log);
-  DeviceIdentity gpu;
-  gpu.index = 1;
-  gpu.uuid = "GPU-1";
-  gpu.device_minor = 1;
+  const DeviceIdentity gpu = gpu_at(1, "GPU-1", 1);
   EXPECT_EQ(resolver.allocation(gpu)->owners, std::vector<OwnerLabels>{job_owner("6")});
   std::filesystem::remove_all(tmp / "cgroup/devices/slurm/uid_0/job_6");
   EXPECT_TRUE(resolver.allocation(gpu)->owners.empty());
