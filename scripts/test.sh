@@ -50,12 +50,17 @@ for preset in default asan fuzz; do
     wallclock_log=$(mktemp /tmp/gpumeter-wallclock.XXXXXX)
     TMPDIR="$tmp" ctest --preset "$preset" -L wallclock -j 16 --timeout 600 >"$wallclock_log" 2>&1 &
     wallclock=$!
-    TMPDIR="$tmp" ctest --preset "$preset" -LE wallclock -j "$jobs" --timeout 600 2>&1 | tee "$log" || status=1
+    TMPDIR="$tmp" ctest --preset "$preset" -LE 'wallclock|alone' -j "$jobs" --timeout 600 2>&1 | tee "$log" || status=1
     wait "$wallclock" || status=1
     echo "== [$preset] the wallclock tests"
     cat "$wallclock_log"
     cat "$wallclock_log" >>"$log"
     rm -f "$wallclock_log"
+    # Then the tests that need the machine to themselves, one at a time (none is sanitized).
+    if [ "$preset" = default ]; then
+      echo "== [$preset] the tests that run alone"
+      TMPDIR="$tmp" ctest --preset "$preset" -L alone -j 1 --timeout 600 2>&1 | tee -a "$log" || status=1
+    fi
   fi
   {
     echo "== [$preset] the ten slowest tests"
