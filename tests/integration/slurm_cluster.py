@@ -88,6 +88,7 @@ class SlurmCluster:
         # cluster's alone, whatever another run left or runs beside it.
         self.node = "gm%d" % os.getpid()
         self.dir = None
+        self.spool = None  # slurmd's spool, at a short path (start())
         self.procs = {}  # daemon name -> harness.Process, in start order
         self.env = {}
         self.timings = {}  # step -> seconds since start() began
@@ -129,8 +130,11 @@ class SlurmCluster:
         def mark(step):
             self.timings[step] = round(time.monotonic() - t0, 2)
         self.dir = tempfile.mkdtemp(prefix="gpumeter-slurm-")
+        # slurmstepd's sockets (<spool>/slurmd_<node>/<node>_<job>.<step>) must fit a unix socket
+        # path (108 bytes): under the test run's TMPDIR they did not, and no job could start.
+        self.spool = tempfile.mkdtemp(prefix="gms-", dir="/tmp")
         try:
-            for d in ("munge", "etc", "log", "state", "spool", "run", "dev"):
+            for d in ("munge", "etc", "log", "state", "run", "dev"):
                 os.makedirs(self.path(d))
             # munged wants every directory above its socket searchable by all.
             self._open_up(self.path("munge"))
@@ -218,7 +222,7 @@ class SlurmCluster:
             "SlurmctldPort=%d" % self.ports["ctld"], "SlurmdPort=%d" % self.ports["slurmd"],
             "AuthType=auth/munge", "CredType=cred/munge", "AuthInfo=socket=" + self.munge_socket,
             "StateSaveLocation=" + d("state"),  # fresh each run: no IDLE or DRAIN state survives
-            "SlurmdSpoolDir=" + d("spool", "slurmd_%n"),
+            "SlurmdSpoolDir=" + os.path.join(self.spool, "slurmd_%n"),
             "SlurmctldPidFile=" + d("run", "slurmctld.pid"), "SlurmdPidFile=" + d("run", "slurmd_%n.pid"),
             "SlurmctldLogFile=" + d("log", "slurmctld.log"), "SlurmdLogFile=" + d("log", "slurmd_%n.log"),
             "ProctrackType=proctrack/cgroup", "TaskPlugin=task/cgroup",
@@ -412,6 +416,9 @@ class SlurmCluster:
             if p is not None:
                 p.stop(timeout=STOP_TIMEOUT)
         self._sweep_cgroups(errors)
+        spool, self.spool = self.spool, None
+        if spool and spool.startswith("/tmp/gms-") and os.environ.get("GPUMETER_KEEP_TEST_DIRS") != "1":
+            shutil.rmtree(spool, ignore_errors=True)
         if self.dir:
             d, self.dir = self.dir, None
             if d.startswith(tempfile.gettempdir() + os.sep) and os.path.basename(d).startswith("gpumeter-slurm-"):
