@@ -197,12 +197,9 @@ std::string admin_comment(const JobSummary& s) {
       fmt::format("gpumeter=1;gpus={};gpu_seconds={};busy_seconds={};memory_gib_hours={};energy_kwh={}", s.gpus.size(),
                   decimal(s.gpu_seconds), decimal(s.busy_seconds),
                   decimal(s.memory_byte_seconds / (1024.0 * 1024 * 1024) / 3600), decimal(s.energy_joules / 3.6e6));
-  if (s.cost) {
-    // sacctmgr lowercases the value (seen on Slurm 22.05): written so, it reads back the same.
-    std::string currency = s.currency;
-    for (char& c : currency) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    out += fmt::format(";cost={};currency={}", decimal(*s.cost), currency);
-  }
+  if (s.cost) out += fmt::format(";cost={};currency={}", decimal(*s.cost), s.currency);
+  // sacctmgr lowercases the value (seen on Slurm 22.05): written so, it reads back the same.
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return out;
 }
 

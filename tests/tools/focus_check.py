@@ -238,7 +238,7 @@ def check_key_value(column, text):
     if len(set(keys)) != len(keys):
         out.append("%s: a key appears twice" % column)
     for k, v in pairs:
-        if isinstance(v, (list, dict)) or (isinstance(v, list) and v and isinstance(v[0], tuple)):
+        if isinstance(v, (list, dict)):  # a nested object reads as a list of pairs here
             out.append("%s: the value of %r is not a scalar" % (column, k))
     return out
 
