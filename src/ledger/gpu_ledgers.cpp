@@ -41,12 +41,12 @@ std::size_t GpuLedgers::prune(std::int64_t before_wall_us) {
 std::shared_ptr<const GpuLedgerSnapshot> GpuLedgers::snapshot(bool scheduler) const {
   auto ls = std::make_shared<GpuLedgerSnapshot>();
   ls->scheduler = scheduler;
+  ls->idle_power = ledger_.options().idle_power_watts > 0;
   ls->covered_seconds = ledger_.covered_seconds();
   ls->gap_seconds = ledger_.gap_seconds();
   ls->foreign_seconds = ledger_.foreign_seconds();
   for (const auto& [owner, t] : ledger_.owners()) {
-    ls->owners.push_back(
-        {owner, t.allocated_seconds, t.busy_seconds, t.memory_byte_seconds, t.energy_joules, t.idle_allocated_seconds});
+    ls->owners.push_back(ledger_entry(owner, t));
   }
   mig_.append(*ls);
   return ls;

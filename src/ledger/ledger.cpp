@@ -7,6 +7,19 @@
 
 namespace gpumeter {
 
+LedgerEntry ledger_entry(const OwnerLabels& owner, const LedgerTotals& t, const MigUnitLabels& mig) {
+  LedgerEntry e;
+  e.owner = owner;
+  e.allocated_seconds = t.allocated_seconds;
+  e.busy_seconds = t.busy_seconds;
+  e.memory_byte_seconds = t.memory_byte_seconds;
+  e.energy_joules = t.energy_joules;
+  e.idle_allocated_seconds = t.idle_allocated_seconds;
+  e.idle_energy_joules = t.idle_energy_joules;
+  e.mig = mig;
+  return e;
+}
+
 const LedgerProcess* GpuLedger::find_pid(const std::vector<LedgerProcess>& v, unsigned pid) {
   for (const auto& p : v) {
     if (p.pid == pid) return &p;

@@ -20,6 +20,7 @@
 //   memory:     each member's memory · d
 //   energy:     min(P, I)·d / |M| to each member, the rest (P − I)·d by busy share; P·d to
 //               __idle__ when M is empty
+//   idle energy: the min(P, I)·d part of each member's energy (and of __idle__'s)
 // so per GPU, Σ allocated = covered seconds, Σ busy = ∫U (or the exact busy time where that is
 // more), Σ energy = ∫P, exactly.
 //
@@ -49,6 +50,7 @@
 #include "ledger/power_fit.h"
 #include "model/owner.h"
 #include "model/reading.h"
+#include "model/snapshot.h"
 #include "util/result.h"
 
 namespace gpumeter {
@@ -58,6 +60,9 @@ struct LedgerTotals {
   double busy_seconds = 0;
   double memory_byte_seconds = 0;
   double energy_joules = 0;
+  // The part of energy_joules drawn at the board's idle power (GpuLedgerOptions::
+  // idle_power_watts) while the owner held the GPU; the rest is its active energy.
+  double idle_energy_joules = 0;
   std::int64_t last_active_us = 0;  // wall clock of the last period the owner was charged
   // Scheduler policy: the part of allocated_seconds when none of the owner's processes was on
   // the GPU (an allocation held idle).
@@ -149,6 +154,9 @@ struct GpuLedgerOptions {
   bool scheduler = false;
 };
 
+// An owner's totals as a snapshot's ledger entry, on the MIG device `mig` (empty: the GPU).
+LedgerEntry ledger_entry(const OwnerLabels& owner, const LedgerTotals& t, const MigUnitLabels& mig = {});
+
 // The owner of processes that cannot be resolved (gone before they could be looked up).
 OwnerLabels unattributed_owner();
 OwnerLabels idle_owner();
@@ -189,6 +197,7 @@ class GpuLedger {
   // Drops owners not charged since `before_wall_us` (retention). Returns how many.
   std::size_t prune(std::int64_t before_wall_us);
   void set_options(GpuLedgerOptions o) { options_ = o; }
+  const GpuLedgerOptions& options() const { return options_; }
 
   nlohmann::json to_json() const;
   // Reads a ledger back. A structural fault (a key missing, a mode unknown, an owner listed

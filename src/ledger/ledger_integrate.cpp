@@ -285,6 +285,7 @@ double GpuLedger::charge_period(const Period& p, std::vector<Member>& members,
     auto& t = delta[idle_owner()];
     t.allocated_seconds += ds;
     t.energy_joules += energy;
+    t.idle_energy_joules += std::min(power, options_.idle_power_watts) * d;
     if (busy > 0) delta[unattributed_owner()].busy_seconds += busy;
     return energy;
   }
@@ -312,6 +313,7 @@ double GpuLedger::charge_period(const Period& p, std::vector<Member>& members,
     allocated += part;
     if (h.allocation) t.idle_allocated_seconds += ds * part * (1.0 - h.process_presence);
     t.energy_joules += idle_part * part;
+    t.idle_energy_joules += idle_part * part;
     if (busy <= 0) t.energy_joules += dynamic * part;  // power above idle with no utilization: shared
   }
   for (std::size_t k = 0; k < members.size(); ++k) {
@@ -328,6 +330,7 @@ double GpuLedger::charge_period(const Period& p, std::vector<Member>& members,
     auto& idle = delta[idle_owner()];
     idle.allocated_seconds += ds * (1.0 - allocated);
     idle.energy_joules += (busy <= 0 ? energy : idle_part) * (1.0 - allocated);
+    idle.idle_energy_joules += idle_part * (1.0 - allocated);
   }
   if (rest > 0 && !split) {
     // Busy time no process claims any share of: it and its energy are unattributed.
@@ -345,10 +348,17 @@ void GpuLedger::settle_energy(std::map<OwnerLabels, LedgerTotals>& delta, double
     // The counter moved while the power basis said nothing: charge it like allocation.
     double alloc = 0;
     for (const auto& [o, t] : delta) alloc += t.allocated_seconds;
-    for (auto& [o, t] : delta) t.energy_joules = alloc > 0 ? *energy_total * t.allocated_seconds / alloc : 0;
+    // With no power basis there is no idle part to tell: it is all the owners' active energy.
+    for (auto& [o, t] : delta) {
+      t.energy_joules = alloc > 0 ? *energy_total * t.allocated_seconds / alloc : 0;
+      t.idle_energy_joules = 0;
+    }
     energy_joules_ += *energy_total;
   } else {
-    for (auto& [o, t] : delta) t.energy_joules *= scale;
+    for (auto& [o, t] : delta) {
+      t.energy_joules *= scale;
+      t.idle_energy_joules *= scale;
+    }
     energy_joules_ += tick_energy * scale;
   }
 }
@@ -359,6 +369,7 @@ void GpuLedger::charge(const OwnerLabels& owner, const LedgerTotals& d, std::int
   t.busy_seconds += d.busy_seconds;
   t.memory_byte_seconds += d.memory_byte_seconds;
   t.energy_joules += d.energy_joules;
+  t.idle_energy_joules += d.idle_energy_joules;
   t.idle_allocated_seconds += d.idle_allocated_seconds;
   t.last_active_us = std::max(t.last_active_us, wall_us);
 }

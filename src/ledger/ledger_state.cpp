@@ -96,6 +96,7 @@ nlohmann::json GpuLedger::to_json() const {
                       {"energy_joules", t.energy_joules},
                       {"last_active_us", t.last_active_us}});
     if (t.idle_allocated_seconds > 0) owners.back()["idle_allocated_seconds"] = t.idle_allocated_seconds;
+    if (t.idle_energy_joules > 0) owners.back()["idle_energy_joules"] = t.idle_energy_joules;
   }
   return j;
 }
@@ -159,6 +160,7 @@ Result<GpuLedger> GpuLedger::from_json(const nlohmann::json& j, GpuLedgerOptions
       t.last_active_us = integer_at<std::int64_t>(o, "last_active_us");
       if (o.contains("idle_allocated_seconds"))
         t.idle_allocated_seconds = amount_at(o, "idle_allocated_seconds", who, dropped);
+      if (o.contains("idle_energy_joules")) t.idle_energy_joules = amount_at(o, "idle_energy_joules", who, dropped);
       if (t.last_active_us < 0) return Error{1, "\"last_active_us\" is negative"};
       // Two entries of one owner: which one holds its total is unknowable, and adding them
       // could bill it twice.

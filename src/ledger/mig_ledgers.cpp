@@ -132,8 +132,7 @@ void MigLedgers::append(GpuLedgerSnapshot& out) const {
     out.gap_seconds += unit.ledger.gap_seconds();
     out.foreign_seconds += unit.ledger.foreign_seconds();
     for (const auto& [owner, t] : unit.ledger.owners()) {
-      out.owners.push_back({owner, t.allocated_seconds, t.busy_seconds, t.memory_byte_seconds, t.energy_joules,
-                            t.idle_allocated_seconds, unit.labels});
+      out.owners.push_back(ledger_entry(owner, t, unit.labels));
     }
   }
 }

@@ -48,7 +48,7 @@ LedgerStateGpu summarize_gpu(const nlohmann::json& entry) {
   g.covered_seconds = parsed->covered_seconds();
   g.gap_seconds = parsed->gap_seconds();
   for (const auto& [owner, t] : parsed->owners()) {
-    g.owners.push_back({owner, t.allocated_seconds, t.busy_seconds, t.memory_byte_seconds, t.energy_joules});
+    g.owners.push_back(ledger_entry(owner, t));
   }
   // A GPU in MIG mode: its MIG devices' ledgers, each owner with the device's labels.
   if (auto mig = entry.find("mig"); mig != entry.end()) {

@@ -59,6 +59,7 @@ struct LedgerEntry {
   double memory_byte_seconds = 0;
   double energy_joules = 0;
   double idle_allocated_seconds = 0;  // scheduler policy: allocated with none of its processes on the GPU
+  double idle_energy_joules = 0;      // the part of energy_joules at the board's idle power
   MigUnitLabels mig;                  // the MIG device billed; empty for the GPU itself
 };
 
@@ -68,6 +69,9 @@ struct GpuLedgerSnapshot {
   double gap_seconds = 0;
   double foreign_seconds = 0;  // scheduler policy: a process outside every allocation on an allocated GPU
   bool scheduler = false;      // the allocation policy is scheduler
+  // The GPU's model has an idle power (ledger.idle_power_watts), so its owners' energy is split
+  // into idle and active: only then is the idle part served.
+  bool idle_power = false;
 };
 
 struct GpuSnapshot {

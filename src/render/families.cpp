@@ -111,6 +111,10 @@ void add_ledger_coverage_families(FamilyList& fams, const Snapshot& snap) {
   auto& gaps = fams.add("gpumeter_ledger_gap_seconds_total", kCounter,
                         "Seconds of this GPU's time the ledger could not integrate (agent down or GPU "
                         "unreachable for longer than the driver's sample buffer).");
+  auto& idle_energy = fams.add("gpu_attributed_idle_energy_joules_total", kCounter,
+                               "The part of gpu_attributed_energy_joules_total drawn at the board's idle power "
+                               "(ledger.idle_power_watts) while the owner held the GPU; the rest is its active "
+                               "energy. Only on GPUs whose model has an idle power.");
   auto& foreign = fams.add("gpumeter_ledger_foreign_seconds_total", kCounter,
                            "Seconds a process outside every allocation ran on this GPU while the scheduler had "
                            "allocated it to someone; it shares the time with the allocation's owners.");
@@ -118,6 +122,9 @@ void add_ledger_coverage_families(FamilyList& fams, const Snapshot& snap) {
     if (!g.ledger) continue;
     add_sample(covered, device_labels(g.identity), g.ledger->covered_seconds);
     add_sample(gaps, device_labels(g.identity), g.ledger->gap_seconds);
+    if (g.ledger->idle_power) {
+      for (const auto& e : g.ledger->owners) add_sample(idle_energy, ledger_labels(g.identity, e), e.idle_energy_joules);
+    }
     if (!g.ledger->scheduler) continue;
     add_sample(foreign, device_labels(g.identity), g.ledger->foreign_seconds);
     for (const auto& e : g.ledger->owners) {
@@ -126,6 +133,7 @@ void add_ledger_coverage_families(FamilyList& fams, const Snapshot& snap) {
     }
   }
   pad_mig_labels(idle_allocated);
+  pad_mig_labels(idle_energy);
 }
 
 // The agent's build and each backend's state and counters.

@@ -243,7 +243,7 @@ def allowed_deviation(value, allocated, edges, tolerance, edge_seconds=EDGE_SECO
     return tolerance * abs(value) + edges * edge_seconds * rate + 1e-6
 
 
-def expected_owners(truth):
+def expected_owners(truth, counters=COUNTERS):
     """Truth per (gpu, project, user, namespace, pod, hpc_job), summed over the jobs of an owner."""
     users = {uid: name for name, uid in truth.get("users", {}).items()}
     out = {}
@@ -253,8 +253,8 @@ def expected_owners(truth):
         hpc = env.get("SLURM_JOB_ID", "")
         key = (str(j["gpu"]), env.get("GPUMETER_PROJECT", "unknown"), users.get(j["uid"], str(j["uid"])),
                k8s.get("namespace", ""), k8s.get("pod", ""), hpc)
-        acc = out.setdefault(key, {f: 0.0 for f in COUNTERS.values()})
-        for f in COUNTERS.values():
+        acc = out.setdefault(key, {f: 0.0 for f in counters.values()})
+        for f in counters.values():
             acc[f] += j[f]
     return out
 
@@ -262,9 +262,9 @@ def expected_owners(truth):
 RESERVED_PROJECTS = ("__idle__", "__unattributed__")
 
 
-def scraped_owners(prom, at):
+def scraped_owners(prom, at, counters=COUNTERS):
     out = {}
-    for metric, field in COUNTERS.items():
+    for metric, field in counters.items():
         for r in prom.query(metric, at=at):
             m = r["metric"]
             key = (m["gpu"], m["project"], m.get("user", ""), m.get("namespace", ""), m.get("pod", ""),
@@ -274,15 +274,21 @@ def scraped_owners(prom, at):
     return out
 
 
-def check_ledger_against_truth(test, prom, scenario, truth_to, tolerance):
+IDLE_ENERGY = ("gpu_attributed_idle_energy_joules_total", "idle_power_energy_joules")
+
+
+def check_ledger_against_truth(test, prom, scenario, truth_to, tolerance, idle_energy=False):
     """The ledger's counters, read back through Prometheus, against `gpumeter sim truth` (the
     process policy) over [0, truth_to): each owner within `tolerance` plus what its job edges may
-    move, no unexpected owner, and the per-GPU invariants. Returns (truth, scraped)."""
+    move, no unexpected owner, and the per-GPU invariants. With `idle_energy` (the agent's
+    ledger.idle_power_watts is the model's idle power), each owner's idle energy too, and per GPU
+    its owners' idle and active energy add up to the GPU's. Returns (truth, scraped)."""
     truth = sim_truth(scenario, 0, truth_to)
-    want = expected_owners(truth)
+    counters = dict(COUNTERS, **dict([IDLE_ENERGY])) if idle_energy else COUNTERS
+    want = expected_owners(truth, counters)
     # Every query evaluates at one instant, so all figures come from the same scrape.
     at = time.time() - 1.5
-    got = scraped_owners(prom, at)
+    got = scraped_owners(prom, at, counters)
     worst = max((abs(got.get(k, {}).get(f, 0.0) - v) / v, "%s %s" % (f, k))
                 for k, fields in want.items() for f, v in fields.items() if v > 0)
     print("largest relative deviation from the truth: %.3g (%s)" % worst)  # shown in the test log
@@ -310,6 +316,11 @@ def check_ledger_against_truth(test, prom, scenario, truth_to, tolerance):
         test.assertAlmostEqual(alloc, covered[gpu], delta=1e-9 * covered[gpu] + 1e-9)
         test.assertLessEqual(abs(busy - g["busy_seconds"]), tolerance * g["busy_seconds"] + 1e-6,
                              "gpu %s busy: ledger %.6g, truth %.6g" % (gpu, busy, g["busy_seconds"]))
+        if idle_energy:
+            field = IDLE_ENERGY[1]
+            for k, v in got.items():
+                if k[0] == gpu:
+                    test.assertLessEqual(v.get(field, 0), v.get("energy_joules", 0) * (1 + 1e-12), k)
     return truth, got
 
 

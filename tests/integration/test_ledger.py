@@ -33,7 +33,7 @@ class LedgerAccuracy(AgentTestCase):
                                 extra_args=node.agent_args(self.config, self.state)))
 
     def check_against_truth(self, prom, scenario, truth_to):
-        return check_ledger_against_truth(self, prom, scenario, truth_to, TOLERANCE)
+        return check_ledger_against_truth(self, prom, scenario, truth_to, TOLERANCE, idle_energy=True)
 
     def test_mixed_owners_match_truth(self):
         start = ScenarioStart()

@@ -142,6 +142,7 @@ nlohmann::ordered_json truth_to_json(const Scenario& scenario, const Truth& trut
     j["busy_seconds"] = t.busy_seconds;
     j["memory_byte_seconds"] = t.memory_byte_seconds;
     j["energy_joules"] = t.energy_joules;
+    j["idle_power_energy_joules"] = t.idle_power_energy_joules;
     out["jobs"].push_back(std::move(j));
   }
   out["users"] = users_json(scenario);

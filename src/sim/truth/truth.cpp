@@ -59,6 +59,7 @@ Truth compute_truth(const Scenario& scenario, Micros from, Micros to) {
         jt.busy_seconds += util * share * d;
         jt.memory_byte_seconds += static_cast<double>(j.memory_bytes) * d;
         jt.energy_joules += (idle_w / n + (power_w - idle_w) * share) * d;
+        jt.idle_power_energy_joules += idle_w / n * d;
         jt.pid = j.pid;
       }
     });

@@ -8,7 +8,7 @@
 //   GPU:  busy += U d, energy += P d, memory += mem d, allocated += [n > 0] d,
 //         idle += [n = 0] d, idle_energy += [n = 0] P d
 //   job:  allocated += d / n, busy += U u_j / S d (0 when S = 0), memory += mem_j d,
-//         energy += (idle / n + (P - idle) u_j / S) d
+//         energy += (idle / n + (P - idle) u_j / S) d, of which idle_power_energy += idle / n d
 // so that, per GPU, sum(job allocated) + idle = window, sum(job busy) = busy and
 // sum(job energy) + idle_energy = energy.
 
@@ -52,6 +52,9 @@ struct JobTruth {
   double busy_seconds = 0;
   double memory_byte_seconds = 0;
   double energy_joules = 0;
+  // The part of energy_joules at the model's idle power (the ledger's idle energy, when
+  // ledger.idle_power_watts is the model's idle power); the rest is the job's active energy.
+  double idle_power_energy_joules = 0;
 };
 
 struct Truth {

@@ -81,6 +81,9 @@ TEST(GpuLedger, TwoOwnersSplitAllocationEvenlyAndBusyAndEnergyByShare) {
   // idle 100 W split evenly, the 300 W above idle by busy share (1/3, 2/3)
   EXPECT_NEAR(a.energy_joules, 50 + 100, 1e-9);
   EXPECT_NEAR(b.energy_joules, 50 + 200, 1e-9);
+  // Their idle energy: the board's idle power while each held it; the rest is active.
+  EXPECT_NEAR(a.idle_energy_joules, 50, 1e-9);
+  EXPECT_NEAR(b.idle_energy_joules, 50, 1e-9);
   EXPECT_NEAR(a.memory_byte_seconds, 1e9, 1e-3);
   EXPECT_FALSE(l.owners().count(unattributed_owner()));
 }
@@ -92,7 +95,9 @@ TEST(GpuLedger, NobodyPresentIsIdleAndUnplacedBusyIsUnattributed) {
   const auto& idle = l.owners().at(idle_owner());
   EXPECT_DOUBLE_EQ(idle.allocated_seconds, 1.0);
   EXPECT_DOUBLE_EQ(idle.energy_joules, 150.0);
+  EXPECT_DOUBLE_EQ(idle.idle_energy_joules, 70.0);  // 70 W idle; 80 W above it with nobody there
   EXPECT_NEAR(l.owners().at(unattributed_owner()).busy_seconds, 0.2, 1e-12);
+  EXPECT_EQ(l.owners().at(unattributed_owner()).idle_energy_joules, 0);
 }
 
 TEST(GpuLedger, ALoneShareTakesAllTheBusyTimeItsRecordRoundsDown) {
@@ -115,7 +120,32 @@ TEST(GpuLedger, BusyTimeNoMemberHasAShareOfIsUnattributed) {
   EXPECT_NEAR(l.owners().at(unattributed_owner()).busy_seconds, 0.8, 1e-12);
   // idle power to the member, the 200 W above idle with the unattributed busy time
   EXPECT_NEAR(l.owners().at(owner("a")).energy_joules, 100, 1e-9);
+  EXPECT_NEAR(l.owners().at(owner("a")).idle_energy_joules, 100, 1e-9);
   EXPECT_NEAR(l.owners().at(unattributed_owner()).energy_joules, 200, 1e-9);
+}
+
+TEST(GpuLedger, IdleEnergyIsThePowerUpToIdleAndScalesWithTheEnergyCounter) {
+  GpuLedger l = started_ledger(100);
+  // Below idle power the whole draw is idle energy (the process is listed from the first tick,
+  // so it is present throughout the second).
+  l.advance(TickBuilder{kT0, 5, 0.0, 80, {{1, owner("a"), 0}}}.build());
+  l.advance(TickBuilder{kT0 + 5 * kPeriod, 5, 0.0, 80, {{1, owner("a"), 0}}}.build());
+  EXPECT_NEAR(l.owners().at(owner("a")).idle_energy_joules, 80, 1e-9);
+  EXPECT_NEAR(l.owners().at(owner("a")).energy_joules, 80, 1e-9);
+  // The energy counter says 10% more than the power samples: both parts grow by it.
+  LedgerTick t = TickBuilder{kT0 + 10 * kPeriod, 5, 0.5, 300, {{1, owner("a"), 0}}, {{1, 0.5}}}.build();
+  t.energy_joules = 1000;
+  l.advance(t);
+  t = TickBuilder{kT0 + 15 * kPeriod, 5, 0.5, 300, {{1, owner("a"), 0}}, {{1, 0.5}}}.build();
+  t.energy_joules = 1000 + 330;
+  l.advance(t);
+  const auto& a = l.owners().at(owner("a"));
+  EXPECT_NEAR(a.energy_joules, 80 + 300 + 330, 1e-9);
+  EXPECT_NEAR(a.idle_energy_joules, 80 + 100 + 110, 1e-9);
+  // It survives a restart.
+  auto restored = GpuLedger::from_json(nlohmann::json::parse(l.to_json().dump()), GpuLedgerOptions{100});
+  ASSERT_TRUE(restored.ok()) << restored.error().message;
+  EXPECT_EQ(restored->owners().at(owner("a")).idle_energy_joules, a.idle_energy_joules);
 }
 
 TEST(GpuLedger, ProcessSamplesOnACoarserGridCoverTheTimeSinceTheirLastSample) {
@@ -342,7 +372,7 @@ TEST(GpuLedger, InvariantsHoldOverRandomTicks) {
   std::uniform_real_distribution<double> unit(0, 1);
   GpuLedger l = started_ledger(60);
   std::int64_t cursor = kT0;
-  double wall = 0, busy = 0, energy = 0;
+  double wall = 0, busy = 0, energy = 0, idle_energy = 0;
   for (int tick = 0; tick < 500; ++tick) {
     LedgerTick t;
     const int periods = 1 + static_cast<int>(rng() % 8);
@@ -362,6 +392,7 @@ TEST(GpuLedger, InvariantsHoldOverRandomTicks) {
       t.power_samples.push_back({ts, p});
       busy += u * 0.2;
       energy += p * 0.2;
+      idle_energy += std::min(p, 60.0) * 0.2;
       wall += 0.2;
       for (auto& q : t.processes) {
         if (rng() % 3) t.process_samples.push_back({q.pid, ts, unit(rng) * u, 0});
@@ -371,11 +402,13 @@ TEST(GpuLedger, InvariantsHoldOverRandomTicks) {
     t.wall_us = cursor;
     l.advance(t);
   }
-  double alloc_sum = 0, busy_sum = 0, energy_sum = 0;
+  double alloc_sum = 0, busy_sum = 0, energy_sum = 0, idle_energy_sum = 0;
   for (const auto& [o, tot] : l.owners()) {
     alloc_sum += tot.allocated_seconds;
     busy_sum += tot.busy_seconds;
     energy_sum += tot.energy_joules;
+    idle_energy_sum += tot.idle_energy_joules;
+    EXPECT_LE(tot.idle_energy_joules, tot.energy_joules * (1 + 1e-12));
     EXPECT_GE(tot.busy_seconds, 0);
     EXPECT_GE(tot.energy_joules, 0);
   }
@@ -383,6 +416,7 @@ TEST(GpuLedger, InvariantsHoldOverRandomTicks) {
   EXPECT_NEAR(alloc_sum, wall, 1e-9 * wall);
   EXPECT_NEAR(busy_sum, busy, 1e-9 * busy);
   EXPECT_NEAR(energy_sum, energy, 1e-9 * energy);
+  EXPECT_NEAR(idle_energy_sum, idle_energy, 1e-9 * idle_energy);
   EXPECT_NEAR(l.busy_seconds(), busy, 1e-9 * busy);
   EXPECT_NEAR(l.energy_joules(), energy, 1e-9 * energy);
 }
