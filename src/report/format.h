@@ -12,7 +12,7 @@ namespace gpumeter::report {
 // The version of the JSON document's fields and the CSV's columns, one number for both: any
 // field or column added, removed, renamed or changed in meaning is a new version. JSON carries it
 // as "version", CSV as its last column, schema_version (docs/chargeback.md, "Formats").
-inline constexpr int kReportSchemaVersion = 2;
+inline constexpr int kReportSchemaVersion = 3;
 
 std::string render_table(const Report& report, bool color);
 std::string render_csv(const Report& report);

@@ -67,6 +67,9 @@ nlohmann::json usage_json(const Usage& u, bool footprint) {
   j["efficiency"] = e ? nlohmann::json(*e) : nlohmann::json(nullptr);
   j["facility_energy_joules"] = footprint ? nlohmann::json(u.facility_energy_joules) : nlohmann::json(nullptr);
   j["co2e_kg"] = footprint ? nlohmann::json(u.co2e_kg) : nlohmann::json(nullptr);
+  j["idle_energy_joules"] = footprint ? nlohmann::json(u.idle_energy_joules) : nlohmann::json(nullptr);
+  j["active_energy_joules"] =
+      footprint ? nlohmann::json(u.energy_joules - u.idle_energy_joules) : nlohmann::json(nullptr);
   return j;
 }
 
@@ -165,7 +168,7 @@ std::string render_csv(const Report& r) {
   std::string out;
   for (const auto& d : r.by) out += csv_field(d) + ",";
   out += "kind,allocated_gpu_hours,busy_gpu_hours,efficiency,memory_gib_hours,energy_kwh,idle_allocated_gpu_hours";
-  if (r.footprint) out += ",facility_energy_kwh,co2e_kg";
+  if (r.footprint) out += ",facility_energy_kwh,co2e_kg,idle_energy_kwh,active_energy_kwh";
   const bool mig = has_mig_slices(r);
   if (mig) out += ",mig_allocated_gpu_hours,mig_profiles,mig_sm_active_gpu_hours";
   if (r.priced) out += ",cost_allocation,cost_utilization,cost_energy,cost_idle,cost_total,currency,budget_used_ratio";
@@ -182,7 +185,10 @@ std::string render_csv(const Report& r) {
         fmt::format("{:.17g},{:.17g},{},{:.17g},{:.17g}", u.allocated_seconds / 3600, u.busy_seconds / 3600,
                     e ? fmt::format("{:.17g}", *e) : "", u.memory_byte_seconds / kGiB / 3600, u.energy_joules / 3.6e6);
     out += fmt::format(",{:.17g}", u.idle_allocated_seconds / 3600);
-    if (r.footprint) out += fmt::format(",{:.17g},{:.17g}", u.facility_energy_joules / 3.6e6, u.co2e_kg);
+    if (r.footprint) {
+      out += fmt::format(",{:.17g},{:.17g},{:.17g},{:.17g}", u.facility_energy_joules / 3.6e6, u.co2e_kg,
+                         u.idle_energy_joules / 3.6e6, (u.energy_joules - u.idle_energy_joules) / 3.6e6);
+    }
     if (mig) {
       std::string profiles;
       for (const auto& p : row.mig_profiles) profiles += (profiles.empty() ? "" : " ") + p;

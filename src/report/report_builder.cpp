@@ -33,7 +33,7 @@ constexpr std::size_t kParallelReads = 2;
 constexpr std::size_t kGpuPointsPerBatch = 64 * 256;
 constexpr std::size_t kMinGpusPerBatch = 64, kMaxGpusPerBatch = 1024;
 
-enum Field { kAllocated, kBusy, kMemory, kEnergy, kIdleAllocated };
+enum Field { kAllocated, kBusy, kMemory, kEnergy, kIdleAllocated, kIdleEnergy };
 
 // The most one series can count per second, which tells a counter's restart from zero from a
 // decrease no ledger makes (counter_reader.h): a second of one GPU per second for time; for
@@ -47,14 +47,17 @@ struct LedgerMetric {
   std::string_view name;
   Field field;
   double max_rate;
+  bool footprint_only = false;  // read only when the pricing file has sites
 };
-constexpr std::array<LedgerMetric, 5> kLedgerMetrics = {{
+constexpr std::array<LedgerMetric, 6> kLedgerMetrics = {{
     {"gpu_allocated_seconds_total", kAllocated, kSecondsPerSecond},
     {"gpu_busy_seconds_total", kBusy, kSecondsPerSecond},
     {"gpu_memory_byte_seconds_total", kMemory, kMaxMemoryBytes},
     {"gpu_attributed_energy_joules_total", kEnergy, kMaxPowerWatts},
     // Only under the scheduler allocation policy; no series is a zero, not an error.
     {"gpu_idle_allocated_seconds_total", kIdleAllocated, kSecondsPerSecond},
+    // Only on GPUs whose model has an idle power; with the energy footprint, which shows it.
+    {"gpu_attributed_idle_energy_joules_total", kIdleEnergy, kMaxPowerWatts, true},
 }};
 
 static_assert(kLedgerMetrics[kAllocated].field == kAllocated && kLedgerMetrics[kBusy].field == kBusy &&
@@ -78,6 +81,8 @@ double& field(Usage& u, Field f) {
       return u.energy_joules;
     case kIdleAllocated:
       return u.idle_allocated_seconds;
+    case kIdleEnergy:
+      return u.idle_energy_joules;
   }
   return u.allocated_seconds;
 }
@@ -270,13 +275,14 @@ class Builder {
     return lanes;
   }
 
-  // The five owner counters of the GPUs `uuids`.
+  // The owner counters of the GPUs `uuids`.
   Result<OwnerData> read_batch(PromApi& api, const std::vector<std::string>& uuids, const StepFlags& flags,
                                const StepFlags& series_flags) const {
     CounterReader reader(api, timeline_, req_.step, req_.lookback);
     const std::string only = "uuid=~" + promql_string(exact_alternation(uuids));
     OwnerData out;
     for (const auto& m : kLedgerMetrics) {
+      if (m.footprint_only && !report_.footprint) continue;
       auto r = reader.read_deferred(m.name, flags, series_flags, m.max_rate, only);
       if (!r) return r.error();
       out[m.field] = std::move(*r);
@@ -318,6 +324,7 @@ class Builder {
   Result<void> settle_owners(BusyCheck& busy) {
     const auto lanes = connections();
     for (std::size_t m = 0; m < kLedgerMetrics.size(); ++m) {
+      if (pending_[m].empty()) continue;
       std::vector<std::future<Result<std::vector<SettledStep>>>> parts;
       for (std::size_t lane = 0; lane < lanes.size(); ++lane) {
         parts.push_back(std::async(std::launch::async, [this, m, lane, n = lanes.size(), api = lanes[lane]] {

@@ -31,6 +31,9 @@ struct Usage {
   // energy_joules x PUE, and its carbon, that x the grid's gCO2e/kWh, in kg. 0 without sites.
   double facility_energy_joules = 0;
   double co2e_kg = 0;
+  // The part of energy_joules at the boards' idle power while the group held them
+  // (gpu_attributed_idle_energy_joules_total), read with sites only; the rest is active energy.
+  double idle_energy_joules = 0;
 
   Usage& operator+=(const Usage& o) {
     allocated_seconds += o.allocated_seconds;
@@ -42,6 +45,7 @@ struct Usage {
     energy_joules += o.energy_joules;
     facility_energy_joules += o.facility_energy_joules;
     co2e_kg += o.co2e_kg;
+    idle_energy_joules += o.idle_energy_joules;
     return *this;
   }
   // busy / allocated; nullopt when nothing was allocated.

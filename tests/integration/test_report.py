@@ -189,6 +189,20 @@ class ReportAgainstTruth(AgentTestCase):
                                    delta=1e-12 * max(1.0, r["co2e_kg"]))
         self.assertAlmostEqual(math.fsum(r["co2e_kg"] for r in doc["rows"]), doc["total"]["co2e_kg"],
                                delta=1e-12 * doc["total"]["co2e_kg"])
+        # Each group's energy split: an owner's idle energy is the board's 70 W idle power while
+        # it held a GPU (the simulated board never draws less), the rest active. An idle GPU
+        # draws its idle power only, so the idle line's energy is all idle energy (less than 70 W
+        # times its seconds where the agent had no power reading yet, its first seconds).
+        for r in doc["rows"] + [doc["total"]]:
+            self.assertAlmostEqual(r["idle_energy_joules"] + r["active_energy_joules"], r["energy_joules"],
+                                   delta=1e-9 * max(1.0, r["energy_joules"]))
+            self.assertGreaterEqual(r["active_energy_joules"], -1e-9 * max(1.0, r["energy_joules"]))
+            if r.get("idle"):
+                self.assertLessEqual(r["active_energy_joules"], 1e-9 * r["energy_joules"])
+            elif "idle" in r:
+                held = r["allocated_seconds"]
+                self.assertLessEqual(abs(r["idle_energy_joules"] - 70 * held), 1e-3 * 70 * held + 1e-6,
+                                     "idle energy of %r" % r["key"])
         self.check_focus(prom, pricing, period_from, period_to)
 
     def check_focus(self, prom, pricing, period_from, period_to):
