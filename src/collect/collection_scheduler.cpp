@@ -400,11 +400,15 @@ void CollectionScheduler::run_events(Backend& backend, size_t first_slot) {
     const DeviceEvent& e = **ev;
     if (first_slot + e.device >= slots_.size()) continue;
     Slot& slot = *slots_[first_slot + e.device];
+    DeviceIdentity identity;
     {
       std::lock_guard lock(slot.mu);
       ++slot.xids[e.code];
       slot.last_xid = e.code;
+      identity = slot.identity;
     }
+    identity.index = slot.gpu;
+    if (e.kills_work && options_.observer != nullptr) options_.observer->on_fault(first_slot + e.device, identity);
     LogFields fields{{"gpu", std::to_string(slot.gpu)}};
     if (e.gpu_instance) fields.emplace_back("gpu_instance", std::to_string(*e.gpu_instance));
     fields.emplace_back("xid", std::to_string(e.code));

@@ -21,6 +21,8 @@
 //   energy:     min(P, I)·d / |M| to each member, the rest (P − I)·d by busy share; P·d to
 //               __idle__ when M is empty
 //   idle energy: the min(P, I)·d part of each member's energy (and of __idle__'s)
+// A period inside one of the tick's fault spans is charged the same way, to each owner with its
+// `fault` label set (__idle__'s and __unattributed__'s too).
 // so per GPU, Σ allocated = covered seconds, Σ busy = ∫U (or the exact busy time where that is
 // more), Σ energy = ∫P, exactly.
 //
@@ -68,6 +70,25 @@ struct LedgerTotals {
   // the GPU (an allocation held idle).
   double idle_allocated_seconds = 0;
   bool operator==(const LedgerTotals&) const = default;
+  // Adds the amounts; last_active_us is the caller's.
+  LedgerTotals& operator+=(const LedgerTotals& o) {
+    allocated_seconds += o.allocated_seconds;
+    busy_seconds += o.busy_seconds;
+    memory_byte_seconds += o.memory_byte_seconds;
+    energy_joules += o.energy_joules;
+    idle_energy_joules += o.idle_energy_joules;
+    idle_allocated_seconds += o.idle_allocated_seconds;
+    return *this;
+  }
+};
+
+// A stretch of time [from_us, to_us) (the system clock) in which a GPU was faulty: it did not
+// answer because it was lost, or an error that kills work had struck it (docs/ledger.md,
+// "Faulty GPUs"). to_us is INT64_MAX while it lasts.
+struct FaultSpan {
+  std::int64_t from_us = 0;
+  std::int64_t to_us = 0;
+  bool operator==(const FaultSpan&) const = default;
 };
 
 struct LedgerProcess {
@@ -122,6 +143,9 @@ struct LedgerTick {
   // the GPU's own ledger. Seconds (allocated, busy, covered, gap, foreign) are GPU-seconds: each
   // second of this tick's time counts `weight`. Memory and energy are not scaled.
   double weight = 1;
+  // When the GPU was faulty: a period whose middle lies in one is charged to its owners with
+  // `fault` set, so a bill can keep it apart.
+  std::vector<FaultSpan> faults;
 };
 
 // What a tick found out about the ledger's own clock.
@@ -217,6 +241,8 @@ class GpuLedger {
     std::optional<double> power_w;
   };
   using OwnerSet = std::shared_ptr<const std::vector<OwnerLabels>>;
+  // Whether the middle of period `p` lies in one of the tick's fault spans.
+  static bool faulty(const Period& p, const LedgerTick& tick);
   // Divides the periods' time, busy time and energy among the owners present (ledger_integrate.cpp).
   void integrate(const std::vector<Period>& periods, const LedgerTick& tick, std::optional<double> energy_total);
   struct Member;

@@ -96,6 +96,12 @@ struct GpuLedger::Holder {
   bool allocation;
 };
 
+bool GpuLedger::faulty(const Period& p, const LedgerTick& tick) {
+  const std::int64_t mid = p.start_us + (p.end_us - p.start_us) / 2;
+  return std::any_of(tick.faults.begin(), tick.faults.end(),
+                     [&](const FaultSpan& f) { return mid >= f.from_us && mid < f.to_us; });
+}
+
 void GpuLedger::integrate(const std::vector<Period>& input, const LedgerTick& tick,
                           std::optional<double> energy_total) {
   std::vector<Period> periods;
@@ -111,8 +117,19 @@ void GpuLedger::integrate(const std::vector<Period>& input, const LedgerTick& ti
   if (active_only_records_) active_member_shares(period_members, periods, busy.shared, tick.weight);
   fit_member_shares(period_members, busy.shared, tick.weight);
   for (size_t i = 0; i < periods.size(); ++i) {
+    if (!faulty(periods[i], tick)) {
+      tick_energy += charge_period(periods[i], period_members[i], *allocations[i], busy.exact[i], busy.busy[i],
+                                   busy.shared[i], tick, delta);
+      continue;
+    }
+    std::map<OwnerLabels, LedgerTotals> part;
     tick_energy += charge_period(periods[i], period_members[i], *allocations[i], busy.exact[i], busy.busy[i],
-                                 busy.shared[i], tick, delta);
+                                 busy.shared[i], tick, part);
+    for (auto& [o, t] : part) {
+      OwnerLabels f = o;
+      f.fault = kFaultValue;
+      delta[f] += t;
+    }
   }
   settle_energy(delta, tick_energy, energy_total);
   for (const auto& [o, t] : delta) charge(o, t, tick.wall_us);
@@ -365,12 +382,7 @@ void GpuLedger::settle_energy(std::map<OwnerLabels, LedgerTotals>& delta, double
 
 void GpuLedger::charge(const OwnerLabels& owner, const LedgerTotals& d, std::int64_t wall_us) {
   auto& t = owners_[owner];
-  t.allocated_seconds += d.allocated_seconds;
-  t.busy_seconds += d.busy_seconds;
-  t.memory_byte_seconds += d.memory_byte_seconds;
-  t.energy_joules += d.energy_joules;
-  t.idle_energy_joules += d.idle_energy_joules;
-  t.idle_allocated_seconds += d.idle_allocated_seconds;
+  t += d;
   t.last_active_us = std::max(t.last_active_us, wall_us);
 }
 

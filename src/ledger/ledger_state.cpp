@@ -18,8 +18,10 @@ namespace gpumeter {
 namespace {
 
 nlohmann::json owner_json(const OwnerLabels& o) {
-  return {{"project", o.project}, {"user", o.user},           {"namespace", o.namespace_},
-          {"pod", o.pod},         {"container", o.container}, {"hpc_job", o.hpc_job}};
+  nlohmann::json j{{"project", o.project}, {"user", o.user},           {"namespace", o.namespace_},
+                   {"pod", o.pod},         {"container", o.container}, {"hpc_job", o.hpc_job}};
+  if (!o.fault.empty()) j["fault"] = o.fault;
+  return j;
 }
 
 struct MalformedField : std::runtime_error {
@@ -62,6 +64,7 @@ OwnerLabels owner_from_json(const nlohmann::json& j) {
   o.pod = j.at("pod").get<std::string>();
   o.container = j.at("container").get<std::string>();
   o.hpc_job = j.at("hpc_job").get<std::string>();
+  if (j.contains("fault")) o.fault = j.at("fault").get<std::string>();
   return o;
 }
 

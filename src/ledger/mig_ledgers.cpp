@@ -67,6 +67,7 @@ AdvanceResult MigLedgers::advance_free(GpuLedger& gpu, const MigRound& round, co
   tick.clock_step_us = round.clock_step_us;
   tick.power_watts = watts;
   tick.weight = free;
+  tick.faults = round.faults;
   if (round.scheduler) tick.allocation = AllocationState{{}, round.wall_us};
   return gpu.advance(tick);
 }
@@ -100,6 +101,7 @@ void MigLedgers::advance_unit(const MigUnitTick& u, const MigRound& round, const
   t.utilization_ratio = u.activity;
   t.power_watts = watts;
   t.allocation = u.allocation;
+  t.faults = round.faults;
   unit.ledger.advance(t);
 }
 

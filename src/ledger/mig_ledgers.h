@@ -55,6 +55,7 @@ struct MigRound {
   std::vector<MigUnitTick> units;
   // The scheduler policy: the GPU's own ledger is allocated to nobody in MIG mode.
   bool scheduler = false;
+  std::vector<FaultSpan> faults;  // when the GPU was faulty: every instance was (LedgerTick::faults)
 };
 
 class MigLedgers {

@@ -61,7 +61,7 @@ void UsageTracker::on_reading(size_t slot, const DeviceIdentity& id, const Devic
   // Owners are resolved outside the GPU's lock: a slow /proc read must not block a scrape's
   // snapshot assembly.
   std::map<unsigned, OwnerLabels> mig_owners;  // the full owner of each MIG device's process
-  const std::optional<MigRound> mig = resolve_mig_round(id, reading, now, mig_owners);
+  std::optional<MigRound> mig = resolve_mig_round(id, reading, now, mig_owners);
   // The GPU's own processes (on a GPU in MIG mode, its list of every instance's processes, for
   // the per-process series: each named as its MIG device's), then the DRM clients the backend
   // does not list, with their exact busy time.
@@ -77,8 +77,14 @@ void UsageTracker::on_reading(size_t slot, const DeviceIdentity& id, const Devic
   const GpuLedgerOptions lo = ledger_options(id.model);
   if (g.uuid != id.uuid) adopt(g, id, lo);
   g.model = id.model;
-  const AdvanceResult advanced =
-      g.ledgers.advance(ledger_tick(reading, now, std::move(procs), std::move(allocation)), mig, lo);
+  std::vector<unsigned> pids;
+  for (const auto& p : listed) pids.push_back(p.pid);
+  for (const auto& [pid, owner] : mig_owners) pids.push_back(pid);
+  note_answer(g, id, now, pids);
+  LedgerTick tick = ledger_tick(reading, now, std::move(procs), std::move(allocation));
+  tick.faults = g.faults.spans(now);
+  if (mig) mig->faults = tick.faults;
+  const AdvanceResult advanced = g.ledgers.advance(tick, mig, lo);
   if (advanced.cursor_ahead_us > 0) {
     log_.warn(
         "ledger cursor ahead of the GPU's clock (the wall clock went back while the agent was down); "
@@ -96,9 +102,7 @@ void UsageTracker::on_reading(size_t slot, const DeviceIdentity& id, const Devic
     dropped_["owner"] += pruned;
   }
   g.processes.record(listed, full_owners, drm, reading.usage, mono);
-  g.live_pids.clear();
-  for (const auto& p : listed) g.live_pids.push_back(p.pid);
-  for (const auto& [pid, owner] : mig_owners) g.live_pids.push_back(pid);
+  g.live_pids = std::move(pids);
   g.processes.expire(mono, to_us(options_.process_retention));
 }
 
@@ -189,7 +193,33 @@ void UsageTracker::adopt(Gpu& g, const DeviceIdentity& id, const GpuLedgerOption
 void UsageTracker::on_failure(size_t slot, const DeviceIdentity& id) {
   Gpu& g = gpu(slot);
   std::lock_guard lock(g.mu);
-  if (!g.uuid.empty() && g.uuid == id.uuid) g.ledgers.interrupt();
+  if (g.uuid.empty() || g.uuid != id.uuid) return;
+  g.ledgers.interrupt();
+  if (!g.faults.faulty()) {
+    log_.warn("GPU not answering: its time is faulty (fault=\"true\") until it answers again", {{"gpu_uuid", id.uuid}});
+  }
+  g.faults.failed(wall_now_us(options_));
+}
+
+void UsageTracker::on_fault(size_t slot, const DeviceIdentity& id) {
+  Gpu& g = gpu(slot);
+  std::lock_guard lock(g.mu);
+  if (g.uuid.empty() || g.uuid != id.uuid) return;
+  if (g.faults.struck(wall_now_us(options_), g.live_pids)) {
+    log_.warn(
+        "an error that kills work struck the GPU: its time is faulty (fault=\"true\") until the processes "
+        "on it have left",
+        {{"gpu_uuid", id.uuid}, {"processes", std::to_string(g.live_pids.size())}});
+  }
+}
+
+void UsageTracker::note_answer(Gpu& g, const DeviceIdentity& id, std::int64_t now_us,
+                               const std::vector<unsigned>& pids) {
+  const FaultSpans::Ended ended = g.faults.answered(now_us, pids);
+  if (ended.failure) log_.info("GPU answers again: its time is no longer faulty", {{"gpu_uuid", id.uuid}});
+  if (ended.strike) {
+    log_.info("the processes an error struck have left the GPU: its time is no longer faulty", {{"gpu_uuid", id.uuid}});
+  }
 }
 
 void UsageTracker::contribute(Snapshot& snap) const {

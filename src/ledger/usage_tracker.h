@@ -20,6 +20,7 @@
 #include "attribution/drm_fdinfo.h"
 #include "ledger/checkpointer.h"
 #include "ledger/drm_accounting.h"
+#include "ledger/fault_spans.h"
 #include "ledger/gpu_ledgers.h"
 #include "ledger/ledger.h"
 #include "ledger/mig_ledgers.h"
@@ -95,6 +96,7 @@ class UsageTracker final : public ReadingObserver {
 
   void on_reading(size_t slot, const DeviceIdentity& identity, const DeviceReading& reading) override;
   void on_failure(size_t slot, const DeviceIdentity& identity) override;
+  void on_fault(size_t slot, const DeviceIdentity& identity) override;
   void contribute(Snapshot& snapshot) const override;
 
   OwnerLabels reduce(const OwnerLabels& owner) const;
@@ -114,8 +116,11 @@ class UsageTracker final : public ReadingObserver {
     ProcessSeries processes;
     std::vector<unsigned> live_pids;  // on the GPU at its last reading, MIG devices' included
     GpuDrmClients drm;
+    FaultSpans faults;  // when it was faulty
   };
   Gpu& gpu(size_t slot);
+  // A reading of `g` succeeded at `now_us` with `pids` on it: fault spans end as they may.
+  void note_answer(Gpu& g, const DeviceIdentity& id, std::int64_t now_us, const std::vector<unsigned>& pids);
   void note_clock_step(std::int64_t step_us, const std::string& uuid);
   // The ledger options of a GPU of `model`.
   GpuLedgerOptions ledger_options(const std::string& model) const;

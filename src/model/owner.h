@@ -17,6 +17,9 @@ struct OwnerLabels {
   std::string pod;
   std::string container;
   std::string hpc_job;
+  // Ledger owners only: kFaultValue on the part of an owner's usage that fell while its GPU was
+  // faulty (docs/ledger.md, "Faulty GPUs"), served as the label `fault`; empty otherwise.
+  std::string fault;
   auto operator<=>(const OwnerLabels&) const = default;
   bool operator==(const OwnerLabels&) const = default;
 };
@@ -33,7 +36,10 @@ inline constexpr std::size_t kMaxLabelValueBytes = 256;
 inline constexpr const char* kIdleProject = "__idle__";
 inline constexpr const char* kUnattributedProject = "__unattributed__";
 
-// The label names, in the order the exposition writes them.
+// The value of an owner's `fault` label on time its GPU was faulty.
+inline constexpr const char* kFaultValue = "true";
+
+// The label names, in the order the exposition writes them (`fault` follows where set).
 inline constexpr const char* kOwnerLabelNames[] = {"project", "user", "namespace", "pod", "container", "hpc_job"};
 
 }  // namespace gpumeter

@@ -253,6 +253,10 @@ struct DeviceEvent {
   // The GPU instance the event happened in, on a GPU in MIG mode; none when it affects the
   // whole GPU. A caller without CAP_SYS_ADMIN is told only of the latter.
   std::optional<unsigned> gpu_instance;
+  // The error kills the work on the GPU, or leaves the GPU unusable until it is reset, as the
+  // backend's vendor documents the code: the GPU is faulty from it (docs/ledger.md, "Faulty
+  // GPUs").
+  bool kills_work = false;
 };
 
 // What a collection reads. kUsage is the part the usage ledger needs (process lists, sample

@@ -19,6 +19,8 @@ class ReadingObserver {
   // A collection of this GPU failed (full or usage-only): what was integrated up to the last
   // reading must not be stretched over the failure.
   virtual void on_failure(size_t /*slot*/, const DeviceIdentity& /*identity*/) {}
+  // An error that kills work struck this GPU (DeviceEvent::kills_work), just now.
+  virtual void on_fault(size_t /*slot*/, const DeviceIdentity& /*identity*/) {}
   // Called while a snapshot is assembled, after the GPUs are filled in.
   virtual void contribute(Snapshot& snapshot) const = 0;
 };

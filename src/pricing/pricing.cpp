@@ -40,6 +40,11 @@ constexpr std::array<std::pair<IdlePolicy, std::string_view>, 3> kIdlePolicies =
     {IdlePolicy::kSpreadByPool, "spread-by-pool"},
 }};
 
+constexpr std::array<std::pair<FaultyPolicy, std::string_view>, 2> kFaultyPolicies = {{
+    {FaultyPolicy::kBill, "bill"},
+    {FaultyPolicy::kExclude, "exclude"},
+}};
+
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
 
 // Exactly `n` decimal digits at `pos`.
@@ -244,6 +249,14 @@ IdlePolicy read_idle_policy(const YAML::Node& node, const std::string& path) {
   fail_at(node, path, fmt::format("expected separate, spread-by-node or spread-by-pool, got '{}'", s));
 }
 
+FaultyPolicy read_faulty_policy(const YAML::Node& node, const std::string& path) {
+  std::string s = read_string(node, path);
+  for (const auto& [policy, name] : kFaultyPolicies) {
+    if (s == name) return policy;
+  }
+  fail_at(node, path, fmt::format("expected bill or exclude, got '{}'", s));
+}
+
 Pool read_pool(const MapEntry& e, const std::string& pools_path) {
   if (e.key.empty()) fail_at(e.key_node, pools_path, "a pool name must not be empty");
   Pool pool{e.key, read_string(e.value, e.path), {}};
@@ -324,10 +337,11 @@ bool present(const YAML::Node& n) { return n.IsDefined() && !n.IsNull(); }
 Pricing parse_document(const YAML::Node& root, std::string_view source) {
   if (!root.IsMap()) {
     fail_at(root, "",
-            "expected a mapping with the key gpu_models and optionally currency, mig_profiles, energy, idle, budgets, "
-            "billing, sites");
+            "expected a mapping with the key gpu_models and optionally currency, mig_profiles, energy, idle, faulty, "
+            "budgets, billing, sites");
   }
-  MapReader top(root, "", {"currency", "gpu_models", "mig_profiles", "energy", "idle", "budgets", "billing", "sites"});
+  MapReader top(root, "",
+                {"currency", "gpu_models", "mig_profiles", "energy", "idle", "faulty", "budgets", "billing", "sites"});
   Pricing p;
   p.source = std::string(source);
   if (top.has("currency")) parse_currency(top.get("currency"), p);
@@ -338,6 +352,7 @@ Pricing parse_document(const YAML::Node& root, std::string_view source) {
                                        "{kwh: 0.12, pue: 1.3}");
   }
   if (present(top.get("idle"))) parse_idle(top.get("idle"), p);
+  if (present(top.get("faulty"))) p.faulty_policy = read_faulty_policy(top.get("faulty"), "faulty");
   if (present(top.get("budgets"))) parse_budgets(top.get("budgets"), p);
   if (present(top.get("billing"))) parse_billing(top.get("billing"), p);
   if (present(top.get("sites"))) parse_sites(top.get("sites"), p);
@@ -439,6 +454,13 @@ std::string format_timestamp(double unix_seconds) {
 
 std::string_view to_string(IdlePolicy policy) {
   for (const auto& [p, name] : kIdlePolicies) {
+    if (p == policy) return name;
+  }
+  return "unknown";
+}
+
+std::string_view to_string(FaultyPolicy policy) {
+  for (const auto& [p, name] : kFaultyPolicies) {
     if (p == policy) return name;
   }
   return "unknown";

@@ -68,6 +68,12 @@ enum class IdlePolicy {
   kSpreadByPool,  // each pool's idle cost is spread over that pool's owners, by their cost
 };
 
+// Time on a faulty GPU (the ledger's series with `fault="true"`, docs/ledger.md, "Faulty GPUs").
+enum class FaultyPolicy {
+  kBill,     // billed to the owners who held the GPU, like any other time
+  kExclude,  // kept out of the owners' charges, on a line of its own, project "__faulty__"
+};
+
 struct Pool {
   std::string name;
   std::string node_regex;  // as written; matched against the whole node name, in RE2 as PromQL does
@@ -100,6 +106,7 @@ struct Pricing {
   std::map<std::string, std::map<std::string, std::vector<Dated<MigPrice>>, std::less<>>, std::less<>> mig_profiles;
   std::vector<Dated<EnergyPrice>> energy;  // empty: energy is not charged
   IdlePolicy idle_policy = IdlePolicy::kSeparate;
+  FaultyPolicy faulty_policy = FaultyPolicy::kBill;
   std::vector<Pool> pools;                             // kSpreadByPool only, in file order
   std::map<std::string, double, std::less<>> budgets;  // project -> budget per calendar month
   BillingIdentity billing;
@@ -137,6 +144,8 @@ std::string format_timestamp(double unix_seconds);
 Result<Pricing> parse_pricing(std::string_view text, std::string_view source);
 Result<Pricing> load_pricing(const std::string& path);
 
-std::string_view to_string(IdlePolicy policy);  // "separate", "spread-by-node", "spread-by-pool"
+std::string_view to_string(IdlePolicy policy);
+std::string_view to_string(
+    FaultyPolicy policy);  // "bill", "exclude"  // "separate", "spread-by-node", "spread-by-pool"
 
 }  // namespace gpumeter::pricing

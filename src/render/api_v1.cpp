@@ -28,7 +28,8 @@ json owner_json(const OwnerLabels& o) {
                                    {"namespace", o.namespace_},
                                    {"pod", o.pod},
                                    {"container", o.container},
-                                   {"hpc_job", o.hpc_job}}) {
+                                   {"hpc_job", o.hpc_job},
+                                   {"fault", o.fault}}) {
     if (!value.empty()) out[key] = value;
   }
   return out;

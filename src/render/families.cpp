@@ -18,6 +18,7 @@ Labels owner_labels(Labels l, const OwnerLabels& o) {
   l.emplace_back("pod", o.pod);
   l.emplace_back("container", o.container);
   l.emplace_back("hpc_job", o.hpc_job);
+  if (!o.fault.empty()) l.emplace_back("fault", o.fault);
   return l;
 }
 
@@ -123,7 +124,8 @@ void add_ledger_coverage_families(FamilyList& fams, const Snapshot& snap) {
     add_sample(covered, device_labels(g.identity), g.ledger->covered_seconds);
     add_sample(gaps, device_labels(g.identity), g.ledger->gap_seconds);
     if (g.ledger->idle_power) {
-      for (const auto& e : g.ledger->owners) add_sample(idle_energy, ledger_labels(g.identity, e), e.idle_energy_joules);
+      for (const auto& e : g.ledger->owners)
+        add_sample(idle_energy, ledger_labels(g.identity, e), e.idle_energy_joules);
     }
     if (!g.ledger->scheduler) continue;
     add_sample(foreign, device_labels(g.identity), g.ledger->foreign_seconds);

@@ -200,17 +200,18 @@ void reconcile(const AnswerContext& ctx, const CounterData& covered, const Count
     for (double x : s.increase) rec.gap_seconds += x;
   }
   for (const auto& row : report.rows) {
-    (row.idle ? rec.idle_seconds : rec.owners_seconds) += row.usage.allocated_seconds;
+    (row.idle ? rec.idle_seconds : row.faulty ? rec.faulty_seconds : rec.owners_seconds) += row.usage.allocated_seconds;
   }
   rec.gpu_seconds = rec.covered_seconds + rec.gap_seconds;
-  rec.difference_seconds = rec.owners_seconds + rec.idle_seconds - rec.covered_seconds;
+  rec.difference_seconds = rec.owners_seconds + rec.idle_seconds + rec.faulty_seconds - rec.covered_seconds;
   rec.ok = std::abs(rec.difference_seconds) <= 1e-6 * rec.covered_seconds + 1e-3;
   if (!rec.ok) {
     add_warning(
         report, "reconciliation",
-        fmt::format("owners ({:.3f} s) plus idle ({:.3f} s) differ from the covered GPU time ({:.3f} s) by {:.3f} s; "
-                    "some ledger series are missing from {}",
-                    rec.owners_seconds, rec.idle_seconds, rec.covered_seconds, rec.difference_seconds, ctx.url));
+        fmt::format("owners ({:.3f} s) plus idle ({:.3f} s) plus faulty ({:.3f} s) differ from the covered GPU time "
+                    "({:.3f} s) by {:.3f} s; some ledger series are missing from {}",
+                    rec.owners_seconds, rec.idle_seconds, rec.faulty_seconds, rec.covered_seconds,
+                    rec.difference_seconds, ctx.url));
   }
 }
 

@@ -60,12 +60,13 @@ std::string description(const Row& row, const std::string& model, const std::str
   const std::string on = model.empty() ? "a GPU" : model + (mig_profile.empty() ? "" : " MIG " + mig_profile);
   if (row.idle) return "Idle time of " + on + ", held by no owner";
   if (row.unattributed) return "Busy time of " + on + " that no process accounts for";
+  if (row.faulty) return "Time of " + on + " while it was faulty, kept out of the owners' charges";
   return "GPU time on " + on;
 }
 
 // Tags: the owner's labels, a flat JSON object (KeyValueFormat); null when there are none.
 std::string tags(const Keys& key, const Row& row) {
-  if (row.idle || row.unattributed) return {};
+  if (row.idle || row.unattributed || row.faulty) return {};
   nlohmann::json j = nlohmann::json::object();
   for (std::string_view dim : {"project", "user", "namespace", "pod", "hpc_job"}) {
     const std::string v = key(dim);
@@ -135,7 +136,7 @@ std::string render_focus(const Report& r) {
   for (const Row& row : r.rows) {
     const Keys key{r, row};
     const std::string uuid = key("gpu"), model = key("model"), mig = key("mig_profile");
-    const std::string project = row.idle || row.unattributed ? std::string() : key("project");
+    const std::string project = row.idle || row.unattributed || row.faulty ? std::string() : key("project");
     const std::string cost = number(row.cost.total());
     const std::string hours = number(row.usage.allocated_seconds / 3600);
     std::vector<std::string> cells = {cost,
@@ -175,6 +176,7 @@ std::string render_focus(const Report& r) {
                                       text(mig),
                                       row.idle           ? "idle"
                                       : row.unattributed ? "unattributed"
+                                      : row.faulty       ? "faulty"
                                                          : "owner",
                                       number(row.usage.busy_seconds / 3600),
                                       number(row.usage.energy_joules / 3.6e6),

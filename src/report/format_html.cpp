@@ -92,7 +92,7 @@ std::vector<std::string> row_colors(const Report& report, const std::vector<size
     const Row& row = report.rows[ranking[i]];
     if (row.idle)
       colors[ranking[i]] = svg::kIdleColor;
-    else if (row.unattributed)
+    else if (row.unattributed || row.faulty)
       colors[ranking[i]] = svg::kUnattributedColor;
     else
       colors[ranking[i]] = svg::kPalette[next++ % svg::kPalette.size()];
@@ -105,7 +105,7 @@ Context make_context(const Report& report) {
   c.ranking = rank_rows(report, c.measure);
   c.colors = row_colors(report, c.ranking);
   for (const Row& row : report.rows)
-    if (!row.idle) c.owners += row.usage;
+    if (!row.idle && !row.faulty) c.owners += row.usage;
   c.idle_share = ratio(report.reconciliation.idle_seconds, report.reconciliation.covered_seconds);
   // Owners only: idle seconds are allocated to "__idle__" and would count as waste twice.
   c.fleet_efficiency = ratio(c.owners.busy_seconds, c.owners.allocated_seconds);
@@ -398,7 +398,12 @@ void reconciliation_section(Page& p, const Report& r) {
   reconciliation_row(p, "Gaps (the agent could not integrate)", rec.gap_seconds, covered, 1);
   reconciliation_row(p, "Allocated to owners", rec.owners_seconds, covered, 1);
   reconciliation_row(p, "Idle", rec.idle_seconds, covered, 1);
-  reconciliation_row(p, "Difference: owners + idle \u2212 covered", rec.difference_seconds, covered, 3);
+  if (rec.faulty_seconds > 0) {
+    reconciliation_row(p, "Faulty (kept out of the owners' charges)", rec.faulty_seconds, covered, 1);
+    reconciliation_row(p, "Difference: owners + idle + faulty \u2212 covered", rec.difference_seconds, covered, 3);
+  } else {
+    reconciliation_row(p, "Difference: owners + idle \u2212 covered", rec.difference_seconds, covered, 3);
+  }
   p.raw("</tbody></table></div>\n");
 }
 

@@ -18,7 +18,9 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 // Code points of a name in the table; CSV and JSON keep names whole.
 constexpr std::size_t kMaxNameWidth = 48;
 
-const char* row_kind(const Row& row) { return row.idle ? "idle" : row.unattributed ? "unattributed" : ""; }
+const char* row_kind(const Row& row) {
+  return row.idle ? "idle" : row.unattributed ? "unattributed" : row.faulty ? "faulty" : "";
+}
 
 // Thousands separators, `decimals` places: 12,345.67.
 std::string grouped(double v, int decimals) {
@@ -101,6 +103,7 @@ std::string render_json(const Report& r) {
     j["cost"] = r.priced ? cost_json(row.cost) : nlohmann::json(nullptr);
     j["idle"] = row.idle;
     j["unattributed"] = row.unattributed;
+    j["faulty"] = row.faulty;
     j["mig_profiles"] = row.mig_profiles;
     if (r.forecast_seconds > 0) j["forecast"] = forecast_json(row.forecast);
     if (row.budget) {
@@ -143,6 +146,7 @@ std::string render_json(const Report& r) {
       {"currency", r.priced ? nlohmann::json(r.currency) : nlohmann::json(nullptr)},
       {"pricing", r.priced ? nlohmann::json(r.pricing_source) : nlohmann::json(nullptr)},
       {"idle_policy", r.priced ? nlohmann::json(r.idle_policy) : nlohmann::json(nullptr)},
+      {"faulty_policy", r.priced ? nlohmann::json(r.faulty_policy) : nlohmann::json(nullptr)},
       {"footprint", r.footprint},
       {"forecast_seconds", r.forecast_seconds > 0 ? nlohmann::json(r.forecast_seconds) : nlohmann::json(nullptr)},
       {"rows", std::move(rows)},
@@ -153,6 +157,7 @@ std::string render_json(const Report& r) {
         {"gap_seconds", rec.gap_seconds},
         {"owners_seconds", rec.owners_seconds},
         {"idle_seconds", rec.idle_seconds},
+        {"faulty_seconds", rec.faulty_seconds},
         {"difference_seconds", rec.difference_seconds},
         {"ok", rec.ok}}},
       {"timeline", std::move(timeline)},
@@ -328,15 +333,21 @@ std::string render_table(const Report& r, bool color) {
   std::string out = bold("gpumeter report") + fmt::format("  {} to {} ({})\n", format_utc(r.from), format_utc(r.to),
                                                           period_length(r.to - r.from));
   out += fmt::format("source {} ({}), by {}", printable(r.url), printable(r.backend), fmt::join(r.by, ", "));
-  if (r.priced) out += fmt::format(", pricing {} ({}, idle {})", r.pricing_source, r.currency, r.idle_policy);
+  if (r.priced) {
+    out += fmt::format(", pricing {} ({}, idle {}, faulty {})", r.pricing_source, r.currency, r.idle_policy,
+                       r.faulty_policy);
+  }
   out += "\n\n" + bold(line(header));
   for (std::size_t i = 0; i + 1 < body.size(); ++i) out += line(body[i]);
   out += bold(line(body.back()));
   if (r.forecast_seconds > 0) out += forecast_table(r, bold);
   const auto& rec = r.reconciliation;
-  out += fmt::format("\nreconciliation: owners {} + idle {} = {} GPU-h; covered by the ledger {} GPU-h: {}\n",
-                     grouped(rec.owners_seconds / 3600, 3), grouped(rec.idle_seconds / 3600, 3),
-                     grouped((rec.owners_seconds + rec.idle_seconds) / 3600, 3), grouped(rec.covered_seconds / 3600, 3),
+  const std::string faulty =
+      rec.faulty_seconds > 0 ? fmt::format(" + faulty {}", grouped(rec.faulty_seconds / 3600, 3)) : std::string();
+  out += fmt::format("\nreconciliation: owners {} + idle {}{} = {} GPU-h; covered by the ledger {} GPU-h: {}\n",
+                     grouped(rec.owners_seconds / 3600, 3), grouped(rec.idle_seconds / 3600, 3), faulty,
+                     grouped((rec.owners_seconds + rec.idle_seconds + rec.faulty_seconds) / 3600, 3),
+                     grouped(rec.covered_seconds / 3600, 3),
                      rec.ok ? "ok" : fmt::format("MISMATCH by {:.3f} s", rec.difference_seconds));
   if (rec.gap_seconds > 0) out += fmt::format("gaps the agents could not integrate: {:.0f} s\n", rec.gap_seconds);
   if (!r.warnings.empty()) {

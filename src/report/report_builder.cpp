@@ -64,9 +64,10 @@ static_assert(kLedgerMetrics[kAllocated].field == kAllocated && kLedgerMetrics[k
                   kLedgerMetrics[kMemory].field == kMemory && kLedgerMetrics[kEnergy].field == kEnergy,
               "a metric's read result is found by its field");
 
-// 0 for owners, 1 for idle time, 2 for busy time no process accounts for.
+// 0 for owners, 1 for idle time, 2 for busy time no process accounts for, 3 for time on faulty
+// GPUs kept out of the owners' charges.
 int reserved_kind(std::string_view project) {
-  return project == kIdleProject ? 1 : project == kUnattributedProject ? 2 : 0;
+  return project == kIdleProject ? 1 : project == kUnattributedProject ? 2 : project == kFaultyProject ? 3 : 0;
 }
 
 double& field(Usage& u, Field f) {
@@ -114,6 +115,8 @@ class Builder {
       report_.billing = req_.pricing->billing;
       report_.footprint = !req_.pricing->sites.empty();
       report_.idle_policy = std::string(pricing::to_string(req_.pricing->idle_policy));
+      report_.faulty_policy = std::string(pricing::to_string(req_.pricing->faulty_policy));
+      exclude_faulty_ = req_.pricing->faulty_policy == pricing::FaultyPolicy::kExclude;
     }
     std::vector<double> changes;
     if (req_.pricing) changes = req_.pricing->change_points(req_.from, req_.to);
@@ -407,9 +410,10 @@ class Builder {
     return {};
   }
 
-  std::vector<std::string> row_key(const Labels& labels, const std::string& uuid, const std::string& node) {
-    const std::string project = label(labels, "project");
-    const bool reserved = project == kIdleProject || project == kUnattributedProject;
+  // The row of a series of `project` (its own, or a reserved row's).
+  std::vector<std::string> row_key(const Labels& labels, const std::string& project, const std::string& uuid,
+                                   const std::string& node) {
+    const bool reserved = reserved_kind(project) != 0;
     std::vector<std::string> key;
     for (const auto& dim : req_.by) {
       if (dim == "mig_profile") {
@@ -446,15 +450,18 @@ class Builder {
       out.model = gi->second.model;
       out.mig_slices = gi->second.mig_slices;
     }
-    const std::string project = label(labels, "project");
-    auto key = row_key(labels, out.uuid, out.node);
-    // Idle and unattributed time stay rows of their own whatever the grouping.
+    // Time on a faulty GPU, idle or not, is a row of its own when it is kept out of the charges.
+    const std::string project =
+        exclude_faulty_ && !label(labels, "fault").empty() ? std::string(kFaultyProject) : label(labels, "project");
+    auto key = row_key(labels, project, out.uuid, out.node);
+    // Idle, unattributed and faulty time stay rows of their own whatever the grouping.
     auto [it, inserted] = rows_.try_emplace(std::pair(key, reserved_kind(project)));
     RowAcc& acc = it->second;
     if (inserted) {
       acc.row.key = key;
       acc.row.idle = project == kIdleProject;
       acc.row.unattributed = project == kUnattributedProject;
+      acc.row.faulty = project == kFaultyProject;
       acc.step_values.assign(steps_, 0.0);
       acc.allocated_steps.assign(steps_, 0.0);
     }
@@ -534,7 +541,7 @@ class Builder {
     }
     std::map<std::string, double> owners_cost;
     for (auto& [key, acc] : rows_) {
-      if (acc.row.idle || acc.row.unattributed) continue;
+      if (acc.row.idle || acc.row.unattributed || acc.row.faulty) continue;
       for (auto& [node, c] : acc.cost_by_node) {
         if (auto b = bucket_of(node)) owners_cost[*b] += c;
       }
@@ -552,7 +559,7 @@ class Builder {
         continue;
       }
       for (auto& [key, acc] : rows_) {
-        if (acc.row.idle || acc.row.unattributed) continue;
+        if (acc.row.idle || acc.row.unattributed || acc.row.faulty) continue;
         double own = 0;
         for (auto& [node, c] : acc.cost_by_node) {
           if (bucket_of(node) == bucket) own += c;
@@ -596,7 +603,7 @@ class Builder {
     const bool by_project_only = req_.by.size() == 1 && req_.by[0] == "project";
     std::vector<double> owner_steps(steps_, 0.0);
     for (auto& [key, acc] : rows_) {
-      if (req_.forecast > 0 && !acc.row.idle && !acc.row.unattributed) {
+      if (req_.forecast > 0 && !acc.row.idle && !acc.row.unattributed && !acc.row.faulty) {
         acc.row.forecast = forecast(acc.row, acc.allocated_steps);
         for (std::size_t i = 0; i < steps_ && i < acc.allocated_steps.size(); ++i)
           owner_steps[i] += acc.allocated_steps[i];
@@ -647,7 +654,7 @@ class Builder {
       // The owners' demand; idle time is not demand. Priced at the owners' mean cost per GPU-hour.
       Row owners;
       for (const Row& row : report_.rows) {
-        if (row.idle || row.unattributed) continue;
+        if (row.idle || row.unattributed || row.faulty) continue;
         owners.usage += row.usage;
         owners.cost += row.cost;
       }
@@ -681,6 +688,7 @@ class Builder {
   std::map<std::pair<std::vector<std::string>, int>, RowAcc> rows_;
   std::vector<double> idle_steps_;
   std::optional<Pricer> pricer_;
+  bool exclude_faulty_ = false;  // pricing file `faulty: exclude`
 };
 
 }  // namespace

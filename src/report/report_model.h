@@ -93,22 +93,29 @@ struct Row {
   // time no process accounts for "__unattributed__" in every owner dimension.
   std::vector<std::string> key;
   Usage usage;
-  Cost cost;                            // all zero without a pricing file
-  std::optional<Budget> budget;         // only when grouping by project and the project has one
-  bool idle = false;                    // the "__idle__" row
-  bool unattributed = false;            // the "__unattributed__" row
+  Cost cost;                     // all zero without a pricing file
+  std::optional<Budget> budget;  // only when grouping by project and the project has one
+  bool idle = false;             // the "__idle__" row
+  bool unattributed = false;     // the "__unattributed__" row
+  // The "__faulty__" row: time on faulty GPUs, kept out of the owners' charges (pricing file
+  // `faulty: exclude`), idle time on them included.
+  bool faulty = false;
   std::set<std::string> mig_profiles;   // the MIG profiles of the instances the row's time was on
   std::optional<RowForecast> forecast;  // owner rows and the total, with --forecast
 };
 
 // Owners plus idle equals the capacity: the checks behind the "reconciliation" section.
+// The row of time on faulty GPUs under `faulty: exclude`, in every owner dimension.
+inline constexpr const char* kFaultyProject = "__faulty__";
+
 struct Reconciliation {
   double gpu_seconds = 0;         // GPUs x seconds each GPU reported within the period
   double covered_seconds = 0;     // gpumeter_ledger_covered_seconds_total increase
   double gap_seconds = 0;         // gpumeter_ledger_gap_seconds_total increase (agent could not integrate)
   double owners_seconds = 0;      // allocated seconds of every owner row, idle excluded
   double idle_seconds = 0;        // allocated seconds of "__idle__"
-  double difference_seconds = 0;  // owners + idle - covered
+  double faulty_seconds = 0;      // allocated seconds of "__faulty__" (faulty: exclude only)
+  double difference_seconds = 0;  // owners + idle + faulty - covered
   bool ok = true;                 // |difference| within 1e-6 relative (plus 1 ms)
 };
 
@@ -141,6 +148,7 @@ struct Report {
   std::string currency;  // when priced
   std::string pricing_source;
   std::string idle_policy;           // when priced
+  std::string faulty_policy;         // when priced: "bill" or "exclude"
   bool footprint = false;            // the pricing file has sites: facility energy and CO2e are set
   pricing::BillingIdentity billing;  // the pricing file's `billing` names, for the FOCUS export
   std::vector<Row> rows;             // most expensive first (most allocated seconds when unpriced)

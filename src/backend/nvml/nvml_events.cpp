@@ -99,6 +99,29 @@ Result<std::optional<DeviceEvent>> NvmlBackend::rebuild_event_set_locked() {
   return std::optional<DeviceEvent>{};
 }
 
+namespace {
+
+bool xid_kills_work(unsigned long long xid) {
+  // NVIDIA's Xid catalog (docs/nvml-behaviour.md, "Xid events"): a double-bit ECC error (48),
+  // an NVLink error (74), the GPU fallen off the bus (79), a contained ECC error, which kills the
+  // application that hit it (94), an uncontained one (95), and GSP firmware timeouts and errors
+  // (119, 120), each of which leaves the GPU to be reset.
+  switch (xid) {
+    case 48:
+    case 74:
+    case 79:
+    case 94:
+    case 95:
+    case 119:
+    case 120:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
 Result<std::optional<DeviceEvent>> NvmlBackend::wait_event(std::chrono::milliseconds timeout) {
   if (!supports_events()) return Error{NVML_ERROR_NOT_SUPPORTED, "NVML events are not available"};
   maybe_reinitialize();
@@ -135,7 +158,7 @@ Result<std::optional<DeviceEvent>> NvmlBackend::wait_event(std::chrono::millisec
   if ((data.eventType & nvmlEventTypeXidCriticalError) == 0) return std::optional<DeviceEvent>{};
   for (const EventDevice& d : event_devices()) {
     if (d.handle == data.device) {
-      DeviceEvent e{d.index, DeviceEventKind::kXid, data.eventData, std::nullopt};
+      DeviceEvent e{d.index, DeviceEventKind::kXid, data.eventData, std::nullopt, xid_kills_work(data.eventData)};
       if (data.gpuInstanceId != GPUMETER_NVML_WHOLE_GPU_EVENT) e.gpu_instance = data.gpuInstanceId;
       return std::optional<DeviceEvent>{e};
     }

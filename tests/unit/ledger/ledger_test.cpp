@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 #include <functional>
+#include <limits>
 #include <random>
 
 namespace gpumeter {
@@ -367,6 +368,40 @@ TEST(GpuLedger, PolledModeUsesTheEnergyCounterAndSurvivesItsReset) {
 }
 
 // The invariants over random ticks: owners sum to the device's integrals exactly.
+TEST(GpuLedger, PeriodsInAFaultSpanAreChargedToTheOwnersWithTheFaultLabel) {
+  GpuLedger l = started_ledger(100);
+  l.advance(TickBuilder{kT0, 5, 0.5, 300, {{1, owner("a"), 1e9}}, {{1, 0.5}}}.build());
+  // Faulty from the middle of the tick's third period on; the GPU is idle after the fourth.
+  LedgerTick t = TickBuilder{kT0 + 5 * kPeriod, 5, 0.5, 300, {{1, owner("a"), 1e9}}, {{1, 0.5}}}.build();
+  t.faults = {{kT0 + 7 * kPeriod + kPeriod / 3, std::numeric_limits<std::int64_t>::max()}};
+  l.advance(t);
+  OwnerLabels faulty_a = owner("a");
+  faulty_a.fault = kFaultValue;
+  const auto& healthy = l.owners().at(owner("a"));
+  const auto& struck = l.owners().at(faulty_a);
+  EXPECT_NEAR(healthy.allocated_seconds, 1.0 + 0.4, 1e-12);  // the first tick and two periods
+  EXPECT_NEAR(struck.allocated_seconds, 0.6, 1e-12);
+  EXPECT_NEAR(struck.busy_seconds, 0.3, 1e-12);
+  EXPECT_NEAR(struck.energy_joules, 180, 1e-9);
+  EXPECT_NEAR(struck.idle_energy_joules, 60, 1e-9);
+  EXPECT_NEAR(struck.memory_byte_seconds, 0.6e9, 1e-3);
+  // Idle time in a fault span is faulty too; after the span nothing is.
+  LedgerTick idle = TickBuilder{kT0 + 10 * kPeriod, 5, 0.0, 100}.build();
+  idle.faults = {{kT0 + 10 * kPeriod, kT0 + 12 * kPeriod}};
+  l.advance(idle);
+  OwnerLabels faulty_idle = idle_owner();
+  faulty_idle.fault = kFaultValue;
+  EXPECT_NEAR(l.owners().at(faulty_idle).allocated_seconds, 0.4, 1e-12);
+  EXPECT_NEAR(l.owners().at(idle_owner()).allocated_seconds, 0.6, 1e-12);
+  double allocated = 0;
+  for (const auto& [o, tot] : l.owners()) allocated += tot.allocated_seconds;
+  EXPECT_NEAR(allocated, l.covered_seconds(), 1e-12);
+  // The label survives a restart.
+  auto restored = GpuLedger::from_json(nlohmann::json::parse(l.to_json().dump()), GpuLedgerOptions{100});
+  ASSERT_TRUE(restored.ok()) << restored.error().message;
+  EXPECT_EQ(restored->owners(), l.owners());
+}
+
 TEST(GpuLedger, InvariantsHoldOverRandomTicks) {
   std::mt19937 rng(12345);
   std::uniform_real_distribution<double> unit(0, 1);

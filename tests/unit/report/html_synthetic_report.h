@@ -50,6 +50,7 @@ inline Report synthetic_report(const SyntheticOptions& o = {}) {
     r.currency = "EUR";
     r.pricing_source = "/etc/gpumeter/pricing.yaml";
     r.idle_policy = "separate";
+    r.faulty_policy = "bill";
   }
 
   // Owners share the busy part of each step by fixed weights; weekends are quieter.

@@ -2,6 +2,9 @@
 // reconciliation and the warnings about gaps, resets and missing data.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <tuple>
+
 #include <fmt/format.h>
 
 #include "fake_prom_api.h"
@@ -242,6 +245,71 @@ TEST(BuildReport, IdleSpreadByPoolWarnsAboutNodesInNoPool) {
   bool warned = false;
   for (const auto& w : r->warnings) warned |= w.kind == "pricing" && w.message.find("n2:9400") != std::string::npos;
   EXPECT_TRUE(warned);
+}
+
+// GPU-b was faulty for its last quarter hour: its owners' series then carry fault="true".
+FakePromApi fleet_with_a_faulty_gpu() {
+  FakePromApi api = fleet();
+  for (const auto& [project, user, share] :
+       {std::tuple<std::string, std::string, double>{"team-b", "bob", 0.5}, {"__idle__", "", 0.5}}) {
+    Labels l{{"uuid", "GPU-b"},    {"gpu", "0"},   {"instance", "n2:9400"},
+             {"project", project}, {"user", user}, {"fault", "true"}};
+    const bool idle = project == "__idle__";
+    api.data.push_back({"gpu_allocated_seconds_total", l, linear(share, 2700)});
+    api.data.push_back({"gpu_busy_seconds_total", l, linear(idle ? 0 : share / 2, 2700)});
+    api.data.push_back({"gpu_memory_byte_seconds_total", l, linear(idle ? 0 : 1e9, 2700)});
+    api.data.push_back({"gpu_attributed_energy_joules_total", l, linear(idle ? 50 : 400 * share, 2700)});
+  }
+  // Its healthy series stop growing then, and its covered seconds count on.
+  for (auto& s : api.data) {
+    if (s.labels["uuid"] != "GPU-b" || s.labels.count("fault") || !s.labels.count("project")) continue;
+    for (auto& sample : s.samples) sample.v = std::min(sample.v, s.samples[2700 / 15].v);
+  }
+  return api;
+}
+
+TEST(BuildReport, FaultyTimeIsBilledOrKeptApartByPolicy) {
+  auto api = fleet_with_a_faulty_gpu();
+  const auto bill = prices();
+  EXPECT_EQ(bill.faulty_policy, pricing::FaultyPolicy::kBill);
+  auto billed = build_report(api, request({"project"}, &bill));
+  ASSERT_TRUE(billed.ok()) << billed.error().message;
+  // Billed: the faulty quarter hour is team-b's like the rest.
+  EXPECT_DOUBLE_EQ(row(*billed, {"team-b"}).usage.allocated_seconds, 2700 * 0.5 + 900 * 0.5);
+  EXPECT_EQ(billed->faulty_policy, "bill");
+  EXPECT_EQ(billed->reconciliation.faulty_seconds, 0);
+  EXPECT_TRUE(billed->reconciliation.ok);
+
+  const auto exclude = prices("faulty: exclude\n");
+  auto kept = build_report(api, request({"project", "node"}, &exclude));
+  ASSERT_TRUE(kept.ok()) << kept.error().message;
+  const Row& b = row(*kept, {"team-b", "n2:9400"});
+  EXPECT_DOUBLE_EQ(b.usage.allocated_seconds, 2700 * 0.5);
+  const Row& faulty = row(*kept, {"__faulty__", "n2:9400"});  // a node is no owner: it stays
+  EXPECT_TRUE(faulty.faulty);
+  EXPECT_FALSE(faulty.idle);
+  // team-b's and idle's quarter hour on GPU-b, priced as any time is.
+  EXPECT_DOUBLE_EQ(faulty.usage.allocated_seconds, 900);
+  EXPECT_NEAR(faulty.cost.allocation, 900 / 3600.0 * 4.0, 1e-12);
+  EXPECT_NEAR(b.cost.allocation + faulty.cost.allocation,
+              row(*billed, {"team-b"}).cost.allocation + 900 * 0.5 / 3600 * 4.0, 1e-9);
+  // Owners + idle + faulty = capacity.
+  const auto& rec = kept->reconciliation;
+  EXPECT_TRUE(rec.ok);
+  EXPECT_DOUBLE_EQ(rec.faulty_seconds, 900);
+  EXPECT_DOUBLE_EQ(rec.owners_seconds + rec.idle_seconds + rec.faulty_seconds, rec.covered_seconds);
+  EXPECT_DOUBLE_EQ(rec.idle_seconds, 1800 - 0.25 * 900);
+  // Spread idle never lands on the faulty line.
+  const auto spread = prices("faulty: exclude\nidle: {policy: spread-by-node}\n");
+  auto spread_report = build_report(api, request({"project"}, &spread));
+  ASSERT_TRUE(spread_report.ok());
+  EXPECT_EQ(row(*spread_report, {"__faulty__"}).cost.idle, 0);
+}
+
+TEST(BuildReport, AnUnknownFaultyPolicyIsRefused) {
+  auto p = pricing::parse_pricing("gpu_models: {\"*\": {gpu_hour: 1}}\nfaulty: forgive\n", "test.yaml");
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.error().message.find("expected bill or exclude, got 'forgive'"), std::string::npos) << p.error().message;
 }
 
 TEST(BuildReport, BudgetsAreProratedToThePeriod) {

@@ -88,9 +88,9 @@ TEST(SimCli, TruthJsonHasStableKeysAndExactValues) {
   EXPECT_EQ(j["jobs"][0]["env"]["GPUMETER_PROJECT"], "p1");
   std::vector<std::string> job_keys;
   for (auto it = j["jobs"][0].begin(); it != j["jobs"][0].end(); ++it) job_keys.push_back(it.key());
-  EXPECT_EQ(job_keys,
-            (std::vector<std::string>{"name", "gpu", "uuid", "pid", "uid", "cgroup", "env", "kubernetes",
-                                      "allocated_seconds", "busy_seconds", "memory_byte_seconds", "energy_joules"}));
+  EXPECT_EQ(job_keys, (std::vector<std::string>{"name", "gpu", "uuid", "pid", "uid", "cgroup", "env", "kubernetes",
+                                                "allocated_seconds", "busy_seconds", "memory_byte_seconds",
+                                                "energy_joules", "idle_power_energy_joules"}));
   EXPECT_EQ(j["jobs"][0]["kubernetes"].dump(), R"({"namespace":"team-a","pod":"a-0","container":"main"})");
   EXPECT_FALSE(j["jobs"][1].contains("kubernetes"));  // not a pod: left out
   EXPECT_NEAR(j["jobs"][0]["allocated_seconds"].template get<double>(), 20 + 15, 1e-9);
