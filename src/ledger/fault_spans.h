@@ -33,6 +33,7 @@ class FaultSpans {
   // ended less than kKeepUs before it (no driver buffer reaches back further).
   const std::vector<FaultSpan>& spans(std::int64_t now_us);
   bool faulty() const { return failure_ || strike_; }
+  bool failing() const { return failure_.has_value(); }
 
   static constexpr std::int64_t kKeepUs = 600'000'000;
 

@@ -195,7 +195,7 @@ void UsageTracker::on_failure(size_t slot, const DeviceIdentity& id) {
   std::lock_guard lock(g.mu);
   if (g.uuid.empty() || g.uuid != id.uuid) return;
   g.ledgers.interrupt();
-  if (!g.faults.faulty()) {
+  if (!g.faults.failing()) {
     log_.warn("GPU not answering: its time is faulty (fault=\"true\") until it answers again", {{"gpu_uuid", id.uuid}});
   }
   g.faults.failed(wall_now_us(options_));

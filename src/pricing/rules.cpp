@@ -246,25 +246,28 @@ std::string component(std::string_view name, std::string_view cost) {
 // it is a cost per hour; joules per second are watts, and W / 1000 x price per kWh is per hour.
 // A MIG instance whose profile has a price is charged that price ("or" keeps the first of two
 // series with the same labels); everything else its GPU-seconds at the GPU's price.
+// Under `faulty: exclude` time on faulty GPUs (the ledger's series with a `fault` label) is
+// nobody's cost: only the series without one are priced.
 std::string cost_by_instance_owner_expr(const Pricing& p, Charges charges) {
+  const std::string only = p.faulty_policy == FaultyPolicy::kExclude ? "{fault=\"\"}" : "";
   std::vector<std::string> parts;
-  std::string allocation = fmt::format("rate(gpu_allocated_seconds_total[{}])\n* on ({}) group_left (currency) {}",
-                                       kRateWindow, kGpuJoin, kGpuHourPriceByUuid);
+  std::string allocation = fmt::format("rate(gpu_allocated_seconds_total{}[{}])\n* on ({}) group_left (currency) {}",
+                                       only, kRateWindow, kGpuJoin, kGpuHourPriceByUuid);
   if (!p.mig_profiles.empty()) {
     allocation = fmt::format(
-        "rate(gpu_allocated_seconds_total[{0}])\n* on ({1}, mig_profile) group_left (currency) {2}\nor\n{3}",
-        kRateWindow, kGpuJoin, kMigGpuHourPriceByUuid, allocation);
+        "rate(gpu_allocated_seconds_total{4}[{0}])\n* on ({1}, mig_profile) group_left (currency) {2}\nor\n{3}",
+        kRateWindow, kGpuJoin, kMigGpuHourPriceByUuid, allocation, only);
   }
   parts.push_back(component("allocation", allocation));
   if (charges.busy) {
     parts.push_back(
-        component("utilization", fmt::format("rate(gpu_busy_seconds_total[{}])\n* on ({}) group_left (currency) {}",
-                                             kRateWindow, kGpuJoin, kBusyGpuHourPriceByUuid)));
+        component("utilization", fmt::format("rate(gpu_busy_seconds_total{}[{}])\n* on ({}) group_left (currency) {}",
+                                             only, kRateWindow, kGpuJoin, kBusyGpuHourPriceByUuid)));
   }
   if (charges.energy) {
     parts.push_back(component(
-        "energy", fmt::format("rate(gpu_attributed_energy_joules_total[{}]) / 1000\n* on () group_left (currency) {}",
-                              kRateWindow, kEnergyPrice)));
+        "energy", fmt::format("rate(gpu_attributed_energy_joules_total{}[{}]) / 1000\n* on () group_left (currency) {}",
+                              only, kRateWindow, kEnergyPrice)));
   }
   std::string body;
   for (std::size_t i = 0; i < parts.size(); ++i) body += fmt::format("{}{}", i == 0 ? "" : "or\n", parts[i]);

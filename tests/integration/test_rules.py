@@ -68,7 +68,8 @@ class Rules(unittest.TestCase):
                  ("pricing-1970-pools.yaml", "spread_pool_test.yml"),
                  ("pricing-1970-nodes.yaml", "spread_node_test.yml"),
                  ("pricing-1970-mig.yaml", "mig_cost_test.yml"),
-                 ("pricing-1970-sites.yaml", "carbon_test.yml")]
+                 ("pricing-1970-sites.yaml", "carbon_test.yml"),
+                 ("pricing-1970-faulty.yaml", "faulty_test.yml")]
         for pricing, test in cases:
             with self.subTest(test=test):
                 # Each test file reads rules.yml beside it.

@@ -165,10 +165,10 @@ TEST(pricing_errors, Document) {
   expect_errors({
       {"",
        "p.yaml: expected a mapping with the key gpu_models and optionally currency, mig_profiles, energy, idle, "
-       "budgets, billing, sites"},
+       "faulty, budgets, billing, sites"},
       {"- a\n",
        "p.yaml:1:1: expected a mapping with the key gpu_models and optionally currency, mig_profiles, "
-       "energy, idle, budgets, billing, sites"},
+       "energy, idle, faulty, budgets, billing, sites"},
       {"gpu_models: {m: {gpu_hour: 1}}\n---\na: 1\n", "p.yaml:3:1: expected one YAML document, found 2"},
       {"gpu_models: {m: {gpu_hour: [1}\n", "p.yaml:1:30: illegal flow end"},
       // yaml-cpp alone loops for ever on a ',' outside [...] or {...} (found by fuzz_pricing).
@@ -177,7 +177,7 @@ TEST(pricing_errors, Document) {
       {"currency: USD\n", "p.yaml:1:1: missing required key 'gpu_models'"},
       {"gpu_models: {m: {gpu_hour: 1}}\nenrgy: {kwh: 1}\n",
        "p.yaml:2:1: unknown key 'enrgy' (expected one of: currency, gpu_models, mig_profiles, energy, idle, "
-       "budgets, billing, sites)"},
+       "faulty, budgets, billing, sites)"},
       {"gpu_models: {m: {gpu_hour: 1}}\ncurrency: USD\ncurrency: EUR\n", "p.yaml:3:1: duplicate key 'currency'"},
   });
 }
