@@ -39,9 +39,10 @@ REFRESH = 1.0      # attribution.slurm_refresh_interval
 SOURCE_READ = 0.25  # one walk of the Slurm cgroups on a loaded machine (as test_allocations)
 ALLOCATION_EDGE = INTERVAL + SOURCE_READ
 TOLERANCE = 1e-3   # 0.1 %
+IDLE_W, MAX_W = 70.0, 690.0  # slurm-4x-h100.yaml's H100: P = idle + (max - idle) x utilization
 ACCOUNTS = ("chem", "phys")
 COUNTERS = ("gpu_allocated_seconds_total", "gpu_busy_seconds_total", "gpu_memory_byte_seconds_total",
-            "gpu_idle_allocated_seconds_total")
+            "gpu_attributed_energy_joules_total", "gpu_idle_allocated_seconds_total")
 GPU_VARIABLES = ("SLURM_JOB_GPUS", "SLURM_STEP_GPUS", "CUDA_VISIBLE_DEVICES")
 
 # A job script records its span; burn names the GPUs Slurm gave it by their global indexes.
@@ -250,22 +251,32 @@ class SlurmRealTest(harness.AgentTestCase):
         for g in gpus:
             c = per_gpu[g]
             allocated = c.get("gpu_allocated_seconds_total", 0.0)
-            print("job %s gpu %d: allocated %.3f s over a %.3f s span; busy %.3f s" % (
-                job, g, allocated, wall, c.get("gpu_busy_seconds_total", 0.0)))
+            print("job %s gpu %d: allocated %.3f s over a %.3f s span; busy %.3f s; energy %.1f J" % (
+                job, g, allocated, wall, c.get("gpu_busy_seconds_total", 0.0),
+                c.get("gpu_attributed_energy_joules_total", 0.0)))
             self.assertLessEqual(abs(allocated - wall), TOLERANCE * wall + 2 * ALLOCATION_EDGE,
                                  "job %s GPU %d: allocated %.3f s, the job ran %.3f s" % (job, g, allocated, wall))
             b = burns.get(g)
             busy = c.get("gpu_busy_seconds_total", 0.0)
             memory = c.get("gpu_memory_byte_seconds_total", 0.0)
             idle = c.get("gpu_idle_allocated_seconds_total", 0.0)
+            # The job held the GPU alone, so its energy is all the GPU drew over its span: the
+            # idle power throughout and the power above it while burn kept the GPU busy.
+            energy = c.get("gpu_attributed_energy_joules_total", 0.0)
             if b is None:
                 self.assertEqual(busy, 0.0, "job %s GPU %d ran nothing" % (job, g))
                 self.assertEqual(memory, 0.0)
                 self.assertAlmostEqual(idle, allocated, delta=1e-6)
+                self.assertLessEqual(abs(energy - IDLE_W * wall), TOLERANCE * IDLE_W * wall + IDLE_W * 2 * ALLOCATION_EDGE,
+                                     "job %s GPU %d: energy %.1f J holding it idle %.3f s" % (job, g, energy, wall))
                 continue
             bound = harness.allowed_deviation(b["busy_seconds"], b["seconds"], 2, TOLERANCE, INTERVAL)
             self.assertLessEqual(abs(busy - b["busy_seconds"]), bound,
                                  "job %s GPU %d: busy %.3f s, burn reports %.3f s" % (job, g, busy, b["busy_seconds"]))
+            want = IDLE_W * wall + (MAX_W - IDLE_W) * b["busy_seconds"]
+            self.assertLessEqual(abs(energy - want),
+                                 TOLERANCE * want + IDLE_W * 2 * ALLOCATION_EDGE + (MAX_W - IDLE_W) * bound,
+                                 "job %s GPU %d: energy %.1f J, the truth %.1f J" % (job, g, energy, want))
             want = b["memory_bytes"] * b["seconds"]
             self.assertLessEqual(abs(memory - want),
                                  harness.allowed_deviation(want, b["seconds"], 2, TOLERANCE, INTERVAL),
@@ -475,6 +486,9 @@ class SlurmRealTest(harness.AgentTestCase):
                                delta=2 * 2 * ALLOCATION_EDGE)
         self.assertAlmostEqual(float(got["memory_gib_hours"]) * 2**30 * 3600, ledger["gpu_memory_byte_seconds_total"],
                                delta=1e-6 * max(1.0, ledger["gpu_memory_byte_seconds_total"]) + 2**30 * 3600 * 1e-6)
+        # Energy as the ledger has it, to the comment's 1e-6 kWh, less the allocation's edges at idle power.
+        self.assertLessEqual(abs(float(got["energy_kwh"]) * 3.6e6 - ledger["gpu_attributed_energy_joules_total"]),
+                             3.6 + 2 * 2 * ALLOCATION_EDGE * IDLE_W)
         self.assertEqual(got["currency"], "eur")  # sacctmgr lowercases the comment: written so
         want = float(got["gpu_seconds"]) / 3600 * 2 + float(got["busy_seconds"]) / 3600 * 1
         self.assertAlmostEqual(float(got["cost"]), want, delta=2e-6)
