@@ -77,6 +77,7 @@ class MetricsDoc(AgentTestCase):
         state = os.path.join(tempfile.mkdtemp(prefix="gpumeter-doc-"), "ledger.json")
         agent = self.track(Agent(scenario=SCENARIO, env={"GPUMETER_SIM_EPOCH": repr(epoch)},
                                  extra_args=node.agent_args(node.config("ledger:\n  checkpoint_interval: 1s\n"
+                                                                        '  idle_power_watts: {"NVIDIA H100 80GB HBM3": 70}\n'
                                                                         "exposition:\n  max_series: 1000000\n"),
                                                             state)
                                  + ["--compat", "dcgm-exporter", "--compat", "dcgm-exporter-1.x",
