@@ -164,11 +164,6 @@ class CounterReader {
   std::function<void(std::string_view)> progress_;
 };
 
-// The identity of a label set as one string (for maps).
-std::string labels_key(const Labels& labels);
-// ... and as a 64-bit hash of it, for what is kept per series of a whole fleet.
-std::uint64_t series_id(const Labels& labels);
-
 // `selector` with one more matcher: m{a="b"} and c=~"d" give m{a="b",c=~"d"}.
 std::string with_matcher(std::string_view selector, std::string_view matcher);
 

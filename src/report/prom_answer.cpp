@@ -7,6 +7,7 @@
 #include <cmath>
 #include <optional>
 #include <set>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -22,29 +23,37 @@ std::string format_labels(const Labels& labels) {
 }
 
 std::optional<std::string> check_series(std::vector<Series>& series) {
-  // A series is one label set: two answers for it would be counted twice.
-  std::set<Labels> seen;
-  for (auto& s : series) {
-    if (!seen.insert(s.labels).second) {
-      return fmt::format("the answer holds the series {} twice", format_labels(s.labels));
+  // A series is one label set: two answers for it would be counted twice. Found by hash first,
+  // without copying label sets: an answer holds thousands of series.
+  std::unordered_multimap<std::uint64_t, std::size_t> seen;
+  seen.reserve(series.size());
+  for (std::size_t i = 0; i < series.size(); ++i) {
+    Series& s = series[i];
+    const std::uint64_t id = series_id(s.labels);
+    const auto [first, last] = seen.equal_range(id);
+    for (auto it = first; it != last; ++it) {
+      if (series[it->second].labels == s.labels) {
+        return fmt::format("the answer holds the series {} twice", format_labels(s.labels));
+      }
     }
-    // Samples in time order, one per instant. The same sample twice is harmless and dropped;
-    // two values at one instant, or time going back, mean the data cannot be trusted.
-    std::vector<Sample> kept;
-    kept.reserve(s.samples.size());
+    seen.emplace(id, i);
+    // Samples in time order, one per instant. The same sample twice is harmless and dropped (in
+    // place); two values at one instant, or time going back, mean the data cannot be trusted.
+    std::size_t kept = 0;
     for (const Sample& x : s.samples) {
-      if (!kept.empty() && x.t <= kept.back().t) {
-        if (x.t == kept.back().t && (x.v == kept.back().v || (std::isnan(x.v) && std::isnan(kept.back().v)))) continue;
-        if (x.t == kept.back().t) {
+      if (kept > 0 && x.t <= s.samples[kept - 1].t) {
+        const Sample& last_kept = s.samples[kept - 1];
+        if (x.t == last_kept.t && (x.v == last_kept.v || (std::isnan(x.v) && std::isnan(last_kept.v)))) continue;
+        if (x.t == last_kept.t) {
           return fmt::format("the series {} has two values at {:.3f} ({} and {})", format_labels(s.labels), x.t,
-                             kept.back().v, x.v);
+                             last_kept.v, x.v);
         }
         return fmt::format("the samples of {} go back in time ({:.3f} after {:.3f})", format_labels(s.labels), x.t,
-                           kept.back().t);
+                           last_kept.t);
       }
-      kept.push_back(x);
+      s.samples[kept++] = x;
     }
-    s.samples = std::move(kept);
+    s.samples.resize(kept);
   }
   return std::nullopt;
 }

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
@@ -18,6 +19,11 @@
 namespace gpumeter::report {
 
 using Labels = std::map<std::string, std::string, std::less<>>;  // without __name__
+
+// The identity of a label set as one string (for maps).
+std::string labels_key(const Labels& labels);
+// ... and as a 64-bit hash, for what is kept per series of a whole fleet (counter_reader.cpp).
+std::uint64_t series_id(const Labels& labels);
 
 struct Sample {
   double t = 0;  // unix seconds
