@@ -5,8 +5,9 @@
 #include <cctype>
 #include <charconv>
 #include <cmath>
+#include <functional>
 #include <optional>
-#include <set>
+#include <string_view>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -14,6 +15,30 @@
 #include "report/prom_api.h"
 
 namespace gpumeter::report {
+
+std::uint64_t series_id(const Labels& labels) {
+  // Each name and value hashed in place and combined in order, as labels_key() would join them:
+  // no string is built (a report takes it for every series of every answer).
+  std::uint64_t h = labels.size();
+  for (const auto& [k, v] : labels) {
+    for (std::string_view part : {std::string_view(k), std::string_view(v)}) {
+      h ^= std::hash<std::string_view>{}(part) + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+    }
+  }
+  return h;
+}
+
+std::string labels_key(const Labels& labels) {
+  std::string key;
+  for (const auto& [k, v] : labels) {
+    key += k;
+    key += '\x1f';
+    key += v;
+    key += '\x1e';
+  }
+  return key;
+}
+
 namespace {
 
 std::string format_labels(const Labels& labels) {

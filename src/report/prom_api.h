@@ -22,7 +22,7 @@ using Labels = std::map<std::string, std::string, std::less<>>;  // without __na
 
 // The identity of a label set as one string (for maps).
 std::string labels_key(const Labels& labels);
-// ... and as a 64-bit hash, for what is kept per series of a whole fleet (counter_reader.cpp).
+// ... and as a 64-bit hash, for what is kept per series of a whole fleet.
 std::uint64_t series_id(const Labels& labels);
 
 struct Sample {
