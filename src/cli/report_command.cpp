@@ -104,6 +104,12 @@ void setup_report_command(CLI::App& cmd, ReportOptions& o, int& exit_code) {
   cmd.add_option("--max-answer-size", o.max_answer_size,
                  "Largest API answer accepted (e.g. 256MiB, 1GiB); a larger one fails the report")
       ->capture_default_str();
+  cmd.add_option("--read", o.read,
+                 "How the counters' samples are read: remote (Prometheus' remote read API, /api/v1/read: the "
+                 "store sends its compressed chunks, far cheaper for it than queries over a month of a large "
+                 "fleet; Prometheus and Mimir serve it), query (the query API alone: VictoriaMetrics, Thanos, "
+                 "any proxy), auto (remote read where the store answers it, else the query API)")
+      ->capture_default_str();
   cmd.add_option("--forecast", o.forecast,
                  "Also forecast each group's GPU-hours over this horizon after the period (e.g. 30d), from the "
                  "linear trend of the GPUs it held over the period");
@@ -157,6 +163,13 @@ int run_report(const ReportOptions& o) {
   }
   if (o.progress != "auto" && o.progress != "always" && o.progress != "never") {
     return input_error(fmt::format("--progress \"{}\": expected auto, always or never", o.progress));
+  }
+  if (o.read == "auto" || o.read == "query" || o.read == "remote") {
+    req.read = o.read == "auto"    ? report::ReadApi::kAuto
+               : o.read == "query" ? report::ReadApi::kQuery
+                                   : report::ReadApi::kRemoteRead;
+  } else {
+    return input_error(fmt::format("--read \"{}\": expected auto, query or remote", o.read));
   }
   req.by = split_by(o.by);
   if (o.format == "focus") {

@@ -25,6 +25,7 @@ struct ReportOptions {
   std::string timeout = "2m";    // for the whole of each HTTP request
   std::string max_answer_size = "256MiB";
   std::string progress = "auto";  // auto (when stderr is a terminal), always, never
+  std::string read = "auto";      // how raw samples are read: auto, query, remote
   std::string forecast;           // horizon of the demand forecast (--forecast 30d); empty: none
   bool no_color = false;
 };

@@ -35,6 +35,9 @@ constexpr std::size_t kUuidsPerRequest = 64;
 // the flagged GPUs only, so fewer, larger requests save round trips; the regex travels in the
 // POST body, where 1024 uuids (about 40 KiB) are no burden.
 constexpr std::size_t kUuidsPerSettle = 1024;
+// GPUs per remote read request: the answer streams, so this only sets how many requests a
+// fleet takes, as a query batch of 64 does.
+constexpr std::size_t kUuidsPerRemoteRead = 64;
 // What a restarted counter may hold beyond max_rate x the time since the sample before it: a
 // restarted agent's first reading can reach back into the driver's sample buffer (about 20 s),
 // and the agent's clock and the store's may differ by seconds.
@@ -237,6 +240,7 @@ Result<void> CounterReader::find_predecessors(const Selector& selector, const st
 }
 
 Result<StepFlags> CounterReader::reset_steps(std::string_view selector, bool by_series) {
+  if (remote_) return StepFlags{};
   // Resets over two steps ending at t, less those over the one step ending at t - step, are the
   // drops whose later sample lies in (t - step, t]: the raw samples of the steps there are all a
   // walk needs, as it enters them with the value before the drop.
@@ -406,6 +410,17 @@ Result<CounterReader::Points> CounterReader::read_series(const Selector& selecto
 }
 
 Result<CounterData> CounterReader::read(std::string_view selector, const StepFlags& flags, double max_rate) {
+  if (remote_) {
+    if (progress_) progress_(fmt::format("reading {} by remote read", selector));
+    const std::vector<std::string> matches{std::string(selector)};
+    auto uuids = api_.label_values("uuid", matches, timeline_[0] - step_, timeline_.back());
+    if (!uuids) return uuids.error();
+    CounterData out;
+    for (const auto& group : chunks(*uuids, kUuidsPerRemoteRead)) {
+      if (auto ok = read_remote(selector, group, max_rate, out); !ok) return ok.error();
+    }
+    return out;
+  }
   const Selector sel{selector, std::string(selector)};
   if (progress_) progress_(fmt::format("reading {} at {} points", selector, timeline_.size()));
   auto points = read_series(sel, flags, {});
@@ -422,6 +437,82 @@ Result<CounterData> CounterReader::read_deferred(std::string_view selector, cons
   auto points = read_series(sel, flags, series_flags);
   if (!points) return points.error();
   return walk_all(selector, max_rate, *points, nullptr);
+}
+
+Result<CounterData> CounterReader::read_gpus(std::string_view metric, const std::vector<std::string>& uuids,
+                                             const StepFlags& flags, const StepFlags& series_flags, double max_rate) {
+  if (!remote_) {
+    return read_deferred(metric, flags, series_flags, max_rate, "uuid=~" + promql_string(exact_alternation(uuids)));
+  }
+  CounterData out;
+  if (auto ok = read_remote(metric, uuids, max_rate, out); !ok) return ok.error();
+  return out;
+}
+
+// Every sample of every series from the step before the period on, walked by the definition
+// in counter_reader.h: the last sample at or before the period's start starts the walk, and
+// each later one is added in the step whose range holds it. A series with none there may have
+// had one earlier, within the lookback: as on the query path, find_predecessors() looks for it
+// (the series index first), and its first increase is corrected by it. Times compare in whole
+// milliseconds, the stores' resolution.
+Result<void> CounterReader::read_remote(std::string_view metric, const std::vector<std::string>& uuids,
+                                        double max_rate, CounterData& out) {
+  const std::size_t points = timeline_.size();
+  std::vector<std::int64_t> ms(points);
+  for (std::size_t i = 0; i < points; ++i) ms[i] = std::llround(timeline_[i] * 1000);
+  struct Born {
+    std::size_t series;  // in out.series
+    Sample first;
+    std::size_t step;
+  };
+  std::vector<Born> born;
+  auto each = [&](Series&& s) -> Result<void> {
+    CounterSeries cs{std::move(s.labels), {}, std::vector<bool>(points, false)};
+    IncreaseWalk walk(metric, cs.labels, max_rate, points - 1);
+    std::optional<Born> first;
+    std::size_t i = 1;
+    for (const auto& x : s.samples) {
+      if (auto e = bad_sample(metric, cs.labels, x)) return *e;
+      const std::int64_t t = std::llround(x.t * 1000);
+      if (t <= ms[0]) {
+        cs.present[0] = true;
+        walk.start(x.v, x.t, x.t);
+        continue;
+      }
+      while (i + 1 < points && t > ms[i]) ++i;
+      if (t > ms[i]) break;
+      if (!cs.present[0] && !first) first = Born{0, x, i};
+      cs.present[i] = true;
+      if (auto e = walk.advance(x.v, x.t, x.t, i, out.resets)) return *e;
+    }
+    if (std::find(cs.present.begin(), cs.present.end(), true) == cs.present.end()) return {};
+    if (first) born.push_back(Born{out.series.size(), first->first, first->step});
+    cs.increase = std::move(walk).increases();
+    out.series.push_back(std::move(cs));
+    return {};
+  };
+  if (auto ok = api_.read_raw(metric, uuids, timeline_[0] - step_, timeline_.back(), each); !ok) return ok;
+  if (born.empty()) return {};
+
+  std::vector<Labels> labels;
+  std::vector<std::size_t> indices;
+  for (const auto& b : born) {
+    indices.push_back(labels.size());
+    labels.push_back(out.series[b.series].labels);
+  }
+  std::map<std::size_t, double> previous;
+  const Selector selector{metric, std::string(metric)};
+  if (auto ok = find_predecessors(selector, indices, labels, previous); !ok) return ok;
+  // The first sample's increase from the previous value rather than from zero, judged as
+  // IncreaseWalk judges every step (a restart from zero, or a decrease no ledger makes).
+  for (const auto& [k, value] : previous) {
+    const Born& b = born[k];
+    IncreaseWalk walk(metric, labels[k], max_rate, 1);
+    walk.start(value, timeline_[0], timeline_[0] - lookback_);
+    if (auto e = walk.advance(b.first.v, b.first.t, b.first.t, 1, out.resets)) return *e;
+    out.series[b.series].increase[b.step - 1] += std::move(walk).increases()[0] - b.first.v;
+  }
+  return {};
 }
 
 Result<CounterData> CounterReader::walk_all(std::string_view selector, double max_rate, const Points& points,

@@ -109,6 +109,18 @@ class CounterReader {
   Result<std::vector<SettledStep>> settle(std::string_view selector, const std::vector<PendingStep>& pending,
                                           double max_rate, std::size_t lane = 0, std::size_t lanes = 1);
 
+  // From here on, raw samples come through the store's remote read API (PromApi::read_raw)
+  // rather than the query API: read() and read_gpus() walk every sample of every series, so
+  // nothing is left pending and no reset needs flagging (reset_steps() answers none, without a
+  // request). Series without a uuid label are no ledger's, and are not read.
+  void use_remote_read() { remote_ = true; }
+  bool remote_read() const { return remote_; }
+
+  // The series of the metric `metric` on the GPUs `uuids`: read_deferred() with a matcher on
+  // them, or every raw sample by remote read.
+  Result<CounterData> read_gpus(std::string_view metric, const std::vector<std::string>& uuids, const StepFlags& flags,
+                                const StepFlags& series_flags, double max_rate);
+
   // Steps holding the sample after a decrease of a counter of the metric, by `resets()` over
   // two steps (so a reset between the last sample of one step and the first of the next is
   // caught) less those over the step before: uuid -> step indices, or with `by_series`,
@@ -119,6 +131,10 @@ class CounterReader {
   const std::vector<double>& timeline() const { return timeline_; }
 
  private:
+  // Appends to `out` the series of `metric` on the GPUs `uuids`, each walked from its raw
+  // samples by remote read.
+  Result<void> read_remote(std::string_view metric, const std::vector<std::string>& uuids, double max_rate,
+                           CounterData& out);
   // A counter's name as messages show it, and the selector its queries use.
   struct Selector {
     std::string_view shown;
@@ -162,6 +178,7 @@ class CounterReader {
   double step_;
   double lookback_;
   std::function<void(std::string_view)> progress_;
+  bool remote_ = false;
 };
 
 // `selector` with one more matcher: m{a="b"} and c=~"d" give m{a="b",c=~"d"}.

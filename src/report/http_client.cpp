@@ -47,11 +47,12 @@ using beast::error_code;
 
 Error failure(HttpFailure kind, std::string detail) { return Error{static_cast<int>(kind), std::move(detail)}; }
 
-// The body of an answer, decoded as its Content-Encoding says and appended to `out` up to the
-// cap: a gzip bomb stops at the cap, not at the end of its output.
+// The body of an answer, decoded as its Content-Encoding says and appended to `out` (or handed
+// to `sink`) up to the cap: a gzip bomb stops at the cap, not at the end of its output.
 class BodyDecoder {
  public:
-  BodyDecoder(std::string& out, std::size_t cap) : out_(out), cap_(cap) {}
+  using Sink = std::function<Result<void>(std::string_view)>;
+  BodyDecoder(std::string& out, std::size_t cap, const Sink* sink) : out_(out), cap_(cap), sink_(sink) {}
   ~BodyDecoder() {
     if (inflating_) inflateEnd(&z_);
   }
@@ -100,8 +101,15 @@ class BodyDecoder {
 
  private:
   Result<void> append(const char* data, std::size_t n) {
-    if (out_.size() + n > cap_) return failure(HttpFailure::kTooLarge, "");
-    out_.append(data, n);
+    if (size_ + n > cap_) return failure(HttpFailure::kTooLarge, "");
+    size_ += n;
+    if (sink_ == nullptr) {
+      out_.append(data, n);
+      return {};
+    }
+    if (auto taken = (*sink_)(std::string_view(data, n)); !taken) {
+      return failure(HttpFailure::kRejected, taken.error().message);
+    }
     return {};
   }
   static Error corrupt() {
@@ -110,6 +118,8 @@ class BodyDecoder {
 
   std::string& out_;
   std::size_t cap_;
+  const Sink* sink_;
+  std::size_t size_ = 0;
   z_stream z_{};
   bool inflating_ = false;
   bool ended_ = false;
@@ -323,7 +333,11 @@ struct HttpClient::Impl {
     if (ec) return failed(ec, HttpFailure::kRead, deadline);
 
     HttpAnswer answer;
-    auto body = read_body(stream, parser, answer.body, deadline);
+    const auto type = parser.get()[http::field::content_type];
+    answer.streamed = request.on_body && parser.get().result_int() == 200 &&
+                      std::string_view(type.data(), type.size()).substr(0, request.stream_type.size()) ==
+                          request.stream_type;
+    auto body = read_body(stream, parser, answer.body, answer.streamed ? &request.on_body : nullptr, deadline);
     if (!body) return body.error();
     const auto& res = parser.get();
     answer.status = static_cast<int>(res.result_int());
@@ -334,8 +348,8 @@ struct HttpClient::Impl {
 
   template <class Stream>
   Result<void> read_body(Stream& stream, http::response_parser<http::buffer_body>& parser, std::string& out,
-                         Clock::time_point deadline) {
-    BodyDecoder decoder(out, max_body_bytes);
+                         const BodyDecoder::Sink* sink, Clock::time_point deadline) {
+    BodyDecoder decoder(out, max_body_bytes, sink);
     const auto& res = parser.get();
     const auto encoding = res[http::field::content_encoding];
     if (auto started = decoder.start(std::string_view(encoding.data(), encoding.size())); !started) {

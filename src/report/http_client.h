@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -28,6 +29,7 @@ enum class HttpFailure : int {
   kDeadline,        // the exchange was still running at its deadline
   kTooLarge,        // the body, as decoded, is larger than the cap
   kEncoding,        // a Content-Encoding that cannot be decoded, or corrupt compressed data
+  kRejected,        // HttpRequest::on_body refused the body; the message is its
 };
 
 struct HttpEndpoint {
@@ -44,12 +46,19 @@ struct HttpRequest {
   std::string target;  // the path
   HttpHeaders headers;
   std::string body;
+  // When set, an answer with status 200 and a Content-Type that begins with `stream_type` goes
+  // to `on_body` piece by piece as it is decoded, instead of into HttpAnswer::body, so that it
+  // is never held whole; the size cap still applies to the whole. An Error it returns ends the
+  // exchange as HttpFailure::kRejected, with its message.
+  std::function<Result<void>(std::string_view)> on_body;
+  std::string stream_type;
 };
 
 struct HttpAnswer {
   int status = 0;
   HttpHeaders headers;                           // as received
-  std::string body;                              // decoded
+  std::string body;                              // decoded; empty when streamed
+  bool streamed = false;                         // the body went to HttpRequest::on_body
   bool has_header(std::string_view name) const;  // names compare without case
 };
 

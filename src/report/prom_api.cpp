@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "report/http_client.h"
+#include "report/remote_read.h"
 
 namespace gpumeter::report {
 
@@ -146,6 +147,37 @@ class HttpPromApi final : public PromApi {
     return samples_between(std::move(*r), after, upto);
   }
 
+  Result<void> read_raw(std::string_view metric, const std::vector<std::string>& uuids, double after, double upto,
+                        const std::function<Result<void>(Series&&)>& each) override {
+    std::vector<RawMatcher> matchers{{"__name__", std::string(metric), false}};
+    if (!uuids.empty()) matchers.push_back({"uuid", exact_alternation(uuids), true});
+    // Whole milliseconds, the store's resolution: (after, upto] is [after + 1 ms, upto].
+    const std::int64_t start_ms = std::llround(after * 1000) + 1, end_ms = std::llround(upto * 1000);
+    ChunkedReader reader(start_ms, end_ms, each);
+    HttpRequest req{"POST",
+                    url_.prefix + std::string(kReadPath),
+                    {{"Content-Type", "application/x-protobuf"},
+                     {"Content-Encoding", "snappy"},
+                     {"X-Prometheus-Remote-Read-Version", "0.1.0"}},
+                    remote_read_request(matchers, start_ms, end_ms),
+                    [&reader](std::string_view piece) { return reader.feed(piece); },
+                    std::string(kStreamedType)};
+    const std::string what = uuids.empty() ? fmt::format("remote read {}", metric)
+                                           : fmt::format("remote read {} of {} GPUs", metric, uuids.size());
+    const std::string where = fmt::format("{}{} [{}]", display_, kReadPath, what);
+    auto answer = exchange(std::move(req), what);
+    if (!answer) return answer.error();
+    if (answer->status != 200) {
+      return Error{0, fmt::format("{} answered HTTP {}: \"{}\"", where, answer->status, excerpt(answer->body))};
+    }
+    if (!answer->streamed) {
+      return Error{0, fmt::format("{} did not answer with streamed chunks (Content-Type \"{}\", not {})", where,
+                                  content_type(*answer), kStreamedType)};
+    }
+    if (auto ok = reader.finish(); !ok) return Error{0, fmt::format("{}: {}", where, ok.error().message)};
+    return {};
+  }
+
   Result<std::vector<Labels>> series(std::string_view match, double start, double end) override {
     FormParams p{{"match[]", std::string(match)}, {"start", number(start)}, {"end", number(end + kPastTheEnd)}};
     auto body = post("/api/v1/series", p, fmt::format("series {}", match));
@@ -193,6 +225,19 @@ class HttpPromApi final : public PromApi {
 
  private:
   static constexpr double kPastTheEnd = 1e-3;
+  static constexpr std::string_view kReadPath = "/api/v1/read";
+  static constexpr std::string_view kStreamedType = "application/x-streamed-protobuf";
+
+  static std::string content_type(const HttpAnswer& answer) {
+    for (const auto& [k, v] : answer.headers) {
+      if (k.size() == 12 && std::equal(k.begin(), k.end(), "content-type", [](char a, char b) {
+            return std::tolower(static_cast<unsigned char>(a)) == b;
+          })) {
+        return v;
+      }
+    }
+    return "";
+  }
 
   static std::string number(double v) { return fmt::format("{:.3f}", v); }
 
@@ -235,7 +280,9 @@ class HttpPromApi final : public PromApi {
                                   "period or a longer --step",
                                   where, max_answer_bytes_ >> 20)};
     }
-    if (failure == HttpFailure::kEncoding) return Error{0, fmt::format("{}: {}", where, res.error().message)};
+    if (failure == HttpFailure::kEncoding || failure == HttpFailure::kRejected) {
+      return Error{0, fmt::format("{}: {}", where, res.error().message)};
+    }
     return Error{0, fmt::format("cannot reach {}: {}", where, describe_failure(failure))};
   }
 
@@ -270,6 +317,11 @@ class HttpPromApi final : public PromApi {
 };
 
 }  // namespace
+
+Result<void> PromApi::read_raw(std::string_view metric, const std::vector<std::string>&, double, double,
+                               const std::function<Result<void>(Series&&)>&) {
+  return Error{0, fmt::format("remote read {}: this API client has no remote read", metric)};
+}
 
 std::string url_for_display(const std::string& url) {
   auto parsed = parse_url(url);

@@ -66,6 +66,12 @@ class PromApi {
   virtual Result<std::vector<Series>> query_range(std::string_view expr, double start, double end, double step) = 0;
   // The raw samples of the series matching `selector` in (after, upto].
   virtual Result<std::vector<Series>> raw_samples(std::string_view selector, double after, double upto) = 0;
+  // Prometheus' remote read API (report/remote_read.h): every series of `metric`, with a uuid
+  // among `uuids` when any are given, handed to `each` one at a time with its raw samples in
+  // (after, upto]. The store sends its compressed chunks rather than evaluating a query. Fails
+  // where the server does not serve it (VictoriaMetrics, Thanos' querier, a proxy in between).
+  virtual Result<void> read_raw(std::string_view metric, const std::vector<std::string>& uuids, double after,
+                                double upto, const std::function<Result<void>(Series&&)>& each);
   // /api/v1/series: the label sets (with __name__) of the series matching `match` in [start, end].
   virtual Result<std::vector<Labels>> series(std::string_view match, double start, double end) = 0;
   // /api/v1/label/<name>/values: the values of label `name` among the series matching any of

@@ -120,8 +120,13 @@ class Builder {
     }
     std::vector<double> changes;
     if (req_.pricing) changes = req_.pricing->change_points(req_.from, req_.to);
+    auto remote = choose_remote_read();
+    if (!remote) return remote.error();
+    remote_ = *remote;
+    if (remote_) report_.backend += " (remote read)";
     CounterReader reader(api_, make_timeline(req_.from, req_.to, req_.step, changes), req_.step, req_.lookback,
                          progress_);
+    if (remote_) reader.use_remote_read();
     timeline_ = reader.timeline();
     steps_ = reader.steps();
     if (req_.pricing) pricer_.emplace(*req_.pricing, timeline_);
@@ -132,7 +137,7 @@ class Builder {
     // own while the per-GPU counters are read.
     const auto lanes = connections();
     auto owner_flags_read = [this](PromApi& api) {
-      return CounterReader(api, timeline_, req_.step, req_.lookback).reset_steps(kLedgerMetrics[0].name, true);
+      return reader_on(api).reset_steps(kLedgerMetrics[0].name, true);
     };
     std::future<Result<StepFlags>> owner_flags_ahead;
     if (lanes.front() != &api_) {
@@ -278,15 +283,36 @@ class Builder {
     return lanes;
   }
 
+  // Whether raw samples come by remote read: when asked for, or (auto) where the store answers
+  // it; VictoriaMetrics has none, and is not asked. The probe reads the covered seconds of the
+  // period's last second.
+  Result<bool> choose_remote_read() {
+    if (req_.read == ReadApi::kQuery) return false;
+    if (req_.read == ReadApi::kAuto && report_.backend == "VictoriaMetrics") return false;
+    auto probe = api_.read_raw(kCovered, {}, req_.to - 1, req_.to, [](Series&&) -> Result<void> { return {}; });
+    if (probe) return true;
+    if (req_.read == ReadApi::kRemoteRead) return Error{1, probe.error().message + " (--read remote)"};
+    if (progress_) {
+      progress_(fmt::format("no remote read here ({}); reading through the query API", probe.error().message));
+    }
+    return false;
+  }
+
+  // A reader of the period's timeline on `api`, reading as chosen.
+  CounterReader reader_on(PromApi& api) const {
+    CounterReader reader(api, timeline_, req_.step, req_.lookback);
+    if (remote_) reader.use_remote_read();
+    return reader;
+  }
+
   // The owner counters of the GPUs `uuids`.
   Result<OwnerData> read_batch(PromApi& api, const std::vector<std::string>& uuids, const StepFlags& flags,
                                const StepFlags& series_flags) const {
-    CounterReader reader(api, timeline_, req_.step, req_.lookback);
-    const std::string only = "uuid=~" + promql_string(exact_alternation(uuids));
+    CounterReader reader = reader_on(api);
     OwnerData out;
     for (const auto& m : kLedgerMetrics) {
       if (m.footprint_only && !report_.footprint) continue;
-      auto r = reader.read_deferred(m.name, flags, series_flags, m.max_rate, only);
+      auto r = reader.read_gpus(m.name, uuids, flags, series_flags, m.max_rate);
       if (!r) return r.error();
       out[m.field] = std::move(*r);
     }
@@ -331,7 +357,7 @@ class Builder {
       std::vector<std::future<Result<std::vector<SettledStep>>>> parts;
       for (std::size_t lane = 0; lane < lanes.size(); ++lane) {
         parts.push_back(std::async(std::launch::async, [this, m, lane, n = lanes.size(), api = lanes[lane]] {
-          return CounterReader(*api, timeline_, req_.step, req_.lookback)
+          return reader_on(*api)
               .settle(kLedgerMetrics[m].name, pending_[m], kLedgerMetrics[m].max_rate, lane, n);
         }));
       }
@@ -682,6 +708,7 @@ class Builder {
   std::size_t steps_ = 0;
   std::map<std::string, GpuIdentity> gpus_;
   std::vector<std::unique_ptr<PromApi>> own_;                            // connections for parallel reads
+  bool remote_ = false;  // raw samples by remote read (choose_remote_read)
   std::optional<Error> siblings_error_;                                  // the first batch's that failed check_siblings
   std::array<std::vector<PendingStep>, kLedgerMetrics.size()> pending_;  // per owner counter
   std::unordered_map<std::uint64_t, SeriesRow> pending_rows_;            // by PendingStep::owner

@@ -21,6 +21,11 @@ inline constexpr std::string_view kDimensions[] = {"project", "user", "namespace
                                                    "model",   "gpu",  "node",      "cluster", "mig_profile"};
 bool is_dimension(std::string_view name);
 
+// How raw samples are read: the store's remote read API (Prometheus and Mimir serve it; the
+// store sends its compressed chunks), or the query API alone (every store); auto: remote read
+// where the store answers it, else the query API.
+enum class ReadApi { kAuto, kQuery, kRemoteRead };
+
 struct ReportRequest {
   double from = 0;
   double to = 0;
@@ -34,6 +39,7 @@ struct ReportRequest {
   const pricing::Pricing* pricing = nullptr;  // null: usage only
   std::string url;
   double forecast = 0;  // the horizon of a demand forecast, seconds; 0: none
+  ReadApi read = ReadApi::kAuto;
 };
 
 // A step for the period when none is given: the smallest of 1m, 5m, 15m, 30m, 1h, 3h, 6h, 12h

@@ -38,11 +38,18 @@ RawSeries counter(std::string uuid, std::string project, std::vector<Sample> sam
   return RawSeries{"m_total", {{"uuid", std::move(uuid)}, {"project", std::move(project)}}, std::move(samples)};
 }
 
-// Per project. `deferred`: as the report reads owners, the raw reads left to settle() and the
-// reset steps flagged per series.
+// How totals() reads: as the report reads the ledger's own counters; as it reads owners on the
+// query API (the raw reads left to settle(), the reset steps flagged per series); or every raw
+// sample by remote read.
+enum class Mode { kRead, kDeferred, kRemote };
+
+// Per project.
 std::map<std::string, double> totals(FakePromApi& api, double a, double b, double step, std::vector<double> extra = {},
-                                     bool deferred = false) {
+                                     Mode mode = Mode::kRead) {
+  const bool deferred = mode == Mode::kDeferred;
+  api.remote_read = mode == Mode::kRemote;
   CounterReader reader(api, make_timeline(a, b, step, extra), step, kHuge);
+  if (mode == Mode::kRemote) reader.use_remote_read();
   auto flags = reader.reset_steps("m_total", deferred);
   EXPECT_TRUE(flags.ok());
   const StepFlags none;
@@ -129,12 +136,14 @@ TEST(CounterReader, SeriesAbsentAcrossTheStartContinuesFromItsLastValue) {
   api.data.push_back(counter("GPU-a", "p", {{0, 1000}, {10, 1010}, {5000, 1020}, {5010, 1030}}));
   auto got = totals(api, 4000, 6000, 60);
   EXPECT_DOUBLE_EQ(got["p"], 20);  // not 1030: the 1010 before the period is not billed again
+  EXPECT_DOUBLE_EQ(totals(api, 4000, 6000, 60, {}, Mode::kRemote)["p"], 20);
 }
 
 TEST(CounterReader, SeriesBornInsideThePeriodStartsFromZero) {
   FakePromApi api;
   api.data.push_back(counter("GPU-a", "new", {{500, 3}, {510, 13}}));
   EXPECT_DOUBLE_EQ(totals(api, 0, 1000, 100)["new"], 13);
+  EXPECT_DOUBLE_EQ(totals(api, 0, 1000, 100, {}, Mode::kRemote)["new"], 13);
 }
 
 TEST(CounterReader, OwnerReturningFromZeroAfterAGapIsAReset) {
@@ -143,6 +152,7 @@ TEST(CounterReader, OwnerReturningFromZeroAfterAGapIsAReset) {
   api.data.push_back(counter("GPU-a", "p", {{0, 0}, {10, 40}, {2000, 10}, {2005, 60}}));
   auto got = totals(api, 0, 3000, 100);
   EXPECT_DOUBLE_EQ(got["p"], 40 + 10 + 50);
+  EXPECT_DOUBLE_EQ(totals(api, 0, 3000, 100, {}, Mode::kRemote)["p"], 40 + 10 + 50);
 }
 
 // A 10% dip in the middle of every series was read as "restarted from zero" and billed half as
@@ -220,7 +230,10 @@ TEST(CounterReader, RandomHistoriesMatchTheDefinitionAndTile) {
     const double step = 30 + std::round(u(rng) * 600);
     const double mid = std::round((a + u(rng) * (b - a)) * 1000) / 1000;
     auto whole = totals(api, a, b, step, {mid});
-    auto deferred = totals(api, a, b, step, {mid}, true);
+    auto deferred = totals(api, a, b, step, {mid}, Mode::kDeferred);
+    auto remote = totals(api, a, b, step, {mid}, Mode::kRemote);
+    auto remote_left = totals(api, a, mid, step, {}, Mode::kRemote);
+    auto remote_right = totals(api, mid, b, step, {}, Mode::kRemote);
     auto left = totals(api, a, mid, step);
     auto right = totals(api, mid, b, step);
     for (const auto& s : api.data) {
@@ -228,6 +241,8 @@ TEST(CounterReader, RandomHistoriesMatchTheDefinitionAndTile) {
       const double want = brute_increase(s.samples, a, b);
       ASSERT_NEAR(whole[p], want, 1e-9 * std::max(1.0, want)) << "round " << round << " " << p;
       ASSERT_NEAR(deferred[p], want, 1e-9 * std::max(1.0, want)) << "round " << round << " " << p;
+      ASSERT_NEAR(remote[p], want, 1e-9 * std::max(1.0, want)) << "round " << round << " " << p;
+      ASSERT_NEAR(remote_left[p] + remote_right[p], want, 1e-9 * std::max(1.0, want)) << "round " << round << " " << p;
       ASSERT_NEAR(left[p] + right[p], want, 1e-9 * std::max(1.0, want)) << "round " << round << " " << p;
     }
   }
@@ -296,6 +311,49 @@ TEST(CounterReader, NegativeSamplesAreAnErrorNotABill) {
     EXPECT_NE(data.error().message.find("has the sample -1000"), std::string::npos) << data.error().message;
     EXPECT_NE(data.error().message.find("uuid=\"GPU-a\""), std::string::npos) << data.error().message;
   }
+}
+
+// Read by remote read, every sample is walked: the same data is billed or refused alike.
+TEST(CounterReader, RemoteReadJudgesDecreasesAndNegativeSamplesAlike) {
+  auto read = [](std::vector<Sample> samples) {
+    FakePromApi api;
+    api.remote_read = true;
+    api.data.push_back(counter("GPU-a", "p", std::move(samples)));
+    CounterReader reader(api, make_timeline(0, 1200, 300, {}), 300, kHuge);
+    reader.use_remote_read();
+    return reader.read("m_total");
+  };
+  std::vector<Sample> dip;
+  for (int t = 0; t <= 1200; t += 15) dip.push_back({double(t), t >= 615 ? 0.9 * t : double(t)});
+  auto dipped = read(dip);
+  ASSERT_FALSE(dipped.ok());
+  EXPECT_NE(dipped.error().message.find("went down from 600 (at 600.000) to 553.5 (at 615.000)"), std::string::npos)
+      << dipped.error().message;
+
+  auto negative = read({{100, 10}, {200, 20}, {250, -1000}, {400, 40}});
+  ASSERT_FALSE(negative.ok());
+  EXPECT_NE(negative.error().message.find("has the sample -1000"), std::string::npos) << negative.error().message;
+
+  auto restarted = read({{0, 0}, {20, 1000}, {50, 80}, {60, 90}});
+  ASSERT_TRUE(restarted.ok()) << restarted.error().message;
+  EXPECT_DOUBLE_EQ(restarted->series.at(0).increase.at(0), 1000 + 90);
+  ASSERT_EQ(restarted->resets.size(), 1u);
+  EXPECT_DOUBLE_EQ(restarted->resets[0].after, 20);
+  EXPECT_DOUBLE_EQ(restarted->resets[0].at, 50);
+}
+
+// Remote read marks the points whose step holds a sample, as the query path's boundary values do.
+TEST(CounterReader, RemoteReadPresenceIsPerStep) {
+  FakePromApi api;
+  api.remote_read = true;
+  api.data.push_back(counter("GPU-a", "p", {{-50, 1}, {150, 2}, {160, 3}, {450, 4}}));
+  CounterReader reader(api, make_timeline(0, 500, 100, {}), 100, kHuge);
+  reader.use_remote_read();
+  auto data = reader.read("m_total");
+  ASSERT_TRUE(data.ok()) << data.error().message;
+  ASSERT_EQ(data->series.size(), 1u);
+  EXPECT_EQ(data->series[0].present, (std::vector<bool>{true, false, true, false, false, true}));
+  EXPECT_EQ(data->series[0].increase, (std::vector<double>{0, 2, 0, 0, 1}));
 }
 
 }  // namespace

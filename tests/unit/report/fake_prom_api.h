@@ -4,6 +4,7 @@
 // with Prometheus 2.x's closed range [t - r, t]. For unit tests of the report's logic; the
 // integration tests use a real Prometheus and VictoriaMetrics.
 
+#include <functional>
 #include <map>
 #include <regex>
 #include <set>
@@ -24,6 +25,29 @@ class FakePromApi final : public PromApi {
  public:
   std::vector<RawSeries> data;
   std::string backend_name = "Prometheus (fake)";
+  bool remote_read = false;  // serve read_raw(), as Prometheus' remote read API does
+
+  Result<void> read_raw(std::string_view metric, const std::vector<std::string>& uuids, double after, double upto,
+                        const std::function<Result<void>(Series&&)>& each) override {
+    if (!remote_read) return PromApi::read_raw(metric, uuids, after, upto, each);
+    count_request();
+    const std::set<std::string> wanted(uuids.begin(), uuids.end());
+    std::map<std::string, Series> out;  // in label order, as Prometheus streams them
+    for (const auto& s : data) {
+      if (s.name != metric) continue;
+      auto it = s.labels.find("uuid");
+      if (!wanted.empty() && (it == s.labels.end() || !wanted.count(it->second))) continue;
+      Series x{s.labels, {}};
+      for (const auto& p : s.samples) {
+        if (p.t > after && p.t <= upto) x.samples.push_back(p);
+      }
+      if (!x.samples.empty()) out.emplace(key(s.labels), std::move(x));
+    }
+    for (auto& [k, s] : out) {
+      if (auto ok = each(std::move(s)); !ok) return ok;
+    }
+    return {};
+  }
 
   Result<std::vector<Series>> query(std::string_view expr, double t) override {
     count_request();
