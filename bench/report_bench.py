@@ -191,9 +191,9 @@ def peak_rss_kib(pid, done):
     return t, peak
 
 
-def run_report(binary, url, fleet, pricing, out):
+def run_report(binary, url, fleet, pricing, out, read="auto"):
     args = [binary, "report", "--url", url, "--from", str(fleet.start), "--to", str(fleet.end), "--by", "project",
-            "--pricing", pricing, "--format", "json", "--output", out, "--progress", "never"]
+            "--pricing", pricing, "--format", "json", "--output", out, "--progress", "never", "--read", read]
     t0 = time.monotonic()
     # Its warnings can be more than a pipe holds (one per GPU for an outage of the store).
     err_file = tempfile.TemporaryFile()
@@ -238,6 +238,23 @@ def accuracy(fleet, doc):
     rec = doc["reconciliation"]
     return {"worst": worst, "where": where, "reconciliation_ok": rec["ok"],
             "difference_seconds": rec["difference_seconds"], "invisible_resets": len(fleet.ambiguous)}
+
+
+def largest_difference(a, b):
+    """The largest relative difference between two reports' rows by project."""
+    fields = ("allocated_seconds", "busy_seconds", "memory_byte_seconds", "energy_joules")
+    rows_b = {json.dumps(r["key"], sort_keys=True): r for r in b["rows"]}
+    worst = 0.0 if len(a["rows"]) == len(b["rows"]) else float("inf")
+    for r in a["rows"]:
+        other = rows_b.get(json.dumps(r["key"], sort_keys=True))
+        if other is None:
+            return float("inf")
+        pairs = [(r[f], other[f]) for f in fields]
+        if isinstance(r.get("cost"), dict):
+            pairs.append((r["cost"]["total"], other["cost"]["total"]))
+        for x, y in pairs:
+            worst = max(worst, abs(x - y) / max(abs(x), 1e-9))
+    return worst
 
 
 def timed_query(url, expr, at):
@@ -285,6 +302,10 @@ def main():
     ap.add_argument("--query-log", help="Prometheus' query log file (query_log_file), to see what the report asks")
     ap.add_argument("--store", choices=("prometheus", "victoriametrics"), default="prometheus",
                     help="where the history is loaded and the report reads it (default: prometheus)")
+    ap.add_argument("--read", choices=("auto", "query", "remote"), default="auto",
+                    help="the report's --read for the timed runs (default: auto, remote read on Prometheus)")
+    ap.add_argument("--no-query-peer", action="store_true",
+                    help="on Prometheus, skip the one run of the same report through the query API alone")
     args = ap.parse_args()
 
     binary = os.path.join(args.build, "bin", "gpumeter")
@@ -347,10 +368,16 @@ def main():
 
         runs = []
         for i in range(args.runs):
-            r = run_report(binary, url, fleet, pricing, os.path.join(workdir, "report.json"))
+            r = run_report(binary, url, fleet, pricing, os.path.join(workdir, "report.json"), args.read)
             runs.append(r)
             print("report_bench: run %d: %.2f s wall, %s queries, %.0f MiB peak RSS" %
                   (i + 1, r["wall_seconds"], r["queries"], r["peak_rss_kib"] / 1024))
+        if args.store == "prometheus" and args.read != "query" and not args.no_query_peer:
+            peer = run_report(binary, url, fleet, pricing, os.path.join(workdir, "report-query.json"), "query")
+            print("report_bench: through the query API alone: %.2f s wall, %s queries, %.0f MiB peak RSS" %
+                  (peer["wall_seconds"], peer["queries"], peer["peak_rss_kib"] / 1024))
+            peer["largest_difference"] = largest_difference(runs[0]["doc"], peer.pop("doc"))
+            results["query_peer"] = peer
         results["accuracy"] = accuracy(fleet, runs[0].pop("doc"))
         for r in runs[1:]:
             r.pop("doc")
@@ -401,6 +428,14 @@ def main():
         ("resets no reader can see", str(results["accuracy"]["invisible_resets"]),
          "series back from 0 above their old total at once (truth's ambiguous_resets)"),
         ("pricing", pricing_note, ""),
+    ]
+    if "query_peer" in results:
+        peer = results["query_peer"]
+        rows.append(("the same report through the query API alone (--read query), one run",
+                     "%.2f s, %s requests, %.1f MiB" % (peer["wall_seconds"], peer["queries"],
+                                                        peer["peak_rss_kib"] / 1024),
+                     "largest difference from the timed report's rows: %.2g" % peer["largest_difference"]))
+    rows += [
         ("%s peak RSS after the reports" % store, "%.0f MiB" % (results["prometheus_peak_rss_kib"] / 1024), ""),
         ("one sum by (project)(increase(...[%dd])) query" % args.days, "%.2f s" % results["increase_query_seconds"],
          "the hand-built stack's way, for scale (inexact)"),

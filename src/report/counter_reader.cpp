@@ -62,21 +62,12 @@ class IncreaseWalk {
   // `value`, sampled at `at` or no earlier than `earliest`, in step `step` (1-based).
   std::optional<Error> advance(double value, double at, double earliest, std::size_t step,
                                std::vector<ResetFound>& resets) {
-    if (value >= prev_) {
+    if (value >= prev_) [[likely]] {  // every sample but a reset's: kept small, to be inlined
       increase_[step - 1] += value - prev_;
-    } else {
-      const double most = max_rate_ * (at - prev_earliest_ + kResetSlackSeconds);
-      if (value > most) {
-        return Error{0, fmt::format("{} went down from {} (at {:.3f}) to {} (at {:.3f}); a ledger counter only "
-                                    "goes down when it restarts from zero, and {} is more than it can have "
-                                    "counted since ({} at most), so the data cannot be billed",
-                                    series_text(selector_, labels_), prev_, prev_at_, value, at, value, most)};
-      }
-      increase_[step - 1] += value;
-      resets.push_back(ResetFound{labels_, prev_at_, at});
+      start(value, at, earliest);
+      return std::nullopt;
     }
-    start(value, at, earliest);
-    return std::nullopt;
+    return drop(value, at, earliest, step, resets);
   }
 
   double last() const { return prev_; }
@@ -85,6 +76,22 @@ class IncreaseWalk {
   std::vector<double> increases() && { return std::move(increase_); }
 
  private:
+  // A value below the previous one: a restart from zero when near zero, else an error.
+  [[gnu::noinline]] std::optional<Error> drop(double value, double at, double earliest, std::size_t step,
+                                              std::vector<ResetFound>& resets) {
+    const double most = max_rate_ * (at - prev_earliest_ + kResetSlackSeconds);
+    if (value > most) {
+      return Error{0, fmt::format("{} went down from {} (at {:.3f}) to {} (at {:.3f}); a ledger counter only "
+                                  "goes down when it restarts from zero, and {} is more than it can have "
+                                  "counted since ({} at most), so the data cannot be billed",
+                                  series_text(selector_, labels_), prev_, prev_at_, value, at, value, most)};
+    }
+    increase_[step - 1] += value;
+    resets.push_back(ResetFound{labels_, prev_at_, at});
+    start(value, at, earliest);
+    return std::nullopt;
+  }
+
   std::string_view selector_;
   const Labels& labels_;
   double max_rate_;
@@ -455,11 +462,12 @@ Result<CounterData> CounterReader::read_gpus(std::string_view metric, const std:
 // had one earlier, within the lookback: as on the query path, find_predecessors() looks for it
 // (the series index first), and its first increase is corrected by it. Times compare in whole
 // milliseconds, the stores' resolution.
-Result<void> CounterReader::read_remote(std::string_view metric, const std::vector<std::string>& uuids,
-                                        double max_rate, CounterData& out) {
+Result<void> CounterReader::read_remote(std::string_view metric, const std::vector<std::string>& uuids, double max_rate,
+                                        CounterData& out) {
   const std::size_t points = timeline_.size();
-  std::vector<std::int64_t> ms(points);
-  for (std::size_t i = 0; i < points; ++i) ms[i] = std::llround(timeline_[i] * 1000);
+  // The points in whole milliseconds, as the samples' times are (ms / 1000.0 on both sides).
+  std::vector<double> at(points);
+  for (std::size_t i = 0; i < points; ++i) at[i] = static_cast<double>(std::llround(timeline_[i] * 1000)) / 1000.0;
   struct Born {
     std::size_t series;  // in out.series
     Sample first;
@@ -473,14 +481,13 @@ Result<void> CounterReader::read_remote(std::string_view metric, const std::vect
     std::size_t i = 1;
     for (const auto& x : s.samples) {
       if (auto e = bad_sample(metric, cs.labels, x)) return *e;
-      const std::int64_t t = std::llround(x.t * 1000);
-      if (t <= ms[0]) {
+      if (x.t <= at[0]) {
         cs.present[0] = true;
         walk.start(x.v, x.t, x.t);
         continue;
       }
-      while (i + 1 < points && t > ms[i]) ++i;
-      if (t > ms[i]) break;
+      while (i + 1 < points && x.t > at[i]) ++i;
+      if (x.t > at[i]) break;
       if (!cs.present[0] && !first) first = Born{0, x, i};
       cs.present[i] = true;
       if (auto e = walk.advance(x.v, x.t, x.t, i, out.resets)) return *e;

@@ -334,9 +334,9 @@ struct HttpClient::Impl {
 
     HttpAnswer answer;
     const auto type = parser.get()[http::field::content_type];
-    answer.streamed = request.on_body && parser.get().result_int() == 200 &&
-                      std::string_view(type.data(), type.size()).substr(0, request.stream_type.size()) ==
-                          request.stream_type;
+    answer.streamed =
+        request.on_body && parser.get().result_int() == 200 &&
+        std::string_view(type.data(), type.size()).substr(0, request.stream_type.size()) == request.stream_type;
     auto body = read_body(stream, parser, answer.body, answer.streamed ? &request.on_body : nullptr, deadline);
     if (!body) return body.error();
     const auto& res = parser.get();

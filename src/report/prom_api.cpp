@@ -168,11 +168,12 @@ class HttpPromApi final : public PromApi {
     auto answer = exchange(std::move(req), what);
     if (!answer) return answer.error();
     if (answer->status != 200) {
-      return Error{0, fmt::format("{} answered HTTP {}: \"{}\"", where, answer->status, excerpt(answer->body))};
+      return Error{kNoRemoteRead,
+                   fmt::format("{} answered HTTP {}: \"{}\"", where, answer->status, excerpt(answer->body))};
     }
     if (!answer->streamed) {
-      return Error{0, fmt::format("{} did not answer with streamed chunks (Content-Type \"{}\", not {})", where,
-                                  content_type(*answer), kStreamedType)};
+      return Error{kNoRemoteRead, fmt::format("{} did not answer with streamed chunks (Content-Type \"{}\", not {})",
+                                              where, content_type(*answer), kStreamedType)};
     }
     if (auto ok = reader.finish(); !ok) return Error{0, fmt::format("{}: {}", where, ok.error().message)};
     return {};
@@ -320,7 +321,7 @@ class HttpPromApi final : public PromApi {
 
 Result<void> PromApi::read_raw(std::string_view metric, const std::vector<std::string>&, double, double,
                                const std::function<Result<void>(Series&&)>&) {
-  return Error{0, fmt::format("remote read {}: this API client has no remote read", metric)};
+  return Error{kNoRemoteRead, fmt::format("remote read {}: this API client has no remote read", metric)};
 }
 
 std::string url_for_display(const std::string& url) {

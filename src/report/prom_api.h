@@ -68,8 +68,10 @@ class PromApi {
   virtual Result<std::vector<Series>> raw_samples(std::string_view selector, double after, double upto) = 0;
   // Prometheus' remote read API (report/remote_read.h): every series of `metric`, with a uuid
   // among `uuids` when any are given, handed to `each` one at a time with its raw samples in
-  // (after, upto]. The store sends its compressed chunks rather than evaluating a query. Fails
-  // where the server does not serve it (VictoriaMetrics, Thanos' querier, a proxy in between).
+  // (after, upto]. The store sends its compressed chunks rather than evaluating a query. Where
+  // the server answers, but not with remote read (VictoriaMetrics, Thanos' querier, a proxy in
+  // between), the Error's code is kNoRemoteRead.
+  static constexpr int kNoRemoteRead = 404;
   virtual Result<void> read_raw(std::string_view metric, const std::vector<std::string>& uuids, double after,
                                 double upto, const std::function<Result<void>(Series&&)>& each);
   // /api/v1/series: the label sets (with __name__) of the series matching `match` in [start, end].

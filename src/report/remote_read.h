@@ -80,7 +80,7 @@ class ChunkedReader {
   std::size_t frames_ = 0;
   Series current_;
   bool have_ = false;
-  std::int64_t last_ms_ = 0;
+  double last_t_ = 0;               // the current series' last sample time
   std::unique_ptr<Parsed> parsed_;  // the protobuf message, reused from frame to frame
 };
 

@@ -136,9 +136,7 @@ class Builder {
     // of the period it is the server's longest evaluation, so it runs on a connection of its
     // own while the per-GPU counters are read.
     const auto lanes = connections();
-    auto owner_flags_read = [this](PromApi& api) {
-      return reader_on(api).reset_steps(kLedgerMetrics[0].name, true);
-    };
+    auto owner_flags_read = [this](PromApi& api) { return reader_on(api).reset_steps(kLedgerMetrics[0].name, true); };
     std::future<Result<StepFlags>> owner_flags_ahead;
     if (lanes.front() != &api_) {
       owner_flags_ahead = std::async(std::launch::async, owner_flags_read, std::ref(*lanes.front()));
@@ -285,12 +283,15 @@ class Builder {
 
   // Whether raw samples come by remote read: when asked for, or (auto) where the store answers
   // it; VictoriaMetrics has none, and is not asked. The probe reads the covered seconds of the
-  // period's last second.
+  // period's last second; a server that answers it otherwise (an HTTP error, another Content-
+  // Type) has none, and one that does not answer at all fails the report here.
   Result<bool> choose_remote_read() {
     if (req_.read == ReadApi::kQuery) return false;
     if (req_.read == ReadApi::kAuto && report_.backend == "VictoriaMetrics") return false;
     auto probe = api_.read_raw(kCovered, {}, req_.to - 1, req_.to, [](Series&&) -> Result<void> { return {}; });
     if (probe) return true;
+    // Unreachable, too slow, or a bad answer: the query API would fare no better.
+    if (probe.error().code != PromApi::kNoRemoteRead) return Error{1, probe.error().message};
     if (req_.read == ReadApi::kRemoteRead) return Error{1, probe.error().message + " (--read remote)"};
     if (progress_) {
       progress_(fmt::format("no remote read here ({}); reading through the query API", probe.error().message));
@@ -357,8 +358,7 @@ class Builder {
       std::vector<std::future<Result<std::vector<SettledStep>>>> parts;
       for (std::size_t lane = 0; lane < lanes.size(); ++lane) {
         parts.push_back(std::async(std::launch::async, [this, m, lane, n = lanes.size(), api = lanes[lane]] {
-          return reader_on(*api)
-              .settle(kLedgerMetrics[m].name, pending_[m], kLedgerMetrics[m].max_rate, lane, n);
+          return reader_on(*api).settle(kLedgerMetrics[m].name, pending_[m], kLedgerMetrics[m].max_rate, lane, n);
         }));
       }
       std::vector<SettledStep> steps;
@@ -707,9 +707,9 @@ class Builder {
   std::vector<double> timeline_;
   std::size_t steps_ = 0;
   std::map<std::string, GpuIdentity> gpus_;
-  std::vector<std::unique_ptr<PromApi>> own_;                            // connections for parallel reads
-  bool remote_ = false;  // raw samples by remote read (choose_remote_read)
-  std::optional<Error> siblings_error_;                                  // the first batch's that failed check_siblings
+  std::vector<std::unique_ptr<PromApi>> own_;  // connections for parallel reads
+  bool remote_ = false;                        // raw samples by remote read (choose_remote_read)
+  std::optional<Error> siblings_error_;        // the first batch's that failed check_siblings
   std::array<std::vector<PendingStep>, kLedgerMetrics.size()> pending_;  // per owner counter
   std::unordered_map<std::uint64_t, SeriesRow> pending_rows_;            // by PendingStep::owner
   std::map<std::pair<std::vector<std::string>, int>, RowAcc> rows_;

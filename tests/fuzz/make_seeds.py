@@ -119,6 +119,12 @@ for i, body in enumerate(sorted(set(re.findall(r'R"\((\{.*?\})\)"', api_test))))
 put("fuzz_prom_api", "series", b"\x01" + json.dumps(
     {"status": "success", "data": [{"__name__": "gpu_info", "gpu": "0", "model": "NVIDIA H100"}]}).encode())
 
+# Remote read answers: a real Prometheus' frames (the report's unit test data), whole and cut
+# in the middle.
+remote = (ROOT / "tests/unit/report/testdata/remote-read-busy.bin").read_bytes()
+put("fuzz_remote_read", "prometheus", b"\x80" + remote)
+put("fuzz_remote_read", "prometheus-cut", b"\x00" + remote[: len(remote) // 2])
+
 # Ledger state files: the shape UsageTracker::checkpoint() writes.
 owner = {"project": "vision", "user": "alice", "namespace": "ml", "pod": "train-0", "container": "main",
          "hpc_job": ""}

@@ -129,6 +129,7 @@ class ReportAgainstTruth(AgentTestCase):
                     self.assertLessEqual(abs(summed[key][f] - r[f]), TILE * max(1.0, abs(r[f])),
                                          "%s: %s of %r: parts %r, whole %r" % (name, f, key, summed[key][f], r[f]))
         print("largest relative deviation from the truth: %r" % worst)
+        self.check_read_paths(prom, vm, period_from, period_to)
         # Told the store holds no replicas, the report adds both copies up: about twice the truth
         # (each copy is off by its own scrapes at the job's edges, as above).
         doc = report_json("--url", vm.base, "--from", period_from, "--to", period_to, "--by", ",".join(OWNER_DIMS),
@@ -138,6 +139,30 @@ class ReportAgainstTruth(AgentTestCase):
             self.assertAlmostEqual(both[key]["allocated_seconds"] / want["allocated_seconds"], 2, delta=0.1)
         self.check_prices(prom, epoch, period_from, period_to)
         self.check_formats(prom, period_from, period_to)
+
+    def check_read_paths(self, prom, vm, period_from, period_to):
+        """Prometheus answers remote read, which the report uses unless told otherwise: through
+        the query API alone, the same data gives the same bill. VictoriaMetrics has none."""
+        args = ["--url", prom.base, "--from", period_from, "--to", period_to, "--by", ",".join(OWNER_DIMS)]
+        remote, query = report_json(*args), report_json(*(args + ["--read", "query"]))
+        self.assertIn("(remote read)", remote["source"]["backend"])
+        self.assertNotIn("remote read", query["source"]["backend"])
+        a, b = rows_by_key(remote), rows_by_key(query)
+        self.assertEqual(sorted(a), sorted(b))
+        for key, r in a.items():
+            for f in FIELDS:
+                self.assertLessEqual(abs(r[f] - b[key][f]), TILE * max(1.0, abs(r[f])),
+                                     "%s of %r: remote read %r, query API %r" % (f, key, r[f], b[key][f]))
+        for k, v in remote["reconciliation"].items():
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                self.assertEqual(v, query["reconciliation"][k], k)
+            else:
+                self.assertAlmostEqual(v, query["reconciliation"][k], delta=TILE * max(1.0, abs(v)), msg=k)
+        out = report("--url", vm.base, "--from", period_from, "--to", period_to, "--read", "remote", check=False)
+        self.assertEqual(out.returncode, 1, out.stderr)
+        self.assertIn("/api/v1/read", out.stderr)
+        self.assertIn("--read remote", out.stderr)
+        self.assertEqual(out.stdout, "")
 
     def check_prices(self, prom, epoch, period_from, period_to):
         """A price change mid-period, utilization and energy pricing, a budget."""

@@ -156,6 +156,16 @@ class LedgerApi(LocalServer):
 
             def do_POST(self):
                 length = int(self.headers.get("Content-Length", 0))
+                if self.path == "/api/v1/read":
+                    # As a proxy that passes queries only: no remote read here.
+                    self.rfile.read(length)
+                    body = b"404 page not found\n"
+                    self.send_response(404)
+                    self.send_header("Content-Type", "text/plain")
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                    return
                 form = urllib.parse.parse_qs(self.rfile.read(length).decode())
                 arg = lambda k: form[k][0]
                 if self.path == "/api/v1/series":
@@ -357,7 +367,8 @@ class ReportErrors(unittest.TestCase):
 
     def test_unreachable_api(self):
         port = free_port()  # nothing listens there
-        self.fails(1, "cannot reach http://127.0.0.1:%d/api/v1/query" % port, url="http://127.0.0.1:%d" % port)
+        self.fails(1, "cannot reach http://127.0.0.1:%d/api/v1/read: cannot connect" % port,
+                   url="http://127.0.0.1:%d" % port)
 
     def test_http_error_with_an_html_body(self):
         self.with_stub(502, "<html><body>Bad Gateway</body></html>", 'answered HTTP 502: "<html><body>Bad Gateway',
@@ -439,12 +450,20 @@ class ReportErrors(unittest.TestCase):
             api.stop()
 
     def test_the_ledger_api_untampered_gives_a_complete_report(self):
-        # So that each failure below is its tampering's.
+        # So that each failure below is its tampering's. It names itself Prometheus but answers
+        # no remote read: the report says so and reads through the query API.
         api = LedgerApi()
         try:
-            doc = json.loads(report("--url", api.url, *PERIOD, "--format", "json").stdout)
+            out = report("--url", api.url, *PERIOD, "--format", "json", "--progress", "always")
+            doc = json.loads(out.stdout)
+            forced = report("--url", api.url, *PERIOD, "--read", "remote", check=False)
         finally:
             api.stop()
+        self.assertIn("no remote read here", out.stderr)
+        self.assertIn("answered HTTP 404", out.stderr)
+        self.assertEqual(forced.returncode, 1, forced.stderr)
+        self.assertIn("/api/v1/read [remote read gpumeter_ledger_covered_seconds_total] answered HTTP 404",
+                      forced.stderr)
         rows = {r["key"]["project"]: r for r in doc["rows"]}
         self.assertAlmostEqual(rows["team-a"]["allocated_seconds"], 2700, delta=1e-6)
         self.assertAlmostEqual(rows["team-a"]["busy_seconds"], 1350, delta=1e-6)

@@ -40,7 +40,8 @@ const Recorded& recorded() {
       for (const auto& p : s["samples"]) x.samples.push_back(Sample{p[0].get<double>(), p[1].get<double>()});
       out.series.push_back(std::move(x));
     }
-    std::sort(out.series.begin(), out.series.end(), [](const Series& a, const Series& b) { return a.labels < b.labels; });
+    std::sort(out.series.begin(), out.series.end(),
+              [](const Series& a, const Series& b) { return a.labels < b.labels; });
     return out;
   }();
   return r;
@@ -77,7 +78,9 @@ void expect_same(const std::vector<Series>& got, const std::vector<Series>& want
 TEST(RemoteRead, Crc32cOfTheStandardCheckString) { EXPECT_EQ(crc32c("123456789"), 0xE3069283U); }
 
 TEST(RemoteRead, SnappyLiteralBlock) {
-  EXPECT_EQ(snappy_literal_block("abc"), std::string("\x03\xf4\x02\x00" "abc", 7));
+  EXPECT_EQ(snappy_literal_block("abc"), std::string("\x03\xf4\x02\x00"
+                                                     "abc",
+                                                     7));
   const std::string big(70000, 'x');
   const std::string block = snappy_literal_block(big);
   // uvarint 70000, then literals of 65536 and 4464 bytes, each after a tag and two length bytes.
@@ -123,8 +126,9 @@ TEST(RemoteRead, ACorruptOrCutAnswerIsAnError) {
   fails(r.body.substr(0, r.body.size() - 5), "the answer ends inside frame");
   fails("<html>proxy error</html>", "inside frame 1");
   // An error of the caller's ends the reading with it.
-  auto ok = read_chunked_response(r.body, r.start_ms, r.end_ms,
-                                  [](Series&&) -> Result<void> { return Error{0, "enough"}; });
+  auto ok = read_chunked_response(r.body, r.start_ms, r.end_ms, [](Series&&) -> Result<void> {
+    return Error{0, "enough"};
+  });
   ASSERT_FALSE(ok.ok());
   EXPECT_EQ(ok.error().message, "enough");
 }
