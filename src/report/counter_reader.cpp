@@ -32,9 +32,9 @@ constexpr double kSameTime = 1e-3;
 // Uuids per regex in one request, so URLs and regexes stay small.
 constexpr std::size_t kUuidsPerRequest = 64;
 // Uuids per request for the raw samples of one step. Such a request reads one step's samples of
-// the flagged GPUs only, so fewer, larger requests save round trips; the regex travels in the
-// POST body, where 1024 uuids (about 40 KiB) are no burden.
-constexpr std::size_t kUuidsPerSettle = 1024;
+// the flagged GPUs only, so fewer, larger requests save round trips; but VictoriaMetrics refuses
+// a query longer than -search.maxQueryLen, 16 KiB by default, and 256 uuids are about 10.5 KiB.
+constexpr std::size_t kUuidsPerSettle = kMaxUuidsPerQuery;
 // GPUs per remote read request: the answer streams, so this only sets how many requests a
 // fleet takes, as a query batch of 64 does.
 constexpr std::size_t kUuidsPerRemoteRead = 64;

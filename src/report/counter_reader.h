@@ -58,7 +58,7 @@ struct ResetFound {
 // A step of one series whose raw samples must be read before its increase is known, with what
 // the walk knew entering it: a few numbers, so that a fleet's are kept while its GPUs are read
 // batch by batch, and settled step by step for the whole fleet (CounterReader::settle), one
-// request reading a step's raw samples of up to 1024 GPUs whatever batch they were in.
+// request reading a step's raw samples of up to kMaxUuidsPerQuery GPUs whatever batch they were in.
 struct PendingStep {
   std::uint64_t series = 0;  // series_id() of its labels as read
   std::uint64_t owner = 0;   // ... and of what it is billed as (keep_one_replica() drops replica labels)
@@ -82,6 +82,10 @@ struct CounterData {
   std::vector<PendingStep> pending;
 };
 
+// The most uuids one query names (uuid=~"a|b|..."): VictoriaMetrics refuses a query longer than
+// -search.maxQueryLen, 16 KiB by default; a GPU uuid with its separator is 41 bytes.
+constexpr std::size_t kMaxUuidsPerQuery = 256;
+
 // uuid -> step indices (1..N) whose raw samples must be read for every series of that GPU; or,
 // as series flags, labels_key() -> the steps of that series alone.
 using StepFlags = std::map<std::string, std::set<std::size_t>, std::less<>>;
@@ -104,7 +108,7 @@ class CounterReader {
   Result<CounterData> read_deferred(std::string_view selector, const StepFlags& flags, const StepFlags& series_flags,
                                     double max_rate, std::string_view only);
   // The increases of pending steps of `selector` (any batches'), from their raw samples: one
-  // request per step and 1024 GPUs; in step order. Only the steps i with i % lanes == lane, so
+  // request per step and kMaxUuidsPerQuery GPUs; in step order. Only the steps i with i % lanes == lane, so
   // that `lanes` readers can share the work.
   Result<std::vector<SettledStep>> settle(std::string_view selector, const std::vector<PendingStep>& pending,
                                           double max_rate, std::size_t lane = 0, std::size_t lanes = 1);

@@ -28,10 +28,10 @@ constexpr std::string_view kGap = "gpumeter_ledger_gap_seconds_total";
 constexpr double kSecondsPerMonth = 30.4375 * 86400;  // a mean Gregorian month
 constexpr std::size_t kParallelReads = 2;
 // GPUs whose owner counters are read together: 64 over a month's 241 points, so a batch's
-// series stay a few MiB; more over fewer points, up to 1024, so a short period takes few
-// requests.
+// series stay a few MiB; more over fewer points, up to the most one query may name, so a short
+// period takes few requests.
 constexpr std::size_t kGpuPointsPerBatch = 64 * 256;
-constexpr std::size_t kMinGpusPerBatch = 64, kMaxGpusPerBatch = 1024;
+constexpr std::size_t kMinGpusPerBatch = 64, kMaxGpusPerBatch = kMaxUuidsPerQuery;
 
 enum Field { kAllocated, kBusy, kMemory, kEnergy, kIdleAllocated, kIdleEnergy };
 

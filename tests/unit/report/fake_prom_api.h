@@ -4,6 +4,7 @@
 // with Prometheus 2.x's closed range [t - r, t]. For unit tests of the report's logic; the
 // integration tests use a real Prometheus and VictoriaMetrics.
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <regex>
@@ -25,7 +26,8 @@ class FakePromApi final : public PromApi {
  public:
   std::vector<RawSeries> data;
   std::string backend_name = "Prometheus (fake)";
-  bool remote_read = false;  // serve read_raw(), as Prometheus' remote read API does
+  std::size_t longest_query = 0;  // the longest expression or selector asked, in bytes
+  bool remote_read = false;       // serve read_raw(), as Prometheus' remote read API does
 
   Result<void> read_raw(std::string_view metric, const std::vector<std::string>& uuids, double after, double upto,
                         const std::function<Result<void>(Series&&)>& each) override {
@@ -51,11 +53,13 @@ class FakePromApi final : public PromApi {
 
   Result<std::vector<Series>> query(std::string_view expr, double t) override {
     count_request();
+    longest_query = std::max(longest_query, expr.size());
     return eval(std::string(expr), t);
   }
 
   Result<std::vector<Series>> query_range(std::string_view expr, double start, double end, double step) override {
     count_request();
+    longest_query = std::max(longest_query, expr.size());
     std::map<std::string, Series> out;
     for (double t = start; t <= end + 1e-9; t += step) {
       auto r = eval(std::string(expr), t);
@@ -73,6 +77,7 @@ class FakePromApi final : public PromApi {
 
   Result<std::vector<Series>> raw_samples(std::string_view selector, double after, double upto) override {
     count_request();
+    longest_query = std::max(longest_query, selector.size());
     auto r = eval(std::string(selector) + "[" + promql_range(upto - after) + "]", upto);
     if (!r) return r.error();
     return samples_between(std::move(*r), after, upto);
@@ -80,6 +85,7 @@ class FakePromApi final : public PromApi {
 
   Result<std::vector<Labels>> series(std::string_view match, double start, double end) override {
     count_request();
+    longest_query = std::max(longest_query, match.size());
     auto sel = parse_selector(std::string(match));
     if (!sel) return Error{0, "fake: bad selector " + std::string(match)};
     std::vector<Labels> out;
@@ -150,19 +156,35 @@ class FakePromApi final : public PromApi {
     for (const auto& [label, regex, value] : sel.matchers) {
       auto it = s.labels.find(label);
       const std::string v = it == s.labels.end() ? "" : it->second;
-      if (regex ? !std::regex_match(v, compiled(value)) : v != value) return false;
+      if (regex ? !regex_matches(value, v) : v != value) return false;
     }
     return true;
   }
 
-  // Each regex compiled once: a batch's alternation of 64 uuids is matched against every series.
-  const std::regex& compiled(const std::string& pattern) {
+  // A batch's alternation of uuids is matched against every series: an alternation of plain
+  // words as a set, anything else as a regex, each made once.
+  bool regex_matches(const std::string& pattern, const std::string& value) {
+    if (pattern.find_first_of("\\.*+?()[]{}^$") == std::string::npos) {
+      auto it = words_.find(pattern);
+      if (it == words_.end()) {
+        std::set<std::string> words;
+        for (std::size_t at = 0;;) {
+          const std::size_t bar = pattern.find('|', at);
+          words.insert(pattern.substr(at, bar - at));
+          if (bar == std::string::npos) break;
+          at = bar + 1;
+        }
+        it = words_.emplace(pattern, std::move(words)).first;
+      }
+      return it->second.count(value) > 0;
+    }
     auto it = regexes_.find(pattern);
     if (it == regexes_.end()) it = regexes_.emplace(pattern, std::regex(pattern)).first;
-    return it->second;
+    return std::regex_match(value, it->second);
   }
 
   std::map<std::string, std::regex> regexes_;
+  std::map<std::string, std::set<std::string>> words_;
 
   Result<std::vector<Series>> eval(const std::string& expr, double t) {
     static const std::regex last_re(R"(last_over_time\((.*)\[(\d+)ms\]\))");

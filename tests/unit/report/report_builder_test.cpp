@@ -503,6 +503,41 @@ TEST(BuildReport, AFleetLargerThanOneBatchIsBilledWholeAndChecked) {
   EXPECT_NE(error_message(bad, every_sample).find("GPU GPU-130 on n16:9400: its owners have"), std::string::npos);
 }
 
+// VictoriaMetrics refuses a query longer than 16 KiB (-search.maxQueryLen): a short period of a
+// 420-GPU fleet, whose owners all come back after a pause in the same step, once asked every
+// GPU in one batch (17 KiB) and every GPU's raw samples of that step in one request.
+TEST(BuildReport, NoQueryIsLongerThanVictoriaMetricsAccepts) {
+  FakePromApi api;
+  api.backend_name = "VictoriaMetrics";
+  for (int g = 0; g < 420; ++g) {
+    const std::string uuid = fmt::format("GPU-{:08x}-0000-0000-0000-{:012x}", g, g);
+    const Labels gpu{{"uuid", uuid}, {"gpu", "0"}, {"instance", fmt::format("n{}:9400", g / 8)}};
+    Labels owner = gpu;
+    owner.insert({{"project", "p"}, {"user", "u"}});
+    // Present, absent over the second step, back within the third.
+    std::vector<Sample> s = linear(0.5, 0, 1000);
+    const auto back = linear(0.5, 2500, kEnd);
+    s.insert(s.end(), back.begin(), back.end());
+    for (const char* m : {"gpu_allocated_seconds_total", "gpu_busy_seconds_total", "gpu_memory_byte_seconds_total",
+                          "gpu_attributed_energy_joules_total"}) {
+      api.data.push_back({m, owner, s});
+    }
+    api.data.push_back({"gpumeter_ledger_covered_seconds_total", gpu, linear(1)});
+    api.data.push_back({"gpumeter_ledger_gap_seconds_total", gpu, linear(0)});
+    Labels info = gpu;
+    info["model"] = "NVIDIA H100 80GB HBM3";
+    api.data.push_back({"gpu_info", info, linear(0)});
+  }
+  auto req = request({"project"});
+  req.step = 1200;
+  auto r = build_report(api, req);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_LE(api.longest_query, 16384u);
+  EXPECT_GT(api.longest_query, 10000u);  // the batches are as large as the limit allows
+  // The last samples before the pause and at the end: 990 s and 1095 s after each start.
+  EXPECT_DOUBLE_EQ(row(*r, {"p"}).usage.allocated_seconds, 420 * 0.5 * (990 + 1095));
+}
+
 // Busy time above an owner's own allocated time is no error: allocation is split evenly between
 // the processes present, busy time by their SM shares (a 90% process beside a 10% one).
 TEST(BuildReport, BusyAboveAnOwnersOwnAllocationIsNoError) {
