@@ -23,6 +23,11 @@ million), which takes promtool over half an hour on two cores; see docs/report-a
 
 --store victoriametrics loads the same history into a single-node VictoriaMetrics instead
 (/api/v1/import/prometheus, one window at a time) and times the report against it.
+
+The report runs with --read (default auto: remote read on Prometheus, the query API on
+VictoriaMetrics). On Prometheus the bench also runs the same report once through the query API
+alone (--read query) as the peer, and prints its wall time, requests and peak RSS and the
+largest difference between the two reports' rows (--no-query-peer skips it).
 """
 import argparse
 import concurrent.futures
