@@ -14,6 +14,13 @@ namespace {
 
 // Prometheus' staleness marker (model/value.StaleNaN): written when a series leaves a target.
 constexpr std::uint64_t kStaleNaN = 0x7ff0000000000002ULL;
+// The largest frame accepted. Prometheus sends at most --storage.remote.read-max-bytes-in-frame,
+// 1 MiB by default; a frame that announces more than this is a broken or hostile answer.
+constexpr std::uint64_t kMaxFrameBytes = std::uint64_t{64} << 20;
+
+std::int64_t wrapping_add(std::int64_t a, std::int64_t b) {
+  return static_cast<std::int64_t>(static_cast<std::uint64_t>(a) + static_cast<std::uint64_t>(b));
+}
 
 // Bits of a chunk, most significant first, with varints read byte-wise from any bit position
 // as xor.go writes them. A read past the end sets `failed` and returns zeros.
@@ -203,12 +210,14 @@ Result<void> decode_xor_chunk(std::string_view data, std::int64_t start_ms, std:
       t = r.varint();
       v.bits = r.bits(64);
     } else {
+      // In two's complement, wrapping: a hostile chunk may make any of them overflow, which
+      // signed arithmetic leaves undefined; the order check catches what it makes of time.
       if (i == 1) {
         delta = static_cast<std::int64_t>(r.uvarint());
       } else {
-        delta += read_dod(r);
+        delta = wrapping_add(delta, read_dod(r));
       }
-      t += delta;
+      t = wrapping_add(t, delta);
       if (!v.read(r)) return Error{0, fmt::format("an XOR chunk with a malformed value at sample {} of {}", i, count)};
     }
     if (r.failed) return Error{0, fmt::format("an XOR chunk that ends at sample {} of {}", i, count)};
@@ -242,6 +251,10 @@ Result<void> ChunkedReader::feed(std::string_view piece) {
         sized = true;
         break;
       }
+    }
+    if (sized && size > kMaxFrameBytes) {
+      return Error{0, fmt::format("frame {}: it announces {} bytes, more than the {} a frame may have", frames_ + 1,
+                                  size, kMaxFrameBytes)};
     }
     if (!sized || pending_.size() - p < 4 || pending_.size() - p - 4 < size) break;
     std::uint32_t sum = 0;

@@ -125,6 +125,7 @@ TEST(RemoteRead, ACorruptOrCutAnswerIsAnError) {
   fails(flipped, "checksum does not match");
   fails(r.body.substr(0, r.body.size() - 5), "the answer ends inside frame");
   fails("<html>proxy error</html>", "inside frame 1");
+  fails(std::string("\xff\xff\xff\xff\x0f", 5), "frame 1: it announces 4294967295 bytes");
   // An error of the caller's ends the reading with it.
   auto ok = read_chunked_response(r.body, r.start_ms, r.end_ms, [](Series&&) -> Result<void> {
     return Error{0, "enough"};
