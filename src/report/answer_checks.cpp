@@ -97,15 +97,24 @@ void BusyCheck::add(std::uint64_t id, const std::string& uuid, bool busy, double
   if (owner.allocated > 0) owner.labels.reset();
 }
 
-Result<void> BusyCheck::verify(const AnswerContext& ctx) const {
-  std::map<Labels, double> unallocated;  // in label order, so the first named is always the same
+// Every owner is added with its labels first (its boundary values), then by id (its settled
+// steps), and keeps them while nothing is allocated to it.
+bool BusyCheck::unallocated(const Owner& owner) {
+  return owner.labels && owner.allocated <= 0 && owner.busy > kBusyToleranceSeconds &&
+         label(*owner.labels, "project") != kUnattributedProject;
+}
+
+void BusyCheck::close_owners() {
   for (const auto& [id, owner] : owners_) {
-    // Every owner is added with its labels first (its boundary values), then by id (its
-    // settled steps), and keeps them while nothing is allocated to it.
-    if (owner.labels && owner.allocated <= 0 && owner.busy > kBusyToleranceSeconds &&
-        label(*owner.labels, "project") != kUnattributedProject) {
-      unallocated.emplace(*owner.labels, owner.busy);
-    }
+    if (unallocated(owner)) unallocated_.emplace(*owner.labels, owner.busy);
+  }
+  owners_.clear();
+}
+
+Result<void> BusyCheck::verify(const AnswerContext& ctx) const {
+  std::map<Labels, double> unallocated = unallocated_;  // in label order: the first named is always the same
+  for (const auto& [id, owner] : owners_) {
+    if (BusyCheck::unallocated(owner)) unallocated.emplace(*owner.labels, owner.busy);
   }
   if (!unallocated.empty()) {
     const auto& [labels, seconds] = *unallocated.begin();

@@ -58,6 +58,9 @@ class BusyCheck {
   void add(const Labels& labels, bool busy, double seconds);
   // ... of the owner series_id(labels) on GPU `uuid`, whose labels were given before.
   void add(std::uint64_t owner, const std::string& uuid, bool busy, double seconds);
+  // Judges the owners added so far, whose counters are all read (no step of theirs left to
+  // settle), and drops them: what is kept then grows with the GPUs, not with their owners.
+  void close_owners();
   Result<void> verify(const AnswerContext& ctx) const;
 
  private:
@@ -65,8 +68,11 @@ class BusyCheck {
     double allocated = 0, busy = 0;
     std::optional<Labels> labels;  // kept while it has no allocated second, for the message
   };
+  // Busy with no allocated second (the unattributed line aside): an owner the answers lost.
+  static bool unallocated(const Owner& owner);
   std::map<std::string, double> covered_by_gpu_, busy_by_gpu_;
   std::unordered_map<std::uint64_t, Owner> owners_;
+  std::map<Labels, double> unallocated_;  // of the closed owners, in label order
 };
 // An owner counter missing where the owner's others are present (allocated, busy, memory, energy).
 Result<void> check_siblings(const AnswerContext& ctx, const std::array<OwnerCounter, 4>& counters);

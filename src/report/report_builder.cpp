@@ -255,6 +255,8 @@ class Builder {
       }
       if (!batch) return finish(batch.error());
       if (auto ok = add_batch(ctx, *batch, busy); !ok) return finish(ok.error());
+      // By remote read nothing is left to settle: the batch's owners are judged and dropped.
+      if (remote_) busy.close_owners();
       {
         std::lock_guard lock(mutex);
         added = b + 1;
