@@ -488,12 +488,12 @@ Result<void> CounterReader::read_remote(std::string_view metric, const std::vect
       }
       while (i + 1 < points && x.t > at[i]) ++i;
       if (x.t > at[i]) break;
-      if (!cs.present[0] && !first) first = Born{0, x, i};
+      if (!cs.present[0] && !first) first = Born{out.series.size(), x, i};
       cs.present[i] = true;
       if (auto e = walk.advance(x.v, x.t, x.t, i, out.resets)) return *e;
     }
     if (std::find(cs.present.begin(), cs.present.end(), true) == cs.present.end()) return {};
-    if (first) born.push_back(Born{out.series.size(), first->first, first->step});
+    if (first) born.push_back(*first);
     cs.increase = std::move(walk).increases();
     out.series.push_back(std::move(cs));
     return {};

@@ -118,7 +118,6 @@ class CounterReader {
   // nothing is left pending and no reset needs flagging (reset_steps() answers none, without a
   // request). Series without a uuid label are no ledger's, and are not read.
   void use_remote_read() { remote_ = true; }
-  bool remote_read() const { return remote_; }
 
   // The series of the metric `metric` on the GPUs `uuids`: read_deferred() with a matcher on
   // them, or every raw sample by remote read.

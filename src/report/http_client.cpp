@@ -168,6 +168,11 @@ bool HttpAnswer::has_header(std::string_view name) const {
   return std::any_of(headers.begin(), headers.end(), [&](const auto& h) { return iequals_ascii(h.first, name); });
 }
 
+std::string HttpAnswer::header(std::string_view name) const {
+  auto it = std::find_if(headers.begin(), headers.end(), [&](const auto& h) { return iequals_ascii(h.first, name); });
+  return it == headers.end() ? std::string() : it->second;
+}
+
 std::string basic_authorization(std::string_view user, std::string_view password) {
   const std::string plain = std::string(user) + ":" + std::string(password);
   std::string encoded(4 * ((plain.size() + 2) / 3) + 1, '\0');

@@ -56,10 +56,11 @@ struct HttpRequest {
 
 struct HttpAnswer {
   int status = 0;
-  HttpHeaders headers;                           // as received
-  std::string body;                              // decoded; empty when streamed
-  bool streamed = false;                         // the body went to HttpRequest::on_body
-  bool has_header(std::string_view name) const;  // names compare without case
+  HttpHeaders headers;                              // as received
+  std::string body;                                 // decoded; empty when streamed
+  bool streamed = false;                            // the body went to HttpRequest::on_body
+  bool has_header(std::string_view name) const;     // names compare without case
+  std::string header(std::string_view name) const;  // the first one's value, or empty
 };
 
 class HttpClient {

@@ -173,7 +173,7 @@ class HttpPromApi final : public PromApi {
     }
     if (!answer->streamed) {
       return Error{kNoRemoteRead, fmt::format("{} did not answer with streamed chunks (Content-Type \"{}\", not {})",
-                                              where, content_type(*answer), kStreamedType)};
+                                              where, answer->header("Content-Type"), kStreamedType)};
     }
     if (auto ok = reader.finish(); !ok) return Error{0, fmt::format("{}: {}", where, ok.error().message)};
     return {};
@@ -228,17 +228,6 @@ class HttpPromApi final : public PromApi {
   static constexpr double kPastTheEnd = 1e-3;
   static constexpr std::string_view kReadPath = "/api/v1/read";
   static constexpr std::string_view kStreamedType = "application/x-streamed-protobuf";
-
-  static std::string content_type(const HttpAnswer& answer) {
-    for (const auto& [k, v] : answer.headers) {
-      if (k.size() == 12 && std::equal(k.begin(), k.end(), "content-type", [](char a, char b) {
-            return std::tolower(static_cast<unsigned char>(a)) == b;
-          })) {
-        return v;
-      }
-    }
-    return "";
-  }
 
   static std::string number(double v) { return fmt::format("{:.3f}", v); }
 
