@@ -18,6 +18,7 @@
 #include "util/ascii.h"
 #include "util/atomic_file.h"
 #include "util/duration.h"
+#include "util/malloc_arenas.h"
 #include "util/terminal_text.h"
 #include "util/yaml_reader.h"
 
@@ -150,6 +151,10 @@ Result<void> read_period(const ReportOptions& o, double now, report::ReportReque
 }
 
 int run_report(const ReportOptions& o) {
+  // The connections' threads parse answers beside each other, each into its own arena else: at
+  // 4000 GPUs the peak RSS was 130 MiB with glibc's default, 108 MiB with two arenas, at the
+  // same CPU time (one arena cost 3 s more of it).
+  limit_malloc_arenas();
   const double now = wall_now();
   report::ReportRequest req;
   req.now = now;

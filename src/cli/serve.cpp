@@ -1,13 +1,10 @@
 #include "cli/serve.h"
 
-#include <malloc.h>
-
-#include <cstdlib>
-
 #include "cli/agent.h"
 #include "cli/collector_flags.h"
 #include "cli/shared_flags.h"
 #include "util/log.h"
+#include "util/malloc_arenas.h"
 
 namespace gpumeter::cli {
 
@@ -84,11 +81,8 @@ void setup_serve_command(CLI::App& cmd, ServeOptions& o, int& exit_code) {
 }
 
 int run_serve(const ServeOptions& o) {
-  // glibc gives each thread that allocates an arena of its own, up to 8 per core: the agent's
-  // threads (one per GPU, HTTP handlers) allocate little and rarely at once, and each arena
-  // keeps its own free memory, so two arenas lower the peak. MALLOC_ARENA_MAX in the
-  // environment still decides if set.
-  if (std::getenv("MALLOC_ARENA_MAX") == nullptr) ::mallopt(M_ARENA_MAX, 2);
+  // The agent's threads (one per GPU, HTTP handlers) allocate little and rarely at once.
+  limit_malloc_arenas();
   Logger log(*parse_log_level(o.log_level), *parse_log_format(o.log_format));
   auto agent = Agent::create(o, log);
   if (!agent) return agent.error().code;

@@ -62,9 +62,14 @@ std::string label(const Labels& labels, std::string_view name) {
   return it == labels.end() ? std::string() : it->second;
 }
 
+void add_warning(std::vector<Warning>& warnings, std::string kind, std::string message, std::string gpu,
+                 std::string node, double from, double to) {
+  warnings.push_back(Warning{std::move(kind), std::move(message), std::move(gpu), std::move(node), from, to});
+}
+
 void add_warning(Report& report, std::string kind, std::string message, std::string gpu, std::string node, double from,
                  double to) {
-  report.warnings.push_back(Warning{std::move(kind), std::move(message), std::move(gpu), std::move(node), from, to});
+  add_warning(report.warnings, std::move(kind), std::move(message), std::move(gpu), std::move(node), from, to);
 }
 
 double sum(const std::vector<double>& v) {
@@ -196,18 +201,12 @@ Result<void> check_finite(const Report& report) {
   return {};
 }
 
-void reconcile(const AnswerContext& ctx, const CounterData& covered, const CounterData& gaps, Report& report) {
+void reconcile(const AnswerContext& ctx, const LedgerSummary& ledger, Report& report) {
   Reconciliation& rec = report.reconciliation;
-  report.timeline.capacity_seconds.assign(ctx.steps, 0.0);
-  for (const auto& s : covered.series) {
-    for (std::size_t i = 0; i < ctx.steps; ++i) {
-      rec.covered_seconds += s.increase[i];
-      report.timeline.capacity_seconds[i] += s.increase[i];
-    }
-  }
-  for (const auto& s : gaps.series) {
-    for (double x : s.increase) rec.gap_seconds += x;
-  }
+  report.timeline.capacity_seconds = ledger.capacity_seconds;
+  report.timeline.capacity_seconds.resize(ctx.steps, 0.0);
+  rec.covered_seconds = ledger.covered_seconds;
+  rec.gap_seconds = ledger.gap_seconds;
   for (const auto& row : report.rows) {
     (row.idle ? rec.idle_seconds : row.faulty ? rec.faulty_seconds : rec.owners_seconds) += row.usage.allocated_seconds;
   }
@@ -224,13 +223,16 @@ void reconcile(const AnswerContext& ctx, const CounterData& covered, const Count
   }
 }
 
-void warn_about_data(const AnswerContext& ctx, const CounterData& covered, const CounterData& gaps, Report& report) {
-  std::set<std::string> ledger_uuids;
+namespace {
+
+// Holes in each GPU's covered samples, between the first and the last point that has one and
+// at the end; the GPUs seen go to `uuids`.
+void warn_of_holes(const AnswerContext& ctx, const CounterData& covered, std::set<std::string>& uuids,
+                   std::vector<Warning>& warnings) {
   for (const auto& s : covered.series) {
     const std::string uuid = label(s.labels, "uuid");
     const std::string node = ctx.node_of(s.labels);
-    ledger_uuids.insert(uuid);
-    // Holes in the samples between the first and the last point that has one, and at the end.
+    uuids.insert(uuid);
     std::size_t first = 0, last = 0;
     bool any = false;
     for (std::size_t i = 0; i < s.present.size(); ++i) {
@@ -248,7 +250,7 @@ void warn_about_data(const AnswerContext& ctx, const CounterData& covered, const
       const double from = ctx.timeline[a - 1], to = ctx.timeline[b];
       if (to - from < kMinHoleSeconds) continue;
       const bool trailing = b == ctx.steps && last < a;
-      add_warning(report, "missing-data",
+      add_warning(warnings, "missing-data",
                   trailing
                       ? fmt::format("no samples of {} after {} (until the period's end at {}); usage after the last "
                                     "sample is not in this report",
@@ -259,6 +261,11 @@ void warn_about_data(const AnswerContext& ctx, const CounterData& covered, const
                   uuid, node, from, to);
     }
   }
+}
+
+// Time a GPU's agent could not integrate, and the ledger's restarts.
+void warn_of_gaps_and_resets(const AnswerContext& ctx, const CounterData& covered, const CounterData& gaps,
+                             std::vector<Warning>& warnings) {
   for (const auto& s : gaps.series) {
     const std::string uuid = label(s.labels, "uuid");
     const std::string node = ctx.node_of(s.labels);
@@ -271,26 +278,48 @@ void warn_about_data(const AnswerContext& ctx, const CounterData& covered, const
       for (std::size_t i = a; i <= b; ++i) seconds += s.increase[i - 1];
       // The agent counts a gap when it comes back, so the step dates the gap's end.
       add_warning(
-          report, "gap",
+          warnings, "gap",
           fmt::format("{}: the agent came back between {} and {} from {:.0f} s it could not integrate (it, or the "
                       "GPU, was down longer than the driver's sample buffer); that time is in no owner's total",
                       gpu_text(uuid, node), format_utc(ctx.timeline[a - 1]), format_utc(ctx.timeline[b]), seconds),
           uuid, node, ctx.timeline[a - 1], ctx.timeline[b]);
     }
   }
-  std::set<std::string> reset_seen;
   for (const auto& r : covered.resets) {
     const std::string uuid = label(r.labels, "uuid");
     const std::string node = ctx.node_of(r.labels);
     add_warning(
-        report, "reset",
+        warnings, "reset",
         fmt::format("the ledger counters of {} restarted from zero between {} and {} (the agent restarted without "
                     "its state file); usage on both sides of the reset is counted",
                     gpu_text(uuid, node), format_utc(r.after), format_utc(r.at)),
         uuid, node, r.after, r.at);
   }
+}
+
+}  // namespace
+
+LedgerSummary summarize_ledger(const AnswerContext& ctx, const CounterData& covered, const CounterData& gaps) {
+  LedgerSummary out;
+  out.capacity_seconds.assign(ctx.steps, 0.0);
+  for (const auto& s : covered.series) {
+    for (std::size_t i = 0; i < ctx.steps; ++i) {
+      out.covered_seconds += s.increase[i];
+      out.capacity_seconds[i] += s.increase[i];
+    }
+  }
+  for (const auto& s : gaps.series) {
+    for (double x : s.increase) out.gap_seconds += x;
+  }
+  warn_of_holes(ctx, covered, out.uuids, out.warnings);
+  warn_of_gaps_and_resets(ctx, covered, gaps, out.warnings);
+  return out;
+}
+
+void warn_about_data(const AnswerContext& ctx, const LedgerSummary& ledger, Report& report) {
+  report.warnings.insert(report.warnings.end(), ledger.warnings.begin(), ledger.warnings.end());
   for (const auto& [uuid, id] : ctx.gpus) {
-    if (ledger_uuids.count(uuid)) continue;
+    if (ledger.uuids.count(uuid)) continue;
     add_warning(
         report, "missing-series",
         fmt::format("{} ({}) reported gpu_info in the period but no ledger series; its usage is not in this report",

@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -79,14 +80,28 @@ Result<void> check_siblings(const AnswerContext& ctx, const std::array<OwnerCoun
 // A total, a row or the reconciliation that is not a finite number.
 Result<void> check_finite(const Report& report);
 
+// What the report keeps of the ledger's covered and gap seconds once they are read: the fleet's
+// capacity per step, the totals, the GPUs seen and the warnings they give. The per-GPU
+// timelines are then dropped before the owners are read, so what stays of each GPU is its uuid
+// and its warnings (docs/report-accuracy.md#scaling).
+struct LedgerSummary {
+  std::vector<double> capacity_seconds;  // covered seconds per step, all GPUs
+  double covered_seconds = 0, gap_seconds = 0;
+  std::set<std::string> uuids;    // GPUs with a covered series
+  std::vector<Warning> warnings;  // holes in the samples, ledger gaps and resets, in that order
+};
+LedgerSummary summarize_ledger(const AnswerContext& ctx, const CounterData& covered, const CounterData& gaps);
+
 // The reconciliation of covered time with the owners' and idle allocated time, and the step
 // capacities; a warning when they differ.
-void reconcile(const AnswerContext& ctx, const CounterData& covered, const CounterData& gaps, Report& report);
+void reconcile(const AnswerContext& ctx, const LedgerSummary& ledger, Report& report);
 // Warnings about holes in the samples, ledger gaps, ledger resets, GPUs with no ledger series
 // and a period that ends too close to now.
-void warn_about_data(const AnswerContext& ctx, const CounterData& covered, const CounterData& gaps, Report& report);
+void warn_about_data(const AnswerContext& ctx, const LedgerSummary& ledger, Report& report);
 
 // Helpers of the report module.
+void add_warning(std::vector<Warning>& warnings, std::string kind, std::string message, std::string gpu = {},
+                 std::string node = {}, double from = 0, double to = 0);
 void add_warning(Report& report, std::string kind, std::string message, std::string gpu = {}, std::string node = {},
                  double from = 0, double to = 0);
 std::string label(const Labels& labels, std::string_view name);

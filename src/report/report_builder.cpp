@@ -170,6 +170,10 @@ class Builder {
                             [this](const std::string& uuid) { return node_of_gpu(uuid); },
                             gpus_};
     BusyCheck busy(*covered);
+    const LedgerSummary ledger = summarize_ledger(ctx, *covered, *gaps);
+    // Their per-GPU timelines are not needed past here: dropped before the owners are read.
+    *covered = CounterData{};
+    *gaps = CounterData{};
     if (auto ok = read_owners(ctx, *flags, *owner_flags, busy); !ok) return ok.error();
     // Answers that disagree show in the raw samples too; the siblings' finding names them better.
     if (auto ok = settle_owners(busy); !ok) return siblings_error_ ? *siblings_error_ : ok.error();
@@ -178,11 +182,11 @@ class Builder {
     if (pricer_ && pricer_->missing()) return pricer_->missing_price_error();
     if (req_.pricing && req_.pricing->idle_policy != pricing::IdlePolicy::kSeparate) spread_idle();
     finish_rows();
-    reconcile(ctx, *covered, *gaps, report_);
+    reconcile(ctx, ledger, report_);
     if (auto ok = check_finite(report_); !ok) return ok.error();
     if (auto ok = busy.verify(ctx); !ok) return ok.error();
     if (siblings_error_) return *siblings_error_;
-    warn_about_data(ctx, *covered, *gaps, report_);
+    warn_about_data(ctx, ledger, report_);
     report_.queries = api_.requests();
     return std::move(report_);
   }
