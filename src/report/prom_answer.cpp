@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "report/canonical_answer.h"
 #include "report/prom_api.h"
 
 namespace gpumeter::report {
@@ -407,6 +408,14 @@ std::string excerpt(std::string_view body, std::size_t max) {
 }
 
 Result<std::vector<Series>> parse_query_response(std::string_view body, std::string_view what) {
+  if (auto series = read_canonical_answer(body)) {
+    if (auto bad = check_series(*series)) return Error{0, fmt::format("{}: {}", what, *bad)};
+    return std::move(*series);
+  }
+  return parse_query_response_sax(body, what);
+}
+
+Result<std::vector<Series>> parse_query_response_sax(std::string_view body, std::string_view what) {
   AnswerReader reader(AnswerReader::Mode::kQuery, what);
   json::sax_parse(body.begin(), body.end(), &reader);
   return reader.series_result(body);

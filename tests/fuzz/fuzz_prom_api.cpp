@@ -12,9 +12,22 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   auto [selector, text] = fuzz::select(data, size, 2);
   if (selector == 0) {
     auto series = report::parse_query_response(text, "query gpu_busy_seconds_total");
+    // The reader of the usual shape and the SAX reader agree on every answer.
+    auto sax = report::parse_query_response_sax(text, "query gpu_busy_seconds_total");
+    FUZZ_CHECK(series.ok() == sax.ok());
     if (!series) {
+      FUZZ_CHECK(series.error().message == sax.error().message);
       FUZZ_CHECK(series.error().message.find("gpu_busy_seconds_total") != std::string::npos);
       return 0;
+    }
+    FUZZ_CHECK(series->size() == sax->size());
+    for (std::size_t i = 0; i < series->size(); ++i) {
+      FUZZ_CHECK((*series)[i].labels == (*sax)[i].labels);
+      FUZZ_CHECK((*series)[i].samples.size() == (*sax)[i].samples.size());
+      for (std::size_t k = 0; k < (*series)[i].samples.size(); ++k) {
+        FUZZ_CHECK((*series)[i].samples[k].t == (*sax)[i].samples[k].t);
+        FUZZ_CHECK((*series)[i].samples[k].v == (*sax)[i].samples[k].v);
+      }
     }
     for (const auto& s : *series) {
       FUZZ_CHECK(s.labels.find("__name__") == s.labels.end());

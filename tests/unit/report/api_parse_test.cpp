@@ -1,6 +1,7 @@
 // The API answer parsers: every malformed answer is an error naming what was wrong.
 #include <gtest/gtest.h>
 
+#include "report/canonical_answer.h"
 #include "report/prom_api.h"
 
 namespace gpumeter::report {
@@ -9,6 +10,74 @@ namespace {
 std::string error_of(std::string_view body) {
   auto r = parse_query_response(body, "Q");
   return r.ok() ? std::string("ok") : r.error().message;
+}
+
+// parse_query_response() reads the usual shape itself and leaves the rest to the SAX reader:
+// whichever reads an answer, the series or the error are the same.
+void expect_same_as_sax(std::string_view body) {
+  auto fast = parse_query_response(body, "Q");
+  auto sax = parse_query_response_sax(body, "Q");
+  ASSERT_EQ(fast.ok(), sax.ok()) << body;
+  if (!fast.ok()) {
+    EXPECT_EQ(fast.error().message, sax.error().message) << body;
+    return;
+  }
+  ASSERT_EQ(fast->size(), sax->size()) << body;
+  for (std::size_t i = 0; i < fast->size(); ++i) {
+    EXPECT_EQ((*fast)[i].labels, (*sax)[i].labels) << body;
+    ASSERT_EQ((*fast)[i].samples.size(), (*sax)[i].samples.size()) << body;
+    for (std::size_t k = 0; k < (*fast)[i].samples.size(); ++k) {
+      EXPECT_EQ((*fast)[i].samples[k].t, (*sax)[i].samples[k].t) << body;
+      EXPECT_EQ((*fast)[i].samples[k].v, (*sax)[i].samples[k].v) << body;
+    }
+  }
+}
+
+TEST(ParseQueryResponse, TheUsualShapeIsReadAsTheSaxReaderReadsIt) {
+  const std::string prometheus =
+      R"({"status":"success","data":{"resultType":"matrix","result":[{"metric":{"__name__":"m","uuid":"GPU-1","pod":"p"},"values":[[1793365200,"1"],[1793376000,"2.5e3"],[1793386800.125,"-0"]]},{"metric":{"uuid":"GPU-2"},"values":[]}]}})";
+  const std::string victoria =
+      R"({"status":"success","isPartial":false,"data":{"resultType":"vector","result":[{"metric":{"a":"1","a":"2"},"value":[1.7e9,"0.1"]}]}})";
+  const std::string spaced =
+      "{ \"status\" : \"success\" ,\n \"data\" : { \"resultType\" : \"matrix\" , \"result\" : [ { \"metric\" : "
+      "{ } , \"values\" : [ [ 1 , \"1\" ] , [ 2 , \"2\" ] ] } ] } }\n";
+  for (const auto& body : {prometheus, victoria, spaced}) {
+    EXPECT_TRUE(read_canonical_answer(body).has_value()) << body;
+    expect_same_as_sax(body);
+  }
+  // Left to the SAX reader: an escape, a byte above ASCII, a member it does not know, a number
+  // JSON does not allow, a value that is no finite number, an envelope in another order.
+  const std::vector<std::string> others = {
+      R"({"status":"success","data":{"resultType":"vector","result":[{"metric":{"a":"x\"y\u00e9"},"value":[1,"1"]}]}})",
+      "{\"status\":\"success\",\"data\":{\"resultType\":\"vector\",\"result\":[{\"metric\":{\"a\":\"\xc3\xa9\"},"
+      "\"value\":[1,\"1\"]}]}}",
+      R"({"status":"success","stats":{"seriesFetched":"1"},"data":{"resultType":"vector","result":[]}})",
+      R"({"status":"success","data":{"result":[],"resultType":"vector"}})",
+      R"({"data":{"resultType":"vector","result":[]},"status":"success","warnings":["cut short"]})",
+      R"({"status":"success","isPartial":true,"data":{"resultType":"vector","result":[]}})",
+      R"({"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[01,"1"]}]}})",
+      R"({"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1.,"1"]}]}})",
+      R"({"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1,"NaN"]}]}})",
+      R"({"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1,"+Inf"]}]}})",
+      R"({"status":"success","data":{"resultType":"vector","result":[{"metric":{},"values":[[1,"1"]]}]}})",
+      R"({"status":"success","data":{"resultType":"matrix","result":[{"metric":{},"value":[1,"1"]}]}})",
+      R"({"status":"success","data":{"resultType":"scalar","result":[1,"1"]}})",
+      R"({"status":"error","errorType":"bad_data","error":"parse error"})",
+      R"({"status":"success","data":{"resultType":"vector","result":[]}} trailing)",
+      R"({"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1,"1"]}])",
+      R"({"status":"success","data":{"resultType":"vector","result":[]}})",
+  };
+  for (const auto& body : others) {
+    if (body != others.back()) {
+      EXPECT_FALSE(read_canonical_answer(body).has_value()) << body;
+    }
+    expect_same_as_sax(body);
+  }
+  // What the checks after reading refuse, they refuse alike.
+  expect_same_as_sax(
+      R"({"status":"success","data":{"resultType":"matrix","result":[{"metric":{"a":"1"},"values":[[1,"1"],[2,"3"],[2,"9"]]}]}})");
+  expect_same_as_sax(
+      R"({"status":"success","data":{"resultType":"vector","result":[{"metric":{"a":"1"},"value":[1,"1"]},{"metric":{"a":"1"},"value":[1,"1"]}]}})");
 }
 
 TEST(ParseQueryResponse, VectorAndMatrix) {
