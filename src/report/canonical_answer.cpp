@@ -74,16 +74,19 @@ class CanonicalReader {
   std::optional<double> number() {
     skip_space();
     const char* start = p_;
+    bool integer = true;
     if (p_ < end_ && *p_ == '-') ++p_;
     if (p_ == end_ || !digit(*p_)) return std::nullopt;
     if (*p_++ != '0') {
       while (p_ < end_ && digit(*p_)) ++p_;
     }
     if (p_ < end_ && *p_ == '.') {
+      integer = false;
       if (++p_ == end_ || !digit(*p_)) return std::nullopt;
       while (p_ < end_ && digit(*p_)) ++p_;
     }
     if (p_ < end_ && (*p_ == 'e' || *p_ == 'E')) {
+      integer = false;
       if (++p_ < end_ && (*p_ == '+' || *p_ == '-')) ++p_;
       if (p_ == end_ || !digit(*p_)) return std::nullopt;
       while (p_ < end_ && digit(*p_)) ++p_;
@@ -91,7 +94,8 @@ class CanonicalReader {
     double v = 0;
     auto [end, ec] = std::from_chars(start, p_, v);
     if (ec != std::errc() || end != p_) return std::nullopt;
-    return v;
+    // nlohmann-json reads -0 as the integer 0.
+    return integer && v == 0 ? 0.0 : v;
   }
 
   // [time, "value"]

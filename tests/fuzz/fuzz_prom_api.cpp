@@ -26,6 +26,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       FUZZ_CHECK((*series)[i].samples.size() == (*sax)[i].samples.size());
       for (std::size_t k = 0; k < (*series)[i].samples.size(); ++k) {
         FUZZ_CHECK((*series)[i].samples[k].t == (*sax)[i].samples[k].t);
+        FUZZ_CHECK(std::signbit((*series)[i].samples[k].t) == std::signbit((*sax)[i].samples[k].t));
         FUZZ_CHECK((*series)[i].samples[k].v == (*sax)[i].samples[k].v);
       }
     }

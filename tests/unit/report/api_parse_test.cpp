@@ -1,6 +1,8 @@
 // The API answer parsers: every malformed answer is an error naming what was wrong.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "report/canonical_answer.h"
 #include "report/prom_api.h"
 
@@ -29,6 +31,8 @@ void expect_same_as_sax(std::string_view body) {
     for (std::size_t k = 0; k < (*fast)[i].samples.size(); ++k) {
       EXPECT_EQ((*fast)[i].samples[k].t, (*sax)[i].samples[k].t) << body;
       EXPECT_EQ((*fast)[i].samples[k].v, (*sax)[i].samples[k].v) << body;
+      EXPECT_EQ(std::signbit((*fast)[i].samples[k].t), std::signbit((*sax)[i].samples[k].t)) << body;
+      EXPECT_EQ(std::signbit((*fast)[i].samples[k].v), std::signbit((*sax)[i].samples[k].v)) << body;
     }
   }
 }
@@ -37,7 +41,7 @@ TEST(ParseQueryResponse, TheUsualShapeIsReadAsTheSaxReaderReadsIt) {
   const std::string prometheus =
       R"({"status":"success","data":{"resultType":"matrix","result":[{"metric":{"__name__":"m","uuid":"GPU-1","pod":"p"},"values":[[1793365200,"1"],[1793376000,"2.5e3"],[1793386800.125,"-0"]]},{"metric":{"uuid":"GPU-2"},"values":[]}]}})";
   const std::string victoria =
-      R"({"status":"success","isPartial":false,"data":{"resultType":"vector","result":[{"metric":{"a":"1","a":"2"},"value":[1.7e9,"0.1"]}]}})";
+      R"({"status":"success","isPartial":false,"data":{"resultType":"vector","result":[{"metric":{"a":"1","a":"2"},"value":[1.7e9,"0.1"]},{"metric":{"b":"1"},"value":[-0,"-0"]},{"metric":{"c":"1"},"value":[-0.0,"0"]}]}})";
   const std::string spaced =
       "{ \"status\" : \"success\" ,\n \"data\" : { \"resultType\" : \"matrix\" , \"result\" : [ { \"metric\" : "
       "{ } , \"values\" : [ [ 1 , \"1\" ] , [ 2 , \"2\" ] ] } ] } }\n";
