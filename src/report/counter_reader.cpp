@@ -446,13 +446,25 @@ Result<CounterData> CounterReader::read_deferred(std::string_view selector, cons
   return walk_all(selector, max_rate, *points, nullptr);
 }
 
+void trim(CounterSeries& s) {
+  const auto nonzero = [](double x) { return x != 0; };
+  const auto a = std::find_if(s.increase.begin(), s.increase.end(), nonzero);
+  const auto b = std::find_if(s.increase.rbegin(), s.increase.rend(), nonzero).base();
+  s.first += static_cast<std::size_t>(a - s.increase.begin());
+  s.increase = a < b ? std::vector<double>(a, b) : std::vector<double>();
+}
+
 Result<CounterData> CounterReader::read_gpus(std::string_view metric, const std::vector<std::string>& uuids,
                                              const StepFlags& flags, const StepFlags& series_flags, double max_rate) {
+  Result<CounterData> out = CounterData{};
   if (!remote_) {
-    return read_deferred(metric, flags, series_flags, max_rate, "uuid=~" + promql_string(exact_alternation(uuids)));
+    out = read_deferred(metric, flags, series_flags, max_rate, "uuid=~" + promql_string(exact_alternation(uuids)));
+  } else if (auto ok = read_remote(metric, uuids, max_rate, *out); !ok) {
+    return ok.error();
   }
-  CounterData out;
-  if (auto ok = read_remote(metric, uuids, max_rate, out); !ok) return ok.error();
+  if (out) {
+    for (auto& s : out->series) trim(s);
+  }
   return out;
 }
 

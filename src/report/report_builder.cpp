@@ -339,9 +339,9 @@ class Builder {
       for (const auto& s : data[m].series) {
         SeriesRow row = row_of(s.labels);
         double total = 0;
-        for (std::size_t i = 1; i <= steps_; ++i) {
-          add_increase(row, f, i, s.increase[i - 1]);
-          total += s.increase[i - 1];
+        for (std::size_t k = 0; k < s.increase.size(); ++k) {
+          add_increase(row, f, s.first + k + 1, s.increase[k]);
+          total += s.increase[k];
         }
         if (f == kAllocated || f == kBusy) busy.add(s.labels, f == kBusy, total);
         // What its settled steps are added to, without its labels.

@@ -3,6 +3,8 @@
 // definition computed from every raw sample.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <random>
 
 #include <fmt/format.h>
@@ -354,6 +356,44 @@ TEST(CounterReader, RemoteReadPresenceIsPerStep) {
   ASSERT_EQ(data->series.size(), 1u);
   EXPECT_EQ(data->series[0].present, (std::vector<bool>{true, false, true, false, false, true}));
   EXPECT_EQ(data->series[0].increase, (std::vector<double>{0, 2, 0, 0, 1}));
+}
+
+TEST(CounterReader, TrimKeepsTheStepsFromTheFirstIncreaseToTheLast) {
+  CounterSeries s{{}, {0, -0.0, 1, 0, 2, 0}, {}};
+  trim(s);
+  EXPECT_EQ(s.first, 2u);
+  EXPECT_EQ(s.increase, (std::vector<double>{1, 0, 2}));
+  CounterSeries idle{{}, {0, 0, 0}, {}};
+  trim(idle);
+  EXPECT_TRUE(idle.increase.empty());
+}
+
+// A batch's series keep their increases at the same steps as read() gives them, whichever way
+// they are read.
+TEST(CounterReader, ReadGpusKeepsEachSeriesFromItsFirstIncreaseToItsLast) {
+  for (Mode mode : {Mode::kDeferred, Mode::kRemote}) {
+    FakePromApi api;
+    api.remote_read = mode == Mode::kRemote;
+    api.data.push_back(
+        counter("GPU-a", "p", {{300, 0}, {310, 5}, {420, 30}, {500, 30}, {600, 30}, {700, 30}, {800, 30}, {900, 30}}));
+    api.data.push_back(counter("GPU-b", "q", {{0, 1}, {100, 2}, {250, 2}}));
+    CounterReader reader(api, make_timeline(0, 900, 100, {}), 100, kHuge);
+    if (mode == Mode::kRemote) reader.use_remote_read();
+    auto dense = reader.read("m_total", {});
+    auto batch = reader.read_gpus("m_total", {"GPU-a", "GPU-b"}, {}, {}, 1.0);
+    ASSERT_TRUE(dense.ok() && batch.ok());
+    ASSERT_TRUE(batch->pending.empty());
+    ASSERT_EQ(batch->series.size(), 2u);
+    for (const auto& s : batch->series) {
+      const auto same = std::find_if(dense->series.begin(), dense->series.end(),
+                                     [&](const CounterSeries& d) { return d.labels == s.labels; });
+      ASSERT_NE(same, dense->series.end());
+      std::vector<double> steps(9, 0.0);
+      for (std::size_t k = 0; k < s.increase.size(); ++k) steps.at(s.first + k) = s.increase[k];
+      EXPECT_EQ(steps, same->increase);
+      EXPECT_LT(s.increase.size(), 9u);
+    }
+  }
 }
 
 }  // namespace
